@@ -1,0 +1,27 @@
+//! Placeholder until the command lands.
+
+use camino::Utf8PathBuf;
+
+/// Arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Kernel directory (default: the current directory).
+    pub dir: Option<Utf8PathBuf>,
+}
+
+/// Arguments of the hidden `assemble` command.
+#[derive(Debug, clap::Args)]
+pub struct AssembleArgs {
+    /// Kernel directory.
+    pub dir: Utf8PathBuf,
+}
+
+/// Run the command.
+pub fn run(_args: Args) -> super::CmdResult {
+    anyhow::bail!("not implemented yet")
+}
+
+/// Run the hidden `assemble` command.
+pub fn run_assemble(_args: AssembleArgs) -> super::CmdResult {
+    anyhow::bail!("not implemented yet")
+}

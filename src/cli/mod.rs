@@ -1,0 +1,76 @@
+//! Command-line interface: one file per subcommand, each with an `Args` struct (its doc comments
+//! are the user manual) and a `run` that calls into the library.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub mod build_and_copy;
+pub mod check_config;
+pub mod hash;
+pub mod list_variants;
+pub mod update_build;
+
+/// Build PyTorch kernels for every cell of the compatibility matrix into Hub-ready trees.
+#[derive(Debug, Parser)]
+#[command(name = "kernel-builder", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read build.toml (any edition), validate it and print a summary.
+    CheckConfig(check_config::Args),
+    /// Rewrite build.toml as edition 5, keeping comments and order.
+    UpdateBuild(update_build::Args),
+    /// List the build variants (matrix cells) of a kernel.
+    ListVariants(list_variants::Args),
+    /// Build every variant of a kernel into DIR/build/<variant>/.
+    #[command(visible_alias = "build")]
+    BuildAndCopy(build_and_copy::Args),
+    /// Assemble one noarch variant directory (the builder a Nix cell runs).
+    #[command(hide = true)]
+    Assemble(build_and_copy::AssembleArgs),
+    /// Print the NAR hash of each path, as `nix hash path` does.
+    Hash(hash::Args),
+}
+
+/// How a command ended, when it did not fail with an error.
+pub type CmdResult = anyhow::Result<ExitCode>;
+
+/// Parse the command line, run the command, print any error with its cause chain.
+///
+/// Exit codes: 0 success, 1 the command failed (bad input, failed build), 2 bad command line.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::CheckConfig(a) => check_config::run(a),
+        Command::UpdateBuild(a) => update_build::run(a),
+        Command::ListVariants(a) => list_variants::run(a),
+        Command::BuildAndCopy(a) => build_and_copy::run(a),
+        Command::Assemble(a) => build_and_copy::run_assemble(a),
+        Command::Hash(a) => hash::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            report_error(&err);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Print an error: a miette diagnostic is rendered with its source snippet; anything else as
+/// `error: …` followed by each cause on its own line.
+pub fn report_error(err: &anyhow::Error) {
+    if let Some(diags) = err.downcast_ref::<crate::config::ConfigErrors>() {
+        eprint!("{}", diags.render());
+        return;
+    }
+    eprintln!("error: {err}");
+    for cause in err.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+}

@@ -1,0 +1,477 @@
+//! The one typed model of a kernel's `build.toml`.
+//!
+//! Every generation of the format (edition 5, the unversioned "v4" and "v3" forms, the
+//! `universal` form "v2" and the oldest form "v1") is read into these types by
+//! [`crate::config::load`]; nothing downstream ever looks at the TOML again. Field names follow
+//! edition 5 (see `../shared/reference/kernel-builder-cli.md`, section 2).
+
+use std::fmt;
+
+use camino::Utf8PathBuf;
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+/// A compute backend a kernel can target, as spelled in `general.backends` (lowercase).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Cann,
+    Cpu,
+    Cuda,
+    Metal,
+    Neuron,
+    Rocm,
+    Tpu,
+    Xpu,
+}
+
+impl Backend {
+    /// Every backend, in the fixed (alphabetical) order used for metadata files.
+    pub const ALL: [Backend; 8] = [
+        Backend::Cann,
+        Backend::Cpu,
+        Backend::Cuda,
+        Backend::Metal,
+        Backend::Neuron,
+        Backend::Rocm,
+        Backend::Tpu,
+        Backend::Xpu,
+    ];
+
+    /// The lowercase name used in `build.toml`, variant names and `metadata.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Cann => "cann",
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+            Backend::Metal => "metal",
+            Backend::Neuron => "neuron",
+            Backend::Rocm => "rocm",
+            Backend::Tpu => "tpu",
+            Backend::Xpu => "xpu",
+        }
+    }
+
+    /// Parse an exact lowercase backend name (`None` for anything else).
+    pub fn from_name(s: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.as_str() == s)
+    }
+
+    /// The noarch variant name the `kernels` loader accepts for this backend
+    /// (`torch-cuda`, …; CANN's is `torch-npu`).
+    pub fn noarch_variant(self) -> String {
+        match self {
+            Backend::Cann => "torch-npu".to_owned(),
+            b => format!("torch-{}", b.as_str()),
+        }
+    }
+
+    /// Whether `[kernel.*]` tables may target this backend (compiled code).
+    pub fn can_compile(self) -> bool {
+        matches!(
+            self,
+            Backend::Cpu | Backend::Cuda | Backend::Metal | Backend::Rocm | Backend::Xpu
+        )
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A dotted version such as `2.12` or `13.0`.
+///
+/// Comparison is numeric per component with missing components read as 0, so `13.0 == 13`
+/// (upstream's migration lost cu130 cells because Nix compared `"13.0"` and `"13"` as
+/// different). The original spelling is kept in `text` so that `update-build` writes it back
+/// unchanged.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Version {
+    pub parts: Vec<u32>,
+    pub text: String,
+}
+
+impl Version {
+    /// Parse `"X[.Y[.Z…]]"` (surrounding whitespace trimmed). Errors name the bad text.
+    pub fn parse(s: &str) -> Result<Version, String> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Err("a version must not be empty".to_owned());
+        }
+        let parts = t
+            .split('.')
+            .map(|p| p.parse::<u32>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| format!("version `{s}` must be dot-separated numbers, e.g. \"2.12\""))?;
+        Ok(Version { parts, text: t.to_owned() })
+    }
+
+    /// Component `i`, 0 when absent.
+    pub fn part(&self, i: usize) -> u32 {
+        self.parts.get(i).copied().unwrap_or(0)
+    }
+
+    /// `major.minor` flattened without the dot, as in variant names: 2.12 → "212", 13.0 → "130",
+    /// 2025.3.2 → "20253".
+    pub fn flat_major_minor(&self) -> String {
+        format!("{}{}", self.part(0), self.part(1))
+    }
+}
+
+impl PartialEq for Version {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Version {}
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Version {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let n = self.parts.len().max(other.parts.len());
+        (0..n).map(|i| self.part(i).cmp(&other.part(i))).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+    }
+}
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Which generation of the `build.toml` format a file was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Generation {
+    /// Oldest form: `[torch] name/pyroot`, `capabilities`, `language`, kernels without `backend`.
+    V1,
+    /// `[general] universal = true|false`, `cuda-minver`/`cuda-maxver` in `[general]`.
+    V2,
+    /// No `edition`; `version`/`license` optional, framework section optional.
+    V3,
+    /// No `edition`; `version`, `license` and one framework section required.
+    V4,
+    /// `edition = 5`, the current format.
+    Edition5,
+}
+
+impl Generation {
+    /// Human name used in summaries and warnings.
+    pub fn label(self) -> &'static str {
+        match self {
+            Generation::V1 => "v1 (legacy)",
+            Generation::V2 => "v2 (legacy, `universal`)",
+            Generation::V3 => "v3 (legacy, unversioned)",
+            Generation::V4 => "v4 (legacy, unversioned)",
+            Generation::Edition5 => "edition 5",
+        }
+    }
+
+    /// True for everything older than edition 5 (`update-build` should be run).
+    pub fn is_legacy(self) -> bool {
+        self != Generation::Edition5
+    }
+}
+
+/// A kernel this one depends on, fetched from the Hub at load time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelDependency {
+    #[serde(rename = "repo-id")]
+    pub repo_id: String,
+    #[serde(flatten)]
+    pub pin: KernelPin,
+}
+
+/// Exactly one of a major version or a revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelPin {
+    Version(u64),
+    Revision(String),
+}
+
+/// `[general.<backend>]`: per-backend dependency lists (and CUDA version bounds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackendGeneral {
+    pub python_depends: Vec<String>,
+    pub kernel_depends: Vec<KernelDependency>,
+}
+
+/// `[general.cuda]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CudaGeneral {
+    /// Lowest CUDA version built (inclusive).
+    pub minver: Option<Version>,
+    /// Highest CUDA version built (inclusive).
+    pub maxver: Option<Version>,
+    pub deps: BackendGeneral,
+}
+
+/// `[general.hub]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hub {
+    pub repo_id: Option<String>,
+    pub branch: Option<String>,
+}
+
+/// `[general]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct General {
+    /// Kernel name, matching `^[a-z][-a-z0-9]*[a-z0-9]$`.
+    pub name: String,
+    /// Major version of the kernel's API (published to branch `v<version>`).
+    pub version: u64,
+    pub license: String,
+    pub upstream: Option<String>,
+    pub source: Option<String>,
+    /// Backends in the order written.
+    pub backends: Vec<Backend>,
+    pub python_depends: Vec<String>,
+    pub kernel_depends: Vec<KernelDependency>,
+    pub cuda: CudaGeneral,
+    pub neuron: BackendGeneral,
+    pub tpu: BackendGeneral,
+    pub xpu: BackendGeneral,
+    pub hub: Hub,
+}
+
+impl General {
+    /// The Python package name: the kernel name with `-` replaced by `_`.
+    pub fn python_name(&self) -> String {
+        self.name.replace('-', "_")
+    }
+
+    /// `python-depends` for one backend: the general list, then `[general.<backend>]`'s.
+    pub fn python_depends_for(&self, backend: Backend) -> Vec<String> {
+        let mut out = self.python_depends.clone();
+        if let Some(extra) = self.backend_general(backend) {
+            out.extend(extra.python_depends.iter().cloned());
+        }
+        out
+    }
+
+    /// `kernel-depends` for one backend: the general list, then `[general.<backend>]`'s.
+    pub fn kernel_depends_for(&self, backend: Backend) -> Vec<KernelDependency> {
+        let mut out = self.kernel_depends.clone();
+        if let Some(extra) = self.backend_general(backend) {
+            out.extend(extra.kernel_depends.iter().cloned());
+        }
+        out
+    }
+
+    fn backend_general(&self, backend: Backend) -> Option<&BackendGeneral> {
+        match backend {
+            Backend::Cuda => Some(&self.cuda.deps),
+            Backend::Neuron => Some(&self.neuron),
+            Backend::Tpu => Some(&self.tpu),
+            Backend::Xpu => Some(&self.xpu),
+            _ => None,
+        }
+    }
+}
+
+/// `[torch] stable-abi`: one version for every backend, or a per-backend table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StableAbi {
+    #[default]
+    None,
+    All(Version),
+    PerBackend(IndexMap<Backend, Version>),
+}
+
+impl StableAbi {
+    /// The stable-ABI target for `backend`, if any.
+    pub fn for_backend(&self, backend: Backend) -> Option<&Version> {
+        match self {
+            StableAbi::None => None,
+            StableAbi::All(v) => Some(v),
+            StableAbi::PerBackend(m) => m.get(&backend),
+        }
+    }
+}
+
+/// `[torch]`: an ahead-of-time compiled Torch extension.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TorchArch {
+    pub include: Vec<String>,
+    pub minver: Option<Version>,
+    pub maxver: Option<Version>,
+    /// Extra file extensions shipped with the Python package (besides `py`).
+    pub pyext: Option<Vec<String>>,
+    pub src: Vec<String>,
+    pub stable_abi: StableAbi,
+    pub cxx_flags: Vec<String>,
+}
+
+/// `[torch-noarch]`: a pure-Python / JIT (Helion, Triton) kernel.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TorchNoarch {
+    pub pyext: Option<Vec<String>>,
+    /// Written to `backend.archs` of the CUDA variant's metadata when set.
+    pub cuda_capabilities: Option<Vec<CudaCapability>>,
+    /// Written to `backend.archs` of the ROCm variant's metadata when set.
+    pub rocm_archs: Option<Vec<String>>,
+}
+
+/// `[tvm-ffi]`: an ahead-of-time compiled TVM-FFI extension.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TvmFfi {
+    pub include: Vec<String>,
+    pub pyext: Option<Vec<String>>,
+    pub src: Vec<String>,
+    pub cxx_flags: Vec<String>,
+}
+
+/// Exactly one framework section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framework {
+    Torch(TorchArch),
+    TorchNoarch(TorchNoarch),
+    TvmFfi(TvmFfi),
+}
+
+impl Framework {
+    /// The section name as written in `build.toml`.
+    pub fn section(&self) -> &'static str {
+        match self {
+            Framework::Torch(_) => "torch",
+            Framework::TorchNoarch(_) => "torch-noarch",
+            Framework::TvmFfi(_) => "tvm-ffi",
+        }
+    }
+
+    /// File extensions packaged from `torch-ext/<package>/` (default `py`, `pyi`).
+    pub fn pyext(&self) -> Vec<String> {
+        let p = match self {
+            Framework::Torch(t) => &t.pyext,
+            Framework::TorchNoarch(t) => &t.pyext,
+            Framework::TvmFfi(t) => &t.pyext,
+        };
+        p.clone().unwrap_or_else(|| vec!["py".to_owned(), "pyi".to_owned()])
+    }
+
+    /// `[torch] minver`/`maxver` (only `[torch]` carries them).
+    pub fn torch_bounds(&self) -> (Option<&Version>, Option<&Version>) {
+        match self {
+            Framework::Torch(t) => (t.minver.as_ref(), t.maxver.as_ref()),
+            _ => (None, None),
+        }
+    }
+}
+
+/// A CUDA capability from `cuda-capabilities`: `X.Y`, `X.Ya` (arch-specific), `X.Yf`
+/// (family), `X.Y+PTX` (also embed PTX).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CudaCapability {
+    pub major: u32,
+    pub minor: u32,
+    pub suffix: CapabilitySuffix,
+    pub ptx: bool,
+}
+
+/// The letter after a capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CapabilitySuffix {
+    None,
+    /// `a`: exactly this architecture.
+    Arch,
+    /// `f`: this family, minor ≥ Y.
+    Family,
+}
+
+impl CudaCapability {
+    /// Parse `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`; the error says which forms are accepted.
+    pub fn parse(s: &str) -> Result<CudaCapability, String> {
+        let bad = || format!("`{s}` is not a CUDA capability; write `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`, e.g. \"9.0a\"");
+        let (body, ptx) = match s.strip_suffix("+PTX") {
+            Some(b) => (b, true),
+            None => (s, false),
+        };
+        let (body, suffix) = if let Some(b) = body.strip_suffix('a') {
+            (b, CapabilitySuffix::Arch)
+        } else if let Some(b) = body.strip_suffix('f') {
+            (b, CapabilitySuffix::Family)
+        } else {
+            (body, CapabilitySuffix::None)
+        };
+        let (maj, min) = body.split_once('.').ok_or_else(bad)?;
+        let all_digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+        if !all_digits(maj) || !all_digits(min) {
+            return Err(bad());
+        }
+        let major = maj.parse().map_err(|_| bad())?;
+        let minor = min.parse().map_err(|_| bad())?;
+        Ok(CudaCapability { major, minor, suffix, ptx })
+    }
+}
+
+impl fmt::Display for CudaCapability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)?;
+        match self.suffix {
+            CapabilitySuffix::None => {}
+            CapabilitySuffix::Arch => f.write_str("a")?,
+            CapabilitySuffix::Family => f.write_str("f")?,
+        }
+        if self.ptx {
+            f.write_str("+PTX")?;
+        }
+        Ok(())
+    }
+}
+
+/// A C++ dependency from a kernel's `depends`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CppDependency {
+    Cutlass(u32, u32),
+    SyclTla,
+    MetalCpp,
+    Torch,
+}
+
+/// `[kernel.<name>]`: one compiled component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kernel {
+    pub backend: Backend,
+    pub depends: Vec<CppDependency>,
+    /// Source and header paths, relative to the kernel directory.
+    pub src: Vec<String>,
+    pub include: Vec<String>,
+    pub cxx_flags: Vec<String>,
+    /// CUDA only; `None` means "every capability the cell's CUDA supports".
+    pub cuda_capabilities: Option<Vec<CudaCapability>>,
+    pub cuda_flags: Vec<String>,
+    pub cuda_minver: Option<Version>,
+    /// ROCm only; `None` means "every gfx target the cell's ROCm supports".
+    pub rocm_archs: Option<Vec<String>>,
+    pub hip_flags: Vec<String>,
+    pub sycl_flags: Vec<String>,
+}
+
+/// A whole `build.toml`, upgraded to the current model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildConfig {
+    /// The file it was read from.
+    pub path: Utf8PathBuf,
+    /// The generation the file was written in.
+    pub generation: Generation,
+    pub general: General,
+    pub framework: Framework,
+    /// `[kernel.*]` tables in file order.
+    pub kernels: IndexMap<String, Kernel>,
+}
+
+impl BuildConfig {
+    /// Whether a `[kernel.*]` targets `backend` (otherwise that backend's cells are noarch).
+    pub fn has_kernel_for(&self, backend: Backend) -> bool {
+        self.kernels.values().any(|k| k.backend == backend)
+    }
+
+    /// A backend's cells are noarch when no `[kernel.*]` compiles code for it.
+    pub fn is_noarch_for(&self, backend: Backend) -> bool {
+        !self.has_kernel_for(backend)
+    }
+}

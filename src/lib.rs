@@ -1,0 +1,15 @@
+//! kernel-builder: builds PyTorch compute kernels for every cell of the compatibility matrix
+//! and lays them out as Hub-ready trees that the `kernels` Python library loads.
+//!
+//! Data flows one way: `build.toml` → [`config`] (one typed model for every edition) →
+//! [`matrix`] (the cells to build) → [`assemble`] (one variant directory per cell, natively or
+//! as the builder inside a Nix derivation, see [`nixdrv`]) → [`hash`] (NAR hashes, digests and
+//! the reproducibility manifest).
+
+pub mod assemble;
+pub mod cli;
+pub mod config;
+pub mod fsutil;
+pub mod hash;
+pub mod matrix;
+pub mod nixdrv;
