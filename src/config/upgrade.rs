@@ -1,0 +1,1 @@
+//! Placeholder until generation detection and the document upgrade land.
