@@ -1,1 +1,3 @@
-//! Placeholder until this module lands.
+//! The build matrix (from `nix/build-matrix.json`) and variant naming.
+
+pub mod data;
