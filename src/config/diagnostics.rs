@@ -292,7 +292,10 @@ pub(crate) fn place(problems: Vec<Problem>, doc: Option<&ImDocument<String>>, re
 /// Render placed problems one after another, then a one-line count.
 pub(crate) fn render(display_path: &str, text: Option<&str>, placed: &[Placed], style: RenderStyle) -> String {
     let handler = match style {
-        RenderStyle::Plain => GraphicalReportHandler::new_themed(GraphicalTheme::none()).with_width(WIDTH).with_links(false),
+        RenderStyle::Plain => {
+            // No wrapping: every message stays on one line, greppable and stable.
+            GraphicalReportHandler::new_themed(GraphicalTheme::none()).with_width(WIDTH).with_wrap_lines(false).with_links(false)
+        }
         RenderStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH),
     };
     let mut out = String::new();
