@@ -2,6 +2,7 @@
 //! spans, and migrated to edition 5.
 
 pub mod model;
+pub mod upgrade;
 
 pub use model::*;
 
