@@ -758,8 +758,8 @@ fn move_key_to(t: &mut dyn toml_edit::TableLike, key: &str, idx: usize) {
             moved.push((formatted, v));
         }
     }
+    let formatted = t.key(key).cloned().unwrap_or_else(|| Key::new(key));
     if let Some(v) = t.remove(key) {
-        let formatted = Key::new(key);
         t.entry_format(&formatted).or_insert(v);
     }
     for (k, v) in moved {
