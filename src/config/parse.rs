@@ -409,16 +409,14 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
         None => missing(cx, "version", "1"),
         Some(i) => g.version = as_uint(cx, i, "general.version", "an integer, e.g. `version = 1`").unwrap_or(0),
     }
-    match t.get("edition") {
-        None if generation == Generation::Edition5 => missing(cx, "edition", "5"),
-        None => {}
-        Some(i) => match i.as_integer() {
-            Some(5) => {}
-            Some(n) => cx.error("general.edition", "unsupported-edition", format!("unsupported edition {n}; this kernel-builder reads edition 5"), Some("write `edition = 5`, or remove the key and run `kernel-builder update-build`".to_owned())),
-            None => wrong_type(cx, "general.edition", "an integer", describe(i), "`edition = 5`"),
-        },
+    // A present but wrong `edition` is reported by the upgrade step, which reads it first.
+    if t.get("edition").is_none() && generation == Generation::Edition5 {
+        missing(cx, "edition", "5");
     }
     match t.get("license") {
+        // A legacy file may lack it: the upgrade step already warned (update-build takes
+        // `--license`), and edition 5 requires it.
+        None if generation.is_legacy() => {}
         None => missing(cx, "license", "\"Apache-2.0\""),
         Some(i) => g.license = as_str(cx, i, "general.license", "a quoted licence id, e.g. \"Apache-2.0\"").unwrap_or_default(),
     }
