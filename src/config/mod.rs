@@ -149,6 +149,12 @@ pub fn load_str_styled(
             help: Some("run `kernel-builder update-build` to rewrite it as edition 5".to_owned()),
         });
     }
+    // The matrix checks (capabilities against the CUDA toolkits, gfx targets against the ROCm
+    // releases, backends left without a cell) need a well-formed model, so they run only when
+    // the file has no error so far.
+    if !problems.iter().any(|p| p.severity == Severity::Error) {
+        problems.extend(crate::matrix::check(&config));
+    }
     // Parsing the original text again keeps the spans (DocumentMut drops them).
     let original = toml_edit::ImDocument::parse(text.to_owned()).ok();
     let placed = diagnostics::place(problems, original.as_ref(), &up.renames);
