@@ -2,6 +2,7 @@
 //! that the `kernels` loader checks ([`digest`]), and the reproducibility manifest written
 //! beside a bundle ([`manifest`]).
 
+pub mod digest;
 pub mod nar;
 
 pub use nar::{nar_hash, nar_hash_sri, sri};

@@ -141,7 +141,12 @@ const FIXTURES: &[Fixture] = &[
             let t = d.join("t");
             let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
             write(&t.join(bad), b"latin-1 name", 0o644);
-            write(&t.join(std::ffi::OsStr::from_bytes(b"\xff\xfe")).join("inner"), b"", 0o755);
+            write(
+                &t.join(std::ffi::OsStr::from_bytes(b"\xff\xfe"))
+                    .join("inner"),
+                b"",
+                0o755,
+            );
             symlink(std::ffi::OsStr::from_bytes(b"caf\xe9"), t.join("to-bad")).unwrap();
             t
         },
@@ -212,7 +217,10 @@ fn archive_bytes_of_a_small_file() {
 
 #[test]
 fn sri_encoding() {
-    assert_eq!(sri(&[0; 32]), "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
+    assert_eq!(
+        sri(&[0; 32]),
+        "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+    );
 }
 
 #[test]
@@ -239,7 +247,10 @@ fn missing_path_is_named() {
     let err = nar_hash(&missing).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     assert!(
-        err.to_string().starts_with(&format!("cannot read metadata of `{}`: ", missing.display())),
+        err.to_string().starts_with(&format!(
+            "cannot read metadata of `{}`: ",
+            missing.display()
+        )),
         "{err}"
     );
 }
@@ -258,7 +269,10 @@ fn cli_prints_one_line_per_path_in_order() {
         .arg(&a)
         .assert()
         .success()
-        .stdout(format!("{}\n{}\n", FIXTURES[6].nix_sri, FIXTURES[0].nix_sri))
+        .stdout(format!(
+            "{}\n{}\n",
+            FIXTURES[6].nix_sri, FIXTURES[0].nix_sri
+        ))
         .stderr("");
 }
 
@@ -280,6 +294,194 @@ fn cli_error_names_the_path_and_exits_1() {
         ));
 }
 
+mod digest {
+    use super::write;
+    use camino::{Utf8Path, Utf8PathBuf};
+    use kernel_builder::hash::digest::{
+        check, mismatch_message, variant_digest, variant_digest_with, Algorithm, Digest,
+    };
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::symlink;
+
+    const HELLO: &str = "uU0nuZNNPgilLlLX2n2r+sSE7+N6U4DukIj3rOLvzek=";
+
+    fn utf8(dir: &tempfile::TempDir) -> Utf8PathBuf {
+        Utf8Path::from_path(dir.path()).unwrap().to_owned()
+    }
+
+    fn digest(files: &[(&str, &str)]) -> Digest {
+        Digest {
+            algorithm: Algorithm::Sha256,
+            files: files
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn hello_world_known_value_and_json_form() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("hello.txt"), b"hello world", 0o644);
+        let d = variant_digest(&utf8(&dir)).unwrap();
+        assert_eq!(d, digest(&[("hello.txt", HELLO)]));
+        assert_eq!(
+            serde_json::to_string(&d).unwrap(),
+            format!(r#"{{"algorithm":"sha256","files":{{"hello.txt":"{HELLO}"}}}}"#)
+        );
+        let back: Digest = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(back, d);
+    }
+
+    #[test]
+    fn sha512_value() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("hello.txt"), b"hello world", 0o644);
+        let d = variant_digest_with(Algorithm::Sha512, &utf8(&dir)).unwrap();
+        // `printf 'hello world' | openssl dgst -sha512 -binary | base64 -w0`
+        assert_eq!(
+            d.files["hello.txt"],
+            "MJ7MSJwS1utMxA9QyQLytNDtd+5RGnx6m808qG1M2G+YndNbxf9JlnDaNCVbRbDP2DDoH2Bdz33FVC6TrpzXbw=="
+        );
+        assert_eq!(serde_json::to_value(&d).unwrap()["algorithm"], "sha512");
+    }
+
+    #[test]
+    fn empty_directory_gives_empty_map() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("empty")).unwrap();
+        assert_eq!(variant_digest(&utf8(&dir)).unwrap(), digest(&[]));
+    }
+
+    #[test]
+    fn skip_rules_and_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for path in [
+            "metadata.json",
+            "metadata.json.sigstore",
+            "pkg/metadata.json",
+            "pkg/metadata.json.sigstore",
+            "pkg/__init__.py",
+            "pkg/__pycache__/__init__.cpython-312.pyc",
+            "pkg/__pycache__/notes.txt",
+            "__pycache__/top.txt",
+            "pkg/stale.pyc",
+            "top.pyc",
+            "pkg/sub/_ops.py",
+            "pkg/sub/data.pyc.txt",
+            "weird name ü.txt",
+        ] {
+            write(&d.join(path), b"hello world", 0o644);
+        }
+        std::fs::create_dir_all(d.join("pkg/empty")).unwrap();
+        symlink("pkg/__init__.py", d.join("link.py")).unwrap();
+        symlink("pkg/sub", d.join("linked-dir")).unwrap();
+        let got = variant_digest(&utf8(&dir)).unwrap();
+        let keys: Vec<&str> = got.files.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "link.py",
+                "linked-dir/_ops.py",
+                "linked-dir/data.pyc.txt",
+                "pkg/__init__.py",
+                "pkg/metadata.json",
+                "pkg/metadata.json.sigstore",
+                "pkg/sub/_ops.py",
+                "pkg/sub/data.pyc.txt",
+                "weird name ü.txt",
+            ]
+        );
+        assert!(got.files.values().all(|v| v == HELLO));
+    }
+
+    #[test]
+    fn dangling_symlink_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        symlink("nowhere", dir.path().join("broken")).unwrap();
+        let err = variant_digest(&utf8(&dir)).unwrap_err();
+        let chain = format!("{err:#}");
+        assert!(chain.contains("broken"), "{chain}");
+    }
+
+    #[test]
+    fn not_a_directory_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("f"), b"x", 0o644);
+        let f = utf8(&dir).join("f");
+        assert_eq!(
+            variant_digest(&f).unwrap_err().to_string(),
+            format!("`{f}` is not a directory")
+        );
+    }
+
+    #[test]
+    fn check_reports_every_problem_in_order() {
+        let reference = digest(&[
+            ("a.py", "AAA="),
+            ("b.so", "BBB="),
+            ("c.py", "CCC="),
+            ("d.py", "DDD="),
+        ]);
+        let actual = digest(&[
+            ("a.py", "AAA="),
+            ("b.so", "XXX="),
+            ("d.py", "DDD="),
+            ("e.py", "EEE="),
+            ("0.py", "000="),
+        ]);
+        let problems = check(&reference, &actual).unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                "File hash mismatch for b.so: expected: BBB=, got: XXX=",
+                "Missing file: c.py",
+                "Unknown file: 0.py",
+                "Unknown file: e.py",
+            ]
+        );
+        assert_eq!(
+            mismatch_message(&problems),
+            "kernel does not match the expected digest:\n\
+             File hash mismatch for b.so: expected: BBB=, got: XXX=\n\
+             Missing file: c.py\n\
+             Unknown file: 0.py\n\
+             Unknown file: e.py"
+        );
+        assert_eq!(check(&reference, &reference.clone()), Ok(()));
+    }
+
+    #[test]
+    fn check_algorithm_first() {
+        let reference = digest(&[("a.py", "AAA=")]);
+        let actual = Digest {
+            algorithm: Algorithm::Sha512,
+            files: BTreeMap::new(),
+        };
+        assert_eq!(
+            check(&reference, &actual).unwrap_err(),
+            ["Algorithm mismatch: expected: SHA256, got: SHA512"]
+        );
+    }
+
+    #[test]
+    fn flipped_byte_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("lib/k.so"), b"hello world", 0o755);
+        let before = variant_digest(&utf8(&dir)).unwrap();
+        write(&dir.path().join("lib/k.so"), b"hello worle", 0o755);
+        let after = variant_digest(&utf8(&dir)).unwrap();
+        assert_eq!(
+            check(&before, &after).unwrap_err(),
+            [format!(
+                "File hash mismatch for lib/k.so: expected: {HELLO}, got: {}",
+                after.files["lib/k.so"]
+            )]
+        );
+    }
+}
+
 #[cfg(feature = "nix-tests")]
 mod nix_tests {
     //! Compare with real Nix (`nix hash path`), which must be on PATH with the `nix-command`
@@ -290,12 +492,19 @@ mod nix_tests {
     use std::collections::BTreeMap;
 
     fn nix_hash_path(path: &Path) -> String {
-        let out = duct::cmd!("nix", "--extra-experimental-features", "nix-command", "hash", "path", path)
-            .stdout_capture()
-            .stderr_capture()
-            .unchecked()
-            .run()
-            .expect("cannot run `nix`; install Nix or build without --features nix-tests");
+        let out = duct::cmd!(
+            "nix",
+            "--extra-experimental-features",
+            "nix-command",
+            "hash",
+            "path",
+            path
+        )
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .expect("cannot run `nix`; install Nix or build without --features nix-tests");
         assert!(
             out.status.success(),
             "nix hash path {} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
@@ -315,7 +524,10 @@ mod nix_tests {
             let path = (fx.build)(dir.path());
             let nix = nix_hash_path(&path);
             if nix != fx.nix_sri {
-                failures.push(format!("{}: table says {}, nix says {nix}", fx.name, fx.nix_sri));
+                failures.push(format!(
+                    "{}: table says {}, nix says {nix}",
+                    fx.name, fx.nix_sri
+                ));
             }
             assert_eq!(nar_hash_sri(&path).unwrap(), nix, "{}", fx.name);
         }
