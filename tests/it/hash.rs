@@ -153,6 +153,19 @@ const FIXTURES: &[Fixture] = &[
         nix_sri: "sha256-sdBrDgStVC/f23C/pPLl2R+/iVlPWxBjhQviyD2Slo8=",
     },
     Fixture {
+        name: "deep tree (300 levels)",
+        build: |d| {
+            let mut p = d.join("t");
+            for i in 0..300 {
+                p.push(if i % 2 == 0 { "d" } else { "dd" });
+            }
+            write(&p.join("leaf"), b"bottom", 0o644);
+            symlink("../../..", p.join("up")).unwrap();
+            d.join("t")
+        },
+        nix_sri: "sha256-AAdeB0XO52Nd31hqHce7VfjcONqxeTFeZk/F0rrCSoQ=",
+    },
+    Fixture {
         name: "large file read on the pipelined path (9 MiB + 3 bytes)",
         build: |d| {
             let t = d.join("t");
