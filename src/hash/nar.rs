@@ -205,10 +205,10 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
         .map_err(|e| at(path, "read metadata of", e))?;
     if !meta.is_file() {
         // Replaced by something else between the directory listing and the open.
-        return Err(io::Error::new(
-            io::ErrorKind::Other,
-            format!("`{}` changed while it was being hashed", path.display()),
-        ));
+        return Err(io::Error::other(format!(
+            "`{}` changed while it was being hashed",
+            path.display()
+        )));
     }
     put_str(sink, b"regular")?;
     if meta.permissions().mode() & 0o100 != 0 {
@@ -225,13 +225,10 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
     }
     .map_err(|e| at(path, "read", e))?;
     if read != len {
-        return Err(io::Error::new(
-            io::ErrorKind::Other,
-            format!(
-                "`{}` changed size while it was being hashed ({len} bytes expected, {read} read)",
-                path.display()
-            ),
-        ));
+        return Err(io::Error::other(format!(
+            "`{}` changed size while it was being hashed ({len} bytes expected, {read} read)",
+            path.display()
+        )));
     }
     sink.put(padding(len))
 }
