@@ -828,7 +828,8 @@ mod tree_diff {
     #[test]
     fn each_kind_of_difference() {
         let p = PathBuf::from;
-        let cases: Vec<(&str, fn(&Path), TreeDifference, &str)> = vec![
+        type Case = (&'static str, fn(&Path), TreeDifference, &'static str);
+        let cases: Vec<Case> = vec![
             (
                 "missing",
                 |a| fs::remove_file(a.join("README")).unwrap(),
@@ -957,6 +958,7 @@ mod tree_diff {
             gen::materialise(&e, &root);
             gen::materialise(&a, &root);
             let files: Vec<PathBuf> = walkdir::WalkDir::new(&a)
+                .follow_root_links(false)
                 .into_iter()
                 .map(|x| x.unwrap())
                 .filter(|x| x.file_type().is_file())
