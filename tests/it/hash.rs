@@ -253,6 +253,35 @@ fn fifo_is_rejected_and_named() {
     );
 }
 
+/// A file whose size changes while it is read is an error, not a wrong hash. Files in /proc
+/// report size 0 and then yield bytes, which makes the case deterministic.
+#[test]
+fn file_changing_size_is_an_error() {
+    let err = nar_hash(Path::new("/proc/self/status")).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(
+            "`/proc/self/status` changed size while it was being hashed (0 bytes expected, "
+        ) && msg.ends_with(" read)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn cli_accepts_non_utf8_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    fs::create_dir(&bad).unwrap();
+    assert_cmd::Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .arg("hash")
+        .arg(&bad)
+        .assert()
+        .success()
+        // The empty-directory fixture's value.
+        .stdout("sha256-pQpattmS9VmO3ZIQUFn66az8GSmB4IvYhTTCFn6SUmo=\n");
+}
+
 #[test]
 fn missing_path_is_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -416,6 +445,26 @@ mod digest {
         let err = variant_digest(&utf8(&dir)).unwrap_err();
         let chain = format!("{err:#}");
         assert!(chain.contains("broken"), "{chain}");
+    }
+
+    #[test]
+    fn non_utf8_name_is_an_error_naming_it() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9.py")),
+            b"",
+            0o644,
+        );
+        let err = variant_digest(&utf8(&dir)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "`{}/caf\u{fffd}.py` is not a valid UTF-8 path; rename it (metadata.json digests \
+                 key files by UTF-8 names)",
+                dir.path().display()
+            )
+        );
     }
 
     #[test]
