@@ -219,7 +219,7 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
     let len = meta.len();
     sink.put(&len.to_le_bytes())?;
     let read = if len >= PIPELINE_MIN {
-        contents_pipelined(&mut file, len, sink)
+        contents_pipelined(&mut file, len, sink, buf)
     } else {
         contents_inline(&mut file, len, sink, buf)
     }
@@ -257,9 +257,20 @@ fn contents_inline(
     }
 }
 
-/// Like [`contents_inline`], but a scoped thread reads into two rotating buffers while this
-/// thread hashes the previous one, so a large file costs max(read, hash) rather than the sum.
-fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink) -> io::Result<u64> {
+/// Like [`contents_inline`], but a scoped thread reads into rotating buffers while this thread
+/// hashes the previous one, so a large file costs max(read, hash) rather than the sum. Falls
+/// back to [`contents_inline`] when no thread can be started.
+fn contents_pipelined(
+    file: &mut File,
+    len: u64,
+    sink: &mut dyn Sink,
+    buf: &mut [u8],
+) -> io::Result<u64> {
+    // The reader gets its own descriptor (same open file, same offset), so `file` stays usable
+    // here if the thread cannot start.
+    let Ok(mut reader) = file.try_clone() else {
+        return contents_inline(file, len, sink, buf);
+    };
     // Full buffers travel reader → hasher, empty ones travel back.
     let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<(Vec<u8>, usize)>>(2);
     let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
@@ -268,11 +279,11 @@ fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink) -> io::Res
         let _ = empty_tx.send(vec![0u8; CHUNK]);
     }
     std::thread::scope(|scope| {
-        scope.spawn(move || {
+        let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
             let mut total = 0u64;
-            while let Ok(mut buf) = empty_rx.recv() {
+            while let Ok(mut b) = empty_rx.recv() {
                 let n = loop {
-                    match file.read(&mut buf) {
+                    match reader.read(&mut b) {
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         other => break other,
                     }
@@ -283,11 +294,14 @@ fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink) -> io::Res
                 }
                 // Stop once past `len`: the hasher reports the size change.
                 let done = done || total > len;
-                if full_tx.send(n.map(|k| (buf, k))).is_err() || done {
+                if full_tx.send(n.map(|k| (b, k))).is_err() || done {
                     return;
                 }
             }
         });
+        if spawned.is_err() {
+            return contents_inline(file, len, sink, buf);
+        }
         let mut total = 0u64;
         let mut result = Ok(());
         for msg in &full_rx {
@@ -297,17 +311,17 @@ fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink) -> io::Res
                     break;
                 }
                 Ok((_, 0)) => break,
-                Ok((buf, n)) => {
+                Ok((b, n)) => {
                     total += n as u64;
                     if total > len {
                         break;
                     }
-                    if let Err(e) = sink.put(&buf[..n]) {
+                    if let Err(e) = sink.put(&b[..n]) {
                         result = Err(e);
                         break;
                     }
                     // The reader may have stopped already; then the buffer is simply dropped.
-                    let _ = empty_tx.send(buf);
+                    let _ = empty_tx.send(b);
                 }
             }
         }
