@@ -21,13 +21,16 @@
 //!
 //! # Why a hand-written writer rather than the `nix-nar` crate
 //!
-//! The hash of a 1 GiB bundle should cost what SHA-256 of 1 GiB costs. This writer streams:
-//! file contents go from the kernel to the hasher through one reusable 1 MiB buffer (large files
-//! are read on a second thread into a pair of buffers, so reading overlaps hashing), only the
-//! names of the directory being walked are held in memory, and the archive is never built.
-//! `nix-nar` is a fine encoder but its API is built around its own reader/writer types; the
-//! format is small and fixed, so owning these ~150 lines keeps the hot loop under our control.
-//! Tests compare the result with real Nix on generated trees (feature `nix-tests`).
+//! `nix-nar` (0.4/0.5) was considered. Its `Encoder` is an `io::Read` that produces the
+//! archive through an internal buffer, so hashing with it costs an extra copy of every byte;
+//! its README states that only UTF-8 paths are supported, while a NAR must carry any name Unix
+//! allows; and it decides executability through the `is_executable` crate, while Nix looks only
+//! at the owner-execute bit. The format is small and fixed (the grammar above), so this module
+//! writes it directly into SHA-256: file contents go from the kernel to the hasher through one
+//! reusable 1 MiB buffer (files of 8 MiB or more are read on a second thread into three
+//! rotating buffers, so reading overlaps hashing), only the sorted listing of each directory
+//! on the current path is held in memory, and the archive itself is never built. Tests compare
+//! the result with real Nix on fixed and generated trees (feature `nix-tests`).
 //!
 //! Names are handled as raw bytes (`OsStr`), not UTF-8: a store path may hold any name Unix
 //! allows, and the hash must not depend on whether a name happens to be valid UTF-8.
