@@ -203,6 +203,35 @@ fn hash_equals_sha256_of_dumped_archive() {
     }
 }
 
+/// What NAR ignores: group/other permission bits (so the umask), the owner's read/write bits,
+/// and timestamps. Only the owner-execute bit of regular files counts.
+#[test]
+fn hash_ignores_umask_bits_and_times() {
+    let fx = FIXTURES
+        .iter()
+        .find(|f| f.name.starts_with("nested"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = (fx.build)(dir.path());
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    for entry in walkdir::WalkDir::new(&root) {
+        let entry = entry.unwrap();
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let mode = entry.metadata().unwrap().permissions().mode();
+        // Keep the owner-execute bit; flip group/other bits and clear owner write (a umask
+        // change).
+        let new_mode = (mode & 0o100) | 0o400 | (!mode & 0o077);
+        fs::set_permissions(entry.path(), fs::Permissions::from_mode(new_mode)).unwrap();
+        let f = fs::File::open(entry.path()).unwrap();
+        f.set_modified(old).unwrap();
+        assert_eq!(entry.path().metadata().unwrap().modified().unwrap(), old);
+    }
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(nar_hash_sri(&root).unwrap(), fx.nix_sri);
+}
+
 /// The archive of one small file, spelled out byte by byte.
 #[test]
 fn archive_bytes_of_a_small_file() {
