@@ -631,7 +631,8 @@ mod manifest {
             "tree:abc123",
             &[("torch-cuda", NESTED), ("torch-cpu", EMPTY_DIR)],
         );
-        let path = root.join("hashes.json");
+        let path = Manifest::path_in(&root);
+        assert_eq!(path, root.join("hashes.json"));
         m.write(&path).unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
