@@ -1,4 +1,5 @@
 //! Integration tests: one binary, one module per concern.
 mod config;
 mod corpus;
+mod hash;
 mod update_build;
