@@ -445,4 +445,26 @@ mod tests {
         assert!(at("general.license", false).starts_with("[general]"));
         assert!(at("kernel.relu", false).contains("[kernel.relu]"));
     }
+
+    #[test]
+    fn moved_keys_are_shown_where_they_were_written() {
+        let text = "[general]\nname = \"x\"\ncuda-minver = \"12.x\"\n".to_owned();
+        let doc = ImDocument::parse(text.clone()).unwrap();
+        let problem = Problem {
+            severity: Severity::Error,
+            key_path: "general.cuda.minver".to_owned(),
+            rule: "bad-version",
+            message: "bad".to_owned(),
+            help: None,
+        };
+        let renames = vec![("general.cuda.minver".to_owned(), "general.cuda-minver".to_owned())];
+        let placed = place(vec![problem.clone()], Some(&doc), &renames);
+        assert_eq!(&text[placed[0].span.clone().unwrap()], "\"12.x\"");
+        // Without the rename the nearest existing parent, `[general]`, is shown.
+        let placed = place(vec![problem], Some(&doc), &[]);
+        assert!(text[placed[0].span.clone().unwrap()].starts_with("[general]"));
+        let out = render("build.toml", Some(&text), &placed, RenderStyle::Plain);
+        assert!(out.contains("[build.toml:1:1]"), "{out}");
+        assert!(out.ends_with("build.toml: 1 error and 0 warnings\n"), "{out}");
+    }
 }

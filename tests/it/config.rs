@@ -835,7 +835,10 @@ fn check_config_valid_prints_summary_and_exits_0() {
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["name"], "relu");
-    assert_eq!(v["kernels"], serde_json::json!([["relu", "cuda"]]));
+    assert_eq!(
+        v["kernels"],
+        serde_json::json!([{ "name": "relu", "backend": "cuda" }])
+    );
 }
 
 #[test]
