@@ -888,3 +888,18 @@ fn check_config_missing_dir_exits_1() {
         .unwrap()
         .contains("is not a directory"));
 }
+
+#[test]
+fn user_report_cuda_minver_without_framework_is_never_silently_noarch() {
+    let text = "[general]\nname = \"k\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\"]\n\n[general.cuda]\nminver = \"13.0\"\n";
+    let e = errors(&text.replace("\"k\"", "\"kk\""));
+    assert_eq!(rules(&e), ["framework-section"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "build.toml has no framework section",
+            "[build.toml:1:1]",
+            "add exactly one of `[torch]` (compiled Torch extension), `[torch-noarch]` (Python/Triton/Helion kernel) or `[tvm-ffi]`",
+        ],
+    );
+}
