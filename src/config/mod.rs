@@ -137,6 +137,10 @@ pub fn load_str_styled(
     let config = parse::read(&mut cx, doc.as_table(), display_path, up.generation);
     let mut problems = up.problems;
     problems.extend(cx.problems);
+    // Checks that need a complete model run only when the file itself is sound.
+    if !problems.iter().any(|p| p.severity == Severity::Error) {
+        problems.extend(model_checks(&config));
+    }
     if up.generation.is_legacy() {
         problems.push(Problem {
             severity: Severity::Warning,
@@ -149,12 +153,6 @@ pub fn load_str_styled(
             help: Some("run `kernel-builder update-build` to rewrite it as edition 5".to_owned()),
         });
     }
-    // The matrix checks (capabilities against the CUDA toolkits, gfx targets against the ROCm
-    // releases, backends left without a cell) need a well-formed model, so they run only when
-    // the file has no error so far.
-    if !problems.iter().any(|p| p.severity == Severity::Error) {
-        problems.extend(crate::matrix::check(&config));
-    }
     // Parsing the original text again keeps the spans (DocumentMut drops them).
     let original = toml_edit::ImDocument::parse(text.to_owned()).ok();
     let placed = diagnostics::place(problems, original.as_ref(), &up.renames);
@@ -165,6 +163,13 @@ pub fn load_str_styled(
         return Err(ConfigErrors { path: display_path.to_owned(), problems, rendered });
     }
     Ok(Loaded { config, warnings: problems, rendered_warnings: rendered })
+}
+
+/// Checks on a complete model, located by key path like the parser's: the build-matrix checks
+/// (capabilities against CUDA toolkits, gfx targets against ROCm releases, backends with no
+/// cell).
+fn model_checks(config: &BuildConfig) -> Vec<Problem> {
+    crate::matrix::check(config)
 }
 
 /// How serious a [`Problem`] is.
