@@ -51,7 +51,11 @@ pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
     for system in &matrix::data::matrix().systems {
         for cell in matrix::cells(config, system, Scope::Bundle) {
             if (cell.noarch || *system == host) && seen.insert(cell.name.clone()) {
-                out.push(PlannedVariant { name: cell.name, backend: cell.backend, compiled: !cell.noarch });
+                out.push(PlannedVariant {
+                    name: cell.name,
+                    backend: cell.backend,
+                    compiled: !cell.noarch,
+                });
             }
         }
     }
@@ -62,21 +66,39 @@ pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
 ///
 /// Errors: a name that is not planned; the message lists the valid names.
-pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Result<Vec<PlannedVariant>> {
+pub fn select(
+    planned: &[PlannedVariant],
+    requested: &[String],
+) -> anyhow::Result<Vec<PlannedVariant>> {
     if requested.is_empty() {
         return Ok(planned.to_vec());
     }
-    let unknown: Vec<&String> = requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)).collect();
+    let unknown: Vec<&String> = requested
+        .iter()
+        .filter(|r| !planned.iter().any(|p| &p.name == *r))
+        .collect();
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
         anyhow::bail!(
             "unknown variant{} {}; this kernel's variants are: {}",
             if unknown.len() == 1 { "" } else { "s" },
-            unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") }
+            unknown
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if valid.is_empty() {
+                "(none)".to_owned()
+            } else {
+                valid.join(", ")
+            }
         );
     }
-    Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
+    Ok(planned
+        .iter()
+        .filter(|p| requested.contains(&p.name))
+        .cloned()
+        .collect())
 }
 
 /// Check that every name of `backend`'s `python-depends` is a known dependency (the general
@@ -86,7 +108,10 @@ pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::R
         .general
         .python_depends_for(backend)
         .into_iter()
-        .filter(|n| deps::python_dependency(n, None).is_none() && deps::python_dependency(n, Some(backend)).is_none())
+        .filter(|n| {
+            deps::python_dependency(n, None).is_none()
+                && deps::python_dependency(n, Some(backend)).is_none()
+        })
         .collect();
     if unknown.is_empty() {
         return Ok(());
@@ -166,14 +191,18 @@ pub fn build_into(
         config.path
     );
     let source = SourceSet::collect(kernel_dir, config)?;
-    let ids = BuildIds { uid: source.uid(), kernel };
+    let ids = BuildIds {
+        uid: source.uid(),
+        kernel,
+    };
 
     let build_dir = kernel_dir.join("build");
     let created_build = match std::fs::symlink_metadata(&build_dir) {
         Ok(m) if m.is_dir() => false,
         Ok(_) => anyhow::bail!("`{build_dir}` exists and is not a directory; move it away"),
         Err(_) => {
-            std::fs::create_dir(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
+            std::fs::create_dir(&build_dir)
+                .with_context(|| format!("cannot create `{build_dir}`"))?;
             true
         }
     };
@@ -191,7 +220,12 @@ pub fn build_into(
     warnings.extend(source.warnings().iter().cloned());
     warnings.sort();
     warnings.dedup();
-    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings })
+    Ok(BundleReport {
+        build_dir,
+        built,
+        tree_id: source.tree_id(),
+        warnings,
+    })
 }
 
 fn build_and_swap(
@@ -236,7 +270,9 @@ fn build_and_swap(
                 if had_old {
                     let _ = std::fs::rename(&aside, &target);
                 }
-                return Err(e).with_context(|| format!("cannot move the new `{}` into `{build_dir}`", v.name));
+                return Err(e).with_context(|| {
+                    format!("cannot move the new `{}` into `{build_dir}`", v.name)
+                });
             }
             Ok(())
         })();
@@ -264,12 +300,22 @@ fn build_and_swap(
         .iter()
         .map(|v| {
             let path = build_dir.join(&v.name);
-            let files = walkdir::WalkDir::new(&path).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).count();
+            let files = walkdir::WalkDir::new(&path)
+                .into_iter()
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_file())
+                .count();
             let id = (!v.compiled).then(|| op_namespace(source.python_name(), v.backend, &ids.uid));
-            BuiltVariant { name: v.name.clone(), path, id, files }
+            BuiltVariant {
+                name: v.name.clone(),
+                path,
+                id,
+                files,
+            }
         })
         .collect();
     // `tmp` (with the old variants) is removed here.
-    tmp.close().with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
+    tmp.close()
+        .with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
     Ok((built, warnings))
 }

@@ -26,8 +26,12 @@ pub fn assemble_compiled(
     _ids: &BuildIds,
     _out_variant_dir: &Utf8Path,
 ) -> anyhow::Result<Vec<Warning>> {
-    let kernels: Vec<&str> =
-        config.kernels.iter().filter(|(_, k)| k.backend == backend).map(|(n, _)| n.as_str()).collect();
+    let kernels: Vec<&str> = config
+        .kernels
+        .iter()
+        .filter(|(_, k)| k.backend == backend)
+        .map(|(n, _)| n.as_str())
+        .collect();
     anyhow::bail!(
         "variant `{variant}` needs compiled code ([kernel.{}] for `{backend}`); compiled cells are not built by this version yet",
         kernels.join("], [kernel.")

@@ -80,7 +80,10 @@ pub enum Role {
     Src,
     /// Under `torch-ext/<python_name>/`; `in_package` is the path below that directory, which
     /// is where the file goes in a variant directory.
-    Package { in_package: Utf8PathBuf, heuristic: Option<Heuristic> },
+    Package {
+        in_package: Utf8PathBuf,
+        heuristic: Option<Heuristic>,
+    },
 }
 
 /// A Helion AOT heuristic file (`_helion_aot_<stem>_<kind>_<compute>.py`).
@@ -165,8 +168,12 @@ impl SourceSet {
             }
         }
 
-        let pyext: Vec<String> =
-            config.framework.pyext().iter().map(|e| e.trim_start_matches('.').to_owned()).collect();
+        let pyext: Vec<String> = config
+            .framework
+            .pyext()
+            .iter()
+            .map(|e| e.trim_start_matches('.').to_owned())
+            .collect();
         c.add_package(&python_name, &pyext, config);
 
         if !c.errors.is_empty() {
@@ -182,14 +189,24 @@ impl SourceSet {
         let tree_files: Vec<TreeFile> = files
             .iter()
             .map(|f| -> anyhow::Result<TreeFile> {
-                Ok(TreeFile { path: f.rel.to_string(), mode: f.mode, blob: hash_file(f)? })
+                Ok(TreeFile {
+                    path: f.rel.to_string(),
+                    mode: f.mode,
+                    blob: hash_file(f)?,
+                })
             })
             .collect::<anyhow::Result<_>>()?;
         let tree_id = gitid::tree_id(&tree_files).map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut warnings = c.warnings;
         warnings.sort();
         warnings.dedup();
-        Ok(SourceSet { root: kernel_dir.to_owned(), python_name, files, tree_id, warnings })
+        Ok(SourceSet {
+            root: kernel_dir.to_owned(),
+            python_name,
+            files,
+            tree_id,
+            warnings,
+        })
     }
 
     /// The kernel directory the set was collected from.
@@ -214,7 +231,9 @@ impl SourceSet {
 
     /// The package files (role [`Role::Package`]), sorted by path.
     pub fn package_files(&self) -> impl Iterator<Item = &SourceFile> {
-        self.files.iter().filter(|f| matches!(f.role, Role::Package { .. }))
+        self.files
+            .iter()
+            .filter(|f| matches!(f.role, Role::Package { .. }))
     }
 
     /// The git tree id of the set, 40 lowercase hex digits.
@@ -264,14 +283,18 @@ impl Collector {
             }
         }
         if out.as_str().is_empty() {
-            self.errors.push(format!("`{key}` is empty: name a file or directory of the kernel"));
+            self.errors.push(format!(
+                "`{key}` is empty: name a file or directory of the kernel"
+            ));
             return None;
         }
         Some(out)
     }
 
     fn add_src(&mut self, entry: &str, key: &str) {
-        let Some(rel) = self.normalise(entry, key) else { return };
+        let Some(rel) = self.normalise(entry, key) else {
+            return;
+        };
         let abs = self.root.join(&rel);
         match std::fs::metadata(&abs) {
             Ok(m) if m.is_dir() => {
@@ -280,7 +303,9 @@ impl Collector {
                 }
             }
             Ok(_) => self.add_file(&rel, key, Role::Src),
-            Err(_) => self.errors.push(format!("`{key}` names `{rel}`, which does not exist in the kernel directory")),
+            Err(_) => self.errors.push(format!(
+                "`{key}` names `{rel}`, which does not exist in the kernel directory"
+            )),
         }
     }
 
@@ -307,23 +332,33 @@ impl Collector {
         let meta = match std::fs::metadata(&abs) {
             Ok(m) => m,
             Err(e) => {
-                self.errors.push(format!("cannot read `{rel}` (named by `{what}`): {e}"));
+                self.errors
+                    .push(format!("cannot read `{rel}` (named by `{what}`): {e}"));
                 return;
             }
         };
         if !meta.is_file() {
-            self.errors.push(format!("`{rel}` (named by `{what}`) is not a regular file"));
+            self.errors
+                .push(format!("`{rel}` (named by `{what}`) is not a regular file"));
             return;
         }
         if !self.inside(&abs, rel) {
             return;
         }
-        let mode = if meta.permissions().mode() & 0o100 != 0 { FileMode::Executable } else { FileMode::Regular };
+        let mode = if meta.permissions().mode() & 0o100 != 0 {
+            FileMode::Executable
+        } else {
+            FileMode::Regular
+        };
         if matches!(rel.extension(), Some("py" | "pyi")) {
             match std::fs::read(&abs) {
                 Ok(bytes) => {
                     if let Err(e) = std::str::from_utf8(&bytes) {
-                        let line = bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
+                        let line = bytes[..e.valid_up_to()]
+                            .iter()
+                            .filter(|b| **b == b'\n')
+                            .count()
+                            + 1;
                         self.errors.push(format!(
                             "`{rel}` is not UTF-8 (invalid byte on line {line}); Python reads sources as UTF-8, so re-save it as UTF-8"
                         ));
@@ -336,7 +371,13 @@ impl Collector {
                 }
             }
         }
-        let file = SourceFile { rel: rel.to_owned(), abs, mode, len: meta.len(), role };
+        let file = SourceFile {
+            rel: rel.to_owned(),
+            abs,
+            mode,
+            len: meta.len(),
+            role,
+        };
         // A package file keeps its package role even if a `src` list also names it.
         let keep_old =
             matches!(self.files.get(rel), Some(old) if matches!(old.role, Role::Package { .. }));
@@ -363,7 +404,10 @@ impl Collector {
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
-                    let at = e.path().map(|p| p.display().to_string()).unwrap_or_else(|| top.to_string());
+                    let at = e
+                        .path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| top.to_string());
                     self.errors.push(format!("cannot read `{at}`: {e}"));
                     continue;
                 }
@@ -375,7 +419,9 @@ impl Collector {
                 ));
                 continue;
             };
-            let Ok(below) = path.strip_prefix(&self.root) else { continue };
+            let Ok(below) = path.strip_prefix(&self.root) else {
+                continue;
+            };
             let below = below.to_owned();
             // A linked directory that leaves the kernel: one error, and nothing below it.
             if entry.path_is_symlink() && entry.file_type().is_dir() && !self.inside(path, &below) {
@@ -416,7 +462,9 @@ impl Collector {
                     config.general.name
                 )
             };
-            self.errors.push(format!("the package directory `{pkg}/` does not exist; {hint}"));
+            self.errors.push(format!(
+                "the package directory `{pkg}/` does not exist; {hint}"
+            ));
             return;
         }
         if !self.inside(&abs, &pkg) {
@@ -437,18 +485,32 @@ impl Collector {
         // Dot-files (`.gitignore`) have no extension and are never taken.
         let mut want = |_: &Utf8Path, name: &str| -> bool {
             !name.starts_with('.')
-                && Utf8Path::new(name).extension().is_some_and(|e| pyext.iter().any(|p| p == e))
+                && Utf8Path::new(name)
+                    .extension()
+                    .is_some_and(|e| pyext.iter().any(|p| p == e))
         };
         let role = |below: &Utf8Path| -> Role {
-            let in_package = below.strip_prefix(&pkg_for_role).unwrap_or(below).to_owned();
+            let in_package = below
+                .strip_prefix(&pkg_for_role)
+                .unwrap_or(below)
+                .to_owned();
             let heuristic = in_package.file_name().and_then(parse_heuristic_name);
-            Role::Package { in_package, heuristic }
+            Role::Package {
+                in_package,
+                heuristic,
+            }
         };
         self.walk(&pkg, &mut want, &role);
 
         // Checks on the collected package files.
         for f in self.files.values() {
-            let Role::Package { in_package, heuristic } = &f.role else { continue };
+            let Role::Package {
+                in_package,
+                heuristic,
+            } = &f.role
+            else {
+                continue;
+            };
             if in_package.as_str() == "metadata.json" {
                 self.errors.push(format!(
                     "`{}` must not exist: the build writes `metadata.json` into every variant; remove it from the package",
@@ -541,14 +603,25 @@ mod tests {
     fn heuristic_names() {
         let h = parse_heuristic_name("_helion_aot_vector_add_cuda_sm90.py").unwrap();
         assert_eq!(
-            (h.stem.as_str(), h.device_kind.as_str(), h.compute.as_str(), h.backend),
+            (
+                h.stem.as_str(),
+                h.device_kind.as_str(),
+                h.compute.as_str(),
+                h.backend
+            ),
             ("vector_add", "cuda", "sm90", Backend::Cuda)
         );
         let h = parse_heuristic_name("_helion_aot_op_rocm_gfx950.py").unwrap();
-        assert_eq!((h.stem.as_str(), h.backend, h.compute.as_str()), ("op", Backend::Rocm, "gfx950"));
+        assert_eq!(
+            (h.stem.as_str(), h.backend, h.compute.as_str()),
+            ("op", Backend::Rocm, "gfx950")
+        );
         // The stem may contain a device kind; the rightmost one wins.
         let h = parse_heuristic_name("_helion_aot_cuda_utils_xpu_max_1550.py").unwrap();
-        assert_eq!((h.stem.as_str(), h.backend, h.compute.as_str()), ("cuda_utils", Backend::Xpu, "max_1550"));
+        assert_eq!(
+            (h.stem.as_str(), h.backend, h.compute.as_str()),
+            ("cuda_utils", Backend::Xpu, "max_1550")
+        );
         assert_eq!(parse_heuristic_name("_helion_aot_vector_add.py"), None);
         assert_eq!(parse_heuristic_name("_helion_aot_cuda_sm90.py"), None);
         assert_eq!(parse_heuristic_name("_helion_aot_x_cuda_.py"), None);
