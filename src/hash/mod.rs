@@ -3,6 +3,7 @@
 //! beside a bundle ([`manifest`]).
 
 pub mod digest;
+pub mod manifest;
 pub mod nar;
 
 pub use nar::{nar_hash, nar_hash_sri, sri};

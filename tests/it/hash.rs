@@ -153,6 +153,19 @@ const FIXTURES: &[Fixture] = &[
         nix_sri: "sha256-sdBrDgStVC/f23C/pPLl2R+/iVlPWxBjhQviyD2Slo8=",
     },
     Fixture {
+        name: "deep tree (300 levels)",
+        build: |d| {
+            let mut p = d.join("t");
+            for i in 0..300 {
+                p.push(if i % 2 == 0 { "d" } else { "dd" });
+            }
+            write(&p.join("leaf"), b"bottom", 0o644);
+            symlink("../../..", p.join("up")).unwrap();
+            d.join("t")
+        },
+        nix_sri: "sha256-AAdeB0XO52Nd31hqHce7VfjcONqxeTFeZk/F0rrCSoQ=",
+    },
+    Fixture {
         name: "large file read on the pipelined path (9 MiB + 3 bytes)",
         build: |d| {
             let t = d.join("t");
@@ -479,6 +492,234 @@ mod digest {
                 after.files["lib/k.so"]
             )]
         );
+    }
+}
+
+mod manifest {
+    use super::FIXTURES;
+    use camino::{Utf8Path, Utf8PathBuf};
+    use kernel_builder::hash::manifest::{compare, Difference, Manifest, FORMAT};
+    use std::fs;
+
+    const EMPTY_DIR: &str = "sha256-pQpattmS9VmO3ZIQUFn66az8GSmB4IvYhTTCFn6SUmo=";
+    const NESTED: &str = "sha256-vE/Oy22GpIbyds9MUZjedwI00pKUPRXIzrACFLe/uQs=";
+
+    /// A bundle with `torch-cuda` (the nested fixture) and `torch-cpu` (an empty directory).
+    fn bundle() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(dir.path()).unwrap().join("build");
+        fs::create_dir(&root).unwrap();
+        let scratch = dir.path().join("scratch");
+        fs::create_dir(&scratch).unwrap();
+        let nested = FIXTURES.iter().find(|f| f.nix_sri == NESTED).unwrap();
+        fs::rename((nested.build)(&scratch), root.join("torch-cuda")).unwrap();
+        fs::create_dir(root.join("torch-cpu")).unwrap();
+        (dir, root)
+    }
+
+    fn manifest(source: &str, variants: &[(&str, &str)]) -> Manifest {
+        Manifest {
+            format: FORMAT.to_owned(),
+            kernel_builder: "0.1.0".to_owned(),
+            source: source.to_owned(),
+            variants: variants
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn for_bundle_hashes_each_variant_sorted() {
+        let (_dir, root) = bundle();
+        let names = ["torch-cuda", "torch-cpu", "torch-cuda"].map(String::from);
+        let m = Manifest::for_bundle(&root, &names, "tree:abc123").unwrap();
+        assert_eq!(
+            m,
+            Manifest {
+                kernel_builder: env!("CARGO_PKG_VERSION").to_owned(),
+                ..manifest(
+                    "tree:abc123",
+                    &[("torch-cpu", EMPTY_DIR), ("torch-cuda", NESTED)]
+                )
+            }
+        );
+    }
+
+    #[test]
+    fn write_then_read_exact_text() {
+        let (_dir, root) = bundle();
+        let m = manifest(
+            "tree:abc123",
+            &[("torch-cuda", NESTED), ("torch-cpu", EMPTY_DIR)],
+        );
+        let path = root.join("hashes.json");
+        m.write(&path).unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            format!(
+                "{{\n  \"format\": \"kernel-builder-hashes-v1\",\n  \"kernel_builder\": \"0.1.0\",\n  \
+                 \"source\": \"tree:abc123\",\n  \"variants\": {{\n    \"torch-cpu\": \"{EMPTY_DIR}\",\n    \
+                 \"torch-cuda\": \"{NESTED}\"\n  }}\n}}\n"
+            )
+        );
+        assert_eq!(Manifest::read(&path).unwrap(), m);
+        // Written beside the variants, it changes none of their hashes; no temp files remain.
+        let again = Manifest::for_bundle(
+            &root,
+            &["torch-cpu".into(), "torch-cuda".into()],
+            "tree:abc123",
+        )
+        .unwrap();
+        assert_eq!(again.variants, m.variants);
+        let mut entries: Vec<String> = fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        entries.sort();
+        assert_eq!(entries, ["hashes.json", "torch-cpu", "torch-cuda"]);
+    }
+
+    #[test]
+    fn bad_variants_are_named() {
+        let (_dir, root) = bundle();
+        fs::write(root.join("file"), b"x").unwrap();
+        let err = |v: &str| {
+            format!(
+                "{:#}",
+                Manifest::for_bundle(&root, &[v.to_owned()], "s").unwrap_err()
+            )
+        };
+        assert_eq!(err("../x"), "`../x` is not a variant directory name");
+        assert_eq!(err(""), "`` is not a variant directory name");
+        assert_eq!(
+            err("file"),
+            format!("variant `file` at `{root}/file` is not a directory")
+        );
+        assert!(
+            err("torch-rocm").starts_with(&format!(
+                "cannot read variant `torch-rocm` at `{root}/torch-rocm`: "
+            )),
+            "{}",
+            err("torch-rocm")
+        );
+    }
+
+    #[test]
+    fn read_rejects_other_formats_and_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8Path::from_path(dir.path()).unwrap().join("hashes.json");
+        let read = |text: &str| {
+            fs::write(&path, text).unwrap();
+            format!("{:#}", Manifest::read(&path).unwrap_err())
+        };
+        assert_eq!(
+            read(r#"{"format": "kernel-builder-hashes-v2", "variants": {}}"#),
+            format!(
+                "`{path}` has hash manifest format \"kernel-builder-hashes-v2\", but this \
+                 kernel-builder reads only \"kernel-builder-hashes-v1\"; use the kernel-builder \
+                 version that wrote it"
+            )
+        );
+        assert_eq!(
+            read(r#"{"variants": {}}"#),
+            format!("`{path}` is not a kernel-builder hash manifest: it has no \"format\" field")
+        );
+        assert_eq!(
+            read(
+                r#"{"format": "kernel-builder-hashes-v1", "kernel_builder": "0.1.0", "source": "s",
+"variants": {}, "extra": 1}"#
+            ),
+            format!(
+                "`{path}` is not a valid \"kernel-builder-hashes-v1\" hash manifest: unknown field \
+                 `extra`, expected one of `format`, `kernel_builder`, `source`, `variants` at line 2 \
+                 column 23"
+            )
+        );
+        assert_eq!(
+            read("not json"),
+            format!(
+                "`{path}` is not a kernel-builder hash manifest: expected ident at line 1 column 2"
+            )
+        );
+    }
+
+    #[test]
+    fn compare_lists_every_difference() {
+        let expected = manifest(
+            "tree:1",
+            &[("a", "sha256-A"), ("b", "sha256-B"), ("c", "sha256-C")],
+        );
+        let mut actual = manifest(
+            "tree:2",
+            &[("b", "sha256-X"), ("c", "sha256-C"), ("d", "sha256-D")],
+        );
+        actual.kernel_builder = "9.9.9".to_owned();
+        let diffs = compare(&expected, &actual);
+        assert_eq!(
+            diffs,
+            [
+                Difference::Source {
+                    expected: "tree:1".into(),
+                    actual: "tree:2".into()
+                },
+                Difference::MissingVariant {
+                    variant: "a".into(),
+                    expected: "sha256-A".into()
+                },
+                Difference::Hash {
+                    variant: "b".into(),
+                    expected: "sha256-B".into(),
+                    actual: "sha256-X".into()
+                },
+                Difference::ExtraVariant {
+                    variant: "d".into(),
+                    actual: "sha256-D".into()
+                },
+            ]
+        );
+        let lines: Vec<String> = diffs.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "source differs: expected `tree:1`, got `tree:2`",
+                "variant `a` is missing (expected sha256-A)",
+                "variant `b` differs: expected sha256-B, got sha256-X",
+                "variant `d` is not in the expected manifest (got sha256-D)",
+            ]
+        );
+        assert_eq!(
+            diffs.iter().map(|d| d.variant()).collect::<Vec<_>>(),
+            [None, Some("a"), Some("b"), Some("d")]
+        );
+        // Only the orchestrator version differs: the same.
+        let mut newer = expected.clone();
+        newer.kernel_builder = "9.9.9".to_owned();
+        assert_eq!(compare(&expected, &newer), []);
+        let mut other_format = expected.clone();
+        other_format.format = "x".to_owned();
+        assert_eq!(
+            compare(&expected, &other_format),
+            [Difference::Format {
+                expected: FORMAT.into(),
+                actual: "x".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn flipped_byte_changes_only_that_variant() {
+        let (_dir, root) = bundle();
+        let names = ["torch-cpu".to_owned(), "torch-cuda".to_owned()];
+        let before = Manifest::for_bundle(&root, &names, "s").unwrap();
+        let so = root.join("torch-cuda/lib/sub/deep/x.so");
+        let mut bytes = fs::read(&so).unwrap();
+        bytes[500] ^= 1;
+        fs::write(&so, bytes).unwrap();
+        let after = Manifest::for_bundle(&root, &names, "s").unwrap();
+        let diffs = compare(&before, &after);
+        assert_eq!(diffs.len(), 1, "{diffs:?}");
+        assert_eq!(diffs[0].variant(), Some("torch-cuda"));
     }
 }
 
