@@ -16,8 +16,9 @@
 //! the old `build/<v>` aside and the new one into place; if a move fails, the ones already
 //! made are undone. Variants that were not built, and other files in `build/`, are left alone.
 //! If anything fails before the moves, `build/` is exactly as it was (a `build/` created for
-//! this run is removed again). The manifest `build/hashes.json` is then rewritten for the
-//! variants present.
+//! this run is removed again). The manifest `build/hashes.json` is then rewritten (see
+//! `write_manifest`): one NAR hash per variant built from this source, and the source's tree
+//! id.
 
 use std::collections::BTreeSet;
 
@@ -30,6 +31,7 @@ use super::provenance::{BuildIds, KernelRevision};
 use super::source::SourceSet;
 use super::Warning;
 use crate::config::{deps, Backend, BuildConfig};
+use crate::hash::manifest::{self, Manifest};
 use crate::matrix::{self, Scope};
 
 /// One variant a bundle can hold.
@@ -213,9 +215,7 @@ pub fn build_into(
     }
     let (built, mut warnings) = result?;
 
-    // TODO(hash::manifest): write `build/hashes.json` with
-    // `crate::hash::manifest::Manifest::for_bundle(&build_dir, &variants, &source.tree_id())?
-    //  .write(&build_dir.join("hashes.json"))?` once `hash::manifest` is merged.
+    write_manifest(&build_dir, &built, &source.tree_id())?;
 
     warnings.extend(source.warnings().iter().cloned());
     warnings.sort();
@@ -226,6 +226,25 @@ pub fn build_into(
         tree_id: source.tree_id(),
         warnings,
     })
+}
+
+/// Rewrite `build/hashes.json` ([`crate::hash::manifest`]) for the variants just built, plus
+/// the variants of the previous manifest that were built from the same source (same tree id)
+/// and are still present; variants from another source are dropped from it, since the
+/// manifest names one source.
+fn write_manifest(build_dir: &Utf8Path, built: &[BuiltVariant], tree_id: &str) -> anyhow::Result<()> {
+    let path = build_dir.join(manifest::FILE_NAME);
+    let mut names: Vec<String> = built.iter().map(|b| b.name.clone()).collect();
+    if path.is_file() {
+        if let Ok(old) = Manifest::read(&path) {
+            if old.source == tree_id {
+                names.extend(old.variants.into_keys().filter(|v| build_dir.join(v).is_dir()));
+            }
+        }
+    }
+    Manifest::for_bundle(build_dir, &names, tree_id)?
+        .write(&path)
+        .with_context(|| format!("cannot write the hash manifest `{path}`"))
 }
 
 fn build_and_swap(

@@ -13,6 +13,7 @@ use camino::Utf8Path;
 use sha2::{Digest as _, Sha256};
 
 use kernel_builder::assemble::SourceSet;
+use kernel_builder::hash::manifest::Manifest;
 
 const BUILD_TOML: &str = r#"[general]
 name = "vector-add"
@@ -209,6 +210,7 @@ fn noarch_bundle_has_the_exact_tree() {
     let d = 0o755;
     let f = 0o644;
     let expected: Vec<(String, u32)> = [
+        ("hashes.json", f),
         ("torch-cuda", d),
         ("torch-cuda/__init__.py", f),
         ("torch-cuda/_helion_aot_vector_add_cuda_sm90.py", f),
@@ -301,6 +303,19 @@ fn noarch_bundle_has_the_exact_tree() {
         expected_metadata
     );
 
+    // The manifest: the NAR hash of each variant and the source's tree id.
+    let sri = |v: &str| kernel_builder::hash::nar_hash_sri(&build.join(v)).unwrap();
+    assert_eq!(
+        fs::read_to_string(build.join("hashes.json")).unwrap(),
+        format!(
+            "{{\n  \"format\": \"kernel-builder-hashes-v1\",\n  \"kernel_builder\": \"{}\",\n  \"source\": \"{FIXTURE_TREE_ID}\",\n  \"variants\": {{\n    \"torch-cuda\": \"{}\",\n    \"torch-rocm\": \"{}\",\n    \"torch-xpu\": \"{}\"\n  }}\n}}\n",
+            env!("CARGO_PKG_VERSION"),
+            sri("torch-cuda"),
+            sri("torch-rocm"),
+            sri("torch-xpu")
+        )
+    );
+
     // The digest is the one the hash module (and so `verify`) computes for the directory.
     let digest =
         kernel_builder::hash::digest::variant_digest(Utf8Path::from_path(&cuda).unwrap()).unwrap();
@@ -381,7 +396,28 @@ fn variant_filter_rebuilds_only_the_named_variants() {
     // No temporary directory is left behind.
     assert_eq!(
         entries(&build),
-        ["CARD.md", "torch-cuda", "torch-rocm", "torch-xpu"]
+        [
+            "CARD.md",
+            "hashes.json",
+            "torch-cuda",
+            "torch-rocm",
+            "torch-xpu"
+        ]
+    );
+    // The manifest names one source: the old variants were built from another one.
+    let manifest_path = Utf8Path::from_path(&build).unwrap().join("hashes.json");
+    let manifest = Manifest::read(&manifest_path).unwrap();
+    assert_eq!(manifest.variants.keys().collect::<Vec<_>>(), ["torch-cuda"]);
+    assert_eq!(
+        manifest.variants["torch-cuda"],
+        kernel_builder::hash::nar_hash_sri(&build.join("torch-cuda")).unwrap()
+    );
+    // Rebuilding another variant from the same source keeps torch-cuda in the manifest.
+    build_ok(t.path(), &["--variant", "torch-xpu"]);
+    let manifest = Manifest::read(&manifest_path).unwrap();
+    assert_eq!(
+        manifest.variants.keys().collect::<Vec<_>>(),
+        ["torch-cuda", "torch-xpu"]
     );
 }
 
@@ -816,5 +852,5 @@ fn auto_without_a_flake_builds_natively_with_a_note() {
             || err == "note: `nix` is not on PATH; building natively (`--nix never`)\n",
         "{err}"
     );
-    assert_eq!(files(&t.path().join("build")).len(), 5);
+    assert_eq!(files(&t.path().join("build/torch-xpu")).len(), 5);
 }
