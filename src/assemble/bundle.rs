@@ -232,13 +232,21 @@ pub fn build_into(
 /// the variants of the previous manifest that were built from the same source (same tree id)
 /// and are still present; variants from another source are dropped from it, since the
 /// manifest names one source.
-fn write_manifest(build_dir: &Utf8Path, built: &[BuiltVariant], tree_id: &str) -> anyhow::Result<()> {
+fn write_manifest(
+    build_dir: &Utf8Path,
+    built: &[BuiltVariant],
+    tree_id: &str,
+) -> anyhow::Result<()> {
     let path = build_dir.join(manifest::FILE_NAME);
     let mut names: Vec<String> = built.iter().map(|b| b.name.clone()).collect();
     if path.is_file() {
         if let Ok(old) = Manifest::read(&path) {
             if old.source == tree_id {
-                names.extend(old.variants.into_keys().filter(|v| build_dir.join(v).is_dir()));
+                names.extend(
+                    old.variants
+                        .into_keys()
+                        .filter(|v| build_dir.join(v).is_dir()),
+                );
             }
         }
     }

@@ -24,6 +24,7 @@ pub mod metadata;
 pub mod noarch;
 pub mod provenance;
 pub mod source;
+pub mod verify;
 
 use std::fmt;
 

@@ -854,3 +854,125 @@ fn auto_without_a_flake_builds_natively_with_a_note() {
     );
     assert_eq!(files(&t.path().join("build/torch-xpu")).len(), 5);
 }
+
+fn verify(dir: &Path, extra: &[&str]) -> (i32, String, String) {
+    let out = kb(dir).arg("verify").args(extra).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn verify_says_same_for_an_unchanged_build() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let before = tree(&t.path().join("build"));
+    let sri =
+        |v: &str| kernel_builder::hash::nar_hash_sri(&t.path().join("build").join(v)).unwrap();
+    let (code, stdout, stderr) = verify(t.path(), &[]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert_eq!(
+        stdout,
+        format!(
+            "torch-cuda: same ({})\ntorch-rocm: same ({})\ntorch-xpu: same ({})\n",
+            sri("torch-cuda"),
+            sri("torch-rocm"),
+            sri("torch-xpu")
+        )
+    );
+    assert_eq!(
+        tree(&t.path().join("build")),
+        before,
+        "verify must not touch build/"
+    );
+}
+
+/// Issue 6: a flipped byte in a built file makes `verify` fail and name the file.
+#[test]
+fn verify_names_the_file_with_a_flipped_byte() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let f = t.path().join("build/torch-rocm/vector_add.py");
+    let mut bytes = fs::read(&f).unwrap();
+    bytes[7] ^= 0x20; // "import helion" -> "import Helion"
+    fs::write(&f, bytes).unwrap();
+    let (code, stdout, _) = verify(t.path(), &[]);
+    assert_eq!(code, 1);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("torch-cuda: same (sha256-"),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines[1..6],
+        [
+            "torch-rocm: different",
+            "  first difference: `vector_add.py`",
+            "    line 1:",
+            "    - on disk: import Helion",
+            "    + rebuilt: import helion",
+        ]
+    );
+    assert!(lines[6].starts_with("torch-xpu: same (sha256-"), "{stdout}");
+    assert_eq!(lines.len(), 7, "{stdout}");
+
+    // Only the cuda variant asked for: same, exit 0.
+    let (code, stdout, _) = verify(t.path(), &["--variant", "torch-cuda"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("torch-cuda: same (sha256-"), "{stdout}");
+}
+
+#[test]
+fn verify_checks_the_manifest_too() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let path = t.path().join("build/hashes.json");
+    let real = kernel_builder::hash::nar_hash_sri(&t.path().join("build/torch-xpu")).unwrap();
+    let fake = "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    fs::write(
+        &path,
+        fs::read_to_string(&path).unwrap().replace(&real, fake),
+    )
+    .unwrap();
+    let (code, stdout, _) = verify(t.path(), &["--variant", "torch-xpu"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout,
+        format!("torch-xpu: different\n  hashes.json records {fake}, the rebuild is {real}\n")
+    );
+}
+
+#[test]
+fn verify_uses_the_recorded_provenance() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    git(t.path(), &["init", "-q"]);
+    git(t.path(), &["add", "-A"]);
+    git(t.path(), &["commit", "-qm", "kernel"]);
+    build_ok(t.path(), &[]);
+    // A later commit that does not touch the source set: the published tree still verifies.
+    write(&t.path().join("README.md"), "# more docs\n");
+    git(t.path(), &["commit", "-qam", "docs"]);
+    let (code, stdout, stderr) = verify(t.path(), &[]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // A change to the sources does not.
+    write(
+        &t.path().join("torch-ext/vector_add/vector_add.py"),
+        "def vector_add(x, y):\n    return x - y\n",
+    );
+    let (code, stdout, stderr) = verify(t.path(), &["--variant", "torch-cuda"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("note: the sources changed since the build: the manifest records source "),
+        "{stderr}"
+    );
+    assert!(
+        stdout.starts_with("torch-cuda: different\n  first difference: `_ops.py`\n"),
+        "{stdout}"
+    );
+}
