@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::compiled::assemble_compiled;
+use super::compiled::{assemble_compiled, check_supported};
 use super::noarch::{assemble_noarch, op_namespace};
 use super::provenance::{BuildIds, KernelRevision};
 use super::source::SourceSet;
@@ -186,7 +186,8 @@ pub fn build_into(
     requested: &[String],
     kernel: Option<KernelRevision>,
 ) -> anyhow::Result<BundleReport> {
-    let selected = select(&plan(config), requested)?;
+    let planned = plan(config);
+    let selected = select(&planned, requested)?;
     anyhow::ensure!(
         !selected.is_empty(),
         "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",
@@ -197,6 +198,26 @@ pub fn build_into(
         uid: source.uid(),
         kernel,
     };
+    if requested.is_empty() {
+        // A mixed kernel built without --variant: fail before building anything, and say how
+        // to get its noarch variants.
+        if let Some(first) = selected.iter().find(|v| v.compiled) {
+            let noarch: Vec<String> = selected
+                .iter()
+                .filter(|v| !v.compiled)
+                .map(|v| format!("--variant {}", v.name))
+                .collect();
+            if let Err(e) = check_supported(config, &first.name, first.backend) {
+                if noarch.is_empty() {
+                    return Err(e);
+                }
+                anyhow::bail!(
+                    "{e}\nhint: to build only the noarch variants, pass {}",
+                    noarch.join(" ")
+                );
+            }
+        }
+    }
 
     let build_dir = kernel_dir.join("build");
     let created_build = match std::fs::symlink_metadata(&build_dir) {

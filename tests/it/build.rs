@@ -976,3 +976,56 @@ fn verify_uses_the_recorded_provenance() {
         "{stdout}"
     );
 }
+
+/// A `[torch]` kernel with a compiled CUDA kernel and a noarch Metal variant: compiled cells are
+/// refused by this version (nothing is written), and `--variant torch-metal` builds the noarch one.
+#[cfg(target_os = "linux")]
+#[test]
+fn mixed_kernel_builds_its_noarch_variant_and_refuses_compiled_ones() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    write(
+        &d.join("build.toml"),
+        "[general]\nname = \"relu\"\nversion = 1\nedition = 5\nlicense = \"Apache-2.0\"\nbackends = [\"cuda\", \"metal\"]\n\n\
+         [torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n\n\
+         [kernel.relu_cuda]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"relu_cuda/relu.cu\"]\n",
+    );
+    write(&d.join("torch-ext/torch_binding.cpp"), "// binding\n");
+    write(&d.join("relu_cuda/relu.cu"), "// kernel\n");
+    write(
+        &d.join("torch-ext/relu/__init__.py"),
+        "from ._ops import ops\n",
+    );
+
+    let out = build(d, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let host = kernel_builder::matrix::host_system();
+    assert_eq!(
+        err,
+        format!(
+            "error: variant `torch212-cxx11-cu126-{host}` needs compiled code ([kernel.relu_cuda] for `cuda`); compiled cells are not built by this version yet\n\
+             hint: to build only the noarch variants, pass --variant torch-metal\n"
+        )
+    );
+    assert!(!d.join("build").exists());
+
+    let stdout = build_ok(d, &["--variant", "torch-metal"]);
+    assert!(
+        stdout.starts_with("built torch-metal (3 files, id _relu_metal_"),
+        "{stdout}"
+    );
+    assert_eq!(
+        files(&d.join("build/torch-metal")),
+        ["__init__.py", "_ops.py", "metadata.json"]
+    );
+
+    let out = build(d, &["--variant", &format!("torch213-cxx11-cu130-{host}")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("compiled cells are not built by this version yet"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
