@@ -599,6 +599,88 @@ pub fn read_source(f: &SourceFile) -> anyhow::Result<Vec<u8>> {
 mod tests {
     use super::*;
 
+    fn config(text: &str) -> BuildConfig {
+        crate::config::load_str(Utf8Path::new("build.toml"), text, None)
+            .unwrap()
+            .config
+    }
+
+    fn put(root: &Utf8Path, rel: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, rel).unwrap();
+    }
+
+    const TORCH: &str = "[general]\nname = \"relu\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\", \"metal\"]\n\n[torch]\nsrc = [\"torch-ext/torch_binding.cpp\", \"./torch-ext/torch_binding.h\"]\npyext = [\".py\", \"json\"]\n\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"relu_cuda\", \"torch-ext/relu/data.json\"]\n";
+
+    #[test]
+    fn src_lists_files_and_directories_and_package_files_keep_their_role() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        for f in [
+            "build.toml",
+            "torch-ext/torch_binding.cpp",
+            "torch-ext/torch_binding.h",
+            "relu_cuda/relu.cu",
+            "relu_cuda/sub/util.cuh",
+            "relu_cuda/__pycache__/x.pyc",
+            "torch-ext/relu/__init__.py",
+            "torch-ext/relu/data.json",
+            "torch-ext/relu/types.pyi",
+            "README.md",
+        ] {
+            put(root, f);
+        }
+        let set = SourceSet::collect(root, &config(TORCH)).unwrap();
+        let got: Vec<(&str, &str)> = set
+            .files()
+            .iter()
+            .map(|f| {
+                let role = match &f.role {
+                    Role::BuildToml => "build.toml",
+                    Role::Src => "src",
+                    Role::Package { .. } => "package",
+                };
+                (f.rel.as_str(), role)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("build.toml", "build.toml"),
+                ("relu_cuda/relu.cu", "src"),
+                ("relu_cuda/sub/util.cuh", "src"),
+                ("torch-ext/relu/__init__.py", "package"),
+                ("torch-ext/relu/data.json", "package"),
+                ("torch-ext/torch_binding.cpp", "src"),
+                ("torch-ext/torch_binding.h", "src"),
+            ]
+        );
+        assert_eq!(set.uid().len(), 7);
+        assert!(set.warnings().is_empty());
+    }
+
+    #[test]
+    fn src_problems_are_listed_together() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        put(root, "build.toml");
+        put(root, "torch-ext/relu/__init__.py");
+        // The config check refuses `..` too; the source set must not rely on it.
+        let mut c = config(TORCH);
+        c.kernels.get_mut("relu").unwrap().src[0] = "../outside.cu".into();
+        let err = SourceSet::collect(root, &c).unwrap_err().to_string();
+        let err = err.replace(root.as_str(), "<DIR>");
+        assert_eq!(
+            err,
+            "the kernel in `<DIR>` cannot be built (4 problems):\n  \
+             - `torch.src[0]` names `torch-ext/torch_binding.cpp`, which does not exist in the kernel directory\n  \
+             - `torch.src[1]` names `torch-ext/torch_binding.h`, which does not exist in the kernel directory\n  \
+             - `kernel.relu.src[0]` is `../outside.cu`: source paths must be relative to the kernel directory and stay inside it\n  \
+             - `kernel.relu.src[1]` names `torch-ext/relu/data.json`, which does not exist in the kernel directory"
+        );
+    }
+
     #[test]
     fn heuristic_names() {
         let h = parse_heuristic_name("_helion_aot_vector_add_cuda_sm90.py").unwrap();
