@@ -1029,3 +1029,47 @@ fn mixed_kernel_builds_its_noarch_variant_and_refuses_compiled_ones() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The help is the user manual: keep what it promises in sight (and in review).
+#[test]
+fn build_and_copy_help() {
+    let out = kb(Path::new(".")).args(["build-and-copy", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), HELP);
+}
+
+const HELP: &str = r#"Build every variant of a kernel into DIR/build/<variant>/
+
+Usage: kernel-builder build-and-copy [OPTIONS] [DIR] [-- <NIX_ARGS>...]
+
+Arguments:
+  [DIR]
+          Kernel directory, holding build.toml (default: the current directory)
+
+  [NIX_ARGS]...
+          Extra arguments for `nix build` (after `--`), e.g. `-- -L --max-jobs 4`
+
+Options:
+      --variant <VARIANT>
+          Build only this variant, e.g. `torch-cuda` (repeatable). Other variants already in
+          DIR/build/ are left as they are
+
+      --nix <NIX>
+          Build through Nix or natively
+
+          Possible values:
+          - auto:   Through Nix when `nix` is on PATH and DIR has a `flake.nix`; natively otherwise
+          - always: Always through Nix (`nix build` of the kernel's flake); fails without Nix
+          - never:  Never through Nix: assemble the variants here with this binary. Noarch kernels
+            only
+          
+          [default: auto]
+
+  -h, --help
+          Print help (see a summary with '-h')
+
+Writes DIR/build/<variant>/ for each variant, replacing only the variants built, and
+DIR/build/hashes.json (the NAR hash of each variant). For a noarch kernel (Helion, Triton, plain
+torch) there is one torch-<backend> directory per backend. Nothing in DIR/build/ changes when the
+build fails.
+"#;
