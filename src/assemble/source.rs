@@ -476,18 +476,27 @@ impl Collector {
                 "`{pkg}/{python_name}` must not exist: a file or directory named after the package shadows it when the variant is imported; rename it"
             ));
         }
-        if abs.join("__init__.py").symlink_metadata().is_err() {
+        let has_init = abs.join("__init__.py").symlink_metadata().is_ok();
+        if !has_init {
             self.errors.push(format!("`{pkg}/__init__.py` is missing; the `kernels` loader imports the package through it"));
         }
 
         let mut heuristics: Vec<(Utf8PathBuf, Option<Heuristic>, String)> = Vec::new();
         let pkg_for_role = pkg.clone();
         // Dot-files (`.gitignore`) have no extension and are never taken.
-        let mut want = |_: &Utf8Path, name: &str| -> bool {
-            !name.starts_with('.')
-                && Utf8Path::new(name)
-                    .extension()
-                    .is_some_and(|e| pyext.iter().any(|p| p == e))
+        // Files left out only because of their extension, reported in one warning.
+        let mut skipped: Vec<Utf8PathBuf> = Vec::new();
+        let mut want = |below: &Utf8Path, name: &str| -> bool {
+            if name.starts_with('.') {
+                return false;
+            }
+            let taken = Utf8Path::new(name)
+                .extension()
+                .is_some_and(|e| pyext.iter().any(|p| p == e));
+            if !taken {
+                skipped.push(below.to_owned());
+            }
+            taken
         };
         let role = |below: &Utf8Path| -> Role {
             let in_package = below
@@ -501,6 +510,39 @@ impl Collector {
             }
         };
         self.walk(&pkg, &mut want, &role);
+
+        let init = pkg.join("__init__.py");
+        if has_init && !self.files.contains_key(&init) {
+            self.errors.push(format!(
+                "`{init}` is not packaged because `py` is not in `pyext` ({}); add \"py\" to `{}.pyext`",
+                pyext.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", "),
+                config.framework.section()
+            ));
+        }
+        if !skipped.is_empty() {
+            const SHOWN: usize = 5;
+            let mut list: Vec<String> = skipped
+                .iter()
+                .take(SHOWN)
+                .map(|p| format!("`{p}`"))
+                .collect();
+            if skipped.len() > SHOWN {
+                list.push(format!("and {} more", skipped.len() - SHOWN));
+            }
+            self.warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "{} file{} in `{pkg}/` {} not packaged because {} extension is not in `{}.pyext` ({}): {}",
+                    skipped.len(),
+                    if skipped.len() == 1 { "" } else { "s" },
+                    if skipped.len() == 1 { "is" } else { "are" },
+                    if skipped.len() == 1 { "its" } else { "their" },
+                    config.framework.section(),
+                    pyext.join(", "),
+                    list.join(", ")
+                ),
+            });
+        }
 
         // Checks on the collected package files.
         for f in self.files.values() {
@@ -657,7 +699,10 @@ mod tests {
             ]
         );
         assert_eq!(set.uid().len(), 7);
-        assert!(set.warnings().is_empty());
+        assert_eq!(
+            set.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+            ["1 file in `torch-ext/relu/` is not packaged because its extension is not in `torch.pyext` (py, json): `torch-ext/relu/types.pyi`"]
+        );
     }
 
     #[test]
