@@ -91,18 +91,21 @@ impl Manifest {
             .max(1);
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<(usize, std::io::Result<String>)>> = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(name) = names.get(i) else { break };
-                    let hash = super::nar_hash_sri(bundle_dir.join(name).as_std_path());
-                    // A poisoned lock means another worker panicked; the scope re-raises that.
-                    if let Ok(mut r) = results.lock() {
-                        r.push((i, hash));
-                    }
-                });
+        let work = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(name) = names.get(i) else { break };
+            let hash = super::nar_hash_sri(bundle_dir.join(name).as_std_path());
+            // A poisoned lock means another worker panicked; the scope re-raises that.
+            if let Ok(mut r) = results.lock() {
+                r.push((i, hash));
             }
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                // A worker that cannot start is no loss: this thread works through the list too.
+                let _ = std::thread::Builder::new().spawn_scoped(scope, work);
+            }
+            work();
         });
         let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
         results.sort_unstable_by_key(|(i, _)| *i);
