@@ -3,8 +3,9 @@
 //!
 //! A variant is *same* when its rebuild's NAR hash equals both the hash recorded in the
 //! manifest (when there is one) and the NAR hash of `build/<variant>` on disk. Otherwise it is
-//! *different*, and the report names the first path (in sorted order) where the tree on disk
-//! and the rebuild differ, with a short diff of that file's contents.
+//! *different*, and the report names the first path (in NAR order) where the tree on disk
+//! differs from the rebuild ([`crate::hash::tree_diff`]: missing, unexpected, another kind,
+//! the execute bit, the bytes), with a short diff of that file's contents.
 //!
 //! The rebuild uses the provenance recorded in the variant's `metadata.json` on disk
 //! (`provenance.kernel`), as a Nix rebuild uses the revision it is given: what is checked is
@@ -12,16 +13,15 @@
 //! same commit. A variant with no readable `metadata.json` is rebuilt with the current git
 //! state.
 
-use std::collections::BTreeMap;
-
 use anyhow::Context;
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 
 use super::bundle::{assemble_variant, plan, PlannedVariant};
 use super::provenance::{git_revision, BuildIds, KernelRevision};
 use super::source::SourceSet;
 use crate::config::BuildConfig;
 use crate::hash::manifest::{self, Manifest};
+use crate::hash::tree_diff::{self, TreeDifference};
 
 /// The outcome for one variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,86 +241,23 @@ fn check_one(
     })
 }
 
-#[derive(PartialEq)]
-enum Entry {
-    Dir,
-    File { executable: bool, bytes: Vec<u8> },
-    Link(Utf8PathBuf),
-}
-
-fn entries(dir: &Utf8Path) -> anyhow::Result<BTreeMap<String, Entry>> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut out = BTreeMap::new();
-    for e in walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name() {
-        let e = e.with_context(|| format!("cannot read `{dir}`"))?;
-        let rel = e
-            .path()
-            .strip_prefix(dir)
-            .unwrap_or(e.path())
-            .to_string_lossy()
-            .into_owned();
-        let path = e.path();
-        let entry = if e.file_type().is_dir() {
-            Entry::Dir
-        } else if e.file_type().is_symlink() {
-            let target = std::fs::read_link(path)
-                .with_context(|| format!("cannot read `{}`", path.display()))?;
-            Entry::Link(Utf8PathBuf::from(target.to_string_lossy().into_owned()))
-        } else {
-            let meta = e
-                .metadata()
-                .with_context(|| format!("cannot read `{}`", path.display()))?;
-            let bytes =
-                std::fs::read(path).with_context(|| format!("cannot read `{}`", path.display()))?;
-            Entry::File {
-                executable: meta.permissions().mode() & 0o100 != 0,
-                bytes,
-            }
-        };
-        out.insert(rel, entry);
-    }
-    Ok(out)
-}
-
-/// The first path, in sorted order, where `on_disk` and `rebuilt` differ, with a short diff.
+/// The first path, in NAR order, where `on_disk` differs from `rebuilt` (the rebuild is the
+/// expectation, [`crate::hash::tree_diff`]), with a short diff of a file's contents.
 fn first_difference(on_disk: &Utf8Path, rebuilt: &Utf8Path) -> anyhow::Result<Option<String>> {
-    let a = entries(on_disk)?;
-    let b = entries(rebuilt)?;
-    let mut paths: Vec<&String> = a.keys().chain(b.keys()).collect();
-    paths.sort();
-    paths.dedup();
-    for p in paths {
-        let msg = match (a.get(p), b.get(p)) {
-            (Some(x), Some(y)) if x == y => continue,
-            (Some(_), None) => format!("first difference: `{p}` is on disk but not in the rebuild"),
-            (None, Some(_)) => format!("first difference: `{p}` is in the rebuild but not on disk"),
-            (
-                Some(Entry::File {
-                    executable: ex,
-                    bytes: bx,
-                }),
-                Some(Entry::File {
-                    executable: ey,
-                    bytes: by,
-                }),
-            ) => {
-                if bx == by {
-                    format!(
-                        "first difference: `{p}` is {} on disk and {} in the rebuild",
-                        if *ex { "executable" } else { "not executable" },
-                        if *ey { "executable" } else { "not executable" }
-                    )
-                } else {
-                    format!("first difference: `{p}`\n{}", content_diff(bx, by))
-                }
-            }
-            _ => format!(
-                "first difference: `{p}` is a different kind of entry on disk and in the rebuild"
-            ),
+    let diff = tree_diff::first_difference(rebuilt.as_std_path(), on_disk.as_std_path())
+        .with_context(|| format!("cannot compare `{on_disk}` with its rebuild"))?;
+    let Some(diff) = diff else { return Ok(None) };
+    let mut msg = format!("first difference: {diff}");
+    if let TreeDifference::Contents { path, .. } = &diff {
+        let read = |root: &Utf8Path| {
+            std::fs::read(root.as_std_path().join(path)).with_context(|| {
+                format!("cannot read `{}`", root.as_std_path().join(path).display())
+            })
         };
-        return Ok(Some(msg));
+        msg.push('\n');
+        msg.push_str(&content_diff(&read(on_disk)?, &read(rebuilt)?));
     }
-    Ok(None)
+    Ok(Some(msg))
 }
 
 /// A short diff: the first differing line of two texts (`-` on disk, `+` rebuilt), or the

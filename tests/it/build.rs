@@ -920,7 +920,7 @@ fn verify_names_the_file_with_a_flipped_byte() {
         lines[1..6],
         [
             "torch-rocm: different",
-            "  first difference: `vector_add.py`",
+            "  first difference: `vector_add.py` differs from byte 7",
             "    line 1:",
             "    - on disk: import Helion",
             "    + rebuilt: import helion",
@@ -981,7 +981,7 @@ fn verify_uses_the_recorded_provenance() {
         "{stderr}"
     );
     assert!(
-        stdout.starts_with("torch-cuda: different\n  first difference: `_ops.py`\n"),
+        stdout.starts_with("torch-cuda: different\n  first difference: `_ops.py` differs from byte "),
         "{stdout}"
     );
 }
@@ -1097,5 +1097,22 @@ fn bad_input_pyext_without_py() {
     assert_refused(
         t.path(),
         "`torch-ext/vector_add/__init__.py` is not packaged because `py` is not in `pyext` (\"json\"); add \"py\" to `torch-noarch.pyext`",
+    );
+}
+
+#[test]
+fn verify_names_extra_and_missing_files() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let build = t.path().join("build");
+    fs::write(build.join("torch-xpu/extra.py"), "x = 1\n").unwrap();
+    fs::remove_file(build.join("torch-rocm/configs/default.json")).unwrap();
+    let (code, stdout, _) = verify(t.path(), &["--variant", "torch-rocm", "--variant", "torch-xpu"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout,
+        "torch-rocm: different\n  first difference: `configs/default.json` is missing\n\
+         torch-xpu: different\n  first difference: `extra.py` is unexpected\n"
     );
 }
