@@ -5,11 +5,14 @@
 # next to the kernel source; that file is generated, never edited by hand. Re-run this script
 # to regenerate it, and record the command, wall time and versions in the kernel's README.md.
 #
-# Where it runs: on the GPU machine (the `device` tool), from the repository root, with the
-# wheels of scripts/../.whl (fetched here by /work/shared/tools/device-wheels.sh: helion 1.4.0
-# and filecheck) carried along:
-#   run(command="bash scripts/gpu-tune.sh", carry=[".whl"], timeout_s=600)
-# On any other machine with a GPU, torch and helion installed, it works the same without .whl.
+# Where it runs: on the GPU machine (the `device` tool), from a folder that holds scripts/,
+# kernels/vector-add-helion/ and .whl/ (helion 1.4.0 and filecheck wheels; see
+# /work/shared/tools/device-wheels.sh). The device tool sends the checkout its session started
+# in, so stage those in an ignored folder of that checkout and carry it, e.g.
+#   run(command="cd target/device-carry-kernels && bash scripts/gpu-tune.sh",
+#       carry=["target/device-carry-kernels"], timeout_s=600)
+# (kernels/vector-add-helion/README.md has the staging commands of the recorded run.)
+# On any other machine with a GPU, torch and helion installed, run it in place without .whl.
 # Results (the heuristic, the runner's log, an archive of the run directory, an environment
 # probe) go to $OUT (default: ./gpu-tune-out).
 set -euo pipefail
