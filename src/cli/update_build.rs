@@ -214,8 +214,12 @@ pub fn run(args: Args) -> super::CmdResult {
             "`{display}` was not changed: fix the errors above and run `kernel-builder update-build` again"
         );
     }
-    validate_new_text(&display, &plan.new_text, &dir)
-        .with_context(|| format!("`{display}` was not changed: the upgraded file would not validate"))?;
+    // Diagnostics about the new text name it as such: its line numbers are not the file's.
+    let shown_new = format!("{display} (as upgraded, not written)");
+    if let Err(err) = validate_new_text(&shown_new, &plan.new_text, &dir) {
+        eprintln!("error: `{display}` was not changed: the upgraded file would not validate");
+        return Err(err);
+    }
     if plan.new_text != text {
         crate::fsutil::write_atomic(&path, plan.new_text.as_bytes())?;
     }

@@ -564,6 +564,20 @@ fn upgrade_errors_leave_the_file_untouched() {
 }
 
 #[test]
+fn a_result_that_would_not_validate_leaves_the_original_bytes() {
+    // A legacy file with two framework sections: the upgrade itself has nothing to object to,
+    // validation of the new text does.
+    let original = "[general]\nname = \"ab\"  # keep\nlicense = \"MIT\"\nbackends = []\n\n[torch]\n\n[tvm-ffi]\nsrc = []\n";
+    let dir = kernel_dir(original);
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("was not changed: the upgraded file would not validate"), "{stderr}");
+    assert_eq!(read(&dir), original);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file is left");
+}
+
+#[test]
 fn edition5_name_with_underscores_is_renamed() {
     let original = "[general]\nname = \"fused_rms_norm\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\"]\n\n[torch-noarch]\n";
     let dir = kernel_dir(original);
@@ -588,6 +602,12 @@ fn bad_input_is_a_clear_error() {
     let out = kb().args(["update-build", "/nonexistent/kernel"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8(out.stderr).unwrap().contains("`/nonexistent/kernel` is not a directory"));
+
+    let latin1 = tempfile::tempdir().unwrap();
+    std::fs::write(latin1.path().join("build.toml"), b"[general]\nname = \"caf\xe9\"\n").unwrap();
+    let out = kb().args(["update-build"]).arg(latin1.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("cannot read"));
 
     let empty = tempfile::tempdir().unwrap();
     let out = kb().args(["update-build"]).arg(empty.path()).output().unwrap();
