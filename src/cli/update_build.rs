@@ -26,6 +26,13 @@ use crate::config::{Generation, Problem, Severity};
 /// Exit status: 0 when the file was updated or was already up to date; 1 when it cannot be
 /// updated, or with `--check` when it needs an update.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Reads every generation of build.toml (edition 5, the unversioned \"v4\" and \"v3\" forms, \
+`universal` files, the oldest `language`/`capabilities` form). Edition-5 files are only touched to \
+fix a kernel name written with underscores. The build variants do not change. Nothing is \
+written when the result would not validate.\n\n\
+Exit status: 0 updated or already current; 1 cannot be updated, or (with --check) needs an update."
+)]
 pub struct Args {
     /// Kernel directory holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,

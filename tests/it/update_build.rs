@@ -747,3 +747,10 @@ fn corpus_small() -> &'static [(String, String)] {
     static FILES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
     FILES.get_or_init(|| corpus().into_iter().filter(|(_, t)| t.lines().count() < 200).collect())
 }
+
+#[test]
+fn help_text() {
+    let out = kb().args(["update-build", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!("update_build_help", String::from_utf8(out.stdout).unwrap());
+}
