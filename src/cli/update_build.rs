@@ -228,7 +228,12 @@ pub fn run(args: Args) -> super::CmdResult {
         return Err(err);
     }
     if plan.new_text != text {
-        crate::fsutil::write_atomic(&path, plan.new_text.as_bytes())?;
+        // A symlinked build.toml is updated where it points, not replaced by a regular file.
+        let target = match std::fs::canonicalize(&path) {
+            Ok(p) if path.is_symlink() => Utf8PathBuf::from_path_buf(p).unwrap_or_else(|_| path.clone()),
+            _ => path.clone(),
+        };
+        crate::fsutil::write_atomic(&target, plan.new_text.as_bytes())?;
     }
     println!("Updated {display}.");
     Ok(ExitCode::SUCCESS)

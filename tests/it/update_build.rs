@@ -749,6 +749,22 @@ fn corpus_small() -> &'static [(String, String)] {
 }
 
 #[test]
+fn a_symlinked_build_toml_is_updated_where_it_points() {
+    let dir = kernel_dir(
+        "[general]\nname = \"ab\"\nversion = 1\nlicense = \"MIT\"\nbackends = []\n\n[torch-noarch]\n",
+    );
+    let real = dir.path().join("real.toml");
+    std::fs::rename(dir.path().join("build.toml"), &real).unwrap();
+    std::os::unix::fs::symlink("real.toml", dir.path().join("build.toml")).unwrap();
+    kb().args(["update-build"]).arg(dir.path()).assert().code(0);
+    assert!(std::fs::symlink_metadata(dir.path().join("build.toml")).unwrap().file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(&real).unwrap(),
+        "[general]\nname = \"ab\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = []\n\n[torch-noarch]\n"
+    );
+}
+
+#[test]
 fn help_text() {
     let out = kb().args(["update-build", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
