@@ -26,6 +26,13 @@ use crate::config::{Generation, Problem, Severity};
 /// Exit status: 0 when the file was updated or was already up to date; 1 when it cannot be
 /// updated, or with `--check` when it needs an update.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Reads every generation of build.toml (edition 5, the unversioned \"v4\" and \"v3\" forms, \
+`universal` files, the oldest `language`/`capabilities` form). Edition-5 files are only touched to \
+fix a kernel name written with underscores. The build variants do not change. Nothing is \
+written when the result would not validate.\n\n\
+Exit status: 0 updated or already current; 1 cannot be updated, or (with --check) needs an update."
+)]
 pub struct Args {
     /// Kernel directory holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
@@ -187,10 +194,19 @@ pub fn run(args: Args) -> super::CmdResult {
             "`{display}` was not changed: fix the errors above and run `kernel-builder update-build` again"
         );
     }
-    validate_new_text(&display, &plan.new_text, &dir)
-        .with_context(|| format!("`{display}` was not changed: the upgraded file would not validate"))?;
+    // Diagnostics about the new text name it as such: its line numbers are not the file's.
+    let shown_new = format!("{display} (as upgraded, not written)");
+    if let Err(err) = validate_new_text(&shown_new, &plan.new_text, &dir) {
+        eprintln!("error: `{display}` was not changed: the upgraded file would not validate");
+        return Err(err);
+    }
     if plan.new_text != text {
-        crate::fsutil::write_atomic(&path, plan.new_text.as_bytes())?;
+        // A symlinked build.toml is updated where it points, not replaced by a regular file.
+        let target = match std::fs::canonicalize(&path) {
+            Ok(p) if path.is_symlink() => Utf8PathBuf::from_path_buf(p).unwrap_or_else(|_| path.clone()),
+            _ => path.clone(),
+        };
+        crate::fsutil::write_atomic(&target, plan.new_text.as_bytes())?;
     }
     println!("Updated {display}.");
     Ok(ExitCode::SUCCESS)

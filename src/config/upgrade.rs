@@ -828,3 +828,70 @@ fn list<S: AsRef<str>>(items: &[S]) -> String {
 fn quoted<S: AsRef<str>>(items: &[S]) -> String {
     items.iter().map(|s| format!("\"{}\"", s.as_ref())).collect::<Vec<_>>().join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> DocumentMut {
+        text.parse().expect("test TOML")
+    }
+
+    #[test]
+    fn insert_after_places_the_key_after_the_last_anchor_present() {
+        let mut d = doc("[general]\nname = \"a\"\n# about x\nx = 1\nlicense = \"MIT\"\n");
+        insert_after(&mut d["general"], &["name", "version"], "version", toml_edit::value(1));
+        assert_eq!(
+            d.to_string(),
+            "[general]\nname = \"a\"\nversion = 1\n# about x\nx = 1\nlicense = \"MIT\"\n"
+        );
+        insert_after(&mut d["general"], &["nothing"], "first", toml_edit::value(0));
+        assert_eq!(
+            d.to_string(),
+            "[general]\nfirst = 0\nname = \"a\"\nversion = 1\n# about x\nx = 1\nlicense = \"MIT\"\n"
+        );
+    }
+
+    #[test]
+    fn rename_key_keeps_place_comment_and_value_text() {
+        let mut d = doc("[k]\na = 1\n# caps\ncapabilities = [ \"8.0\" ] # why\nz = 2\n");
+        assert!(rename_key(&mut d["k"], "capabilities", "cuda-capabilities"));
+        assert_eq!(d.to_string(), "[k]\na = 1\n# caps\ncuda-capabilities = [ \"8.0\" ] # why\nz = 2\n");
+        assert!(!rename_key(&mut d["k"], "missing", "other"));
+        // Never overwrites an existing key.
+        assert!(!rename_key(&mut d["k"], "a", "z"));
+    }
+
+    #[test]
+    fn inline_tables_are_edited_in_place() {
+        let mut d = doc("k = { language = \"metal\", src = [] }\n");
+        let idx = 0;
+        d["k"].as_table_like_mut().unwrap().remove("language");
+        insert_at(&mut d["k"], idx, "backend", toml_edit::value("metal"));
+        assert_eq!(d.to_string(), "k = { backend = \"metal\", src = [] }\n");
+    }
+
+    #[test]
+    fn key_paths_quote_keys_that_are_not_bare() {
+        assert_eq!(key_part("relu_rocm"), "relu_rocm");
+        assert_eq!(key_part("a.b"), "\"a.b\"");
+        assert_eq!(key_part(""), "\"\"");
+    }
+
+    #[test]
+    fn detection_follows_the_oldest_marker() {
+        let g = |t: &str| detect(&doc(t));
+        assert_eq!(g("[general]\nedition = 5\nuniversal = true\n"), Generation::Edition5);
+        assert_eq!(g("[general]\nuniversal = true\n[torch]\nname = \"x\"\n"), Generation::V1);
+        assert_eq!(g("[general]\nbackends = []\n[kernel.k]\nsrc = []\n"), Generation::V1);
+        assert_eq!(g("[general]\nbackends = []\ncuda-maxver = \"13.0\"\n"), Generation::V2);
+        assert_eq!(g("[general]\nname = \"x\"\n[torch]\n"), Generation::V2);
+        assert_eq!(g("[general]\nbackends = []\nversion = 1\n[torch]\n"), Generation::V3);
+        assert_eq!(g("[general]\nbackends = []\nversion = 1\nlicense = \"MIT\"\n"), Generation::V3);
+        assert_eq!(
+            g("[general]\nbackends = []\nversion = 1\nlicense = \"MIT\"\n[torch-noarch]\n"),
+            Generation::V4
+        );
+        assert_eq!(g(""), Generation::V3);
+    }
+}

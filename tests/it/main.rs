@@ -4,3 +4,4 @@ mod config;
 mod corpus;
 mod hash;
 mod update_build;
+mod update_build_variants;
