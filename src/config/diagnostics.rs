@@ -48,7 +48,9 @@ pub fn join_index(base: &str, i: usize) -> String {
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {
+    /// A table key (unquoted).
     Key(String),
+    /// An array index.
     Index(usize),
 }
 
