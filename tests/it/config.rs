@@ -1027,3 +1027,21 @@ fn user_report_cuda_minver_without_framework_is_never_silently_noarch() {
         ],
     );
 }
+
+#[test]
+fn repo_ids_are_owner_slash_name() {
+    let text = BASE.to_owned() + "\n[general.hub]\nrepo-id = \"relu\"\n";
+    let text = text.replace(
+        "backends = [\"cuda\"]",
+        "backends = [\"cuda\"]\nkernel-depends = [{ repo-id = \"a/b/c\", version = 1 }]",
+    );
+    let e = errors(&text);
+    assert_eq!(rules(&e), ["bad-repo-id", "bad-repo-id"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "`a/b/c` is not a Hub repository id",
+            "`relu` is not a Hub repository id",
+        ],
+    );
+}
