@@ -1085,6 +1085,14 @@ pub(crate) fn read(
             for (name, k) in t.iter() {
                 let kp = join_key("kernel", name);
                 if let Some(kt) = as_table(cx, k, &kp) {
+                    if let Framework::TorchNoarch(_) = framework {
+                        cx.warning(
+                            &kp,
+                            "kernel-in-noarch",
+                            format!("`[{kp}]` is never compiled: the framework section is `[torch-noarch]`"),
+                            Some("use `[torch]` to compile kernels, or remove the kernel".to_owned()),
+                        );
+                    }
                     let parsed = kernel(cx, name, kt, &general.backends);
                     kernels.insert(name.to_owned(), parsed);
                 }

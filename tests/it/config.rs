@@ -279,7 +279,7 @@ fn user_report_empty_src_is_an_error() {
     assert_eq!(rules(&e), ["no-sources"]);
     assert_contains(
         &e.render(),
-        &["`[kernel.relu]` has no `src`", "[build.toml:11:1]"],
+        &["`[kernel.relu]` has no `src`", "[build.toml:10:1]"],
     );
 }
 
@@ -1042,6 +1042,26 @@ fn repo_ids_are_owner_slash_name() {
         &[
             "`a/b/c` is not a Hub repository id",
             "`relu` is not a Hub repository id",
+        ],
+    );
+}
+
+#[test]
+fn kernels_in_a_noarch_file_are_flagged() {
+    let text = BASE.replace(
+        "[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]",
+        "[torch-noarch]",
+    );
+    let l = load(&text).unwrap();
+    assert_eq!(
+        l.warnings.iter().map(|w| w.rule).collect::<Vec<_>>(),
+        ["kernel-in-noarch"]
+    );
+    assert_contains(
+        &l.rendered_warnings,
+        &[
+            "`[kernel.relu]` is never compiled: the framework section is `[torch-noarch]`",
+            "[build.toml:11:1]",
         ],
     );
 }
