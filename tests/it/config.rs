@@ -279,7 +279,7 @@ fn user_report_empty_src_is_an_error() {
     assert_eq!(rules(&e), ["no-sources"]);
     assert_contains(
         &e.render(),
-        &["`[kernel.relu]` has no `src`", "[build.toml:10:1]"],
+        &["`[kernel.relu]` has no `src`", "[build.toml:11:1]"],
     );
 }
 
@@ -1061,7 +1061,7 @@ fn kernels_in_a_noarch_file_are_flagged() {
         &l.rendered_warnings,
         &[
             "`[kernel.relu]` is never compiled: the framework section is `[torch-noarch]`",
-            "[build.toml:11:1]",
+            "[build.toml:10:1]",
         ],
     );
 }
