@@ -12,16 +12,27 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
 
-use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource};
+use miette::{
+    Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError,
+    MietteSpanContents, SourceCode, SourceSpan, SpanContents,
+};
 use toml_edit::{ImDocument, Item};
 
 use super::{Problem, Severity};
 
 /// Append a key to a key path, quoting it when it is not a bare TOML key.
 pub fn join_key(base: &str, key: &str) -> String {
-    let bare = !key.is_empty() && key.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
-    let seg = if bare { key.to_owned() } else { format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\"")) };
+    let bare = !key.is_empty()
+        && key
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+    let seg = if bare {
+        key.to_owned()
+    } else {
+        format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\""))
+    };
     if base.is_empty() {
         seg
     } else {
@@ -37,7 +48,9 @@ pub fn join_index(base: &str, i: usize) -> String {
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {
+    /// A table key (unquoted).
     Key(String),
+    /// An array index.
     Index(usize),
 }
 
@@ -105,9 +118,16 @@ const KEY_RULES: &[&str] = &["unknown-key", "key-for-other-backend", "duplicate-
 /// (`(new, old)` pairs; the longest matching prefix wins).
 pub fn original_key_path(path: &str, renames: &[(String, String)]) -> String {
     let is_prefix = |new: &str| {
-        path == new || path.strip_prefix(new).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+        path == new
+            || path
+                .strip_prefix(new)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
     };
-    match renames.iter().filter(|(new, _)| is_prefix(new)).max_by_key(|(new, _)| new.len()) {
+    match renames
+        .iter()
+        .filter(|(new, _)| is_prefix(new))
+        .max_by_key(|(new, _)| new.len())
+    {
         Some((new, old)) => format!("{old}{}", &path[new.len()..]),
         None => path.to_owned(),
     }
@@ -124,10 +144,16 @@ pub fn locate(doc: &ImDocument<String>, path: &str, on_key: bool) -> Range<usize
         match seg {
             Segment::Key(k) => {
                 let Some(t) = item.as_table_like() else { break };
-                let Some((key, child)) = t.get_key_value(k) else { break };
+                let Some((key, child)) = t.get_key_value(k) else {
+                    break;
+                };
                 let key_span = key.span();
                 let child_span = child.span();
-                let span = if n == last && on_key { key_span.or(child_span) } else { child_span.or(key_span) };
+                let span = if n == last && on_key {
+                    key_span.or(child_span)
+                } else {
+                    child_span.or(key_span)
+                };
                 if let Some(s) = span {
                     best = s;
                 }
@@ -182,10 +208,21 @@ fn locate_in_value(v: &toml_edit::Value, segs: &[Segment], mut best: Range<usize
     best
 }
 
-fn locate_in_table(t: &toml_edit::Table, segs: &[Segment], mut best: Range<usize>, on_key: bool) -> Range<usize> {
-    let Some(Segment::Key(k)) = segs.first() else { return best };
+fn locate_in_table(
+    t: &toml_edit::Table,
+    segs: &[Segment],
+    mut best: Range<usize>,
+    on_key: bool,
+) -> Range<usize> {
+    let Some(Segment::Key(k)) = segs.first() else {
+        return best;
+    };
     if let Some((key, child)) = t.get_key_value(k) {
-        let span = if segs.len() == 1 && on_key { key.span().or(child.span()) } else { child.span().or(key.span()) };
+        let span = if segs.len() == 1 && on_key {
+            key.span().or(child.span())
+        } else {
+            child.span().or(key.span())
+        };
         if let Some(s) = span {
             best = s;
         }
@@ -223,6 +260,77 @@ impl RenderStyle {
     }
 }
 
+/// The file's text shared by every report, with its line starts, so that a file with thousands
+/// of problems is neither copied nor rescanned from the top for each one: miette reads only a
+/// window of lines around each span.
+#[derive(Debug, Clone)]
+struct Source {
+    name: String,
+    text: Arc<str>,
+    /// Byte offset of the start of every line.
+    line_starts: Arc<Vec<usize>>,
+}
+
+impl Source {
+    fn new(name: &str, text: &str) -> Source {
+        // Line breaks as miette counts them: `\n`, `\r\n`, and a lone `\r`.
+        let b = text.as_bytes();
+        let mut line_starts = vec![0];
+        for (i, c) in b.iter().enumerate() {
+            if *c == b'\n' || (*c == b'\r' && b.get(i + 1) != Some(&b'\n')) {
+                line_starts.push(i + 1);
+            }
+        }
+        Source {
+            name: name.to_owned(),
+            text: Arc::from(text),
+            line_starts: Arc::new(line_starts),
+        }
+    }
+
+    fn line_of(&self, offset: usize) -> usize {
+        self.line_starts
+            .partition_point(|&s| s <= offset)
+            .saturating_sub(1)
+    }
+}
+
+impl SourceCode for Source {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let start = span.offset().min(self.text.len());
+        let end = (span.offset() + span.len()).min(self.text.len());
+        let first = self.line_of(start).saturating_sub(context_lines_before + 1);
+        let last = self.line_of(end) + context_lines_after + 1;
+        let from = self.line_starts[first];
+        let to = self
+            .line_starts
+            .get(last + 1)
+            .copied()
+            .unwrap_or(self.text.len());
+        // The window starts at a line start one line above the context, so miette's own
+        // reading of it gives the same columns and data as a reading of the whole text (a
+        // test checks every span of a sample); lines and offsets are shifted back.
+        let window: &'a str = &self.text[from..to];
+        let local = SourceSpan::new((start - from).into(), end - start);
+        let c = window.read_span(&local, context_lines_before, context_lines_after)?;
+        let data: &'a [u8] = c.data();
+        let shifted = SourceSpan::new((c.span().offset() + from).into(), c.span().len());
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            data,
+            shifted,
+            c.line() + first,
+            c.column(),
+            c.line_count() + first,
+        )))
+    }
+}
+
 /// A problem with its place in the source, as miette wants it.
 #[derive(Debug)]
 struct Report {
@@ -230,7 +338,7 @@ struct Report {
     rule: &'static str,
     severity: Severity,
     help: Option<String>,
-    source: Option<NamedSource<String>>,
+    source: Option<Source>,
     span: Option<Range<usize>>,
 }
 
@@ -253,14 +361,18 @@ impl Diagnostic for Report {
         })
     }
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         self.source.as_ref().map(|s| s as &dyn miette::SourceCode)
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let span = self.span.clone()?;
-        Some(Box::new(std::iter::once(LabeledSpan::new_primary_with_span(None, span))))
+        Some(Box::new(std::iter::once(
+            LabeledSpan::new_primary_with_span(None, span),
+        )))
     }
 }
 
@@ -273,7 +385,11 @@ pub(crate) struct Placed {
 }
 
 /// Place key-path problems in the original text.
-pub(crate) fn place(problems: Vec<Problem>, doc: Option<&ImDocument<String>>, renames: &[(String, String)]) -> Vec<Placed> {
+pub(crate) fn place(
+    problems: Vec<Problem>,
+    doc: Option<&ImDocument<String>>,
+    renames: &[(String, String)],
+) -> Vec<Placed> {
     let mut placed: Vec<Placed> = problems
         .into_iter()
         .map(|p| {
@@ -290,34 +406,68 @@ pub(crate) fn place(problems: Vec<Problem>, doc: Option<&ImDocument<String>>, re
 }
 
 /// Render placed problems one after another, then a one-line count.
-pub(crate) fn render(display_path: &str, text: Option<&str>, placed: &[Placed], style: RenderStyle) -> String {
+pub(crate) fn render(
+    display_path: &str,
+    text: Option<&str>,
+    placed: &[Placed],
+    style: RenderStyle,
+) -> String {
     let handler = match style {
-        RenderStyle::Plain => GraphicalReportHandler::new_themed(GraphicalTheme::none()).with_width(WIDTH).with_links(false),
-        RenderStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH),
+        RenderStyle::Plain => {
+            // No wrapping: every message stays on one line, greppable and stable.
+            GraphicalReportHandler::new_themed(GraphicalTheme::none())
+                .with_width(WIDTH)
+                .with_wrap_lines(false)
+                .with_links(false)
+        }
+        RenderStyle::Fancy => {
+            GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH)
+        }
     };
+    let source = text.map(|t| Source::new(display_path, t));
     let mut out = String::new();
     for p in placed {
         let report = Report {
             // With a source the header shows `[file:line:column]`; without one, name the file.
-            message: if text.is_some() { p.problem.message.clone() } else { format!("{}: {}", display_path, p.problem.message) },
+            message: if text.is_some() {
+                p.problem.message.clone()
+            } else {
+                format!("{}: {}", display_path, p.problem.message)
+            },
             rule: p.problem.rule,
             severity: p.problem.severity,
             help: p.problem.help.clone(),
-            source: text.map(|t| NamedSource::new(display_path, t.to_owned())),
+            source: source.clone(),
             span: p.span.clone(),
         };
         let mut s = String::new();
         if handler.render_report(&mut s, &report).is_err() {
-            s = format!("{}: {} [{}]\n", display_path, p.problem.message, p.problem.rule);
+            s = format!(
+                "{}: {} [{}]\n",
+                display_path, p.problem.message, p.problem.rule
+            );
         }
         out.push_str(s.trim_end());
         out.push_str("\n\n");
     }
-    let errors = placed.iter().filter(|p| p.problem.severity == Severity::Error).count();
+    let errors = placed
+        .iter()
+        .filter(|p| p.problem.severity == Severity::Error)
+        .count();
     let warnings = placed.len() - errors;
-    let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
+    let plural = |n: usize, w: &str| {
+        if n == 1 {
+            format!("{n} {w}")
+        } else {
+            format!("{n} {w}s")
+        }
+    };
     if errors > 0 {
-        out.push_str(&format!("{display_path}: {} and {}\n", plural(errors, "error"), plural(warnings, "warning")));
+        out.push_str(&format!(
+            "{display_path}: {} and {}\n",
+            plural(errors, "error"),
+            plural(warnings, "warning")
+        ));
     }
     out
 }
@@ -332,20 +482,35 @@ mod tests {
         assert_eq!(p, "kernel.\"a.b\".src[3]");
         assert_eq!(
             parse_key_path(&p),
-            vec![Segment::Key("kernel".into()), Segment::Key("a.b".into()), Segment::Key("src".into()), Segment::Index(3)]
+            vec![
+                Segment::Key("kernel".into()),
+                Segment::Key("a.b".into()),
+                Segment::Key("src".into()),
+                Segment::Index(3)
+            ]
         );
     }
 
     #[test]
     fn renames_map_prefixes() {
-        let r = vec![("general.cuda.minver".to_owned(), "general.cuda-minver".to_owned())];
-        assert_eq!(original_key_path("general.cuda.minver", &r), "general.cuda-minver");
-        assert_eq!(original_key_path("general.cuda.minverx", &r), "general.cuda.minverx");
+        let r = vec![(
+            "general.cuda.minver".to_owned(),
+            "general.cuda-minver".to_owned(),
+        )];
+        assert_eq!(
+            original_key_path("general.cuda.minver", &r),
+            "general.cuda-minver"
+        );
+        assert_eq!(
+            original_key_path("general.cuda.minverx", &r),
+            "general.cuda.minverx"
+        );
     }
 
     #[test]
     fn locate_values_keys_and_parents() {
-        let text = "[general]\nname = \"x\"\nbackends = [\"cuda\", \"mps\"]\n\n[kernel.relu]\nsrc = []\n";
+        let text =
+            "[general]\nname = \"x\"\nbackends = [\"cuda\", \"mps\"]\n\n[kernel.relu]\nsrc = []\n";
         let doc = ImDocument::parse(text.to_owned()).unwrap();
         let at = |p: &str, k: bool| {
             let r = locate(&doc, p, k);
@@ -357,5 +522,60 @@ mod tests {
         assert_eq!(at("kernel.relu.src", false), "[]");
         assert!(at("general.license", false).starts_with("[general]"));
         assert!(at("kernel.relu", false).contains("[kernel.relu]"));
+    }
+
+    /// The windowed source gives exactly what miette reads from the whole text.
+    #[test]
+    fn windowed_source_matches_the_whole_text() {
+        let text = "a = 1\r\nb = [\n  \"x\",\n  \"y\",\n]\n\n[t]\nc = \"z\"\rd = 2\n";
+        let src = Source::new("f", text);
+        for start in 0..text.len() {
+            for len in [0, 1, 3] {
+                if start + len > text.len() {
+                    continue;
+                }
+                for (before, after) in [(0, 0), (1, 1), (2, 3)] {
+                    let span = SourceSpan::new(start.into(), len);
+                    let want = text.read_span(&span, before, after).unwrap();
+                    let got = src.read_span(&span, before, after).unwrap();
+                    let at = format!("{start}+{len} ({before},{after})");
+                    assert_eq!(got.data(), want.data(), "{at}");
+                    assert_eq!(got.span(), want.span(), "{at}");
+                    assert_eq!(
+                        (got.line(), got.column()),
+                        (want.line(), want.column()),
+                        "{at}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn moved_keys_are_shown_where_they_were_written() {
+        let text = "[general]\nname = \"x\"\ncuda-minver = \"12.x\"\n".to_owned();
+        let doc = ImDocument::parse(text.clone()).unwrap();
+        let problem = Problem {
+            severity: Severity::Error,
+            key_path: "general.cuda.minver".to_owned(),
+            rule: "bad-version",
+            message: "bad".to_owned(),
+            help: None,
+        };
+        let renames = vec![(
+            "general.cuda.minver".to_owned(),
+            "general.cuda-minver".to_owned(),
+        )];
+        let placed = place(vec![problem.clone()], Some(&doc), &renames);
+        assert_eq!(&text[placed[0].span.clone().unwrap()], "\"12.x\"");
+        // Without the rename the nearest existing parent, `[general]`, is shown.
+        let placed = place(vec![problem], Some(&doc), &[]);
+        assert!(text[placed[0].span.clone().unwrap()].starts_with("[general]"));
+        let out = render("build.toml", Some(&text), &placed, RenderStyle::Plain);
+        assert!(out.contains("[build.toml:1:1]"), "{out}");
+        assert!(
+            out.ends_with("build.toml: 1 error and 0 warnings\n"),
+            "{out}"
+        );
     }
 }

@@ -1,3 +1,4 @@
 //! Integration tests: one binary, one module per concern.
-mod matrix_corpus;
+mod config;
 mod list_variants;
+mod matrix_corpus;
