@@ -3,5 +3,7 @@ mod build;
 mod config;
 mod corpus;
 mod hash;
+mod list_variants;
+mod matrix_corpus;
 mod update_build;
 mod update_build_variants;
