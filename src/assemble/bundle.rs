@@ -19,6 +19,12 @@
 //! this run is removed again). The manifest `build/hashes.json` is then rewritten (see
 //! `write_manifest`): one NAR hash per variant built from this source, and the source's tree
 //! id.
+//!
+//! Concurrent builds of the same kernel take turns: each holds an exclusive `flock` on
+//! `build/` while it builds, swaps and writes the manifest ([`lock_dir`]); `verify` holds a
+//! shared one while it compares. Nothing is written into `build/` for the lock. A run that is
+//! killed part-way can leave a `build/.kernel-builder-tmp-*` directory (never a variant); the
+//! `kernels` loader ignores it, and it is safe to delete.
 
 use std::collections::BTreeSet;
 
@@ -229,6 +235,8 @@ pub fn build_into(
             true
         }
     };
+    // One build at a time swaps variants in `build/` (a second run waits here).
+    let _lock = lock_dir(&build_dir, Lock::Exclusive)?;
     let result = build_and_swap(&source, config, &selected, &ids, &build_dir);
     if result.is_err() && created_build {
         // Only removes it when empty, i.e. when nothing was moved in.
@@ -247,6 +255,31 @@ pub fn build_into(
         tree_id: source.tree_id(),
         warnings,
     })
+}
+
+/// How [`lock_dir`] locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Readers (`verify`): many at once, none while a build swaps variants.
+    Shared,
+    /// A build replacing variants and the manifest.
+    Exclusive,
+}
+
+/// Take an advisory lock (`flock`) on the directory `dir` itself, held until the returned
+/// file is dropped; waits while another process holds a conflicting lock. Nothing is written
+/// into `dir` for it.
+///
+/// Errors: `dir` cannot be opened or locked.
+pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
+    let file =
+        std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
+    let op = match how {
+        Lock::Shared => rustix::fs::FlockOperation::LockShared,
+        Lock::Exclusive => rustix::fs::FlockOperation::LockExclusive,
+    };
+    rustix::fs::flock(&file, op).with_context(|| format!("cannot lock `{dir}`"))?;
+    Ok(file)
 }
 
 /// Rewrite `build/hashes.json` ([`crate::hash::manifest`]) for the variants just built, plus
