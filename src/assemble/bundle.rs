@@ -229,11 +229,12 @@ pub fn build_into(
     let created_build = match std::fs::symlink_metadata(&build_dir) {
         Ok(m) if m.is_dir() => false,
         Ok(_) => anyhow::bail!("`{build_dir}` exists and is not a directory; move it away"),
-        Err(_) => {
-            std::fs::create_dir(&build_dir)
-                .with_context(|| format!("cannot create `{build_dir}`"))?;
-            true
-        }
+        Err(_) => match std::fs::create_dir(&build_dir) {
+            Ok(()) => true,
+            // Another run created it just now.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && build_dir.is_dir() => false,
+            Err(e) => return Err(e).with_context(|| format!("cannot create `{build_dir}`")),
+        },
     };
     // One build at a time swaps variants in `build/` (a second run waits here).
     let _lock = lock_dir(&build_dir, Lock::Exclusive)?;

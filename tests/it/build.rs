@@ -1129,6 +1129,8 @@ fn concurrent_builds_take_turns() {
     fixture(t.path());
     build_ok(t.path(), &[]);
     let expected = tree(&t.path().join("build"));
+    // They also race to create build/.
+    fs::remove_dir_all(t.path().join("build")).unwrap();
     let bin = assert_cmd::cargo::cargo_bin("kernel-builder");
     let children: Vec<std::process::Child> = (0..4)
         .map(|_| {
