@@ -401,3 +401,92 @@ fn build_and_swap(
         .with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
     Ok((built, warnings))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Backend::*;
+    use crate::matrix::testutil::{noarch_config, torch_config, v};
+
+    fn names(planned: &[PlannedVariant]) -> Vec<&str> {
+        planned.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    #[test]
+    fn noarch_variants_come_from_every_system() {
+        // torch-metal only has cells on aarch64-darwin; torch-tpu is outside the bundle.
+        let c = noarch_config(&[Cpu, Cuda, Metal, Rocm, Tpu, Xpu]);
+        let planned = plan(&c);
+        assert_eq!(
+            names(&planned),
+            [
+                "torch-cpu",
+                "torch-cuda",
+                "torch-metal",
+                "torch-rocm",
+                "torch-xpu"
+            ]
+        );
+        assert!(planned.iter().all(|p| !p.compiled));
+    }
+
+    #[test]
+    fn cuda_bounds_outside_the_matrix_leave_no_cuda_variant() {
+        let mut c = noarch_config(&[Cuda, Rocm]);
+        c.general.cuda.maxver = Some(v("11.8"));
+        assert_eq!(names(&plan(&c)), ["torch-rocm"]);
+    }
+
+    #[test]
+    fn compiled_backends_are_planned_for_the_host_only() {
+        let c = torch_config(&[Cuda, Metal], &[Cuda]);
+        let planned = plan(&c);
+        let host = crate::matrix::host_system();
+        let compiled: Vec<&str> = planned
+            .iter()
+            .filter(|p| p.compiled)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert!(
+            !compiled.is_empty() || !host.ends_with("linux"),
+            "{planned:?}"
+        );
+        assert!(compiled.iter().all(|n| n.ends_with(&host)), "{compiled:?}");
+        assert!(planned
+            .iter()
+            .any(|p| p.name == "torch-metal" && !p.compiled));
+    }
+
+    #[test]
+    fn select_keeps_plan_order_and_refuses_unknown_names() {
+        let planned = plan(&noarch_config(&[Cuda, Rocm, Xpu]));
+        let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()]).unwrap();
+        assert_eq!(names(&picked), ["torch-cuda", "torch-xpu"]);
+        assert_eq!(
+            names(&select(&planned, &[]).unwrap()),
+            ["torch-cuda", "torch-rocm", "torch-xpu"]
+        );
+        let err = select(&planned, &["torch-cpu".into(), "cuda".into()])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu"
+        );
+    }
+
+    #[test]
+    fn python_depends_are_checked_per_backend() {
+        let mut c = noarch_config(&[Cuda, Rocm]);
+        c.general.python_depends = vec!["helion".into()];
+        c.general.cuda.deps.python_depends = vec!["nvidia-cutlass-dsl".into()];
+        assert!(check_python_depends(&c, Cuda).is_ok());
+        assert!(check_python_depends(&c, Rocm).is_ok());
+        c.general.python_depends.push("numpy".into());
+        let err = check_python_depends(&c, Rocm).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown Python dependency `numpy` for `rocm` in `build.toml`; the `kernels` loader refuses to load such a variant. Known for `rocm`: einops, helion, tvm-ffi"
+        );
+    }
+}
