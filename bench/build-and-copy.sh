@@ -25,7 +25,8 @@ rm -rf "$scratch/kernel/build"
 cd "$scratch/kernel"
 
 ms() { local t0 t1; t0=$(date +%s%N); "$kb" build-and-copy --nix never >/dev/null 2>&1; t1=$(date +%s%N); echo $(((t1 - t0) / 1000000)); }
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# "min M ms, median N ms" of the numbers on stdin.
+stats() { sort -n | awk '{a[NR]=$1} END {printf "min %d ms, median %d ms", a[1], a[int((NR+1)/2)]}'; }
 
 cold=() unchanged=()
 for _ in $(seq 1 "$rounds"); do
@@ -35,5 +36,5 @@ for _ in $(seq 1 "$rounds"); do
 done
 files=$(find build -type f | wc -l)
 echo "kernel: $src ($(find build -mindepth 1 -maxdepth 1 -type d | wc -l) variants, $files files in build/)"
-echo "cold:      median $(printf '%s\n' "${cold[@]}" | median) ms  (runs: ${cold[*]})"
-echo "unchanged: median $(printf '%s\n' "${unchanged[@]}" | median) ms  (runs: ${unchanged[*]})"
+echo "cold:      $(printf '%s\n' "${cold[@]}" | stats)  (runs: ${cold[*]})"
+echo "unchanged: $(printf '%s\n' "${unchanged[@]}" | stats)  (runs: ${unchanged[*]})"

@@ -252,7 +252,7 @@ impl SourceSet {
     }
 }
 
-/// The git blob id of a file of the set; `.py`/`.pyi` files must be UTF-8.
+/// The git blob id of a file of the set (streamed; the error names the file).
 fn hash_file(f: &SourceFile) -> anyhow::Result<ObjectId> {
     let file = std::fs::File::open(&f.abs).with_context(|| format!("cannot read `{}`", f.abs))?;
     gitid::blob_id_of_reader(f.len, file).with_context(|| format!("cannot read `{}`", f.abs))

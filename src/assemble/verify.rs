@@ -16,7 +16,7 @@
 use anyhow::Context;
 use camino::Utf8Path;
 
-use super::bundle::{assemble_variant, plan, PlannedVariant};
+use super::bundle::{assemble_variant, lock_dir, plan, Lock, PlannedVariant};
 use super::provenance::{git_revision, BuildIds, KernelRevision};
 use super::source::SourceSet;
 use crate::config::BuildConfig;
@@ -68,6 +68,8 @@ pub fn verify(
         build_dir.is_dir(),
         "`{build_dir}` does not exist; build the kernel first (`kernel-builder build-and-copy`)"
     );
+    // No build may swap variants while they are compared.
+    let _lock = lock_dir(&build_dir, Lock::Shared)?;
     let manifest_path = build_dir.join(manifest::FILE_NAME);
     let manifest = if manifest_path.is_file() {
         Some(Manifest::read(&manifest_path)?)

@@ -981,7 +981,8 @@ fn verify_uses_the_recorded_provenance() {
         "{stderr}"
     );
     assert!(
-        stdout.starts_with("torch-cuda: different\n  first difference: `_ops.py` differs from byte "),
+        stdout
+            .starts_with("torch-cuda: different\n  first difference: `_ops.py` differs from byte "),
         "{stdout}"
     );
 }
@@ -1108,11 +1109,42 @@ fn verify_names_extra_and_missing_files() {
     let build = t.path().join("build");
     fs::write(build.join("torch-xpu/extra.py"), "x = 1\n").unwrap();
     fs::remove_file(build.join("torch-rocm/configs/default.json")).unwrap();
-    let (code, stdout, _) = verify(t.path(), &["--variant", "torch-rocm", "--variant", "torch-xpu"]);
+    let (code, stdout, _) = verify(
+        t.path(),
+        &["--variant", "torch-rocm", "--variant", "torch-xpu"],
+    );
     assert_eq!(code, 1);
     assert_eq!(
         stdout,
         "torch-rocm: different\n  first difference: `configs/default.json` is missing\n\
          torch-xpu: different\n  first difference: `extra.py` is unexpected\n"
     );
+}
+
+/// Two builds of the same kernel at once take turns on `build/`: both succeed and the result
+/// is what one build writes.
+#[test]
+fn concurrent_builds_take_turns() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let expected = tree(&t.path().join("build"));
+    // They also race to create build/.
+    fs::remove_dir_all(t.path().join("build")).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let children: Vec<std::process::Child> = (0..4)
+        .map(|_| {
+            std::process::Command::new(&bin)
+                .current_dir(t.path())
+                .args(["build-and-copy", "--nix", "never"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    assert_eq!(tree(&t.path().join("build")), expected);
 }
