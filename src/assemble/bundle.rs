@@ -16,20 +16,28 @@
 //! the old `build/<v>` aside and the new one into place; if a move fails, the ones already
 //! made are undone. Variants that were not built, and other files in `build/`, are left alone.
 //! If anything fails before the moves, `build/` is exactly as it was (a `build/` created for
-//! this run is removed again). The manifest `build/hashes.json` is then rewritten for the
-//! variants present.
+//! this run is removed again). The manifest `build/hashes.json` is then rewritten (see
+//! `write_manifest`): one NAR hash per variant built from this source, and the source's tree
+//! id.
+//!
+//! Concurrent builds of the same kernel take turns: each holds an exclusive `flock` on
+//! `build/` while it builds, swaps and writes the manifest ([`lock_dir`]); `verify` holds a
+//! shared one while it compares. Nothing is written into `build/` for the lock. A run that is
+//! killed part-way can leave a `build/.kernel-builder-tmp-*` directory (never a variant); the
+//! `kernels` loader ignores it, and it is safe to delete.
 
 use std::collections::BTreeSet;
 
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::compiled::assemble_compiled;
+use super::compiled::{assemble_compiled, check_supported};
 use super::noarch::{assemble_noarch, op_namespace};
 use super::provenance::{BuildIds, KernelRevision};
 use super::source::SourceSet;
 use super::Warning;
 use crate::config::{deps, Backend, BuildConfig};
+use crate::hash::manifest::{self, Manifest};
 use crate::matrix::{self, Scope};
 
 /// One variant a bundle can hold.
@@ -51,7 +59,11 @@ pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
     for system in &matrix::data::matrix().systems {
         for cell in matrix::cells(config, system, Scope::Bundle) {
             if (cell.noarch || *system == host) && seen.insert(cell.name.clone()) {
-                out.push(PlannedVariant { name: cell.name, backend: cell.backend, compiled: !cell.noarch });
+                out.push(PlannedVariant {
+                    name: cell.name,
+                    backend: cell.backend,
+                    compiled: !cell.noarch,
+                });
             }
         }
     }
@@ -62,21 +74,39 @@ pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
 ///
 /// Errors: a name that is not planned; the message lists the valid names.
-pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Result<Vec<PlannedVariant>> {
+pub fn select(
+    planned: &[PlannedVariant],
+    requested: &[String],
+) -> anyhow::Result<Vec<PlannedVariant>> {
     if requested.is_empty() {
         return Ok(planned.to_vec());
     }
-    let unknown: Vec<&String> = requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)).collect();
+    let unknown: Vec<&String> = requested
+        .iter()
+        .filter(|r| !planned.iter().any(|p| &p.name == *r))
+        .collect();
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
         anyhow::bail!(
             "unknown variant{} {}; this kernel's variants are: {}",
             if unknown.len() == 1 { "" } else { "s" },
-            unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") }
+            unknown
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if valid.is_empty() {
+                "(none)".to_owned()
+            } else {
+                valid.join(", ")
+            }
         );
     }
-    Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
+    Ok(planned
+        .iter()
+        .filter(|p| requested.contains(&p.name))
+        .cloned()
+        .collect())
 }
 
 /// Check that every name of `backend`'s `python-depends` is a known dependency (the general
@@ -86,7 +116,10 @@ pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::R
         .general
         .python_depends_for(backend)
         .into_iter()
-        .filter(|n| deps::python_dependency(n, None).is_none() && deps::python_dependency(n, Some(backend)).is_none())
+        .filter(|n| {
+            deps::python_dependency(n, None).is_none()
+                && deps::python_dependency(n, Some(backend)).is_none()
+        })
         .collect();
     if unknown.is_empty() {
         return Ok(());
@@ -159,24 +192,52 @@ pub fn build_into(
     requested: &[String],
     kernel: Option<KernelRevision>,
 ) -> anyhow::Result<BundleReport> {
-    let selected = select(&plan(config), requested)?;
+    let planned = plan(config);
+    let selected = select(&planned, requested)?;
     anyhow::ensure!(
         !selected.is_empty(),
         "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",
         config.path
     );
     let source = SourceSet::collect(kernel_dir, config)?;
-    let ids = BuildIds { uid: source.uid(), kernel };
+    let ids = BuildIds {
+        uid: source.uid(),
+        kernel,
+    };
+    if requested.is_empty() {
+        // A mixed kernel built without --variant: fail before building anything, and say how
+        // to get its noarch variants.
+        if let Some(first) = selected.iter().find(|v| v.compiled) {
+            let noarch: Vec<String> = selected
+                .iter()
+                .filter(|v| !v.compiled)
+                .map(|v| format!("--variant {}", v.name))
+                .collect();
+            if let Err(e) = check_supported(config, &first.name, first.backend) {
+                if noarch.is_empty() {
+                    return Err(e);
+                }
+                anyhow::bail!(
+                    "{e}\nhint: to build only the noarch variants, pass {}",
+                    noarch.join(" ")
+                );
+            }
+        }
+    }
 
     let build_dir = kernel_dir.join("build");
     let created_build = match std::fs::symlink_metadata(&build_dir) {
         Ok(m) if m.is_dir() => false,
         Ok(_) => anyhow::bail!("`{build_dir}` exists and is not a directory; move it away"),
-        Err(_) => {
-            std::fs::create_dir(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
-            true
-        }
+        Err(_) => match std::fs::create_dir(&build_dir) {
+            Ok(()) => true,
+            // Another run created it just now.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && build_dir.is_dir() => false,
+            Err(e) => return Err(e).with_context(|| format!("cannot create `{build_dir}`")),
+        },
     };
+    // One build at a time swaps variants in `build/` (a second run waits here).
+    let _lock = lock_dir(&build_dir, Lock::Exclusive)?;
     let result = build_and_swap(&source, config, &selected, &ids, &build_dir);
     if result.is_err() && created_build {
         // Only removes it when empty, i.e. when nothing was moved in.
@@ -184,14 +245,69 @@ pub fn build_into(
     }
     let (built, mut warnings) = result?;
 
-    // TODO(hash::manifest): write `build/hashes.json` with
-    // `crate::hash::manifest::Manifest::for_bundle(&build_dir, &variants, &source.tree_id())?
-    //  .write(&build_dir.join("hashes.json"))?` once `hash::manifest` is merged.
+    write_manifest(&build_dir, &built, &source.tree_id())?;
 
     warnings.extend(source.warnings().iter().cloned());
     warnings.sort();
     warnings.dedup();
-    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings })
+    Ok(BundleReport {
+        build_dir,
+        built,
+        tree_id: source.tree_id(),
+        warnings,
+    })
+}
+
+/// How [`lock_dir`] locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Readers (`verify`): many at once, none while a build swaps variants.
+    Shared,
+    /// A build replacing variants and the manifest.
+    Exclusive,
+}
+
+/// Take an advisory lock (`flock`) on the directory `dir` itself, held until the returned
+/// file is dropped; waits while another process holds a conflicting lock. Nothing is written
+/// into `dir` for it.
+///
+/// Errors: `dir` cannot be opened or locked.
+pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
+    let file =
+        std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
+    let op = match how {
+        Lock::Shared => rustix::fs::FlockOperation::LockShared,
+        Lock::Exclusive => rustix::fs::FlockOperation::LockExclusive,
+    };
+    rustix::fs::flock(&file, op).with_context(|| format!("cannot lock `{dir}`"))?;
+    Ok(file)
+}
+
+/// Rewrite `build/hashes.json` ([`crate::hash::manifest`]) for the variants just built, plus
+/// the variants of the previous manifest that were built from the same source (same tree id)
+/// and are still present; variants from another source are dropped from it, since the
+/// manifest names one source.
+fn write_manifest(
+    build_dir: &Utf8Path,
+    built: &[BuiltVariant],
+    tree_id: &str,
+) -> anyhow::Result<()> {
+    let path = build_dir.join(manifest::FILE_NAME);
+    let mut names: Vec<String> = built.iter().map(|b| b.name.clone()).collect();
+    if path.is_file() {
+        if let Ok(old) = Manifest::read(&path) {
+            if old.source == tree_id {
+                names.extend(
+                    old.variants
+                        .into_keys()
+                        .filter(|v| build_dir.join(v).is_dir()),
+                );
+            }
+        }
+    }
+    Manifest::for_bundle(build_dir, &names, tree_id)?
+        .write(&path)
+        .with_context(|| format!("cannot write the hash manifest `{path}`"))
 }
 
 fn build_and_swap(
@@ -236,7 +352,9 @@ fn build_and_swap(
                 if had_old {
                     let _ = std::fs::rename(&aside, &target);
                 }
-                return Err(e).with_context(|| format!("cannot move the new `{}` into `{build_dir}`", v.name));
+                return Err(e).with_context(|| {
+                    format!("cannot move the new `{}` into `{build_dir}`", v.name)
+                });
             }
             Ok(())
         })();
@@ -264,12 +382,22 @@ fn build_and_swap(
         .iter()
         .map(|v| {
             let path = build_dir.join(&v.name);
-            let files = walkdir::WalkDir::new(&path).into_iter().filter_map(Result::ok).filter(|e| e.file_type().is_file()).count();
+            let files = walkdir::WalkDir::new(&path)
+                .into_iter()
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_file())
+                .count();
             let id = (!v.compiled).then(|| op_namespace(source.python_name(), v.backend, &ids.uid));
-            BuiltVariant { name: v.name.clone(), path, id, files }
+            BuiltVariant {
+                name: v.name.clone(),
+                path,
+                id,
+                files,
+            }
         })
         .collect();
     // `tmp` (with the old variants) is removed here.
-    tmp.close().with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
+    tmp.close()
+        .with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
     Ok((built, warnings))
 }

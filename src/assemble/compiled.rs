@@ -14,10 +14,31 @@ use super::source::SourceSet;
 use super::Warning;
 use crate::config::{Backend, BuildConfig};
 
-/// Build the compiled variant `variant` (of `backend`) into `out_variant_dir`.
+/// Whether this version can build the compiled variant `variant` (of `backend`), checked
+/// before anything is built.
 ///
 /// Errors: always, in this version: "variant X needs compiled code; compiled cells are not
 /// built by this version yet".
+pub fn check_supported(
+    config: &BuildConfig,
+    variant: &str,
+    backend: Backend,
+) -> anyhow::Result<()> {
+    let kernels: Vec<&str> = config
+        .kernels
+        .iter()
+        .filter(|(_, k)| k.backend == backend)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    anyhow::bail!(
+        "variant `{variant}` needs compiled code ([kernel.{}] for `{backend}`); compiled cells are not built by this version yet",
+        kernels.join("], [kernel.")
+    )
+}
+
+/// Build the compiled variant `variant` (of `backend`) into `out_variant_dir`.
+///
+/// Errors: always, in this version, from [`check_supported`].
 pub fn assemble_compiled(
     _source: &SourceSet,
     config: &BuildConfig,
@@ -26,10 +47,6 @@ pub fn assemble_compiled(
     _ids: &BuildIds,
     _out_variant_dir: &Utf8Path,
 ) -> anyhow::Result<Vec<Warning>> {
-    let kernels: Vec<&str> =
-        config.kernels.iter().filter(|(_, k)| k.backend == backend).map(|(n, _)| n.as_str()).collect();
-    anyhow::bail!(
-        "variant `{variant}` needs compiled code ([kernel.{}] for `{backend}`); compiled cells are not built by this version yet",
-        kernels.join("], [kernel.")
-    )
+    check_supported(config, variant, backend)?;
+    anyhow::bail!("variant `{variant}`: compiled builds are not implemented")
 }

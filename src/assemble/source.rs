@@ -80,7 +80,10 @@ pub enum Role {
     Src,
     /// Under `torch-ext/<python_name>/`; `in_package` is the path below that directory, which
     /// is where the file goes in a variant directory.
-    Package { in_package: Utf8PathBuf, heuristic: Option<Heuristic> },
+    Package {
+        in_package: Utf8PathBuf,
+        heuristic: Option<Heuristic>,
+    },
 }
 
 /// A Helion AOT heuristic file (`_helion_aot_<stem>_<kind>_<compute>.py`).
@@ -165,8 +168,12 @@ impl SourceSet {
             }
         }
 
-        let pyext: Vec<String> =
-            config.framework.pyext().iter().map(|e| e.trim_start_matches('.').to_owned()).collect();
+        let pyext: Vec<String> = config
+            .framework
+            .pyext()
+            .iter()
+            .map(|e| e.trim_start_matches('.').to_owned())
+            .collect();
         c.add_package(&python_name, &pyext, config);
 
         if !c.errors.is_empty() {
@@ -182,14 +189,24 @@ impl SourceSet {
         let tree_files: Vec<TreeFile> = files
             .iter()
             .map(|f| -> anyhow::Result<TreeFile> {
-                Ok(TreeFile { path: f.rel.to_string(), mode: f.mode, blob: hash_file(f)? })
+                Ok(TreeFile {
+                    path: f.rel.to_string(),
+                    mode: f.mode,
+                    blob: hash_file(f)?,
+                })
             })
             .collect::<anyhow::Result<_>>()?;
         let tree_id = gitid::tree_id(&tree_files).map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut warnings = c.warnings;
         warnings.sort();
         warnings.dedup();
-        Ok(SourceSet { root: kernel_dir.to_owned(), python_name, files, tree_id, warnings })
+        Ok(SourceSet {
+            root: kernel_dir.to_owned(),
+            python_name,
+            files,
+            tree_id,
+            warnings,
+        })
     }
 
     /// The kernel directory the set was collected from.
@@ -214,7 +231,9 @@ impl SourceSet {
 
     /// The package files (role [`Role::Package`]), sorted by path.
     pub fn package_files(&self) -> impl Iterator<Item = &SourceFile> {
-        self.files.iter().filter(|f| matches!(f.role, Role::Package { .. }))
+        self.files
+            .iter()
+            .filter(|f| matches!(f.role, Role::Package { .. }))
     }
 
     /// The git tree id of the set, 40 lowercase hex digits.
@@ -264,14 +283,18 @@ impl Collector {
             }
         }
         if out.as_str().is_empty() {
-            self.errors.push(format!("`{key}` is empty: name a file or directory of the kernel"));
+            self.errors.push(format!(
+                "`{key}` is empty: name a file or directory of the kernel"
+            ));
             return None;
         }
         Some(out)
     }
 
     fn add_src(&mut self, entry: &str, key: &str) {
-        let Some(rel) = self.normalise(entry, key) else { return };
+        let Some(rel) = self.normalise(entry, key) else {
+            return;
+        };
         let abs = self.root.join(&rel);
         match std::fs::metadata(&abs) {
             Ok(m) if m.is_dir() => {
@@ -280,7 +303,9 @@ impl Collector {
                 }
             }
             Ok(_) => self.add_file(&rel, key, Role::Src),
-            Err(_) => self.errors.push(format!("`{key}` names `{rel}`, which does not exist in the kernel directory")),
+            Err(_) => self.errors.push(format!(
+                "`{key}` names `{rel}`, which does not exist in the kernel directory"
+            )),
         }
     }
 
@@ -307,23 +332,33 @@ impl Collector {
         let meta = match std::fs::metadata(&abs) {
             Ok(m) => m,
             Err(e) => {
-                self.errors.push(format!("cannot read `{rel}` (named by `{what}`): {e}"));
+                self.errors
+                    .push(format!("cannot read `{rel}` (named by `{what}`): {e}"));
                 return;
             }
         };
         if !meta.is_file() {
-            self.errors.push(format!("`{rel}` (named by `{what}`) is not a regular file"));
+            self.errors
+                .push(format!("`{rel}` (named by `{what}`) is not a regular file"));
             return;
         }
         if !self.inside(&abs, rel) {
             return;
         }
-        let mode = if meta.permissions().mode() & 0o100 != 0 { FileMode::Executable } else { FileMode::Regular };
+        let mode = if meta.permissions().mode() & 0o100 != 0 {
+            FileMode::Executable
+        } else {
+            FileMode::Regular
+        };
         if matches!(rel.extension(), Some("py" | "pyi")) {
             match std::fs::read(&abs) {
                 Ok(bytes) => {
                     if let Err(e) = std::str::from_utf8(&bytes) {
-                        let line = bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
+                        let line = bytes[..e.valid_up_to()]
+                            .iter()
+                            .filter(|b| **b == b'\n')
+                            .count()
+                            + 1;
                         self.errors.push(format!(
                             "`{rel}` is not UTF-8 (invalid byte on line {line}); Python reads sources as UTF-8, so re-save it as UTF-8"
                         ));
@@ -336,7 +371,13 @@ impl Collector {
                 }
             }
         }
-        let file = SourceFile { rel: rel.to_owned(), abs, mode, len: meta.len(), role };
+        let file = SourceFile {
+            rel: rel.to_owned(),
+            abs,
+            mode,
+            len: meta.len(),
+            role,
+        };
         // A package file keeps its package role even if a `src` list also names it.
         let keep_old =
             matches!(self.files.get(rel), Some(old) if matches!(old.role, Role::Package { .. }));
@@ -363,7 +404,10 @@ impl Collector {
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
-                    let at = e.path().map(|p| p.display().to_string()).unwrap_or_else(|| top.to_string());
+                    let at = e
+                        .path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| top.to_string());
                     self.errors.push(format!("cannot read `{at}`: {e}"));
                     continue;
                 }
@@ -375,7 +419,9 @@ impl Collector {
                 ));
                 continue;
             };
-            let Ok(below) = path.strip_prefix(&self.root) else { continue };
+            let Ok(below) = path.strip_prefix(&self.root) else {
+                continue;
+            };
             let below = below.to_owned();
             // A linked directory that leaves the kernel: one error, and nothing below it.
             if entry.path_is_symlink() && entry.file_type().is_dir() && !self.inside(path, &below) {
@@ -416,7 +462,9 @@ impl Collector {
                     config.general.name
                 )
             };
-            self.errors.push(format!("the package directory `{pkg}/` does not exist; {hint}"));
+            self.errors.push(format!(
+                "the package directory `{pkg}/` does not exist; {hint}"
+            ));
             return;
         }
         if !self.inside(&abs, &pkg) {
@@ -428,27 +476,83 @@ impl Collector {
                 "`{pkg}/{python_name}` must not exist: a file or directory named after the package shadows it when the variant is imported; rename it"
             ));
         }
-        if abs.join("__init__.py").symlink_metadata().is_err() {
+        let has_init = abs.join("__init__.py").symlink_metadata().is_ok();
+        if !has_init {
             self.errors.push(format!("`{pkg}/__init__.py` is missing; the `kernels` loader imports the package through it"));
         }
 
         let mut heuristics: Vec<(Utf8PathBuf, Option<Heuristic>, String)> = Vec::new();
         let pkg_for_role = pkg.clone();
         // Dot-files (`.gitignore`) have no extension and are never taken.
-        let mut want = |_: &Utf8Path, name: &str| -> bool {
-            !name.starts_with('.')
-                && Utf8Path::new(name).extension().is_some_and(|e| pyext.iter().any(|p| p == e))
+        // Files left out only because of their extension, reported in one warning.
+        let mut skipped: Vec<Utf8PathBuf> = Vec::new();
+        let mut want = |below: &Utf8Path, name: &str| -> bool {
+            if name.starts_with('.') {
+                return false;
+            }
+            let taken = Utf8Path::new(name)
+                .extension()
+                .is_some_and(|e| pyext.iter().any(|p| p == e));
+            if !taken {
+                skipped.push(below.to_owned());
+            }
+            taken
         };
         let role = |below: &Utf8Path| -> Role {
-            let in_package = below.strip_prefix(&pkg_for_role).unwrap_or(below).to_owned();
+            let in_package = below
+                .strip_prefix(&pkg_for_role)
+                .unwrap_or(below)
+                .to_owned();
             let heuristic = in_package.file_name().and_then(parse_heuristic_name);
-            Role::Package { in_package, heuristic }
+            Role::Package {
+                in_package,
+                heuristic,
+            }
         };
         self.walk(&pkg, &mut want, &role);
 
+        let init = pkg.join("__init__.py");
+        if has_init && !self.files.contains_key(&init) {
+            self.errors.push(format!(
+                "`{init}` is not packaged because `py` is not in `pyext` ({}); add \"py\" to `{}.pyext`",
+                pyext.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", "),
+                config.framework.section()
+            ));
+        }
+        if !skipped.is_empty() {
+            const SHOWN: usize = 5;
+            let mut list: Vec<String> = skipped
+                .iter()
+                .take(SHOWN)
+                .map(|p| format!("`{p}`"))
+                .collect();
+            if skipped.len() > SHOWN {
+                list.push(format!("and {} more", skipped.len() - SHOWN));
+            }
+            self.warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "{} file{} in `{pkg}/` {} not packaged because {} extension is not in `{}.pyext` ({}): {}",
+                    skipped.len(),
+                    if skipped.len() == 1 { "" } else { "s" },
+                    if skipped.len() == 1 { "is" } else { "are" },
+                    if skipped.len() == 1 { "its" } else { "their" },
+                    config.framework.section(),
+                    pyext.join(", "),
+                    list.join(", ")
+                ),
+            });
+        }
+
         // Checks on the collected package files.
         for f in self.files.values() {
-            let Role::Package { in_package, heuristic } = &f.role else { continue };
+            let Role::Package {
+                in_package,
+                heuristic,
+            } = &f.role
+            else {
+                continue;
+            };
             if in_package.as_str() == "metadata.json" {
                 self.errors.push(format!(
                     "`{}` must not exist: the build writes `metadata.json` into every variant; remove it from the package",
@@ -537,18 +641,114 @@ pub fn read_source(f: &SourceFile) -> anyhow::Result<Vec<u8>> {
 mod tests {
     use super::*;
 
+    fn config(text: &str) -> BuildConfig {
+        crate::config::load_str(Utf8Path::new("build.toml"), text, None)
+            .unwrap()
+            .config
+    }
+
+    fn put(root: &Utf8Path, rel: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, rel).unwrap();
+    }
+
+    const TORCH: &str = "[general]\nname = \"relu\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\", \"metal\"]\n\n[torch]\nsrc = [\"torch-ext/torch_binding.cpp\", \"./torch-ext/torch_binding.h\"]\npyext = [\".py\", \"json\"]\n\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"relu_cuda\", \"torch-ext/relu/data.json\"]\n";
+
+    #[test]
+    fn src_lists_files_and_directories_and_package_files_keep_their_role() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        for f in [
+            "build.toml",
+            "torch-ext/torch_binding.cpp",
+            "torch-ext/torch_binding.h",
+            "relu_cuda/relu.cu",
+            "relu_cuda/sub/util.cuh",
+            "relu_cuda/__pycache__/x.pyc",
+            "torch-ext/relu/__init__.py",
+            "torch-ext/relu/data.json",
+            "torch-ext/relu/types.pyi",
+            "README.md",
+        ] {
+            put(root, f);
+        }
+        let set = SourceSet::collect(root, &config(TORCH)).unwrap();
+        let got: Vec<(&str, &str)> = set
+            .files()
+            .iter()
+            .map(|f| {
+                let role = match &f.role {
+                    Role::BuildToml => "build.toml",
+                    Role::Src => "src",
+                    Role::Package { .. } => "package",
+                };
+                (f.rel.as_str(), role)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("build.toml", "build.toml"),
+                ("relu_cuda/relu.cu", "src"),
+                ("relu_cuda/sub/util.cuh", "src"),
+                ("torch-ext/relu/__init__.py", "package"),
+                ("torch-ext/relu/data.json", "package"),
+                ("torch-ext/torch_binding.cpp", "src"),
+                ("torch-ext/torch_binding.h", "src"),
+            ]
+        );
+        assert_eq!(set.uid().len(), 7);
+        assert_eq!(
+            set.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+            ["1 file in `torch-ext/relu/` is not packaged because its extension is not in `torch.pyext` (py, json): `torch-ext/relu/types.pyi`"]
+        );
+    }
+
+    #[test]
+    fn src_problems_are_listed_together() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        put(root, "build.toml");
+        put(root, "torch-ext/relu/__init__.py");
+        // The config check refuses `..` too; the source set must not rely on it.
+        let mut c = config(TORCH);
+        c.kernels.get_mut("relu").unwrap().src[0] = "../outside.cu".into();
+        let err = SourceSet::collect(root, &c).unwrap_err().to_string();
+        let err = err.replace(root.as_str(), "<DIR>");
+        assert_eq!(
+            err,
+            "the kernel in `<DIR>` cannot be built (4 problems):\n  \
+             - `torch.src[0]` names `torch-ext/torch_binding.cpp`, which does not exist in the kernel directory\n  \
+             - `torch.src[1]` names `torch-ext/torch_binding.h`, which does not exist in the kernel directory\n  \
+             - `kernel.relu.src[0]` is `../outside.cu`: source paths must be relative to the kernel directory and stay inside it\n  \
+             - `kernel.relu.src[1]` names `torch-ext/relu/data.json`, which does not exist in the kernel directory"
+        );
+    }
+
     #[test]
     fn heuristic_names() {
         let h = parse_heuristic_name("_helion_aot_vector_add_cuda_sm90.py").unwrap();
         assert_eq!(
-            (h.stem.as_str(), h.device_kind.as_str(), h.compute.as_str(), h.backend),
+            (
+                h.stem.as_str(),
+                h.device_kind.as_str(),
+                h.compute.as_str(),
+                h.backend
+            ),
             ("vector_add", "cuda", "sm90", Backend::Cuda)
         );
         let h = parse_heuristic_name("_helion_aot_op_rocm_gfx950.py").unwrap();
-        assert_eq!((h.stem.as_str(), h.backend, h.compute.as_str()), ("op", Backend::Rocm, "gfx950"));
+        assert_eq!(
+            (h.stem.as_str(), h.backend, h.compute.as_str()),
+            ("op", Backend::Rocm, "gfx950")
+        );
         // The stem may contain a device kind; the rightmost one wins.
         let h = parse_heuristic_name("_helion_aot_cuda_utils_xpu_max_1550.py").unwrap();
-        assert_eq!((h.stem.as_str(), h.backend, h.compute.as_str()), ("cuda_utils", Backend::Xpu, "max_1550"));
+        assert_eq!(
+            (h.stem.as_str(), h.backend, h.compute.as_str()),
+            ("cuda_utils", Backend::Xpu, "max_1550")
+        );
         assert_eq!(parse_heuristic_name("_helion_aot_vector_add.py"), None);
         assert_eq!(parse_heuristic_name("_helion_aot_cuda_sm90.py"), None);
         assert_eq!(parse_heuristic_name("_helion_aot_x_cuda_.py"), None);

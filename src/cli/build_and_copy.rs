@@ -23,11 +23,12 @@ pub enum NixMode {
 }
 
 /// Arguments of `build-and-copy`.
-///
-/// Builds the kernel's variants and writes them to DIR/build/<variant>/, replacing only the
-/// variants built. For a noarch kernel (Helion, Triton, plain torch) that is one
-/// `torch-<backend>` directory per backend. Nothing in DIR/build/ changes when the build fails.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Writes DIR/build/<variant>/ for each variant, replacing only the variants built, and \
+DIR/build/hashes.json (the NAR hash of each variant). For a noarch kernel (Helion, Triton, \
+plain torch) there is one torch-<backend> directory per backend. Nothing in DIR/build/ \
+changes when the build fails.")]
 pub struct Args {
     /// Kernel directory, holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
@@ -46,9 +47,12 @@ pub struct Args {
 /// Whether an executable `nix` is on PATH.
 fn nix_on_path() -> bool {
     use std::os::unix::fs::PermissionsExt;
-    let Some(path) = std::env::var_os("PATH") else { return false };
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
     std::env::split_paths(&path).any(|d| {
-        std::fs::metadata(d.join("nix")).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(d.join("nix"))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
 }
 
@@ -71,7 +75,11 @@ pub fn run(args: Args) -> super::CmdResult {
             if has_nix && has_flake {
                 true
             } else {
-                let why = if has_nix { format!("`{dir}` has no flake.nix") } else { "`nix` is not on PATH".to_owned() };
+                let why = if has_nix {
+                    format!("`{dir}` has no flake.nix")
+                } else {
+                    "`nix` is not on PATH".to_owned()
+                };
                 eprintln!("note: {why}; building natively (`--nix never`)");
                 false
             }
@@ -97,7 +105,10 @@ pub fn run(args: Args) -> super::CmdResult {
         eprintln!("warning: {w}");
     }
     for v in &report.built {
-        let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
+        let id =
+            v.id.as_deref()
+                .map(|i| format!(", id {i}"))
+                .unwrap_or_default();
         println!("built {} ({} files{id}) -> {}", v.name, v.files, v.path);
     }
     Ok(ExitCode::SUCCESS)
@@ -144,12 +155,19 @@ pub fn assemble_one(
         eprint!("{}", loaded.rendered_warnings);
     }
     let cfg = &loaded.config;
-    let variant = PlannedVariant { name: backend.noarch_variant(), backend, compiled: !cfg.is_noarch_for(backend) };
+    let variant = PlannedVariant {
+        name: backend.noarch_variant(),
+        backend,
+        compiled: !cfg.is_noarch_for(backend),
+    };
     let set = SourceSet::collect(source, cfg)?;
     for w in set.warnings() {
         eprintln!("warning: {w}");
     }
-    let ids = BuildIds { uid: set.uid(), kernel };
+    let ids = BuildIds {
+        uid: set.uid(),
+        kernel,
+    };
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
     for w in bundle::assemble_variant(&set, cfg, &variant, &ids, out)? {
         eprintln!("warning: {w}");

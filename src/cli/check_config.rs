@@ -29,10 +29,17 @@ pub struct Summary {
     pub backends: Vec<String>,
     /// `torch`, `torch-noarch` or `tvm-ffi`.
     pub framework: String,
-    /// `[kernel.*]` name → backend, in file order.
-    pub kernels: Vec<(String, String)>,
+    /// `[kernel.*]` tables in file order.
+    pub kernels: Vec<KernelSummary>,
     /// Backends with no `[kernel.*]`: their variants are noarch (`torch-<backend>`).
     pub noarch_backends: Vec<String>,
+}
+
+/// One `[kernel.<name>]`.
+#[derive(Debug, Serialize)]
+pub struct KernelSummary {
+    pub name: String,
+    pub backend: String,
 }
 
 impl Summary {
@@ -43,11 +50,22 @@ impl Summary {
             generation: c.generation.label().to_owned(),
             backends: c.general.backends.iter().map(|b| b.to_string()).collect(),
             framework: c.framework.section().to_owned(),
-            kernels: c.kernels.iter().map(|(n, k)| (n.clone(), k.backend.to_string())).collect(),
+            kernels: c
+                .kernels
+                .iter()
+                .map(|(n, k)| KernelSummary {
+                    name: n.clone(),
+                    backend: k.backend.to_string(),
+                })
+                .collect(),
             noarch_backends: match c.framework {
-                Framework::Torch(_) | Framework::TorchNoarch(_) => {
-                    c.general.backends.iter().filter(|b| c.is_noarch_for(**b)).map(|b| b.to_string()).collect()
-                }
+                Framework::Torch(_) | Framework::TorchNoarch(_) => c
+                    .general
+                    .backends
+                    .iter()
+                    .filter(|b| c.is_noarch_for(**b))
+                    .map(|b| b.to_string())
+                    .collect(),
                 Framework::TvmFfi(_) => Vec::new(),
             },
         }
@@ -64,12 +82,15 @@ impl Summary {
             s.push_str("kernels: none\n");
         } else {
             s.push_str("kernels:\n");
-            for (n, b) in &self.kernels {
-                s.push_str(&format!("  {n} -> {b}\n"));
+            for k in &self.kernels {
+                s.push_str(&format!("  {} -> {}\n", k.name, k.backend));
             }
         }
         if !self.noarch_backends.is_empty() {
-            s.push_str(&format!("noarch backends: {}\n", self.noarch_backends.join(", ")));
+            s.push_str(&format!(
+                "noarch backends: {}\n",
+                self.noarch_backends.join(", ")
+            ));
         }
         s
     }
