@@ -18,8 +18,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = REPO / "kernels"
 
-# What never belongs in a copy of a kernel's source: outputs of earlier builds and caches.
-_IGNORED = shutil.ignore_patterns("build", "__pycache__", ".helion_aot", "*.pyc")
+# What never belongs in a copy of a kernel's source: caches anywhere, and the output of an
+# earlier build (`build/` at the kernel's top level only).
+_CACHES = shutil.ignore_patterns("__pycache__", ".helion_aot", "*.pyc")
+
+
+def _ignored_in(root: Path):
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        ignored = set(_CACHES(directory, names))
+        if Path(directory) == root and "build" in names:
+            ignored.add("build")
+        return ignored
+
+    return ignore
 
 
 def kernel_builder() -> Path:
@@ -37,7 +48,7 @@ def kernel_builder() -> Path:
 def copy_kernel(name: str, dest: Path) -> Path:
     """Copy `kernels/<name>/` (source only) to `dest/<name>` and return the copy."""
     target = dest / name
-    shutil.copytree(KERNELS / name, target, ignore=_IGNORED)
+    shutil.copytree(KERNELS / name, target, ignore=_ignored_in(KERNELS / name))
     return target
 
 

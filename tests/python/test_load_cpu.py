@@ -58,3 +58,17 @@ def test_odd_last_dimension_is_a_clear_error(build):
     module = kernels.get_local_kernel(build.parent, backend="cpu")
     with pytest.raises(ValueError, match="last dimension must be even, got 5"):
         module.silu_and_mul(torch.zeros(2, 5))
+
+
+def test_get_kernel_by_repo_id_through_local_kernels(build, monkeypatch):
+    """How users load it: `get_kernel(<hub repo id>, version=1)`; `LOCAL_KERNELS` points the
+    repo id (from build.toml's `[general.hub] repo-id`) at the built tree, so no Hub is used."""
+    import tomllib
+
+    config = tomllib.loads((build.parent / "build.toml").read_text())
+    repo_id = config["general"]["hub"]["repo-id"]
+    assert repo_id == "kernel-builder-examples/silu-and-mul"
+    monkeypatch.setenv("LOCAL_KERNELS", f"{repo_id}={build.parent}")
+    module = kernels.get_kernel(repo_id, version=1, backend="cpu")
+    x = torch.randn(5, 32, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(module.silu_and_mul(x), reference(x), rtol=0, atol=0)

@@ -9,6 +9,7 @@ the loader's own `kernels.variants.parse_variant`.
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import kernels
 from kernels._rust import Backend
@@ -27,7 +28,11 @@ EXPECTED = {
 def test_every_metadata_json_parses_with_the_loaders_parser(built_tree, name):
     build = built_tree(name)
     variants, python_depends = EXPECTED[name]
-    assert sorted(p.name for p in build.iterdir()) == variants
+    # build/ holds one directory per variant and the bundle's hash manifest, nothing else.
+    assert sorted(p.name for p in build.iterdir() if p.is_dir()) == variants
+    assert sorted(p.name for p in build.iterdir() if not p.is_dir()) == ["hashes.json"]
+    manifest = json.loads((build / "hashes.json").read_text())
+    assert sorted(manifest["variants"]) == variants
     python_name = name.replace("-", "_")
     ids = set()
     for variant in variants:

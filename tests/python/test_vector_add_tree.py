@@ -21,7 +21,8 @@ def build(built_tree):
 
 
 def test_exactly_three_noarch_variants(build):
-    assert sorted(p.name for p in build.iterdir()) == ["torch-cuda", "torch-rocm", "torch-xpu"]
+    assert sorted(p.name for p in build.iterdir() if p.is_dir()) == ["torch-cuda", "torch-rocm", "torch-xpu"]
+    assert sorted(p.name for p in build.iterdir() if not p.is_dir()) == ["hashes.json"]
 
 
 def test_each_variant_depends_on_helion(build):
