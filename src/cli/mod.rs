@@ -9,6 +9,7 @@ pub mod build_and_copy;
 pub mod check_config;
 pub mod hash;
 pub mod list_variants;
+pub mod nix_support;
 pub mod update_build;
 
 /// Build PyTorch kernels for every cell of the compatibility matrix into Hub-ready trees.
@@ -35,6 +36,9 @@ pub enum Command {
     Assemble(build_and_copy::AssembleArgs),
     /// Print the NAR hash of each path, as `nix hash path` does.
     Hash(hash::Args),
+    /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
+    #[command(hide = true)]
+    NixSupport(nix_support::Args),
 }
 
 /// How a command ended, when it did not fail with an error.
@@ -52,6 +56,7 @@ pub fn main() -> ExitCode {
         Command::BuildAndCopy(a) => build_and_copy::run(a),
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),
+        Command::NixSupport(a) => nix_support::run(a),
     };
     match result {
         Ok(code) => code,

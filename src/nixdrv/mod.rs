@@ -1,1 +1,217 @@
-//! Placeholder until this module lands.
+//! Driving Nix: `nix build` of a kernel flake's bundle (or some of its variants), the sandbox
+//! check, and copying the built variants into `<kernel>/build/`.
+//!
+//! The flake outputs used here are made by `lib.genKernelFlakeOutputs` (`nix/lib/`):
+//! `packages.<system>.bundle` (every bundle cell joined as `<variant>/…`) and
+//! `packages.<system>.<variant>` (one cell, holding `<variant>/…`). The Nix program is `nix`
+//! from `PATH`, or the one named by `KERNEL_BUILDER_NIX`. Every subprocess runs through `duct`
+//! with its output captured, and Nix's build log is shown when a build fails.
+//!
+//! [`support`] holds the small jobs that the Nix library's derivations run with the
+//! orchestrator as their builder (`kernel-builder nix-support …`).
+
+pub mod support;
+
+use anyhow::{bail, Context};
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::Deserialize;
+
+/// Environment variable that names the Nix program (default: `nix` from `PATH`).
+pub const NIX_ENV: &str = "KERNEL_BUILDER_NIX";
+
+/// Lines of Nix's output shown when a build fails.
+const LOG_TAIL_LINES: usize = 200;
+
+/// The Nix program to run: `$KERNEL_BUILDER_NIX`, else `nix`.
+pub fn nix_program() -> String {
+    std::env::var(NIX_ENV).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "nix".to_owned())
+}
+
+/// `nix --version`'s first line (e.g. `nix (Nix) 2.8.0`).
+///
+/// Errors: Nix cannot be run; the message says how to install it or build without it.
+pub fn nix_version() -> anyhow::Result<String> {
+    let nix = nix_program();
+    let out = duct::cmd!(&nix, "--version")
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .with_context(|| {
+            format!(
+                "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
+                 (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
+                 its path, or build without Nix (`build-and-copy --nix never`)"
+            )
+        })?;
+    if !out.status.success() {
+        bail!("`{nix} --version` failed:\n{}", String::from_utf8_lossy(&out.stderr).trim_end());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_owned())
+}
+
+/// The value of the `sandbox` setting, as `nix show-config --json` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sandbox {
+    /// `true`: every build is sandboxed.
+    On,
+    /// `relaxed` (macOS): sandboxed unless a derivation opts out.
+    Relaxed,
+    /// `false`, or a value we do not know.
+    Off(String),
+}
+
+/// Read `sandbox` from `nix show-config --json` (`{"sandbox": {"value": true, …}, …}`).
+///
+/// Errors: the command fails or its JSON has no `sandbox` setting.
+pub fn sandbox_setting() -> anyhow::Result<Sandbox> {
+    let nix = nix_program();
+    let out = duct::cmd!(&nix, "show-config", "--json")
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .with_context(|| format!("cannot run `{nix} show-config --json`"))?;
+    if !out.status.success() {
+        bail!(
+            "`{nix} show-config --json` failed (is `experimental-features = nix-command flakes` in \
+             /etc/nix/nix.conf?):\n{}",
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    parse_sandbox(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Parse the `sandbox` value out of `nix show-config --json` output.
+pub fn parse_sandbox(json: &str) -> anyhow::Result<Sandbox> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).context("`nix show-config --json` did not print JSON")?;
+    let value = v
+        .get("sandbox")
+        .map(|s| s.get("value").unwrap_or(s))
+        .context("`nix show-config --json` has no `sandbox` setting")?;
+    Ok(match value {
+        serde_json::Value::Bool(true) => Sandbox::On,
+        serde_json::Value::String(s) if s == "true" => Sandbox::On,
+        serde_json::Value::String(s) if s == "relaxed" => Sandbox::Relaxed,
+        other => Sandbox::Off(other.to_string()),
+    })
+}
+
+/// Refuse to build unless Nix sandboxes builds: `true` on Linux; `true` or `relaxed` on macOS.
+pub fn require_sandbox(setting: &Sandbox) -> anyhow::Result<()> {
+    let ok = match setting {
+        Sandbox::On => true,
+        Sandbox::Relaxed => cfg!(target_os = "macos"),
+        Sandbox::Off(_) => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    let shown = match setting {
+        Sandbox::On => "true".to_owned(),
+        Sandbox::Relaxed => "relaxed".to_owned(),
+        Sandbox::Off(v) => v.clone(),
+    };
+    bail!(
+        "Nix's sandbox is off (`sandbox = {shown}`), so a build could read the host and would not \
+         be hermetic. Turn it on: add `sandbox = true` (and `sandbox-fallback = false`) to \
+         /etc/nix/nix.conf, then restart nix-daemon if one runs (`systemctl restart nix-daemon`)"
+    )
+}
+
+/// One entry of `nix build --json`.
+#[derive(Debug, Deserialize)]
+struct BuildResult {
+    outputs: std::collections::BTreeMap<String, Utf8PathBuf>,
+}
+
+/// Build the kernel flake at `kernel_dir` with Nix and copy the result into `kernel_dir/build/`.
+///
+/// With `variants` empty, builds `<dir>#bundle` (every bundle cell of this system); otherwise
+/// builds `<dir>#<variant>` for each one. `extra_args` go to `nix build` as they are (e.g.
+/// `--max-jobs 2`, `--override-input kernel-builder/orchestrator path:/opt/kb`). Afterwards
+/// each built variant directory replaces `build/<variant>` atomically (other entries of
+/// `build/` are left alone); the copies are writable.
+///
+/// Errors: Nix missing, sandbox off (with how to turn it on), the build failing (with the tail of
+/// Nix's build log), or the copy failing (naming the path).
+pub fn build_and_copy(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<()> {
+    let outputs = build(kernel_dir, variants, extra_args)?;
+    let dest = kernel_dir.join("build");
+    for out in &outputs {
+        support::copy_variants(out, &dest)?;
+    }
+    Ok(())
+}
+
+/// Build the bundle (or `variants`) of the kernel flake at `kernel_dir`; returns the output
+/// store paths in the order asked for. See [`build_and_copy`] for arguments and errors.
+pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<Vec<Utf8PathBuf>> {
+    let version = nix_version()?;
+    require_sandbox(&sandbox_setting()?)?;
+    if !kernel_dir.join("flake.nix").is_file() {
+        bail!(
+            "`{kernel_dir}` has no flake.nix; a kernel flake calls \
+             `kernel-builder.lib.genKernelFlakeOutputs {{ inherit self; path = ./.; }}` (see `kernel-builder init`)"
+        );
+    }
+    let dir = kernel_dir
+        .canonicalize_utf8()
+        .with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+    let installables: Vec<String> = if variants.is_empty() {
+        vec![format!("{dir}#bundle")]
+    } else {
+        variants.iter().map(|v| format!("{dir}#{v}")).collect()
+    };
+    let mut args: Vec<String> = vec!["build".into(), "--no-link".into(), "--json".into(), "-L".into()];
+    args.extend(installables.iter().cloned());
+    args.extend(extra_args.iter().cloned());
+    let nix = nix_program();
+    let out = duct::cmd(&nix, &args)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .with_context(|| format!("cannot run `{nix} build`"))?;
+    if !out.status.success() {
+        let log = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+        bail!(
+            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}",
+            args.join(" "),
+            if tail.len() < lines.len() { " (last lines; `nix log <drv>` has the rest)" } else { "" },
+            tail.join("\n")
+        );
+    }
+    let results: Vec<BuildResult> = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("`{nix} build --json` printed something that is not its JSON"))?;
+    let paths: Vec<Utf8PathBuf> = results.into_iter().filter_map(|r| r.outputs.get("out").cloned()).collect();
+    if paths.len() != installables.len() {
+        bail!("`{nix} build` reported {} outputs for {} installables", paths.len(), installables.len());
+    }
+    Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_values_from_show_config() {
+        assert_eq!(parse_sandbox(r#"{"sandbox":{"value":true}}"#).unwrap(), Sandbox::On);
+        assert_eq!(parse_sandbox(r#"{"sandbox":{"value":"relaxed"}}"#).unwrap(), Sandbox::Relaxed);
+        assert_eq!(parse_sandbox(r#"{"sandbox":{"value":false}}"#).unwrap(), Sandbox::Off("false".into()));
+        assert!(parse_sandbox(r#"{"cores":{"value":0}}"#).is_err());
+    }
+
+    #[test]
+    fn sandbox_off_is_refused_with_the_fix() {
+        let err = require_sandbox(&Sandbox::Off("false".into())).unwrap_err().to_string();
+        assert!(err.contains("sandbox = true"), "{err}");
+        assert!(err.contains("/etc/nix/nix.conf"), "{err}");
+        assert!(require_sandbox(&Sandbox::On).is_ok());
+        assert_eq!(require_sandbox(&Sandbox::Relaxed).is_ok(), cfg!(target_os = "macos"));
+    }
+}
