@@ -43,6 +43,7 @@ let
     mkAssertion = call ./mkAssertion.nix;
     genKernelFlakeOutputs = call ./genKernelFlakeOutputs.nix;
     internalStripDotSlash = call ./internalStripDotSlash.nix;
+    internalStripLeadingDot = call ./internalStripLeadingDot.nix;
     internalFailingCell = call ./internalFailingCell.nix;
     internalDevShells = call ./internalDevShells.nix;
   };

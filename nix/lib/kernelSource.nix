@@ -5,7 +5,10 @@
 # unique id from the same files): build.toml; every path in the framework section's `src`
 # and in each `[kernel.*]`'s `src` (a directory there brings its whole subtree); and the files
 # under `<extDir>/<pythonName>/` (`torch-ext/`, or `tvm-ffi-ext/` for tvm-ffi kernels) whose
-# extension is in `pyext`, never `*.pyc` or anything under `__pycache__`.
+# extension is in `pyext` (a leading "." ignored); never `*.pyc` or anything under
+# `__pycache__`, anywhere. Empty directories are left out. The orchestrator collects the exact
+# set itself from what it is given (it may be more, never less); this filter keeps the store
+# copy, and so the cells' inputs, to that set.
 #
 # Type: kernelSource :: { path :: Path, config :: KernelConfig, name ? String } -> StorePath
 #
@@ -30,7 +33,11 @@ let
     let
       ext = builtins.match ".*\\.([^./]+)" (baseNameOf rel);
     in
-    ext != null && builtins.elem (builtins.head ext) config.pyext && builtins.head ext != "pyc";
+    ext != null && builtins.elem (builtins.head ext) pyext && builtins.head ext != "pyc";
+  # A leading "." in a pyext entry is ignored (".json" is "json").
+  pyext = map lib.internalStripLeadingDot config.pyext;
+  # Never taken, anywhere: `__pycache__` directories and `*.pyc` files.
+  isBytecode = rel: builtins.match "(.*/)?__pycache__(/.*)?" rel != null || builtins.match ".*\\.pyc" rel != null;
   # Every package file, walked once at evaluation time (`__pycache__` is never entered).
   walk =
     rel:
@@ -57,11 +64,14 @@ let
     let
       rel = builtins.substring (builtins.stringLength root + 1) (-1) abs;
     in
-    builtins.elem rel wanted
-    # everything under a declared directory
-    || builtins.any (d: hasPrefix "${d}/" rel) declaredRel
-    # the directories that lead to a wanted path
-    || (type == "directory" && builtins.any (d: hasPrefix "${rel}/" d) wanted);
+    !isBytecode rel
+    && (
+      builtins.elem rel wanted
+      # everything under a declared directory
+      || builtins.any (d: hasPrefix "${d}/" rel) declaredRel
+      # the directories that lead to a wanted path
+      || (type == "directory" && builtins.any (d: hasPrefix "${rel}/" d) wanted)
+    );
 in
 builtins.path {
   inherit name filter path;
