@@ -1,2 +1,3 @@
 //! Integration tests: one binary, one module per concern.
 mod hash;
+mod nix;
