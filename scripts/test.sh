@@ -4,4 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo test --locked 2>&1
+# Nix (Debian's nix-bin: flakes, sandbox on, no substituters) and the static orchestrator that
+# the Nix cells run as their builder; then every test, the real-Nix ones included.
+KERNEL_BUILDER_ORCHESTRATOR="$(./scripts/setup-nix.sh)"
+export KERNEL_BUILDER_ORCHESTRATOR
+cargo test --locked --features nix-tests 2>&1

@@ -448,3 +448,31 @@ in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}
     assert!(compared >= 50, "only {compared} files compared");
     assert!(cells_compared > 500);
 }
+
+/// A legacy build.toml (no edition, not the v4 shape) stops evaluation with the migration
+/// command in the message; an unsupported edition names the edition.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn nix_refuses_legacy_files_with_the_migration_command() {
+    let t = tempfile::tempdir().unwrap();
+    let cases = [
+        ("legacy", "[general]\nname = \"relu\"\nbackends = [\"cuda\"]\n\n[torch]\nsrc = [\"b.cpp\"]\n", "run `kernel-builder update-build "),
+        ("edition6", "[general]\nname = \"relu\"\nedition = 6\nversion = 1\nlicense = \"mit\"\nbackends = [\"cuda\"]\n\n[torch-noarch]\n", "unsupported build edition 6"),
+    ];
+    for (name, toml, expected) in cases {
+        let dir = t.path().join(name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("build.toml"), toml).unwrap();
+        let expr = format!("(import {REPO}/nix/lib {{ }}).readKernelConfig (/. + {:?})", dir.display().to_string());
+        let expr = format!("({expr}).name");
+        let out = duct::cmd("nix", ["eval", "--impure", "--expr", &expr])
+            .stdout_capture()
+            .stderr_capture()
+            .unchecked()
+            .run()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: Nix accepted it");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+    }
+}
