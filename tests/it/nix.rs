@@ -476,3 +476,27 @@ fn nix_refuses_legacy_files_with_the_migration_command() {
         assert!(stderr.contains(expected), "{name}: {stderr}");
     }
 }
+
+/// Only the source set reaches the cells: editing a file outside it (docs/NOTES.md, a `.txt`
+/// under the package, bytecode) leaves every cell's derivation unchanged; editing a package
+/// file changes them.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn cells_depend_on_the_source_set_only() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let drv = || {
+        let mut args: Vec<String> =
+            vec!["eval".into(), "--raw".into(), ".#packages.x86_64-linux.torch-cuda.drvPath".into()];
+        args.extend(override_orchestrator());
+        nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let before = drv();
+    fs::write(kernel.join("docs/NOTES.md"), "changed").unwrap();
+    fs::write(kernel.join("torch-ext/nix_fixture/notes.txt"), "not in pyext").unwrap();
+    fs::write(kernel.join("torch-ext/nix_fixture/__pycache__/x.cpython-313.pyc"), "bytecode").unwrap();
+    git(&r, &["add", "-A"]);
+    assert_eq!(drv(), before, "a file outside the source set changed a cell");
+    fs::write(kernel.join("torch-ext/nix_fixture/configs/tuned.json"), r#"{"block_size": 256}"#).unwrap();
+    assert_ne!(drv(), before, "a package file did not change the cell");
+}
