@@ -5,16 +5,22 @@
 # within [general.cuda] minver..maxver (defaults 11.8..99.9) and its torch version within
 # [torch] minver..maxver (defaults 2.0..99.9), all inclusive and compared numerically. Sets of
 # a backend built against the torch stable ABI keep only the newest torch per (backend,
-# backend version). Each surviving set is named; sets that share a name (every cuda set of a
-# noarch kernel is `torch-cuda`) give one cell, taken from the first bundle set, else the first
-# set, in matrix order.
+# backend version). TPU sets are always noarch (`torch-tpu`).
 #
 # Type: kernelCells :: { config :: KernelConfig, buildSets :: [BuildSet] } -> [Cell]
 #
 # A Cell has the fields of `kernel-builder list-variants --json`: name, system, backend,
 # backend_version (String|null), torch_version, noarch, bundle, kind ("noarch" | "torch" |
 # "stable-abi" | "tvm-ffi"), arch_variant, cuda_capabilities, rocm_archs ([String]|null).
-# Cells come sorted by name.
+# Noarch cells carry `[torch-noarch]`'s cuda_capabilities / rocm_archs; compiled cells leave
+# them null (the orchestrator resolves the architectures inside the cell). Cells come sorted
+# by name. A set named by several build sets (every cuda set of a noarch kernel) gives one
+# cell, from the first bundle set, else the first set, in matrix order — as the orchestrator's
+# `list-variants --all`.
+#
+# Example (a [torch-noarch] kernel with backends cuda and rocm, on x86_64-linux):
+#   map (c: c.name) (kernelCells { inherit config; buildSets = buildSetsForSystem { system = "x86_64-linux"; }; })
+#     => [ "torch-cuda" "torch-rocm" ]
 { lib, ... }:
 { config, buildSets }:
 let
