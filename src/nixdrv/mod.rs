@@ -159,6 +159,9 @@ pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) 
     let dir = kernel_dir
         .canonicalize_utf8()
         .with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+    if !variants.is_empty() {
+        check_variants(&dir, variants, extra_args)?;
+    }
     let installables: Vec<String> = if variants.is_empty() {
         vec![format!("{dir}#bundle")]
     } else {
@@ -179,10 +182,11 @@ pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) 
         let lines: Vec<&str> = log.lines().collect();
         let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
         bail!(
-            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}",
+            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}{}",
             args.join(" "),
             if tail.len() < lines.len() { " (last lines; `nix log <drv>` has the rest)" } else { "" },
-            tail.join("\n")
+            tail.join("\n"),
+            offline_hint(&log)
         );
     }
     let results: Vec<BuildResult> = serde_json::from_slice(&out.stdout)
@@ -194,9 +198,103 @@ pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) 
     Ok(paths)
 }
 
+/// When Nix failed to download something (no network, no binary cache), how to build offline.
+fn offline_hint(log: &str) -> &'static str {
+    let offline = ["unable to download", "Could not resolve host", "Couldn't resolve host", "unable to fetch"]
+        .iter()
+        .any(|needle| log.contains(needle));
+    if offline {
+        "\nhint: Nix could not download an input (offline?). The cells only need the orchestrator: \
+         hand the flake a prebuilt one, e.g. `scripts/setup-nix.sh` then \
+         `kernel-builder build-and-copy DIR --nix always -- --override-input kernel-builder/orchestrator path:<dir it printed>`"
+    } else {
+        ""
+    }
+}
+
+/// Refuse variants the flake does not build on this system, listing those it does (read from
+/// the flake's `variants.<system>` output).
+fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<()> {
+    let system = crate::matrix::host_system();
+    let nix = nix_program();
+    let mut args: Vec<String> = vec!["eval".into(), "--json".into(), format!("{dir}#variants.{system}")];
+    // Only the flags that change what is evaluated (input overrides, lock handling).
+    args.extend(eval_flags(extra_args));
+    let out = duct::cmd(&nix, &args)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .with_context(|| format!("cannot run `{nix} eval`"))?;
+    if !out.status.success() {
+        bail!(
+            "`{nix} {}` failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim_end(),
+            offline_hint(&String::from_utf8_lossy(&out.stderr))
+        );
+    }
+    #[derive(Deserialize)]
+    struct Named {
+        name: String,
+    }
+    let cells: Vec<Named> = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("`{dir}#variants.{system}` is not a list of cells; is the flake made by genKernelFlakeOutputs?"))?;
+    let known: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+    let unknown: Vec<&str> = variants.iter().map(String::as_str).filter(|v| !known.contains(v)).collect();
+    if !unknown.is_empty() {
+        bail!(
+            "`{dir}` has no variant {} on {system}; its variants are: {}",
+            unknown.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", "),
+            if known.is_empty() { "(none)".to_owned() } else { known.join(", ") }
+        );
+    }
+    Ok(())
+}
+
+/// The `nix build` arguments that `nix eval` needs too: `--override-input A B`, `--impure`,
+/// `--no-write-lock-file`, `--recreate-lock-file`, `--no-update-lock-file`, `--offline`.
+fn eval_flags(extra_args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < extra_args.len() {
+        let a = extra_args[i].as_str();
+        match a {
+            "--override-input" => {
+                out.extend(extra_args[i..(i + 3).min(extra_args.len())].iter().cloned());
+                i += 3;
+                continue;
+            }
+            "--impure" | "--no-write-lock-file" | "--recreate-lock-file" | "--no-update-lock-file" | "--offline" => {
+                out.push(a.to_owned())
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eval_flags_keep_overrides_and_lock_flags_only() {
+        let args: Vec<String> = ["-L", "--max-jobs", "2", "--override-input", "kernel-builder/orchestrator", "path:/o", "--no-write-lock-file"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            eval_flags(&args),
+            ["--override-input", "kernel-builder/orchestrator", "path:/o", "--no-write-lock-file"]
+        );
+    }
+
+    #[test]
+    fn offline_failures_get_the_override_hint() {
+        assert!(offline_hint("error: unable to download 'https://github.com/...': Couldn't resolve host name").contains("--override-input"));
+        assert_eq!(offline_hint("error: builder failed with exit code 1"), "");
+    }
 
     #[test]
     fn sandbox_values_from_show_config() {

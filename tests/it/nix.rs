@@ -223,6 +223,17 @@ fn root_flake_check_passes_offline() {
             "orchestrator", &orch, ".",
         ],
     );
+    // What nixpkgs' rustPlatform would build from: the crate and nothing else at the top.
+    let src = nix(
+        repo(),
+        &[
+            "eval", "--raw", "--no-write-lock-file", "--override-input", "nixpkgs", &stub,
+            ".#packages.x86_64-linux.kernel-builder.src",
+        ],
+    );
+    let mut top: Vec<String> = fs::read_dir(src.trim()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    top.sort();
+    assert_eq!(top, ["Cargo.lock", "Cargo.toml", "nix", "src", "tests"]);
 }
 
 #[test]
@@ -499,4 +510,23 @@ fn cells_depend_on_the_source_set_only() {
     assert_eq!(drv(), before, "a file outside the source set changed a cell");
     fs::write(kernel.join("torch-ext/nix_fixture/configs/tuned.json"), r#"{"block_size": 256}"#).unwrap();
     assert_ne!(drv(), before, "a package file did not change the cell");
+}
+
+/// `build-and-copy --variant` with a name the kernel does not build lists the ones it does.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn unknown_variant_is_refused_with_the_kernels_variants() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let err = kernel_builder::nixdrv::build(
+        Utf8Path::from_path(&kernel).unwrap(),
+        &["torch-metal".to_owned()],
+        &override_orchestrator(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.ends_with("has no variant `torch-metal` on x86_64-linux; its variants are: torch-cpu, torch-cuda, torch-rocm, torch-xpu"),
+        "{err}"
+    );
 }
