@@ -19,6 +19,10 @@ use serde::Deserialize;
 /// Environment variable that names the Nix program (default: `nix` from `PATH`).
 pub const NIX_ENV: &str = "KERNEL_BUILDER_NIX";
 
+/// Environment variable naming a directory that holds `bin/kernel-builder`: the orchestrator
+/// the cells run, handed to the flake as `--override-input kernel-builder/orchestrator`.
+pub const ORCHESTRATOR_ENV: &str = "KERNEL_BUILDER_ORCHESTRATOR";
+
 /// Lines of Nix's output shown when a build fails.
 const LOG_TAIL_LINES: usize = 200;
 
@@ -130,7 +134,9 @@ struct BuildResult {
 ///
 /// With `variants` empty, builds `<dir>#bundle` (every bundle cell of this system); otherwise
 /// builds `<dir>#<variant>` for each one. `extra_args` go to `nix build` as they are (e.g.
-/// `--max-jobs 2`, `--override-input kernel-builder/orchestrator path:/opt/kb`). Afterwards
+/// `--max-jobs 2`, `--override-input kernel-builder/orchestrator path:/opt/kb`). Without such
+/// an override, [`orchestrator_override`] may add one (`$KERNEL_BUILDER_ORCHESTRATOR`, or this
+/// executable when it is static), so a machine without nixpkgs builds offline. Afterwards
 /// each built variant directory replaces `build/<variant>` atomically (other entries of
 /// `build/` are left alone); the copies are writable.
 ///
@@ -159,6 +165,11 @@ pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) 
     let dir = kernel_dir
         .canonicalize_utf8()
         .with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+    let mut extra: Vec<String> = extra_args.to_vec();
+    if let Some(orchestrator) = orchestrator_override(extra_args)? {
+        extra.extend(["--override-input".into(), "kernel-builder/orchestrator".into(), format!("path:{orchestrator}")]);
+    }
+    let extra_args = extra.as_slice();
     if !variants.is_empty() {
         check_variants(&dir, variants, extra_args)?;
     }
@@ -198,6 +209,94 @@ pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) 
     Ok(paths)
 }
 
+/// The orchestrator directory to hand the flake, unless `extra_args` already override
+/// `…/orchestrator`: `$KERNEL_BUILDER_ORCHESTRATOR`, else this very executable when it is a
+/// statically linked ELF (it then runs as the cells' builder in the sandbox, so no nixpkgs is
+/// needed), staged once under the user's cache directory; else none (the flake builds the
+/// orchestrator with nixpkgs).
+///
+/// Errors: `$KERNEL_BUILDER_ORCHESTRATOR` names a directory without `bin/kernel-builder`, or
+/// the staging copy fails.
+pub fn orchestrator_override(extra_args: &[String]) -> anyhow::Result<Option<Utf8PathBuf>> {
+    let overridden = extra_args
+        .windows(2)
+        .any(|w| w[0] == "--override-input" && w[1].ends_with("/orchestrator"));
+    if overridden {
+        return Ok(None);
+    }
+    if let Some(dir) = std::env::var_os(ORCHESTRATOR_ENV).filter(|d| !d.is_empty()) {
+        let dir = Utf8PathBuf::from_path_buf(dir.into())
+            .map_err(|d| anyhow::anyhow!("{ORCHESTRATOR_ENV}={} is not UTF-8", d.display()))?;
+        if !dir.join("bin/kernel-builder").is_file() {
+            bail!("{ORCHESTRATOR_ENV}={dir} has no bin/kernel-builder (scripts/setup-nix.sh builds one and prints its directory)");
+        }
+        return Ok(Some(dir));
+    }
+    let Ok(exe) = std::env::current_exe() else { return Ok(None) };
+    let Ok(bytes) = std::fs::read(&exe) else { return Ok(None) };
+    if !is_static_elf(&bytes) {
+        return Ok(None);
+    }
+    stage_orchestrator(&bytes).map(Some)
+}
+
+/// Whether `bytes` is a 64-bit little-endian ELF executable with no program interpreter
+/// (`PT_INTERP`), i.e. one that runs with nothing else present (static or static-pie).
+pub fn is_static_elf(bytes: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u32_at = |o: usize| bytes.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize);
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else {
+        return false;
+    };
+    if phnum == 0 || phentsize < 4 {
+        return false;
+    }
+    (0..phnum).all(|i| matches!(u32_at(phoff + i * phentsize), Some(t) if t != PT_INTERP))
+}
+
+/// Copy the orchestrator executable to `<cache>/kernel-builder/orchestrator-<sha256 prefix>/bin/`
+/// (once per distinct binary; the content-derived name keeps the flake input's store path
+/// stable) and return that directory.
+fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
+    use sha2::Digest;
+    use std::os::unix::fs::PermissionsExt;
+    let digest = sha2::Sha256::digest(bytes);
+    let id: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .context("neither XDG_CACHE_HOME nor HOME is set; set KERNEL_BUILDER_ORCHESTRATOR instead")?;
+    let cache = Utf8PathBuf::from_path_buf(cache.join("kernel-builder"))
+        .map_err(|p| anyhow::anyhow!("cache directory `{}` is not UTF-8", p.display()))?;
+    let dir = cache.join(format!("orchestrator-{id}"));
+    if dir.join("bin/kernel-builder").is_file() {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(&cache).with_context(|| format!("cannot create `{cache}`"))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".orchestrator-")
+        .tempdir_in(&cache)
+        .with_context(|| format!("cannot create a temporary directory in `{cache}`"))?;
+    let bin = staging.path().join("bin");
+    std::fs::create_dir(&bin).with_context(|| format!("cannot create `{}`", bin.display()))?;
+    let exe = bin.join("kernel-builder");
+    std::fs::write(&exe, bytes).with_context(|| format!("cannot write `{}`", exe.display()))?;
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot set permissions on `{}`", exe.display()))?;
+    match std::fs::rename(staging.path(), &dir) {
+        Ok(()) => Ok(dir),
+        // Another process staged the same binary first.
+        Err(_) if dir.join("bin/kernel-builder").is_file() => Ok(dir),
+        Err(e) => Err(e).with_context(|| format!("cannot move the orchestrator into `{dir}`")),
+    }
+}
+
 /// When Nix failed to download something (no network, no binary cache), how to build offline.
 fn offline_hint(log: &str) -> &'static str {
     let offline = ["unable to download", "Could not resolve host", "Couldn't resolve host", "unable to fetch"]
@@ -205,8 +304,10 @@ fn offline_hint(log: &str) -> &'static str {
         .any(|needle| log.contains(needle));
     if offline {
         "\nhint: Nix could not download an input (offline?). The cells only need the orchestrator: \
-         hand the flake a prebuilt one, e.g. `scripts/setup-nix.sh` then \
-         `kernel-builder build-and-copy DIR --nix always -- --override-input kernel-builder/orchestrator path:<dir it printed>`"
+         hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
+         KERNEL_BUILDER_ORCHESTRATOR to the directory it prints (or pass \
+         `-- --override-input kernel-builder/orchestrator path:<dir>`), or run a static kernel-builder, \
+         which hands itself over"
     } else {
         ""
     }
@@ -278,6 +379,38 @@ fn eval_flags(extra_args: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A minimal ELF64 LE header with the given program header types.
+    fn elf(types: &[u32]) -> Vec<u8> {
+        let mut b = vec![0u8; 64 + 56 * types.len()];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        b[0x38..0x3a].copy_from_slice(&(types.len() as u16).to_le_bytes());
+        for (i, t) in types.iter().enumerate() {
+            b[64 + 56 * i..64 + 56 * i + 4].copy_from_slice(&t.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn static_elf_has_no_interpreter() {
+        assert!(is_static_elf(&elf(&[6, 1, 1, 2])));
+        assert!(!is_static_elf(&elf(&[6, 3, 1, 2])));
+        assert!(!is_static_elf(&elf(&[])));
+        assert!(!is_static_elf(b"#!/bin/sh\n"));
+        let mut truncated = elf(&[1, 1]);
+        truncated.truncate(64 + 56);
+        assert!(!is_static_elf(&truncated));
+    }
+
+    #[test]
+    fn an_explicit_orchestrator_override_wins() {
+        let args: Vec<String> = ["--override-input", "builder/orchestrator", "path:/x"].map(String::from).to_vec();
+        assert_eq!(orchestrator_override(&args).unwrap(), None);
+    }
 
     #[test]
     fn eval_flags_keep_overrides_and_lock_flags_only() {

@@ -530,3 +530,37 @@ fn unknown_variant_is_refused_with_the_kernels_variants() {
         "{err}"
     );
 }
+
+/// A statically linked kernel-builder hands itself to the flake as the orchestrator, so
+/// `build-and-copy --nix always` works offline with no extra arguments; a dynamically linked
+/// one does not qualify (it would not run in the sandbox).
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn a_static_kernel_builder_hands_itself_to_the_flake() {
+    let static_exe = orchestrator().join("bin/kernel-builder");
+    assert!(kernel_builder::nixdrv::is_static_elf(&fs::read(&static_exe).unwrap()));
+    let dynamic_exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    assert!(!kernel_builder::nixdrv::is_static_elf(&fs::read(dynamic_exe).unwrap()));
+
+    let (t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let home = t.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    Command::new(&static_exe)
+        .env_remove(kernel_builder::nixdrv::ORCHESTRATOR_ENV)
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
+        .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--", "--no-write-lock-file"])
+        .assert()
+        .success();
+    let staged: Vec<_> = fs::read_dir(home.join(".cache/kernel-builder")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(staged.len(), 1, "{staged:?}");
+    assert_eq!(
+        fs::read(home.join(".cache/kernel-builder").join(&staged[0]).join("bin/kernel-builder")).unwrap(),
+        fs::read(&static_exe).unwrap()
+    );
+    let mut variants: Vec<String> =
+        fs::read_dir(kernel.join("build")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    variants.sort();
+    assert_eq!(variants, ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
+}
