@@ -159,6 +159,25 @@ let
         ];
       };
     };
+    misspelt-system-is-an-error = {
+      expr =
+        (builtins.tryEval
+          (lib.genKernelFlakeOutputs {
+            path = ./fixtures/noarch;
+            systems = [ "x86_64-linx" ];
+            kernelBuilder = _: "/unused";
+          }).packages
+        ).success;
+      expected = false;
+    };
+    system-attrset-lists-the-matrix-systems = {
+      expr = builtins.attrValues lib.system;
+      expected = [
+        "aarch64-darwin"
+        "aarch64-linux"
+        "x86_64-linux"
+      ];
+    };
     noarch-default-shell-is-first-backend-arch-variant = {
       expr =
         let

@@ -26,6 +26,9 @@ let
   };
   call = file: import file deps;
   lib = {
+    # The matrix's systems by name, so that a misspelt system is an evaluation error:
+    # `systems = [ kernel-builder.lib.system.x86_64-linux ];`
+    system = builtins.listToAttrs (map (s: { name = s; value = s; }) matrix.systems);
     parseVersion = call ./parseVersion.nix;
     compareVersions = call ./compareVersions.nix;
     flattenVersion = call ./flattenVersion.nix;

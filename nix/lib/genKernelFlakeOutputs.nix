@@ -25,7 +25,8 @@
 #                   prebuilt one handed to its `orchestrator` input (see flake.nix).
 #   mkShell         (default: the kernel-builder flake's nixpkgs mkShell per system) function
 #                   from a system to nixpkgs' mkShell; only the dev shells use it.
-#   systems         (default: the matrix's systems) the systems to generate outputs for.
+#   systems         (default: the matrix's systems) the systems to generate outputs for; a
+#                   system the matrix does not know throws (use `lib.system.<name>`).
 #   extraChecks     (default: system -> cells -> {}) more checks per system; the
 #                   reproducibility-manifest check plugs in here.
 #
@@ -49,10 +50,16 @@
   extraChecks ? (system: cells: { }),
 }:
 let
+  unknownSystems = builtins.filter (s: !(builtins.elem s matrix.systems)) systems;
+  checkedSystems =
+    if unknownSystems == [ ] then
+      systems
+    else
+      throw "kernel-builder: unknown system(s) ${builtins.toJSON unknownSystems} in `systems`; the matrix has ${builtins.toJSON matrix.systems}, e.g. systems = [ kernel-builder.lib.system.x86_64-linux ];";
   config = lib.readKernelConfig path;
   src = lib.kernelSource { inherit path config; };
   kernelCommit = if self != null && self ? rev then self.rev else null;
-  genSystems = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) systems);
+  genSystems = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) checkedSystems);
 
   cellsFor =
     system:
