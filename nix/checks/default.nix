@@ -134,7 +134,7 @@ let
         let
           out = lib.genKernelFlakeOutputs {
             path = ./fixtures/noarch;
-            torchVersions = sets: builtins.filter (s: s.backend == "cuda") sets;
+            torchVersions = defaults: builtins.filter (e: e ? cudaVersion) defaults;
             kernelBuilder = _: "/unused";
             mkShell = _: _: { };
           };
@@ -158,6 +158,57 @@ let
           "torch-cuda"
         ];
       };
+    };
+    upstream-shaped-torch-versions = {
+      # The example of upstream's docs: one entry replaces the matrix.
+      expr =
+        map
+          (system: {
+            inherit system;
+            cells = map (c: { inherit (c) name torch_version backend_version bundle; }) (
+              lib.kernelCells {
+                config = lib.readKernelConfig ./fixtures/noarch;
+                buildSets = lib.buildSetsForSystem {
+                  inherit system;
+                  torchVersions = _: [
+                    {
+                      torchVersion = "2.12";
+                      cudaVersion = "12.6";
+                      systems = [ "x86_64-linux" ];
+                      bundleBuild = true;
+                    }
+                  ];
+                };
+              }
+            );
+          })
+          [
+            "x86_64-linux"
+            "aarch64-darwin"
+          ];
+      expected = [
+        {
+          system = "x86_64-linux";
+          cells = [
+            {
+              name = "torch-cuda";
+              torch_version = "2.12";
+              backend_version = "12.6";
+              bundle = true;
+            }
+          ];
+        }
+        {
+          system = "aarch64-darwin";
+          cells = [ ];
+        }
+      ];
+    };
+    default-matrix-round-trips-through-the-upstream-shape = {
+      expr = lib.buildSetsForSystem { system = "x86_64-linux"; };
+      expected = map (s: (builtins.removeAttrs s [ "systems" ]) // { system = "x86_64-linux"; }) (
+        builtins.filter (s: builtins.elem "x86_64-linux" s.systems) (builtins.fromJSON (builtins.readFile ../build-matrix.json)).build_sets
+      );
     };
     misspelt-system-is-an-error = {
       expr =

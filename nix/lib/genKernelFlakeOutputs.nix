@@ -16,9 +16,9 @@
 #   self            (default null) the kernel flake's `self`; its `rev` (a clean git tree) is
 #                   recorded as the kernel commit. A dirty tree or no git records none; the op
 #                   namespace's unique id comes from the source content either way.
-#   torchVersions   (default: identity) function from the matrix's build sets to the sets this
-#                   kernel builds (see buildSetsForSystem). A system it empties gets empty
-#                   outputs.
+#   torchVersions   (default: identity) function from the default matrix, in upstream's
+#                   versions.nix shape, to the entries this kernel builds (see
+#                   buildSetsForSystem). A system it empties gets empty outputs.
 #   kernelBuilder   (default: the kernel-builder flake's choice) function from a system to a
 #                   store path holding bin/kernel-builder, the orchestrator that builds the
 #                   cells. The kernel-builder flake supplies its nixpkgs build, or the
@@ -43,7 +43,7 @@
 {
   path,
   self ? null,
-  torchVersions ? (sets: sets),
+  torchVersions ? (entries: entries),
   kernelBuilder ? deps.defaultKernelBuilder,
   mkShell ? deps.defaultMkShell,
   systems ? matrix.systems,
