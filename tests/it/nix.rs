@@ -15,11 +15,15 @@ use camino::Utf8Path;
 use serde_json::Value;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
-const CORPUS: &str = "/work/shared/corpus";
 const FIXTURE: &str = "tests/fixtures/nix-kernel";
 
 fn repo() -> &'static Path {
     Path::new(REPO)
+}
+
+/// The real build.toml corpus, `../shared/corpus` beside the repository.
+fn corpus() -> PathBuf {
+    repo().join("../shared/corpus")
 }
 
 /// The static orchestrator directory (holds `bin/kernel-builder`).
@@ -376,9 +380,9 @@ fn materialise(entry: &Path, dest: &Path, expected: &Value) {
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     use kernel_builder::config::Generation;
-    let expected: Value = serde_json::from_slice(&fs::read(Path::new(CORPUS).join("expected.json")).unwrap()).unwrap();
+    let expected: Value = serde_json::from_slice(&fs::read(corpus().join("expected.json")).unwrap()).unwrap();
     let t = tempfile::tempdir().unwrap();
-    let mut entries: Vec<String> = fs::read_dir(CORPUS)
+    let mut entries: Vec<String> = fs::read_dir(corpus())
         .unwrap()
         .map(|e| e.unwrap())
         .filter(|e| e.path().join("build.toml").is_file())
@@ -387,7 +391,7 @@ fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     entries.sort();
     assert!(entries.len() >= 100, "corpus has {} entries", entries.len());
     for name in &entries {
-        materialise(&Path::new(CORPUS).join(name), &t.path().join(name), &expected[name]);
+        materialise(&corpus().join(name), &t.path().join(name), &expected[name]);
     }
     // Rust first: only files the orchestrator accepts are handed to Nix (a file that is not
     // TOML at all would stop the whole batch evaluation, and tryEval cannot catch that).
