@@ -568,3 +568,20 @@ fn a_static_kernel_builder_hands_itself_to_the_flake() {
     variants.sort();
     assert_eq!(variants, ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
 }
+
+/// Each cell and the bundle are deterministic: `nix build --rebuild` builds them again in the
+/// sandbox and fails if the output differs from the one in the store.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn cells_rebuild_bit_for_bit() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let attrs = ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu", "bundle"];
+    let installables: Vec<String> = attrs.iter().map(|a| format!(".#{a}")).collect();
+    let mut args: Vec<String> = vec!["build".into(), "--no-link".into()];
+    args.extend(installables.iter().cloned());
+    args.extend(override_orchestrator());
+    nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    args.insert(1, "--rebuild".into());
+    nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>());
+}
