@@ -210,6 +210,53 @@ let
         builtins.filter (s: builtins.elem "x86_64-linux" s.systems) (builtins.fromJSON (builtins.readFile ../build-matrix.json)).build_sets
       );
     };
+    kernel-commit-from-self = {
+      # rev → --kernel-commit; dirtyRev (newer Nix) → the commit and --kernel-dirty.
+      expr =
+        map
+          (
+            self:
+            (lib.genKernelFlakeOutputs {
+              inherit self;
+              path = ./fixtures/noarch;
+              kernelBuilder = _: "/kb";
+            }).packages.x86_64-linux.torch-cuda.drvAttrs.args
+          )
+          [
+            { rev = "0123456789abcdef0123456789abcdef01234567"; }
+            { dirtyRev = "0123456789abcdef0123456789abcdef01234567-dirty"; }
+            { }
+          ];
+      expected =
+        let
+          base = [
+            "assemble"
+            "--source"
+            "${
+              lib.kernelSource {
+                path = ./fixtures/noarch;
+                config = lib.readKernelConfig ./fixtures/noarch;
+              }
+            }"
+            "--backend"
+            "cuda"
+            "--out"
+            (builtins.placeholder "out")
+          ];
+        in
+        [
+          (base ++ [
+            "--kernel-commit"
+            "0123456789abcdef0123456789abcdef01234567"
+          ])
+          (base ++ [
+            "--kernel-commit"
+            "0123456789abcdef0123456789abcdef01234567"
+            "--kernel-dirty"
+          ])
+          base
+        ];
+    };
     misspelt-system-is-an-error = {
       expr =
         (builtins.tryEval

@@ -14,8 +14,10 @@
 #   path            the kernel directory (holds build.toml and torch-ext/)
 # Arguments (optional):
 #   self            (default null) the kernel flake's `self`; its `rev` (a clean git tree) is
-#                   recorded as the kernel commit. A dirty tree or no git records none; the op
-#                   namespace's unique id comes from the source content either way.
+#                   recorded as the kernel commit, or its `dirtyRev` (Nix >= 2.16) as the
+#                   commit plus `dirty`. Otherwise (Nix 2.8 with a dirty tree, an
+#                   --override-input, no git) none is recorded; the op namespace's unique id
+#                   comes from the source content either way.
 #   torchVersions   (default: identity) function from the default matrix, in upstream's
 #                   versions.nix shape, to the entries this kernel builds (see
 #                   buildSetsForSystem). A system it empties gets empty outputs.
@@ -58,7 +60,15 @@ let
       throw "kernel-builder: unknown system(s) ${builtins.toJSON unknownSystems} in `systems`; the matrix has ${builtins.toJSON matrix.systems}, e.g. systems = [ kernel-builder.lib.system.x86_64-linux ];";
   config = lib.readKernelConfig path;
   src = lib.kernelSource { inherit path config; };
-  kernelCommit = if self != null && self ? rev then self.rev else null;
+  # A clean tree has `rev`; Nix 2.16 and later give a dirty one `dirtyRev` ("<sha>-dirty").
+  kernelCommit =
+    if self != null && self ? rev then
+      self.rev
+    else if self != null && self ? dirtyRev then
+      builtins.head (builtins.match "([0-9a-f]+)(-dirty)?" self.dirtyRev)
+    else
+      null;
+  kernelDirty = self != null && !(self ? rev) && self ? dirtyRev;
   genSystems = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) checkedSystems);
 
   cellsFor =
@@ -77,7 +87,13 @@ let
         map (cell: {
           name = cell.name;
           value = lib.mkCell {
-            inherit cell src orchestrator kernelCommit;
+            inherit
+              cell
+              src
+              orchestrator
+              kernelCommit
+              kernelDirty
+              ;
             name = "${config.name}-${cell.name}";
           };
         }) cells
