@@ -165,6 +165,7 @@ pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) 
     let dir = kernel_dir
         .canonicalize_utf8()
         .with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+    check_git_tracking(&dir)?;
     let mut extra: Vec<String> = extra_args.to_vec();
     if let Some(orchestrator) = orchestrator_override(extra_args)? {
         extra.extend(["--override-input".into(), "kernel-builder/orchestrator".into(), format!("path:{orchestrator}")]);
@@ -295,6 +296,44 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
         Err(_) if dir.join("bin/kernel-builder").is_file() => Ok(dir),
         Err(e) => Err(e).with_context(|| format!("cannot move the orchestrator into `{dir}`")),
     }
+}
+
+/// Inside a git work tree Nix sees only the files git tracks (untracked files are left out of
+/// the flake's source). An untracked flake.nix or build.toml is an error; other untracked
+/// files of the kernel directory get a warning that names them. Outside git, nothing to check.
+fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
+    let untracked = match duct::cmd!("git", "ls-files", "--others", "--exclude-standard", "--", ".")
+        .dir(dir)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+    {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        // No git, or not a work tree: Nix copies the directory as it is.
+        _ => return Ok(()),
+    };
+    let files: Vec<&str> = untracked.lines().filter(|l| !l.is_empty() && !l.starts_with("build/")).collect();
+    let fatal: Vec<&str> = files.iter().copied().filter(|f| *f == "flake.nix" || *f == "build.toml").collect();
+    if !fatal.is_empty() {
+        bail!(
+            "{} in `{dir}` {} not tracked by git, and Nix only sees tracked files of a git work tree; \
+             run `git -C {dir} add {}`",
+            fatal.join(" and "),
+            if fatal.len() == 1 { "is" } else { "are" },
+            fatal.join(" ")
+        );
+    }
+    if !files.is_empty() {
+        const SHOWN: usize = 10;
+        eprintln!(
+            "warning: {} file(s) in `{dir}` are not tracked by git, so Nix does not see them (`git add` them if the build needs them): {}{}",
+            files.len(),
+            files.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", "),
+            if files.len() > SHOWN { ", …" } else { "" }
+        );
+    }
+    Ok(())
 }
 
 /// When Nix failed to download something (no network, no binary cache), how to build offline.

@@ -585,3 +585,30 @@ fn cells_rebuild_bit_for_bit() {
     args.insert(1, "--rebuild".into());
     nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>());
 }
+
+/// Nix sees only the files git tracks: an untracked package file is named in a warning, an
+/// untracked build.toml stops the build before Nix runs.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn untracked_files_are_reported_before_nix_runs() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    fs::write(kernel.join("torch-ext/nix_fixture/new_op.py"), "x = 1\n").unwrap();
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--"]);
+    cmd.args(override_orchestrator());
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("1 file(s) in") && stderr.contains("torch-ext/nix_fixture/new_op.py"),
+        "{stderr}"
+    );
+    assert!(!kernel.join("build/torch-cuda/new_op.py").exists());
+
+    git(&r, &["rm", "-q", "--cached", &format!("{FIXTURE}/build.toml")]);
+    let err = kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("build.toml in ") && err.contains("is not tracked by git"), "{err}");
+}
