@@ -612,3 +612,46 @@ fn untracked_files_are_reported_before_nix_runs() {
         .to_string();
     assert!(err.contains("build.toml in ") && err.contains("is not tracked by git"), "{err}");
 }
+
+/// A compiled cell evaluates (its derivation exists, so lists and benchmarks cover it) and
+/// fails only when built, saying that compiled cells come with the compiled-kernels work.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn compiled_cell_evaluates_and_fails_to_build_with_a_clear_message() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("relu");
+    fs::create_dir_all(k.join("relu_cuda")).unwrap();
+    fs::create_dir_all(k.join("torch-ext/relu")).unwrap();
+    fs::write(
+        k.join("build.toml"),
+        "[general]\nname = \"relu\"\nversion = 1\nedition = 5\nlicense = \"mit\"\nbackends = [\"cuda\"]\n\n[torch]\n\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"relu_cuda/relu.cu\"]\n",
+    )
+    .unwrap();
+    fs::write(k.join("relu_cuda/relu.cu"), "").unwrap();
+    fs::write(k.join("torch-ext/relu/__init__.py"), "").unwrap();
+    let expr = format!(
+        "((import {REPO}/nix/lib {{ }}).genKernelFlakeOutputs {{ path = /. + {:?}; kernelBuilder = _: /. + {:?}; mkShell = _: _: {{ }}; }}).packages.x86_64-linux",
+        k.display().to_string(),
+        orchestrator().display().to_string()
+    );
+    let names = nix(repo(), &["eval", "--impure", "--json", "--expr", &format!("builtins.attrNames ({expr})")]);
+    assert_eq!(
+        names.trim(),
+        r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux"]"#
+    );
+    let out = duct::cmd(
+        "nix",
+        ["build", "--impure", "--no-link", "-L", "--expr", &format!("({expr}).torch213-cxx11-cu130-x86_64-linux")],
+    )
+    .stdout_capture()
+    .stderr_capture()
+    .unchecked()
+    .run()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("cell torch213-cxx11-cu130-x86_64-linux (torch, torch 2.13, cuda 13.0) is compiled code; compiled cells arrive with the compiled-kernels work"),
+        "{stderr}"
+    );
+}
