@@ -9,6 +9,7 @@ pub mod build_and_copy;
 pub mod check_config;
 pub mod hash;
 pub mod list_variants;
+pub mod nix_support;
 pub mod update_build;
 pub mod verify;
 
@@ -38,6 +39,9 @@ pub enum Command {
     Hash(hash::Args),
     /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
     Verify(verify::Args),
+    /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
+    #[command(hide = true)]
+    NixSupport(nix_support::Args),
 }
 
 /// How a command ended, when it did not fail with an error.
@@ -56,6 +60,7 @@ pub fn main() -> ExitCode {
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::NixSupport(a) => nix_support::run(a),
     };
     match result {
         Ok(code) => code,

@@ -5,5 +5,6 @@ mod corpus;
 mod hash;
 mod list_variants;
 mod matrix_corpus;
+mod nix;
 mod update_build;
 mod update_build_variants;
