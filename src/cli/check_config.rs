@@ -38,7 +38,9 @@ pub struct Summary {
 /// One `[kernel.<name>]`.
 #[derive(Debug, Serialize)]
 pub struct KernelSummary {
+    /// The `<name>` of `[kernel.<name>]`.
     pub name: String,
+    /// Its `backend`.
     pub backend: String,
 }
 

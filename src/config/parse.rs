@@ -64,12 +64,14 @@ const KERNEL_DEP_KEYS: &[&str] = &["repo-id", "version", "revision"];
 
 /// Collects problems while reading.
 pub(crate) struct Cx<'a> {
+    /// Everything found so far, in the order found.
     pub problems: Vec<Problem>,
     kernel_dir: Option<&'a Utf8Path>,
     canonical_dir: Option<std::path::PathBuf>,
 }
 
 impl<'a> Cx<'a> {
+    /// With `kernel_dir`, paths are also checked on disk.
     pub fn new(kernel_dir: Option<&'a Utf8Path>) -> Cx<'a> {
         let canonical_dir = kernel_dir.and_then(|d| d.as_std_path().canonicalize().ok());
         Cx {
@@ -391,6 +393,29 @@ fn python_depends(
     plain(list)
 }
 
+/// A Hub repository id: `owner/name`, both parts non-empty, no spaces.
+fn repo_id(cx: &mut Cx, item: &Item, path: &str) -> Option<String> {
+    let s = as_str(cx, item, path, "\"owner/name\"")?;
+    let ok = match s.split_once('/') {
+        Some((owner, name)) => {
+            !owner.is_empty()
+                && !name.is_empty()
+                && !name.contains('/')
+                && !s.contains(char::is_whitespace)
+        }
+        None => false,
+    };
+    if !ok {
+        cx.error(
+            path,
+            "bad-repo-id",
+            format!("`{s}` is not a Hub repository id"),
+            Some("write `owner/name`, e.g. \"kernels-community/relu\"".to_owned()),
+        );
+    }
+    Some(s)
+}
+
 fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelDependency> {
     let Some(item) = table.get("kernel-depends") else {
         return Vec::new();
@@ -427,7 +452,7 @@ fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelD
         };
         check_keys(cx, t, &ip, KERNEL_DEP_KEYS);
         let repo_id = match t.get("repo-id") {
-            Some(r) => as_str(cx, r, &join_key(&ip, "repo-id"), "\"owner/name\""),
+            Some(r) => repo_id(cx, r, &join_key(&ip, "repo-id")),
             None => {
                 cx.error(
                     &ip,
@@ -694,7 +719,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
             check_keys(cx, h, "general.hub", &["repo-id", "branch"]);
             g.hub.repo_id = h
                 .get("repo-id")
-                .and_then(|i| as_str(cx, i, "general.hub.repo-id", "\"owner/name\""));
+                .and_then(|i| repo_id(cx, i, "general.hub.repo-id"));
             g.hub.branch = h
                 .get("branch")
                 .and_then(|i| as_str(cx, i, "general.hub.branch", "\"v1\""));
@@ -1060,6 +1085,14 @@ pub(crate) fn read(
             for (name, k) in t.iter() {
                 let kp = join_key("kernel", name);
                 if let Some(kt) = as_table(cx, k, &kp) {
+                    if let Framework::TorchNoarch(_) = framework {
+                        cx.warning(
+                            &kp,
+                            "kernel-in-noarch",
+                            format!("`[{kp}]` is never compiled: the framework section is `[torch-noarch]`"),
+                            Some("use `[torch]` to compile kernels, or remove the kernel".to_owned()),
+                        );
+                    }
                     let parsed = kernel(cx, name, kt, &general.backends);
                     kernels.insert(name.to_owned(), parsed);
                 }

@@ -142,8 +142,11 @@ pub fn did_you_mean<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> 
 /// Why a path from `src` or `include` is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathProblem {
+    /// `empty-path`, `absolute-path`, `path-outside-kernel` or `missing-path`.
     pub rule: &'static str,
+    /// What is wrong, naming the path.
     pub message: String,
+    /// The fix.
     pub help: Option<String>,
 }
 
