@@ -2,3 +2,4 @@
 mod config;
 mod list_variants;
 mod matrix_corpus;
+mod matrix_user_reports;
