@@ -15,7 +15,7 @@ use crate::config::{CapabilitySuffix, CudaCapability, Version};
 
 use super::data::{matrix, CudaToolkit};
 
-/// Parse a version from `nix/build-matrix.json` (checked by `matrix_json_is_consistent`).
+/// Parse a version from `nix/build-matrix.json` (checked by `matrix_json_parses`).
 pub(crate) fn json_version(s: &str) -> Version {
     Version::parse(s).unwrap_or_else(|_| Version { parts: Vec::new(), text: s.to_owned() })
 }
@@ -125,16 +125,16 @@ pub(crate) fn toolkit(cuda: &str) -> Option<(Version, &'static CudaToolkit)> {
     matrix().cuda.iter().find(|(k, _)| json_version(k) == wanted).map(|(k, t)| (json_version(k), t))
 }
 
-/// The lowest and highest capability any of these toolkits compiles (`("5.0", "12.1")`).
-pub(crate) fn buildable_range(toolkits: &[&str]) -> Option<(String, String)> {
+/// The lowest and highest capability (`(major, minor)`) any of these toolkits compiles:
+/// `((5, 0), (12, 1))` for CUDA 12.6 to 13.2.
+pub(crate) fn buildable_range(toolkits: &[&str]) -> Option<((u32, u32), (u32, u32))> {
     let mut all: Vec<(u32, u32)> = toolkits
         .iter()
         .filter_map(|k| toolkit(k))
         .flat_map(|(_, t)| t.capabilities.iter().filter_map(|c| json_cap(c)))
         .collect();
     all.sort();
-    let (lo, hi) = (all.first()?, all.last()?);
-    Some((format!("{}.{}", lo.0, lo.1), format!("{}.{}", hi.0, hi.1)))
+    Some((*all.first()?, *all.last()?))
 }
 
 #[cfg(test)]
@@ -147,6 +147,36 @@ mod tests {
 
     fn resolve(list: &[&str], cuda: &str) -> Vec<String> {
         resolve_cuda_capabilities(Some(&caps(list)), cuda).unwrap()
+    }
+
+    #[test]
+    fn matrix_json_is_consistent() {
+        let m = matrix();
+        for (key, tk) in &m.cuda {
+            assert!(Version::parse(key).is_ok(), "CUDA key {key}");
+            for c in &tk.capabilities {
+                let p = CudaCapability::parse(c).unwrap();
+                assert_eq!((p.suffix, p.ptx), (CapabilitySuffix::None, false), "{key}: {c} must be plain X.Y");
+            }
+            // Every default is buildable, and only the last one embeds PTX.
+            for (i, d) in tk.default.iter().enumerate() {
+                let p = CudaCapability::parse(d).unwrap();
+                assert!(tk.capabilities.contains(&format!("{}.{}", p.major, p.minor)), "{key}: default {d}");
+                assert_eq!(p.ptx, i + 1 == tk.default.len(), "{key}: {d}");
+            }
+            for (old, new) in &tk.renamed {
+                assert!(!tk.capabilities.contains(old) && tk.capabilities.contains(new), "{key}: {old} -> {new}");
+            }
+        }
+        for rule in m.cuda_arch_specific.values() {
+            assert!(CudaCapability::parse(&rule.min_capability).is_ok());
+            assert!(Version::parse(&rule.min_cuda).is_ok());
+        }
+        for (key, rel) in &m.rocm.versions {
+            for a in &rel.archs {
+                assert!(m.rocm.known_archs.contains(a), "ROCm {key}: {a} is not in known_archs");
+            }
+        }
     }
 
     #[test]
@@ -221,7 +251,7 @@ mod tests {
 
     #[test]
     fn buildable_range_spans_the_toolkits() {
-        assert_eq!(buildable_range(&["12.6", "13.0", "13.2"]), Some(("5.0".into(), "12.1".into())));
-        assert_eq!(buildable_range(&["13.0"]), Some(("7.5".into(), "12.1".into())));
+        assert_eq!(buildable_range(&["12.6", "13.0", "13.2"]), Some(((5, 0), (12, 1))));
+        assert_eq!(buildable_range(&["13.0"]), Some(((7, 5), (12, 1))));
     }
 }

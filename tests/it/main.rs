@@ -2,3 +2,4 @@
 mod build;
 mod config;
 mod hash;
+mod list_variants;
