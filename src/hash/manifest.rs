@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use anyhow::Context;
-use camino::Utf8Path;
+use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// The format name this version writes and reads.
@@ -126,6 +126,11 @@ impl Manifest {
             source: source_id.to_owned(),
             variants: hashes,
         })
+    }
+
+    /// Where a bundle's manifest lives: `bundle_dir/hashes.json`.
+    pub fn path_in(bundle_dir: &Utf8Path) -> Utf8PathBuf {
+        bundle_dir.join(FILE_NAME)
     }
 
     /// The manifest as written to disk: pretty JSON with a trailing newline.

@@ -53,6 +53,13 @@ const CHUNK: usize = 1 << 20;
 /// Files at least this large are read on a helper thread so that reading overlaps hashing.
 const PIPELINE_MIN: u64 = 8 << 20;
 
+/// Whether this process may run on more than one CPU (read once): with one CPU a reader thread
+/// cannot overlap with hashing and only adds switches.
+fn several_cpus() -> bool {
+    static SEVERAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SEVERAL.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
+}
+
 /// The SHA-256 of the NAR serialisation of `path`, exactly as `nix hash path` computes it.
 ///
 /// `path` itself is not followed if it is a symlink (the archive then holds one symlink).
@@ -221,7 +228,7 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
     put_str(sink, b"contents")?;
     let len = meta.len();
     sink.put(&len.to_le_bytes())?;
-    let read = if len >= PIPELINE_MIN {
+    let read = if len >= PIPELINE_MIN && several_cpus() {
         contents_pipelined(&mut file, len, sink, buf)
     } else {
         contents_inline(&mut file, len, sink, buf)

@@ -335,3 +335,117 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     }
     Ok(n)
 }
+
+/// A short, printable view of where two files' contents part, for reports such as `verify`'s.
+///
+/// `offset` is the first differing byte ([`TreeDifference::Contents`]). When the lines around
+/// it are text in both files, the result names the line and shows it from each file:
+///
+/// ```text
+/// line 3, byte 17:
+/// - expected line
+/// + actual line
+/// ```
+///
+/// Otherwise it shows up to 16 bytes from `offset` in hex (`byte 4096:` then `- 7f 45 …` and
+/// `+ 7f 46 …`). A side that has ended shows `(end of file)`. Lines are cut at 120 characters.
+///
+/// # Errors
+/// Either file cannot be read; the message names it.
+pub fn contents_excerpt(expected: &Path, actual: &Path, offset: u64) -> io::Result<String> {
+    const BEFORE: u64 = 512;
+    const AFTER: usize = 512;
+    let start = offset.saturating_sub(BEFORE);
+    let e = window(expected, start, (offset - start) as usize + AFTER)?;
+    let a = window(actual, start, (offset - start) as usize + AFTER)?;
+    let at_ = (offset - start) as usize;
+    let (el, al) = (line_around(&e, at_), line_around(&a, at_));
+    let text =
+        |l: &Option<&[u8]>| l.is_none_or(|b| std::str::from_utf8(b).is_ok() && !b.contains(&0));
+    if text(&el) && text(&al) && (el.is_some() || al.is_some()) {
+        let line = 1 + count_newlines(expected, offset)?;
+        let show = |l: Option<&[u8]>| match l {
+            None => "(end of file)".to_owned(),
+            Some(b) => cut(&String::from_utf8_lossy(b), 120),
+        };
+        return Ok(format!(
+            "line {line}, byte {offset}:\n- {}\n+ {}",
+            show(el),
+            show(al)
+        ));
+    }
+    let hex = |w: &[u8]| {
+        if w.len() <= at_ {
+            return "(end of file)".to_owned();
+        }
+        let end = (at_ + 16).min(w.len());
+        w[at_..end]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    Ok(format!("byte {offset}:\n- {}\n+ {}", hex(&e), hex(&a)))
+}
+
+/// Up to `len` bytes of `path` from `start` (fewer at the end of the file).
+fn window(path: &Path, start: u64, len: usize) -> io::Result<Vec<u8>> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = File::open(path).map_err(|e| at(path, "open", e))?;
+    f.seek(SeekFrom::Start(start))
+        .map_err(|e| at(path, "read", e))?;
+    let mut buf = vec![0u8; len];
+    let n = read_full(&mut f, &mut buf).map_err(|e| at(path, "read", e))?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// The line of `w` holding byte `at` (without its newline), or `None` if `w` ends before `at`.
+fn line_around(w: &[u8], at: usize) -> Option<&[u8]> {
+    if at >= w.len() {
+        return None;
+    }
+    let begin = w[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let end = w[at..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(w.len(), |i| at + i);
+    Some(&w[begin..end])
+}
+
+fn count_newlines(path: &Path, upto: u64) -> io::Result<u64> {
+    let mut f = File::open(path)
+        .map_err(|e| at(path, "open", e))?
+        .take(upto);
+    let mut buf = vec![0u8; 64 << 10];
+    let mut count = 0u64;
+    loop {
+        let n = read_full_take(&mut f, &mut buf).map_err(|e| at(path, "read", e))?;
+        if n == 0 {
+            return Ok(count);
+        }
+        count += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+}
+
+fn read_full_take(f: &mut io::Take<File>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match f.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let mut out: String = s.chars().take(max).collect();
+        out.push('…');
+        out
+    }
+}

@@ -631,7 +631,8 @@ mod manifest {
             "tree:abc123",
             &[("torch-cuda", NESTED), ("torch-cpu", EMPTY_DIR)],
         );
-        let path = root.join("hashes.json");
+        let path = Manifest::path_in(&root);
+        assert_eq!(path, root.join("hashes.json"));
         m.write(&path).unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
@@ -869,7 +870,7 @@ mod gen {
 }
 
 mod tree_diff {
-    use super::{gen, write, FIXTURES};
+    use super::{gen, pattern, write, FIXTURES};
     use kernel_builder::hash::nar::nar_hash;
     use kernel_builder::hash::tree_diff::{first_difference, EntryKind, TreeDifference};
     use proptest::prelude::*;
@@ -1010,6 +1011,61 @@ mod tree_diff {
         assert_eq!(
             first_difference(&e, &a).unwrap().unwrap().path(),
             Path::new("README")
+        );
+    }
+
+    #[test]
+    fn contents_excerpt_text_binary_and_end_of_file() {
+        use kernel_builder::hash::tree_diff::contents_excerpt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let excerpt = |e: &[u8], a: &[u8]| {
+            write(&d.join("e"), e, 0o644);
+            write(&d.join("a"), a, 0o644);
+            let TreeDifference::Contents { offset, .. } =
+                first_difference(&d.join("e"), &d.join("a"))
+                    .unwrap()
+                    .unwrap()
+            else {
+                panic!("not a contents difference")
+            };
+            contents_excerpt(&d.join("e"), &d.join("a"), offset).unwrap()
+        };
+        assert_eq!(
+            excerpt(
+                b"import torch\nops = 1\nname = \"relu\"\n",
+                b"import torch\nops = 1\nname = \"gelu\"\n"
+            ),
+            "line 3, byte 29:\n- name = \"relu\"\n+ name = \"gelu\""
+        );
+        assert_eq!(
+            excerpt(b"a\nb\n", b"a\nb\nextra line\n"),
+            "line 3, byte 4:\n- (end of file)\n+ extra line"
+        );
+        let mut elf = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
+        elf.extend(pattern(40, 9));
+        let mut changed = elf.clone();
+        changed[10] ^= 0xff;
+        let expected_hex: Vec<String> = elf[10..26].iter().map(|b| format!("{b:02x}")).collect();
+        let actual_hex: Vec<String> = changed[10..26].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            excerpt(&elf, &changed),
+            format!(
+                "byte 10:\n- {}\n+ {}",
+                expected_hex.join(" "),
+                actual_hex.join(" ")
+            )
+        );
+        assert_eq!(
+            excerpt(&elf, &elf[..20]),
+            format!(
+                "byte 20:\n- {}\n+ (end of file)",
+                elf[20..36]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
         );
     }
 
