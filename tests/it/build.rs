@@ -1148,3 +1148,84 @@ fn concurrent_builds_take_turns() {
     }
     assert_eq!(tree(&t.path().join("build")), expected);
 }
+
+#[test]
+fn assemble_checks_its_arguments() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    // --kernel-dirty needs --kernel-commit: a command-line error (exit 2).
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "cuda",
+            "--out",
+            "o",
+            "--kernel-dirty",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A malformed commit: exit 1, nothing written.
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "CUDA",
+            "--out",
+            "o",
+            "--kernel-commit",
+            "abc1234",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: `abc1234` is not a git commit id: expected 40 or 64 hexadecimal digits\n"
+    );
+    assert!(!t.path().join("o").exists());
+    // A backend the kernel does not list.
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "metal",
+            "--out",
+            "o",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("{NOTES_WARNING}error: cannot build `torch-metal`: `metal` is not in `general.backends` of `./build.toml`\n")
+    );
+    assert!(!t.path().join("o").exists());
+    // The backend name is case-insensitive on the command line; the output is OUT/torch-cuda.
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "CUDA",
+            "--out",
+            "o",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "o/torch-cuda\n");
+    assert_eq!(entries(&t.path().join("o")), ["torch-cuda"]);
+}
