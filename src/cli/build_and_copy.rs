@@ -169,6 +169,7 @@ pub fn assemble_one(
         kernel,
     };
     let created = !out.exists();
+    let variant_existed = out.join(&variant.name).exists();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
     match bundle::assemble_variant(&set, cfg, &variant, &ids, out) {
         Ok(warnings) => {
@@ -180,12 +181,11 @@ pub fn assemble_one(
         Err(e) => {
             // Leave nothing behind: the output directory if this run made it, else the
             // partly written variant.
-            let partial = if created {
-                out.to_owned()
-            } else {
-                out.join(&variant.name)
-            };
-            let _ = std::fs::remove_dir_all(&partial);
+            if created {
+                let _ = std::fs::remove_dir_all(out);
+            } else if !variant_existed {
+                let _ = std::fs::remove_dir_all(out.join(&variant.name));
+            }
             Err(e)
         }
     }

@@ -1229,3 +1229,26 @@ fn assemble_checks_its_arguments() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "o/torch-cuda\n");
     assert_eq!(entries(&t.path().join("o")), ["torch-cuda"]);
 }
+
+/// An existing `OUT/<variant>` is never overwritten nor removed by a failing `assemble`.
+#[test]
+fn assemble_keeps_an_existing_variant_directory() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    write(&t.path().join("o/torch-cuda/keep.txt"), "mine");
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "cuda",
+            "--out",
+            "o",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot create `o/torch-cuda`"));
+    assert_eq!(files(&t.path().join("o")), ["torch-cuda/keep.txt"]);
+}
