@@ -415,12 +415,20 @@ fn variant_filter_rebuilds_only_the_named_variants() {
         manifest.variants["torch-cuda"],
         kernel_builder::hash::nar_hash_sri(&build.join("torch-cuda")).unwrap()
     );
-    // Rebuilding another variant from the same source keeps torch-cuda in the manifest.
+    // Rebuilding another variant from the same source keeps torch-cuda's entry as recorded,
+    // even after an edit to its tree (the manifest does not bless it).
+    let cuda_hash = manifest.variants["torch-cuda"].clone();
+    fs::write(build.join("torch-cuda/edited.txt"), "x").unwrap();
     build_ok(t.path(), &["--variant", "torch-xpu"]);
     let manifest = Manifest::read(&manifest_path).unwrap();
     assert_eq!(
         manifest.variants.keys().collect::<Vec<_>>(),
         ["torch-cuda", "torch-xpu"]
+    );
+    assert_eq!(manifest.variants["torch-cuda"], cuda_hash);
+    assert_eq!(
+        manifest.variants["torch-xpu"],
+        kernel_builder::hash::nar_hash_sri(&build.join("torch-xpu")).unwrap()
     );
 }
 
