@@ -928,10 +928,10 @@ fn verify_names_the_file_with_a_flipped_byte() {
         lines[1..6],
         [
             "torch-rocm: different",
-            "  first difference: `vector_add.py` differs from byte 7",
-            "    line 1:",
-            "    - on disk: import Helion",
-            "    + rebuilt: import helion",
+            "  first difference: `vector_add.py` differs from byte 7 (- rebuilt, + on disk)",
+            "    line 1, byte 7:",
+            "    - import helion",
+            "    + import Helion",
         ]
     );
     assert!(lines[6].starts_with("torch-xpu: same (sha256-"), "{stdout}");
