@@ -283,30 +283,31 @@ pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
     Ok(file)
 }
 
-/// Rewrite `build/hashes.json` ([`crate::hash::manifest`]) for the variants just built, plus
-/// the variants of the previous manifest that were built from the same source (same tree id)
-/// and are still present; variants from another source are dropped from it, since the
-/// manifest names one source.
+/// Rewrite `build/hashes.json` ([`crate::hash::manifest`]): the NAR hashes of the variants
+/// just built, plus the entries of the previous manifest for variants built from the same
+/// source (same tree id) that are still present and were not rebuilt, carried over as recorded
+/// (not re-hashed, so an edit made to them since is not blessed). Entries from another source
+/// are dropped, since the manifest names one source.
 fn write_manifest(
     build_dir: &Utf8Path,
     built: &[BuiltVariant],
     tree_id: &str,
 ) -> anyhow::Result<()> {
     let path = build_dir.join(manifest::FILE_NAME);
-    let mut names: Vec<String> = built.iter().map(|b| b.name.clone()).collect();
+    let names: Vec<String> = built.iter().map(|b| b.name.clone()).collect();
+    let mut m = Manifest::for_bundle(build_dir, &names, tree_id)?;
     if path.is_file() {
         if let Ok(old) = Manifest::read(&path) {
             if old.source == tree_id {
-                names.extend(
-                    old.variants
-                        .into_keys()
-                        .filter(|v| build_dir.join(v).is_dir()),
-                );
+                for (v, hash) in old.variants {
+                    if !m.variants.contains_key(&v) && build_dir.join(&v).is_dir() {
+                        m.variants.insert(v, hash);
+                    }
+                }
             }
         }
     }
-    Manifest::for_bundle(build_dir, &names, tree_id)?
-        .write(&path)
+    m.write(&path)
         .with_context(|| format!("cannot write the hash manifest `{path}`"))
 }
 

@@ -20,7 +20,9 @@
 //!
 //! Symbolic links are read through: a link whose target resolves inside the kernel directory
 //! counts as the file (or directory) it points to, at the link's path; a link that resolves
-//! outside the kernel directory is an error. Empty directories are not part of the set.
+//! outside the kernel directory is an error. Empty directories are not part of the set. (A
+//! Nix source filter copies a link as a link: its target must be kept in the filtered source
+//! too, or the cell fails to read it; it never silently differs.)
 //!
 //! A Nix filter may keep more files than this (a README, tests): `kernel-builder assemble`
 //! collects the set itself from whatever source it is given, so the id and the output only

@@ -250,88 +250,18 @@ fn first_difference(on_disk: &Utf8Path, rebuilt: &Utf8Path) -> anyhow::Result<Op
         .with_context(|| format!("cannot compare `{on_disk}` with its rebuild"))?;
     let Some(diff) = diff else { return Ok(None) };
     let mut msg = format!("first difference: {diff}");
-    if let TreeDifference::Contents { path, .. } = &diff {
-        let read = |root: &Utf8Path| {
-            std::fs::read(root.as_std_path().join(path)).with_context(|| {
-                format!("cannot read `{}`", root.as_std_path().join(path).display())
-            })
-        };
-        msg.push('\n');
-        msg.push_str(&content_diff(&read(on_disk)?, &read(rebuilt)?));
+    if let TreeDifference::Contents { path, offset, .. } = &diff {
+        let (expected, actual) = (
+            rebuilt.as_std_path().join(path),
+            on_disk.as_std_path().join(path),
+        );
+        let excerpt = tree_diff::contents_excerpt(&expected, &actual, *offset)
+            .with_context(|| format!("cannot compare `{}` with its rebuild", actual.display()))?;
+        msg.push_str(" (- rebuilt, + on disk)");
+        for line in excerpt.lines() {
+            msg.push_str("\n  ");
+            msg.push_str(line);
+        }
     }
     Ok(Some(msg))
-}
-
-/// A short diff: the first differing line of two texts (`-` on disk, `+` rebuilt), or the
-/// first differing byte offset of binary contents.
-fn content_diff(on_disk: &[u8], rebuilt: &[u8]) -> String {
-    const MAX: usize = 200;
-    let clip = |s: &str| -> String {
-        if s.chars().count() > MAX {
-            format!("{}…", s.chars().take(MAX).collect::<String>())
-        } else {
-            s.to_owned()
-        }
-    };
-    match (std::str::from_utf8(on_disk), std::str::from_utf8(rebuilt)) {
-        (Ok(x), Ok(y)) => {
-            let xs: Vec<&str> = x.split('\n').collect();
-            let ys: Vec<&str> = y.split('\n').collect();
-            let i = (0..xs.len().max(ys.len()))
-                .find(|i| xs.get(*i) != ys.get(*i))
-                .unwrap_or(0);
-            let line = |v: &[&str]| {
-                v.get(i)
-                    .map(|l| clip(l))
-                    .unwrap_or_else(|| "(end of file)".to_owned())
-            };
-            format!(
-                "  line {}:\n  - on disk: {}\n  + rebuilt: {}",
-                i + 1,
-                line(&xs),
-                line(&ys)
-            )
-        }
-        _ => {
-            let at = on_disk
-                .iter()
-                .zip(rebuilt)
-                .position(|(x, y)| x != y)
-                .unwrap_or(on_disk.len().min(rebuilt.len()));
-            format!(
-                "  binary contents differ from byte {at} (on disk {} bytes, rebuilt {} bytes)",
-                on_disk.len(),
-                rebuilt.len()
-            )
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_diff_shows_the_first_differing_line() {
-        assert_eq!(
-            content_diff(b"a\nb\nc\n", b"a\nB\nc\n"),
-            "  line 2:\n  - on disk: b\n  + rebuilt: B"
-        );
-        assert_eq!(
-            content_diff(b"a\n", b"a\nb\n"),
-            "  line 2:\n  - on disk: \n  + rebuilt: b"
-        );
-        assert_eq!(
-            content_diff(b"a", b"a\n"),
-            "  line 2:\n  - on disk: (end of file)\n  + rebuilt: "
-        );
-    }
-
-    #[test]
-    fn binary_diff_gives_the_offset() {
-        assert_eq!(
-            content_diff(&[0xff, 0, 1], &[0xff, 0, 2, 3]),
-            "  binary contents differ from byte 2 (on disk 3 bytes, rebuilt 4 bytes)"
-        );
-    }
 }

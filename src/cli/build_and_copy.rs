@@ -168,11 +168,27 @@ pub fn assemble_one(
         uid: set.uid(),
         kernel,
     };
+    let created = !out.exists();
+    let variant_existed = out.join(&variant.name).exists();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
-    for w in bundle::assemble_variant(&set, cfg, &variant, &ids, out)? {
-        eprintln!("warning: {w}");
+    match bundle::assemble_variant(&set, cfg, &variant, &ids, out) {
+        Ok(warnings) => {
+            for w in warnings {
+                eprintln!("warning: {w}");
+            }
+            Ok(out.join(&variant.name))
+        }
+        Err(e) => {
+            // Leave nothing behind: the output directory if this run made it, else the
+            // partly written variant.
+            if created {
+                let _ = std::fs::remove_dir_all(out);
+            } else if !variant_existed {
+                let _ = std::fs::remove_dir_all(out.join(&variant.name));
+            }
+            Err(e)
+        }
     }
-    Ok(out.join(&variant.name))
 }
 
 /// Run the hidden `assemble` command.

@@ -415,12 +415,20 @@ fn variant_filter_rebuilds_only_the_named_variants() {
         manifest.variants["torch-cuda"],
         kernel_builder::hash::nar_hash_sri(&build.join("torch-cuda")).unwrap()
     );
-    // Rebuilding another variant from the same source keeps torch-cuda in the manifest.
+    // Rebuilding another variant from the same source keeps torch-cuda's entry as recorded,
+    // even after an edit to its tree (the manifest does not bless it).
+    let cuda_hash = manifest.variants["torch-cuda"].clone();
+    fs::write(build.join("torch-cuda/edited.txt"), "x").unwrap();
     build_ok(t.path(), &["--variant", "torch-xpu"]);
     let manifest = Manifest::read(&manifest_path).unwrap();
     assert_eq!(
         manifest.variants.keys().collect::<Vec<_>>(),
         ["torch-cuda", "torch-xpu"]
+    );
+    assert_eq!(manifest.variants["torch-cuda"], cuda_hash);
+    assert_eq!(
+        manifest.variants["torch-xpu"],
+        kernel_builder::hash::nar_hash_sri(&build.join("torch-xpu")).unwrap()
     );
 }
 
@@ -920,10 +928,10 @@ fn verify_names_the_file_with_a_flipped_byte() {
         lines[1..6],
         [
             "torch-rocm: different",
-            "  first difference: `vector_add.py` differs from byte 7",
-            "    line 1:",
-            "    - on disk: import Helion",
-            "    + rebuilt: import helion",
+            "  first difference: `vector_add.py` differs from byte 7 (- rebuilt, + on disk)",
+            "    line 1, byte 7:",
+            "    - import helion",
+            "    + import Helion",
         ]
     );
     assert!(lines[6].starts_with("torch-xpu: same (sha256-"), "{stdout}");
@@ -1147,4 +1155,108 @@ fn concurrent_builds_take_turns() {
         assert!(c.wait().unwrap().success());
     }
     assert_eq!(tree(&t.path().join("build")), expected);
+}
+
+#[test]
+fn assemble_checks_its_arguments() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    // --kernel-dirty needs --kernel-commit: a command-line error (exit 2).
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "cuda",
+            "--out",
+            "o",
+            "--kernel-dirty",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A malformed commit: exit 1, nothing written.
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "CUDA",
+            "--out",
+            "o",
+            "--kernel-commit",
+            "abc1234",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: `abc1234` is not a git commit id: expected 40 or 64 hexadecimal digits\n"
+    );
+    assert!(!t.path().join("o").exists());
+    // A backend the kernel does not list.
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "metal",
+            "--out",
+            "o",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("{NOTES_WARNING}error: cannot build `torch-metal`: `metal` is not in `general.backends` of `./build.toml`\n")
+    );
+    assert!(!t.path().join("o").exists());
+    // The backend name is case-insensitive on the command line; the output is OUT/torch-cuda.
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "CUDA",
+            "--out",
+            "o",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "o/torch-cuda\n");
+    assert_eq!(entries(&t.path().join("o")), ["torch-cuda"]);
+}
+
+/// An existing `OUT/<variant>` is never overwritten nor removed by a failing `assemble`.
+#[test]
+fn assemble_keeps_an_existing_variant_directory() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    write(&t.path().join("o/torch-cuda/keep.txt"), "mine");
+    let out = kb(t.path())
+        .args([
+            "assemble",
+            "--source",
+            ".",
+            "--backend",
+            "cuda",
+            "--out",
+            "o",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot create `o/torch-cuda`"));
+    assert_eq!(files(&t.path().join("o")), ["torch-cuda/keep.txt"]);
 }

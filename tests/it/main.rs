@@ -5,6 +5,7 @@ mod corpus;
 mod hash;
 mod list_variants;
 mod matrix_corpus;
+mod matrix_user_reports;
 mod nix;
 mod update_build;
 mod update_build_variants;
