@@ -10,6 +10,7 @@ pub mod check_config;
 pub mod hash;
 pub mod list_variants;
 pub mod update_build;
+pub mod verify;
 
 /// Build PyTorch kernels for every cell of the compatibility matrix into Hub-ready trees.
 #[derive(Debug, Parser)]
@@ -35,6 +36,8 @@ pub enum Command {
     Assemble(build_and_copy::AssembleArgs),
     /// Print the NAR hash of each path, as `nix hash path` does.
     Hash(hash::Args),
+    /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
+    Verify(verify::Args),
 }
 
 /// How a command ended, when it did not fail with an error.
@@ -52,6 +55,7 @@ pub fn main() -> ExitCode {
         Command::BuildAndCopy(a) => build_and_copy::run(a),
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),
+        Command::Verify(a) => verify::run(a),
     };
     match result {
         Ok(code) => code,

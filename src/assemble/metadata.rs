@@ -1,0 +1,173 @@
+//! `metadata.json` of a variant directory (reference: kernel-builder-cli.md §4.4, what the
+//! `kernels` loader reads: kernels-loader-and-helion.md A8).
+//!
+//! Keys, in this order: `name`, `id`, `version`, `license`, `upstream` and `source` (only when
+//! set), `python-depends`, `kernel-depends` (always, possibly `[]`), `backend` (`type`, and
+//! `archs` only when known), `digest` (the loader's per-file format, [`crate::hash::digest`]),
+//! `provenance` (`kernel-builder`, then `kernel` when known). Written as pretty JSON with a
+//! two-space indent and a trailing newline.
+
+use serde::Serialize;
+
+use super::provenance::{BuilderProvenance, KernelRevision};
+use crate::config::{Backend, KernelDependency};
+use crate::hash::digest::Digest;
+
+/// The whole file, fields in the order they are written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Metadata {
+    /// `general.name`.
+    pub name: String,
+    /// The op namespace `_<python_name>_<backend>_<uid>`; the loader imports the variant under
+    /// this name.
+    pub id: String,
+    pub version: u64,
+    pub license: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// `general.python-depends`, then `[general.<backend>].python-depends`.
+    pub python_depends: Vec<String>,
+    /// `general.kernel-depends`, then `[general.<backend>].kernel-depends`.
+    pub kernel_depends: Vec<KernelDependency>,
+    pub backend: BackendInfo,
+    pub digest: Digest,
+    pub provenance: Provenance,
+}
+
+/// `backend`: the backend and, when known, the architectures the variant supports. The
+/// loader refuses a device none of `archs` covers (A9), so `archs` is only written when the
+/// author states it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackendInfo {
+    #[serde(rename = "type")]
+    pub kind: Backend,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archs: Option<Vec<String>>,
+}
+
+/// `provenance`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Provenance {
+    #[serde(rename = "kernel-builder")]
+    pub kernel_builder: BuilderProvenance,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelRevision>,
+}
+
+impl Metadata {
+    /// The file's bytes: pretty JSON (two-space indent) and a trailing newline.
+    pub fn to_json_bytes(&self) -> anyhow::Result<Vec<u8>> {
+        let mut out = serde_json::to_vec_pretty(self)?;
+        out.push(b'\n');
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::config::KernelPin;
+    use crate::hash::digest::Algorithm;
+
+    #[test]
+    fn every_key_in_the_reference_order() {
+        let m = Metadata {
+            name: "vector-add".into(),
+            id: "_vector_add_cuda_abc1234".into(),
+            version: 2,
+            license: "Apache-2.0".into(),
+            upstream: Some("https://github.com/example/upstream.git".into()),
+            source: Some("https://github.com/example/source.git".into()),
+            python_depends: vec!["helion".into(), "nvidia-cutlass-dsl".into()],
+            kernel_depends: vec![
+                KernelDependency {
+                    repo_id: "kernels-community/relu".into(),
+                    pin: KernelPin::Version(1),
+                },
+                KernelDependency {
+                    repo_id: "org/other".into(),
+                    pin: KernelPin::Revision("main".into()),
+                },
+            ],
+            backend: BackendInfo {
+                kind: Backend::Cuda,
+                archs: Some(vec!["8.0".into(), "9.0".into()]),
+            },
+            digest: Digest {
+                algorithm: Algorithm::Sha256,
+                files: BTreeMap::from([("__init__.py".to_owned(), "AAAA".to_owned())]),
+            },
+            provenance: Provenance {
+                kernel_builder: BuilderProvenance {
+                    version: "0.1.0".into(),
+                    commit: Some("a".repeat(40)),
+                    dirty: Some(false),
+                },
+                kernel: Some(KernelRevision {
+                    commit: "b".repeat(40),
+                    dirty: true,
+                }),
+            },
+        };
+        let expected = format!(
+            r#"{{
+  "name": "vector-add",
+  "id": "_vector_add_cuda_abc1234",
+  "version": 2,
+  "license": "Apache-2.0",
+  "upstream": "https://github.com/example/upstream.git",
+  "source": "https://github.com/example/source.git",
+  "python-depends": [
+    "helion",
+    "nvidia-cutlass-dsl"
+  ],
+  "kernel-depends": [
+    {{
+      "repo-id": "kernels-community/relu",
+      "version": 1
+    }},
+    {{
+      "repo-id": "org/other",
+      "revision": "main"
+    }}
+  ],
+  "backend": {{
+    "type": "cuda",
+    "archs": [
+      "8.0",
+      "9.0"
+    ]
+  }},
+  "digest": {{
+    "algorithm": "sha256",
+    "files": {{
+      "__init__.py": "AAAA"
+    }}
+  }},
+  "provenance": {{
+    "kernel-builder": {{
+      "version": "0.1.0",
+      "commit": "{a}",
+      "dirty": false
+    }},
+    "kernel": {{
+      "commit": "{b}",
+      "dirty": true
+    }}
+  }}
+}}
+"#,
+            a = "a".repeat(40),
+            b = "b".repeat(40)
+        );
+        assert_eq!(
+            String::from_utf8(m.to_json_bytes().unwrap()).unwrap(),
+            expected
+        );
+    }
+}
