@@ -3,6 +3,7 @@
 //! without evaluating Nix.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use camino::Utf8PathBuf;
@@ -98,6 +99,11 @@ pub fn run(args: Args) -> super::CmdResult {
         vec![system]
     };
     let scope = if args.all { Scope::All } else { Scope::Bundle };
-    print!("{}", listing(&loaded.config, &systems, scope, args.json)?);
-    Ok(ExitCode::SUCCESS)
+    let text = listing(&loaded.config, &systems, scope, args.json)?;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        // A closed pipe (`list-variants | head -1`) is not a failure.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::Error::new(e).context("cannot write to stdout")),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }

@@ -198,3 +198,29 @@ fn missing_build_toml_fails_with_exit_1() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8(out.stderr).unwrap().contains("build.toml"));
 }
+
+#[test]
+fn help_describes_every_option() {
+    let out = Command::cargo_bin("kernel-builder").unwrap().args(["list-variants", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap(), @r"
+    List the build variants (matrix cells) of a kernel
+
+    Usage: kernel-builder list-variants [OPTIONS] [DIR]
+
+    Arguments:
+      [DIR]  Kernel directory containing build.toml (default: the current directory)
+
+    Options:
+          --json             Print a JSON array of cells (name, system, backend, backend_version,
+                             torch_version, noarch, bundle, kind, arch_variant, cuda_capabilities,
+                             rocm_archs) instead of names
+          --system <SYSTEM>  List the variants of this Nix system instead of the host's (e.g.
+                             `aarch64-darwin`)
+          --all-systems      List the variants of every system of the matrix; text output prefixes each
+                             name with its system and a tab
+          --all              Include variants outside the default bundle (for example torch 2.11 CPU and
+                             `torch-tpu`), as Nix's `redistributable` outputs do
+      -h, --help             Print help
+    ");
+}
