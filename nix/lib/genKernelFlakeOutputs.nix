@@ -103,6 +103,7 @@ let
         inherit orchestrator system;
         name = "${config.name}-bundle";
         cells = map (c: drvs.${c.name}) bundleCells;
+        source = src;
       };
       noarchChecks = builtins.listToAttrs (
         map (c: {

@@ -4,19 +4,23 @@
 # `kernel-builder nix-support join`, which refuses two cells that provide the same entry.
 # With no cells the bundle is an empty directory.
 #
-# Type: mkBundle :: { cells :: [Derivation], orchestrator, system :: String, name ? String } -> Derivation
+# Type: mkBundle :: { cells :: [Derivation], orchestrator, system :: String, name ? String, source ? Path } -> Derivation
 #
 # Arguments:
 #   cells         cell derivations (mkCell results)
 #   orchestrator  a store path holding bin/kernel-builder, runnable on `system`
 #   system        the Nix system the join runs on
 #   name          (default "kernel-bundle")
+#   source        (default null) the kernel's filtered source (kernelSource); when given, the
+#                 bundle also holds hashes.json, the reproducibility manifest a native build
+#                 writes (NAR hash per variant and the source's tree id)
 { ... }:
 {
   cells,
   orchestrator,
   system,
   name ? "kernel-bundle",
+  source ? null,
 }:
 derivation {
   inherit name system;
@@ -27,6 +31,7 @@ derivation {
     "--out"
     (builtins.placeholder "out")
   ]
+  ++ (if source == null then [ ] else [ "--source" "${source}" ])
   ++ map (c: "${c}") cells;
   allowSubstitutes = false;
   preferLocalBuild = true;

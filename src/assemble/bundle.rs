@@ -37,7 +37,7 @@ use super::provenance::{BuildIds, KernelRevision};
 use super::source::SourceSet;
 use super::Warning;
 use crate::config::{deps, Backend, BuildConfig};
-use crate::hash::manifest::{self, Manifest};
+use crate::hash::manifest::Manifest;
 use crate::matrix::{self, Scope};
 
 /// One variant a bundle can hold.
@@ -283,32 +283,11 @@ pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
     Ok(file)
 }
 
-/// Rewrite `build/hashes.json` ([`crate::hash::manifest`]): the NAR hashes of the variants
-/// just built, plus the entries of the previous manifest for variants built from the same
-/// source (same tree id) that are still present and were not rebuilt, carried over as recorded
-/// (not re-hashed, so an edit made to them since is not blessed). Entries from another source
-/// are dropped, since the manifest names one source.
-fn write_manifest(
-    build_dir: &Utf8Path,
-    built: &[BuiltVariant],
-    tree_id: &str,
-) -> anyhow::Result<()> {
-    let path = build_dir.join(manifest::FILE_NAME);
+/// Rewrite `build/hashes.json` ([`crate::hash::manifest`]) with the NAR hashes of the
+/// variants just built (see [`Manifest::update_in`] for the entries kept).
+fn write_manifest(build_dir: &Utf8Path, built: &[BuiltVariant], tree_id: &str) -> anyhow::Result<()> {
     let names: Vec<String> = built.iter().map(|b| b.name.clone()).collect();
-    let mut m = Manifest::for_bundle(build_dir, &names, tree_id)?;
-    if path.is_file() {
-        if let Ok(old) = Manifest::read(&path) {
-            if old.source == tree_id {
-                for (v, hash) in old.variants {
-                    if !m.variants.contains_key(&v) && build_dir.join(&v).is_dir() {
-                        m.variants.insert(v, hash);
-                    }
-                }
-            }
-        }
-    }
-    m.write(&path)
-        .with_context(|| format!("cannot write the hash manifest `{path}`"))
+    Manifest::for_bundle(build_dir, &names, tree_id)?.update_in(build_dir)
 }
 
 fn build_and_swap(

@@ -20,6 +20,9 @@ pub enum Job {
     Join {
         #[arg(long)]
         out: Utf8PathBuf,
+        /// The kernel's filtered source: also write OUT/hashes.json for it.
+        #[arg(long)]
+        source: Option<Utf8PathBuf>,
         dirs: Vec<Utf8PathBuf>,
     },
     /// Write OUT/bin/build-and-copy, which refreshes ./build from BUNDLE.
@@ -52,7 +55,7 @@ pub enum Job {
 /// Run the job.
 pub fn run(args: Args) -> super::CmdResult {
     match args.job {
-        Job::Join { out, dirs } => support::join(&out, &dirs)?,
+        Job::Join { out, source, dirs } => support::join(&out, &dirs, source.as_deref())?,
         Job::Runner { out, orchestrator, bundle } => support::write_runner(&out, &orchestrator, &bundle)?,
         Job::CopyVariants { from, dest } => support::copy_variants(&from, &dest)?,
         Job::CheckCell { out, variant, cell } => support::check_cell(&out, &variant, &cell)?,

@@ -128,6 +128,27 @@ impl Manifest {
         })
     }
 
+    /// Record `self` (the variants just built into `bundle_dir`) in `bundle_dir/hashes.json`,
+    /// keeping the entries of the manifest already there for variants built from the same
+    /// source that are still present and were not rebuilt. They are carried over as recorded,
+    /// not re-hashed, so an edit made to them since is not blessed; entries of another source
+    /// are dropped, since a manifest names one source. Written atomically.
+    ///
+    /// Errors: the manifest cannot be written.
+    pub fn update_in(mut self, bundle_dir: &Utf8Path) -> anyhow::Result<()> {
+        let path = Self::path_in(bundle_dir);
+        if let Ok(old) = Manifest::read(&path) {
+            if old.source == self.source {
+                for (v, hash) in old.variants {
+                    if !self.variants.contains_key(&v) && bundle_dir.join(&v).is_dir() {
+                        self.variants.insert(v, hash);
+                    }
+                }
+            }
+        }
+        self.write(&path).with_context(|| format!("cannot write the hash manifest `{path}`"))
+    }
+
     /// Where a bundle's manifest lives: `bundle_dir/hashes.json`.
     pub fn path_in(bundle_dir: &Utf8Path) -> Utf8PathBuf {
         bundle_dir.join(FILE_NAME)

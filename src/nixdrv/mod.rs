@@ -138,7 +138,8 @@ struct BuildResult {
 /// an override, [`orchestrator_override`] may add one (`$KERNEL_BUILDER_ORCHESTRATOR`, or this
 /// executable when it is static), so a machine without nixpkgs builds offline. Afterwards
 /// each built variant directory replaces `build/<variant>` atomically (other entries of
-/// `build/` are left alone); the copies are writable.
+/// `build/` are left alone); the copies are writable, and `build/hashes.json` records them as
+/// a native build does.
 ///
 /// Errors: Nix missing, sandbox off (with how to turn it on), the build failing (with the tail of
 /// Nix's build log), or the copy failing (naming the path).
@@ -147,6 +148,12 @@ pub fn build_and_copy(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[
     let dest = kernel_dir.join("build");
     for out in &outputs {
         support::copy_variants(out, &dest)?;
+    }
+    if !variants.is_empty() {
+        // Single cells carry no manifest (the bundle does): record them as a native build would.
+        let config = crate::config::load(kernel_dir).map_err(|e| anyhow::anyhow!("{}", e.render()))?.config;
+        let set = crate::assemble::source::SourceSet::collect(kernel_dir, &config)?;
+        crate::hash::manifest::Manifest::for_bundle(&dest, variants, &set.tree_id())?.update_in(&dest)?;
     }
     Ok(())
 }

@@ -48,7 +48,27 @@ pub fn copy_tree(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
 
 /// `nix-support join --out OUT DIR…`: copy every top-level entry of each DIR into OUT (the
 /// bundle). Two DIRs with the same entry are an error naming both.
-pub fn join(out: &Utf8Path, dirs: &[Utf8PathBuf]) -> anyhow::Result<()> {
+/// With `source` (the kernel's filtered source, the one the cells were assembled from), also
+/// write `OUT/hashes.json`, the same reproducibility manifest a native build writes, so the
+/// bundle and `build-and-copy --nix never` give the same tree.
+pub fn join(out: &Utf8Path, dirs: &[Utf8PathBuf], source: Option<&Utf8Path>) -> anyhow::Result<()> {
+    join_cells(out, dirs)?;
+    let Some(source) = source else { return Ok(()) };
+    if entries(out)?.is_empty() {
+        return Ok(()); // a system without cells: an empty bundle, nothing to record
+    }
+    let config = crate::config::load(source).map_err(|e| anyhow::anyhow!("{}", e.render()))?.config;
+    let set = crate::assemble::source::SourceSet::collect(source, &config)?;
+    let variants: Vec<String> = entries(out)?
+        .iter()
+        .filter(|p| p.is_dir())
+        .filter_map(|p| p.file_name().map(str::to_owned))
+        .collect();
+    let manifest = crate::hash::manifest::Manifest::for_bundle(out, &variants, &set.tree_id())?;
+    manifest.write(&crate::hash::manifest::Manifest::path_in(out))
+}
+
+fn join_cells(out: &Utf8Path, dirs: &[Utf8PathBuf]) -> anyhow::Result<()> {
     fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
     let mut seen: std::collections::BTreeMap<String, &Utf8Path> = Default::default();
     for dir in dirs {
@@ -91,8 +111,9 @@ pub fn write_runner(out: &Utf8Path, orchestrator: &Utf8Path, bundle: &Utf8Path) 
 /// Each entry is copied into a temporary directory inside `dest` and renamed into place, so
 /// `dest/<entry>` is always either the old tree or the whole new one.
 pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<()> {
+    use crate::hash::manifest::{Manifest, FILE_NAME};
     fs::create_dir_all(dest).with_context(|| format!("cannot create `{dest}`"))?;
-    for e in entries(from)? {
+    for e in entries(from)?.into_iter().filter(|e| e.file_name() != Some(FILE_NAME)) {
         let name = e.file_name().unwrap_or_default();
         let staging = tempfile::Builder::new()
             .prefix(".kernel-builder-copy-")
@@ -112,6 +133,11 @@ pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<()> {
         }
         fs::rename(&new, &target).with_context(|| format!("cannot move the new `{name}` into `{dest}`"))?;
         staging.close().with_context(|| format!("cannot remove the old `{target}`"))?;
+    }
+    // The bundle's manifest covers the variants just copied; merge it into DEST's.
+    let manifest = Manifest::path_in(from);
+    if manifest.is_file() {
+        Manifest::read(&manifest)?.update_in(dest)?;
     }
     Ok(())
 }
@@ -232,9 +258,9 @@ mod tests {
         write(&root.join("a/torch-cuda/x.py"), "a");
         write(&root.join("b/torch-cuda/x.py"), "b");
         write(&root.join("c/torch-rocm/x.py"), "c");
-        let err = join(&root.join("out1"), &[root.join("a"), root.join("b")]).unwrap_err().to_string();
+        let err = join(&root.join("out1"), &[root.join("a"), root.join("b")], None).unwrap_err().to_string();
         assert!(err.contains("`torch-cuda` is in both"), "{err}");
-        join(&root.join("out2"), &[root.join("a"), root.join("c")]).unwrap();
+        join(&root.join("out2"), &[root.join("a"), root.join("c")], None).unwrap();
         let names: Vec<_> = entries(&root.join("out2")).unwrap().iter().map(|p| p.file_name().unwrap().to_owned()).collect();
         assert_eq!(names, ["torch-cuda", "torch-rocm"]);
     }

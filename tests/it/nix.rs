@@ -159,10 +159,13 @@ fn assert_bundle_equals_native(kernel_rel: &str, expected_variants: &[&str]) {
     let variants: Vec<String> = fs::read_dir(&bundle)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "hashes.json")
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
     assert_eq!(variants, expected_variants);
+    // The bundle carries the same reproducibility manifest as a native build (compared below).
+    assert!(bundle.join("hashes.json").is_file());
 
     let clone = t.path().join("clone");
     git(t.path(), &["clone", "-q", r.to_str().unwrap(), clone.to_str().unwrap()]);
@@ -273,7 +276,10 @@ fn nix_run_build_and_copy_replaces_only_the_bundle_variants() {
     assert_eq!(build["torch-metal/keep.py"].0, b"mine");
     assert!(!build.contains_key("torch-cuda/stale.py"));
     let top: std::collections::BTreeSet<&str> = build.keys().map(|k| k.split('/').next().unwrap()).collect();
-    assert_eq!(top.into_iter().collect::<Vec<_>>(), ["torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]);
+    assert_eq!(
+        top.into_iter().collect::<Vec<_>>(),
+        ["hashes.json", "torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]
+    );
     // Writable copies, not read-only store files.
     let mode = fs::metadata(kernel.join("build/torch-cuda/__init__.py")).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o644);
@@ -291,7 +297,7 @@ fn cli_build_and_copy_through_nix_equals_the_bundle() {
     let built = tree(&kernel.join("build"));
     let mut variants: Vec<&str> = built.keys().map(|k| k.split('/').next().unwrap()).collect();
     variants.dedup();
-    assert_eq!(variants, ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
+    assert_eq!(variants, ["hashes.json", "torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
 
     // One variant only: `build/torch-rocm` is replaced, the rest stays.
     fs::write(kernel.join("build/torch-cuda/extra.py"), "kept").unwrap();
@@ -566,7 +572,7 @@ fn a_static_kernel_builder_hands_itself_to_the_flake() {
     let mut variants: Vec<String> =
         fs::read_dir(kernel.join("build")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     variants.sort();
-    assert_eq!(variants, ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
+    assert_eq!(variants, ["hashes.json", "torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
 }
 
 /// Each cell and the bundle are deterministic: `nix build --rebuild` builds them again in the
