@@ -1,0 +1,677 @@
+//! `kernel-builder init`: the files of every template, the resolution of PATH and `--name`,
+//! git staging, and the error cases (each asserting its exact message and that nothing was
+//! written). Issue 4.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// A scratch directory to run `init` in; commands run with it as the working directory and a
+/// local flake reference, so no test reaches the network.
+struct Scratch {
+    _tmp: tempfile::TempDir,
+    root: Utf8PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(tmp.path().to_owned()).unwrap();
+        Scratch { _tmp: tmp, root }
+    }
+
+    fn kb(&self) -> Command {
+        let mut c = Command::cargo_bin("kernel-builder").unwrap();
+        c.current_dir(&self.root)
+            .env("KERNEL_BUILDER_FLAKE_REF", flake_ref())
+            .env_remove("GIT_DIR");
+        c
+    }
+
+    /// `kernel-builder init ARGS…`: asserts success and returns stdout.
+    fn init(&self, args: &[&str]) -> String {
+        let out = self.kb().arg("init").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "init {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `kernel-builder init ARGS…`, expected to fail: (exit code, stdout, stderr).
+    fn init_fails(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.kb().arg("init").args(args).output().unwrap();
+        assert!(!out.status.success(), "init {args:?} should have failed");
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    }
+}
+
+/// The root flake of this repository, as a local flake reference.
+fn flake_ref() -> String {
+    format!("path:{}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every file under `dir` except `.git/`, relative, sorted, with its mode.
+fn tree(dir: &Utf8Path) -> Vec<String> {
+    let mut out: Vec<String> = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".git")
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = e.metadata().unwrap().permissions().mode() & 0o777;
+            let rel = e.path().strip_prefix(dir.as_std_path()).unwrap();
+            format!("{mode:o} {}", rel.to_str().unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every entry (files and directories) under `dir`, relative and sorted.
+fn entries(dir: &Utf8Path) -> Vec<String> {
+    let mut out: Vec<String> = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .map(|e| {
+            e.unwrap()
+                .path()
+                .strip_prefix(dir.as_std_path())
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The files staged in the git repository holding `dir`, relative to `dir`.
+fn staged(dir: &Utf8Path) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "--stage", "--", "."])
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').nth(1).unwrap().to_owned())
+        .collect()
+}
+
+fn read(path: impl AsRef<Path>) -> String {
+    std::fs::read_to_string(path.as_ref()).unwrap()
+}
+
+fn with_mode(files: &[&str]) -> Vec<String> {
+    files.iter().map(|f| format!("644 {f}")).collect()
+}
+
+const HELION_FILES: [&str; 9] = [
+    ".gitignore",
+    "CARD.md",
+    "README.md",
+    "bench.py",
+    "build.toml",
+    "flake.nix",
+    "tests/test_vector_add_helion.py",
+    "torch-ext/vector_add_helion/__init__.py",
+    "torch-ext/vector_add_helion/op.py",
+];
+
+/// Upstream's documented command: PATH after `--`.
+#[test]
+fn upstream_example_command() {
+    let s = Scratch::new();
+    let stdout = s.init(&[
+        "--name",
+        "myorg/vector-add-helion",
+        "--backends",
+        "cuda",
+        "rocm",
+        "xpu",
+        "--",
+        "vector-add-helion",
+    ]);
+    assert_eq!(
+        stdout,
+        "Created `myorg/vector-add-helion` in `vector-add-helion` (helion template; backends: cuda, rocm, xpu; 9 files)\n  \
+         initialized a new git repository and staged the files\n\
+         Next:\n  cd vector-add-helion\n  kernel-builder build-and-copy .\n  python -m pytest tests\n"
+    );
+    let dir = s.root.join("vector-add-helion");
+    assert_eq!(tree(&dir), with_mode(&HELION_FILES));
+    assert_eq!(staged(&dir), HELION_FILES);
+    assert!(dir.join(".git").is_dir());
+    assert_eq!(
+        read(dir.join("build.toml")),
+        r#"[general]
+name = "vector-add-helion"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cuda", "rocm", "xpu"]
+python-depends = ["helion"]
+
+[general.hub]
+repo-id = "myorg/vector-add-helion"
+
+# A noarch kernel: Python code only, built into one variant per backend (`torch-cuda`, ...).
+# Everything under torch-ext/vector_add_helion/ is shipped.
+[torch-noarch]
+"#
+    );
+    assert_eq!(
+        read(dir.join("flake.nix")),
+        format!(
+            r#"{{
+  description = "vector-add-helion: a PyTorch kernel built with kernel-builder";
+
+  inputs.kernel-builder.url = "{}";
+
+  outputs =
+    {{ self, kernel-builder }}:
+    kernel-builder.lib.genKernelFlakeOutputs {{
+      inherit self;
+      path = ./.;
+    }};
+}}
+"#,
+            flake_ref()
+        )
+    );
+    assert_eq!(
+        read(dir.join(".gitignore"))
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>(),
+        [
+            "/build/",
+            "/result*",
+            ".helion_aot/",
+            "__pycache__/",
+            "*.pyc"
+        ]
+    );
+    let op = read(dir.join("torch-ext/vector_add_helion/op.py"));
+    assert!(op.contains(
+        "@helion.aot_kernel()\ndef vector_add_helion_kernel(x: torch.Tensor, y: torch.Tensor)"
+    ));
+    assert_eq!(
+        read(dir.join("torch-ext/vector_add_helion/__init__.py")),
+        "\"\"\"vector-add-helion: An element-wise addition kernel written in Helion, with configurations tuned \
+         ahead of time.\"\"\"\n\nfrom .op import vector_add_helion\n\n__all__ = [\"vector_add_helion\"]\n"
+    );
+    let test = read(dir.join("tests/test_vector_add_helion.py"));
+    assert!(test.contains("BUILD_DIR = Path(__file__).parent.parent / \"build\""));
+    assert!(test.contains("return get_local_kernel(BUILD_DIR, backend=BACKEND)"));
+    assert!(test.contains("BACKENDS = [\"cuda\", \"rocm\", \"xpu\"]"));
+    let bench = read(dir.join("bench.py"));
+    assert!(bench.contains("python -m helion.autotuner.aot_runner -- python bench.py"));
+    assert!(bench.contains("SIZES = [1 << 16, 1 << 20, 1 << 24]"));
+    assert!(read(dir.join("README.md"))
+        .contains("`torch-ext/vector_add_helion/_helion_aot_op_<device>_<compute>.py`"));
+    assert!(read(dir.join("CARD.md"))
+        .contains("kernel = get_kernel(\"myorg/vector-add-helion\", version=1)"));
+    // Nothing else was created next to the project.
+    assert_eq!(std::fs::read_dir(&s.root).unwrap().count(), 1);
+}
+
+/// The default template is helion, PATH defaults to NAME.
+#[test]
+fn defaults_helion_in_name_dir() {
+    let s = Scratch::new();
+    s.init(&["--name", "myorg/vector-add-helion"]);
+    let dir = s.root.join("vector-add-helion");
+    assert_eq!(tree(&dir), with_mode(&HELION_FILES));
+    assert!(read(dir.join("build.toml")).contains("backends = [\"cuda\", \"rocm\", \"xpu\"]\n"));
+}
+
+#[test]
+fn triton_files() {
+    let s = Scratch::new();
+    s.init(&[
+        "--template",
+        "triton",
+        "--name",
+        "myorg/add-triton",
+        "--backends",
+        "cuda",
+    ]);
+    let dir = s.root.join("add-triton");
+    assert_eq!(
+        tree(&dir),
+        with_mode(&[
+            ".gitignore",
+            "CARD.md",
+            "README.md",
+            "build.toml",
+            "flake.nix",
+            "tests/test_add_triton.py",
+            "torch-ext/add_triton/__init__.py",
+            "torch-ext/add_triton/op.py",
+        ])
+    );
+    let toml = read(dir.join("build.toml"));
+    assert!(toml.contains("backends = [\"cuda\"]\npython-depends = []\n"));
+    assert!(toml.ends_with("[torch-noarch]\n"));
+    assert!(read(dir.join("torch-ext/add_triton/op.py"))
+        .contains("@triton.jit\ndef _add_triton_kernel("));
+}
+
+#[test]
+fn torch_files_cpu_only() {
+    let s = Scratch::new();
+    s.init(&[
+        "--template",
+        "torch",
+        "--name",
+        "myorg/add-torch",
+        "--backends",
+        "cpu",
+    ]);
+    let dir = s.root.join("add-torch");
+    assert_eq!(
+        tree(&dir),
+        with_mode(&[
+            ".gitignore",
+            "CARD.md",
+            "README.md",
+            "build.toml",
+            "flake.nix",
+            "tests/test_add_torch.py",
+            "torch-ext/add_torch/__init__.py",
+            "torch-ext/add_torch/op.py",
+        ])
+    );
+    assert!(read(dir.join("build.toml")).contains("backends = [\"cpu\"]\npython-depends = []\n"));
+    assert!(read(dir.join("CARD.md")).contains("x = torch.randn(1 << 20, device=\"cpu\")"));
+}
+
+#[test]
+fn compiled_files_every_backend() {
+    let s = Scratch::new();
+    s.init(&[
+        "--template",
+        "compiled",
+        "--name",
+        "myorg/relu",
+        "--backends",
+        "all",
+    ]);
+    let dir = s.root.join("relu");
+    assert_eq!(
+        tree(&dir),
+        with_mode(&[
+            ".gitignore",
+            "CARD.md",
+            "README.md",
+            "build.toml",
+            "flake.nix",
+            "relu_cpu/relu.cpp",
+            "relu_cuda/relu.cu",
+            "relu_metal/relu.metal",
+            "relu_metal/relu.mm",
+            "relu_xpu/relu.cpp",
+            "tests/test_relu.py",
+            "torch-ext/relu/__init__.py",
+            "torch-ext/torch_binding.cpp",
+            "torch-ext/torch_binding.h",
+        ])
+    );
+    assert_eq!(
+        read(dir.join("build.toml")),
+        r#"[general]
+name = "relu"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda", "metal", "rocm", "xpu"]
+python-depends = []
+
+[general.hub]
+repo-id = "myorg/relu"
+
+# A compiled kernel: the torch binding plus one `[kernel.*]` per backend, built into one
+# variant per cell of the build matrix (`torch212-cxx11-cu126-x86_64-linux`, ...).
+[torch]
+src = [
+  "torch-ext/torch_binding.cpp",
+  "torch-ext/torch_binding.h",
+]
+
+[kernel.relu_cpu]
+backend = "cpu"
+depends = ["torch"]
+src = ["relu_cpu/relu.cpp"]
+
+[kernel.relu_cuda]
+backend = "cuda"
+depends = ["torch"]
+src = ["relu_cuda/relu.cu"]
+
+[kernel.relu_metal]
+backend = "metal"
+depends = ["torch"]
+src = [
+  "relu_metal/relu.metal",
+  "relu_metal/relu.mm",
+]
+
+# ROCm compiles the CUDA source through HIP.
+[kernel.relu_rocm]
+backend = "rocm"
+depends = ["torch"]
+src = ["relu_cuda/relu.cu"]
+
+[kernel.relu_xpu]
+backend = "xpu"
+depends = ["torch"]
+src = ["relu_xpu/relu.cpp"]
+"#
+    );
+    let binding = read(dir.join("torch-ext/torch_binding.cpp"));
+    assert!(binding.contains("TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {"));
+    assert!(binding.contains("ops.def(\"relu(Tensor! out, Tensor x, Tensor y) -> ()\");"));
+    assert!(binding.contains("REGISTER_EXTENSION(TORCH_EXTENSION_NAME)"));
+    assert!(read(dir.join("torch-ext/relu/__init__.py")).contains("from ._ops import ops"));
+}
+
+#[test]
+fn compiled_rocm_only_uses_the_cuda_source() {
+    let s = Scratch::new();
+    s.init(&[
+        "--template",
+        "compiled",
+        "--name",
+        "myorg/relu",
+        "--backends",
+        "rocm",
+    ]);
+    let files: Vec<String> = tree(&s.root.join("relu"))
+        .into_iter()
+        .filter(|f| f.contains("relu_"))
+        .collect();
+    assert_eq!(files, ["644 relu_cuda/relu.cu"]);
+}
+
+/// Upstream dropped PATH's parent directories (`init ../x/foo` made `./foo`).
+#[test]
+fn path_parent_directories_are_kept() {
+    let s = Scratch::new();
+    s.init(&["--name", "myorg/foo", "--template", "torch", "a/b/foo"]);
+    assert_eq!(entries(&s.root)[..3], ["a", "a/b", "a/b/foo"]);
+    assert!(s.root.join("a/b/foo/build.toml").is_file());
+    assert!(!s.root.join("foo").exists());
+    // Relative to the parent too.
+    std::fs::create_dir(s.root.join("work")).unwrap();
+    let out = s
+        .kb()
+        .current_dir(s.root.join("work"))
+        .args(["init", "--name", "myorg/bar", "../x/bar"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(s.root.join("x/bar/build.toml").is_file());
+}
+
+/// `init ORG/NAME` without `--name`: the repository comes from PATH, which is kept as is.
+#[test]
+fn repo_id_from_org_name_path() {
+    let s = Scratch::new();
+    let out = s
+        .kb()
+        .args(["init", "--template", "torch", "myorg/relu"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "note: the Hub repository `myorg/relu` was read from PATH; pass `--name ORG/NAME` to choose another\n"
+    );
+    assert!(read(s.root.join("myorg/relu/build.toml")).contains("repo-id = \"myorg/relu\"\n"));
+}
+
+#[test]
+fn empty_directory_and_existing_repo_are_reused() {
+    let s = Scratch::new();
+    std::fs::create_dir(s.root.join("empty")).unwrap();
+    s.init(&["--name", "myorg/empty", "--template", "torch", "empty"]);
+    assert!(s.root.join("empty/build.toml").is_file());
+
+    // A directory holding only `.git`: the repository is reused.
+    let repo = s.root.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    assert!(std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap()
+        .success());
+    s.init(&["--name", "myorg/repo", "--template", "torch", "repo"]);
+    assert_eq!(staged(&repo).len(), 8);
+}
+
+/// A project inside an existing work tree is staged there, without a nested repository.
+#[test]
+fn project_inside_a_work_tree_is_staged_there() {
+    let s = Scratch::new();
+    let mono = s.root.join("mono");
+    std::fs::create_dir(&mono).unwrap();
+    assert!(std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&mono)
+        .status()
+        .unwrap()
+        .success());
+    let stdout = s.init(&[
+        "--name",
+        "myorg/inner",
+        "--template",
+        "torch",
+        "mono/kernels/inner",
+    ]);
+    let top = std::fs::canonicalize(&mono).unwrap();
+    assert!(stdout.contains(&format!(
+        "  staged the files in the existing git repository at `{}`\n",
+        top.display()
+    )));
+    assert!(!mono.join("kernels/inner/.git").exists());
+    let out = std::process::Command::new("git")
+        .args(["ls-files"])
+        .current_dir(&mono)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "kernels/inner/.gitignore\nkernels/inner/CARD.md\nkernels/inner/README.md\nkernels/inner/build.toml\n\
+         kernels/inner/flake.nix\nkernels/inner/tests/test_inner.py\nkernels/inner/torch-ext/inner/__init__.py\n\
+         kernels/inner/torch-ext/inner/op.py\n"
+    );
+}
+
+#[test]
+fn overwrite_replaces_generated_files_and_keeps_others() {
+    let s = Scratch::new();
+    let dir = s.root.join("kk");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine\n").unwrap();
+    std::fs::write(dir.join("build.toml"), "stale\n").unwrap();
+    s.init(&[
+        "--name",
+        "myorg/kk",
+        "--template",
+        "torch",
+        "--overwrite",
+        "kk",
+    ]);
+    assert_eq!(read(dir.join("notes.txt")), "mine\n");
+    assert!(read(dir.join("build.toml")).starts_with("[general]\nname = \"kk\"\n"));
+    assert_eq!(tree(&dir).len(), 9);
+}
+
+// ---- Errors: exact message, exit code, nothing written ----
+
+#[test]
+fn invalid_name_states_the_rule_and_suggests_a_fix() {
+    let s = Scratch::new();
+    let (code, stdout, stderr) = s.init_fails(&["--name", "user/My_Kernel"]);
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        "error: `My_Kernel` is not a valid kernel name: a kernel name uses lowercase letters, digits and `-`, \
+         starts with a letter, does not end with `-`, and is at least 2 characters long (e.g. `vector-add`)\n\
+         hint: did you mean `--name user/my-kernel`?\n"
+    );
+    assert_eq!(entries(&s.root), Vec::<String>::new());
+}
+
+#[test]
+fn invalid_name_from_path() {
+    let s = Scratch::new();
+    let (code, _, stderr) = s.init_fails(&["myorg/My_Kernel"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr.lines().last().unwrap(),
+        "hint: pass the kernel name with `--name myorg/my-kernel` (the directory can keep its name)"
+    );
+    assert_eq!(entries(&s.root), Vec::<String>::new());
+}
+
+#[test]
+fn name_without_org() {
+    let s = Scratch::new();
+    let (code, _, stderr) = s.init_fails(&["--name", "vector-add"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "error: `--name vector-add` must be the Hub repository, ORG/NAME\nhint: for example `--name myorg/vector-add`\n"
+    );
+    let (code, _, stderr) = s.init_fails(&["some/deep/dir"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "error: `init some/deep/dir` cannot tell the Hub repository of the new kernel\n\
+         hint: pass `--name ORG/NAME`, e.g. `kernel-builder init --name myorg/dir -- some/deep/dir`\n"
+    );
+    assert_eq!(entries(&s.root), Vec::<String>::new());
+}
+
+#[test]
+fn non_empty_directory_names_the_real_flag() {
+    let s = Scratch::new();
+    let dir = s.root.join("kk");
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::write(dir.join("build.toml"), "mine\n").unwrap();
+    std::fs::write(dir.join("tests/test_kk.py"), "mine\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine\n").unwrap();
+    let before = entries(&s.root);
+    let (code, stdout, stderr) = s.init_fails(&["--name", "myorg/kk", "--template", "torch", "kk"]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(
+        stderr,
+        "error: `kk` is not empty, and `init` writes only into a new or empty directory\n\
+         these files would be replaced:\n    build.toml\n    tests/test_kk.py\n\
+         it also holds (these would be kept):\n    notes.txt\n\
+         hint: pass `--overwrite` to write the project anyway: generated files replace the files of the same \
+         name, other files are left as they are\n"
+    );
+    assert!(!stderr.contains("--force"));
+    assert_eq!(entries(&s.root), before);
+    assert_eq!(read(dir.join("build.toml")), "mine\n");
+}
+
+/// clap reads PATH after `--backends` as one more backend.
+#[test]
+fn value_after_backends_suggests_double_dash() {
+    let s = Scratch::new();
+    let (code, stdout, stderr) = s.init_fails(&["--name", "myorg/kk", "--backends", "cuda", "foo"]);
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        "error: `foo` is not a backend (backends: cuda, rocm, xpu, or `all`)\n\
+         hint: `--backends` takes every value after it, so a directory given after it is read as a backend: \
+         did you mean `--backends cuda -- foo`?\n"
+    );
+    assert_eq!(entries(&s.root), Vec::<String>::new());
+}
+
+#[test]
+fn backend_the_template_does_not_support() {
+    let s = Scratch::new();
+    let (code, _, stderr) = s.init_fails(&["--name", "myorg/kk", "--backends", "cuda", "cpu"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "error: the helion template does not support the `cpu` backend (it supports cuda, rocm, xpu)\n\
+         hint: helion kernels run through Triton, on GPUs; for a noarch kernel that runs on `cpu` use \
+         `--template torch`\n"
+    );
+    assert_eq!(entries(&s.root), Vec::<String>::new());
+}
+
+#[test]
+fn unknown_template_lists_them() {
+    let s = Scratch::new();
+    let (code, _, stderr) = s.init_fails(&["--name", "myorg/kk", "--template", "cutlass"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr.lines().take(2).collect::<Vec<_>>(),
+        [
+            "error: invalid value 'cutlass' for '--template <TEMPLATE>'",
+            "  [possible values: compiled, helion, triton, torch]"
+        ]
+    );
+    assert_eq!(entries(&s.root), Vec::<String>::new());
+}
+
+#[test]
+fn path_blocked_by_a_file() {
+    let s = Scratch::new();
+    std::fs::write(s.root.join("a"), "file\n").unwrap();
+    let (code, _, stderr) = s.init_fails(&["--name", "myorg/kk", "a/b/kk"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "error: cannot write `a`: it exists and is not a directory\n"
+    );
+    assert_eq!(entries(&s.root), ["a"]);
+    let (code, _, stderr) = s.init_fails(&["--name", "myorg/kk", "a"]);
+    assert_eq!(code, 1);
+    assert_eq!(stderr, "error: `a` exists and is not a directory\n");
+}
+
+/// Without git nothing is written (git is looked up first).
+#[test]
+fn missing_git_writes_nothing() {
+    let s = Scratch::new();
+    let out = s
+        .kb()
+        .env("PATH", "/nonexistent")
+        .args(["init", "--name", "myorg/kk", "a/kk"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.starts_with("error: `git --version` failed in `a/kk`\n--- output ---\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.ends_with("(is git installed and on PATH?)\n---\nnothing was written\n"),
+        "{stderr}"
+    );
+    assert_eq!(entries(&s.root), Vec::<String>::new());
+}
