@@ -1,27 +1,186 @@
-//! Placeholder until the command lands.
+//! `kernel-builder build-and-copy [DIR] [--variant V]... [--nix auto|always|never] [-- NIX_ARGS...]`
+//! (alias `build`), and the hidden `kernel-builder assemble`, the builder a Nix cell runs.
 
-use camino::Utf8PathBuf;
+use std::process::ExitCode;
 
-/// Arguments.
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::assemble::bundle::{self, PlannedVariant};
+use crate::assemble::provenance::{git_revision, BuildIds, KernelRevision};
+use crate::assemble::SourceSet;
+use crate::config::{self, Backend};
+
+/// How `build-and-copy` builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NixMode {
+    /// Through Nix when `nix` is on PATH and DIR has a `flake.nix`; natively otherwise.
+    Auto,
+    /// Always through Nix (`nix build` of the kernel's flake); fails without Nix.
+    Always,
+    /// Never through Nix: assemble the variants here with this binary. Noarch kernels only.
+    Never,
+}
+
+/// Arguments of `build-and-copy`.
+///
+/// Builds the kernel's variants and writes them to DIR/build/<variant>/, replacing only the
+/// variants built. For a noarch kernel (Helion, Triton, plain torch) that is one
+/// `torch-<backend>` directory per backend. Nothing in DIR/build/ changes when the build fails.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Kernel directory (default: the current directory).
+    /// Kernel directory, holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
+    /// Build only this variant, e.g. `torch-cuda` (repeatable). Other variants already in
+    /// DIR/build/ are left as they are.
+    #[arg(long = "variant", value_name = "VARIANT")]
+    pub variants: Vec<String>,
+    /// Build through Nix or natively.
+    #[arg(long, value_enum, default_value_t = NixMode::Auto)]
+    pub nix: NixMode,
+    /// Extra arguments for `nix build` (after `--`), e.g. `-- -L --max-jobs 4`.
+    #[arg(last = true, value_name = "NIX_ARGS")]
+    pub nix_args: Vec<String>,
 }
 
-/// Arguments of the hidden `assemble` command.
+/// Whether an executable `nix` is on PATH.
+fn nix_on_path() -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path).any(|d| {
+        std::fs::metadata(d.join("nix"))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// The kernel directory argument: given (must be a directory) or the current directory.
+fn kernel_dir(dir: Option<Utf8PathBuf>) -> anyhow::Result<Utf8PathBuf> {
+    let dir = dir.unwrap_or_else(|| Utf8PathBuf::from("."));
+    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    Ok(dir)
+}
+
+/// Run `build-and-copy`.
+pub fn run(args: Args) -> super::CmdResult {
+    let dir = kernel_dir(args.dir)?;
+    let use_nix = match args.nix {
+        NixMode::Always => true,
+        NixMode::Never => false,
+        NixMode::Auto => {
+            let has_nix = nix_on_path();
+            let has_flake = dir.join("flake.nix").is_file();
+            if has_nix && has_flake {
+                true
+            } else {
+                let why = if has_nix {
+                    format!("`{dir}` has no flake.nix")
+                } else {
+                    "`nix` is not on PATH".to_owned()
+                };
+                eprintln!("note: {why}; building natively (`--nix never`)");
+                false
+            }
+        }
+    };
+    if use_nix {
+        crate::nixdrv::build_and_copy(&dir, &args.variants, &args.nix_args)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    anyhow::ensure!(
+        args.nix_args.is_empty(),
+        "arguments after `--` are for `nix build`, but this build does not use Nix: {}",
+        args.nix_args.join(" ")
+    );
+
+    let loaded = config::load(&dir)?;
+    if !loaded.rendered_warnings.is_empty() {
+        eprint!("{}", loaded.rendered_warnings);
+    }
+    let revision = git_revision(&dir)?;
+    let report = bundle::build_into(&dir, &loaded.config, &args.variants, revision)?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    for v in &report.built {
+        let id =
+            v.id.as_deref()
+                .map(|i| format!(", id {i}"))
+                .unwrap_or_default();
+        println!("built {} ({} files{id}) -> {}", v.name, v.files, v.path);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_backend(s: &str) -> Result<Backend, String> {
+    Backend::from_name(&s.to_ascii_lowercase()).ok_or_else(|| {
+        let all: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
+        format!("unknown backend `{s}`; expected one of {}", all.join(", "))
+    })
+}
+
+/// Arguments of the hidden `assemble` command: build one noarch variant from a kernel source
+/// (the builder that a Nix cell runs over its filtered source, with no `.git` in reach).
 #[derive(Debug, clap::Args)]
 pub struct AssembleArgs {
-    /// Kernel directory.
-    pub dir: Utf8PathBuf,
+    /// The kernel source (a directory holding build.toml).
+    #[arg(long, value_name = "SRC")]
+    pub source: Utf8PathBuf,
+    /// The backend whose variant to build (`torch-<backend>`).
+    #[arg(long, value_parser = parse_backend)]
+    pub backend: Backend,
+    /// Output directory; created, and `OUT/torch-<backend>/` written into it.
+    #[arg(long, value_name = "OUT")]
+    pub out: Utf8PathBuf,
+    /// The kernel's git commit, for `provenance.kernel` (40 or 64 hex digits).
+    #[arg(long, value_name = "SHA")]
+    pub kernel_commit: Option<String>,
+    /// The kernel's work tree differed from `--kernel-commit`.
+    #[arg(long, requires = "kernel_commit")]
+    pub kernel_dirty: bool,
 }
 
-/// Run the command.
-pub fn run(_args: Args) -> super::CmdResult {
-    anyhow::bail!("not implemented yet")
+/// Assemble one variant of the kernel in `source` into `out/<variant>/` (`out` is created),
+/// with the kernel revision given. The library path shared with `build-and-copy`.
+pub fn assemble_one(
+    source: &Utf8Path,
+    backend: Backend,
+    out: &Utf8Path,
+    kernel: Option<KernelRevision>,
+) -> anyhow::Result<Utf8PathBuf> {
+    let loaded = config::load(source)?;
+    if !loaded.rendered_warnings.is_empty() {
+        eprint!("{}", loaded.rendered_warnings);
+    }
+    let cfg = &loaded.config;
+    let variant = PlannedVariant {
+        name: backend.noarch_variant(),
+        backend,
+        compiled: !cfg.is_noarch_for(backend),
+    };
+    let set = SourceSet::collect(source, cfg)?;
+    for w in set.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let ids = BuildIds {
+        uid: set.uid(),
+        kernel,
+    };
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
+    for w in bundle::assemble_variant(&set, cfg, &variant, &ids, out)? {
+        eprintln!("warning: {w}");
+    }
+    Ok(out.join(&variant.name))
 }
 
 /// Run the hidden `assemble` command.
-pub fn run_assemble(_args: AssembleArgs) -> super::CmdResult {
-    anyhow::bail!("not implemented yet")
+pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
+    let kernel = match &args.kernel_commit {
+        Some(c) => Some(KernelRevision::new(c, args.kernel_dirty)?),
+        None => None,
+    };
+    let written = assemble_one(&args.source, args.backend, &args.out, kernel)?;
+    println!("{written}");
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,15 +1,100 @@
-//! Placeholder until the command lands.
+//! `kernel-builder check-config [DIR] [--json]`: read DIR/build.toml (any generation), check
+//! every rule, print a summary.
+
+use std::process::ExitCode;
 
 use camino::Utf8PathBuf;
+use serde::Serialize;
+
+use crate::config::{self, BuildConfig, Framework};
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Kernel directory (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
+    /// Print the summary as JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
-/// Run the command.
-pub fn run(_args: Args) -> super::CmdResult {
-    anyhow::bail!("not implemented yet")
+/// The summary printed on success (also the `--json` shape).
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// `general.name`.
+    pub name: String,
+    /// The generation the file was written in (`Generation::label`).
+    pub generation: String,
+    /// `general.backends` in file order.
+    pub backends: Vec<String>,
+    /// `torch`, `torch-noarch` or `tvm-ffi`.
+    pub framework: String,
+    /// `[kernel.*]` name → backend, in file order.
+    pub kernels: Vec<(String, String)>,
+    /// Backends with no `[kernel.*]`: their variants are noarch (`torch-<backend>`).
+    pub noarch_backends: Vec<String>,
+}
+
+impl Summary {
+    /// Summarise a loaded configuration.
+    pub fn of(c: &BuildConfig) -> Summary {
+        Summary {
+            name: c.general.name.clone(),
+            generation: c.generation.label().to_owned(),
+            backends: c.general.backends.iter().map(|b| b.to_string()).collect(),
+            framework: c.framework.section().to_owned(),
+            kernels: c.kernels.iter().map(|(n, k)| (n.clone(), k.backend.to_string())).collect(),
+            noarch_backends: match c.framework {
+                Framework::Torch(_) | Framework::TorchNoarch(_) => {
+                    c.general.backends.iter().filter(|b| c.is_noarch_for(**b)).map(|b| b.to_string()).collect()
+                }
+                Framework::TvmFfi(_) => Vec::new(),
+            },
+        }
+    }
+
+    /// The text form: one `key: value` line each, kernels indented below.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("name: {}\n", self.name));
+        s.push_str(&format!("generation: {}\n", self.generation));
+        s.push_str(&format!("backends: {}\n", self.backends.join(", ")));
+        s.push_str(&format!("framework: {}\n", self.framework));
+        if self.kernels.is_empty() {
+            s.push_str("kernels: none\n");
+        } else {
+            s.push_str("kernels:\n");
+            for (n, b) in &self.kernels {
+                s.push_str(&format!("  {n} -> {b}\n"));
+            }
+        }
+        if !self.noarch_backends.is_empty() {
+            s.push_str(&format!("noarch backends: {}\n", self.noarch_backends.join(", ")));
+        }
+        s
+    }
+}
+
+/// Run the command: exit 0 when the file is valid (warnings on stderr), 1 with every error
+/// rendered on stderr otherwise.
+pub fn run(args: Args) -> super::CmdResult {
+    let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
+    match config::load(&dir) {
+        Ok(loaded) => {
+            if !loaded.rendered_warnings.is_empty() {
+                eprint!("{}", loaded.rendered_warnings);
+            }
+            let summary = Summary::of(&loaded.config);
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                print!("{}", summary.to_text());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            eprint!("{}", errors.render());
+            Ok(ExitCode::from(1))
+        }
+    }
 }

@@ -1,20 +1,45 @@
 //! `build.toml`: every generation read into one typed model ([`model`]), validated with source
 //! spans, and migrated to edition 5.
+//!
+//! Reading a file ([`load`], [`load_str`]):
+//! 1. the text is parsed with `toml_edit` (a syntax error is reported with its position);
+//! 2. [`upgrade::upgrade`] turns any generation into an edition-5 document in place;
+//! 3. [`parse`] reads that document into [`BuildConfig`], collecting every [`Problem`]
+//!    (validation rules in [`validate`], dependency tables in [`deps`]);
+//! 4. [`diagnostics`] locates each problem's key path in the original text and renders it.
 
+pub mod deps;
+pub mod diagnostics;
 pub mod model;
+pub mod parse;
+pub mod upgrade;
+pub mod validate;
 
 pub use model::*;
 
-/// All the errors found in one `build.toml`, ready to print with their source lines.
-#[derive(Debug)]
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// All the problems found in one `build.toml` when at least one is an error.
+#[derive(Debug, Clone)]
 pub struct ConfigErrors {
+    /// The file, as shown in messages.
+    pub path: Utf8PathBuf,
+    /// Every problem (errors and warnings) in file order.
+    pub problems: Vec<Problem>,
+    /// The problems rendered as `[file:line:column]`, source line, rule and help, followed by
+    /// a count line (style chosen by [`diagnostics::RenderStyle::detect`] when loading).
     pub rendered: String,
 }
 
 impl ConfigErrors {
-    /// Every error, rendered as `file:line:column`, the source line, the rule and the fix.
+    /// Every problem, rendered as `file:line:column`, the source line, the rule and the fix.
     pub fn render(&self) -> String {
         self.rendered.clone()
+    }
+
+    /// Only the errors (not the warnings).
+    pub fn errors(&self) -> impl Iterator<Item = &Problem> {
+        self.problems.iter().filter(|p| p.severity == Severity::Error)
     }
 }
 
@@ -25,6 +50,116 @@ impl std::fmt::Display for ConfigErrors {
 }
 
 impl std::error::Error for ConfigErrors {}
+
+/// A `build.toml` that passed every check, with the warnings found on the way.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: BuildConfig,
+    /// Warnings (a legacy generation, a kernel whose backend is not built, …) in file order.
+    pub warnings: Vec<Problem>,
+    /// The warnings rendered like errors (empty when there are none).
+    pub rendered_warnings: String,
+}
+
+/// Read `kernel_dir/build.toml` (any generation), validate it and check that every `src` and
+/// `include` path exists inside `kernel_dir`.
+///
+/// Errors: every problem of the file, rendered (also when the file cannot be read).
+pub fn load(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
+    let path = kernel_dir.join("build.toml");
+    let text = match std::fs::read(&path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(_) => return Err(unreadable(&path, "not-utf8", format!("`{path}` is not UTF-8 text"), None)),
+        },
+        Err(e) => {
+            let help = if !kernel_dir.is_dir() {
+                format!("`{kernel_dir}` is not a directory; pass the kernel directory")
+            } else {
+                "run the command in a kernel directory, or pass its path".to_owned()
+            };
+            return Err(unreadable(&path, "no-build-toml", format!("cannot read `{path}`: {e}"), Some(help)));
+        }
+    };
+    load_str(&path, &text, Some(kernel_dir))
+}
+
+fn unreadable(path: &Utf8Path, rule: &'static str, message: String, help: Option<String>) -> ConfigErrors {
+    let problem = Problem { severity: Severity::Error, key_path: String::new(), rule, message, help };
+    let placed = vec![diagnostics::Placed { problem: problem.clone(), span: None }];
+    ConfigErrors {
+        path: path.to_owned(),
+        problems: vec![problem],
+        rendered: diagnostics::render(path.as_str(), None, &placed, diagnostics::RenderStyle::detect()),
+    }
+}
+
+/// Read `text` as the `build.toml` shown as `display_path`. With `kernel_dir`, `src` and
+/// `include` paths are checked on disk relative to it; with `None` only their shape is.
+/// Rendering uses [`diagnostics::RenderStyle::detect`].
+pub fn load_str(display_path: &Utf8Path, text: &str, kernel_dir: Option<&Utf8Path>) -> Result<Loaded, ConfigErrors> {
+    load_str_styled(display_path, text, kernel_dir, diagnostics::RenderStyle::detect())
+}
+
+/// [`load_str`] with an explicit rendering style.
+pub fn load_str_styled(
+    display_path: &Utf8Path,
+    text: &str,
+    kernel_dir: Option<&Utf8Path>,
+    style: diagnostics::RenderStyle,
+) -> Result<Loaded, ConfigErrors> {
+    let shown = display_path.as_str();
+    let mut doc = match text.parse::<toml_edit::DocumentMut>() {
+        Ok(d) => d,
+        Err(e) => {
+            let problem = Problem {
+                severity: Severity::Error,
+                key_path: String::new(),
+                rule: "toml-syntax",
+                message: format!("not valid TOML: {}", e.message().trim_end()),
+                help: Some("fix the TOML syntax at the marked place".to_owned()),
+            };
+            let span = e.span().map(|s| {
+                // A zero-width span at the end still needs a character to point at.
+                let start = s.start.min(text.len());
+                start..s.end.max(start).min(text.len())
+            });
+            let placed = vec![diagnostics::Placed { problem: problem.clone(), span: Some(span.unwrap_or(0..0)) }];
+            return Err(ConfigErrors {
+                path: display_path.to_owned(),
+                problems: vec![problem],
+                rendered: diagnostics::render(shown, Some(text), &placed, style),
+            });
+        }
+    };
+    let up = upgrade::upgrade(&mut doc);
+    let mut cx = parse::Cx::new(kernel_dir);
+    let config = parse::read(&mut cx, doc.as_table(), display_path, up.generation);
+    let mut problems = up.problems;
+    problems.extend(cx.problems);
+    if up.generation.is_legacy() {
+        problems.push(Problem {
+            severity: Severity::Warning,
+            key_path: "general".to_owned(),
+            rule: "legacy-format",
+            message: format!(
+                "build.toml uses the {} format; it was upgraded to edition 5 in memory",
+                up.generation.label()
+            ),
+            help: Some("run `kernel-builder update-build` to rewrite it as edition 5".to_owned()),
+        });
+    }
+    // Parsing the original text again keeps the spans (DocumentMut drops them).
+    let original = toml_edit::ImDocument::parse(text.to_owned()).ok();
+    let placed = diagnostics::place(problems, original.as_ref(), &up.renames);
+    let has_errors = placed.iter().any(|p| p.problem.severity == Severity::Error);
+    let rendered = diagnostics::render(shown, Some(text), &placed, style);
+    let problems: Vec<Problem> = placed.into_iter().map(|p| p.problem).collect();
+    if has_errors {
+        return Err(ConfigErrors { path: display_path.to_owned(), problems, rendered });
+    }
+    Ok(Loaded { config, warnings: problems, rendered_warnings: rendered })
+}
 
 /// How serious a [`Problem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -1,3 +1,19 @@
 //! The build matrix (from `nix/build-matrix.json`) and variant naming.
+//!
+//! - [`data`]: the matrix as typed data;
+//! - [`cells`]: the build variants (cells) one kernel builds on one system, named;
+//! - [`naming`]: the variant-name formats and the `kernels` loader's grammar;
+//! - [`resolve_cuda_capabilities`] and [`rocm::resolve_rocm_archs`]: the architectures a kernel
+//!   compiles in one cell.
 
+pub mod cells;
+pub mod cuda;
 pub mod data;
+pub mod naming;
+pub mod rocm;
+
+#[cfg(test)]
+pub(crate) mod testutil;
+
+pub use cells::{cells, host_system, Cell, CellKind, Scope};
+pub use cuda::resolve_cuda_capabilities;

@@ -1,2 +1,4 @@
 //! Integration tests: one binary, one module per concern.
+mod build;
+mod hash;
 mod init;

@@ -1,0 +1,321 @@
+//! A bundle: the variants of one kernel in `DIR/build/<variant>/`, written all-or-nothing.
+//!
+//! # Which variants
+//!
+//! A noarch variant (`torch-<backend>`) does not depend on the host, so the bundle holds every
+//! noarch cell of the matrix on *any* system ([`crate::matrix::cells`] with
+//! [`Scope::Bundle`]), plus the compiled cells of the host system. `--variant V` restricts the
+//! build to the named variants; an unknown name is an error that lists the valid ones.
+//! Compiled variants go through [`super::compiled`], which in this version refuses them, so a
+//! mixed kernel builds its noarch variants with `--variant`.
+//!
+//! # All or nothing
+//!
+//! [`build_into`] assembles every requested variant into a temporary directory inside
+//! `DIR/build/` (the same filesystem, so renames are atomic), then, variant by variant, moves
+//! the old `build/<v>` aside and the new one into place; if a move fails, the ones already
+//! made are undone. Variants that were not built, and other files in `build/`, are left alone.
+//! If anything fails before the moves, `build/` is exactly as it was (a `build/` created for
+//! this run is removed again). The manifest `build/hashes.json` is then rewritten for the
+//! variants present.
+
+use std::collections::BTreeSet;
+
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+
+use super::compiled::assemble_compiled;
+use super::noarch::{assemble_noarch, op_namespace};
+use super::provenance::{BuildIds, KernelRevision};
+use super::source::SourceSet;
+use super::Warning;
+use crate::config::{deps, Backend, BuildConfig};
+use crate::matrix::{self, Scope};
+
+/// One variant a bundle can hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedVariant {
+    /// Directory name under `build/` (`torch-cuda`, `torch212-cxx11-cu130-x86_64-linux`).
+    pub name: String,
+    pub backend: Backend,
+    /// True when a `[kernel.*]` compiles code for the backend.
+    pub compiled: bool,
+}
+
+/// Every variant `build-and-copy` builds for `config` on this host, sorted by name: the
+/// noarch cells of every system, and the compiled cells of the host system.
+pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
+    let host = matrix::host_system();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for system in &matrix::data::matrix().systems {
+        for cell in matrix::cells(config, system, Scope::Bundle) {
+            if (cell.noarch || *system == host) && seen.insert(cell.name.clone()) {
+                out.push(PlannedVariant {
+                    name: cell.name,
+                    backend: cell.backend,
+                    compiled: !cell.noarch,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The planned variants named in `requested` (all of them when it is empty), in plan order.
+///
+/// Errors: a name that is not planned; the message lists the valid names.
+pub fn select(
+    planned: &[PlannedVariant],
+    requested: &[String],
+) -> anyhow::Result<Vec<PlannedVariant>> {
+    if requested.is_empty() {
+        return Ok(planned.to_vec());
+    }
+    let unknown: Vec<&String> = requested
+        .iter()
+        .filter(|r| !planned.iter().any(|p| &p.name == *r))
+        .collect();
+    if !unknown.is_empty() {
+        let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
+        anyhow::bail!(
+            "unknown variant{} {}; this kernel's variants are: {}",
+            if unknown.len() == 1 { "" } else { "s" },
+            unknown
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if valid.is_empty() {
+                "(none)".to_owned()
+            } else {
+                valid.join(", ")
+            }
+        );
+    }
+    Ok(planned
+        .iter()
+        .filter(|p| requested.contains(&p.name))
+        .cloned()
+        .collect())
+}
+
+/// Check that every name of `backend`'s `python-depends` is a known dependency (the general
+/// table, or that backend's table), as the `kernels` loader will (A9).
+pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::Result<()> {
+    let unknown: Vec<String> = config
+        .general
+        .python_depends_for(backend)
+        .into_iter()
+        .filter(|n| {
+            deps::python_dependency(n, None).is_none()
+                && deps::python_dependency(n, Some(backend)).is_none()
+        })
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let mut known: Vec<&str> = deps::python_dependency_names(None).unwrap_or_default();
+    known.extend(deps::python_dependency_names(Some(backend)).unwrap_or_default());
+    anyhow::bail!(
+        "unknown Python dependenc{} {} for `{backend}` in `{}`; the `kernels` loader refuses to load such a variant. Known for `{backend}`: {}",
+        if unknown.len() == 1 { "y" } else { "ies" },
+        unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
+        config.path,
+        known.join(", ")
+    )
+}
+
+/// Write one planned variant into `out_dir/<name>/` (noarch or compiled).
+pub fn assemble_variant(
+    source: &SourceSet,
+    config: &BuildConfig,
+    variant: &PlannedVariant,
+    ids: &BuildIds,
+    out_dir: &Utf8Path,
+) -> anyhow::Result<Vec<Warning>> {
+    let dest = out_dir.join(&variant.name);
+    if variant.compiled {
+        assemble_compiled(source, config, &variant.name, variant.backend, ids, &dest)
+    } else {
+        check_python_depends(config, variant.backend)?;
+        assemble_noarch(source, config, variant.backend, ids, &dest)
+    }
+}
+
+/// What [`build_into`] did.
+#[derive(Debug, Clone)]
+pub struct BundleReport {
+    /// `DIR/build`.
+    pub build_dir: Utf8PathBuf,
+    /// The variants built, sorted by name.
+    pub built: Vec<BuiltVariant>,
+    /// The source set's git tree id (40 hex digits).
+    pub tree_id: String,
+    /// Warnings about the sources and the variants, sorted, each once.
+    pub warnings: Vec<Warning>,
+}
+
+/// One variant written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltVariant {
+    pub name: String,
+    /// `DIR/build/<name>`.
+    pub path: Utf8PathBuf,
+    /// The metadata `id` (the op namespace), `None` for compiled variants.
+    pub id: Option<String>,
+    /// Number of files in it, `metadata.json` included.
+    pub files: usize,
+}
+
+/// Build the variants of the kernel in `kernel_dir` named in `requested` (all planned ones
+/// when empty) into `kernel_dir/build/`, all or nothing (see the module doc).
+///
+/// `kernel` is the kernel's revision for `provenance.kernel` (see
+/// [`super::provenance::git_revision`]).
+///
+/// Errors: an unknown variant, a compiled variant, a source or layout problem, an unknown
+/// Python dependency, or a filesystem failure; in each case `build/` is unchanged, except
+/// when undoing a partly completed swap fails too (the error then says which variants).
+pub fn build_into(
+    kernel_dir: &Utf8Path,
+    config: &BuildConfig,
+    requested: &[String],
+    kernel: Option<KernelRevision>,
+) -> anyhow::Result<BundleReport> {
+    let selected = select(&plan(config), requested)?;
+    anyhow::ensure!(
+        !selected.is_empty(),
+        "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",
+        config.path
+    );
+    let source = SourceSet::collect(kernel_dir, config)?;
+    let ids = BuildIds {
+        uid: source.uid(),
+        kernel,
+    };
+
+    let build_dir = kernel_dir.join("build");
+    let created_build = match std::fs::symlink_metadata(&build_dir) {
+        Ok(m) if m.is_dir() => false,
+        Ok(_) => anyhow::bail!("`{build_dir}` exists and is not a directory; move it away"),
+        Err(_) => {
+            std::fs::create_dir(&build_dir)
+                .with_context(|| format!("cannot create `{build_dir}`"))?;
+            true
+        }
+    };
+    let result = build_and_swap(&source, config, &selected, &ids, &build_dir);
+    if result.is_err() && created_build {
+        // Only removes it when empty, i.e. when nothing was moved in.
+        let _ = std::fs::remove_dir(&build_dir);
+    }
+    let (built, mut warnings) = result?;
+
+    // TODO(hash::manifest): write `build/hashes.json` with
+    // `crate::hash::manifest::Manifest::for_bundle(&build_dir, &variants, &source.tree_id())?
+    //  .write(&build_dir.join("hashes.json"))?` once `hash::manifest` is merged.
+
+    warnings.extend(source.warnings().iter().cloned());
+    warnings.sort();
+    warnings.dedup();
+    Ok(BundleReport {
+        build_dir,
+        built,
+        tree_id: source.tree_id(),
+        warnings,
+    })
+}
+
+fn build_and_swap(
+    source: &SourceSet,
+    config: &BuildConfig,
+    selected: &[PlannedVariant],
+    ids: &BuildIds,
+    build_dir: &Utf8Path,
+) -> anyhow::Result<(Vec<BuiltVariant>, Vec<Warning>)> {
+    let tmp = tempfile::Builder::new()
+        .prefix(".kernel-builder-tmp-")
+        .tempdir_in(build_dir)
+        .with_context(|| format!("cannot create a temporary directory in `{build_dir}`"))?;
+    let tmp_path = Utf8Path::from_path(tmp.path())
+        .with_context(|| format!("the temporary directory in `{build_dir}` has a non-UTF-8 path"))?
+        .to_owned();
+    let new_dir = tmp_path.join("new");
+    let old_dir = tmp_path.join("old");
+    for d in [&new_dir, &old_dir] {
+        std::fs::create_dir(d).with_context(|| format!("cannot create `{d}`"))?;
+    }
+
+    let mut warnings = Vec::new();
+    for v in selected {
+        let w = assemble_variant(source, config, v, ids, &new_dir)
+            .with_context(|| format!("cannot build variant `{}`", v.name))?;
+        warnings.extend(w);
+    }
+
+    // Swap in, undoing on failure.
+    let mut done: Vec<(Utf8PathBuf, Option<Utf8PathBuf>)> = Vec::new();
+    for v in selected {
+        let target = build_dir.join(&v.name);
+        let aside = old_dir.join(&v.name);
+        let had_old = std::fs::symlink_metadata(&target).is_ok();
+        let step = (|| -> anyhow::Result<()> {
+            if had_old {
+                std::fs::rename(&target, &aside)
+                    .with_context(|| format!("cannot move `{target}` aside"))?;
+            }
+            if let Err(e) = std::fs::rename(new_dir.join(&v.name), &target) {
+                if had_old {
+                    let _ = std::fs::rename(&aside, &target);
+                }
+                return Err(e).with_context(|| {
+                    format!("cannot move the new `{}` into `{build_dir}`", v.name)
+                });
+            }
+            Ok(())
+        })();
+        if let Err(e) = step {
+            let mut not_restored = Vec::new();
+            for (t, a) in done.iter().rev() {
+                let undone = std::fs::remove_dir_all(t).is_ok()
+                    && a.as_ref().is_none_or(|a| std::fs::rename(a, t).is_ok());
+                if !undone {
+                    not_restored.push(t.to_string());
+                }
+            }
+            if not_restored.is_empty() {
+                return Err(e);
+            }
+            return Err(e.context(format!(
+                "and these variants could not be restored to their previous state: {}",
+                not_restored.join(", ")
+            )));
+        }
+        done.push((target, had_old.then_some(aside)));
+    }
+
+    let built = selected
+        .iter()
+        .map(|v| {
+            let path = build_dir.join(&v.name);
+            let files = walkdir::WalkDir::new(&path)
+                .into_iter()
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_file())
+                .count();
+            let id = (!v.compiled).then(|| op_namespace(source.python_name(), v.backend, &ids.uid));
+            BuiltVariant {
+                name: v.name.clone(),
+                path,
+                id,
+                files,
+            }
+        })
+        .collect();
+    // `tmp` (with the old variants) is removed here.
+    tmp.close()
+        .with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
+    Ok((built, warnings))
+}

@@ -1,0 +1,169 @@
+//! Where a build came from: the ids that name a variant and the provenance written to
+//! `metadata.json` (reference: kernel-builder-cli.md §4.5).
+//!
+//! - `provenance.kernel` (`{commit, dirty}`) is the kernel's git state. The native path asks
+//!   git ([`git_revision`]): the `HEAD` commit, dirty when a tracked file under the kernel
+//!   directory differs from `HEAD` (`git status --porcelain --untracked-files=no`), not
+//!   counting the kernel's own `build/` directory, which holds outputs. Untracked files never
+//!   make it dirty. The Nix path gets the same two values on the command line
+//!   (`kernel-builder assemble --kernel-commit SHA [--kernel-dirty]`), from the flake's
+//!   `self.rev` / `self.dirtyRev`. Without a commit the key is left out.
+//! - `provenance.kernel-builder` is `{version}` plus `commit` and `dirty` when they were baked
+//!   in at compile time through `KERNEL_BUILDER_GIT_COMMIT` and `KERNEL_BUILDER_GIT_DIRTY`
+//!   (`true`/`false`); a binary built without them writes only `version`. Nothing is guessed.
+
+use anyhow::Context;
+use camino::Utf8Path;
+use serde::Serialize;
+
+/// A git commit and whether the work tree differed from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelRevision {
+    /// 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
+    pub commit: String,
+    pub dirty: bool,
+}
+
+impl KernelRevision {
+    /// A revision from user input; the commit must be 40 or 64 hex digits (stored lowercase).
+    pub fn new(commit: &str, dirty: bool) -> anyhow::Result<KernelRevision> {
+        Ok(KernelRevision {
+            commit: parse_object_id(commit)?,
+            dirty,
+        })
+    }
+}
+
+/// The ids of one build: the unique id of the source (see [`super::source`]) and the kernel's
+/// revision, when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildIds {
+    /// 7 lowercase hex digits, [`super::SourceSet::uid`].
+    pub uid: String,
+    pub kernel: Option<KernelRevision>,
+}
+
+/// Check a git object id: exactly 40 or 64 hex digits. Returns it in lowercase.
+pub fn parse_object_id(s: &str) -> anyhow::Result<String> {
+    let ok = (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    anyhow::ensure!(
+        ok,
+        "`{s}` is not a git commit id: expected 40 or 64 hexadecimal digits"
+    );
+    Ok(s.to_ascii_lowercase())
+}
+
+/// The orchestrator's own provenance (`provenance.kernel-builder`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuilderProvenance {
+    pub version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dirty: Option<bool>,
+}
+
+/// This binary's provenance: the crate version, and the git commit and dirty flag when both
+/// were given at compile time (`KERNEL_BUILDER_GIT_COMMIT`, `KERNEL_BUILDER_GIT_DIRTY`).
+/// Either one missing or malformed means neither is written.
+pub fn builder_provenance() -> BuilderProvenance {
+    let commit = option_env!("KERNEL_BUILDER_GIT_COMMIT").and_then(|c| parse_object_id(c).ok());
+    let dirty = match option_env!("KERNEL_BUILDER_GIT_DIRTY") {
+        Some("true") | Some("1") => Some(true),
+        Some("false") | Some("0") => Some(false),
+        _ => None,
+    };
+    let (commit, dirty) = match (commit, dirty) {
+        (Some(c), Some(d)) => (Some(c), Some(d)),
+        _ => (None, None),
+    };
+    BuilderProvenance {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        commit,
+        dirty,
+    }
+}
+
+/// A `git` command run in `dir`, with the variables that would redirect it to another
+/// repository removed (they are set, for example, under `git rebase --exec`).
+fn git(dir: &Utf8Path, args: &[&str]) -> duct::Expression {
+    let mut full = vec!["-C", dir.as_str()];
+    full.extend_from_slice(args);
+    duct::cmd("git", full)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_OBJECT_DIRECTORY")
+        .env_remove("GIT_CEILING_DIRECTORIES")
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+}
+
+/// The git state of the kernel in `kernel_dir`: `HEAD`'s commit and whether tracked files
+/// under `kernel_dir` (outside its `build/`) differ from it.
+///
+/// `Ok(None)` when there is no git, `kernel_dir` is not in a repository, or the repository has
+/// no commit yet. Errors: `git status` fails inside a repository (its stderr is shown).
+pub fn git_revision(kernel_dir: &Utf8Path) -> anyhow::Result<Option<KernelRevision>> {
+    let head = match git(
+        kernel_dir,
+        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+    )
+    .run()
+    {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        // No git installed, not a repository, or no commit: nothing to record.
+        _ => return Ok(None),
+    };
+    let Ok(commit) = parse_object_id(&head) else {
+        return Ok(None);
+    };
+    let status = git(
+        kernel_dir,
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":(exclude)build",
+        ],
+    )
+    .run()
+    .with_context(|| format!("cannot run `git status` in `{kernel_dir}`"))?;
+    if !status.status.success() {
+        anyhow::bail!(
+            "`git status --porcelain --untracked-files=no` failed in `{kernel_dir}` ({}):\n{}",
+            status.status,
+            String::from_utf8_lossy(&status.stderr).trim_end()
+        );
+    }
+    Ok(Some(KernelRevision {
+        commit,
+        dirty: !status.stdout.is_empty(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_ids() {
+        let c = "ABCDEF0123456789abcdef0123456789abcdef01";
+        assert_eq!(parse_object_id(c).unwrap(), c.to_ascii_lowercase());
+        assert!(parse_object_id(&"a".repeat(64)).is_ok());
+        for bad in ["abc1234", &"g".repeat(40), &"a".repeat(41), ""] {
+            let err = parse_object_id(bad).unwrap_err().to_string();
+            assert!(err.contains("40 or 64 hexadecimal digits"), "{err}");
+        }
+    }
+
+    #[test]
+    fn builder_provenance_has_the_crate_version() {
+        let p = builder_provenance();
+        assert_eq!(p.version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(p.commit.is_some(), p.dirty.is_some());
+    }
+}

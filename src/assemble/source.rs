@@ -1,0 +1,630 @@
+//! The kernel's *source set*: the files a build reads, and the unique id derived from them.
+//!
+//! # The rules (the Nix cell's source filter keeps at least these files)
+//!
+//! Paths are relative to the kernel directory (the directory holding `build.toml`).
+//!
+//! 1. `build.toml`.
+//! 2. Every entry of the framework section's `src` (`[torch] src`, `[tvm-ffi] src`;
+//!    `[torch-noarch]` has none) and of every `[kernel.<name>] src`. An entry names a file,
+//!    or a directory whose files are all taken (recursively, with rule 4's exclusions). An
+//!    entry must be relative and stay inside the kernel directory (`..` is refused); a
+//!    missing entry is an error.
+//! 3. The package: every file under `torch-ext/<python_name>/` (recursively;
+//!    `<python_name>` is `general.name` with `-` replaced by `_`) whose extension is in the
+//!    framework's `pyext` list ([`Framework::pyext`], default `py`, `pyi`; a leading `.` in a
+//!    `pyext` entry is ignored; matching is case-sensitive). The extension is what follows the
+//!    last `.` of the file name; a name like `.gitignore` has none and is never taken.
+//! 4. Never taken, anywhere: a directory named `__pycache__` (with everything under it) and
+//!    files ending in `.pyc`.
+//!
+//! Symbolic links are read through: a link whose target resolves inside the kernel directory
+//! counts as the file (or directory) it points to, at the link's path; a link that resolves
+//! outside the kernel directory is an error. Empty directories are not part of the set.
+//!
+//! A Nix filter may keep more files than this (a README, tests): `kernel-builder assemble`
+//! collects the set itself from whatever source it is given, so the id and the output only
+//! depend on these files. It must not keep fewer.
+//!
+//! # Unique id
+//!
+//! [`SourceSet::tree_id`] is the git tree id of a directory holding exactly the source set
+//! ([`super::gitid`]): blob ids of the files' contents, modes `100755` for files whose owner
+//! execute bit is set and `100644` otherwise. When the kernel directory is committed in git
+//! and the set has no symbolic links, it equals `git rev-parse HEAD:<kernel dir>` of a commit
+//! containing only those files. [`SourceSet::uid`] is its first 7 hex digits, the part of the
+//! op namespace `_<python_name>_<backend>_<uid>` that keeps two builds of different sources
+//! from sharing `torch.ops` namespaces. It needs no `.git`, so a Nix sandbox computes the same
+//! id from its filtered copy.
+//!
+//! # Layout checks
+//!
+//! Collected together and reported at once: `torch-ext/<python_name>/` missing (the existing
+//! package directories are named, since a name that does not match `general.name` is the
+//! usual cause); no `__init__.py` at the top of the package (the loader imports it); a
+//! `torch-ext/<python_name>/<python_name>` file or directory (it would shadow the package, as
+//! the upstream layout check also refuses); a `metadata.json` at the top of the package (the
+//! build writes that file); a `.py`/`.pyi` file that is not UTF-8 (Python reads sources as
+//! UTF-8); a path that is not UTF-8.
+//!
+//! # Helion AOT heuristics
+//!
+//! A package file named `_helion_aot_<source stem>_<device kind>_<compute>.py` (written by
+//! Helion's AOT runner beside the kernel's source file, see the loader reference B6) belongs
+//! to one backend: device kind `cuda` → `cuda`, `rocm` → `rocm`, `xpu` → `xpu`, `tpu` →
+//! `tpu`, `cpu` → `cpu`. The device kind is found as the rightmost `_<kind>_` of the name;
+//! the stem may itself contain underscores. [`SourceFile::heuristic`] records it, and the
+//! noarch assembler ships the file only in that backend's variant. Warnings: a heuristic for a
+//! backend not in `general.backends` (shipped nowhere); a name that starts with
+//! `_helion_aot_` but names no known device kind (shipped as an ordinary file); a heuristic
+//! with no `<source stem>.py` beside it (Helion looks it up from that file, so it is never
+//! used).
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+
+use anyhow::Context;
+use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
+
+use super::gitid::{self, FileMode, ObjectId, TreeFile};
+use super::Warning;
+use crate::config::{Backend, BuildConfig, Framework};
+
+/// Why a file is in the source set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// `build.toml`.
+    BuildToml,
+    /// Named by a `src` list (framework section or a `[kernel.*]`); read by compiled builds.
+    Src,
+    /// Under `torch-ext/<python_name>/`; `in_package` is the path below that directory, which
+    /// is where the file goes in a variant directory.
+    Package {
+        in_package: Utf8PathBuf,
+        heuristic: Option<Heuristic>,
+    },
+}
+
+/// A Helion AOT heuristic file (`_helion_aot_<stem>_<kind>_<compute>.py`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heuristic {
+    /// The kernel source file's stem (`vector_add`).
+    pub stem: String,
+    /// Helion's device kind (`cuda`, `rocm`, …).
+    pub device_kind: String,
+    /// The compute part (`sm90`, `gfx950`, …).
+    pub compute: String,
+    /// The backend whose variant ships the file.
+    pub backend: Backend,
+}
+
+/// One file of the source set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Path relative to the kernel directory, `/`-separated.
+    pub rel: Utf8PathBuf,
+    /// Where to read it (the kernel directory joined with `rel`; links are followed on read).
+    pub abs: Utf8PathBuf,
+    /// The mode git would record.
+    pub mode: FileMode,
+    /// Size in bytes.
+    pub len: u64,
+    pub role: Role,
+}
+
+/// The source set of one kernel, sorted by path, with its git tree id.
+#[derive(Debug, Clone)]
+pub struct SourceSet {
+    root: Utf8PathBuf,
+    python_name: String,
+    files: Vec<SourceFile>,
+    tree_id: ObjectId,
+    warnings: Vec<Warning>,
+}
+
+/// Helion's device kinds and the backend each belongs to.
+const HELION_KINDS: [(&str, Backend); 5] = [
+    ("cuda", Backend::Cuda),
+    ("rocm", Backend::Rocm),
+    ("xpu", Backend::Xpu),
+    ("tpu", Backend::Tpu),
+    ("cpu", Backend::Cpu),
+];
+
+impl SourceSet {
+    /// Collect the source set of the kernel in `kernel_dir` described by `config`, hash it,
+    /// and check the package layout.
+    ///
+    /// Errors: every layout problem found (see the module doc), listed together; an
+    /// unreadable file or directory, named.
+    pub fn collect(kernel_dir: &Utf8Path, config: &BuildConfig) -> anyhow::Result<SourceSet> {
+        let canon_root = kernel_dir
+            .canonicalize_utf8()
+            .with_context(|| format!("cannot open the kernel directory `{kernel_dir}`"))?;
+        let python_name = config.general.python_name();
+        let mut c = Collector {
+            root: kernel_dir.to_owned(),
+            canon_root,
+            files: BTreeMap::new(),
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        };
+
+        c.add_file(Utf8Path::new("build.toml"), "build.toml", Role::BuildToml);
+
+        let framework_src: &[String] = match &config.framework {
+            Framework::Torch(t) => &t.src,
+            Framework::TvmFfi(t) => &t.src,
+            Framework::TorchNoarch(_) => &[],
+        };
+        let section = config.framework.section();
+        for (i, s) in framework_src.iter().enumerate() {
+            c.add_src(s, &format!("{section}.src[{i}]"));
+        }
+        for (name, k) in &config.kernels {
+            for (i, s) in k.src.iter().enumerate() {
+                c.add_src(s, &format!("kernel.{name}.src[{i}]"));
+            }
+        }
+
+        let pyext: Vec<String> = config
+            .framework
+            .pyext()
+            .iter()
+            .map(|e| e.trim_start_matches('.').to_owned())
+            .collect();
+        c.add_package(&python_name, &pyext, config);
+
+        if !c.errors.is_empty() {
+            let n = c.errors.len();
+            let list: String = c.errors.iter().map(|e| format!("\n  - {e}")).collect();
+            anyhow::bail!(
+                "the kernel in `{kernel_dir}` cannot be built ({n} problem{}):{list}",
+                if n == 1 { "" } else { "s" }
+            );
+        }
+
+        let files: Vec<SourceFile> = c.files.into_values().collect();
+        let tree_files: Vec<TreeFile> = files
+            .iter()
+            .map(|f| -> anyhow::Result<TreeFile> {
+                Ok(TreeFile {
+                    path: f.rel.to_string(),
+                    mode: f.mode,
+                    blob: hash_file(f)?,
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let tree_id = gitid::tree_id(&tree_files).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut warnings = c.warnings;
+        warnings.sort();
+        warnings.dedup();
+        Ok(SourceSet {
+            root: kernel_dir.to_owned(),
+            python_name,
+            files,
+            tree_id,
+            warnings,
+        })
+    }
+
+    /// The kernel directory the set was collected from.
+    pub fn root(&self) -> &Utf8Path {
+        &self.root
+    }
+
+    /// `general.name` with `-` replaced by `_`.
+    pub fn python_name(&self) -> &str {
+        &self.python_name
+    }
+
+    /// `torch-ext/<python_name>`, relative to the kernel directory.
+    pub fn package_dir(&self) -> Utf8PathBuf {
+        Utf8PathBuf::from(format!("torch-ext/{}", self.python_name))
+    }
+
+    /// Every file, sorted by path.
+    pub fn files(&self) -> &[SourceFile] {
+        &self.files
+    }
+
+    /// The package files (role [`Role::Package`]), sorted by path.
+    pub fn package_files(&self) -> impl Iterator<Item = &SourceFile> {
+        self.files
+            .iter()
+            .filter(|f| matches!(f.role, Role::Package { .. }))
+    }
+
+    /// The git tree id of the set, 40 lowercase hex digits.
+    pub fn tree_id(&self) -> String {
+        gitid::to_hex(&self.tree_id)
+    }
+
+    /// The unique id used in op namespaces: the first 7 hex digits of [`Self::tree_id`].
+    pub fn uid(&self) -> String {
+        self.tree_id()[..7].to_owned()
+    }
+
+    /// Warnings found while collecting (stray heuristics, …), sorted, each once.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+}
+
+/// The git blob id of a file of the set; `.py`/`.pyi` files must be UTF-8.
+fn hash_file(f: &SourceFile) -> anyhow::Result<ObjectId> {
+    let file = std::fs::File::open(&f.abs).with_context(|| format!("cannot read `{}`", f.abs))?;
+    gitid::blob_id_of_reader(f.len, file).with_context(|| format!("cannot read `{}`", f.abs))
+}
+
+struct Collector {
+    root: Utf8PathBuf,
+    canon_root: Utf8PathBuf,
+    files: BTreeMap<Utf8PathBuf, SourceFile>,
+    errors: Vec<String>,
+    warnings: Vec<Warning>,
+}
+
+impl Collector {
+    /// Normalise a `src` entry to a relative path inside the kernel, or record why not.
+    fn normalise(&mut self, entry: &str, key: &str) -> Option<Utf8PathBuf> {
+        let mut out = Utf8PathBuf::new();
+        for comp in Utf8Path::new(entry).components() {
+            match comp {
+                Utf8Component::Normal(p) => out.push(p),
+                Utf8Component::CurDir => {}
+                Utf8Component::ParentDir | Utf8Component::RootDir | Utf8Component::Prefix(_) => {
+                    self.errors.push(format!(
+                        "`{key}` is `{entry}`: source paths must be relative to the kernel directory and stay inside it"
+                    ));
+                    return None;
+                }
+            }
+        }
+        if out.as_str().is_empty() {
+            self.errors.push(format!(
+                "`{key}` is empty: name a file or directory of the kernel"
+            ));
+            return None;
+        }
+        Some(out)
+    }
+
+    fn add_src(&mut self, entry: &str, key: &str) {
+        let Some(rel) = self.normalise(entry, key) else {
+            return;
+        };
+        let abs = self.root.join(&rel);
+        match std::fs::metadata(&abs) {
+            Ok(m) if m.is_dir() => {
+                if self.inside(&abs, &rel) {
+                    self.walk(&rel, &mut |_, _| true, &|_| Role::Src);
+                }
+            }
+            Ok(_) => self.add_file(&rel, key, Role::Src),
+            Err(_) => self.errors.push(format!(
+                "`{key}` names `{rel}`, which does not exist in the kernel directory"
+            )),
+        }
+    }
+
+    /// Whether `abs` (the path `rel` of the kernel) resolves inside the kernel directory;
+    /// records an error when it does not.
+    fn inside(&mut self, abs: &Utf8Path, rel: &Utf8Path) -> bool {
+        match abs.canonicalize_utf8() {
+            Ok(real) if real.starts_with(&self.canon_root) => true,
+            Ok(real) => {
+                self.errors.push(format!(
+                    "`{rel}` is a symbolic link to `{real}`, outside the kernel directory; copy the file into the kernel instead"
+                ));
+                false
+            }
+            Err(e) => {
+                self.errors.push(format!("cannot resolve `{rel}`: {e}"));
+                false
+            }
+        }
+    }
+
+    fn add_file(&mut self, rel: &Utf8Path, what: &str, role: Role) {
+        let abs = self.root.join(rel);
+        let meta = match std::fs::metadata(&abs) {
+            Ok(m) => m,
+            Err(e) => {
+                self.errors
+                    .push(format!("cannot read `{rel}` (named by `{what}`): {e}"));
+                return;
+            }
+        };
+        if !meta.is_file() {
+            self.errors
+                .push(format!("`{rel}` (named by `{what}`) is not a regular file"));
+            return;
+        }
+        if !self.inside(&abs, rel) {
+            return;
+        }
+        let mode = if meta.permissions().mode() & 0o100 != 0 {
+            FileMode::Executable
+        } else {
+            FileMode::Regular
+        };
+        if matches!(rel.extension(), Some("py" | "pyi")) {
+            match std::fs::read(&abs) {
+                Ok(bytes) => {
+                    if let Err(e) = std::str::from_utf8(&bytes) {
+                        let line = bytes[..e.valid_up_to()]
+                            .iter()
+                            .filter(|b| **b == b'\n')
+                            .count()
+                            + 1;
+                        self.errors.push(format!(
+                            "`{rel}` is not UTF-8 (invalid byte on line {line}); Python reads sources as UTF-8, so re-save it as UTF-8"
+                        ));
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.errors.push(format!("cannot read `{rel}`: {e}"));
+                    return;
+                }
+            }
+        }
+        let file = SourceFile {
+            rel: rel.to_owned(),
+            abs,
+            mode,
+            len: meta.len(),
+            role,
+        };
+        // A package file keeps its package role even if a `src` list also names it.
+        let keep_old =
+            matches!(self.files.get(rel), Some(old) if matches!(old.role, Role::Package { .. }));
+        if !keep_old {
+            self.files.insert(rel.to_owned(), file);
+        }
+    }
+
+    /// Walk the directory `rel` (following links, checking each stays inside), adding every
+    /// file for which `want(rel, name)` holds, with the role `role(rel)`.
+    fn walk(
+        &mut self,
+        rel: &Utf8Path,
+        want: &mut dyn FnMut(&Utf8Path, &str) -> bool,
+        role: &dyn Fn(&Utf8Path) -> Role,
+    ) {
+        let top = self.root.join(rel);
+        let mut walker = walkdir::WalkDir::new(&top)
+            .follow_links(true)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_entry(|e| e.file_name() != "__pycache__");
+        while let Some(entry) = walker.next() {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    let at = e
+                        .path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| top.to_string());
+                    self.errors.push(format!("cannot read `{at}`: {e}"));
+                    continue;
+                }
+            };
+            let Some(path) = Utf8Path::from_path(entry.path()) else {
+                self.errors.push(format!(
+                    "`{}` has a name that is not UTF-8; rename it",
+                    entry.path().display()
+                ));
+                continue;
+            };
+            let Ok(below) = path.strip_prefix(&self.root) else {
+                continue;
+            };
+            let below = below.to_owned();
+            // A linked directory that leaves the kernel: one error, and nothing below it.
+            if entry.path_is_symlink() && entry.file_type().is_dir() && !self.inside(path, &below) {
+                walker.skip_current_dir();
+                continue;
+            }
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let name = entry.file_name().to_str().unwrap_or_default().to_owned();
+            if name.ends_with(".pyc") || !want(&below, &name) {
+                continue;
+            }
+            let r = role(&below);
+            self.add_file(&below, rel.as_str(), r);
+        }
+    }
+
+    fn add_package(&mut self, python_name: &str, pyext: &[String], config: &BuildConfig) {
+        let pkg = Utf8PathBuf::from(format!("torch-ext/{python_name}"));
+        let abs = self.root.join(&pkg);
+        if !abs.is_dir() {
+            let mut found: Vec<String> = std::fs::read_dir(self.root.join("torch-ext"))
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok())
+                        .filter(|e| e.path().is_dir())
+                        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            found.sort();
+            let hint = if found.is_empty() {
+                format!("create `{pkg}/__init__.py`")
+            } else {
+                format!(
+                    "found {}; the package directory must be named after `general.name` (`{}`) with `-` replaced by `_`",
+                    found.iter().map(|f| format!("`torch-ext/{f}/`")).collect::<Vec<_>>().join(", "),
+                    config.general.name
+                )
+            };
+            self.errors.push(format!(
+                "the package directory `{pkg}/` does not exist; {hint}"
+            ));
+            return;
+        }
+        if !self.inside(&abs, &pkg) {
+            return;
+        }
+        let shadow = abs.join(python_name);
+        if shadow.symlink_metadata().is_ok() {
+            self.errors.push(format!(
+                "`{pkg}/{python_name}` must not exist: a file or directory named after the package shadows it when the variant is imported; rename it"
+            ));
+        }
+        if abs.join("__init__.py").symlink_metadata().is_err() {
+            self.errors.push(format!("`{pkg}/__init__.py` is missing; the `kernels` loader imports the package through it"));
+        }
+
+        let mut heuristics: Vec<(Utf8PathBuf, Option<Heuristic>, String)> = Vec::new();
+        let pkg_for_role = pkg.clone();
+        // Dot-files (`.gitignore`) have no extension and are never taken.
+        let mut want = |_: &Utf8Path, name: &str| -> bool {
+            !name.starts_with('.')
+                && Utf8Path::new(name)
+                    .extension()
+                    .is_some_and(|e| pyext.iter().any(|p| p == e))
+        };
+        let role = |below: &Utf8Path| -> Role {
+            let in_package = below
+                .strip_prefix(&pkg_for_role)
+                .unwrap_or(below)
+                .to_owned();
+            let heuristic = in_package.file_name().and_then(parse_heuristic_name);
+            Role::Package {
+                in_package,
+                heuristic,
+            }
+        };
+        self.walk(&pkg, &mut want, &role);
+
+        // Checks on the collected package files.
+        for f in self.files.values() {
+            let Role::Package {
+                in_package,
+                heuristic,
+            } = &f.role
+            else {
+                continue;
+            };
+            if in_package.as_str() == "metadata.json" {
+                self.errors.push(format!(
+                    "`{}` must not exist: the build writes `metadata.json` into every variant; remove it from the package",
+                    f.rel
+                ));
+            }
+            if in_package.as_str() == "_ops.py" {
+                self.warnings.push(Warning {
+                    path: Some(f.rel.clone()),
+                    message: "is replaced in every variant by the generated `_ops.py` (the op namespace is fixed per variant); remove it from the package".to_owned(),
+                });
+            }
+            let name = in_package.file_name().unwrap_or_default();
+            if name.starts_with("_helion_aot_") && name.ends_with(".py") {
+                heuristics.push((f.rel.clone(), heuristic.clone(), name.to_owned()));
+            }
+        }
+        for (rel, h, name) in heuristics {
+            match h {
+                None => self.warnings.push(Warning {
+                    path: Some(rel),
+                    message: format!(
+                        "starts with `_helion_aot_` but names no Helion device kind (`{name}` should be `_helion_aot_<source stem>_<cuda|rocm|xpu|tpu|cpu>_<compute>.py`); it is shipped as an ordinary file in every variant"
+                    ),
+                }),
+                Some(h) => {
+                    if !config.general.backends.contains(&h.backend) {
+                        self.warnings.push(Warning {
+                            path: Some(rel.clone()),
+                            message: format!(
+                                "is a Helion heuristic for `{}`, which is not in `general.backends`; it is left out of every variant",
+                                h.backend
+                            ),
+                        });
+                    }
+                    let source = rel.with_file_name(format!("{}.py", h.stem));
+                    if !self.files.contains_key(&source) {
+                        self.warnings.push(Warning {
+                            path: Some(rel.clone()),
+                            message: format!(
+                                "is a Helion heuristic for `{}.py`, but there is no `{source}`; Helion looks the heuristic up beside the kernel's source file, so it would never be used",
+                                h.stem
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Parse `_helion_aot_<stem>_<kind>_<compute>.py`; `None` when the name is not of that form
+/// or names no known device kind.
+pub fn parse_heuristic_name(name: &str) -> Option<Heuristic> {
+    let body = name.strip_prefix("_helion_aot_")?.strip_suffix(".py")?;
+    // The rightmost `_<kind>_` with a non-empty stem before it and a non-empty compute after.
+    let mut best: Option<(usize, &str, Backend)> = None;
+    for (kind, backend) in HELION_KINDS {
+        let pat = format!("_{kind}_");
+        if let Some(at) = body.rfind(&pat) {
+            let compute = &body[at + pat.len()..];
+            if at > 0 && !compute.is_empty() && best.is_none_or(|(b, _, _)| at > b) {
+                best = Some((at, kind, backend));
+            }
+        }
+    }
+    let (at, kind, backend) = best?;
+    Some(Heuristic {
+        stem: body[..at].to_owned(),
+        device_kind: kind.to_owned(),
+        compute: body[at + kind.len() + 2..].to_owned(),
+        backend,
+    })
+}
+
+/// Read a source file's bytes (used by the assembler; the error names the file).
+pub fn read_source(f: &SourceFile) -> anyhow::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(f.len as usize);
+    std::fs::File::open(&f.abs)
+        .and_then(|mut file| file.read_to_end(&mut buf))
+        .with_context(|| format!("cannot read `{}`", f.abs))?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heuristic_names() {
+        let h = parse_heuristic_name("_helion_aot_vector_add_cuda_sm90.py").unwrap();
+        assert_eq!(
+            (
+                h.stem.as_str(),
+                h.device_kind.as_str(),
+                h.compute.as_str(),
+                h.backend
+            ),
+            ("vector_add", "cuda", "sm90", Backend::Cuda)
+        );
+        let h = parse_heuristic_name("_helion_aot_op_rocm_gfx950.py").unwrap();
+        assert_eq!(
+            (h.stem.as_str(), h.backend, h.compute.as_str()),
+            ("op", Backend::Rocm, "gfx950")
+        );
+        // The stem may contain a device kind; the rightmost one wins.
+        let h = parse_heuristic_name("_helion_aot_cuda_utils_xpu_max_1550.py").unwrap();
+        assert_eq!(
+            (h.stem.as_str(), h.backend, h.compute.as_str()),
+            ("cuda_utils", Backend::Xpu, "max_1550")
+        );
+        assert_eq!(parse_heuristic_name("_helion_aot_vector_add.py"), None);
+        assert_eq!(parse_heuristic_name("_helion_aot_cuda_sm90.py"), None);
+        assert_eq!(parse_heuristic_name("_helion_aot_x_cuda_.py"), None);
+        assert_eq!(parse_heuristic_name("heuristic_vector_add.py"), None);
+    }
+}

@@ -1,0 +1,361 @@
+//! Key paths and the rendering of [`Problem`]s against the original `build.toml` text.
+//!
+//! A key path (`general.backends[2]`, `kernel.relu.src[0]`, `kernel."a.b".src`) is resolved
+//! in the original document (parsed with spans by `toml_edit::ImDocument`); keys moved by the
+//! legacy upgrade are first mapped back through its `renames`, and a key that does not exist
+//! (a missing `license`) falls back to its nearest existing parent table.
+//!
+//! Output is miette's graphical report: `[file:line:column]`, the source line with a marker,
+//! the message with its rule, and `help:`. [`RenderStyle::Plain`] (ASCII, no colours, fixed
+//! width of 120 columns) is used when stderr is not a terminal or `NO_COLOR` /
+//! `KERNEL_BUILDER_PLAIN` is set, so that tests and logs get stable bytes.
+
+use std::fmt;
+use std::ops::Range;
+
+use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource};
+use toml_edit::{ImDocument, Item};
+
+use super::{Problem, Severity};
+
+/// Append a key to a key path, quoting it when it is not a bare TOML key.
+pub fn join_key(base: &str, key: &str) -> String {
+    let bare = !key.is_empty() && key.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+    let seg = if bare { key.to_owned() } else { format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\"")) };
+    if base.is_empty() {
+        seg
+    } else {
+        format!("{base}.{seg}")
+    }
+}
+
+/// Append an array index to a key path (`src` → `src[0]`).
+pub fn join_index(base: &str, i: usize) -> String {
+    format!("{base}[{i}]")
+}
+
+/// One step of a key path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Split a key path made by [`join_key`]/[`join_index`] into segments. Malformed text ends the
+/// list early (so a bad path locates its longest good prefix).
+pub fn parse_key_path(path: &str) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut chars = path.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        match c {
+            '.' => {
+                chars.next();
+            }
+            '[' => {
+                chars.next();
+                let mut n = String::new();
+                while let Some(&d) = chars.peek() {
+                    chars.next();
+                    if d == ']' {
+                        break;
+                    }
+                    n.push(d);
+                }
+                match n.parse() {
+                    Ok(i) => out.push(Segment::Index(i)),
+                    Err(_) => return out,
+                }
+            }
+            '"' => {
+                chars.next();
+                let mut k = String::new();
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            if let Some(e) = chars.next() {
+                                k.push(e);
+                            }
+                        }
+                        '"' => break,
+                        _ => k.push(d),
+                    }
+                }
+                out.push(Segment::Key(k));
+            }
+            _ => {
+                let mut k = String::new();
+                while let Some(&d) = chars.peek() {
+                    if d == '.' || d == '[' {
+                        break;
+                    }
+                    k.push(d);
+                    chars.next();
+                }
+                out.push(Segment::Key(k));
+            }
+        }
+    }
+    out
+}
+
+/// Rules whose problem is the key itself (the marker goes under the key, not its value).
+const KEY_RULES: &[&str] = &["unknown-key", "key-for-other-backend", "duplicate-key"];
+
+/// Map a key path of the upgraded document to the original one through `renames`
+/// (`(new, old)` pairs; the longest matching prefix wins).
+pub fn original_key_path(path: &str, renames: &[(String, String)]) -> String {
+    let is_prefix = |new: &str| {
+        path == new || path.strip_prefix(new).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    };
+    match renames.iter().filter(|(new, _)| is_prefix(new)).max_by_key(|(new, _)| new.len()) {
+        Some((new, old)) => format!("{old}{}", &path[new.len()..]),
+        None => path.to_owned(),
+    }
+}
+
+/// The byte range in `doc`'s text for `path`: the value (or, for `on_key`, the key) when it
+/// exists, else the nearest existing parent, else the start of the file.
+pub fn locate(doc: &ImDocument<String>, path: &str, on_key: bool) -> Range<usize> {
+    let segs = parse_key_path(path);
+    let mut item: &Item = doc.as_item();
+    let mut best: Range<usize> = 0..0;
+    let last = segs.len().saturating_sub(1);
+    for (n, seg) in segs.iter().enumerate() {
+        match seg {
+            Segment::Key(k) => {
+                let Some(t) = item.as_table_like() else { break };
+                let Some((key, child)) = t.get_key_value(k) else { break };
+                let key_span = key.span();
+                let child_span = child.span();
+                let span = if n == last && on_key { key_span.or(child_span) } else { child_span.or(key_span) };
+                if let Some(s) = span {
+                    best = s;
+                }
+                item = child;
+            }
+            Segment::Index(i) => {
+                if let Some(arr) = item.as_array() {
+                    let Some(v) = arr.get(*i) else { break };
+                    if let Some(s) = v.span() {
+                        best = s;
+                    }
+                    // Values inside arrays are not items; go no deeper than an inline table.
+                    match v.as_inline_table() {
+                        Some(_) if n < last => {
+                            return locate_in_value(v, &segs[n + 1..], best);
+                        }
+                        _ => break,
+                    }
+                } else if let Some(aot) = item.as_array_of_tables() {
+                    let Some(t) = aot.get(*i) else { break };
+                    if let Some(s) = t.span() {
+                        best = s;
+                    }
+                    return locate_in_table(t, &segs[n + 1..], best, on_key);
+                } else {
+                    break;
+                }
+            }
+        }
+    }
+    best
+}
+
+fn locate_in_value(v: &toml_edit::Value, segs: &[Segment], mut best: Range<usize>) -> Range<usize> {
+    let mut v = v;
+    for seg in segs {
+        match (seg, v) {
+            (Segment::Key(k), toml_edit::Value::InlineTable(t)) => match t.get(k) {
+                Some(c) => v = c,
+                None => break,
+            },
+            (Segment::Index(i), toml_edit::Value::Array(a)) => match a.get(*i) {
+                Some(c) => v = c,
+                None => break,
+            },
+            _ => break,
+        }
+        if let Some(s) = v.span() {
+            best = s;
+        }
+    }
+    best
+}
+
+fn locate_in_table(t: &toml_edit::Table, segs: &[Segment], mut best: Range<usize>, on_key: bool) -> Range<usize> {
+    let Some(Segment::Key(k)) = segs.first() else { return best };
+    if let Some((key, child)) = t.get_key_value(k) {
+        let span = if segs.len() == 1 && on_key { key.span().or(child.span()) } else { child.span().or(key.span()) };
+        if let Some(s) = span {
+            best = s;
+        }
+        if let (Some(v), Some(_)) = (child.as_value(), segs.get(1)) {
+            return locate_in_value(v, &segs[1..], best);
+        }
+    }
+    best
+}
+
+/// Columns diagnostics are wrapped at (fixed, so output does not depend on the terminal).
+const WIDTH: usize = 120;
+
+/// How diagnostics look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderStyle {
+    /// ASCII, no colours, 120 columns: stable bytes for files, pipes and tests.
+    Plain,
+    /// Unicode and colours, for a terminal.
+    Fancy,
+}
+
+impl RenderStyle {
+    /// `Fancy` when stderr is a terminal and neither `NO_COLOR` nor `KERNEL_BUILDER_PLAIN` is
+    /// set; `Plain` otherwise.
+    pub fn detect() -> RenderStyle {
+        use std::io::IsTerminal;
+        let plain_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+            || std::env::var_os("KERNEL_BUILDER_PLAIN").is_some_and(|v| !v.is_empty());
+        if !plain_env && std::io::stderr().is_terminal() {
+            RenderStyle::Fancy
+        } else {
+            RenderStyle::Plain
+        }
+    }
+}
+
+/// A problem with its place in the source, as miette wants it.
+#[derive(Debug)]
+struct Report {
+    message: String,
+    rule: &'static str,
+    severity: Severity,
+    help: Option<String>,
+    source: Option<NamedSource<String>>,
+    span: Option<Range<usize>>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Report {}
+
+impl Diagnostic for Report {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.rule))
+    }
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.severity {
+            Severity::Error => miette::Severity::Error,
+            Severity::Warning => miette::Severity::Warning,
+        })
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.source.as_ref().map(|s| s as &dyn miette::SourceCode)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        let span = self.span.clone()?;
+        Some(Box::new(std::iter::once(LabeledSpan::new_primary_with_span(None, span))))
+    }
+}
+
+/// A problem placed in the file: `span` is a byte range of the original text (`None` when the
+/// file could not be read at all).
+#[derive(Debug, Clone)]
+pub(crate) struct Placed {
+    pub problem: Problem,
+    pub span: Option<Range<usize>>,
+}
+
+/// Place key-path problems in the original text.
+pub(crate) fn place(problems: Vec<Problem>, doc: Option<&ImDocument<String>>, renames: &[(String, String)]) -> Vec<Placed> {
+    let mut placed: Vec<Placed> = problems
+        .into_iter()
+        .map(|p| {
+            let span = doc.map(|d| {
+                let orig = original_key_path(&p.key_path, renames);
+                locate(d, &orig, KEY_RULES.contains(&p.rule))
+            });
+            Placed { problem: p, span }
+        })
+        .collect();
+    // File order; stable, so problems at the same place keep the order they were found in.
+    placed.sort_by_key(|p| p.span.as_ref().map_or(0, |s| s.start));
+    placed
+}
+
+/// Render placed problems one after another, then a one-line count.
+pub(crate) fn render(display_path: &str, text: Option<&str>, placed: &[Placed], style: RenderStyle) -> String {
+    let handler = match style {
+        RenderStyle::Plain => GraphicalReportHandler::new_themed(GraphicalTheme::none()).with_width(WIDTH).with_links(false),
+        RenderStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH),
+    };
+    let mut out = String::new();
+    for p in placed {
+        let report = Report {
+            // With a source the header shows `[file:line:column]`; without one, name the file.
+            message: if text.is_some() { p.problem.message.clone() } else { format!("{}: {}", display_path, p.problem.message) },
+            rule: p.problem.rule,
+            severity: p.problem.severity,
+            help: p.problem.help.clone(),
+            source: text.map(|t| NamedSource::new(display_path, t.to_owned())),
+            span: p.span.clone(),
+        };
+        let mut s = String::new();
+        if handler.render_report(&mut s, &report).is_err() {
+            s = format!("{}: {} [{}]\n", display_path, p.problem.message, p.problem.rule);
+        }
+        out.push_str(s.trim_end());
+        out.push_str("\n\n");
+    }
+    let errors = placed.iter().filter(|p| p.problem.severity == Severity::Error).count();
+    let warnings = placed.len() - errors;
+    let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
+    if errors > 0 {
+        out.push_str(&format!("{display_path}: {} and {}\n", plural(errors, "error"), plural(warnings, "warning")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_paths_round_trip() {
+        let p = join_index(&join_key(&join_key("kernel", "a.b"), "src"), 3);
+        assert_eq!(p, "kernel.\"a.b\".src[3]");
+        assert_eq!(
+            parse_key_path(&p),
+            vec![Segment::Key("kernel".into()), Segment::Key("a.b".into()), Segment::Key("src".into()), Segment::Index(3)]
+        );
+    }
+
+    #[test]
+    fn renames_map_prefixes() {
+        let r = vec![("general.cuda.minver".to_owned(), "general.cuda-minver".to_owned())];
+        assert_eq!(original_key_path("general.cuda.minver", &r), "general.cuda-minver");
+        assert_eq!(original_key_path("general.cuda.minverx", &r), "general.cuda.minverx");
+    }
+
+    #[test]
+    fn locate_values_keys_and_parents() {
+        let text = "[general]\nname = \"x\"\nbackends = [\"cuda\", \"mps\"]\n\n[kernel.relu]\nsrc = []\n";
+        let doc = ImDocument::parse(text.to_owned()).unwrap();
+        let at = |p: &str, k: bool| {
+            let r = locate(&doc, p, k);
+            &text[r]
+        };
+        assert_eq!(at("general.backends[1]", false), "\"mps\"");
+        assert_eq!(at("general.name", true), "name");
+        assert_eq!(at("general.name", false), "\"x\"");
+        assert_eq!(at("kernel.relu.src", false), "[]");
+        assert!(at("general.license", false).starts_with("[general]"));
+        assert!(at("kernel.relu", false).contains("[kernel.relu]"));
+    }
+}

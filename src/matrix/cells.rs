@@ -1,0 +1,523 @@
+//! The cells of the build matrix that one kernel builds.
+//!
+//! Same rules as upstream's Nix (`filterApplicableBuildSets`, nix-builder §3.8):
+//!
+//! 1. keep the build sets of the system whose backend is in `general.backends`, that offer
+//!    tvm-ffi when the kernel is a tvm-ffi kernel, whose CUDA version lies within
+//!    `general.cuda.minver..=maxver` and whose torch version within `[torch] minver..=maxver`
+//!    (versions compare numerically: `"13.0"` equals `"13"`);
+//! 2. for a backend built against the torch stable ABI, keep one set per backend version: the
+//!    one with the newest torch;
+//! 3. name each set: noarch (`torch-<backend>`) when no `[kernel.*]` targets its backend (TPU is
+//!    always `torch-tpu`), else tvm-ffi, stable-ABI or torch arch;
+//! 4. a name made by several sets is one cell, from the first set in matrix order (as Nix's
+//!    `listToAttrs`); with [`Scope::All`] the first *bundle* set is preferred, so that a cell
+//!    of the bundle is described the same way in both scopes.
+
+use serde::Serialize;
+
+use crate::config::{Backend, BuildConfig, Framework, Kernel, Version};
+
+use super::cuda::{default_list, json_version, normalize, resolve_list, toolkit};
+use super::data::{matrix, BuildSet};
+use super::naming;
+use super::rocm::resolve_rocm_archs;
+
+/// Which build sets to consider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// What `nix build .#bundle` builds: sets marked `bundle` in the matrix.
+    Bundle,
+    /// Every set, adding those outside the bundle (torch 2.11 cpu, torch-tpu).
+    All,
+}
+
+/// What kind of build a cell is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CellKind {
+    /// Pure Python / JIT code, named `torch-<backend>`.
+    Noarch,
+    /// A compiled torch extension for one torch version.
+    Torch,
+    /// A compiled torch extension against the torch stable ABI.
+    StableAbi,
+    /// A compiled TVM-FFI extension.
+    TvmFfi,
+}
+
+/// One build variant of a kernel: a build set of the matrix, named.
+///
+/// Serialised (snake_case keys) by `kernel-builder list-variants --json` and read by the Nix
+/// library and CI; `backend` and `kind` serialise as lowercase / kebab-case strings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cell {
+    /// The variant name, also the directory under `build/`: `torch213-cxx11-cu130-x86_64-linux`,
+    /// `torch213-cpu-aarch64-darwin`, `torch-stable-abi211-cu126-x86_64-linux`,
+    /// `tvm-ffi01-cu126-x86_64-linux`, `torch-cuda`.
+    pub name: String,
+    /// Nix system, e.g. `x86_64-linux`.
+    pub system: String,
+    pub backend: Backend,
+    /// CUDA / ROCm / XPU version as written in the matrix (`"12.6"`, `"2025.3.2"`).
+    pub backend_version: Option<String>,
+    /// Torch `major.minor` the cell is built with.
+    pub torch_version: String,
+    /// True for `torch-<backend>` cells.
+    pub noarch: bool,
+    /// Part of the default bundle (`nix build .#bundle`).
+    pub bundle: bool,
+    pub kind: CellKind,
+    /// The torch arch variant name of the build set (the dev-shell key), also for noarch cells.
+    pub arch_variant: String,
+    /// Compiled CUDA cells: the architectures the kernels compile, union over the kernels built
+    /// in this cell, sorted (`["8.0", "9.0a", "9.0+PTX"]`). Noarch CUDA cells: the
+    /// `[torch-noarch] cuda_capabilities` when set. Otherwise `None`.
+    pub cuda_capabilities: Option<Vec<String>>,
+    /// Compiled ROCm cells: the gfx targets compiled (union, sorted). Noarch ROCm cells: the
+    /// `[torch-noarch] rocm_archs` when set. Otherwise `None`.
+    pub rocm_archs: Option<Vec<String>>,
+}
+
+/// The nix system this program runs on, e.g. `x86_64-linux` or `aarch64-darwin`.
+pub fn host_system() -> String {
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        os => os,
+    };
+    format!("{}-{os}", std::env::consts::ARCH)
+}
+
+/// Whether the kernel builds `backend` against the torch stable ABI.
+fn stable_abi_for(config: &BuildConfig, backend: Backend) -> Option<&Version> {
+    match &config.framework {
+        Framework::Torch(t) => t.stable_abi.for_backend(backend),
+        _ => None,
+    }
+}
+
+/// Step 1 of the module doc: does the kernel build this set at all?
+pub(crate) fn set_applies(config: &BuildConfig, set: &BuildSet) -> bool {
+    if !config.general.backends.contains(&set.backend) {
+        return false;
+    }
+    if matches!(config.framework, Framework::TvmFfi(_)) && set.tvm_ffi.is_none() {
+        return false;
+    }
+    if set.backend == Backend::Cuda {
+        let Some(cuda) = set.version.as_deref().map(json_version) else { return false };
+        let g = &config.general.cuda;
+        if g.minver.as_ref().is_some_and(|min| cuda < *min) || g.maxver.as_ref().is_some_and(|max| cuda > *max) {
+            return false;
+        }
+    }
+    let torch = json_version(&set.torch);
+    let (min, max) = config.framework.torch_bounds();
+    !(min.is_some_and(|m| torch < *m) || max.is_some_and(|m| torch > *m))
+}
+
+/// Steps 1 and 2: the sets of `system` the kernel builds, in matrix order (bundle or not).
+pub(crate) fn applicable_sets(config: &BuildConfig, system: &str) -> Vec<&'static BuildSet> {
+    let sets: Vec<&BuildSet> = matrix()
+        .build_sets
+        .iter()
+        .filter(|s| s.systems.iter().any(|x| x == system) && set_applies(config, s))
+        .collect();
+    // Stable-ABI dedup: per backend and backend version, only the newest torch survives.
+    sets.iter()
+        .copied()
+        .filter(|s| {
+            if stable_abi_for(config, s.backend).is_none() {
+                return true;
+            }
+            let key = s.version.as_deref().map(json_version);
+            let torch = json_version(&s.torch);
+            // Keep `s` unless a later-or-equal torch exists in its group; ties go to the first.
+            !sets.iter().any(|o| {
+                o.backend == s.backend
+                    && o.version.as_deref().map(json_version) == key
+                    && !std::ptr::eq(*o, *s)
+                    && (json_version(&o.torch) > torch
+                        || (json_version(&o.torch) == torch && position(o) < position(s)))
+            })
+        })
+        .collect()
+}
+
+fn position(set: &BuildSet) -> usize {
+    matrix().build_sets.iter().position(|s| std::ptr::eq(s, set)).unwrap_or(usize::MAX)
+}
+
+/// The kernels of `backend` that a cell with backend version `version` compiles: CUDA kernels
+/// whose `cuda-minver` is above the cell's CUDA are left out.
+pub(crate) fn kernels_in_cell<'c>(
+    config: &'c BuildConfig,
+    backend: Backend,
+    version: Option<&Version>,
+) -> impl Iterator<Item = (&'c String, &'c Kernel)> + 'c {
+    let version = version.cloned();
+    config.kernels.iter().filter(move |(_, k)| {
+        k.backend == backend
+            && match (&k.cuda_minver, &version) {
+                (Some(min), Some(v)) if backend == Backend::Cuda => v >= min,
+                _ => true,
+            }
+    })
+}
+
+fn cell_for(config: &BuildConfig, set: &BuildSet, system: &str) -> Cell {
+    let backend = set.backend;
+    let version = set.version.as_deref().map(json_version);
+    let torch = json_version(&set.torch);
+    let compute = naming::compute_tag(backend, version.as_ref());
+    let arch_variant = naming::torch_arch_name(&torch, &compute, system);
+    let noarch = config.is_noarch_for(backend) || backend == Backend::Tpu;
+    let (kind, name) = if noarch {
+        (CellKind::Noarch, backend.noarch_variant())
+    } else if let Framework::TvmFfi(_) = config.framework {
+        let tvm = json_version(set.tvm_ffi.as_deref().unwrap_or("0.1"));
+        (CellKind::TvmFfi, naming::tvm_ffi_name(&tvm, &compute, system))
+    } else if let Some(abi) = stable_abi_for(config, backend) {
+        (CellKind::StableAbi, naming::stable_abi_name(abi, &compute, system))
+    } else {
+        (CellKind::Torch, arch_variant.clone())
+    };
+
+    let (mut cuda_capabilities, mut rocm_archs) = (None, None);
+    if noarch {
+        if let Framework::TorchNoarch(t) = &config.framework {
+            if backend == Backend::Cuda {
+                cuda_capabilities =
+                    t.cuda_capabilities.as_ref().map(|c| c.iter().map(ToString::to_string).collect());
+            }
+            if backend == Backend::Rocm {
+                rocm_archs = t.rocm_archs.clone();
+            }
+        }
+    } else if backend == Backend::Cuda {
+        let mut all = Vec::new();
+        if let Some((cuda, tk)) = set.version.as_deref().and_then(toolkit) {
+            for (_, k) in kernels_in_cell(config, backend, Some(&cuda)) {
+                match &k.cuda_capabilities {
+                    Some(caps) => all.extend(resolve_list(caps, &cuda, tk)),
+                    None => all.extend(default_list(tk)),
+                }
+            }
+        }
+        cuda_capabilities = Some(normalize(all).iter().map(ToString::to_string).collect());
+    } else if backend == Backend::Rocm {
+        let mut all: Vec<String> = Vec::new();
+        if let Some(v) = set.version.as_deref() {
+            for (_, k) in kernels_in_cell(config, backend, None) {
+                all.extend(resolve_rocm_archs(k.rocm_archs.as_deref(), v).unwrap_or_default());
+            }
+        }
+        all.sort_by(|a, b| gfx_key(a).cmp(&gfx_key(b)));
+        all.dedup();
+        rocm_archs = Some(all);
+    }
+
+    Cell {
+        name,
+        system: system.to_owned(),
+        backend,
+        backend_version: set.version.clone(),
+        torch_version: set.torch.clone(),
+        noarch,
+        bundle: set.bundle,
+        kind,
+        arch_variant,
+        cuda_capabilities,
+        rocm_archs,
+    }
+}
+
+/// Sort key for gfx targets: `gfx90a` < `gfx942` < `gfx1030` (by number length, then text).
+fn gfx_key(arch: &str) -> (usize, &str) {
+    (arch.len(), arch)
+}
+
+/// The cells `config` builds on `system` (a Nix system such as `x86_64-linux`), sorted by name,
+/// one per name. An unknown system has no cells.
+pub fn cells(config: &BuildConfig, system: &str, scope: Scope) -> Vec<Cell> {
+    let mut out: Vec<Cell> = Vec::new();
+    for set in applicable_sets(config, system) {
+        if scope == Scope::Bundle && !set.bundle {
+            continue;
+        }
+        let cell = cell_for(config, set, system);
+        match out.iter_mut().find(|c| c.name == cell.name) {
+            Some(existing) if !existing.bundle && cell.bundle => *existing = cell,
+            Some(_) => {}
+            None => out.push(cell),
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::*;
+    use crate::config::{Backend::*, StableAbi};
+
+    fn names(config: &BuildConfig, system: &str, scope: Scope) -> Vec<String> {
+        cells(config, system, scope).into_iter().map(|c| c.name).collect()
+    }
+
+    #[test]
+    fn relu_like_kernel_builds_the_whole_matrix() {
+        let c = torch_config(&[Cpu, Cuda, Metal, Rocm, Xpu], &[Cpu, Cuda, Metal, Rocm, Xpu]);
+        assert_eq!(
+            names(&c, "x86_64-linux", Scope::All),
+            [
+                "torch211-cxx11-cpu-x86_64-linux",
+                "torch212-cxx11-cpu-x86_64-linux",
+                "torch212-cxx11-cu126-x86_64-linux",
+                "torch212-cxx11-cu130-x86_64-linux",
+                "torch212-cxx11-cu132-x86_64-linux",
+                "torch212-cxx11-rocm71-x86_64-linux",
+                "torch212-cxx11-rocm72-x86_64-linux",
+                "torch212-cxx11-xpu20253-x86_64-linux",
+                "torch213-cxx11-cpu-x86_64-linux",
+                "torch213-cxx11-cu126-x86_64-linux",
+                "torch213-cxx11-cu130-x86_64-linux",
+                "torch213-cxx11-cu132-x86_64-linux",
+                "torch213-cxx11-rocm71-x86_64-linux",
+                "torch213-cxx11-rocm72-x86_64-linux",
+                "torch213-cxx11-xpu20260-x86_64-linux",
+            ]
+        );
+        assert_eq!(names(&c, "x86_64-linux", Scope::Bundle).len(), 14);
+        assert_eq!(
+            names(&c, "aarch64-darwin", Scope::Bundle),
+            [
+                "torch212-cpu-aarch64-darwin",
+                "torch212-metal-aarch64-darwin",
+                "torch213-cpu-aarch64-darwin",
+                "torch213-metal-aarch64-darwin",
+            ]
+        );
+        assert_eq!(names(&c, "aarch64-linux", Scope::All).len(), 8);
+        assert_eq!(names(&c, "riscv64-linux", Scope::All), Vec::<String>::new());
+    }
+
+    #[test]
+    fn relu_cells_carry_their_build_facts() {
+        let c = torch_config(&[Cpu, Cuda, Metal, Rocm, Xpu], &[Cpu, Cuda, Metal, Rocm, Xpu]);
+        let all = cells(&c, "x86_64-linux", Scope::All);
+        let cu130 = all.iter().find(|c| c.name == "torch213-cxx11-cu130-x86_64-linux").unwrap();
+        assert_eq!(cu130.backend, Cuda);
+        assert_eq!(cu130.backend_version.as_deref(), Some("13.0"));
+        assert_eq!(cu130.torch_version, "2.13");
+        assert_eq!(cu130.kind, CellKind::Torch);
+        assert!(cu130.bundle && !cu130.noarch);
+        assert_eq!(cu130.arch_variant, cu130.name);
+        assert_eq!(
+            cu130.cuda_capabilities.as_deref().unwrap(),
+            ["7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0", "12.1+PTX"]
+        );
+        assert_eq!(cu130.rocm_archs, None);
+        let rocm = all.iter().find(|c| c.name == "torch212-cxx11-rocm71-x86_64-linux").unwrap();
+        assert_eq!(
+            rocm.rocm_archs.as_deref().unwrap(),
+            ["gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200", "gfx1201"]
+        );
+        let cpu211 = all.iter().find(|c| c.name == "torch211-cxx11-cpu-x86_64-linux").unwrap();
+        assert!(!cpu211.bundle);
+    }
+
+    #[test]
+    fn noarch_backends_collapse_to_one_cell_each() {
+        let c = noarch_config(&[Cuda, Rocm, Xpu]);
+        assert_eq!(names(&c, "x86_64-linux", Scope::All), ["torch-cuda", "torch-rocm", "torch-xpu"]);
+        assert_eq!(names(&c, "aarch64-linux", Scope::Bundle), ["torch-cuda"]);
+        assert_eq!(names(&c, "aarch64-darwin", Scope::All), Vec::<String>::new());
+        let cuda = &cells(&c, "x86_64-linux", Scope::Bundle)[0];
+        // The first CUDA set in matrix order: torch 2.12, CUDA 12.6.
+        assert_eq!((cuda.torch_version.as_str(), cuda.backend_version.as_deref()), ("2.12", Some("12.6")));
+        assert_eq!(cuda.kind, CellKind::Noarch);
+        assert_eq!(cuda.arch_variant, "torch212-cxx11-cu126-x86_64-linux");
+        assert_eq!(cuda.cuda_capabilities, None);
+    }
+
+    #[test]
+    fn noarch_cpu_prefers_the_bundle_set_in_scope_all() {
+        let c = noarch_config(&[Cpu, Tpu]);
+        let all = cells(&c, "x86_64-linux", Scope::All);
+        assert_eq!(all.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["torch-cpu", "torch-tpu"]);
+        assert!(all[0].bundle);
+        assert_eq!(all[0].torch_version, "2.12");
+        assert!(!all[1].bundle);
+        assert_eq!(all[1].arch_variant, "torch211-cxx11-tpu-x86_64-linux");
+        assert_eq!(names(&c, "x86_64-linux", Scope::Bundle), ["torch-cpu"]);
+    }
+
+    #[test]
+    fn noarch_metadata_capabilities_are_passed_through() {
+        let mut c = noarch_config(&[Cuda, Rocm]);
+        if let Framework::TorchNoarch(t) = &mut c.framework {
+            t.cuda_capabilities = Some(vec![cap("9.0a"), cap("8.0")]);
+            t.rocm_archs = Some(vec!["gfx942".into()]);
+        }
+        let all = cells(&c, "x86_64-linux", Scope::Bundle);
+        assert_eq!(all[0].cuda_capabilities.as_deref().unwrap(), ["9.0a", "8.0"]);
+        assert_eq!(all[1].rocm_archs.as_deref().unwrap(), ["gfx942"]);
+    }
+
+    #[test]
+    fn backend_without_a_kernel_is_noarch_inside_a_torch_kernel() {
+        let mut c = torch_config(&[Cuda, Metal], &[Cuda]);
+        if let Framework::Torch(t) = &mut c.framework {
+            t.stable_abi = StableAbi::All(v("2.11"));
+        }
+        assert_eq!(names(&c, "aarch64-darwin", Scope::All), ["torch-metal"]);
+        let metal = &cells(&c, "aarch64-darwin", Scope::All)[0];
+        // Stable-ABI dedup happens before naming: only the newest torch is left.
+        assert_eq!(metal.torch_version, "2.13");
+    }
+
+    #[test]
+    fn stable_abi_builds_one_cell_per_backend_version() {
+        let mut c = torch_config(&[Cpu, Cuda, Metal, Rocm, Xpu], &[Cpu, Cuda, Metal, Rocm, Xpu]);
+        if let Framework::Torch(t) = &mut c.framework {
+            t.stable_abi = StableAbi::All(v("2.11"));
+        }
+        let x86 = cells(&c, "x86_64-linux", Scope::All);
+        assert_eq!(
+            x86.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            [
+                "torch-stable-abi211-cpu-x86_64-linux",
+                "torch-stable-abi211-cu126-x86_64-linux",
+                "torch-stable-abi211-cu130-x86_64-linux",
+                "torch-stable-abi211-cu132-x86_64-linux",
+                "torch-stable-abi211-rocm71-x86_64-linux",
+                "torch-stable-abi211-rocm72-x86_64-linux",
+                "torch-stable-abi211-xpu20253-x86_64-linux",
+                "torch-stable-abi211-xpu20260-x86_64-linux",
+            ]
+        );
+        let torch_of = |n: &str| x86.iter().find(|c| c.name == n).unwrap().torch_version.clone();
+        assert_eq!(torch_of("torch-stable-abi211-cu126-x86_64-linux"), "2.13");
+        assert_eq!(torch_of("torch-stable-abi211-xpu20253-x86_64-linux"), "2.12");
+        assert_eq!(torch_of("torch-stable-abi211-cpu-x86_64-linux"), "2.13");
+        assert!(x86.iter().all(|c| c.kind == CellKind::StableAbi && c.bundle));
+        assert_eq!(
+            names(&c, "aarch64-linux", Scope::Bundle),
+            [
+                "torch-stable-abi211-cpu-aarch64-linux",
+                "torch-stable-abi211-cu126-aarch64-linux",
+                "torch-stable-abi211-cu130-aarch64-linux",
+                "torch-stable-abi211-cu132-aarch64-linux",
+            ]
+        );
+        assert_eq!(
+            names(&c, "aarch64-darwin", Scope::Bundle),
+            ["torch-stable-abi211-cpu-aarch64-darwin", "torch-stable-abi211-metal-aarch64-darwin"]
+        );
+    }
+
+    #[test]
+    fn stable_abi_per_backend_leaves_other_backends_versioned() {
+        let mut c = torch_config(&[Cpu, Cuda], &[Cpu, Cuda]);
+        if let Framework::Torch(t) = &mut c.framework {
+            t.stable_abi = StableAbi::PerBackend([(Cuda, v("2.10"))].into_iter().collect());
+        }
+        assert_eq!(
+            names(&c, "aarch64-linux", Scope::All),
+            [
+                "torch-stable-abi210-cu126-aarch64-linux",
+                "torch-stable-abi210-cu130-aarch64-linux",
+                "torch-stable-abi210-cu132-aarch64-linux",
+                "torch212-cxx11-cpu-aarch64-linux",
+                "torch213-cxx11-cpu-aarch64-linux",
+            ]
+        );
+    }
+
+    #[test]
+    fn tvm_ffi_uses_only_sets_that_offer_it() {
+        let c = tvm_ffi_config(&[Cpu, Cuda, Xpu], &[Cpu, Cuda, Xpu]);
+        assert_eq!(
+            names(&c, "x86_64-linux", Scope::All),
+            [
+                "tvm-ffi01-cpu-x86_64-linux",
+                "tvm-ffi01-cu126-x86_64-linux",
+                "tvm-ffi01-cu130-x86_64-linux",
+                "tvm-ffi01-cu132-x86_64-linux",
+                "tvm-ffi01-xpu20253-x86_64-linux",
+            ]
+        );
+        assert_eq!(names(&c, "aarch64-darwin", Scope::Bundle), ["tvm-ffi01-cpu-aarch64-darwin"]);
+        // cu132 is offered by torch 2.12 and 2.13; the first set in matrix order wins.
+        let cu132 = cells(&c, "x86_64-linux", Scope::Bundle)
+            .into_iter()
+            .find(|c| c.name == "tvm-ffi01-cu132-x86_64-linux")
+            .unwrap();
+        assert_eq!(cu132.torch_version, "2.12");
+        assert_eq!(cu132.kind, CellKind::TvmFfi);
+    }
+
+    #[test]
+    fn torch_bounds_are_inclusive() {
+        let mut c = torch_config(&[Cuda], &[Cuda]);
+        if let Framework::Torch(t) = &mut c.framework {
+            t.minver = Some(v("2.12"));
+            t.maxver = Some(v("2.12"));
+        }
+        assert_eq!(
+            names(&c, "x86_64-linux", Scope::All),
+            [
+                "torch212-cxx11-cu126-x86_64-linux",
+                "torch212-cxx11-cu130-x86_64-linux",
+                "torch212-cxx11-cu132-x86_64-linux",
+            ]
+        );
+    }
+
+    #[test]
+    fn cuda_maxver_13_0_keeps_cu130() {
+        // Upstream's migration rewrote "13.0" as "13" and Nix then dropped cu130.
+        for maxver in ["13.0", "13"] {
+            let mut c = torch_config(&[Cuda], &[Cuda]);
+            c.general.cuda.maxver = Some(v(maxver));
+            c.general.cuda.minver = Some(v("12.6"));
+            assert_eq!(
+                names(&c, "aarch64-linux", Scope::Bundle),
+                ["torch212-cxx11-cu126-aarch64-linux", "torch212-cxx11-cu130-aarch64-linux",
+                 "torch213-cxx11-cu126-aarch64-linux", "torch213-cxx11-cu130-aarch64-linux"],
+                "maxver {maxver}"
+            );
+        }
+    }
+
+    #[test]
+    fn cuda_bounds_matching_nothing_give_no_cells() {
+        let mut c = torch_config(&[Cuda], &[Cuda]);
+        c.general.cuda.minver = Some(v("12.4"));
+        c.general.cuda.maxver = Some(v("12.4"));
+        assert_eq!(names(&c, "x86_64-linux", Scope::All), Vec::<String>::new());
+    }
+
+    #[test]
+    fn kernels_skipped_in_a_cell_do_not_claim_capabilities() {
+        let mut c = torch_config(&[Cuda], &[]);
+        c.kernels.insert("sm100".into(), cuda_kernel(Some(&["10.0f"]), None));
+        c.kernels.insert("sm90".into(), cuda_kernel(Some(&["9.0a"]), None));
+        c.kernels.insert("sm120".into(), cuda_kernel(Some(&["12.0a"]), Some("13.0")));
+        let all = cells(&c, "x86_64-linux", Scope::Bundle);
+        let caps = |n: &str| all.iter().find(|c| c.name == n).unwrap().cuda_capabilities.clone().unwrap();
+        assert_eq!(caps("torch212-cxx11-cu126-x86_64-linux"), ["9.0a"]);
+        assert_eq!(caps("torch212-cxx11-cu130-x86_64-linux"), ["9.0a", "10.0f", "12.0a"]);
+    }
+
+    #[test]
+    fn rocm_cells_intersect_the_kernel_archs() {
+        let mut c = torch_config(&[Rocm], &[]);
+        c.kernels.insert("r".into(), rocm_kernel(&["gfx1100", "gfx90a", "gfx940", "gfx942"]));
+        let all = cells(&c, "x86_64-linux", Scope::Bundle);
+        assert_eq!(all.len(), 4);
+        assert!(all.iter().all(|c| c.rocm_archs.as_deref().unwrap() == ["gfx90a", "gfx942", "gfx1100"]));
+    }
+}

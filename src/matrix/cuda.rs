@@ -1,0 +1,227 @@
+//! Which CUDA architectures one kernel compiles with one CUDA toolkit.
+//!
+//! The facts come from `nix/build-matrix.json`: per toolkit the capabilities its `nvcc` accepts,
+//! its default list, and the architectures it renamed (`10.1` is `11.0` from CUDA 13); and the
+//! rules for the `a` (architecture-specific) and `f` (family) suffixes.
+//!
+//! Matching follows the generated CMake's loose intersection (kernel-builder-cli §8.1): a
+//! kernel capability `X.Y` is used for the toolkit's targets of the same major version that are
+//! ≥ `X.Y` (so `8.0` code also serves 8.6 GPUs), suffixes are kept, and `+PTX` is kept so the
+//! PTX is embedded too. Because Nix builds every architecture the toolkit supports, the result
+//! is the kernel's capabilities that this `nvcc` can compile: an entry it cannot compile is
+//! skipped for this toolkit, never replaced by a default architecture.
+
+use crate::config::{CapabilitySuffix, CudaCapability, Version};
+
+use super::data::{matrix, CudaToolkit};
+
+/// Parse a version from `nix/build-matrix.json` (checked by `matrix_json_is_consistent`).
+pub(crate) fn json_version(s: &str) -> Version {
+    Version::parse(s).unwrap_or_else(|_| Version { parts: Vec::new(), text: s.to_owned() })
+}
+
+/// The `(major, minor)` of a plain `X.Y` string from the matrix JSON.
+fn json_cap(s: &str) -> Option<(u32, u32)> {
+    CudaCapability::parse(s).ok().map(|c| (c.major, c.minor))
+}
+
+/// Why one capability is not compiled by one toolkit (`None` from [`resolve_one`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SuffixRule {
+    /// The suffix needs at least this capability (`9.0` for `a`, `10.0` for `f`).
+    MinCapability(String),
+}
+
+/// The suffix rule a capability breaks regardless of the toolkit (`8.0a`: `a` starts at 9.0).
+pub(crate) fn suffix_violation(cap: &CudaCapability) -> Option<SuffixRule> {
+    let key = match cap.suffix {
+        CapabilitySuffix::None => return None,
+        CapabilitySuffix::Arch => "a",
+        CapabilitySuffix::Family => "f",
+    };
+    let rule = matrix().cuda_arch_specific.get(key)?;
+    let min = json_cap(&rule.min_capability)?;
+    ((cap.major, cap.minor) < min).then(|| SuffixRule::MinCapability(rule.min_capability.clone()))
+}
+
+/// The CUDA version from which a suffix is accepted (`12.0` for `a`, `12.9` for `f`).
+pub(crate) fn suffix_min_cuda(suffix: CapabilitySuffix) -> Option<Version> {
+    let key = match suffix {
+        CapabilitySuffix::None => return None,
+        CapabilitySuffix::Arch => "a",
+        CapabilitySuffix::Family => "f",
+    };
+    matrix().cuda_arch_specific.get(key).map(|r| json_version(&r.min_cuda))
+}
+
+/// What toolkit `cuda` (its version) compiles for one kernel capability, after renaming
+/// (`10.1` → `11.0` from CUDA 13); `None` when it cannot compile it.
+pub(crate) fn resolve_one(cap: &CudaCapability, cuda: &Version, toolkit: &CudaToolkit) -> Option<CudaCapability> {
+    if suffix_violation(cap).is_some() {
+        return None;
+    }
+    if let Some(min_cuda) = suffix_min_cuda(cap.suffix) {
+        if *cuda < min_cuda {
+            return None;
+        }
+    }
+    let plain = format!("{}.{}", cap.major, cap.minor);
+    let (major, minor) = match toolkit.renamed.get(&plain).and_then(|n| json_cap(n)) {
+        Some(renamed) => renamed,
+        None => (cap.major, cap.minor),
+    };
+    let targets = toolkit.capabilities.iter().filter_map(|t| json_cap(t));
+    let compiles = match cap.suffix {
+        // A family target `X.Yf` covers every `X.Z` with Z ≥ Y that this toolkit knows.
+        CapabilitySuffix::Family => targets.clone().any(|(ma, mi)| ma == major && mi >= minor),
+        // Plain and `a` capabilities are compiled as written, so nvcc must know that exact one.
+        CapabilitySuffix::None | CapabilitySuffix::Arch => targets.clone().any(|t| t == (major, minor)),
+    };
+    compiles.then(|| CudaCapability { major, minor, suffix: cap.suffix, ptx: cap.ptx })
+}
+
+/// Resolve a kernel's capability list for one toolkit: sorted, duplicates removed, and `X.Y`
+/// dropped where `X.Y+PTX` is present (the latter includes the former's machine code).
+pub(crate) fn resolve_list(caps: &[CudaCapability], cuda: &Version, toolkit: &CudaToolkit) -> Vec<CudaCapability> {
+    normalize(caps.iter().filter_map(|c| resolve_one(c, cuda, toolkit)).collect())
+}
+
+/// Sort, remove duplicates, and drop `X.Y` where `X.Y+PTX` is present.
+pub(crate) fn normalize(mut caps: Vec<CudaCapability>) -> Vec<CudaCapability> {
+    caps.sort();
+    caps.dedup();
+    let with_ptx: Vec<CudaCapability> = caps.iter().filter(|c| c.ptx).cloned().collect();
+    caps.retain(|c| c.ptx || !with_ptx.iter().any(|p| (p.major, p.minor, p.suffix) == (c.major, c.minor, c.suffix)));
+    caps
+}
+
+/// The toolkit's default capabilities, parsed.
+pub(crate) fn default_list(toolkit: &CudaToolkit) -> Vec<CudaCapability> {
+    toolkit.default.iter().filter_map(|c| CudaCapability::parse(c).ok()).collect()
+}
+
+/// The CUDA architectures one kernel compiles with the CUDA toolkit `cuda` (a key of the
+/// matrix's `cuda` table, e.g. `"13.0"`; `"13"` finds it too).
+///
+/// `kernel` is the kernel's `cuda-capabilities`; `None` gives the toolkit's default list
+/// (whose last entry carries `+PTX`). The result is sorted by capability and may be empty
+/// (nothing in the list can be built by this toolkit: the kernel is skipped there).
+///
+/// Errors when `cuda` is not a toolkit of the matrix.
+pub fn resolve_cuda_capabilities(kernel: Option<&[CudaCapability]>, cuda: &str) -> Result<Vec<String>, String> {
+    let (version, toolkit) = toolkit(cuda).ok_or_else(|| {
+        let known: Vec<&str> = matrix().cuda.keys().map(String::as_str).collect();
+        format!("CUDA `{cuda}` is not in the build matrix (known: {})", known.join(", "))
+    })?;
+    Ok(match kernel {
+        None => toolkit.default.clone(),
+        Some(caps) => resolve_list(caps, &version, toolkit).iter().map(ToString::to_string).collect(),
+    })
+}
+
+/// Look a toolkit up by version, comparing numerically (`"13"` finds `"13.0"`).
+pub(crate) fn toolkit(cuda: &str) -> Option<(Version, &'static CudaToolkit)> {
+    let wanted = Version::parse(cuda).ok()?;
+    matrix().cuda.iter().find(|(k, _)| json_version(k) == wanted).map(|(k, t)| (json_version(k), t))
+}
+
+/// The lowest and highest capability any of these toolkits compiles (`("5.0", "12.1")`).
+pub(crate) fn buildable_range(toolkits: &[&str]) -> Option<(String, String)> {
+    let mut all: Vec<(u32, u32)> = toolkits
+        .iter()
+        .filter_map(|k| toolkit(k))
+        .flat_map(|(_, t)| t.capabilities.iter().filter_map(|c| json_cap(c)))
+        .collect();
+    all.sort();
+    let (lo, hi) = (all.first()?, all.last()?);
+    Some((format!("{}.{}", lo.0, lo.1), format!("{}.{}", hi.0, hi.1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(list: &[&str]) -> Vec<CudaCapability> {
+        list.iter().map(|c| CudaCapability::parse(c).unwrap()).collect()
+    }
+
+    fn resolve(list: &[&str], cuda: &str) -> Vec<String> {
+        resolve_cuda_capabilities(Some(&caps(list)), cuda).unwrap()
+    }
+
+    #[test]
+    fn default_list_when_the_kernel_sets_none() {
+        assert_eq!(
+            resolve_cuda_capabilities(None, "12.6").unwrap(),
+            ["7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0+PTX"]
+        );
+        assert_eq!(resolve_cuda_capabilities(None, "13").unwrap(), resolve_cuda_capabilities(None, "13.0").unwrap());
+    }
+
+    #[test]
+    fn unknown_toolkit_is_an_error() {
+        let err = resolve_cuda_capabilities(None, "11.8").unwrap_err();
+        assert!(err.contains("`11.8` is not in the build matrix"), "{err}");
+    }
+
+    #[test]
+    fn sm90a_is_built_with_cuda_12_8() {
+        // 12.8 is in the JSON although no build set uses it today.
+        assert_eq!(resolve(&["9.0a"], "12.8"), ["9.0a"]);
+        assert_eq!(resolve(&["8.0", "9.0a"], "12.6"), ["8.0", "9.0a"]);
+    }
+
+    #[test]
+    fn arch_specific_suffix_needs_capability_9_0() {
+        assert_eq!(resolve(&["8.0a"], "13.0"), Vec::<String>::new());
+        assert!(suffix_violation(&caps(&["8.0a"])[0]).is_some());
+        assert!(suffix_violation(&caps(&["9.0a"])[0]).is_none());
+    }
+
+    #[test]
+    fn family_suffix_needs_cuda_12_9_and_capability_10_0() {
+        assert_eq!(resolve(&["10.0f"], "12.8"), Vec::<String>::new());
+        assert_eq!(resolve(&["10.0f"], "12.9"), ["10.0f"]);
+        assert_eq!(resolve(&["10.0f"], "13.0"), ["10.0f"]);
+        assert_eq!(resolve(&["12.0f"], "13.2"), ["12.0f"]);
+        assert_eq!(resolve(&["9.0f"], "13.0"), Vec::<String>::new());
+        assert_eq!(resolve(&["10.0f"], "12.6"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn renamed_architectures_follow_the_toolkit() {
+        assert_eq!(resolve(&["10.1"], "12.8"), ["10.1"]);
+        assert_eq!(resolve(&["10.1"], "13.0"), ["11.0"]);
+        assert_eq!(resolve(&["10.1a"], "13.2"), ["11.0a"]);
+        assert_eq!(resolve(&["10.1"], "12.6"), Vec::<String>::new());
+        // The new name is not known to toolkits before the rename.
+        assert_eq!(resolve(&["11.0"], "12.9"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn capabilities_a_toolkit_cannot_compile_are_skipped_not_replaced() {
+        assert_eq!(resolve(&["5.0", "7.5", "8.0", "9.0"], "13.0"), ["7.5", "8.0", "9.0"]);
+        assert_eq!(resolve(&["5.0", "7.5", "8.0", "9.0"], "12.6"), ["5.0", "7.5", "8.0", "9.0"]);
+        assert_eq!(resolve(&["10.0", "12.0"], "12.6"), Vec::<String>::new());
+        assert_eq!(resolve(&["99999.0"], "13.2"), Vec::<String>::new());
+        assert_eq!(resolve(&["3.5"], "12.6"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn ptx_is_kept_and_absorbs_the_plain_entry() {
+        assert_eq!(resolve(&["9.0+PTX", "8.0"], "12.6"), ["8.0", "9.0+PTX"]);
+        assert_eq!(resolve(&["9.0", "9.0+PTX"], "12.6"), ["9.0+PTX"]);
+        assert_eq!(resolve(&["9.0a", "9.0+PTX"], "12.6"), ["9.0+PTX", "9.0a"]);
+    }
+
+    #[test]
+    fn output_is_sorted_numerically() {
+        assert_eq!(resolve(&["12.0", "9.0", "10.0", "8.0"], "13.0"), ["8.0", "9.0", "10.0", "12.0"]);
+    }
+
+    #[test]
+    fn buildable_range_spans_the_toolkits() {
+        assert_eq!(buildable_range(&["12.6", "13.0", "13.2"]), Some(("5.0".into(), "12.1".into())));
+        assert_eq!(buildable_range(&["13.0"]), Some(("7.5".into(), "12.1".into())));
+    }
+}

@@ -1,0 +1,204 @@
+//! Build variant names: the directory names under `build/` that the `kernels` loader matches.
+//!
+//! The formats are upstream's (nix-builder §3.3, kernel-builder-cli §3) and the loader's grammar
+//! (kernels-loader A3):
+//!
+//! - torch arch: `torch<MAJ><MIN>-cxx11-<compute>-<system>` on Linux,
+//!   `torch<MAJ><MIN>-<compute>-<system>` on darwin (no ABI tag);
+//! - stable ABI: `torch-stable-abi<MAJ><MIN>-<compute>-<system>` (the ABI target, not the torch
+//!   version; never an ABI tag);
+//! - tvm-ffi: `tvm-ffi<MAJ><MIN>-<compute>-<system>`;
+//! - noarch: `torch-<backend>` (`torch-npu` for CANN).
+//!
+//! `<compute>` is `cu<MAJ><MIN>`, `rocm<MAJ><MIN>`, `xpu<MAJ><MIN>` (`2025.3.2` → `xpu20253`),
+//! `cann<MAJ><MIN>`, or the bare backend name for `cpu`, `metal`, `neuron` and `tpu`.
+
+use crate::config::{Backend, Version};
+
+/// The compute part of a variant name: `cu126`, `rocm71`, `xpu20253`, `cpu`, `metal`, `tpu`.
+///
+/// `version` is the backend version of the build set (`None` for cpu, metal, neuron and tpu).
+pub fn compute_tag(backend: Backend, version: Option<&Version>) -> String {
+    let prefix = match backend {
+        Backend::Cuda => "cu",
+        b => b.as_str(),
+    };
+    match version {
+        Some(v) => format!("{prefix}{}", v.flat_major_minor()),
+        None => prefix.to_owned(),
+    }
+}
+
+/// Whether variant names on `system` carry the `cxx11` ABI tag (every Linux system does).
+pub fn has_abi_tag(system: &str) -> bool {
+    system.ends_with("-linux")
+}
+
+/// The torch arch variant name (also the key of dev and test shells):
+/// `torch212-cxx11-cu126-x86_64-linux`, `torch212-metal-aarch64-darwin`.
+pub fn torch_arch_name(torch: &Version, compute: &str, system: &str) -> String {
+    let abi = if has_abi_tag(system) { "-cxx11" } else { "" };
+    format!("torch{}{abi}-{compute}-{system}", torch.flat_major_minor())
+}
+
+/// The torch stable-ABI variant name: `torch-stable-abi211-cu126-x86_64-linux`.
+pub fn stable_abi_name(abi: &Version, compute: &str, system: &str) -> String {
+    format!("torch-stable-abi{}-{compute}-{system}", abi.flat_major_minor())
+}
+
+/// The tvm-ffi variant name: `tvm-ffi01-cu126-x86_64-linux`.
+pub fn tvm_ffi_name(tvm_ffi: &Version, compute: &str, system: &str) -> String {
+    format!("tvm-ffi{}-{compute}-{system}", tvm_ffi.flat_major_minor())
+}
+
+/// A variant name taken apart by the `kernels` loader's grammar (kernels-loader A3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParsedVariant {
+    /// `torch<MAJ><MIN>[-cxx11|-cxx98]-<compute>-<cpu>-<os>`.
+    TorchArch { torch: String, abi_tag: Option<String>, compute: String, cpu: String, os: String },
+    /// `torch-stable-abi<MAJ><MIN>-<compute>-<cpu>-<os>`.
+    StableAbi { abi: String, compute: String, cpu: String, os: String },
+    /// `tvm-ffi<MAJ><MIN>-<compute>-<cpu>-<os>`.
+    TvmFfi { tvm_ffi: String, compute: String, cpu: String, os: String },
+    /// `torch-<backend>` (including the legacy `torch-universal`).
+    Noarch { backend: String },
+}
+
+/// Parse a variant directory name the way the `kernels` loader does (A3); `None` when the
+/// loader would not recognise it. Used by tests to prove that every generated name loads.
+pub fn parse_variant_name(name: &str) -> Option<ParsedVariant> {
+    const NOARCH: [&str; 8] = ["cuda", "rocm", "xpu", "cpu", "metal", "neuron", "tpu", "npu"];
+    if let Some(rest) = name.strip_prefix("torch-stable-abi") {
+        let (ver, compute, cpu, os) = split_arch(rest)?;
+        return Some(ParsedVariant::StableAbi { abi: ver, compute, cpu, os });
+    }
+    if let Some(rest) = name.strip_prefix("tvm-ffi") {
+        let (ver, compute, cpu, os) = split_arch(rest)?;
+        return Some(ParsedVariant::TvmFfi { tvm_ffi: ver, compute, cpu, os });
+    }
+    if let Some(backend) = name.strip_prefix("torch-") {
+        return (NOARCH.contains(&backend) || backend == "universal")
+            .then(|| ParsedVariant::Noarch { backend: backend.to_owned() });
+    }
+    let rest = name.strip_prefix("torch")?;
+    let parts: Vec<&str> = rest.split('-').collect();
+    let (torch, abi_tag, tail) = match parts.as_slice() {
+        [v, tag @ ("cxx11" | "cxx98"), tail @ ..] => (*v, Some((*tag).to_owned()), tail),
+        [v, tail @ ..] => (*v, None, tail),
+        [] => return None,
+    };
+    let [compute, cpu, os] = tail else { return None };
+    if !is_digits(torch) || torch.len() < 2 || !valid_compute(compute) || !valid_cpu_os(cpu, os) {
+        return None;
+    }
+    if abi_tag.is_some() && *os != "linux" {
+        return None;
+    }
+    Some(ParsedVariant::TorchArch {
+        torch: torch.to_owned(),
+        abi_tag,
+        compute: (*compute).to_owned(),
+        cpu: (*cpu).to_owned(),
+        os: (*os).to_owned(),
+    })
+}
+
+fn split_arch(rest: &str) -> Option<(String, String, String, String)> {
+    let parts: Vec<&str> = rest.split('-').collect();
+    let [ver, compute, cpu, os] = parts.as_slice() else { return None };
+    if !is_digits(ver) || ver.len() < 2 || !valid_compute(compute) || !valid_cpu_os(cpu, os) {
+        return None;
+    }
+    Some(((*ver).to_owned(), (*compute).to_owned(), (*cpu).to_owned(), (*os).to_owned()))
+}
+
+fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn valid_compute(c: &str) -> bool {
+    if ["cpu", "metal", "neuron", "tpu"].contains(&c) {
+        return true;
+    }
+    ["cu", "rocm", "xpu", "cann"]
+        .iter()
+        .any(|p| c.strip_prefix(p).is_some_and(|v| is_digits(v) && v.len() >= 2))
+}
+
+fn valid_cpu_os(cpu: &str, os: &str) -> bool {
+    ["x86_64", "aarch64"].contains(&cpu) && ["linux", "darwin", "windows"].contains(&os)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        Version::parse(s).unwrap()
+    }
+
+    #[test]
+    fn compute_tags_flatten_major_minor() {
+        assert_eq!(compute_tag(Backend::Cuda, Some(&v("12.6"))), "cu126");
+        assert_eq!(compute_tag(Backend::Cuda, Some(&v("13.0"))), "cu130");
+        assert_eq!(compute_tag(Backend::Cuda, Some(&v("13"))), "cu130");
+        assert_eq!(compute_tag(Backend::Rocm, Some(&v("7.1"))), "rocm71");
+        assert_eq!(compute_tag(Backend::Xpu, Some(&v("2025.3.2"))), "xpu20253");
+        assert_eq!(compute_tag(Backend::Xpu, Some(&v("2026.0.0"))), "xpu20260");
+        assert_eq!(compute_tag(Backend::Metal, None), "metal");
+        assert_eq!(compute_tag(Backend::Tpu, None), "tpu");
+    }
+
+    #[test]
+    fn names_follow_the_upstream_formats() {
+        assert_eq!(torch_arch_name(&v("2.13"), "cu130", "x86_64-linux"), "torch213-cxx11-cu130-x86_64-linux");
+        assert_eq!(torch_arch_name(&v("2.13"), "cpu", "aarch64-darwin"), "torch213-cpu-aarch64-darwin");
+        assert_eq!(stable_abi_name(&v("2.11"), "cu126", "x86_64-linux"), "torch-stable-abi211-cu126-x86_64-linux");
+        assert_eq!(tvm_ffi_name(&v("0.1"), "cu126", "x86_64-linux"), "tvm-ffi01-cu126-x86_64-linux");
+    }
+
+    #[test]
+    fn loader_grammar_accepts_the_reference_examples() {
+        for name in [
+            "torch211-cxx11-cu130-x86_64-linux",
+            "torch211-cu128-x86_64-linux",
+            "torch212-cxx11-rocm71-x86_64-linux",
+            "torch212-cxx11-xpu20253-x86_64-linux",
+            "torch212-cpu-aarch64-darwin",
+            "torch212-metal-aarch64-darwin",
+            "torch-stable-abi210-cu126-x86_64-linux",
+            "tvm-ffi01-cu128-x86_64-linux",
+            "torch-cuda",
+            "torch-universal",
+            "torch-npu",
+        ] {
+            assert!(parse_variant_name(name).is_some(), "{name}");
+        }
+        assert_eq!(
+            parse_variant_name("torch212-cxx11-cu126-x86_64-linux"),
+            Some(ParsedVariant::TorchArch {
+                torch: "212".into(),
+                abi_tag: Some("cxx11".into()),
+                compute: "cu126".into(),
+                cpu: "x86_64".into(),
+                os: "linux".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn loader_grammar_rejects_malformed_names() {
+        for name in [
+            "torch-gpu",
+            "torch212-cxx11-cu126-x86_64",
+            "torch212-cxx11-cuda-x86_64-linux",
+            "torch212-cxx11-cpu-aarch64-darwin",
+            "torch2-cpu-x86_64-linux",
+            "tvm-ffi01-cu126-riscv64-linux",
+            "torch-stable-abi-cu126-x86_64-linux",
+            "relu",
+        ] {
+            assert_eq!(parse_variant_name(name), None, "{name}");
+        }
+    }
+}

@@ -1,0 +1,820 @@
+//! `kernel-builder build-and-copy --nix never` and `kernel-builder assemble` on a small noarch
+//! Helion-style kernel made in a temporary directory: exact trees, exact metadata, byte-identical
+//! rebuilds, variant filtering, all-or-nothing failure, the uid against real git, provenance.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::Path;
+
+use assert_cmd::Command;
+use base64::Engine;
+use camino::Utf8Path;
+use sha2::{Digest as _, Sha256};
+
+use kernel_builder::assemble::SourceSet;
+
+const BUILD_TOML: &str = r#"[general]
+name = "vector-add"
+version = 1
+edition = 5
+license = "Apache-2.0"
+upstream = "https://github.com/example/vector-add"
+backends = ["cuda", "rocm", "xpu"]
+python-depends = ["helion"]
+
+[torch-noarch]
+pyext = ["py", "json"]
+"#;
+
+const INIT_PY: &str = "from .vector_add import vector_add\n\n__all__ = [\"vector_add\"]\n";
+const VECTOR_ADD_PY: &str =
+    "import helion\nimport torch\n\n\ndef vector_add(x, y):\n    return x + y\n";
+const CONFIG_JSON: &str = "{\"block_sizes\": [256]}\n";
+const HEURISTIC_PY: &str = "def key_vector_add(*args):\n    return 0\n\n\ndef autotune_vector_add(*args):\n    return {\"block_sizes\": [1024]}\n";
+
+/// The git tree id of the fixture's source set (build.toml, the four package files), as
+/// `git rev-parse HEAD:<kernel dir>` prints it; `uid_is_gits_tree_id` checks it against git.
+const FIXTURE_TREE_ID: &str = "3eec1c19ce414c99e04cf81024358cdd58ea4166";
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+/// Write the fixture kernel into `dir`: the source set plus files that must not count (a
+/// README, `__pycache__`, a `.pyc`, a `.gitignore`, a file whose extension is not in pyext).
+fn fixture(dir: &Path) {
+    write(&dir.join("build.toml"), BUILD_TOML);
+    let pkg = dir.join("torch-ext/vector_add");
+    write(&pkg.join("__init__.py"), INIT_PY);
+    write(&pkg.join("vector_add.py"), VECTOR_ADD_PY);
+    write(&pkg.join("configs/default.json"), CONFIG_JSON);
+    write(
+        &pkg.join("_helion_aot_vector_add_cuda_sm90.py"),
+        HEURISTIC_PY,
+    );
+    write(
+        &pkg.join("__pycache__/vector_add.cpython-312.pyc"),
+        "compiled",
+    );
+    write(&pkg.join("stale.pyc"), "compiled");
+    write(&pkg.join("notes.txt"), "not packaged");
+    write(&pkg.join(".gitignore"), "*.pyc\n");
+    write(&dir.join("README.md"), "# vector-add\n");
+}
+
+/// The source set's paths, relative to the kernel directory.
+const SOURCE_SET: [&str; 5] = [
+    "build.toml",
+    "torch-ext/vector_add/__init__.py",
+    "torch-ext/vector_add/_helion_aot_vector_add_cuda_sm90.py",
+    "torch-ext/vector_add/configs/default.json",
+    "torch-ext/vector_add/vector_add.py",
+];
+
+/// The `kernel-builder` binary with git's redirecting variables removed.
+fn kb(cwd: &Path) -> Command {
+    let mut c = Command::cargo_bin("kernel-builder").unwrap();
+    c.current_dir(cwd)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE");
+    c
+}
+
+fn build(dir: &Path, extra: &[&str]) -> std::process::Output {
+    kb(dir)
+        .args(["build-and-copy", "--nix", "never"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn build_ok(dir: &Path, extra: &[&str]) -> String {
+    let out = build(dir, extra);
+    assert!(
+        out.status.success(),
+        "build failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every entry under `dir`: relative path → (mode, bytes); directories get empty bytes.
+fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name() {
+        let e = e.unwrap();
+        let rel = e
+            .path()
+            .strip_prefix(dir)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let meta = fs::symlink_metadata(e.path()).unwrap();
+        let bytes = if meta.is_file() {
+            fs::read(e.path()).unwrap()
+        } else {
+            Vec::new()
+        };
+        out.insert(rel, (meta.permissions().mode() & 0o7777, bytes));
+    }
+    out
+}
+
+/// The regular files under `dir`, relative, sorted.
+fn files(dir: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            e.path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The names directly in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+fn b64sha(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text.as_bytes()))
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn uid() -> &'static str {
+    &FIXTURE_TREE_ID[..7]
+}
+
+fn ops_py(ns: &str, variant: &str) -> String {
+    format!(
+        "# Generated by kernel-builder for the `{variant}` variant; do not edit.\nimport torch\n\n# Ops registered by this kernel live in this namespace; the unique part keeps two builds of\n# different sources apart when both are loaded.\nops = torch.ops.{ns}\n\n\ndef add_op_namespace_prefix(op_name: str) -> str:\n    \"\"\"Qualify `op_name` with this variant's op namespace (`namespace::op_name`).\"\"\"\n    return f\"{ns}::{{op_name}}\"\n"
+    )
+}
+
+#[test]
+fn noarch_bundle_has_the_exact_tree() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let stdout = build_ok(t.path(), &[]);
+    let u = uid();
+    assert_eq!(
+        stdout,
+        format!(
+            "built torch-cuda (6 files, id _vector_add_cuda_{u}) -> ./build/torch-cuda\n\
+             built torch-rocm (5 files, id _vector_add_rocm_{u}) -> ./build/torch-rocm\n\
+             built torch-xpu (5 files, id _vector_add_xpu_{u}) -> ./build/torch-xpu\n"
+        )
+    );
+    let build = t.path().join("build");
+    let got: Vec<(String, u32)> = tree(&build).into_iter().map(|(k, (m, _))| (k, m)).collect();
+    let d = 0o755;
+    let f = 0o644;
+    let expected: Vec<(String, u32)> = [
+        ("torch-cuda", d),
+        ("torch-cuda/__init__.py", f),
+        ("torch-cuda/_helion_aot_vector_add_cuda_sm90.py", f),
+        ("torch-cuda/_ops.py", f),
+        ("torch-cuda/configs", d),
+        ("torch-cuda/configs/default.json", f),
+        ("torch-cuda/metadata.json", f),
+        ("torch-cuda/vector_add.py", f),
+        ("torch-rocm", d),
+        ("torch-rocm/__init__.py", f),
+        ("torch-rocm/_ops.py", f),
+        ("torch-rocm/configs", d),
+        ("torch-rocm/configs/default.json", f),
+        ("torch-rocm/metadata.json", f),
+        ("torch-rocm/vector_add.py", f),
+        ("torch-xpu", d),
+        ("torch-xpu/__init__.py", f),
+        ("torch-xpu/_ops.py", f),
+        ("torch-xpu/configs", d),
+        ("torch-xpu/configs/default.json", f),
+        ("torch-xpu/metadata.json", f),
+        ("torch-xpu/vector_add.py", f),
+    ]
+    .into_iter()
+    .map(|(p, m)| (p.to_owned(), m))
+    .collect();
+    assert_eq!(got, expected);
+
+    // Package files are copied byte for byte; _ops.py names the variant's namespace.
+    let cuda = build.join("torch-cuda");
+    assert_eq!(
+        fs::read_to_string(cuda.join("vector_add.py")).unwrap(),
+        VECTOR_ADD_PY
+    );
+    assert_eq!(
+        fs::read_to_string(cuda.join("_helion_aot_vector_add_cuda_sm90.py")).unwrap(),
+        HEURISTIC_PY
+    );
+    let ns = format!("_vector_add_cuda_{u}");
+    assert_eq!(
+        fs::read_to_string(cuda.join("_ops.py")).unwrap(),
+        ops_py(&ns, "torch-cuda")
+    );
+    assert_eq!(
+        fs::read_to_string(build.join("torch-rocm/_ops.py")).unwrap(),
+        ops_py(&format!("_vector_add_rocm_{u}"), "torch-rocm")
+    );
+
+    let ops = ops_py(&ns, "torch-cuda");
+    let expected_metadata = format!(
+        r#"{{
+  "name": "vector-add",
+  "id": "{ns}",
+  "version": 1,
+  "license": "Apache-2.0",
+  "upstream": "https://github.com/example/vector-add",
+  "python-depends": [
+    "helion"
+  ],
+  "kernel-depends": [],
+  "backend": {{
+    "type": "cuda"
+  }},
+  "digest": {{
+    "algorithm": "sha256",
+    "files": {{
+      "__init__.py": "{}",
+      "_helion_aot_vector_add_cuda_sm90.py": "{}",
+      "_ops.py": "{}",
+      "configs/default.json": "{}",
+      "vector_add.py": "{}"
+    }}
+  }},
+  "provenance": {{
+    "kernel-builder": {{
+      "version": "{}"
+    }}
+  }}
+}}
+"#,
+        b64sha(INIT_PY),
+        b64sha(HEURISTIC_PY),
+        b64sha(&ops),
+        b64sha(CONFIG_JSON),
+        b64sha(VECTOR_ADD_PY),
+        env!("CARGO_PKG_VERSION"),
+    );
+    assert_eq!(
+        fs::read_to_string(cuda.join("metadata.json")).unwrap(),
+        expected_metadata
+    );
+
+    // The digest is the one the hash module (and so `verify`) computes for the directory.
+    let digest =
+        kernel_builder::hash::digest::variant_digest(Utf8Path::from_path(&cuda).unwrap()).unwrap();
+    let written: serde_json::Value = serde_json::from_str(&expected_metadata).unwrap();
+    assert_eq!(serde_json::to_value(&digest).unwrap(), written["digest"]);
+}
+
+#[test]
+fn rebuilds_are_byte_identical_anywhere_under_any_umask() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let b_dir = b.path().join("some/deeper/place");
+    fixture(a.path());
+    fixture(&b_dir);
+    build_ok(a.path(), &[]);
+    let first = tree(&a.path().join("build"));
+    // Rebuild in place (replacing the old tree), and elsewhere under another umask and locale.
+    build_ok(a.path(), &[]);
+    assert_eq!(tree(&a.path().join("build")), first);
+    let out = std::process::Command::new("sh")
+        .current_dir(&b_dir)
+        .env("LC_ALL", "C")
+        .env("TZ", "Pacific/Kiritimati")
+        .args([
+            "-c",
+            &format!(
+                "umask 077 && exec '{}' build-and-copy --nix never",
+                assert_cmd::cargo::cargo_bin("kernel-builder").display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(tree(&b_dir.join("build")), first);
+    for v in ["torch-cuda", "torch-rocm", "torch-xpu"] {
+        let ha = kernel_builder::hash::nar_hash(&a.path().join("build").join(v)).unwrap();
+        let hb = kernel_builder::hash::nar_hash(&b_dir.join("build").join(v)).unwrap();
+        assert_eq!(ha, hb, "{v}");
+    }
+}
+
+#[test]
+fn variant_filter_rebuilds_only_the_named_variants() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let build = t.path().join("build");
+    // Something else in build/ and an old rocm variant that must survive.
+    fs::write(build.join("CARD.md"), "card").unwrap();
+    fs::write(build.join("torch-rocm/marker"), "old").unwrap();
+    let rocm_before = tree(&build.join("torch-rocm"));
+    let xpu_before = tree(&build.join("torch-xpu"));
+
+    write(
+        &t.path().join("torch-ext/vector_add/vector_add.py"),
+        "def vector_add(x, y):\n    return y + x\n",
+    );
+    let stdout = build_ok(t.path(), &["--variant", "torch-cuda"]);
+    assert!(
+        stdout.starts_with("built torch-cuda (6 files, id _vector_add_cuda_"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert_eq!(tree(&build.join("torch-rocm")), rocm_before);
+    assert_eq!(tree(&build.join("torch-xpu")), xpu_before);
+    assert_eq!(fs::read_to_string(build.join("CARD.md")).unwrap(), "card");
+    assert_eq!(
+        fs::read_to_string(build.join("torch-cuda/vector_add.py")).unwrap(),
+        "def vector_add(x, y):\n    return y + x\n"
+    );
+    // The new source has a new uid.
+    let meta = fs::read_to_string(build.join("torch-cuda/metadata.json")).unwrap();
+    assert!(!meta.contains(uid()), "{meta}");
+    // No temporary directory is left behind.
+    assert_eq!(
+        entries(&build),
+        ["CARD.md", "torch-cuda", "torch-rocm", "torch-xpu"]
+    );
+}
+
+#[test]
+fn unknown_variant_lists_the_valid_ones() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let out = build(
+        t.path(),
+        &["--variant", "torch-cuda", "--variant", "torch-metal"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: unknown variant `torch-metal`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu\n"
+    );
+    assert!(!t.path().join("build").exists());
+}
+
+/// A build that fails part-way (the xpu variant has an unknown Python dependency, found after
+/// the cuda and rocm variants were assembled) leaves `build/` exactly as it was. The config
+/// check would refuse this build.toml up front, so the library is called with the model.
+#[test]
+fn failing_build_leaves_build_unchanged() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let before = tree(&t.path().join("build"));
+
+    let dir = Utf8Path::from_path(t.path()).unwrap();
+    let mut config = kernel_builder::config::load(dir).unwrap().config;
+    config
+        .general
+        .xpu
+        .python_depends
+        .push("not-a-package".into());
+    write(
+        &t.path().join("torch-ext/vector_add/vector_add.py"),
+        "changed = True\n",
+    );
+    let err = kernel_builder::assemble::bundle::build_into(dir, &config, &[], None).unwrap_err();
+    let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+    assert_eq!(chain[0], "cannot build variant `torch-xpu`");
+    assert!(
+        chain[1].starts_with("unknown Python dependency `not-a-package` for `xpu` in `"),
+        "{chain:?}"
+    );
+    assert_eq!(tree(&t.path().join("build")), before);
+
+    // A first build that fails creates no build/ at all.
+    let t2 = tempfile::tempdir().unwrap();
+    fixture(t2.path());
+    fs::remove_file(t2.path().join("torch-ext/vector_add/__init__.py")).unwrap();
+    let out = build(t2.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!t2.path().join("build").exists());
+}
+
+#[test]
+fn uid_is_gits_tree_id() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("kernels/vector-add");
+    fixture(&k);
+    // Also an executable file (mode 100755 in git).
+    write(&k.join("torch-ext/vector_add/tool.py"), "print('hi')\n");
+    fs::set_permissions(
+        k.join("torch-ext/vector_add/tool.py"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    git(t.path(), &["init", "-q"]);
+    let mut set: Vec<String> = SOURCE_SET
+        .iter()
+        .map(|p| format!("kernels/vector-add/{p}"))
+        .collect();
+    set.push("kernels/vector-add/torch-ext/vector_add/tool.py".into());
+    let mut add = vec!["add", "--"];
+    add.extend(set.iter().map(String::as_str));
+    git(t.path(), &add);
+    git(t.path(), &["commit", "-qm", "source set only"]);
+    let expected = git(t.path(), &["rev-parse", "HEAD:kernels/vector-add"]);
+
+    let loaded = kernel_builder::config::load(Utf8Path::from_path(&k).unwrap()).unwrap();
+    let got = SourceSet::collect(Utf8Path::from_path(&k).unwrap(), &loaded.config).unwrap();
+    assert_eq!(got.tree_id(), expected);
+    assert_eq!(got.uid(), &expected[..7]);
+    let listed: Vec<&str> = got.files().iter().map(|f| f.rel.as_str()).collect();
+    assert_eq!(
+        listed,
+        [
+            "build.toml",
+            "torch-ext/vector_add/__init__.py",
+            "torch-ext/vector_add/_helion_aot_vector_add_cuda_sm90.py",
+            "torch-ext/vector_add/configs/default.json",
+            "torch-ext/vector_add/tool.py",
+            "torch-ext/vector_add/vector_add.py",
+        ]
+    );
+
+    // Without the executable file: the fixture's source set, whose id the other tests use.
+    git(
+        t.path(),
+        &[
+            "rm",
+            "-q",
+            "kernels/vector-add/torch-ext/vector_add/tool.py",
+        ],
+    );
+    git(t.path(), &["commit", "-qm", "fixture"]);
+    let fixture_id = git(t.path(), &["rev-parse", "HEAD:kernels/vector-add"]);
+    assert_eq!(fixture_id, FIXTURE_TREE_ID);
+    let again = SourceSet::collect(Utf8Path::from_path(&k).unwrap(), &loaded.config).unwrap();
+    assert_eq!(again.tree_id(), FIXTURE_TREE_ID);
+}
+
+fn provenance(dir: &Path, variant: &str) -> serde_json::Value {
+    let meta: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(dir.join("build").join(variant).join("metadata.json")).unwrap(),
+    )
+    .unwrap();
+    meta["provenance"]["kernel"].clone()
+}
+
+#[test]
+fn provenance_is_git_head_and_untracked_files_never_make_it_dirty() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    git(t.path(), &["init", "-q"]);
+    git(t.path(), &["add", "-A"]);
+    git(t.path(), &["commit", "-qm", "kernel"]);
+    let head = git(t.path(), &["rev-parse", "HEAD"]);
+
+    build_ok(t.path(), &[]);
+    let clean = serde_json::json!({"commit": head, "dirty": false});
+    assert_eq!(provenance(t.path(), "torch-cuda"), clean);
+    // build/ is now untracked, and so is a new file: still clean.
+    write(&t.path().join("scratch.txt"), "notes");
+    build_ok(t.path(), &[]);
+    assert_eq!(provenance(t.path(), "torch-rocm"), clean);
+
+    // A changed tracked file (even one outside the source set) makes it dirty.
+    write(&t.path().join("README.md"), "# changed\n");
+    build_ok(t.path(), &[]);
+    assert_eq!(
+        provenance(t.path(), "torch-xpu"),
+        serde_json::json!({"commit": head, "dirty": true})
+    );
+}
+
+#[test]
+fn assemble_writes_the_same_bytes_as_build_and_copy() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    git(t.path(), &["init", "-q"]);
+    git(t.path(), &["add", "-A"]);
+    git(t.path(), &["commit", "-qm", "kernel"]);
+    let head = git(t.path(), &["rev-parse", "HEAD"]);
+    build_ok(t.path(), &[]);
+
+    // The Nix cell's view: a filtered copy with no .git (here: only the source set), and the
+    // revision on the command line.
+    let src = tempfile::tempdir().unwrap();
+    for p in SOURCE_SET {
+        write(
+            &src.path().join(p),
+            &fs::read_to_string(t.path().join(p)).unwrap(),
+        );
+    }
+    let out_root = tempfile::tempdir().unwrap();
+    for backend in ["cuda", "rocm", "xpu"] {
+        let out = out_root.path().join(format!("out-{backend}"));
+        let o = kb(src.path())
+            .args(["assemble", "--source", ".", "--backend", backend, "--out"])
+            .arg(&out)
+            .args(["--kernel-commit", &head])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let variant = format!("torch-{backend}");
+        assert_eq!(
+            entries(&out),
+            std::slice::from_ref(&variant),
+            "assemble writes exactly OUT/{variant}"
+        );
+        assert_eq!(
+            tree(&out.join(&variant)),
+            tree(&t.path().join("build").join(&variant))
+        );
+    }
+}
+
+#[test]
+fn stray_heuristics_are_left_out_with_a_warning() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let pkg = t.path().join("torch-ext/vector_add");
+    write(&pkg.join("_helion_aot_vector_add_tpu_v5e.py"), "x = 1\n");
+    write(
+        &pkg.join("_helion_aot_vector_add_rocm_gfx950.py"),
+        "x = 2\n",
+    );
+    write(&pkg.join("_helion_aot_missing_xpu_max1550.py"), "x = 3\n");
+    let out = build(t.path(), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "warning: `torch-ext/vector_add/_helion_aot_missing_xpu_max1550.py`: is a Helion heuristic for `missing.py`, but there is no `torch-ext/vector_add/missing.py`; Helion looks the heuristic up beside the kernel's source file, so it would never be used\n\
+         warning: `torch-ext/vector_add/_helion_aot_vector_add_tpu_v5e.py`: is a Helion heuristic for `tpu`, which is not in `general.backends`; it is left out of every variant\n"
+    );
+    let build = t.path().join("build");
+    let heuristics = |v: &str| -> Vec<String> {
+        files(&build.join(v))
+            .into_iter()
+            .filter(|f| f.starts_with("_helion_aot_"))
+            .collect()
+    };
+    assert_eq!(
+        heuristics("torch-cuda"),
+        ["_helion_aot_vector_add_cuda_sm90.py"]
+    );
+    assert_eq!(
+        heuristics("torch-rocm"),
+        ["_helion_aot_vector_add_rocm_gfx950.py"]
+    );
+    assert_eq!(
+        heuristics("torch-xpu"),
+        ["_helion_aot_missing_xpu_max1550.py"]
+    );
+}
+
+#[test]
+fn archs_are_the_authors_statement_only() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    write(
+        &t.path().join("build.toml"),
+        &BUILD_TOML.replace("pyext = [\"py\", \"json\"]", "pyext = [\"py\", \"json\"]\ncuda_capabilities = [\"9.0\", \"8.0\", \"9.0\"]\nrocm_archs = [\"gfx942\"]"),
+    );
+    build_ok(t.path(), &[]);
+    let backend = |v: &str| -> serde_json::Value {
+        let m: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(t.path().join("build").join(v).join("metadata.json")).unwrap(),
+        )
+        .unwrap();
+        m["backend"].clone()
+    };
+    assert_eq!(
+        backend("torch-cuda"),
+        serde_json::json!({"type": "cuda", "archs": ["8.0", "9.0"]})
+    );
+    assert_eq!(
+        backend("torch-rocm"),
+        serde_json::json!({"type": "rocm", "archs": ["gfx942"]})
+    );
+    assert_eq!(backend("torch-xpu"), serde_json::json!({"type": "xpu"}));
+}
+
+/// Bad input (issue 3, item 7): a clear error, and nothing written.
+fn assert_refused(dir: &Path, expected_in_stderr: &str) {
+    let out = build(dir, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(expected_in_stderr),
+        "expected {expected_in_stderr:?} in:\n{err}"
+    );
+    assert!(!dir.join("build").exists(), "build/ was created");
+}
+
+#[test]
+fn bad_input_no_package_directory() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    fs::remove_dir_all(t.path().join("torch-ext")).unwrap();
+    assert_refused(t.path(), "the package directory `torch-ext/vector_add/` does not exist; create `torch-ext/vector_add/__init__.py`");
+}
+
+#[test]
+fn bad_input_package_name_does_not_match_kernel_name() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    fs::rename(
+        t.path().join("torch-ext/vector_add"),
+        t.path().join("torch-ext/vadd"),
+    )
+    .unwrap();
+    assert_refused(
+        t.path(),
+        "the package directory `torch-ext/vector_add/` does not exist; found `torch-ext/vadd/`; the package directory must be named after `general.name` (`vector-add`) with `-` replaced by `_`",
+    );
+}
+
+#[test]
+fn bad_input_symlink_out_of_the_kernel() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("secret.py"), "x = 1\n").unwrap();
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    symlink(
+        outside.path().join("secret.py"),
+        t.path().join("torch-ext/vector_add/secret.py"),
+    )
+    .unwrap();
+    assert_refused(
+        t.path(),
+        "`torch-ext/vector_add/secret.py` is a symbolic link to `",
+    );
+    assert_refused(
+        t.path(),
+        "outside the kernel directory; copy the file into the kernel instead",
+    );
+}
+
+#[test]
+fn symlink_inside_the_kernel_is_read_through() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    write(&t.path().join("shared/common.py"), "COMMON = 1\n");
+    symlink(
+        "../../shared/common.py",
+        t.path().join("torch-ext/vector_add/common.py"),
+    )
+    .unwrap();
+    build_ok(t.path(), &[]);
+    let copied = t.path().join("build/torch-cuda/common.py");
+    assert!(!fs::symlink_metadata(&copied)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(fs::read_to_string(copied).unwrap(), "COMMON = 1\n");
+}
+
+#[test]
+fn bad_input_python_file_not_utf8() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    fs::write(
+        t.path().join("torch-ext/vector_add/latin1.py"),
+        b"# caf\xe9\nx = 1\n",
+    )
+    .unwrap();
+    assert_refused(
+        t.path(),
+        "`torch-ext/vector_add/latin1.py` is not UTF-8 (invalid byte on line 1); Python reads sources as UTF-8, so re-save it as UTF-8",
+    );
+}
+
+#[test]
+fn bad_input_unknown_python_dependency() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    write(
+        &t.path().join("build.toml"),
+        &BUILD_TOML.replace("[\"helion\"]", "[\"helion\", \"numpy\"]"),
+    );
+    // Found by the config check, pointing at the value in build.toml.
+    assert_refused(t.path(), "unknown Python dependency `numpy` (general)");
+    assert_refused(t.path(), "./build.toml:8:29");
+}
+
+#[test]
+fn bad_input_problems_are_reported_together() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let pkg = t.path().join("torch-ext/vector_add");
+    fs::remove_file(pkg.join("__init__.py")).unwrap();
+    write(&pkg.join("vector_add/__init__.py"), "");
+    write(&pkg.join("metadata.json"), "{}");
+    let out = build(t.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err =
+        String::from_utf8_lossy(&out.stderr).replace(&t.path().display().to_string(), "<DIR>");
+    assert_eq!(
+        err,
+        "error: the kernel in `.` cannot be built (3 problems):\n  \
+         - `torch-ext/vector_add/vector_add` must not exist: a file or directory named after the package shadows it when the variant is imported; rename it\n  \
+         - `torch-ext/vector_add/__init__.py` is missing; the `kernels` loader imports the package through it\n  \
+         - `torch-ext/vector_add/metadata.json` must not exist: the build writes `metadata.json` into every variant; remove it from the package\n"
+    );
+}
+
+#[test]
+fn source_ops_py_is_replaced_with_a_warning() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    write(
+        &t.path().join("torch-ext/vector_add/_ops.py"),
+        "ops = None\n",
+    );
+    let out = build(t.path(), &["--variant", "torch-cuda"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "warning: `torch-ext/vector_add/_ops.py`: is replaced in every variant by the generated `_ops.py` (the op namespace is fixed per variant); remove it from the package\n"
+    );
+    let ops = fs::read_to_string(t.path().join("build/torch-cuda/_ops.py")).unwrap();
+    assert!(ops.starts_with("# Generated by kernel-builder"), "{ops}");
+}
+
+#[test]
+fn nix_args_without_nix_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let out = build(t.path(), &["--", "-L"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: arguments after `--` are for `nix build`, but this build does not use Nix: -L\n"
+    );
+}
+
+#[test]
+fn auto_without_a_flake_builds_natively_with_a_note() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let out = kb(t.path())
+        .args(["build", "--variant", "torch-xpu"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err == "note: `.` has no flake.nix; building natively (`--nix never`)\n"
+            || err == "note: `nix` is not on PATH; building natively (`--nix never`)\n",
+        "{err}"
+    );
+    assert_eq!(files(&t.path().join("build")).len(), 5);
+}
