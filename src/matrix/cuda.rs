@@ -77,7 +77,7 @@ pub(crate) fn resolve_one(cap: &CudaCapability, cuda: &Version, toolkit: &CudaTo
         // Plain and `a` capabilities are compiled as written, so nvcc must know that exact one.
         CapabilitySuffix::None | CapabilitySuffix::Arch => targets.clone().any(|t| t == (major, minor)),
     };
-    compiles.then(|| CudaCapability { major, minor, suffix: cap.suffix, ptx: cap.ptx })
+    compiles.then_some(CudaCapability { major, minor, suffix: cap.suffix, ptx: cap.ptx })
 }
 
 /// Resolve a kernel's capability list for one toolkit: sorted, duplicates removed, and `X.Y`

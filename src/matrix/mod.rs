@@ -2,11 +2,13 @@
 //!
 //! - [`data`]: the matrix as typed data;
 //! - [`cells`]: the build variants (cells) one kernel builds on one system, named;
+//! - [`check()`]: findings about a `build.toml` that depend on the matrix;
 //! - [`naming`]: the variant-name formats and the `kernels` loader's grammar;
 //! - [`resolve_cuda_capabilities`] and [`rocm::resolve_rocm_archs`]: the architectures a kernel
 //!   compiles in one cell.
 
 pub mod cells;
+pub mod check;
 pub mod cuda;
 pub mod data;
 pub mod naming;
@@ -16,4 +18,5 @@ pub mod rocm;
 pub(crate) mod testutil;
 
 pub use cells::{cells, host_system, Cell, CellKind, Scope};
+pub use check::check;
 pub use cuda::resolve_cuda_capabilities;
