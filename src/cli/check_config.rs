@@ -43,11 +43,19 @@ impl Summary {
             generation: c.generation.label().to_owned(),
             backends: c.general.backends.iter().map(|b| b.to_string()).collect(),
             framework: c.framework.section().to_owned(),
-            kernels: c.kernels.iter().map(|(n, k)| (n.clone(), k.backend.to_string())).collect(),
+            kernels: c
+                .kernels
+                .iter()
+                .map(|(n, k)| (n.clone(), k.backend.to_string()))
+                .collect(),
             noarch_backends: match c.framework {
-                Framework::Torch(_) | Framework::TorchNoarch(_) => {
-                    c.general.backends.iter().filter(|b| c.is_noarch_for(**b)).map(|b| b.to_string()).collect()
-                }
+                Framework::Torch(_) | Framework::TorchNoarch(_) => c
+                    .general
+                    .backends
+                    .iter()
+                    .filter(|b| c.is_noarch_for(**b))
+                    .map(|b| b.to_string())
+                    .collect(),
                 Framework::TvmFfi(_) => Vec::new(),
             },
         }
@@ -69,7 +77,10 @@ impl Summary {
             }
         }
         if !self.noarch_backends.is_empty() {
-            s.push_str(&format!("noarch backends: {}\n", self.noarch_backends.join(", ")));
+            s.push_str(&format!(
+                "noarch backends: {}\n",
+                self.noarch_backends.join(", ")
+            ));
         }
         s
     }

@@ -20,8 +20,15 @@ use super::{Problem, Severity};
 
 /// Append a key to a key path, quoting it when it is not a bare TOML key.
 pub fn join_key(base: &str, key: &str) -> String {
-    let bare = !key.is_empty() && key.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
-    let seg = if bare { key.to_owned() } else { format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\"")) };
+    let bare = !key.is_empty()
+        && key
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+    let seg = if bare {
+        key.to_owned()
+    } else {
+        format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\""))
+    };
     if base.is_empty() {
         seg
     } else {
@@ -105,9 +112,16 @@ const KEY_RULES: &[&str] = &["unknown-key", "key-for-other-backend", "duplicate-
 /// (`(new, old)` pairs; the longest matching prefix wins).
 pub fn original_key_path(path: &str, renames: &[(String, String)]) -> String {
     let is_prefix = |new: &str| {
-        path == new || path.strip_prefix(new).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+        path == new
+            || path
+                .strip_prefix(new)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
     };
-    match renames.iter().filter(|(new, _)| is_prefix(new)).max_by_key(|(new, _)| new.len()) {
+    match renames
+        .iter()
+        .filter(|(new, _)| is_prefix(new))
+        .max_by_key(|(new, _)| new.len())
+    {
         Some((new, old)) => format!("{old}{}", &path[new.len()..]),
         None => path.to_owned(),
     }
@@ -124,10 +138,16 @@ pub fn locate(doc: &ImDocument<String>, path: &str, on_key: bool) -> Range<usize
         match seg {
             Segment::Key(k) => {
                 let Some(t) = item.as_table_like() else { break };
-                let Some((key, child)) = t.get_key_value(k) else { break };
+                let Some((key, child)) = t.get_key_value(k) else {
+                    break;
+                };
                 let key_span = key.span();
                 let child_span = child.span();
-                let span = if n == last && on_key { key_span.or(child_span) } else { child_span.or(key_span) };
+                let span = if n == last && on_key {
+                    key_span.or(child_span)
+                } else {
+                    child_span.or(key_span)
+                };
                 if let Some(s) = span {
                     best = s;
                 }
@@ -182,10 +202,21 @@ fn locate_in_value(v: &toml_edit::Value, segs: &[Segment], mut best: Range<usize
     best
 }
 
-fn locate_in_table(t: &toml_edit::Table, segs: &[Segment], mut best: Range<usize>, on_key: bool) -> Range<usize> {
-    let Some(Segment::Key(k)) = segs.first() else { return best };
+fn locate_in_table(
+    t: &toml_edit::Table,
+    segs: &[Segment],
+    mut best: Range<usize>,
+    on_key: bool,
+) -> Range<usize> {
+    let Some(Segment::Key(k)) = segs.first() else {
+        return best;
+    };
     if let Some((key, child)) = t.get_key_value(k) {
-        let span = if segs.len() == 1 && on_key { key.span().or(child.span()) } else { child.span().or(key.span()) };
+        let span = if segs.len() == 1 && on_key {
+            key.span().or(child.span())
+        } else {
+            child.span().or(key.span())
+        };
         if let Some(s) = span {
             best = s;
         }
@@ -253,14 +284,18 @@ impl Diagnostic for Report {
         })
     }
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         self.source.as_ref().map(|s| s as &dyn miette::SourceCode)
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let span = self.span.clone()?;
-        Some(Box::new(std::iter::once(LabeledSpan::new_primary_with_span(None, span))))
+        Some(Box::new(std::iter::once(
+            LabeledSpan::new_primary_with_span(None, span),
+        )))
     }
 }
 
@@ -273,7 +308,11 @@ pub(crate) struct Placed {
 }
 
 /// Place key-path problems in the original text.
-pub(crate) fn place(problems: Vec<Problem>, doc: Option<&ImDocument<String>>, renames: &[(String, String)]) -> Vec<Placed> {
+pub(crate) fn place(
+    problems: Vec<Problem>,
+    doc: Option<&ImDocument<String>>,
+    renames: &[(String, String)],
+) -> Vec<Placed> {
     let mut placed: Vec<Placed> = problems
         .into_iter()
         .map(|p| {
@@ -290,16 +329,33 @@ pub(crate) fn place(problems: Vec<Problem>, doc: Option<&ImDocument<String>>, re
 }
 
 /// Render placed problems one after another, then a one-line count.
-pub(crate) fn render(display_path: &str, text: Option<&str>, placed: &[Placed], style: RenderStyle) -> String {
+pub(crate) fn render(
+    display_path: &str,
+    text: Option<&str>,
+    placed: &[Placed],
+    style: RenderStyle,
+) -> String {
     let handler = match style {
-        RenderStyle::Plain => GraphicalReportHandler::new_themed(GraphicalTheme::none()).with_width(WIDTH).with_links(false),
-        RenderStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH),
+        RenderStyle::Plain => {
+            // No wrapping: every message stays on one line, greppable and stable.
+            GraphicalReportHandler::new_themed(GraphicalTheme::none())
+                .with_width(WIDTH)
+                .with_wrap_lines(false)
+                .with_links(false)
+        }
+        RenderStyle::Fancy => {
+            GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH)
+        }
     };
     let mut out = String::new();
     for p in placed {
         let report = Report {
             // With a source the header shows `[file:line:column]`; without one, name the file.
-            message: if text.is_some() { p.problem.message.clone() } else { format!("{}: {}", display_path, p.problem.message) },
+            message: if text.is_some() {
+                p.problem.message.clone()
+            } else {
+                format!("{}: {}", display_path, p.problem.message)
+            },
             rule: p.problem.rule,
             severity: p.problem.severity,
             help: p.problem.help.clone(),
@@ -308,16 +364,32 @@ pub(crate) fn render(display_path: &str, text: Option<&str>, placed: &[Placed], 
         };
         let mut s = String::new();
         if handler.render_report(&mut s, &report).is_err() {
-            s = format!("{}: {} [{}]\n", display_path, p.problem.message, p.problem.rule);
+            s = format!(
+                "{}: {} [{}]\n",
+                display_path, p.problem.message, p.problem.rule
+            );
         }
         out.push_str(s.trim_end());
         out.push_str("\n\n");
     }
-    let errors = placed.iter().filter(|p| p.problem.severity == Severity::Error).count();
+    let errors = placed
+        .iter()
+        .filter(|p| p.problem.severity == Severity::Error)
+        .count();
     let warnings = placed.len() - errors;
-    let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
+    let plural = |n: usize, w: &str| {
+        if n == 1 {
+            format!("{n} {w}")
+        } else {
+            format!("{n} {w}s")
+        }
+    };
     if errors > 0 {
-        out.push_str(&format!("{display_path}: {} and {}\n", plural(errors, "error"), plural(warnings, "warning")));
+        out.push_str(&format!(
+            "{display_path}: {} and {}\n",
+            plural(errors, "error"),
+            plural(warnings, "warning")
+        ));
     }
     out
 }
@@ -332,20 +404,35 @@ mod tests {
         assert_eq!(p, "kernel.\"a.b\".src[3]");
         assert_eq!(
             parse_key_path(&p),
-            vec![Segment::Key("kernel".into()), Segment::Key("a.b".into()), Segment::Key("src".into()), Segment::Index(3)]
+            vec![
+                Segment::Key("kernel".into()),
+                Segment::Key("a.b".into()),
+                Segment::Key("src".into()),
+                Segment::Index(3)
+            ]
         );
     }
 
     #[test]
     fn renames_map_prefixes() {
-        let r = vec![("general.cuda.minver".to_owned(), "general.cuda-minver".to_owned())];
-        assert_eq!(original_key_path("general.cuda.minver", &r), "general.cuda-minver");
-        assert_eq!(original_key_path("general.cuda.minverx", &r), "general.cuda.minverx");
+        let r = vec![(
+            "general.cuda.minver".to_owned(),
+            "general.cuda-minver".to_owned(),
+        )];
+        assert_eq!(
+            original_key_path("general.cuda.minver", &r),
+            "general.cuda-minver"
+        );
+        assert_eq!(
+            original_key_path("general.cuda.minverx", &r),
+            "general.cuda.minverx"
+        );
     }
 
     #[test]
     fn locate_values_keys_and_parents() {
-        let text = "[general]\nname = \"x\"\nbackends = [\"cuda\", \"mps\"]\n\n[kernel.relu]\nsrc = []\n";
+        let text =
+            "[general]\nname = \"x\"\nbackends = [\"cuda\", \"mps\"]\n\n[kernel.relu]\nsrc = []\n";
         let doc = ImDocument::parse(text.to_owned()).unwrap();
         let at = |p: &str, k: bool| {
             let r = locate(&doc, p, k);

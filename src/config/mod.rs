@@ -137,6 +137,10 @@ pub fn load_str_styled(
     let config = parse::read(&mut cx, doc.as_table(), display_path, up.generation);
     let mut problems = up.problems;
     problems.extend(cx.problems);
+    // Checks that need a complete model run only when the file itself is sound.
+    if !problems.iter().any(|p| p.severity == Severity::Error) {
+        problems.extend(model_checks(&config));
+    }
     if up.generation.is_legacy() {
         problems.push(Problem {
             severity: Severity::Warning,
@@ -159,6 +163,13 @@ pub fn load_str_styled(
         return Err(ConfigErrors { path: display_path.to_owned(), problems, rendered });
     }
     Ok(Loaded { config, warnings: problems, rendered_warnings: rendered })
+}
+
+/// Checks on a complete model, located by key path like the parser's: the build-matrix checks
+/// (capabilities against CUDA toolkits, gfx targets against ROCm releases, backends with no
+/// cell) belong here, as `crate::matrix::check(config)`.
+fn model_checks(_config: &BuildConfig) -> Vec<Problem> {
+    Vec::new()
 }
 
 /// How serious a [`Problem`] is.

@@ -9,7 +9,7 @@ use indexmap::IndexMap;
 use toml_edit::{Item, TableLike, Value};
 
 use super::deps::{python_dependency_names, CPP_DEPENDENCY_NAMES};
-use super::diagnostics::{join_key, join_index};
+use super::diagnostics::{join_index, join_key};
 use super::model::*;
 use super::validate::{self, did_you_mean, suggest_backend, NAME_RULE};
 use super::{Problem, Severity};
@@ -18,11 +18,37 @@ use super::{Problem, Severity};
 const TOP_KEYS: &[&str] = &["general", "torch", "torch-noarch", "tvm-ffi", "kernel"];
 const FRAMEWORKS: &[&str] = &["torch", "torch-noarch", "tvm-ffi"];
 const GENERAL_KEYS: &[&str] = &[
-    "name", "version", "edition", "license", "upstream", "source", "backends", "python-depends",
-    "kernel-depends", "cuda", "neuron", "tpu", "xpu", "hub",
+    "name",
+    "version",
+    "edition",
+    "license",
+    "upstream",
+    "source",
+    "backends",
+    "python-depends",
+    "kernel-depends",
+    "cuda",
+    "neuron",
+    "tpu",
+    "xpu",
+    "hub",
 ];
-const TORCH_KEYS: &[&str] = &["include", "minver", "maxver", "pyext", "src", "stable-abi", "cxx-flags"];
-const NOARCH_KEYS: &[&str] = &["pyext", "cuda_capabilities", "rocm_archs", "cuda-capabilities", "rocm-archs"];
+const TORCH_KEYS: &[&str] = &[
+    "include",
+    "minver",
+    "maxver",
+    "pyext",
+    "src",
+    "stable-abi",
+    "cxx-flags",
+];
+const NOARCH_KEYS: &[&str] = &[
+    "pyext",
+    "cuda_capabilities",
+    "rocm_archs",
+    "cuda-capabilities",
+    "rocm-archs",
+];
 const TVM_FFI_KEYS: &[&str] = &["include", "pyext", "src", "cxx-flags"];
 const KERNEL_COMMON_KEYS: &[&str] = &["backend", "depends", "src", "include", "cxx-flags"];
 /// Kernel keys that only one backend accepts.
@@ -46,11 +72,28 @@ pub(crate) struct Cx<'a> {
 impl<'a> Cx<'a> {
     pub fn new(kernel_dir: Option<&'a Utf8Path>) -> Cx<'a> {
         let canonical_dir = kernel_dir.and_then(|d| d.as_std_path().canonicalize().ok());
-        Cx { problems: Vec::new(), kernel_dir, canonical_dir }
+        Cx {
+            problems: Vec::new(),
+            kernel_dir,
+            canonical_dir,
+        }
     }
 
-    fn push(&mut self, severity: Severity, path: &str, rule: &'static str, message: String, help: Option<String>) {
-        self.problems.push(Problem { severity, key_path: path.to_owned(), rule, message, help });
+    fn push(
+        &mut self,
+        severity: Severity,
+        path: &str,
+        rule: &'static str,
+        message: String,
+        help: Option<String>,
+    ) {
+        self.problems.push(Problem {
+            severity,
+            key_path: path.to_owned(),
+            rule,
+            message,
+            help,
+        });
     }
 
     fn error(&mut self, path: &str, rule: &'static str, message: String, help: Option<String>) {
@@ -85,7 +128,12 @@ fn describe(item: &Item) -> &'static str {
 }
 
 fn wrong_type(cx: &mut Cx, path: &str, expected: &str, found: &str, example: &str) {
-    cx.error(path, "wrong-type", format!("`{path}` must be {expected}, found {found}"), Some(format!("write it as {example}")));
+    cx.error(
+        path,
+        "wrong-type",
+        format!("`{path}` must be {expected}, found {found}"),
+        Some(format!("write it as {example}")),
+    );
 }
 
 fn as_str(cx: &mut Cx, item: &Item, path: &str, example: &str) -> Option<String> {
@@ -102,7 +150,12 @@ fn as_uint(cx: &mut Cx, item: &Item, path: &str, example: &str) -> Option<u64> {
     match item.as_integer() {
         Some(i) if i >= 0 => Some(i as u64),
         Some(i) => {
-            cx.error(path, "wrong-type", format!("`{path}` must not be negative, found {i}"), Some(format!("write it as {example}")));
+            cx.error(
+                path,
+                "wrong-type",
+                format!("`{path}` must not be negative, found {i}"),
+                Some(format!("write it as {example}")),
+            );
             None
         }
         None => {
@@ -113,7 +166,12 @@ fn as_uint(cx: &mut Cx, item: &Item, path: &str, example: &str) -> Option<u64> {
 }
 
 /// An array of strings; each element's index is kept so problems can point at it.
-fn as_str_list(cx: &mut Cx, item: &Item, path: &str, example: &str) -> Option<Vec<(usize, String)>> {
+fn as_str_list(
+    cx: &mut Cx,
+    item: &Item,
+    path: &str,
+    example: &str,
+) -> Option<Vec<(usize, String)>> {
     let Some(arr) = item.as_array() else {
         wrong_type(cx, path, "an array of strings", describe(item), example);
         return None;
@@ -124,7 +182,12 @@ fn as_str_list(cx: &mut Cx, item: &Item, path: &str, example: &str) -> Option<Ve
             Some(s) => out.push((i, s.to_owned())),
             None => {
                 let p = join_index(path, i);
-                cx.error(&p, "wrong-type", format!("`{p}` must be a string, found {}", describe_value(v)), Some(format!("write the array as {example}")));
+                cx.error(
+                    &p,
+                    "wrong-type",
+                    format!("`{p}` must be a string, found {}", describe_value(v)),
+                    Some(format!("write the array as {example}")),
+                );
             }
         }
     }
@@ -139,7 +202,12 @@ fn as_table<'t>(cx: &mut Cx, item: &'t Item, path: &str) -> Option<&'t dyn Table
     match item.as_table_like() {
         Some(t) => Some(t),
         None => {
-            cx.error(path, "wrong-type", format!("`{path}` must be a table, found {}", describe(item)), Some(format!("write it as a `[{path}]` section")));
+            cx.error(
+                path,
+                "wrong-type",
+                format!("`{path}` must be a table, found {}", describe(item)),
+                Some(format!("write it as a `[{path}]` section")),
+            );
             None
         }
     }
@@ -152,12 +220,21 @@ fn check_keys(cx: &mut Cx, table: &dyn TableLike, path: &str, allowed: &[&str]) 
             continue;
         }
         let kp = join_key(path, key);
-        let where_ = if path.is_empty() { "at the top level".to_owned() } else { format!("in `[{path}]`") };
+        let where_ = if path.is_empty() {
+            "at the top level".to_owned()
+        } else {
+            format!("in `[{path}]`")
+        };
         let help = match did_you_mean(key, allowed) {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!("allowed keys: {}", allowed.join(", ")),
         };
-        cx.error(&kp, "unknown-key", format!("unknown key `{key}` {where_}"), Some(help));
+        cx.error(
+            &kp,
+            "unknown-key",
+            format!("unknown key `{key}` {where_}"),
+            Some(help),
+        );
     }
 }
 
@@ -168,7 +245,12 @@ fn version(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Option<
     match Version::parse(&s) {
         Ok(v) => Some(v),
         Err(e) => {
-            cx.error(&p, "bad-version", format!("`{p}`: {e}"), Some("write dot-separated numbers, e.g. \"12.8\"".to_owned()));
+            cx.error(
+                &p,
+                "bad-version",
+                format!("`{p}`: {e}"),
+                Some("write dot-separated numbers, e.g. \"12.8\"".to_owned()),
+            );
             None
         }
     }
@@ -199,10 +281,11 @@ fn paths(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Option<Ve
     let list = as_str_list(cx, item, &p, "[\"dir/file.cu\"]")?;
     for (i, s) in &list {
         let ip = join_index(&p, *i);
-        let result = validate::check_path_shape(s).and_then(|()| match (cx.kernel_dir, &cx.canonical_dir) {
-            (Some(dir), Some(canon)) => validate::check_path_on_disk(dir, canon, s),
-            _ => Ok(()),
-        });
+        let result =
+            validate::check_path_shape(s).and_then(|()| match (cx.kernel_dir, &cx.canonical_dir) {
+                (Some(dir), Some(canon)) => validate::check_path_on_disk(dir, canon, s),
+                _ => Ok(()),
+            });
         if let Err(e) = result {
             cx.error(&ip, e.rule, e.message, e.help);
         }
@@ -210,7 +293,12 @@ fn paths(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Option<Ve
     Some(plain(list))
 }
 
-fn capabilities(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Option<Vec<CudaCapability>> {
+fn capabilities(
+    cx: &mut Cx,
+    table: &dyn TableLike,
+    path: &str,
+    key: &str,
+) -> Option<Vec<CudaCapability>> {
     let item = table.get(key)?;
     let p = join_key(path, key);
     let list = as_str_list(cx, item, &p, "[\"8.0\", \"9.0a\"]")?;
@@ -247,10 +335,23 @@ fn rocm_archs(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Opti
     Some(plain(list))
 }
 
-fn python_depends(cx: &mut Cx, table: &dyn TableLike, path: &str, backend: Option<Backend>) -> Vec<String> {
-    let Some(item) = table.get("python-depends") else { return Vec::new() };
+/// `python-depends` of `[general]` (`backend = None`, checked against the general table) or of
+/// `[general.<backend>]` (checked against that backend's table only, as upstream's generators
+/// and Nix do: a general name there is an error whose help says to move it to
+/// `general.python-depends`, so a file accepted here also builds upstream).
+fn python_depends(
+    cx: &mut Cx,
+    table: &dyn TableLike,
+    path: &str,
+    backend: Option<Backend>,
+) -> Vec<String> {
+    let Some(item) = table.get("python-depends") else {
+        return Vec::new();
+    };
     let p = join_key(path, "python-depends");
-    let Some(list) = as_str_list(cx, item, &p, "[\"einops\"]") else { return Vec::new() };
+    let Some(list) = as_str_list(cx, item, &p, "[\"einops\"]") else {
+        return Vec::new();
+    };
     let known = python_dependency_names(backend);
     for (i, name) in &list {
         let ip = join_index(&p, *i);
@@ -291,17 +392,32 @@ fn python_depends(cx: &mut Cx, table: &dyn TableLike, path: &str, backend: Optio
 }
 
 fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelDependency> {
-    let Some(item) = table.get("kernel-depends") else { return Vec::new() };
-    let p = join_key(path, "kernel-depends");
-    let example = "[{ repo-id = \"kernels-community/relu\", version = 1 }]";
-    let entries: Vec<(usize, Option<&dyn TableLike>, &'static str)> = if let Some(arr) = item.as_array() {
-        arr.iter().enumerate().map(|(i, v)| (i, v.as_inline_table().map(|t| t as &dyn TableLike), describe_value(v))).collect()
-    } else if let Some(aot) = item.as_array_of_tables() {
-        aot.iter().enumerate().map(|(i, t)| (i, Some(t as &dyn TableLike), "a table")).collect()
-    } else {
-        wrong_type(cx, &p, "an array of tables", describe(item), example);
+    let Some(item) = table.get("kernel-depends") else {
         return Vec::new();
     };
+    let p = join_key(path, "kernel-depends");
+    let example = "[{ repo-id = \"kernels-community/relu\", version = 1 }]";
+    let entries: Vec<(usize, Option<&dyn TableLike>, &'static str)> =
+        if let Some(arr) = item.as_array() {
+            arr.iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    (
+                        i,
+                        v.as_inline_table().map(|t| t as &dyn TableLike),
+                        describe_value(v),
+                    )
+                })
+                .collect()
+        } else if let Some(aot) = item.as_array_of_tables() {
+            aot.iter()
+                .enumerate()
+                .map(|(i, t)| (i, Some(t as &dyn TableLike), "a table"))
+                .collect()
+        } else {
+            wrong_type(cx, &p, "an array of tables", describe(item), example);
+            return Vec::new();
+        };
     let mut out = Vec::new();
     for (i, t, found) in entries {
         let ip = join_index(&p, i);
@@ -313,22 +429,43 @@ fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelD
         let repo_id = match t.get("repo-id") {
             Some(r) => as_str(cx, r, &join_key(&ip, "repo-id"), "\"owner/name\""),
             None => {
-                cx.error(&ip, "missing-key", format!("`{ip}` has no `repo-id`"), Some(example.to_owned()));
+                cx.error(
+                    &ip,
+                    "missing-key",
+                    format!("`{ip}` has no `repo-id`"),
+                    Some(example.to_owned()),
+                );
                 None
             }
         };
-        let version = t.get("version").and_then(|v| as_uint(cx, v, &join_key(&ip, "version"), "an integer, e.g. 1"));
-        let revision = t.get("revision").and_then(|v| as_str(cx, v, &join_key(&ip, "revision"), "a quoted git revision"));
+        let version = t
+            .get("version")
+            .and_then(|v| as_uint(cx, v, &join_key(&ip, "version"), "an integer, e.g. 1"));
+        let revision = t
+            .get("revision")
+            .and_then(|v| as_str(cx, v, &join_key(&ip, "revision"), "a quoted git revision"));
         let pin = match (t.get("version").is_some(), t.get("revision").is_some()) {
             (true, true) => {
-                cx.error(&ip, "kernel-dependency-pin", format!("`{ip}` has both `version` and `revision`"), Some("keep exactly one of them".to_owned()));
+                cx.error(
+                    &ip,
+                    "kernel-dependency-pin",
+                    format!("`{ip}` has both `version` and `revision`"),
+                    Some("keep exactly one of them".to_owned()),
+                );
                 None
             }
             (false, false) => {
-                cx.error(&ip, "kernel-dependency-pin", format!("`{ip}` has neither `version` nor `revision`"), Some("add `version = <major>` or `revision = \"<git revision>\"`".to_owned()));
+                cx.error(
+                    &ip,
+                    "kernel-dependency-pin",
+                    format!("`{ip}` has neither `version` nor `revision`"),
+                    Some("add `version = <major>` or `revision = \"<git revision>\"`".to_owned()),
+                );
                 None
             }
-            _ => version.map(KernelPin::Version).or(revision.map(KernelPin::Revision)),
+            _ => version
+                .map(KernelPin::Version)
+                .or(revision.map(KernelPin::Revision)),
         };
         if let (Some(repo_id), Some(pin)) = (repo_id, pin) {
             out.push(KernelDependency { repo_id, pin });
@@ -337,14 +474,27 @@ fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelD
     out
 }
 
-fn backend_general(cx: &mut Cx, general: &dyn TableLike, b: Backend, allowed: &[&str]) -> BackendGeneral {
+fn backend_general(
+    cx: &mut Cx,
+    general: &dyn TableLike,
+    b: Backend,
+    allowed: &[&str],
+) -> BackendGeneral {
     let path = format!("general.{b}");
-    let Some(item) = general.get(b.as_str()) else { return BackendGeneral::default() };
-    let Some(t) = as_table(cx, item, &path) else { return BackendGeneral::default() };
+    let Some(item) = general.get(b.as_str()) else {
+        return BackendGeneral::default();
+    };
+    let Some(t) = as_table(cx, item, &path) else {
+        return BackendGeneral::default();
+    };
     check_keys(cx, t, &path, allowed);
     BackendGeneral {
         python_depends: python_depends(cx, t, &path, Some(b)),
-        kernel_depends: if allowed.contains(&"kernel-depends") { kernel_depends(cx, t, &path) } else { Vec::new() },
+        kernel_depends: if allowed.contains(&"kernel-depends") {
+            kernel_depends(cx, t, &path)
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -375,14 +525,29 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
         hub: Hub::default(),
     };
     let Some(item) = root.get("general") else {
-        cx.error("general", "missing-key", "build.toml has no `[general]` section".to_owned(), Some("add `[general]` with `name`, `version`, `edition = 5`, `license` and `backends`".to_owned()));
+        cx.error(
+            "general",
+            "missing-key",
+            "build.toml has no `[general]` section".to_owned(),
+            Some(
+                "add `[general]` with `name`, `version`, `edition = 5`, `license` and `backends`"
+                    .to_owned(),
+            ),
+        );
         return g;
     };
-    let Some(t) = as_table(cx, item, "general") else { return g };
+    let Some(t) = as_table(cx, item, "general") else {
+        return g;
+    };
     check_keys(cx, t, "general", GENERAL_KEYS);
 
     let missing = |cx: &mut Cx, key: &str, example: &str| {
-        cx.error("general", "missing-key", format!("`general.{key}` is required"), Some(format!("add `{key} = {example}` to `[general]`")));
+        cx.error(
+            "general",
+            "missing-key",
+            format!("`general.{key}` is required"),
+            Some(format!("add `{key} = {example}` to `[general]`")),
+        );
     };
 
     match t.get("name") {
@@ -407,20 +572,45 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
     }
     match t.get("version") {
         None => missing(cx, "version", "1"),
-        Some(i) => g.version = as_uint(cx, i, "general.version", "an integer, e.g. `version = 1`").unwrap_or(0),
+        Some(i) => {
+            g.version =
+                as_uint(cx, i, "general.version", "an integer, e.g. `version = 1`").unwrap_or(0)
+        }
     }
     match t.get("edition") {
         None if generation == Generation::Edition5 => missing(cx, "edition", "5"),
         None => {}
         Some(i) => match i.as_integer() {
             Some(5) => {}
-            Some(n) => cx.error("general.edition", "unsupported-edition", format!("unsupported edition {n}; this kernel-builder reads edition 5"), Some("write `edition = 5`, or remove the key and run `kernel-builder update-build`".to_owned())),
-            None => wrong_type(cx, "general.edition", "an integer", describe(i), "`edition = 5`"),
+            Some(n) => cx.error(
+                "general.edition",
+                "unsupported-edition",
+                format!("unsupported edition {n}; this kernel-builder reads edition 5"),
+                Some(
+                    "write `edition = 5`, or remove the key and run `kernel-builder update-build`"
+                        .to_owned(),
+                ),
+            ),
+            None => wrong_type(
+                cx,
+                "general.edition",
+                "an integer",
+                describe(i),
+                "`edition = 5`",
+            ),
         },
     }
     match t.get("license") {
         None => missing(cx, "license", "\"Apache-2.0\""),
-        Some(i) => g.license = as_str(cx, i, "general.license", "a quoted licence id, e.g. \"Apache-2.0\"").unwrap_or_default(),
+        Some(i) => {
+            g.license = as_str(
+                cx,
+                i,
+                "general.license",
+                "a quoted licence id, e.g. \"Apache-2.0\"",
+            )
+            .unwrap_or_default()
+        }
     }
     g.upstream = git_url(cx, t, "upstream");
     g.source = git_url(cx, t, "source");
@@ -433,26 +623,55 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
                 for (idx, s) in list {
                     let p = join_index("general.backends", idx);
                     match Backend::from_name(&s) {
-                        Some(b) if g.backends.contains(&b) => cx.warning(&p, "duplicate-backend", format!("backend `{s}` is listed twice"), Some("remove the second entry".to_owned())),
+                        Some(b) if g.backends.contains(&b) => cx.warning(
+                            &p,
+                            "duplicate-backend",
+                            format!("backend `{s}` is listed twice"),
+                            Some("remove the second entry".to_owned()),
+                        ),
                         Some(b) => g.backends.push(b),
                         None => {
                             let help = match suggest_backend(&s) {
-                                Some(b) => format!("did you mean `{b}`? known backends: {}", known.join(", ")),
+                                Some(b) => format!(
+                                    "did you mean `{b}`? known backends: {}",
+                                    known.join(", ")
+                                ),
                                 None => format!("known backends: {}", known.join(", ")),
                             };
-                            cx.error(&p, "unknown-backend", format!("unknown backend `{s}`"), Some(help));
+                            cx.error(
+                                &p,
+                                "unknown-backend",
+                                format!("unknown backend `{s}`"),
+                                Some(help),
+                            );
                         }
                     }
                 }
             }
         }
     }
+    if t.get("backends")
+        .and_then(Item::as_array)
+        .is_some_and(|a| a.is_empty())
+    {
+        cx.warning(
+            "general.backends",
+            "no-backends",
+            "`general.backends` is empty, so nothing is built".to_owned(),
+            Some("list the backends to build, e.g. `backends = [\"cuda\"]`".to_owned()),
+        );
+    }
     g.python_depends = python_depends(cx, t, "general", None);
     g.kernel_depends = kernel_depends(cx, t, "general");
 
     if let Some(item) = t.get("cuda") {
         if let Some(c) = as_table(cx, item, "general.cuda") {
-            check_keys(cx, c, "general.cuda", &["minver", "maxver", "kernel-depends", "python-depends"]);
+            check_keys(
+                cx,
+                c,
+                "general.cuda",
+                &["minver", "maxver", "kernel-depends", "python-depends"],
+            );
             g.cuda.minver = version(cx, c, "general.cuda", "minver");
             g.cuda.maxver = version(cx, c, "general.cuda", "maxver");
             check_bounds(cx, "general.cuda", &g.cuda.minver, &g.cuda.maxver);
@@ -462,27 +681,46 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
             };
         }
     }
-    g.neuron = backend_general(cx, t, Backend::Neuron, &["kernel-depends", "python-depends"]);
+    g.neuron = backend_general(
+        cx,
+        t,
+        Backend::Neuron,
+        &["kernel-depends", "python-depends"],
+    );
     g.tpu = backend_general(cx, t, Backend::Tpu, &["python-depends"]);
     g.xpu = backend_general(cx, t, Backend::Xpu, &["kernel-depends", "python-depends"]);
     if let Some(item) = t.get("hub") {
         if let Some(h) = as_table(cx, item, "general.hub") {
             check_keys(cx, h, "general.hub", &["repo-id", "branch"]);
-            g.hub.repo_id = h.get("repo-id").and_then(|i| as_str(cx, i, "general.hub.repo-id", "\"owner/name\""));
-            g.hub.branch = h.get("branch").and_then(|i| as_str(cx, i, "general.hub.branch", "\"v1\""));
+            g.hub.repo_id = h
+                .get("repo-id")
+                .and_then(|i| as_str(cx, i, "general.hub.repo-id", "\"owner/name\""));
+            g.hub.branch = h
+                .get("branch")
+                .and_then(|i| as_str(cx, i, "general.hub.branch", "\"v1\""));
         }
     }
     g
 }
 
 fn stable_abi(cx: &mut Cx, t: &dyn TableLike) -> StableAbi {
-    let Some(item) = t.get("stable-abi") else { return StableAbi::None };
+    let Some(item) = t.get("stable-abi") else {
+        return StableAbi::None;
+    };
     let p = "torch.stable-abi";
     if item.is_str() {
-        return version(cx, t, "torch", "stable-abi").map(StableAbi::All).unwrap_or_default();
+        return version(cx, t, "torch", "stable-abi")
+            .map(StableAbi::All)
+            .unwrap_or_default();
     }
     let Some(tab) = item.as_table_like() else {
-        wrong_type(cx, p, "a version string or a table of backend = version", describe(item), "\"2.10\" or { cuda = \"2.10\" }");
+        wrong_type(
+            cx,
+            p,
+            "a version string or a table of backend = version",
+            describe(item),
+            "\"2.10\" or { cuda = \"2.10\" }",
+        );
         return StableAbi::None;
     };
     let mut map = IndexMap::new();
@@ -499,7 +737,12 @@ fn stable_abi(cx: &mut Cx, t: &dyn TableLike) -> StableAbi {
                     Some(b) => format!("did you mean `{b}`?"),
                     None => format!("known backends: {}", known.join(", ")),
                 };
-                cx.error(&join_key(p, key), "unknown-backend", format!("unknown backend `{key}` in `[torch.stable-abi]`"), Some(help));
+                cx.error(
+                    &join_key(p, key),
+                    "unknown-backend",
+                    format!("unknown backend `{key}` in `[torch.stable-abi]`"),
+                    Some(help),
+                );
             }
         }
     }
@@ -507,7 +750,11 @@ fn stable_abi(cx: &mut Cx, t: &dyn TableLike) -> StableAbi {
 }
 
 fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
-    let present: Vec<&str> = FRAMEWORKS.iter().copied().filter(|f| root.contains_key(f)).collect();
+    let present: Vec<&str> = FRAMEWORKS
+        .iter()
+        .copied()
+        .filter(|f| root.contains_key(f))
+        .collect();
     let Some(&first) = present.first() else {
         cx.error(
             "general",
@@ -526,7 +773,9 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
         );
     }
     let item = root.get(first).unwrap_or(&Item::None);
-    let Some(t) = as_table(cx, item, first) else { return Framework::TorchNoarch(TorchNoarch::default()) };
+    let Some(t) = as_table(cx, item, first) else {
+        return Framework::TorchNoarch(TorchNoarch::default());
+    };
     match first {
         "torch" => {
             check_keys(cx, t, "torch", TORCH_KEYS);
@@ -547,13 +796,31 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
             check_keys(cx, t, "torch-noarch", NOARCH_KEYS);
             // Upstream's parser only takes the snake-case keys, its documentation the kebab-case
             // ones; both are read here, one at a time.
-            for (snake, kebab) in [("cuda_capabilities", "cuda-capabilities"), ("rocm_archs", "rocm-archs")] {
+            for (snake, kebab) in [
+                ("cuda_capabilities", "cuda-capabilities"),
+                ("rocm_archs", "rocm-archs"),
+            ] {
                 if t.contains_key(snake) && t.contains_key(kebab) {
-                    cx.error(&join_key("torch-noarch", kebab), "duplicate-key", format!("both `{snake}` and `{kebab}` are set in `[torch-noarch]`"), Some(format!("keep one of them (upstream kernel-builder reads only `{snake}`)")));
+                    cx.error(
+                        &join_key("torch-noarch", kebab),
+                        "duplicate-key",
+                        format!("both `{snake}` and `{kebab}` are set in `[torch-noarch]`"),
+                        Some(format!(
+                            "keep one of them (upstream kernel-builder reads only `{snake}`)"
+                        )),
+                    );
                 }
             }
-            let caps_key = if t.contains_key("cuda_capabilities") { "cuda_capabilities" } else { "cuda-capabilities" };
-            let archs_key = if t.contains_key("rocm_archs") { "rocm_archs" } else { "rocm-archs" };
+            let caps_key = if t.contains_key("cuda_capabilities") {
+                "cuda_capabilities"
+            } else {
+                "cuda-capabilities"
+            };
+            let archs_key = if t.contains_key("rocm_archs") {
+                "rocm_archs"
+            } else {
+                "rocm-archs"
+            };
             Framework::TorchNoarch(TorchNoarch {
                 pyext: str_list(cx, t, "torch-noarch", "pyext"),
                 cuda_capabilities: capabilities(cx, t, "torch-noarch", caps_key),
@@ -563,7 +830,12 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
         _ => {
             check_keys(cx, t, "tvm-ffi", TVM_FFI_KEYS);
             if !t.contains_key("src") {
-                cx.error("tvm-ffi", "missing-key", "`tvm-ffi.src` is required".to_owned(), Some("add `src = [\"tvm-ffi-ext/binding.cpp\"]` to `[tvm-ffi]`".to_owned()));
+                cx.error(
+                    "tvm-ffi",
+                    "missing-key",
+                    "`tvm-ffi.src` is required".to_owned(),
+                    Some("add `src = [\"tvm-ffi-ext/binding.cpp\"]` to `[tvm-ffi]`".to_owned()),
+                );
             }
             Framework::TvmFfi(TvmFfi {
                 include: paths(cx, t, "tvm-ffi", "include").unwrap_or_default(),
@@ -577,10 +849,22 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
 
 fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> Kernel {
     let path = join_key("kernel", name);
-    let compile: Vec<&str> = Backend::ALL.iter().filter(|b| b.can_compile()).map(|b| b.as_str()).collect();
+    let compile: Vec<&str> = Backend::ALL
+        .iter()
+        .filter(|b| b.can_compile())
+        .map(|b| b.as_str())
+        .collect();
     let backend = match t.get("backend") {
         None => {
-            cx.error(&path, "missing-key", format!("`[{path}]` has no `backend`"), Some(format!("add `backend = \"…\"` with one of {}", compile.join(", "))));
+            cx.error(
+                &path,
+                "missing-key",
+                format!("`[{path}]` has no `backend`"),
+                Some(format!(
+                    "add `backend = \"…\"` with one of {}",
+                    compile.join(", ")
+                )),
+            );
             None
         }
         Some(i) => match as_str(cx, i, &join_key(&path, "backend"), "\"cuda\"") {
@@ -593,10 +877,18 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
                 }
                 None => {
                     let help = match suggest_backend(&s).filter(|b| b.can_compile()) {
-                        Some(b) => format!("did you mean `{b}`? kernel backends: {}", compile.join(", ")),
+                        Some(b) => format!(
+                            "did you mean `{b}`? kernel backends: {}",
+                            compile.join(", ")
+                        ),
                         None => format!("kernel backends: {}", compile.join(", ")),
                     };
-                    cx.error(&join_key(&path, "backend"), "unknown-backend", format!("unknown backend `{s}` for `[{path}]`"), Some(help));
+                    cx.error(
+                        &join_key(&path, "backend"),
+                        "unknown-backend",
+                        format!("unknown backend `{s}` for `[{path}]`"),
+                        Some(help),
+                    );
                     None
                 }
             },
@@ -615,35 +907,68 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
             continue;
         }
         let kp = join_key(&path, key);
-        if let (Some(own), Some((_, other))) = (backend, KERNEL_BACKEND_KEYS.iter().find(|(k, _)| *k == key)) {
+        if let (Some(own), Some((_, other))) =
+            (backend, KERNEL_BACKEND_KEYS.iter().find(|(k, _)| *k == key))
+        {
             cx.error(&kp, "key-for-other-backend", format!("`{key}` applies to {other} kernels, but `[{path}]` has backend {own}"), Some(format!("remove `{key}`, or move it to a kernel with `backend = \"{other}\"`; {own} kernels accept: {}", allowed.join(", "))));
             continue;
         }
-        let all: Vec<&str> = KERNEL_COMMON_KEYS.iter().chain(KERNEL_BACKEND_KEYS.iter().map(|(k, _)| k)).copied().collect();
+        let all: Vec<&str> = KERNEL_COMMON_KEYS
+            .iter()
+            .chain(KERNEL_BACKEND_KEYS.iter().map(|(k, _)| k))
+            .copied()
+            .collect();
         let help = match did_you_mean(key, &allowed).or_else(|| did_you_mean(key, &all)) {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!("allowed keys: {}", allowed.join(", ")),
         };
-        cx.error(&kp, "unknown-key", format!("unknown key `{key}` in `[{path}]`"), Some(help));
+        cx.error(
+            &kp,
+            "unknown-key",
+            format!("unknown key `{key}` in `[{path}]`"),
+            Some(help),
+        );
     }
 
     let mut depends = Vec::new();
     match t.get("depends") {
-        None => cx.error(&path, "missing-key", format!("`[{path}]` has no `depends`"), Some("add `depends = [\"torch\"]` (or `depends = []`)".to_owned())),
+        None => cx.error(
+            &path,
+            "missing-key",
+            format!("`[{path}]` has no `depends`"),
+            Some("add `depends = [\"torch\"]` (or `depends = []`)".to_owned()),
+        ),
         Some(i) => {
             let dp = join_key(&path, "depends");
             for (idx, s) in as_str_list(cx, i, &dp, "[\"torch\"]").unwrap_or_default() {
                 match CppDependency::from_name(&s) {
                     Some(d) => depends.push(d),
                     None => {
-                        let cutlass: Vec<&str> = CPP_DEPENDENCY_NAMES.iter().copied().filter(|n| n.starts_with("cutlass_")).collect();
-                        let others: Vec<&str> = CPP_DEPENDENCY_NAMES.iter().copied().filter(|n| !n.starts_with("cutlass_")).collect();
+                        let cutlass: Vec<&str> = CPP_DEPENDENCY_NAMES
+                            .iter()
+                            .copied()
+                            .filter(|n| n.starts_with("cutlass_"))
+                            .collect();
+                        let others: Vec<&str> = CPP_DEPENDENCY_NAMES
+                            .iter()
+                            .copied()
+                            .filter(|n| !n.starts_with("cutlass_"))
+                            .collect();
                         let mut help = match did_you_mean(&s, &CPP_DEPENDENCY_NAMES) {
                             Some(m) if m != s => format!("did you mean `{m}`? "),
                             _ => String::new(),
                         };
-                        help.push_str(&format!("known cutlass versions: {}; other dependencies: {}", cutlass.join(", "), others.join(", ")));
-                        cx.error(&join_index(&dp, idx), "unknown-dependency", format!("unknown C++ dependency `{s}`"), Some(help));
+                        help.push_str(&format!(
+                            "known cutlass versions: {}; other dependencies: {}",
+                            cutlass.join(", "),
+                            others.join(", ")
+                        ));
+                        cx.error(
+                            &join_index(&dp, idx),
+                            "unknown-dependency",
+                            format!("unknown C++ dependency `{s}`"),
+                            Some(help),
+                        );
                     }
                 }
             }
@@ -652,9 +977,23 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
 
     let src = paths(cx, t, &path, "src");
     match &src {
-        None if !t.contains_key("src") => cx.error(&path, "no-sources", format!("`[{path}]` has no `src`"), Some("add `src = [\"…\"]` with the kernel's source files".to_owned())),
-        Some(s) if s.is_empty() && t.get("src").is_some_and(|i| i.as_array().is_some_and(|a| a.is_empty())) => {
-            cx.error(&join_key(&path, "src"), "no-sources", format!("`[{path}]` has no source files (`src = []`)"), Some("list the kernel's source files, or remove the kernel".to_owned()))
+        None if !t.contains_key("src") => cx.error(
+            &path,
+            "no-sources",
+            format!("`[{path}]` has no `src`"),
+            Some("add `src = [\"…\"]` with the kernel's source files".to_owned()),
+        ),
+        Some(s)
+            if s.is_empty()
+                && t.get("src")
+                    .is_some_and(|i| i.as_array().is_some_and(|a| a.is_empty())) =>
+        {
+            cx.error(
+                &join_key(&path, "src"),
+                "no-sources",
+                format!("`[{path}]` has no source files (`src = []`)"),
+                Some("list the kernel's source files, or remove the kernel".to_owned()),
+            )
         }
         _ => {}
     }
@@ -671,18 +1010,47 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
         src: src.unwrap_or_default(),
         include: paths(cx, t, &path, "include").unwrap_or_default(),
         cxx_flags: str_list(cx, t, &path, "cxx-flags").unwrap_or_default(),
-        cuda_capabilities: if allowed.contains(&"cuda-capabilities") { capabilities(cx, t, &path, "cuda-capabilities") } else { None },
-        cuda_flags: if allowed.contains(&"cuda-flags") { str_list(cx, t, &path, "cuda-flags").unwrap_or_default() } else { Vec::new() },
-        cuda_minver: if allowed.contains(&"cuda-minver") { version(cx, t, &path, "cuda-minver") } else { None },
-        rocm_archs: if allowed.contains(&"rocm-archs") { rocm_archs(cx, t, &path, "rocm-archs") } else { None },
-        hip_flags: if allowed.contains(&"hip-flags") { str_list(cx, t, &path, "hip-flags").unwrap_or_default() } else { Vec::new() },
-        sycl_flags: if allowed.contains(&"sycl-flags") { str_list(cx, t, &path, "sycl-flags").unwrap_or_default() } else { Vec::new() },
+        cuda_capabilities: if allowed.contains(&"cuda-capabilities") {
+            capabilities(cx, t, &path, "cuda-capabilities")
+        } else {
+            None
+        },
+        cuda_flags: if allowed.contains(&"cuda-flags") {
+            str_list(cx, t, &path, "cuda-flags").unwrap_or_default()
+        } else {
+            Vec::new()
+        },
+        cuda_minver: if allowed.contains(&"cuda-minver") {
+            version(cx, t, &path, "cuda-minver")
+        } else {
+            None
+        },
+        rocm_archs: if allowed.contains(&"rocm-archs") {
+            rocm_archs(cx, t, &path, "rocm-archs")
+        } else {
+            None
+        },
+        hip_flags: if allowed.contains(&"hip-flags") {
+            str_list(cx, t, &path, "hip-flags").unwrap_or_default()
+        } else {
+            Vec::new()
+        },
+        sycl_flags: if allowed.contains(&"sycl-flags") {
+            str_list(cx, t, &path, "sycl-flags").unwrap_or_default()
+        } else {
+            Vec::new()
+        },
     }
 }
 
 /// Read an (upgraded) edition-5 document into the model. The model is complete only when no
 /// [`Severity::Error`] problem was reported; missing values are filled with placeholders.
-pub(crate) fn read(cx: &mut Cx, root: &dyn TableLike, path: &Utf8Path, generation: Generation) -> BuildConfig {
+pub(crate) fn read(
+    cx: &mut Cx,
+    root: &dyn TableLike,
+    path: &Utf8Path,
+    generation: Generation,
+) -> BuildConfig {
     check_keys(cx, root, "", TOP_KEYS);
     let general = general(cx, root, generation);
     let framework = framework(cx, root);
@@ -698,5 +1066,11 @@ pub(crate) fn read(cx: &mut Cx, root: &dyn TableLike, path: &Utf8Path, generatio
             }
         }
     }
-    BuildConfig { path: path.to_owned(), generation, general, framework, kernels }
+    BuildConfig {
+        path: path.to_owned(),
+        generation,
+        general,
+        framework,
+        kernels,
+    }
 }

@@ -37,6 +37,15 @@ pub fn upgrade(doc: &mut toml_edit::DocumentMut) -> Upgrade {
         .get("general")
         .and_then(|g| g.get("edition"))
         .and_then(|e| e.as_integer());
-    let generation = if edition == Some(5) { Generation::Edition5 } else { Generation::V4 };
-    Upgrade { generation, changes: Vec::new(), renames: Vec::new(), problems: Vec::new() }
+    let generation = if edition == Some(5) {
+        Generation::Edition5
+    } else {
+        Generation::V4
+    };
+    Upgrade {
+        generation,
+        changes: Vec::new(),
+        renames: Vec::new(),
+        problems: Vec::new(),
+    }
 }

@@ -1,4 +1,5 @@
 //! Integration tests: one binary, one module per concern.
 mod build;
+mod config;
 mod hash;
 mod init;

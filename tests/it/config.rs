@@ -1,0 +1,887 @@
+//! `build.toml` loading: user-report cases, the real-file corpus, a no-panic property test and
+//! the `check-config` command.
+
+use std::fs;
+use std::path::Path;
+
+use assert_cmd::Command;
+use camino::{Utf8Path, Utf8PathBuf};
+use kernel_builder::config::diagnostics::RenderStyle;
+use kernel_builder::config::{
+    self, Backend, ConfigErrors, Framework, Generation, Loaded, Severity,
+};
+use proptest::prelude::*;
+
+/// A valid edition-5 file the cases below start from.
+const BASE: &str = r#"[general]
+name = "relu"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cuda"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.relu]
+backend = "cuda"
+depends = ["torch"]
+src = ["relu/relu.cu"]
+"#;
+
+fn load(text: &str) -> Result<Loaded, ConfigErrors> {
+    config::load_str_styled(Utf8Path::new("build.toml"), text, None, RenderStyle::Plain)
+}
+
+fn errors(text: &str) -> ConfigErrors {
+    match load(text) {
+        Ok(l) => panic!("expected errors, got a valid config: {:?}", l.config),
+        Err(e) => e,
+    }
+}
+
+/// The rules of the errors, in file order.
+fn rules(e: &ConfigErrors) -> Vec<&'static str> {
+    e.errors().map(|p| p.rule).collect()
+}
+
+fn assert_contains(haystack: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(haystack.contains(n), "missing {n:?} in:\n{haystack}");
+    }
+}
+
+#[test]
+fn base_file_is_valid_and_read_into_the_model() {
+    let l = load(BASE).unwrap();
+    let c = &l.config;
+    assert_eq!(c.generation, Generation::Edition5);
+    assert_eq!(c.general.name, "relu");
+    assert_eq!(c.general.version, 1);
+    assert_eq!(c.general.license, "Apache-2.0");
+    assert_eq!(c.general.backends, vec![Backend::Cuda]);
+    match &c.framework {
+        Framework::Torch(t) => assert_eq!(t.src, vec!["torch-ext/torch_binding.cpp".to_owned()]),
+        f => panic!("wrong framework {f:?}"),
+    }
+    assert_eq!(c.kernels.len(), 1);
+    assert_eq!(c.kernels["relu"].backend, Backend::Cuda);
+    assert_eq!(c.kernels["relu"].src, vec!["relu/relu.cu".to_owned()]);
+    assert!(l.warnings.is_empty());
+    assert_eq!(l.rendered_warnings, "");
+}
+
+#[test]
+fn every_value_type_is_read() {
+    let text = r#"[general]
+name = "all-keys"
+version = 3
+edition = 5
+license = "MIT"
+upstream = "git@github.com:org/x.git"
+source = "https://github.com/org/y"
+backends = ["cuda", "rocm", "xpu", "neuron", "tpu", "cpu"]
+python-depends = ["einops"]
+kernel-depends = [{ repo-id = "kernels-community/relu", version = 1 }]
+
+[general.cuda]
+minver = "12.6"
+maxver = "13.0"
+python-depends = ["nvidia-cutlass-dsl"]
+kernel-depends = [{ repo-id = "org/k", revision = "abc123" }]
+
+[general.neuron]
+python-depends = ["nki"]
+
+[general.xpu]
+python-depends = ["onednn"]
+
+[general.hub]
+repo-id = "org/all-keys"
+branch = "v3"
+
+[torch]
+include = ["inc"]
+minver = "2.9"
+maxver = "2.12"
+pyext = ["py", "json"]
+src = ["torch-ext/b.cpp"]
+cxx-flags = ["-O2"]
+
+[torch.stable-abi]
+cuda = "2.10"
+
+[kernel.k]
+backend = "cuda"
+depends = ["torch", "cutlass_4_4"]
+src = ["k/k.cu"]
+include = ["k"]
+cuda-capabilities = ["8.0", "9.0a", "10.0f", "12.0+PTX"]
+cuda-flags = ["-lineinfo"]
+cuda-minver = "12.8"
+
+[kernel.k_rocm]
+backend = "rocm"
+depends = []
+src = ["k/k.cu"]
+rocm-archs = ["gfx942"]
+hip-flags = ["-O3"]
+
+[kernel.k_xpu]
+backend = "xpu"
+depends = ["sycl_tla"]
+src = ["k/k.cpp"]
+sycl-flags = ["-x"]
+"#;
+    let c = load(text).unwrap().config;
+    let g = &c.general;
+    assert_eq!(g.upstream.as_deref(), Some("git@github.com:org/x.git"));
+    assert_eq!(g.kernel_depends[0].repo_id, "kernels-community/relu");
+    assert_eq!(g.kernel_depends[0].pin, config::KernelPin::Version(1));
+    assert_eq!(g.cuda.minver.as_ref().unwrap().text, "12.6");
+    assert_eq!(g.cuda.maxver.as_ref().unwrap().parts, vec![13, 0]);
+    assert_eq!(
+        g.cuda.deps.kernel_depends[0].pin,
+        config::KernelPin::Revision("abc123".into())
+    );
+    assert_eq!(
+        g.python_depends_for(Backend::Cuda),
+        vec!["einops", "nvidia-cutlass-dsl"]
+    );
+    assert_eq!(g.neuron.python_depends, vec!["nki"]);
+    assert_eq!(g.hub.branch.as_deref(), Some("v3"));
+    let Framework::Torch(t) = &c.framework else {
+        panic!()
+    };
+    assert_eq!(t.pyext, Some(vec!["py".to_owned(), "json".to_owned()]));
+    assert_eq!(
+        t.stable_abi.for_backend(Backend::Cuda).unwrap().text,
+        "2.10"
+    );
+    assert_eq!(t.stable_abi.for_backend(Backend::Rocm), None);
+    let k = &c.kernels["k"];
+    assert_eq!(
+        k.depends,
+        vec![
+            config::CppDependency::Torch,
+            config::CppDependency::Cutlass(4, 4)
+        ]
+    );
+    let caps: Vec<String> = k
+        .cuda_capabilities
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert_eq!(caps, ["8.0", "9.0a", "10.0f", "12.0+PTX"]);
+    assert_eq!(k.cuda_minver.as_ref().unwrap().text, "12.8");
+    assert_eq!(
+        c.kernels["k_rocm"].rocm_archs,
+        Some(vec!["gfx942".to_owned()])
+    );
+    assert_eq!(c.kernels["k_xpu"].sycl_flags, vec!["-x"]);
+    assert_eq!(
+        c.kernels.keys().collect::<Vec<_>>(),
+        ["k", "k_rocm", "k_xpu"]
+    );
+}
+
+// ---- user-report cases -------------------------------------------------------------------
+
+#[test]
+fn user_report_name_with_underscores_suggests_dashes() {
+    let e = errors(&BASE.replace("name = \"relu\"", "name = \"fused_rms_norm\""));
+    assert_eq!(rules(&e), ["kernel-name"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "invalid kernel name `fused_rms_norm`: a name must match ^[a-z][-a-z0-9]*[a-z0-9]$",
+            "[build.toml:2:8]",
+            "2 | name = \"fused_rms_norm\"",
+            "help: write `name = \"fused-rms-norm\"`",
+        ],
+    );
+}
+
+#[test]
+fn user_report_mps_backend_suggests_metal() {
+    let e = errors(&BASE.replace(
+        "backends = [\"cuda\"]",
+        "backends = [\"cuda\", \"xpu\", \"mps\"]",
+    ));
+    assert_eq!(rules(&e), ["unknown-backend"]);
+    assert_eq!(
+        e.problems
+            .iter()
+            .find(|p| p.severity == Severity::Error)
+            .unwrap()
+            .key_path,
+        "general.backends[2]"
+    );
+    assert_contains(
+        &e.render(),
+        &[
+            "unknown backend `mps`",
+            "[build.toml:6:28]",
+            "help: did you mean `metal`?",
+        ],
+    );
+}
+
+#[test]
+fn user_report_unknown_python_dependency_lists_known_ones() {
+    let e = errors(&BASE.replace(
+        "backends = [\"cuda\"]",
+        "backends = [\"cuda\"]\npython-depends = [\"helion-typo\"]",
+    ));
+    assert_eq!(rules(&e), ["unknown-python-dependency"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "unknown Python dependency `helion-typo` (general)",
+            "[build.toml:7:19]",
+            "did you mean `helion`?",
+            "known general Python dependencies: einops, helion, tvm-ffi",
+        ],
+    );
+}
+
+#[test]
+fn user_report_unknown_cutlass_lists_known_versions() {
+    let e = errors(&BASE.replace(
+        "depends = [\"torch\"]",
+        "depends = [\"torch\", \"cutlass_9_9\"]",
+    ));
+    assert_eq!(rules(&e), ["unknown-dependency"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "unknown C++ dependency `cutlass_9_9`",
+            "[build.toml:13:21]",
+            "known cutlass versions: cutlass_2_10, cutlass_3_5, cutlass_3_6, cutlass_3_8, cutlass_3_9, cutlass_4_0, cutlass_4_4, cutlass_4_5",
+        ],
+    );
+}
+
+#[test]
+fn user_report_empty_src_is_an_error() {
+    let e = errors(&BASE.replace("src = [\"relu/relu.cu\"]", "src = []"));
+    assert_eq!(rules(&e), ["no-sources"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "`[kernel.relu]` has no source files (`src = []`)",
+            "[build.toml:14:7]",
+        ],
+    );
+    let e = errors(&BASE.replace("src = [\"relu/relu.cu\"]\n", ""));
+    assert_eq!(rules(&e), ["no-sources"]);
+    assert_contains(
+        &e.render(),
+        &["`[kernel.relu]` has no `src`", "[build.toml:11:1]"],
+    );
+}
+
+#[test]
+fn user_report_empty_capabilities_is_an_error() {
+    let e = errors(&BASE.replace(
+        "src = [\"relu/relu.cu\"]",
+        "src = [\"relu/relu.cu\"]\ncuda-capabilities = []",
+    ));
+    assert_eq!(rules(&e), ["empty-capabilities"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "`kernel.relu.cuda-capabilities` is empty",
+            "[build.toml:15:21]",
+        ],
+    );
+    // The same in [torch-noarch], with either spelling.
+    for key in ["cuda_capabilities", "cuda-capabilities"] {
+        let text = format!(
+            "[general]\nname = \"n\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\"]\n\n[torch-noarch]\n{key} = []\n"
+        );
+        let e = errors(&text.replace("name = \"n\"", "name = \"nn\""));
+        assert_eq!(rules(&e), ["empty-capabilities"], "{key}");
+        assert_contains(
+            &e.render(),
+            &[&format!("`torch-noarch.{key}` is empty"), "[build.toml:9:"],
+        );
+    }
+}
+
+#[test]
+fn user_report_empty_rocm_archs_is_an_error() {
+    let text = BASE
+        .replace("backend = \"cuda\"", "backend = \"rocm\"")
+        .replace("[\"cuda\"]", "[\"rocm\"]")
+        + "rocm-archs = []\n";
+    let e = errors(&text);
+    assert_eq!(rules(&e), ["empty-rocm-archs"]);
+}
+
+#[test]
+fn malformed_capability_names_the_value() {
+    let e = errors(&BASE.replace(
+        "src = [\"relu/relu.cu\"]",
+        "src = [\"relu/relu.cu\"]\ncuda-capabilities = [\"8.0\", \"sm_90\"]",
+    ));
+    assert_eq!(rules(&e), ["bad-capability"]);
+    assert_contains(
+        &e.render(),
+        &["`sm_90` is not a CUDA capability", "[build.toml:15:29]"],
+    );
+}
+
+#[test]
+fn several_errors_are_all_reported_in_file_order() {
+    let text = BASE
+        .replace("name = \"relu\"", "name = \"Relu\"")
+        .replace("backends = [\"cuda\"]", "backends = [\"cuda\", \"CUDA\"]")
+        .replace(
+            "depends = [\"torch\"]",
+            "depends = [\"torch\", \"cutlas_3_9\"]\ncuda_flags = [\"-O3\"]",
+        )
+        .replace("license = \"Apache-2.0\"\n", "");
+    let e = errors(&text);
+    assert_eq!(
+        rules(&e),
+        [
+            "missing-key",
+            "kernel-name",
+            "unknown-backend",
+            "unknown-dependency",
+            "unknown-key"
+        ]
+    );
+    let r = e.render();
+    assert_contains(
+        &r,
+        &[
+            "`general.license` is required",
+            "help: did you mean `cuda`?",
+            "did you mean `cutlass_3_9`?",
+            "unknown key `cuda_flags` in `[kernel.relu]`",
+            "help: did you mean `cuda-flags`?",
+            "build.toml: 5 errors and 0 warnings",
+        ],
+    );
+}
+
+#[test]
+fn unknown_keys_anywhere_get_did_you_mean() {
+    let text = BASE
+        .replace("edition = 5", "edition = 5\nlicence = \"MIT\"")
+        .replace("[torch]\n", "[torch]\nsrcs = []\n")
+        .replace("[kernel.relu]", "[kernels.x]\n\n[kernel.relu]");
+    let e = errors(&text);
+    assert_eq!(rules(&e), ["unknown-key", "unknown-key", "unknown-key"]);
+    let r = e.render();
+    assert_contains(
+        &r,
+        &[
+            "unknown key `licence` in `[general]`",
+            "did you mean `license`?",
+            "unknown key `srcs` in `[torch]`",
+            "did you mean `src`?",
+            "unknown key `kernels` at the top level",
+            "did you mean `kernel`?",
+        ],
+    );
+}
+
+#[test]
+fn key_of_another_backend_names_the_backend() {
+    let text = BASE
+        .replace("backends = [\"cuda\"]", "backends = [\"cpu\"]")
+        .replace(
+            "backend = \"cuda\"",
+            "backend = \"cpu\"\ncuda-flags = [\"-O3\"]",
+        );
+    let e = errors(&text);
+    assert_eq!(rules(&e), ["key-for-other-backend"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "`cuda-flags` applies to cuda kernels, but `[kernel.relu]` has backend cpu",
+            "[build.toml:13:1]",
+        ],
+    );
+}
+
+#[test]
+fn framework_section_count() {
+    let none = BASE.replace("[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n", "");
+    let e = errors(&none);
+    assert_eq!(rules(&e), ["framework-section"]);
+    assert_contains(
+        &e.render(),
+        &["build.toml has no framework section", "[torch-noarch]"],
+    );
+    let two = BASE.to_owned() + "\n[torch-noarch]\n";
+    let e = errors(&two);
+    assert_eq!(rules(&e), ["framework-section"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "`[torch-noarch]` is a second framework section (there is already `[torch]`)",
+            "[build.toml:16:1]",
+        ],
+    );
+}
+
+#[test]
+fn noarch_accepts_both_spellings_but_not_both_at_once() {
+    let base = "[general]\nname = \"nn\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\", \"rocm\"]\n\n[torch-noarch]\n";
+    for (c, r) in [
+        ("cuda_capabilities", "rocm_archs"),
+        ("cuda-capabilities", "rocm-archs"),
+    ] {
+        let l = load(&format!("{base}{c} = [\"9.0\"]\n{r} = [\"gfx942\"]\n")).unwrap();
+        let Framework::TorchNoarch(n) = &l.config.framework else {
+            panic!()
+        };
+        assert_eq!(n.cuda_capabilities.as_ref().unwrap()[0].to_string(), "9.0");
+        assert_eq!(n.rocm_archs, Some(vec!["gfx942".to_owned()]));
+    }
+    let e = errors(&format!(
+        "{base}cuda_capabilities = [\"9.0\"]\ncuda-capabilities = [\"9.0\"]\n"
+    ));
+    assert_eq!(rules(&e), ["duplicate-key"]);
+}
+
+#[test]
+fn versions_parse_and_bounds_are_ordered() {
+    let e = errors(&BASE.replace(
+        "[torch]\n",
+        "[torch]\nminver = \"2.10\"\nmaxver = \"2.9\"\n",
+    ));
+    assert_eq!(rules(&e), ["version-bounds"]);
+    assert_contains(
+        &e.render(),
+        &["`torch.maxver` (2.9) is lower than `torch.minver` (2.10)"],
+    );
+    let e = errors(&BASE.replace(
+        "[torch]\n",
+        "[general.cuda]\nminver = \"12.x\"\n\n[torch]\n",
+    ));
+    assert_eq!(rules(&e), ["bad-version"]);
+    let e = errors(&BASE.replace(
+        "[torch]\n",
+        "[general.cuda]\nminver = \"13.0\"\nmaxver = \"12.8\"\n\n[torch]\n",
+    ));
+    assert_eq!(rules(&e), ["version-bounds"]);
+    // 13.0 and 13 are the same version: not a bound violation.
+    load(&BASE.replace(
+        "[torch]\n",
+        "[general.cuda]\nminver = \"13\"\nmaxver = \"13.0\"\n\n[torch]\n",
+    ))
+    .unwrap();
+}
+
+#[test]
+fn kernel_dependency_shape_and_types() {
+    let e = errors(&BASE.replace(
+        "backends = [\"cuda\"]",
+        "backends = [\"cuda\"]\nkernel-depends = [{ repo-id = \"a/b\", version = 1, revision = \"x\" }, { repo-id = \"a/c\" }, { version = 1 }]",
+    ));
+    assert_eq!(
+        rules(&e),
+        [
+            "kernel-dependency-pin",
+            "kernel-dependency-pin",
+            "missing-key"
+        ]
+    );
+    let e = errors(
+        &BASE
+            .replace("version = 1", "version = \"1\"")
+            .replace("edition = 5", "edition = 4"),
+    );
+    assert_eq!(rules(&e), ["wrong-type", "unsupported-edition"]);
+}
+
+#[test]
+fn git_url_schemes() {
+    let e = errors(&BASE.replace(
+        "edition = 5",
+        "edition = 5\nupstream = \"ftp://example.com/x\"\nsource = \"not a url\"",
+    ));
+    assert_eq!(rules(&e), ["bad-git-url", "bad-git-url"]);
+    assert_contains(&e.render(), &["unsupported scheme `ftp`"]);
+}
+
+#[test]
+fn kernel_backend_rules() {
+    let e = errors(&BASE.replace("backend = \"cuda\"", "backend = \"neuron\""));
+    assert_eq!(rules(&e), ["kernel-backend"]);
+    let l = load(
+        &BASE
+            .replace("backends = [\"cuda\"]", "backends = [\"cuda\", \"metal\"]")
+            .replace(
+                "[kernel.relu]",
+                "[kernel.m]\nbackend = \"cpu\"\ndepends = []\nsrc = [\"m.cpp\"]\n\n[kernel.relu]",
+            ),
+    )
+    .unwrap();
+    assert_eq!(l.warnings.len(), 1);
+    assert_eq!(l.warnings[0].rule, "kernel-not-built");
+    assert_contains(
+        &l.rendered_warnings,
+        &["`[kernel.m]` targets cpu, which is not in `general.backends`, so it is never built"],
+    );
+}
+
+#[test]
+fn backend_python_depends_use_the_backend_table() {
+    let text = BASE.replace("[torch]\n", "[general.cuda]\npython-depends = [\"einops\"]\n\n[general.tpu]\npython-depends = [\"jax\"]\n\n[torch]\n");
+    let e = errors(&text);
+    assert_eq!(
+        rules(&e),
+        ["unknown-python-dependency", "unknown-python-dependency"]
+    );
+    assert_contains(
+        &e.render(),
+        &[
+            "`einops` is a general dependency: list it in `general.python-depends`",
+            "known backend cuda Python dependencies: nvidia-cutlass-dsl",
+            "no Python dependencies are defined for backend tpu",
+        ],
+    );
+}
+
+#[test]
+fn toml_syntax_error_has_a_position() {
+    let e = errors("[general]\nname = \"x\nversion = 1\n");
+    assert_eq!(rules(&e), ["toml-syntax"]);
+    assert_contains(&e.render(), &["not valid TOML", "[build.toml:2:"]);
+}
+
+#[test]
+fn legacy_file_gets_the_update_build_warning() {
+    let l = load(&BASE.replace("edition = 5\n", "")).unwrap();
+    assert!(l.config.generation.is_legacy());
+    assert_eq!(
+        l.warnings.iter().map(|w| w.rule).collect::<Vec<_>>(),
+        ["legacy-format"]
+    );
+    assert_contains(&l.rendered_warnings, &["run `kernel-builder update-build`"]);
+}
+
+// ---- paths on disk -----------------------------------------------------------------------
+
+fn kernel_dir(files: &[&str]) -> (tempfile::TempDir, Utf8PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = Utf8PathBuf::from_path_buf(tmp.path().join("k")).unwrap();
+    fs::create_dir(&dir).unwrap();
+    for f in files {
+        let p = dir.join(f);
+        // A listed path that other listed paths live under is a directory (an include dir).
+        if files.iter().any(|o| o.starts_with(&format!("{f}/"))) {
+            fs::create_dir_all(&p).unwrap();
+        } else if !p.exists() {
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, "").unwrap();
+        }
+    }
+    (tmp, dir)
+}
+
+#[test]
+fn paths_dotdot_absolute_missing_and_symlink_out() {
+    let (tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    fs::write(tmp.path().join("secret.h"), "").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(tmp.path().join("secret.h"), dir.join("relu/link.h")).unwrap();
+    let text = BASE.replace(
+        "src = [\"relu/relu.cu\"]",
+        "src = [\"relu/relu.cu\", \"../secret.h\", \"/etc/hostname\", \"relu/missing.cu\", \"relu/link.h\"]",
+    );
+    fs::write(dir.join("build.toml"), &text).unwrap();
+    let e = config::load(&dir).unwrap_err();
+    assert_eq!(
+        rules(&e),
+        [
+            "path-outside-kernel",
+            "absolute-path",
+            "missing-path",
+            "path-outside-kernel"
+        ]
+    );
+    let paths: Vec<&str> = e.errors().map(|p| p.key_path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "kernel.relu.src[1]",
+            "kernel.relu.src[2]",
+            "kernel.relu.src[3]",
+            "kernel.relu.src[4]"
+        ]
+    );
+    assert_contains(
+        &e.render(),
+        &[
+            "`../secret.h` contains `..`",
+            "`/etc/hostname` is an absolute path",
+            "`relu/missing.cu` does not exist in the kernel directory",
+            "`relu/link.h` resolves to",
+            "outside the kernel directory",
+        ],
+    );
+    // Without a kernel directory only the shape is checked.
+    let e = config::load_str_styled(Utf8Path::new("build.toml"), &text, None, RenderStyle::Plain)
+        .unwrap_err();
+    assert_eq!(rules(&e), ["path-outside-kernel", "absolute-path"]);
+}
+
+#[test]
+fn load_reports_a_missing_build_toml() {
+    let (_tmp, dir) = kernel_dir(&[]);
+    let e = config::load(&dir).unwrap_err();
+    assert_eq!(rules(&e), ["no-build-toml"]);
+    assert!(e.render().contains("cannot read"), "{}", e.render());
+}
+
+// ---- the corpus ----------------------------------------------------------------------------
+
+fn corpus_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus")
+}
+
+/// Copy a corpus entry into a temp kernel directory with an empty file for every listed path.
+fn materialize(name: &str, entry: &serde_json::Value) -> (tempfile::TempDir, Utf8PathBuf) {
+    let src = corpus_dir().join(name);
+    let files = fs::read_to_string(src.join("files.txt")).unwrap_or_default();
+    let mut list: Vec<String> = files
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(extra) = entry
+        .get("sources_missing_from_files_txt")
+        .and_then(|v| v.as_array())
+    {
+        list.extend(extra.iter().filter_map(|v| v.as_str()).map(str::to_owned));
+    }
+    let refs: Vec<&str> = list
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != "build.toml")
+        .collect();
+    let (tmp, dir) = kernel_dir(&refs);
+    fs::copy(src.join("build.toml"), dir.join("build.toml")).unwrap();
+    (tmp, dir)
+}
+
+fn corpus_entries() -> Vec<(String, serde_json::Value)> {
+    let text = fs::read_to_string(corpus_dir().join("expected.json"))
+        .expect("../shared/corpus/expected.json");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut out: Vec<(String, serde_json::Value)> = v
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn corpus_files_upstream_accepts_load() {
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for (name, entry) in corpus_entries() {
+        if entry.get("upstream").and_then(|u| u.as_str()) == Some("rejected") {
+            continue;
+        }
+        count += 1;
+        let (_tmp, dir) = materialize(&name, &entry);
+        match config::load(&dir) {
+            Ok(l) => {
+                let text = fs::read_to_string(dir.join("build.toml")).unwrap();
+                let expect = if text.contains("edition = 5") {
+                    Generation::Edition5
+                } else {
+                    Generation::V4
+                };
+                assert_eq!(l.config.generation, expect, "{name}");
+            }
+            Err(e) => failures.push(format!("{name}:\n{}", e.render())),
+        }
+    }
+    assert_eq!(count, 67, "upstream accepts 67 corpus files");
+    assert!(
+        failures.is_empty(),
+        "{} of {count} failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn corpus_files_with_real_faults_are_rejected_naming_the_rule() {
+    let cases = [
+        (
+            "huggingface__kernels__examples_kernels_relu-rust@76ad94db",
+            "unknown-key",
+            "unknown key `dsl` in `[kernel.relu_rust]`",
+        ),
+        (
+            "huggingface__kernels__examples_kernels_relu-tirx@c842cbb1",
+            "unknown-key",
+            "unknown key `lang` in `[kernel.",
+        ),
+        (
+            "huggingface__kernels__kernel-builder_src_init_templates",
+            "toml-syntax",
+            "not valid TOML",
+        ),
+    ];
+    let entries = corpus_entries();
+    for (name, rule, text) in cases {
+        let entry = &entries.iter().find(|(n, _)| n == name).unwrap().1;
+        let (_tmp, dir) = materialize(name, entry);
+        let e = config::load(&dir).unwrap_err();
+        assert!(rules(&e).contains(&rule), "{name}: {:?}", rules(&e));
+        assert!(e.render().contains(text), "{name}:\n{}", e.render());
+    }
+}
+
+// ---- no panics -----------------------------------------------------------------------------
+
+/// Every corpus build.toml plus [`BASE`], read once.
+fn corpus_texts() -> &'static [String] {
+    static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    TEXTS.get_or_init(|| {
+        let mut v: Vec<String> = corpus_entries()
+            .iter()
+            .filter_map(|(n, _)| fs::read_to_string(corpus_dir().join(n).join("build.toml")).ok())
+            .collect();
+        v.push(BASE.to_owned());
+        v
+    })
+}
+
+/// Each property runs this many inputs (2 × 2000 = 4000 per `cargo test`).
+const CASES: u32 = 2000;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = load(&text);
+    }
+
+    #[test]
+    fn mutated_real_files_never_panic(
+        idx in any::<prop::sample::Index>(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..4, "[\\[\\]\"=.,a-z0-9_ \\n-]{0,6}"), 1..6),
+    ) {
+        let texts = corpus_texts();
+        let mut t: Vec<char> = idx.get(texts).chars().collect();
+        for (pos, op, ins) in edits {
+            let at = if t.is_empty() { 0 } else { pos.index(t.len()) };
+            match op {
+                0 => { t.splice(at..at, ins.chars()); }
+                1 => { let end = (at + ins.len() + 1).min(t.len()); t.drain(at..end); }
+                2 => { let end = (at + ins.chars().count()).min(t.len()); t.splice(at..end, ins.chars()); }
+                _ => { let line_start = t[..at].iter().rposition(|c| *c == '\n').map_or(0, |i| i + 1); t.splice(line_start..line_start, ins.chars().chain(std::iter::once('\n'))); }
+            }
+        }
+        let text: String = t.into_iter().collect();
+        let _ = load(&text);
+    }
+}
+
+// ---- the command ---------------------------------------------------------------------------
+
+fn cmd() -> Command {
+    let mut c = Command::cargo_bin("kernel-builder").unwrap();
+    c.env("KERNEL_BUILDER_PLAIN", "1");
+    c
+}
+
+#[test]
+fn check_config_valid_prints_summary_and_exits_0() {
+    let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    fs::write(
+        dir.join("build.toml"),
+        BASE.replace("[\"cuda\"]", "[\"cuda\", \"metal\"]"),
+    )
+    .unwrap();
+    let out = cmd().arg("check-config").arg(&dir).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "name: relu\ngeneration: edition 5\nbackends: cuda, metal\nframework: torch\nkernels:\n  relu -> cuda\nnoarch backends: metal\n"
+    );
+    assert_eq!(String::from_utf8(out.stderr).unwrap(), "");
+    let out = cmd()
+        .arg("check-config")
+        .arg("--json")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["name"], "relu");
+    assert_eq!(v["kernels"], serde_json::json!([["relu", "cuda"]]));
+}
+
+#[test]
+fn check_config_invalid_exits_1_with_every_error() {
+    let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    fs::write(
+        dir.join("build.toml"),
+        BASE.replace("\"relu\"", "\"fused_rms_norm\"")
+            .replace("[\"cuda\"]", "[\"mps\"]"),
+    )
+    .unwrap();
+    let out = cmd()
+        .arg("check-config")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.stdout, b"");
+    let err = String::from_utf8(out.stderr).unwrap();
+    insta::assert_snapshot!("check_config_invalid", err);
+}
+
+#[test]
+fn check_config_legacy_file_warns_and_exits_0() {
+    let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    fs::write(dir.join("build.toml"), BASE.replace("edition = 5\n", "")).unwrap();
+    let out = cmd().arg("check-config").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("legacy-format") && err.contains("kernel-builder update-build"),
+        "{err}"
+    );
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("generation: v4 (legacy, unversioned)"));
+}
+
+#[test]
+fn check_config_missing_dir_exits_1() {
+    let out = cmd()
+        .args(["check-config", "/nonexistent/kernel"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("is not a directory"));
+}
