@@ -110,6 +110,7 @@ pub fn run(args: Args) -> super::CmdResult {
         }
     };
     let files = init::render_project(&plan.project)?;
+    init::check_rendered(plan.project.template, &files)?;
     let written = init::write_project(&plan.dir, &files, args.overwrite)?;
     let p = &plan.project;
     if plan.repo_from_path {

@@ -393,6 +393,48 @@ pub fn render_project(p: &Project) -> Result<FileSet, RenderError> {
     Ok(out)
 }
 
+/// The rendered `build.toml` failed the checks `check-config` runs (a bug in a template):
+/// every problem found, rendered against the generated text.
+#[derive(Debug, thiserror::Error)]
+#[error("the generated build.toml does not pass check-config (a bug in kernel-builder's `{template}` template):\n{rendered}")]
+pub struct InvalidScaffold {
+    pub template: Template,
+    pub rendered: String,
+}
+
+/// Check the rendered `build.toml` of `files` the way `check-config` does: it must parse
+/// (shape only: no file is on disk yet) with no error and no warning, and the build-matrix
+/// checks must find nothing.
+pub fn check_rendered(template: Template, files: &FileSet) -> Result<(), InvalidScaffold> {
+    let path = camino::Utf8Path::new("build.toml");
+    let Some(text) = files.get(path) else {
+        return Err(InvalidScaffold {
+            template,
+            rendered: "no build.toml was generated".to_owned(),
+        });
+    };
+    let loaded = crate::config::load_str(path, text, None).map_err(|e| InvalidScaffold {
+        template,
+        rendered: e.render(),
+    })?;
+    if !loaded.warnings.is_empty() {
+        return Err(InvalidScaffold {
+            template,
+            rendered: loaded.rendered_warnings,
+        });
+    }
+    let problems = crate::matrix::check(&loaded.config);
+    if !problems.is_empty() {
+        let rendered = problems
+            .iter()
+            .map(|p| format!("{}: {}", p.key_path, p.message))
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(InvalidScaffold { template, rendered });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,9 +464,11 @@ mod tests {
                 for (path, text) in &fs {
                     assert!(!text.contains("{{"), "{t} {b}: placeholder left in {path}");
                 }
+                check_rendered(t, &fs).unwrap();
             }
             let fs = render_project(&project(t, t.supported_backends())).unwrap();
             assert!(fs.values().all(|s| !s.contains("{{")));
+            check_rendered(t, &fs).unwrap();
         }
     }
 
@@ -508,6 +552,23 @@ mod tests {
         );
         let rocm_only = render_project(&project(Template::Compiled, &[Backend::Rocm])).unwrap();
         assert!(rocm_only.contains_key(camino::Utf8Path::new("vector_add_cuda/vector_add.cu")));
+    }
+
+    #[test]
+    fn a_broken_build_toml_is_caught_before_writing() {
+        let mut fs = render_project(&project(Template::Torch, &[Backend::Cpu])).unwrap();
+        let toml = fs.get_mut(camino::Utf8Path::new("build.toml")).unwrap();
+        *toml = toml.replace("edition = 5", "edition = 5\nbogus = 1");
+        let err = check_rendered(Template::Torch, &fs).unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("the generated build.toml does not pass check-config"));
+        assert!(err.rendered.contains("bogus"), "{}", err.rendered);
+        fs.remove(camino::Utf8Path::new("build.toml"));
+        assert_eq!(
+            check_rendered(Template::Torch, &fs).unwrap_err().rendered,
+            "no build.toml was generated"
+        );
     }
 
     #[test]

@@ -675,3 +675,247 @@ fn missing_git_writes_nothing() {
     );
     assert_eq!(entries(&s.root), Vec::<String>::new());
 }
+
+// ---- Generated projects: check-config accepts them, they have the expected variants, and the
+// noarch ones build with `build-and-copy --nix never` ----
+
+/// One template × backends case: the variants expected on x86_64-linux and aarch64-darwin
+/// (bundle scope), and the `build/` directories `build-and-copy` writes (noarch only).
+struct Case {
+    template: &'static str,
+    backends: &'static [&'static str],
+    linux: &'static [&'static str],
+    darwin: &'static [&'static str],
+}
+
+const CUDA_CELLS: [&str; 6] = [
+    "torch212-cxx11-cu126-x86_64-linux",
+    "torch212-cxx11-cu130-x86_64-linux",
+    "torch212-cxx11-cu132-x86_64-linux",
+    "torch213-cxx11-cu126-x86_64-linux",
+    "torch213-cxx11-cu130-x86_64-linux",
+    "torch213-cxx11-cu132-x86_64-linux",
+];
+
+const CASES: &[Case] = &[
+    Case {
+        template: "helion",
+        backends: &[],
+        linux: &["torch-cuda", "torch-rocm", "torch-xpu"],
+        darwin: &[],
+    },
+    Case {
+        template: "helion",
+        backends: &["cuda"],
+        linux: &["torch-cuda"],
+        darwin: &[],
+    },
+    Case {
+        template: "helion",
+        backends: &["xpu", "rocm"],
+        linux: &["torch-rocm", "torch-xpu"],
+        darwin: &[],
+    },
+    Case {
+        template: "triton",
+        backends: &[],
+        linux: &["torch-cuda", "torch-rocm", "torch-xpu"],
+        darwin: &[],
+    },
+    Case {
+        template: "triton",
+        backends: &["rocm"],
+        linux: &["torch-rocm"],
+        darwin: &[],
+    },
+    Case {
+        template: "torch",
+        backends: &[],
+        linux: &["torch-cpu", "torch-cuda"],
+        darwin: &["torch-cpu"],
+    },
+    Case {
+        template: "torch",
+        backends: &["cpu"],
+        linux: &["torch-cpu"],
+        darwin: &["torch-cpu"],
+    },
+    Case {
+        template: "torch",
+        backends: &["all"],
+        linux: &["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"],
+        darwin: &["torch-cpu", "torch-metal"],
+    },
+    Case {
+        template: "compiled",
+        backends: &[],
+        linux: &CUDA_CELLS,
+        darwin: &[],
+    },
+    Case {
+        template: "compiled",
+        backends: &["cpu"],
+        linux: &[
+            "torch212-cxx11-cpu-x86_64-linux",
+            "torch213-cxx11-cpu-x86_64-linux",
+        ],
+        darwin: &["torch212-cpu-aarch64-darwin", "torch213-cpu-aarch64-darwin"],
+    },
+    Case {
+        template: "compiled",
+        backends: &["metal"],
+        linux: &[],
+        darwin: &[
+            "torch212-metal-aarch64-darwin",
+            "torch213-metal-aarch64-darwin",
+        ],
+    },
+    Case {
+        template: "compiled",
+        backends: &["all"],
+        linux: &[
+            "torch212-cxx11-cpu-x86_64-linux",
+            "torch212-cxx11-cu126-x86_64-linux",
+            "torch212-cxx11-cu130-x86_64-linux",
+            "torch212-cxx11-cu132-x86_64-linux",
+            "torch212-cxx11-rocm71-x86_64-linux",
+            "torch212-cxx11-rocm72-x86_64-linux",
+            "torch212-cxx11-xpu20253-x86_64-linux",
+            "torch213-cxx11-cpu-x86_64-linux",
+            "torch213-cxx11-cu126-x86_64-linux",
+            "torch213-cxx11-cu130-x86_64-linux",
+            "torch213-cxx11-cu132-x86_64-linux",
+            "torch213-cxx11-rocm71-x86_64-linux",
+            "torch213-cxx11-rocm72-x86_64-linux",
+            "torch213-cxx11-xpu20260-x86_64-linux",
+        ],
+        darwin: &[
+            "torch212-cpu-aarch64-darwin",
+            "torch212-metal-aarch64-darwin",
+            "torch213-cpu-aarch64-darwin",
+            "torch213-metal-aarch64-darwin",
+        ],
+    },
+];
+
+fn init_case(s: &Scratch, case: &Case) -> Utf8PathBuf {
+    let name = format!(
+        "k-{}-{}",
+        case.template,
+        if case.backends.is_empty() {
+            "default".to_owned()
+        } else {
+            case.backends.join("-")
+        }
+    );
+    let mut args = vec![
+        "--name".to_owned(),
+        format!("myorg/{name}"),
+        "--template".to_owned(),
+        case.template.to_owned(),
+    ];
+    if !case.backends.is_empty() {
+        args.push("--backends".to_owned());
+        args.extend(case.backends.iter().map(|b| b.to_string()));
+    }
+    args.push("--".to_owned());
+    args.push(name.clone());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    s.init(&args);
+    s.root.join(name)
+}
+
+#[test]
+fn generated_projects_pass_check_config() {
+    let s = Scratch::new();
+    for case in CASES {
+        let dir = init_case(&s, case);
+        let out = s
+            .kb()
+            .args(["check-config", dir.as_str()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{dir}: check-config failed:\n{stderr}"
+        );
+        assert_eq!(stderr, "", "{dir}: check-config warned");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(stdout.contains("generation: edition 5\n"), "{stdout}");
+        // And the library agrees: no problem from the build-matrix checks either.
+        let loaded = kernel_builder::config::load(&dir).unwrap();
+        assert_eq!(loaded.warnings, []);
+        assert_eq!(kernel_builder::matrix::check(&loaded.config), [], "{dir}");
+    }
+}
+
+#[test]
+fn generated_projects_have_the_expected_variants() {
+    use kernel_builder::matrix::{cells, Scope};
+    let s = Scratch::new();
+    for case in CASES {
+        let dir = init_case(&s, case);
+        let config = kernel_builder::config::load(&dir).unwrap().config;
+        let names = |system: &str| -> Vec<String> {
+            cells(&config, system, Scope::Bundle)
+                .into_iter()
+                .map(|c| c.name)
+                .collect()
+        };
+        assert_eq!(names("x86_64-linux"), case.linux, "{dir} on x86_64-linux");
+        assert_eq!(
+            names("aarch64-darwin"),
+            case.darwin,
+            "{dir} on aarch64-darwin"
+        );
+    }
+}
+
+#[test]
+fn generated_noarch_projects_build() {
+    let s = Scratch::new();
+    for case in CASES.iter().filter(|c| c.template != "compiled") {
+        let dir = init_case(&s, case);
+        let out = s
+            .kb()
+            .args(["build-and-copy", dir.as_str(), "--nix", "never"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{dir}: build-and-copy failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Every backend of build.toml gets its noarch variant, whatever the system.
+        let config = kernel_builder::config::load(&dir).unwrap().config;
+        let expected: Vec<String> = config
+            .general
+            .backends
+            .iter()
+            .map(|b| format!("torch-{b}"))
+            .collect();
+        let mut built: Vec<String> = std::fs::read_dir(dir.join("build"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        built.sort();
+        assert_eq!(built, expected, "{dir}");
+        for variant in &built {
+            let files: Vec<String> = tree(&dir.join("build").join(variant))
+                .into_iter()
+                .map(|f| f[4..].to_owned())
+                .collect();
+            assert_eq!(
+                files,
+                ["__init__.py", "_ops.py", "metadata.json", "op.py"],
+                "{dir}/build/{variant}"
+            );
+            let py = dir.file_name().unwrap().replace('-', "_");
+            assert_eq!(
+                read(dir.join("build").join(variant).join("__init__.py")),
+                read(dir.join("torch-ext").join(&py).join("__init__.py"))
+            );
+        }
+    }
+}
