@@ -1,0 +1,124 @@
+"""Projects made by `kernel-builder init` build, load through the `kernels` library, and pass
+their own generated tests (issue 4).
+
+Each test runs the real CLI: `init` into a temporary directory (with this repository as the
+flake reference, so nothing is fetched), `build-and-copy --nix never`, then loads `build/`
+with `kernels.get_local_kernel` and runs the project's generated pytest with this interpreter.
+
+The CLI is `$KERNEL_BUILDER` when set, else `target/debug/kernel-builder` at the repository
+root (`cargo build` makes it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from kernels import get_local_kernel
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli() -> Path:
+    override = os.environ.get("KERNEL_BUILDER")
+    exe = Path(override) if override else REPO / "target" / "debug" / "kernel-builder"
+    if not (exe.is_file() and os.access(exe, os.X_OK)):
+        pytest.fail(f"kernel-builder CLI not found at {exe}: run `cargo build` first or set KERNEL_BUILDER", pytrace=False)
+    return exe
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}",
+            pytrace=False,
+        )
+    return proc
+
+
+def _init_and_build(tmp: Path, name: str, template: str, backends: list[str]) -> Path:
+    """`init` a project named `name` in `tmp`, build it natively; return the project dir."""
+    cli = str(_cli())
+    _run(
+        [cli, "init", "--name", f"myorg/{name}", "--template", template, "--flake-ref", f"path:{REPO}",
+         "--backends", *backends, "--", name],
+        cwd=tmp,
+    )
+    project = tmp / name
+    _run([cli, "build-and-copy", str(project), "--nix", "never"], cwd=tmp)
+    return project
+
+
+def _generated_tests(project: Path) -> subprocess.CompletedProcess[str]:
+    """Run the project's own tests with this interpreter (its torch and kernels)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _summary(proc: subprocess.CompletedProcess[str]) -> str:
+    """The last line of pytest's output, e.g. `14 passed in 3.2s` without the timing."""
+    last = proc.stdout.strip().splitlines()[-1]
+    return last.split(" in ")[0]
+
+
+def test_torch_cpu_project_builds_loads_and_passes_its_tests(tmp_path: Path) -> None:
+    project = _init_and_build(tmp_path, "add-torch", "torch", ["cpu"])
+    assert sorted(p.name for p in (project / "build").iterdir()) == ["torch-cpu"]
+
+    # A CUDA build of torch on a machine without a GPU would ask for torch-cuda: name the backend.
+    kernel = get_local_kernel(project / "build", backend="cpu")
+    assert kernel.__all__ == ["add_torch"]
+    x = torch.arange(10, dtype=torch.float32)
+    y = torch.full((10,), 0.5)
+    assert torch.equal(kernel.add_torch(x, y), x + 0.5)
+    with pytest.raises(ValueError, match=r"add_torch: shapes differ: \(10,\) and \(3,\)"):
+        kernel.add_torch(x, torch.ones(3))
+
+    proc = _generated_tests(project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _summary(proc) == "14 passed"
+
+
+def test_generated_tests_catch_a_wrong_kernel(tmp_path: Path) -> None:
+    """The generated test compares against torch: a built kernel computing x - y fails it."""
+    project = _init_and_build(tmp_path, "add-torch", "torch", ["cpu"])
+    op = project / "build" / "torch-cpu" / "op.py"
+    op.write_text(op.read_text().replace("torch.add(x, y)", "torch.sub(x, y)"))
+    proc = _generated_tests(project)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert _summary(proc) == "12 failed, 2 passed"
+
+
+def _has_gpu() -> bool:
+    return torch.cuda.is_available() and torch.version.cuda is not None
+
+
+@pytest.mark.parametrize("template", ["triton", "helion"])
+def test_gpu_projects_load_here(tmp_path: Path, template: str) -> None:
+    """Triton and Helion projects (backend cuda) load through `kernels` even without a GPU;
+    their generated tests run on a CUDA GPU and are skipped elsewhere."""
+    name = f"add-{template}"
+    project = _init_and_build(tmp_path, name, template, ["cuda"])
+    assert sorted(p.name for p in (project / "build").iterdir()) == ["torch-cuda"]
+    if template == "helion" and importlib.util.find_spec("helion") is None:
+        # The loader refuses a kernel whose python-depends are missing.
+        with pytest.raises(Exception, match="helion"):
+            get_local_kernel(project / "build", backend="cuda")
+        return
+    kernel = get_local_kernel(project / "build", backend="cuda")
+    assert kernel.__all__ == [name.replace("-", "_")]
+
+    proc = _generated_tests(project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _summary(proc) == ("14 passed" if _has_gpu() else "14 skipped")
