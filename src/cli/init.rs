@@ -33,9 +33,8 @@ pub struct Args {
     #[arg(long, num_args = 1.., value_name = "BACKEND")]
     pub backends: Vec<String>,
 
-    /// The kind of kernel: helion (a Helion kernel, noarch), triton (a Triton kernel,
-    /// noarch), torch (plain PyTorch ops, noarch, runs on the CPU too) or compiled (CUDA/HIP,
-    /// C++, Metal and SYCL sources).
+    /// The kind of kernel. The op is the same in every template (an element-wise add), ready
+    /// to build, test and replace.
     #[arg(long, value_enum, default_value_t = Template::Helion)]
     pub template: Template,
 

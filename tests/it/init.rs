@@ -522,6 +522,51 @@ fn overwrite_replaces_generated_files_and_keeps_others() {
     assert_eq!(tree(&dir).len(), 9);
 }
 
+/// The short help, as users see it (the long help adds the templates' descriptions).
+#[test]
+fn short_help() {
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["init", "-h"])
+        .env_remove("KERNEL_BUILDER_FLAKE_REF")
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        r#"Create a new kernel project (Helion, Triton, PyTorch or compiled), ready to build
+
+Usage: kernel-builder init [OPTIONS] [PATH]
+
+Arguments:
+  [PATH]  Directory to create the project in (missing parent directories are created). It must be
+          new or empty unless `--overwrite` is given. Default: the NAME part of `--name`
+
+Options:
+      --name <ORG/NAME>        The Hub repository the kernel is published to, `ORG/NAME`. NAME is
+                               the kernel's name: lowercase letters, digits and `-`. Default: taken
+                               from PATH when PATH is `ORG/NAME`
+      --backends <BACKEND>...  Backends to build for: cpu, cuda, metal, rocm, xpu, or `all` (every
+                               backend the template supports). Default: helion and triton cuda rocm
+                               xpu; torch cpu cuda; compiled cuda
+      --template <TEMPLATE>    The kind of kernel. The op is the same in every template (an
+                               element-wise add), ready to build, test and replace [default: helion]
+                               [possible values: compiled, helion, triton, torch]
+      --license <LICENSE>      Licence of the kernel, written into build.toml and the card (an SPDX
+                               id) [default: Apache-2.0]
+      --flake-ref <REF>        Flake reference of kernel-builder that the new kernel's flake.nix
+                               builds with [env: KERNEL_BUILDER_FLAKE_REF=] [default:
+                               github:kernel-builder/kernel-builder]
+      --overwrite              Write into a non-empty directory: generated files replace files of
+                               the same name, other files are left as they are
+  -h, --help                   Print help (see more with '--help')
+
+`--backends` takes every value up to the next flag: give PATH before it, or after `--`.
+"#
+    );
+}
+
 // ---- Errors: exact message, exit code, nothing written ----
 
 #[test]
