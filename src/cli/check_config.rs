@@ -29,10 +29,19 @@ pub struct Summary {
     pub backends: Vec<String>,
     /// `torch`, `torch-noarch` or `tvm-ffi`.
     pub framework: String,
-    /// `[kernel.*]` name → backend, in file order.
-    pub kernels: Vec<(String, String)>,
+    /// `[kernel.*]` tables in file order.
+    pub kernels: Vec<KernelSummary>,
     /// Backends with no `[kernel.*]`: their variants are noarch (`torch-<backend>`).
     pub noarch_backends: Vec<String>,
+}
+
+/// One `[kernel.<name>]`.
+#[derive(Debug, Serialize)]
+pub struct KernelSummary {
+    /// The `<name>` of `[kernel.<name>]`.
+    pub name: String,
+    /// Its `backend`.
+    pub backend: String,
 }
 
 impl Summary {
@@ -46,7 +55,10 @@ impl Summary {
             kernels: c
                 .kernels
                 .iter()
-                .map(|(n, k)| (n.clone(), k.backend.to_string()))
+                .map(|(n, k)| KernelSummary {
+                    name: n.clone(),
+                    backend: k.backend.to_string(),
+                })
                 .collect(),
             noarch_backends: match c.framework {
                 Framework::Torch(_) | Framework::TorchNoarch(_) => c
@@ -72,8 +84,8 @@ impl Summary {
             s.push_str("kernels: none\n");
         } else {
             s.push_str("kernels:\n");
-            for (n, b) in &self.kernels {
-                s.push_str(&format!("  {n} -> {b}\n"));
+            for k in &self.kernels {
+                s.push_str(&format!("  {} -> {}\n", k.name, k.backend));
             }
         }
         if !self.noarch_backends.is_empty() {

@@ -26,7 +26,9 @@ pub struct Entry {
 /// A PyPI package and the module name the `kernels` loader imports to check it is installed.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct PythonPackage {
+    /// The PyPI distribution name (`apache-tvm-ffi`).
     pub pkg: String,
+    /// The module to import (`tvm_ffi`); absent when there is none to check.
     #[serde(default)]
     pub import: Option<String>,
 }

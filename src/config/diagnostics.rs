@@ -12,8 +12,12 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
 
-use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource};
+use miette::{
+    Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError,
+    MietteSpanContents, SourceCode, SourceSpan, SpanContents,
+};
 use toml_edit::{ImDocument, Item};
 
 use super::{Problem, Severity};
@@ -44,7 +48,9 @@ pub fn join_index(base: &str, i: usize) -> String {
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {
+    /// A table key (unquoted).
     Key(String),
+    /// An array index.
     Index(usize),
 }
 
@@ -254,6 +260,77 @@ impl RenderStyle {
     }
 }
 
+/// The file's text shared by every report, with its line starts, so that a file with thousands
+/// of problems is neither copied nor rescanned from the top for each one: miette reads only a
+/// window of lines around each span.
+#[derive(Debug, Clone)]
+struct Source {
+    name: String,
+    text: Arc<str>,
+    /// Byte offset of the start of every line.
+    line_starts: Arc<Vec<usize>>,
+}
+
+impl Source {
+    fn new(name: &str, text: &str) -> Source {
+        // Line breaks as miette counts them: `\n`, `\r\n`, and a lone `\r`.
+        let b = text.as_bytes();
+        let mut line_starts = vec![0];
+        for (i, c) in b.iter().enumerate() {
+            if *c == b'\n' || (*c == b'\r' && b.get(i + 1) != Some(&b'\n')) {
+                line_starts.push(i + 1);
+            }
+        }
+        Source {
+            name: name.to_owned(),
+            text: Arc::from(text),
+            line_starts: Arc::new(line_starts),
+        }
+    }
+
+    fn line_of(&self, offset: usize) -> usize {
+        self.line_starts
+            .partition_point(|&s| s <= offset)
+            .saturating_sub(1)
+    }
+}
+
+impl SourceCode for Source {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let start = span.offset().min(self.text.len());
+        let end = (span.offset() + span.len()).min(self.text.len());
+        let first = self.line_of(start).saturating_sub(context_lines_before + 1);
+        let last = self.line_of(end) + context_lines_after + 1;
+        let from = self.line_starts[first];
+        let to = self
+            .line_starts
+            .get(last + 1)
+            .copied()
+            .unwrap_or(self.text.len());
+        // The window starts at a line start one line above the context, so miette's own
+        // reading of it gives the same columns and data as a reading of the whole text (a
+        // test checks every span of a sample); lines and offsets are shifted back.
+        let window: &'a str = &self.text[from..to];
+        let local = SourceSpan::new((start - from).into(), end - start);
+        let c = window.read_span(&local, context_lines_before, context_lines_after)?;
+        let data: &'a [u8] = c.data();
+        let shifted = SourceSpan::new((c.span().offset() + from).into(), c.span().len());
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            data,
+            shifted,
+            c.line() + first,
+            c.column(),
+            c.line_count() + first,
+        )))
+    }
+}
+
 /// A problem with its place in the source, as miette wants it.
 #[derive(Debug)]
 struct Report {
@@ -261,7 +338,7 @@ struct Report {
     rule: &'static str,
     severity: Severity,
     help: Option<String>,
-    source: Option<NamedSource<String>>,
+    source: Option<Source>,
     span: Option<Range<usize>>,
 }
 
@@ -347,6 +424,7 @@ pub(crate) fn render(
             GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH)
         }
     };
+    let source = text.map(|t| Source::new(display_path, t));
     let mut out = String::new();
     for p in placed {
         let report = Report {
@@ -359,7 +437,7 @@ pub(crate) fn render(
             rule: p.problem.rule,
             severity: p.problem.severity,
             help: p.problem.help.clone(),
-            source: text.map(|t| NamedSource::new(display_path, t.to_owned())),
+            source: source.clone(),
             span: p.span.clone(),
         };
         let mut s = String::new();
@@ -444,5 +522,60 @@ mod tests {
         assert_eq!(at("kernel.relu.src", false), "[]");
         assert!(at("general.license", false).starts_with("[general]"));
         assert!(at("kernel.relu", false).contains("[kernel.relu]"));
+    }
+
+    /// The windowed source gives exactly what miette reads from the whole text.
+    #[test]
+    fn windowed_source_matches_the_whole_text() {
+        let text = "a = 1\r\nb = [\n  \"x\",\n  \"y\",\n]\n\n[t]\nc = \"z\"\rd = 2\n";
+        let src = Source::new("f", text);
+        for start in 0..text.len() {
+            for len in [0, 1, 3] {
+                if start + len > text.len() {
+                    continue;
+                }
+                for (before, after) in [(0, 0), (1, 1), (2, 3)] {
+                    let span = SourceSpan::new(start.into(), len);
+                    let want = text.read_span(&span, before, after).unwrap();
+                    let got = src.read_span(&span, before, after).unwrap();
+                    let at = format!("{start}+{len} ({before},{after})");
+                    assert_eq!(got.data(), want.data(), "{at}");
+                    assert_eq!(got.span(), want.span(), "{at}");
+                    assert_eq!(
+                        (got.line(), got.column()),
+                        (want.line(), want.column()),
+                        "{at}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn moved_keys_are_shown_where_they_were_written() {
+        let text = "[general]\nname = \"x\"\ncuda-minver = \"12.x\"\n".to_owned();
+        let doc = ImDocument::parse(text.clone()).unwrap();
+        let problem = Problem {
+            severity: Severity::Error,
+            key_path: "general.cuda.minver".to_owned(),
+            rule: "bad-version",
+            message: "bad".to_owned(),
+            help: None,
+        };
+        let renames = vec![(
+            "general.cuda.minver".to_owned(),
+            "general.cuda-minver".to_owned(),
+        )];
+        let placed = place(vec![problem.clone()], Some(&doc), &renames);
+        assert_eq!(&text[placed[0].span.clone().unwrap()], "\"12.x\"");
+        // Without the rename the nearest existing parent, `[general]`, is shown.
+        let placed = place(vec![problem], Some(&doc), &[]);
+        assert!(text[placed[0].span.clone().unwrap()].starts_with("[general]"));
+        let out = render("build.toml", Some(&text), &placed, RenderStyle::Plain);
+        assert!(out.contains("[build.toml:1:1]"), "{out}");
+        assert!(
+            out.ends_with("build.toml: 1 error and 0 warnings\n"),
+            "{out}"
+        );
     }
 }

@@ -64,12 +64,14 @@ const KERNEL_DEP_KEYS: &[&str] = &["repo-id", "version", "revision"];
 
 /// Collects problems while reading.
 pub(crate) struct Cx<'a> {
+    /// Everything found so far, in the order found.
     pub problems: Vec<Problem>,
     kernel_dir: Option<&'a Utf8Path>,
     canonical_dir: Option<std::path::PathBuf>,
 }
 
 impl<'a> Cx<'a> {
+    /// With `kernel_dir`, paths are also checked on disk.
     pub fn new(kernel_dir: Option<&'a Utf8Path>) -> Cx<'a> {
         let canonical_dir = kernel_dir.and_then(|d| d.as_std_path().canonicalize().ok());
         Cx {

@@ -142,8 +142,11 @@ pub fn did_you_mean<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> 
 /// Why a path from `src` or `include` is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathProblem {
+    /// `empty-path`, `absolute-path`, `path-outside-kernel` or `missing-path`.
     pub rule: &'static str,
+    /// What is wrong, naming the path.
     pub message: String,
+    /// The fix.
     pub help: Option<String>,
 }
 
@@ -159,7 +162,8 @@ pub fn check_path_shape(p: &str) -> Result<(), PathProblem> {
         });
     }
     let path = Utf8Path::new(p);
-    if path.is_absolute() || p.starts_with('/') || p.starts_with('\\') || path.has_root() {
+    let drive = p.len() >= 2 && p.as_bytes()[0].is_ascii_alphabetic() && p.as_bytes()[1] == b':';
+    if path.is_absolute() || p.starts_with('/') || p.starts_with('\\') || path.has_root() || drive {
         return Err(PathProblem {
             rule: "absolute-path",
             message: format!(
@@ -303,5 +307,13 @@ mod tests {
             "absolute-path"
         );
         assert_eq!(check_path_shape("").unwrap_err().rule, "empty-path");
+        assert_eq!(
+            check_path_shape("C:\\x.cu").unwrap_err().rule,
+            "absolute-path"
+        );
+        assert_eq!(
+            check_path_shape("a\\..\\..\\x.cu").unwrap_err().rule,
+            "path-outside-kernel"
+        );
     }
 }

@@ -835,7 +835,10 @@ fn check_config_valid_prints_summary_and_exits_0() {
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["name"], "relu");
-    assert_eq!(v["kernels"], serde_json::json!([["relu", "cuda"]]));
+    assert_eq!(
+        v["kernels"],
+        serde_json::json!([{ "name": "relu", "backend": "cuda" }])
+    );
 }
 
 #[test]
@@ -884,4 +887,19 @@ fn check_config_missing_dir_exits_1() {
     assert!(String::from_utf8(out.stderr)
         .unwrap()
         .contains("is not a directory"));
+}
+
+#[test]
+fn user_report_cuda_minver_without_framework_is_never_silently_noarch() {
+    let text = "[general]\nname = \"k\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\"]\n\n[general.cuda]\nminver = \"13.0\"\n";
+    let e = errors(&text.replace("\"k\"", "\"kk\""));
+    assert_eq!(rules(&e), ["framework-section"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "build.toml has no framework section",
+            "[build.toml:1:1]",
+            "add exactly one of `[torch]` (compiled Torch extension), `[torch-noarch]` (Python/Triton/Helion kernel) or `[tvm-ffi]`",
+        ],
+    );
 }
