@@ -1,15 +1,103 @@
-//! Placeholder until the command lands.
+//! `kernel-builder list-variants [DIR] [--json] [--system S | --all-systems] [--all]`: the
+//! build variants (matrix cells) of a kernel, computed from build.toml and the build matrix
+//! without evaluating Nix.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
 
 use camino::Utf8PathBuf;
 
+use crate::config;
+use crate::matrix::{self, data::matrix, Cell, Scope};
+
 /// Arguments.
+///
+/// By default prints the variants `nix build .#bundle` builds on this machine's system, one
+/// name per line, sorted. Variants are the directory names under `build/`: for example
+/// `torch213-cxx11-cu130-x86_64-linux`, `torch-stable-abi211-cu126-x86_64-linux`,
+/// `tvm-ffi01-cu126-x86_64-linux`, or `torch-cuda` for noarch (Python-only) kernels.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Kernel directory (default: the current directory).
+    /// Kernel directory containing build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
+
+    /// Print a JSON array of cells (name, system, backend, backend_version, torch_version,
+    /// noarch, bundle, kind, arch_variant, cuda_capabilities, rocm_archs) instead of names.
+    #[arg(long)]
+    pub json: bool,
+
+    /// List the variants of this Nix system instead of the host's (e.g. `aarch64-darwin`).
+    #[arg(long, value_name = "SYSTEM", value_parser = parse_system, conflicts_with = "all_systems")]
+    pub system: Option<String>,
+
+    /// List the variants of every system of the matrix; text output prefixes each name with
+    /// its system and a tab.
+    #[arg(long)]
+    pub all_systems: bool,
+
+    /// Include variants outside the default bundle (for example torch 2.11 CPU and
+    /// `torch-tpu`), as Nix's `redistributable` outputs do.
+    #[arg(long)]
+    pub all: bool,
 }
 
-/// Run the command.
-pub fn run(_args: Args) -> super::CmdResult {
-    anyhow::bail!("not implemented yet")
+/// Accept only systems of the build matrix (a bad value is a command-line error, exit 2).
+fn parse_system(s: &str) -> Result<String, String> {
+    let systems = &matrix().systems;
+    if systems.iter().any(|x| x == s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("not a system of the build matrix; expected one of: {}", systems.join(", ")))
+    }
+}
+
+/// The listing for already-loaded `config`: the text (or JSON) to print on stdout.
+///
+/// `systems` are listed in order; `prefix_system` puts `<system>\t` before each name.
+pub fn listing(config: &config::BuildConfig, systems: &[String], scope: Scope, json: bool) -> anyhow::Result<String> {
+    let cells: Vec<Cell> = systems.iter().flat_map(|s| matrix::cells(config, s, scope)).collect();
+    if json {
+        let mut s = serde_json::to_string_pretty(&cells)?;
+        s.push('\n');
+        return Ok(s);
+    }
+    let mut out = String::new();
+    for cell in &cells {
+        if systems.len() > 1 {
+            let _ = writeln!(out, "{}\t{}", cell.system, cell.name);
+        } else {
+            let _ = writeln!(out, "{}", cell.name);
+        }
+    }
+    Ok(out)
+}
+
+/// Run the command: exit 0 with the listing on stdout (warnings on stderr), 1 when build.toml
+/// has errors (all of them rendered on stderr).
+pub fn run(args: Args) -> super::CmdResult {
+    let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
+    let loaded = match config::load(&dir) {
+        Ok(loaded) => loaded,
+        Err(errors) => {
+            eprint!("{}", errors.render());
+            return Ok(ExitCode::from(1));
+        }
+    };
+    if !loaded.rendered_warnings.is_empty() {
+        eprint!("{}", loaded.rendered_warnings);
+    }
+    let systems: Vec<String> = if args.all_systems {
+        matrix().systems.clone()
+    } else {
+        let system = args.system.unwrap_or_else(matrix::host_system);
+        if !matrix().systems.contains(&system) {
+            eprintln!(
+                "warning: this machine's system `{system}` has no build sets in the matrix; pass --system or --all-systems"
+            );
+        }
+        vec![system]
+    };
+    let scope = if args.all { Scope::All } else { Scope::Bundle };
+    print!("{}", listing(&loaded.config, &systems, scope, args.json)?);
+    Ok(ExitCode::SUCCESS)
 }

@@ -72,7 +72,7 @@ fn kernel_key(name: &str) -> String {
     if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
         format!("kernel.{name}")
     } else {
-        format!("kernel.{name:?}")
+        format!("kernel.\"{}\"", name.replace('\\', "\\\\").replace('"', "\\\""))
     }
 }
 
@@ -165,7 +165,10 @@ fn check_capability(who: &str, cap: &CudaCapability, toolkits: &[String], key: S
     }
     let refs: Vec<&str> = toolkits.iter().map(String::as_str).collect();
     let range = buildable_range(&refs).map(|(lo, hi)| format!("; they build {lo} to {hi}")).unwrap_or_default();
-    let mut help = "remove it, or use a capability listed by `nvcc --list-gpu-arch` of those versions".to_owned();
+    let mut help = match nearest_same_major(cap, &refs) {
+        Some(near) => format!("did you mean `{near}`? Otherwise remove it"),
+        None => "remove it, or use a capability those CUDA versions build".to_owned(),
+    };
     if let Some(min_cuda) = suffix_min_cuda(cap.suffix) {
         if refs.iter().all(|k| json_version(k) < min_cuda) {
             let letter = if cap.suffix == CapabilitySuffix::Arch { "a" } else { "f" };
@@ -180,6 +183,23 @@ fn check_capability(who: &str, cap: &CudaCapability, toolkits: &[String], key: S
         Some(help),
     ));
     true
+}
+
+/// The buildable capability of `cap`'s major version closest below it (else closest above),
+/// keeping its suffix: `11.8` → `11.0`.
+fn nearest_same_major(cap: &CudaCapability, toolkits: &[&str]) -> Option<String> {
+    let mut same: Vec<(u32, u32)> = toolkits
+        .iter()
+        .filter_map(|k| toolkit(k))
+        .flat_map(|(_, t)| t.capabilities.iter().filter_map(|c| CudaCapability::parse(c).ok()))
+        .filter(|c| c.major == cap.major)
+        .map(|c| (c.major, c.minor))
+        .collect();
+    same.sort();
+    same.dedup();
+    let pick = same.iter().rev().find(|c| c.1 <= cap.minor).or_else(|| same.first())?;
+    let near = CudaCapability { major: pick.0, minor: pick.1, suffix: cap.suffix, ptx: cap.ptx };
+    Some(near.to_string())
 }
 
 fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &mut Vec<Problem>) {
@@ -357,6 +377,16 @@ mod tests {
             "kernel `relu`: capability `99999.0` cannot be built by CUDA 12.6, 13.0, 13.2; they build 5.0 to 12.1"
         );
         assert!(p[1].message.contains("`3.5`"));
+        assert_eq!(p[0].help.as_deref(), Some("remove it, or use a capability those CUDA versions build"));
+    }
+
+    #[test]
+    fn megablocks_capability_11_8_suggests_11_0() {
+        // kernels-community/megablocks lists "11.8" (no such GPU); upstream silently ignored it.
+        let c = with_kernel("megablocks", cuda_kernel(Some(&["8.0", "11.8", "12.0"]), None));
+        let p = check(&c);
+        assert_eq!(summary(&p), [(Severity::Error, "kernel.megablocks.cuda-capabilities[1]".into(), "capability-out-of-range")]);
+        assert_eq!(p[0].help.as_deref(), Some("did you mean `11.0`? Otherwise remove it"));
     }
 
     #[test]

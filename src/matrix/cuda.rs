@@ -15,7 +15,7 @@ use crate::config::{CapabilitySuffix, CudaCapability, Version};
 
 use super::data::{matrix, CudaToolkit};
 
-/// Parse a version from `nix/build-matrix.json` (checked by `matrix_json_is_consistent`).
+/// Parse a version from `nix/build-matrix.json` (checked by `matrix_json_parses`).
 pub(crate) fn json_version(s: &str) -> Version {
     Version::parse(s).unwrap_or_else(|_| Version { parts: Vec::new(), text: s.to_owned() })
 }
@@ -147,6 +147,36 @@ mod tests {
 
     fn resolve(list: &[&str], cuda: &str) -> Vec<String> {
         resolve_cuda_capabilities(Some(&caps(list)), cuda).unwrap()
+    }
+
+    #[test]
+    fn matrix_json_is_consistent() {
+        let m = matrix();
+        for (key, tk) in &m.cuda {
+            assert!(Version::parse(key).is_ok(), "CUDA key {key}");
+            for c in &tk.capabilities {
+                let p = CudaCapability::parse(c).unwrap();
+                assert_eq!((p.suffix, p.ptx), (CapabilitySuffix::None, false), "{key}: {c} must be plain X.Y");
+            }
+            // Every default is buildable, and only the last one embeds PTX.
+            for (i, d) in tk.default.iter().enumerate() {
+                let p = CudaCapability::parse(d).unwrap();
+                assert!(tk.capabilities.contains(&format!("{}.{}", p.major, p.minor)), "{key}: default {d}");
+                assert_eq!(p.ptx, i + 1 == tk.default.len(), "{key}: {d}");
+            }
+            for (old, new) in &tk.renamed {
+                assert!(!tk.capabilities.contains(old) && tk.capabilities.contains(new), "{key}: {old} -> {new}");
+            }
+        }
+        for rule in m.cuda_arch_specific.values() {
+            assert!(CudaCapability::parse(&rule.min_capability).is_ok());
+            assert!(Version::parse(&rule.min_cuda).is_ok());
+        }
+        for (key, rel) in &m.rocm.versions {
+            for a in &rel.archs {
+                assert!(m.rocm.known_archs.contains(a), "ROCm {key}: {a} is not in known_archs");
+            }
+        }
     }
 
     #[test]

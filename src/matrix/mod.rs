@@ -15,6 +15,8 @@ pub mod naming;
 pub mod rocm;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 pub(crate) mod testutil;
 
 pub use cells::{cells, host_system, Cell, CellKind, Scope};

@@ -3,3 +3,5 @@ mod build;
 mod config;
 mod hash;
 mod init;
+mod list_variants;
+mod matrix_corpus;

@@ -1,0 +1,200 @@
+//! `kernel-builder list-variants`: names, JSON cells, systems and exit codes.
+
+use assert_cmd::Command;
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// A kernel directory with `build_toml` and an empty file at each of `files`.
+fn kernel_dir(build_toml: &str, files: &[&str]) -> (tempfile::TempDir, Utf8PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = Utf8Path::from_path(tmp.path()).unwrap().to_owned();
+    std::fs::write(root.join("build.toml"), build_toml).unwrap();
+    for f in files {
+        let p = root.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"").unwrap();
+    }
+    (tmp, root)
+}
+
+const RELU: &str = r#"[general]
+name = "relu"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda", "metal", "rocm", "xpu"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.relu_cpu]
+backend = "cpu"
+depends = ["torch"]
+src = ["relu_cpu/relu.cpp"]
+
+[kernel.relu_cuda]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["8.0", "9.0a", "10.0f"]
+src = ["relu_cuda/relu.cu"]
+
+[kernel.relu_metal]
+backend = "metal"
+depends = ["torch"]
+src = ["relu_metal/relu.mm"]
+
+[kernel.relu_rocm]
+backend = "rocm"
+depends = ["torch"]
+rocm-archs = ["gfx90a", "gfx942"]
+src = ["relu_rocm/relu.hip"]
+
+[kernel.relu_xpu]
+backend = "xpu"
+depends = ["torch"]
+src = ["relu_xpu/relu.cpp"]
+"#;
+
+const RELU_FILES: &[&str] = &[
+    "torch-ext/torch_binding.cpp",
+    "relu_cpu/relu.cpp",
+    "relu_cuda/relu.cu",
+    "relu_metal/relu.mm",
+    "relu_rocm/relu.hip",
+    "relu_xpu/relu.cpp",
+];
+
+const TRITON: &str = r#"[general]
+name = "relu-triton"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cuda", "rocm", "xpu"]
+
+[torch-noarch]
+cuda_capabilities = ["9.0"]
+"#;
+
+fn list_variants() -> Command {
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.arg("list-variants").env("KERNEL_BUILDER_PLAIN", "1");
+    cmd
+}
+
+#[test]
+fn relu_all_variants_on_x86_64_linux() {
+    let (_tmp, dir) = kernel_dir(RELU, RELU_FILES);
+    let out = list_variants().arg(&dir).args(["--system", "x86_64-linux", "--all"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "torch211-cxx11-cpu-x86_64-linux
+torch212-cxx11-cpu-x86_64-linux
+torch212-cxx11-cu126-x86_64-linux
+torch212-cxx11-cu130-x86_64-linux
+torch212-cxx11-cu132-x86_64-linux
+torch212-cxx11-rocm71-x86_64-linux
+torch212-cxx11-rocm72-x86_64-linux
+torch212-cxx11-xpu20253-x86_64-linux
+torch213-cxx11-cpu-x86_64-linux
+torch213-cxx11-cu126-x86_64-linux
+torch213-cxx11-cu130-x86_64-linux
+torch213-cxx11-cu132-x86_64-linux
+torch213-cxx11-rocm71-x86_64-linux
+torch213-cxx11-rocm72-x86_64-linux
+torch213-cxx11-xpu20260-x86_64-linux
+"
+    );
+}
+
+#[test]
+fn relu_bundle_on_darwin_and_every_system() {
+    let (_tmp, dir) = kernel_dir(RELU, RELU_FILES);
+    let out = list_variants().arg(&dir).args(["--system", "aarch64-darwin"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "torch212-cpu-aarch64-darwin\ntorch212-metal-aarch64-darwin\ntorch213-cpu-aarch64-darwin\ntorch213-metal-aarch64-darwin\n"
+    );
+    let out = list_variants().arg(&dir).arg("--all-systems").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 4 + 8 + 14);
+    assert!(text.starts_with("aarch64-darwin\ttorch212-cpu-aarch64-darwin\n"), "{text}");
+    assert!(text.ends_with("x86_64-linux\ttorch213-cxx11-xpu20260-x86_64-linux\n"), "{text}");
+}
+
+#[test]
+fn json_cells_of_a_compiled_cuda_variant() {
+    let (_tmp, dir) = kernel_dir(RELU, RELU_FILES);
+    let out = list_variants().arg(&dir).args(["--system", "aarch64-linux", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let cells: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = cells.as_array().unwrap();
+    assert_eq!(cells.len(), 8);
+    let cu126 = cells.iter().find(|c| c["name"] == "torch213-cxx11-cu126-aarch64-linux").unwrap();
+    assert_eq!(
+        cu126,
+        &serde_json::json!({
+            "name": "torch213-cxx11-cu126-aarch64-linux",
+            "system": "aarch64-linux",
+            "backend": "cuda",
+            "backend_version": "12.6",
+            "torch_version": "2.13",
+            "noarch": false,
+            "bundle": true,
+            "kind": "torch",
+            "arch_variant": "torch213-cxx11-cu126-aarch64-linux",
+            "cuda_capabilities": ["8.0", "9.0a"],
+            "rocm_archs": null
+        })
+    );
+    let cu130 = cells.iter().find(|c| c["name"] == "torch213-cxx11-cu130-aarch64-linux").unwrap();
+    assert_eq!(cu130["cuda_capabilities"], serde_json::json!(["8.0", "9.0a", "10.0f"]));
+}
+
+#[test]
+fn json_noarch_cells() {
+    let (_tmp, dir) = kernel_dir(TRITON, &[]);
+    let out = list_variants().arg(&dir).args(["--system", "x86_64-linux", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let cells: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary: Vec<(String, String, String, serde_json::Value)> = cells
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["kind"].as_str().unwrap().to_owned(),
+                c["arch_variant"].as_str().unwrap().to_owned(),
+                c["cuda_capabilities"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("torch-cuda".into(), "noarch".into(), "torch212-cxx11-cu126-x86_64-linux".into(), serde_json::json!(["9.0"])),
+            ("torch-rocm".into(), "noarch".into(), "torch212-cxx11-rocm71-x86_64-linux".into(), serde_json::Value::Null),
+            ("torch-xpu".into(), "noarch".into(), "torch212-cxx11-xpu20253-x86_64-linux".into(), serde_json::Value::Null),
+        ]
+    );
+}
+
+#[test]
+fn unknown_system_is_a_command_line_error() {
+    let (_tmp, dir) = kernel_dir(TRITON, &[]);
+    let out = list_variants().arg(&dir).args(["--system", "x86_64-windows"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("expected one of: aarch64-darwin, aarch64-linux, x86_64-linux"), "{err}");
+    let out = list_variants().arg(&dir).args(["--system", "x86_64-linux", "--all-systems"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn missing_build_toml_fails_with_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = list_variants().arg(tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8(out.stderr).unwrap().contains("build.toml"));
+}
