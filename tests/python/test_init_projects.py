@@ -122,3 +122,54 @@ def test_gpu_projects_load_here(tmp_path: Path, template: str) -> None:
     proc = _generated_tests(project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _summary(proc) == ("14 passed" if _has_gpu() else "14 skipped")
+
+
+# Run in a fresh interpreter: the interpreter switches are read when triton / helion load.
+_INTERPRETED_CHECK = """
+import sys
+from pathlib import Path
+
+import torch
+from kernels import get_local_kernel
+
+build, name, dtypes = Path(sys.argv[1]), sys.argv[2], sys.argv[3].split(",")
+kernel = get_local_kernel(build, backend="cuda")
+op = getattr(kernel, name)
+torch.manual_seed(0)
+checked = 0
+for dtype in [getattr(torch, d) for d in dtypes]:
+    for shape in [(1,), (1000,), (65539,), (32, 1027)]:
+        x = torch.randn(shape, dtype=dtype)
+        y = torch.randn(shape, dtype=dtype)
+        torch.testing.assert_close(op(x, y), x + y)
+        checked += 1
+print(f"checked {checked}")
+"""
+
+
+@pytest.mark.parametrize(
+    ("template", "switch", "dtypes"),
+    [
+        # Triton's interpreter computes bfloat16 wrongly (numpy has no bfloat16): GPUs only.
+        ("triton", "TRITON_INTERPRET", "float32,float16"),
+        ("helion", "HELION_INTERPRET", "float32,float16,bfloat16"),
+    ],
+)
+def test_gpu_kernels_compute_right_in_the_interpreter(tmp_path: Path, template: str, switch: str, dtypes: str) -> None:
+    """Without a GPU, the built Triton and Helion kernels still run, on CPU tensors, under their
+    interpreters; loaded through `kernels`, they match `x + y`."""
+    if template == "helion" and importlib.util.find_spec("helion") is None:
+        pytest.skip("helion is not installed in this environment")
+    name = f"add-{template}"
+    project = _init_and_build(tmp_path, name, template, ["cuda"])
+    env = dict(os.environ, **{switch: "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERPRETED_CHECK, str(project / "build"), name.replace("-", "_"), dtypes],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == f"checked {4 * len(dtypes.split(','))}"

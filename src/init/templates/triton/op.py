@@ -1,5 +1,7 @@
 """The `{{python_name}}` op, written in Triton."""
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -32,7 +34,9 @@ def {{python_name}}(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if n_elements == 0:
         return out
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # Launch on the tensors' device, not on the current one.
-    with torch.get_device_module(x.device).device(x.device):
+    # Launch on the tensors' device, not on the current one. CPU tensors only run under
+    # Triton's interpreter (TRITON_INTERPRET=1), which needs no device context.
+    on_device = x.device.type != "cpu"
+    with torch.get_device_module(x.device).device(x.device) if on_device else contextlib.nullcontext():
         _{{python_name}}_kernel[grid](x, y, out, n_elements, BLOCK_SIZE=BLOCK_SIZE)
     return out
