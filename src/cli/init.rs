@@ -126,7 +126,7 @@ pub fn run(args: Args) -> super::CmdResult {
     );
     println!("  {}", written.git);
     println!("Next:");
-    println!("  cd {}", written.dir);
+    println!("  cd {}", shell_quote(written.dir.as_str()));
     println!("  kernel-builder build-and-copy .");
     println!("  python -m pytest tests");
     Ok(ExitCode::SUCCESS)
@@ -286,6 +286,18 @@ fn resolve_repo(
             "pass `--name ORG/NAME`, e.g. `kernel-builder init --name myorg/{kernel} -- {path}`"
         )),
     ))
+}
+
+/// `s` as one shell word: unchanged when it holds only safe characters, else single-quoted.
+fn shell_quote(s: &str) -> String {
+    let safe = |c: char| {
+        c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+' | ':' | '@' | ',')
+    };
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 fn kernel_names(name: &str, hint: impl Fn(&str) -> String) -> Result<KernelNames, UsageError> {
@@ -451,6 +463,14 @@ mod tests {
         assert!(resolve_repo(None, None).is_err());
         assert!(resolve_repo(Some("a/b/c"), None).is_err());
         assert!(resolve_repo(Some("-a/bc"), None).is_err());
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("a/b-c_d.e"), "a/b-c_d.e");
+        assert_eq!(shell_quote("my dir"), "'my dir'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
     }
 
     #[test]
