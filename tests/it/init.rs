@@ -567,6 +567,81 @@ Options:
     );
 }
 
+/// Same arguments, same bytes: no timestamps, paths or randomness in the generated files.
+#[test]
+fn output_is_deterministic() {
+    let s = Scratch::new();
+    for t in ["helion", "triton", "torch", "compiled"] {
+        s.init(&[
+            "--name",
+            "myorg/same",
+            "--template",
+            t,
+            "--backends",
+            "all",
+            "--",
+            &format!("a/{t}"),
+        ]);
+        s.init(&[
+            "--name",
+            "myorg/same",
+            "--template",
+            t,
+            "--backends",
+            "all",
+            "--",
+            &format!("b/{t}"),
+        ]);
+        let (a, b) = (s.root.join("a").join(t), s.root.join("b").join(t));
+        assert_eq!(tree(&a), tree(&b));
+        for f in tree(&a) {
+            let rel = &f[4..];
+            assert_eq!(
+                std::fs::read(a.join(rel)).unwrap(),
+                std::fs::read(b.join(rel)).unwrap(),
+                "{t}: {rel}"
+            );
+        }
+    }
+}
+
+#[test]
+fn license_reaches_build_toml_and_card() {
+    let s = Scratch::new();
+    s.init(&[
+        "--name",
+        "myorg/lic",
+        "--template",
+        "torch",
+        "--license",
+        "MIT",
+    ]);
+    assert!(read(s.root.join("lic/build.toml")).contains("\nlicense = \"MIT\"\n"));
+    assert!(
+        read(s.root.join("lic/CARD.md")).starts_with("---\nlibrary_name: kernels\nlicense: mit\n")
+    );
+    let (code, _, stderr) = s.init_fails(&["--name", "myorg/lic2", "--license", "MIT License"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "error: `--license MIT License` is not a licence id: use letters, digits, `.`, `-` and `+` (e.g. \
+         `Apache-2.0`, `MIT`)\n"
+    );
+}
+
+#[test]
+fn overwrite_refuses_a_directory_in_place_of_a_file() {
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.root.join("kk/build.toml")).unwrap();
+    let (code, _, stderr) = s.init_fails(&["--name", "myorg/kk", "--overwrite", "kk"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "error: cannot write `kk/build.toml`: a directory is in the way of a generated file\n"
+    );
+    assert_eq!(entries(&s.root), ["kk", "kk/build.toml"]);
+}
+
 // ---- Errors: exact message, exit code, nothing written ----
 
 #[test]
