@@ -16,20 +16,28 @@
 //! the old `build/<v>` aside and the new one into place; if a move fails, the ones already
 //! made are undone. Variants that were not built, and other files in `build/`, are left alone.
 //! If anything fails before the moves, `build/` is exactly as it was (a `build/` created for
-//! this run is removed again). The manifest `build/hashes.json` is then rewritten for the
-//! variants present.
+//! this run is removed again). The manifest `build/hashes.json` is then rewritten (see
+//! `write_manifest`): one NAR hash per variant built from this source, and the source's tree
+//! id.
+//!
+//! Concurrent builds of the same kernel take turns: each holds an exclusive `flock` on
+//! `build/` while it builds, swaps and writes the manifest ([`lock_dir`]); `verify` holds a
+//! shared one while it compares. Nothing is written into `build/` for the lock. A run that is
+//! killed part-way can leave a `build/.kernel-builder-tmp-*` directory (never a variant); the
+//! `kernels` loader ignores it, and it is safe to delete.
 
 use std::collections::BTreeSet;
 
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::compiled::assemble_compiled;
+use super::compiled::{assemble_compiled, check_supported};
 use super::noarch::{assemble_noarch, op_namespace};
 use super::provenance::{BuildIds, KernelRevision};
 use super::source::SourceSet;
 use super::Warning;
 use crate::config::{deps, Backend, BuildConfig};
+use crate::hash::manifest::{self, Manifest};
 use crate::matrix::{self, Scope};
 
 /// One variant a bundle can hold.
@@ -184,7 +192,8 @@ pub fn build_into(
     requested: &[String],
     kernel: Option<KernelRevision>,
 ) -> anyhow::Result<BundleReport> {
-    let selected = select(&plan(config), requested)?;
+    let planned = plan(config);
+    let selected = select(&planned, requested)?;
     anyhow::ensure!(
         !selected.is_empty(),
         "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",
@@ -195,17 +204,40 @@ pub fn build_into(
         uid: source.uid(),
         kernel,
     };
+    if requested.is_empty() {
+        // A mixed kernel built without --variant: fail before building anything, and say how
+        // to get its noarch variants.
+        if let Some(first) = selected.iter().find(|v| v.compiled) {
+            let noarch: Vec<String> = selected
+                .iter()
+                .filter(|v| !v.compiled)
+                .map(|v| format!("--variant {}", v.name))
+                .collect();
+            if let Err(e) = check_supported(config, &first.name, first.backend) {
+                if noarch.is_empty() {
+                    return Err(e);
+                }
+                anyhow::bail!(
+                    "{e}\nhint: to build only the noarch variants, pass {}",
+                    noarch.join(" ")
+                );
+            }
+        }
+    }
 
     let build_dir = kernel_dir.join("build");
     let created_build = match std::fs::symlink_metadata(&build_dir) {
         Ok(m) if m.is_dir() => false,
         Ok(_) => anyhow::bail!("`{build_dir}` exists and is not a directory; move it away"),
-        Err(_) => {
-            std::fs::create_dir(&build_dir)
-                .with_context(|| format!("cannot create `{build_dir}`"))?;
-            true
-        }
+        Err(_) => match std::fs::create_dir(&build_dir) {
+            Ok(()) => true,
+            // Another run created it just now.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && build_dir.is_dir() => false,
+            Err(e) => return Err(e).with_context(|| format!("cannot create `{build_dir}`")),
+        },
     };
+    // One build at a time swaps variants in `build/` (a second run waits here).
+    let _lock = lock_dir(&build_dir, Lock::Exclusive)?;
     let result = build_and_swap(&source, config, &selected, &ids, &build_dir);
     if result.is_err() && created_build {
         // Only removes it when empty, i.e. when nothing was moved in.
@@ -213,9 +245,7 @@ pub fn build_into(
     }
     let (built, mut warnings) = result?;
 
-    // TODO(hash::manifest): write `build/hashes.json` with
-    // `crate::hash::manifest::Manifest::for_bundle(&build_dir, &variants, &source.tree_id())?
-    //  .write(&build_dir.join("hashes.json"))?` once `hash::manifest` is merged.
+    write_manifest(&build_dir, &built, &source.tree_id())?;
 
     warnings.extend(source.warnings().iter().cloned());
     warnings.sort();
@@ -226,6 +256,58 @@ pub fn build_into(
         tree_id: source.tree_id(),
         warnings,
     })
+}
+
+/// How [`lock_dir`] locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Readers (`verify`): many at once, none while a build swaps variants.
+    Shared,
+    /// A build replacing variants and the manifest.
+    Exclusive,
+}
+
+/// Take an advisory lock (`flock`) on the directory `dir` itself, held until the returned
+/// file is dropped; waits while another process holds a conflicting lock. Nothing is written
+/// into `dir` for it.
+///
+/// Errors: `dir` cannot be opened or locked.
+pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
+    let file =
+        std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
+    let op = match how {
+        Lock::Shared => rustix::fs::FlockOperation::LockShared,
+        Lock::Exclusive => rustix::fs::FlockOperation::LockExclusive,
+    };
+    rustix::fs::flock(&file, op).with_context(|| format!("cannot lock `{dir}`"))?;
+    Ok(file)
+}
+
+/// Rewrite `build/hashes.json` ([`crate::hash::manifest`]) for the variants just built, plus
+/// the variants of the previous manifest that were built from the same source (same tree id)
+/// and are still present; variants from another source are dropped from it, since the
+/// manifest names one source.
+fn write_manifest(
+    build_dir: &Utf8Path,
+    built: &[BuiltVariant],
+    tree_id: &str,
+) -> anyhow::Result<()> {
+    let path = build_dir.join(manifest::FILE_NAME);
+    let mut names: Vec<String> = built.iter().map(|b| b.name.clone()).collect();
+    if path.is_file() {
+        if let Ok(old) = Manifest::read(&path) {
+            if old.source == tree_id {
+                names.extend(
+                    old.variants
+                        .into_keys()
+                        .filter(|v| build_dir.join(v).is_dir()),
+                );
+            }
+        }
+    }
+    Manifest::for_bundle(build_dir, &names, tree_id)?
+        .write(&path)
+        .with_context(|| format!("cannot write the hash manifest `{path}`"))
 }
 
 fn build_and_swap(
@@ -318,4 +400,93 @@ fn build_and_swap(
     tmp.close()
         .with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
     Ok((built, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Backend::*;
+    use crate::matrix::testutil::{noarch_config, torch_config, v};
+
+    fn names(planned: &[PlannedVariant]) -> Vec<&str> {
+        planned.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    #[test]
+    fn noarch_variants_come_from_every_system() {
+        // torch-metal only has cells on aarch64-darwin; torch-tpu is outside the bundle.
+        let c = noarch_config(&[Cpu, Cuda, Metal, Rocm, Tpu, Xpu]);
+        let planned = plan(&c);
+        assert_eq!(
+            names(&planned),
+            [
+                "torch-cpu",
+                "torch-cuda",
+                "torch-metal",
+                "torch-rocm",
+                "torch-xpu"
+            ]
+        );
+        assert!(planned.iter().all(|p| !p.compiled));
+    }
+
+    #[test]
+    fn cuda_bounds_outside_the_matrix_leave_no_cuda_variant() {
+        let mut c = noarch_config(&[Cuda, Rocm]);
+        c.general.cuda.maxver = Some(v("11.8"));
+        assert_eq!(names(&plan(&c)), ["torch-rocm"]);
+    }
+
+    #[test]
+    fn compiled_backends_are_planned_for_the_host_only() {
+        let c = torch_config(&[Cuda, Metal], &[Cuda]);
+        let planned = plan(&c);
+        let host = crate::matrix::host_system();
+        let compiled: Vec<&str> = planned
+            .iter()
+            .filter(|p| p.compiled)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert!(
+            !compiled.is_empty() || !host.ends_with("linux"),
+            "{planned:?}"
+        );
+        assert!(compiled.iter().all(|n| n.ends_with(&host)), "{compiled:?}");
+        assert!(planned
+            .iter()
+            .any(|p| p.name == "torch-metal" && !p.compiled));
+    }
+
+    #[test]
+    fn select_keeps_plan_order_and_refuses_unknown_names() {
+        let planned = plan(&noarch_config(&[Cuda, Rocm, Xpu]));
+        let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()]).unwrap();
+        assert_eq!(names(&picked), ["torch-cuda", "torch-xpu"]);
+        assert_eq!(
+            names(&select(&planned, &[]).unwrap()),
+            ["torch-cuda", "torch-rocm", "torch-xpu"]
+        );
+        let err = select(&planned, &["torch-cpu".into(), "cuda".into()])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu"
+        );
+    }
+
+    #[test]
+    fn python_depends_are_checked_per_backend() {
+        let mut c = noarch_config(&[Cuda, Rocm]);
+        c.general.python_depends = vec!["helion".into()];
+        c.general.cuda.deps.python_depends = vec!["nvidia-cutlass-dsl".into()];
+        assert!(check_python_depends(&c, Cuda).is_ok());
+        assert!(check_python_depends(&c, Rocm).is_ok());
+        c.general.python_depends.push("numpy".into());
+        let err = check_python_depends(&c, Rocm).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown Python dependency `numpy` for `rocm` in `build.toml`; the `kernels` loader refuses to load such a variant. Known for `rocm`: einops, helion, tvm-ffi"
+        );
+    }
 }

@@ -14,18 +14,16 @@ use super::source::SourceSet;
 use super::Warning;
 use crate::config::{Backend, BuildConfig};
 
-/// Build the compiled variant `variant` (of `backend`) into `out_variant_dir`.
+/// Whether this version can build the compiled variant `variant` (of `backend`), checked
+/// before anything is built.
 ///
 /// Errors: always, in this version: "variant X needs compiled code; compiled cells are not
 /// built by this version yet".
-pub fn assemble_compiled(
-    _source: &SourceSet,
+pub fn check_supported(
     config: &BuildConfig,
     variant: &str,
     backend: Backend,
-    _ids: &BuildIds,
-    _out_variant_dir: &Utf8Path,
-) -> anyhow::Result<Vec<Warning>> {
+) -> anyhow::Result<()> {
     let kernels: Vec<&str> = config
         .kernels
         .iter()
@@ -36,4 +34,19 @@ pub fn assemble_compiled(
         "variant `{variant}` needs compiled code ([kernel.{}] for `{backend}`); compiled cells are not built by this version yet",
         kernels.join("], [kernel.")
     )
+}
+
+/// Build the compiled variant `variant` (of `backend`) into `out_variant_dir`.
+///
+/// Errors: always, in this version, from [`check_supported`].
+pub fn assemble_compiled(
+    _source: &SourceSet,
+    config: &BuildConfig,
+    variant: &str,
+    backend: Backend,
+    _ids: &BuildIds,
+    _out_variant_dir: &Utf8Path,
+) -> anyhow::Result<Vec<Warning>> {
+    check_supported(config, variant, backend)?;
+    anyhow::bail!("variant `{variant}`: compiled builds are not implemented")
 }

@@ -65,3 +65,109 @@ impl Metadata {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::config::KernelPin;
+    use crate::hash::digest::Algorithm;
+
+    #[test]
+    fn every_key_in_the_reference_order() {
+        let m = Metadata {
+            name: "vector-add".into(),
+            id: "_vector_add_cuda_abc1234".into(),
+            version: 2,
+            license: "Apache-2.0".into(),
+            upstream: Some("https://github.com/example/upstream.git".into()),
+            source: Some("https://github.com/example/source.git".into()),
+            python_depends: vec!["helion".into(), "nvidia-cutlass-dsl".into()],
+            kernel_depends: vec![
+                KernelDependency {
+                    repo_id: "kernels-community/relu".into(),
+                    pin: KernelPin::Version(1),
+                },
+                KernelDependency {
+                    repo_id: "org/other".into(),
+                    pin: KernelPin::Revision("main".into()),
+                },
+            ],
+            backend: BackendInfo {
+                kind: Backend::Cuda,
+                archs: Some(vec!["8.0".into(), "9.0".into()]),
+            },
+            digest: Digest {
+                algorithm: Algorithm::Sha256,
+                files: BTreeMap::from([("__init__.py".to_owned(), "AAAA".to_owned())]),
+            },
+            provenance: Provenance {
+                kernel_builder: BuilderProvenance {
+                    version: "0.1.0".into(),
+                    commit: Some("a".repeat(40)),
+                    dirty: Some(false),
+                },
+                kernel: Some(KernelRevision {
+                    commit: "b".repeat(40),
+                    dirty: true,
+                }),
+            },
+        };
+        let expected = format!(
+            r#"{{
+  "name": "vector-add",
+  "id": "_vector_add_cuda_abc1234",
+  "version": 2,
+  "license": "Apache-2.0",
+  "upstream": "https://github.com/example/upstream.git",
+  "source": "https://github.com/example/source.git",
+  "python-depends": [
+    "helion",
+    "nvidia-cutlass-dsl"
+  ],
+  "kernel-depends": [
+    {{
+      "repo-id": "kernels-community/relu",
+      "version": 1
+    }},
+    {{
+      "repo-id": "org/other",
+      "revision": "main"
+    }}
+  ],
+  "backend": {{
+    "type": "cuda",
+    "archs": [
+      "8.0",
+      "9.0"
+    ]
+  }},
+  "digest": {{
+    "algorithm": "sha256",
+    "files": {{
+      "__init__.py": "AAAA"
+    }}
+  }},
+  "provenance": {{
+    "kernel-builder": {{
+      "version": "0.1.0",
+      "commit": "{a}",
+      "dirty": false
+    }},
+    "kernel": {{
+      "commit": "{b}",
+      "dirty": true
+    }}
+  }}
+}}
+"#,
+            a = "a".repeat(40),
+            b = "b".repeat(40)
+        );
+        assert_eq!(
+            String::from_utf8(m.to_json_bytes().unwrap()).unwrap(),
+            expected
+        );
+    }
+}

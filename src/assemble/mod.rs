@@ -10,7 +10,9 @@
 //!   `_ops.py` and `metadata.json` ([`metadata`]);
 //! - [`compiled`]: the seam where compiled (`[torch]`/`[tvm-ffi]`) variants will be built;
 //! - [`bundle`]: every requested variant built into a temporary directory inside `DIR/build/`
-//!   and renamed into place, replacing only the variants built.
+//!   and renamed into place, replacing only the variants built, then `build/hashes.json`;
+//! - [`verify`]: variants rebuilt in a scratch directory and compared with `build/` and the
+//!   manifest.
 //!
 //! The native path (`kernel-builder build-and-copy --nix never`) and the Nix path (a cell's
 //! derivation runs `kernel-builder assemble` over its filtered source) call the same
@@ -24,6 +26,7 @@ pub mod metadata;
 pub mod noarch;
 pub mod provenance;
 pub mod source;
+pub mod verify;
 
 use std::fmt;
 

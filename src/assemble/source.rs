@@ -252,7 +252,7 @@ impl SourceSet {
     }
 }
 
-/// The git blob id of a file of the set; `.py`/`.pyi` files must be UTF-8.
+/// The git blob id of a file of the set (streamed; the error names the file).
 fn hash_file(f: &SourceFile) -> anyhow::Result<ObjectId> {
     let file = std::fs::File::open(&f.abs).with_context(|| format!("cannot read `{}`", f.abs))?;
     gitid::blob_id_of_reader(f.len, file).with_context(|| format!("cannot read `{}`", f.abs))
@@ -476,18 +476,27 @@ impl Collector {
                 "`{pkg}/{python_name}` must not exist: a file or directory named after the package shadows it when the variant is imported; rename it"
             ));
         }
-        if abs.join("__init__.py").symlink_metadata().is_err() {
+        let has_init = abs.join("__init__.py").symlink_metadata().is_ok();
+        if !has_init {
             self.errors.push(format!("`{pkg}/__init__.py` is missing; the `kernels` loader imports the package through it"));
         }
 
         let mut heuristics: Vec<(Utf8PathBuf, Option<Heuristic>, String)> = Vec::new();
         let pkg_for_role = pkg.clone();
         // Dot-files (`.gitignore`) have no extension and are never taken.
-        let mut want = |_: &Utf8Path, name: &str| -> bool {
-            !name.starts_with('.')
-                && Utf8Path::new(name)
-                    .extension()
-                    .is_some_and(|e| pyext.iter().any(|p| p == e))
+        // Files left out only because of their extension, reported in one warning.
+        let mut skipped: Vec<Utf8PathBuf> = Vec::new();
+        let mut want = |below: &Utf8Path, name: &str| -> bool {
+            if name.starts_with('.') {
+                return false;
+            }
+            let taken = Utf8Path::new(name)
+                .extension()
+                .is_some_and(|e| pyext.iter().any(|p| p == e));
+            if !taken {
+                skipped.push(below.to_owned());
+            }
+            taken
         };
         let role = |below: &Utf8Path| -> Role {
             let in_package = below
@@ -501,6 +510,39 @@ impl Collector {
             }
         };
         self.walk(&pkg, &mut want, &role);
+
+        let init = pkg.join("__init__.py");
+        if has_init && !self.files.contains_key(&init) {
+            self.errors.push(format!(
+                "`{init}` is not packaged because `py` is not in `pyext` ({}); add \"py\" to `{}.pyext`",
+                pyext.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", "),
+                config.framework.section()
+            ));
+        }
+        if !skipped.is_empty() {
+            const SHOWN: usize = 5;
+            let mut list: Vec<String> = skipped
+                .iter()
+                .take(SHOWN)
+                .map(|p| format!("`{p}`"))
+                .collect();
+            if skipped.len() > SHOWN {
+                list.push(format!("and {} more", skipped.len() - SHOWN));
+            }
+            self.warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "{} file{} in `{pkg}/` {} not packaged because {} extension is not in `{}.pyext` ({}): {}",
+                    skipped.len(),
+                    if skipped.len() == 1 { "" } else { "s" },
+                    if skipped.len() == 1 { "is" } else { "are" },
+                    if skipped.len() == 1 { "its" } else { "their" },
+                    config.framework.section(),
+                    pyext.join(", "),
+                    list.join(", ")
+                ),
+            });
+        }
 
         // Checks on the collected package files.
         for f in self.files.values() {
@@ -598,6 +640,91 @@ pub fn read_source(f: &SourceFile) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(text: &str) -> BuildConfig {
+        crate::config::load_str(Utf8Path::new("build.toml"), text, None)
+            .unwrap()
+            .config
+    }
+
+    fn put(root: &Utf8Path, rel: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, rel).unwrap();
+    }
+
+    const TORCH: &str = "[general]\nname = \"relu\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\", \"metal\"]\n\n[torch]\nsrc = [\"torch-ext/torch_binding.cpp\", \"./torch-ext/torch_binding.h\"]\npyext = [\".py\", \"json\"]\n\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"relu_cuda\", \"torch-ext/relu/data.json\"]\n";
+
+    #[test]
+    fn src_lists_files_and_directories_and_package_files_keep_their_role() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        for f in [
+            "build.toml",
+            "torch-ext/torch_binding.cpp",
+            "torch-ext/torch_binding.h",
+            "relu_cuda/relu.cu",
+            "relu_cuda/sub/util.cuh",
+            "relu_cuda/__pycache__/x.pyc",
+            "torch-ext/relu/__init__.py",
+            "torch-ext/relu/data.json",
+            "torch-ext/relu/types.pyi",
+            "README.md",
+        ] {
+            put(root, f);
+        }
+        let set = SourceSet::collect(root, &config(TORCH)).unwrap();
+        let got: Vec<(&str, &str)> = set
+            .files()
+            .iter()
+            .map(|f| {
+                let role = match &f.role {
+                    Role::BuildToml => "build.toml",
+                    Role::Src => "src",
+                    Role::Package { .. } => "package",
+                };
+                (f.rel.as_str(), role)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("build.toml", "build.toml"),
+                ("relu_cuda/relu.cu", "src"),
+                ("relu_cuda/sub/util.cuh", "src"),
+                ("torch-ext/relu/__init__.py", "package"),
+                ("torch-ext/relu/data.json", "package"),
+                ("torch-ext/torch_binding.cpp", "src"),
+                ("torch-ext/torch_binding.h", "src"),
+            ]
+        );
+        assert_eq!(set.uid().len(), 7);
+        assert_eq!(
+            set.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+            ["1 file in `torch-ext/relu/` is not packaged because its extension is not in `torch.pyext` (py, json): `torch-ext/relu/types.pyi`"]
+        );
+    }
+
+    #[test]
+    fn src_problems_are_listed_together() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        put(root, "build.toml");
+        put(root, "torch-ext/relu/__init__.py");
+        // The config check refuses `..` too; the source set must not rely on it.
+        let mut c = config(TORCH);
+        c.kernels.get_mut("relu").unwrap().src[0] = "../outside.cu".into();
+        let err = SourceSet::collect(root, &c).unwrap_err().to_string();
+        let err = err.replace(root.as_str(), "<DIR>");
+        assert_eq!(
+            err,
+            "the kernel in `<DIR>` cannot be built (4 problems):\n  \
+             - `torch.src[0]` names `torch-ext/torch_binding.cpp`, which does not exist in the kernel directory\n  \
+             - `torch.src[1]` names `torch-ext/torch_binding.h`, which does not exist in the kernel directory\n  \
+             - `kernel.relu.src[0]` is `../outside.cu`: source paths must be relative to the kernel directory and stay inside it\n  \
+             - `kernel.relu.src[1]` names `torch-ext/relu/data.json`, which does not exist in the kernel directory"
+        );
+    }
 
     #[test]
     fn heuristic_names() {

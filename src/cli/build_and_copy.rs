@@ -23,11 +23,12 @@ pub enum NixMode {
 }
 
 /// Arguments of `build-and-copy`.
-///
-/// Builds the kernel's variants and writes them to DIR/build/<variant>/, replacing only the
-/// variants built. For a noarch kernel (Helion, Triton, plain torch) that is one
-/// `torch-<backend>` directory per backend. Nothing in DIR/build/ changes when the build fails.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Writes DIR/build/<variant>/ for each variant, replacing only the variants built, and \
+DIR/build/hashes.json (the NAR hash of each variant). For a noarch kernel (Helion, Triton, \
+plain torch) there is one torch-<backend> directory per backend. Nothing in DIR/build/ \
+changes when the build fails.")]
 pub struct Args {
     /// Kernel directory, holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,

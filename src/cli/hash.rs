@@ -6,12 +6,14 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-/// Print the NAR hash of each PATH in SRI form (`sha256-…`), one line per path, in order.
-///
-/// The value equals what `nix hash path PATH` prints: the SHA-256 of the path's NAR
-/// serialisation. Symlinks are recorded, not followed (PATH itself included); a file counts as
-/// executable when its owner-execute bit is set; times, owners and other mode bits do not count.
+/// Arguments of `kernel-builder hash`; the help text is in `after_long_help`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_long_help = "Prints the NAR hash of each PATH in SRI form (`sha256-…`), one line per \
+path, in order: the same value `nix hash path PATH` prints.\n\n\
+Symlinks are recorded, not followed (PATH itself included); a file counts as executable when \
+its owner-execute bit is set; times, owners and other mode bits do not count."
+)]
 pub struct Args {
     /// Files, directories or symlinks to hash.
     #[arg(required = true, value_name = "PATH")]

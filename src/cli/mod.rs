@@ -10,7 +10,9 @@ pub mod check_config;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
+pub mod nix_support;
 pub mod update_build;
+pub mod verify;
 
 /// Build PyTorch kernels for every cell of the compatibility matrix into Hub-ready trees.
 #[derive(Debug, Parser)]
@@ -38,6 +40,11 @@ pub enum Command {
     Assemble(build_and_copy::AssembleArgs),
     /// Print the NAR hash of each path, as `nix hash path` does.
     Hash(hash::Args),
+    /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
+    Verify(verify::Args),
+    /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
+    #[command(hide = true)]
+    NixSupport(nix_support::Args),
 }
 
 /// How a command ended, when it did not fail with an error.
@@ -56,6 +63,8 @@ pub fn main() -> ExitCode {
         Command::BuildAndCopy(a) => build_and_copy::run(a),
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),
+        Command::Verify(a) => verify::run(a),
+        Command::NixSupport(a) => nix_support::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,15 +1,232 @@
-//! Placeholder until the command lands.
+//! `kernel-builder update-build`: rewrite `build.toml` as edition 5, in place.
+//!
+//! The rewrite is [`crate::config::upgrade`] applied to the parsed document, so comments, key
+//! order and version text are kept and the file describes exactly the same build variants as
+//! before (the in-memory read of a legacy file goes through the same transformation). Every
+//! change is printed. The new text is validated before anything is written, and written
+//! atomically ([`crate::fsutil::write_atomic`]); a file that would not validate is never
+//! written.
 
-use camino::Utf8PathBuf;
+use std::process::ExitCode;
 
-/// Arguments.
+use anyhow::{bail, Context};
+use camino::{Utf8Path, Utf8PathBuf};
+use toml_edit::DocumentMut;
+
+use crate::config::upgrade::{self, Change};
+use crate::config::{Generation, Problem, Severity};
+
+/// Rewrite DIR/build.toml as edition 5, keeping comments and key order, and print each change.
+///
+/// Reads every generation (the unversioned "v4" and "v3" forms, `universal` files, the oldest
+/// `language`/`capabilities` form). Edition-5 files are only touched to fix a kernel name
+/// written with underscores. The variants that are built do not change. Nothing is written
+/// when the result would not validate.
+///
+/// Exit status: 0 when the file was updated or was already up to date; 1 when it cannot be
+/// updated, or with `--check` when it needs an update.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Reads every generation of build.toml (edition 5, the unversioned \"v4\" and \"v3\" forms, \
+`universal` files, the oldest `language`/`capabilities` form). Edition-5 files are only touched to \
+fix a kernel name written with underscores. The build variants do not change. Nothing is \
+written when the result would not validate.\n\n\
+Exit status: 0 updated or already current; 1 cannot be updated, or (with --check) needs an update."
+)]
 pub struct Args {
-    /// Kernel directory (default: the current directory).
+    /// Kernel directory holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
+
+    /// Print what would change and exit 1 if build.toml needs an update; write nothing.
+    #[arg(long)]
+    pub check: bool,
+
+    /// License to add as `general.license` when the file has none, as an SPDX id
+    /// (e.g. `Apache-2.0`). Edition 5 requires a license; older files often lack one.
+    #[arg(long, value_name = "SPDX")]
+    pub license: Option<String>,
 }
 
-/// Run the command.
-pub fn run(_args: Args) -> super::CmdResult {
-    anyhow::bail!("not implemented yet")
+/// The outcome of upgrading one `build.toml` text, before anything is written.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The generation the text was written in.
+    pub generation: Generation,
+    /// Every edit, in order; empty when the file is already current.
+    pub changes: Vec<Change>,
+    /// Warnings and errors found while upgrading. Errors mean the file must not be written.
+    pub problems: Vec<Problem>,
+    /// The edition-5 text (equal to the input when `changes` is empty).
+    pub new_text: String,
+}
+
+impl Plan {
+    /// Whether the file needs rewriting.
+    pub fn needs_update(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    /// Whether a problem forbids writing the new text.
+    pub fn has_errors(&self) -> bool {
+        self.problems.iter().any(|p| p.severity == Severity::Error)
+    }
+}
+
+/// Upgrade a `build.toml` text to edition 5 without touching the filesystem.
+///
+/// `license` is inserted as `general.license` when the file has none; without it a file with
+/// no license gets an error problem (rule `missing-license`). `display_path` names the file in
+/// error messages. Errors: the text is not TOML (the message carries line and column).
+pub fn plan(display_path: &str, text: &str, license: Option<&str>) -> anyhow::Result<Plan> {
+    let mut doc: DocumentMut =
+        text.parse().with_context(|| format!("cannot parse `{display_path}` as TOML"))?;
+    let up = upgrade::upgrade(&mut doc);
+    let mut changes = up.changes;
+    let mut problems = up.problems;
+    if up.generation == Generation::Edition5 {
+        changes.extend(upgrade::dash_name(&mut doc));
+    }
+    // The upgrade only warns about a missing license; writing one is decided here.
+    problems.retain(|p| p.rule != "legacy-no-license");
+    if let Some(general) = doc.get_mut("general").filter(|g| g.is_table_like()) {
+        let has_license = general.get("license").is_some();
+        match (has_license, license) {
+            (false, Some(spdx)) => {
+                let spdx = spdx.trim();
+                if spdx.is_empty() {
+                    bail!("`--license` needs an SPDX license id, e.g. `--license Apache-2.0`");
+                }
+                insert_license(general, spdx);
+                changes.push(Change {
+                    key_path: "general.license".to_owned(),
+                    description: format!("added `license = \"{spdx}\"` (from `--license`)"),
+                });
+            }
+            // Edition-5 files without a license are check-config's to report.
+            (false, None) if up.generation.is_legacy() => problems.push(Problem {
+                severity: Severity::Error,
+                key_path: "general.license".to_owned(),
+                rule: "missing-license",
+                message: "the file has no `license`, which edition 5 requires".to_owned(),
+                help: Some(
+                    "run again with `--license <SPDX id>` (e.g. `--license Apache-2.0`), or add `license = \"…\"` to `[general]`"
+                        .to_owned(),
+                ),
+            }),
+            _ => {}
+        }
+    }
+    let new_text = if changes.is_empty() { text.to_owned() } else { doc.to_string() };
+    Ok(Plan { generation: up.generation, changes, problems, new_text })
+}
+
+fn insert_license(general: &mut toml_edit::Item, spdx: &str) {
+    let Some(t) = general.as_table_like_mut() else { return };
+    t.insert("license", toml_edit::value(spdx));
+    // Place it after name/version/edition, where edition-5 files conventionally have it.
+    let keys: Vec<String> = t.iter().map(|(k, _)| k.to_owned()).collect();
+    let idx = keys
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| ["name", "version", "edition"].contains(&k.as_str()))
+        .map(|(i, _)| i + 1)
+        .max()
+        .unwrap_or(0);
+    let tail: Vec<String> = keys.iter().filter(|k| k.as_str() != "license").skip(idx).cloned().collect();
+    let mut moved = Vec::new();
+    for k in &tail {
+        let key = t.key(k).cloned().unwrap_or_else(|| toml_edit::Key::new(k.as_str()));
+        if let Some(v) = t.remove(k) {
+            moved.push((key, v));
+        }
+    }
+    for (k, v) in moved {
+        t.entry_format(&k).or_insert(v);
+    }
+}
+
+/// Check that `text` is a valid edition-5 `build.toml` for the kernel in `kernel_dir`, with the
+/// same validator every other command uses.
+fn validate_new_text(display_path: &str, text: &str, kernel_dir: &Utf8Path) -> anyhow::Result<()> {
+    crate::config::load_str(Utf8Path::new(display_path), text, Some(kernel_dir))
+        .map(|_| ())
+        .map_err(anyhow::Error::from)
+}
+
+/// Run the command (see [`Args`] for the behaviour and exit status).
+pub fn run(args: Args) -> super::CmdResult {
+    let dir = args.dir.clone().unwrap_or_else(|| Utf8PathBuf::from("."));
+    if !dir.is_dir() {
+        bail!("`{dir}` is not a directory");
+    }
+    let path = dir.join("build.toml");
+    let display = if args.dir.is_some() { path.to_string() } else { "build.toml".to_owned() };
+    let text = crate::fsutil::read_to_string(&path)?;
+    let plan = plan(&display, &text, args.license.as_deref())?;
+
+    if !plan.needs_update() {
+        print_problems(&display, &plan.problems);
+        if plan.has_errors() {
+            bail!("`{display}` cannot be brought to edition 5; fix the errors above");
+        }
+        println!("{display} is already edition 5; nothing to change.");
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let header = if plan.generation == Generation::Edition5 {
+        "edition 5 (fixes)".to_owned()
+    } else {
+        format!("{} → edition 5", plan.generation.label())
+    };
+    if args.check {
+        println!("{display} needs an update: {header}");
+        print_changes(&plan.changes);
+        print_problems(&display, &plan.problems);
+        println!("Run `kernel-builder update-build` to apply.");
+        return Ok(ExitCode::from(1));
+    }
+
+    println!("{display}: {header}");
+    print_changes(&plan.changes);
+    print_problems(&display, &plan.problems);
+    if plan.has_errors() {
+        bail!(
+            "`{display}` was not changed: fix the errors above and run `kernel-builder update-build` again"
+        );
+    }
+    // Diagnostics about the new text name it as such: its line numbers are not the file's.
+    let shown_new = format!("{display} (as upgraded, not written)");
+    if let Err(err) = validate_new_text(&shown_new, &plan.new_text, &dir) {
+        eprintln!("error: `{display}` was not changed: the upgraded file would not validate");
+        return Err(err);
+    }
+    if plan.new_text != text {
+        // A symlinked build.toml is updated where it points, not replaced by a regular file.
+        let target = match std::fs::canonicalize(&path) {
+            Ok(p) if path.is_symlink() => Utf8PathBuf::from_path_buf(p).unwrap_or_else(|_| path.clone()),
+            _ => path.clone(),
+        };
+        crate::fsutil::write_atomic(&target, plan.new_text.as_bytes())?;
+    }
+    println!("Updated {display}.");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_changes(changes: &[Change]) {
+    for c in changes {
+        println!("  {}: {}", c.key_path, c.description);
+    }
+}
+
+fn print_problems(display: &str, problems: &[Problem]) {
+    for p in problems {
+        let level = match p.severity {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        };
+        eprintln!("{level}: {display}: {}: {} [{}]", p.key_path, p.message, p.rule);
+        if let Some(help) = &p.help {
+            eprintln!("  help: {help}");
+        }
+    }
 }

@@ -167,9 +167,9 @@ pub fn load_str_styled(
 
 /// Checks on a complete model, located by key path like the parser's: the build-matrix checks
 /// (capabilities against CUDA toolkits, gfx targets against ROCm releases, backends with no
-/// cell) belong here, as `crate::matrix::check(config)`.
-fn model_checks(_config: &BuildConfig) -> Vec<Problem> {
-    Vec::new()
+/// cell).
+fn model_checks(config: &BuildConfig) -> Vec<Problem> {
+    crate::matrix::check(config)
 }
 
 /// How serious a [`Problem`] is.

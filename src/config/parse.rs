@@ -393,6 +393,29 @@ fn python_depends(
     plain(list)
 }
 
+/// A Hub repository id: `owner/name`, both parts non-empty, no spaces.
+fn repo_id(cx: &mut Cx, item: &Item, path: &str) -> Option<String> {
+    let s = as_str(cx, item, path, "\"owner/name\"")?;
+    let ok = match s.split_once('/') {
+        Some((owner, name)) => {
+            !owner.is_empty()
+                && !name.is_empty()
+                && !name.contains('/')
+                && !s.contains(char::is_whitespace)
+        }
+        None => false,
+    };
+    if !ok {
+        cx.error(
+            path,
+            "bad-repo-id",
+            format!("`{s}` is not a Hub repository id"),
+            Some("write `owner/name`, e.g. \"kernels-community/relu\"".to_owned()),
+        );
+    }
+    Some(s)
+}
+
 fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelDependency> {
     let Some(item) = table.get("kernel-depends") else {
         return Vec::new();
@@ -429,7 +452,7 @@ fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelD
         };
         check_keys(cx, t, &ip, KERNEL_DEP_KEYS);
         let repo_id = match t.get("repo-id") {
-            Some(r) => as_str(cx, r, &join_key(&ip, "repo-id"), "\"owner/name\""),
+            Some(r) => repo_id(cx, r, &join_key(&ip, "repo-id")),
             None => {
                 cx.error(
                     &ip,
@@ -579,30 +602,14 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
                 as_uint(cx, i, "general.version", "an integer, e.g. `version = 1`").unwrap_or(0)
         }
     }
-    match t.get("edition") {
-        None if generation == Generation::Edition5 => missing(cx, "edition", "5"),
-        None => {}
-        Some(i) => match i.as_integer() {
-            Some(5) => {}
-            Some(n) => cx.error(
-                "general.edition",
-                "unsupported-edition",
-                format!("unsupported edition {n}; this kernel-builder reads edition 5"),
-                Some(
-                    "write `edition = 5`, or remove the key and run `kernel-builder update-build`"
-                        .to_owned(),
-                ),
-            ),
-            None => wrong_type(
-                cx,
-                "general.edition",
-                "an integer",
-                describe(i),
-                "`edition = 5`",
-            ),
-        },
+    // A present but wrong `edition` is reported by the upgrade step, which reads it first.
+    if t.get("edition").is_none() && generation == Generation::Edition5 {
+        missing(cx, "edition", "5");
     }
     match t.get("license") {
+        // A legacy file may lack it: the upgrade step already warned (update-build takes
+        // `--license`), and edition 5 requires it.
+        None if generation.is_legacy() => {}
         None => missing(cx, "license", "\"Apache-2.0\""),
         Some(i) => {
             g.license = as_str(
@@ -696,7 +703,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
             check_keys(cx, h, "general.hub", &["repo-id", "branch"]);
             g.hub.repo_id = h
                 .get("repo-id")
-                .and_then(|i| as_str(cx, i, "general.hub.repo-id", "\"owner/name\""));
+                .and_then(|i| repo_id(cx, i, "general.hub.repo-id"));
             g.hub.branch = h
                 .get("branch")
                 .and_then(|i| as_str(cx, i, "general.hub.branch", "\"v1\""));
@@ -1062,6 +1069,14 @@ pub(crate) fn read(
             for (name, k) in t.iter() {
                 let kp = join_key("kernel", name);
                 if let Some(kt) = as_table(cx, k, &kp) {
+                    if let Framework::TorchNoarch(_) = framework {
+                        cx.warning(
+                            &kp,
+                            "kernel-in-noarch",
+                            format!("`[{kp}]` is never compiled: the framework section is `[torch-noarch]`"),
+                            Some("use `[torch]` to compile kernels, or remove the kernel".to_owned()),
+                        );
+                    }
                     let parsed = kernel(cx, name, kt, &general.backends);
                     kernels.insert(name.to_owned(), parsed);
                 }

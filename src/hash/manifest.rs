@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use anyhow::Context;
-use camino::Utf8Path;
+use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// The format name this version writes and reads.
@@ -91,18 +91,21 @@ impl Manifest {
             .max(1);
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<(usize, std::io::Result<String>)>> = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(name) = names.get(i) else { break };
-                    let hash = super::nar_hash_sri(bundle_dir.join(name).as_std_path());
-                    // A poisoned lock means another worker panicked; the scope re-raises that.
-                    if let Ok(mut r) = results.lock() {
-                        r.push((i, hash));
-                    }
-                });
+        let work = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(name) = names.get(i) else { break };
+            let hash = super::nar_hash_sri(bundle_dir.join(name).as_std_path());
+            // A poisoned lock means another worker panicked; the scope re-raises that.
+            if let Ok(mut r) = results.lock() {
+                r.push((i, hash));
             }
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                // A worker that cannot start is no loss: this thread works through the list too.
+                let _ = std::thread::Builder::new().spawn_scoped(scope, work);
+            }
+            work();
         });
         let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
         results.sort_unstable_by_key(|(i, _)| *i);
@@ -123,6 +126,11 @@ impl Manifest {
             source: source_id.to_owned(),
             variants: hashes,
         })
+    }
+
+    /// Where a bundle's manifest lives: `bundle_dir/hashes.json`.
+    pub fn path_in(bundle_dir: &Utf8Path) -> Utf8PathBuf {
+        bundle_dir.join(FILE_NAME)
     }
 
     /// The manifest as written to disk: pretty JSON with a trailing newline.

@@ -21,13 +21,16 @@
 //!
 //! # Why a hand-written writer rather than the `nix-nar` crate
 //!
-//! The hash of a 1 GiB bundle should cost what SHA-256 of 1 GiB costs. This writer streams:
-//! file contents go from the kernel to the hasher through one reusable 1 MiB buffer (large files
-//! are read on a second thread into a pair of buffers, so reading overlaps hashing), only the
-//! names of the directory being walked are held in memory, and the archive is never built.
-//! `nix-nar` is a fine encoder but its API is built around its own reader/writer types; the
-//! format is small and fixed, so owning these ~150 lines keeps the hot loop under our control.
-//! Tests compare the result with real Nix on generated trees (feature `nix-tests`).
+//! `nix-nar` (0.4/0.5) was considered. Its `Encoder` is an `io::Read` that produces the
+//! archive through an internal buffer, so hashing with it costs an extra copy of every byte;
+//! its README states that only UTF-8 paths are supported, while a NAR must carry any name Unix
+//! allows; and it decides executability through the `is_executable` crate, while Nix looks only
+//! at the owner-execute bit. The format is small and fixed (the grammar above), so this module
+//! writes it directly into SHA-256: file contents go from the kernel to the hasher through one
+//! reusable 1 MiB buffer (files of 8 MiB or more are read on a second thread into three
+//! rotating buffers, so reading overlaps hashing), only the sorted listing of each directory
+//! on the current path is held in memory, and the archive itself is never built. Tests compare
+//! the result with real Nix on fixed and generated trees (feature `nix-tests`).
 //!
 //! Names are handled as raw bytes (`OsStr`), not UTF-8: a store path may hold any name Unix
 //! allows, and the hash must not depend on whether a name happens to be valid UTF-8.
@@ -49,6 +52,13 @@ const CHUNK: usize = 1 << 20;
 
 /// Files at least this large are read on a helper thread so that reading overlaps hashing.
 const PIPELINE_MIN: u64 = 8 << 20;
+
+/// Whether this process may run on more than one CPU (read once): with one CPU a reader thread
+/// cannot overlap with hashing and only adds switches.
+fn several_cpus() -> bool {
+    static SEVERAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SEVERAL.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
+}
 
 /// The SHA-256 of the NAR serialisation of `path`, exactly as `nix hash path` computes it.
 ///
@@ -205,10 +215,10 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
         .map_err(|e| at(path, "read metadata of", e))?;
     if !meta.is_file() {
         // Replaced by something else between the directory listing and the open.
-        return Err(io::Error::new(
-            io::ErrorKind::Other,
-            format!("`{}` changed while it was being hashed", path.display()),
-        ));
+        return Err(io::Error::other(format!(
+            "`{}` changed while it was being hashed",
+            path.display()
+        )));
     }
     put_str(sink, b"regular")?;
     if meta.permissions().mode() & 0o100 != 0 {
@@ -218,20 +228,17 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
     put_str(sink, b"contents")?;
     let len = meta.len();
     sink.put(&len.to_le_bytes())?;
-    let read = if len >= PIPELINE_MIN {
-        contents_pipelined(&mut file, len, sink)
+    let read = if len >= PIPELINE_MIN && several_cpus() {
+        contents_pipelined(&mut file, len, sink, buf)
     } else {
         contents_inline(&mut file, len, sink, buf)
     }
     .map_err(|e| at(path, "read", e))?;
     if read != len {
-        return Err(io::Error::new(
-            io::ErrorKind::Other,
-            format!(
-                "`{}` changed size while it was being hashed ({len} bytes expected, {read} read)",
-                path.display()
-            ),
-        ));
+        return Err(io::Error::other(format!(
+            "`{}` changed size while it was being hashed ({len} bytes expected, {read} read)",
+            path.display()
+        )));
     }
     sink.put(padding(len))
 }
@@ -260,9 +267,20 @@ fn contents_inline(
     }
 }
 
-/// Like [`contents_inline`], but a scoped thread reads into two rotating buffers while this
-/// thread hashes the previous one, so a large file costs max(read, hash) rather than the sum.
-fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink) -> io::Result<u64> {
+/// Like [`contents_inline`], but a scoped thread reads into rotating buffers while this thread
+/// hashes the previous one, so a large file costs max(read, hash) rather than the sum. Falls
+/// back to [`contents_inline`] when no thread can be started.
+fn contents_pipelined(
+    file: &mut File,
+    len: u64,
+    sink: &mut dyn Sink,
+    buf: &mut [u8],
+) -> io::Result<u64> {
+    // The reader gets its own descriptor (same open file, same offset), so `file` stays usable
+    // here if the thread cannot start.
+    let Ok(mut reader) = file.try_clone() else {
+        return contents_inline(file, len, sink, buf);
+    };
     // Full buffers travel reader → hasher, empty ones travel back.
     let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<(Vec<u8>, usize)>>(2);
     let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
@@ -271,11 +289,11 @@ fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink) -> io::Res
         let _ = empty_tx.send(vec![0u8; CHUNK]);
     }
     std::thread::scope(|scope| {
-        scope.spawn(move || {
+        let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
             let mut total = 0u64;
-            while let Ok(mut buf) = empty_rx.recv() {
+            while let Ok(mut b) = empty_rx.recv() {
                 let n = loop {
-                    match file.read(&mut buf) {
+                    match reader.read(&mut b) {
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         other => break other,
                     }
@@ -286,11 +304,14 @@ fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink) -> io::Res
                 }
                 // Stop once past `len`: the hasher reports the size change.
                 let done = done || total > len;
-                if full_tx.send(n.map(|k| (buf, k))).is_err() || done {
+                if full_tx.send(n.map(|k| (b, k))).is_err() || done {
                     return;
                 }
             }
         });
+        if spawned.is_err() {
+            return contents_inline(file, len, sink, buf);
+        }
         let mut total = 0u64;
         let mut result = Ok(());
         for msg in &full_rx {
@@ -300,17 +321,17 @@ fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink) -> io::Res
                     break;
                 }
                 Ok((_, 0)) => break,
-                Ok((buf, n)) => {
+                Ok((b, n)) => {
                     total += n as u64;
                     if total > len {
                         break;
                     }
-                    if let Err(e) = sink.put(&buf[..n]) {
+                    if let Err(e) = sink.put(&b[..n]) {
                         result = Err(e);
                         break;
                     }
                     // The reader may have stopped already; then the buffer is simply dropped.
-                    let _ = empty_tx.send(buf);
+                    let _ = empty_tx.send(b);
                 }
             }
         }

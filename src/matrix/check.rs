@@ -6,7 +6,11 @@
 //! - `capability-suffix` (error): an `a` / `f` suffix on a capability below the first one that
 //!   has it (`a` from 9.0, `f` from 10.0);
 //! - `capability-out-of-range` (error): no CUDA toolkit the kernel is built with can compile
-//!   the capability (`3.5`, `99999.0`, `10.0f` when only CUDA 12.6 is built);
+//!   the capability, and it lies outside the range they build (`3.5`, `99999.0`) or its suffix
+//!   needs a newer CUDA (`10.0f` when only CUDA 12.6 is built);
+//! - `capability-not-built` (warning): a capability inside that range that no toolkit has
+//!   (`11.8`), with a did-you-mean; it is ignored, the rest of the list is built;
+//! - `no-buildable-capability` (error): nothing in the kernel's list can be built by any toolkit;
 //! - `kernel-skipped` (warning): some CUDA versions (or ROCm releases) build nothing of the
 //!   kernel's list; the kernel is left out of those variants, never built for a default instead;
 //! - `empty-capabilities` / `empty-rocm-archs` (error): the list is empty, or nothing in it can be
@@ -141,6 +145,11 @@ fn bounds(section: &str, min: Option<&Version>, max: Option<&Version>) -> String
 }
 
 /// Check one capability against the toolkits `toolkits`; true when an error was reported.
+///
+/// A capability none of them builds is an error when it lies outside the range they build
+/// (`3.5`, `99999.0`) or when its suffix needs a newer CUDA than any of them; inside the range
+/// (`11.8`: no such GPU, while 11.0 exists) it is a warning, because the rest of the list still
+/// builds as upstream does (kernels-community/megablocks ships such a list).
 fn check_capability(who: &str, cap: &CudaCapability, toolkits: &[String], key: String, out: &mut Vec<Problem>) -> bool {
     if let Some(SuffixRule::MinCapability(min)) = suffix_violation(cap) {
         let (letter, what) = match cap.suffix {
@@ -156,31 +165,57 @@ fn check_capability(who: &str, cap: &CudaCapability, toolkits: &[String], key: S
         ));
         return true;
     }
-    let builders: Vec<&String> = toolkits
-        .iter()
-        .filter(|k| toolkit(k).is_some_and(|(ver, tk)| resolve_one(cap, &ver, tk).is_some()))
-        .collect();
-    if !builders.is_empty() {
+    let builds = |c: &CudaCapability| {
+        toolkits.iter().any(|k| toolkit(k).is_some_and(|(ver, tk)| resolve_one(c, &ver, tk).is_some()))
+    };
+    if builds(cap) {
         return false;
     }
     let refs: Vec<&str> = toolkits.iter().map(String::as_str).collect();
-    let range = buildable_range(&refs).map(|(lo, hi)| format!("; they build {lo} to {hi}")).unwrap_or_default();
-    let mut help = match nearest_same_major(cap, &refs) {
-        Some(near) => format!("did you mean `{near}`? Otherwise remove it"),
-        None => "remove it, or use a capability those CUDA versions build".to_owned(),
-    };
-    if let Some(min_cuda) = suffix_min_cuda(cap.suffix) {
-        if refs.iter().all(|k| json_version(k) < min_cuda) {
-            let letter = if cap.suffix == CapabilitySuffix::Arch { "a" } else { "f" };
-            help = format!("the `{letter}` suffix needs CUDA {min_cuda} or newer; raise general.cuda.maxver or drop the suffix");
-        }
+    let range = buildable_range(&refs);
+    let range_text =
+        range.map(|((a, b), (c, d))| format!("; they build {a}.{b} to {c}.{d}")).unwrap_or_default();
+    let plain = CudaCapability { suffix: CapabilitySuffix::None, ptx: false, ..cap.clone() };
+    let too_old = |min: &Version| refs.iter().all(|k| json_version(k) < *min);
+    if let Some(min_cuda) = suffix_min_cuda(cap.suffix).filter(|m| builds(&plain) || too_old(m)) {
+        // The architecture exists, but the suffix needs a newer CUDA than the kernel builds with.
+        let letter = if cap.suffix == CapabilitySuffix::Arch { "a" } else { "f" };
+        out.push(problem(
+            Severity::Error,
+            key,
+            "capability-out-of-range",
+            format!("{who}: capability `{cap}` cannot be built by CUDA {}{range_text}", refs.join(", ")),
+            Some(format!("the `{letter}` suffix needs CUDA {min_cuda} or newer; raise general.cuda.maxver or drop the suffix")),
+        ));
+        return true;
+    }
+    let near = nearest_same_major(cap, &refs);
+    let in_range = range.is_some_and(|(lo, hi)| (lo..=hi).contains(&(cap.major, cap.minor)));
+    if in_range {
+        out.push(problem(
+            Severity::Warning,
+            key,
+            "capability-not-built",
+            format!(
+                "{who}: capability `{cap}` is not an architecture that CUDA {} builds; it is ignored",
+                refs.join(", ")
+            ),
+            Some(match near {
+                Some(n) => format!("did you mean `{n}`? Otherwise remove it"),
+                None => "remove it".to_owned(),
+            }),
+        ));
+        return false;
     }
     out.push(problem(
         Severity::Error,
         key,
         "capability-out-of-range",
-        format!("{who}: capability `{cap}` cannot be built by CUDA {}{range}", refs.join(", ")),
-        Some(help),
+        format!("{who}: capability `{cap}` cannot be built by CUDA {}{range_text}", refs.join(", ")),
+        Some(match near {
+            Some(n) => format!("did you mean `{n}`? Otherwise remove it"),
+            None => "remove it, or use a capability those CUDA versions build".to_owned(),
+        }),
     ));
     true
 }
@@ -243,15 +278,23 @@ fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &m
             errors += 1;
         }
     }
-    if errors == caps.len() || !from_cells {
-        return;
+    if errors == caps.len() {
+        return; // every entry is already an error
     }
     let empty: Vec<&str> = toolkits
         .iter()
         .filter(|k| toolkit(k).is_none_or(|(ver, tk)| resolve_list(caps, &ver, tk).is_empty()))
         .map(String::as_str)
         .collect();
-    if !empty.is_empty() {
+    if empty.len() == toolkits.len() {
+        out.push(problem(
+            Severity::Error,
+            format!("{base}.cuda-capabilities"),
+            "no-buildable-capability",
+            format!("{who}: no CUDA version it is built with ({}) builds any of its cuda-capabilities", toolkits.join(", ")),
+            Some("list at least one capability those CUDA versions build".to_owned()),
+        ));
+    } else if from_cells && !empty.is_empty() {
         let list: Vec<String> = caps.iter().map(ToString::to_string).collect();
         out.push(problem(
             Severity::Warning,
@@ -381,12 +424,30 @@ mod tests {
     }
 
     #[test]
-    fn megablocks_capability_11_8_suggests_11_0() {
-        // kernels-community/megablocks lists "11.8" (no such GPU); upstream silently ignored it.
+    fn megablocks_capability_11_8_is_ignored_with_a_suggestion() {
+        // kernels-community/megablocks lists "11.8" (no such GPU); upstream silently ignores it
+        // and builds the rest, so do we, but not silently.
         let c = with_kernel("megablocks", cuda_kernel(Some(&["8.0", "11.8", "12.0"]), None));
         let p = check(&c);
-        assert_eq!(summary(&p), [(Severity::Error, "kernel.megablocks.cuda-capabilities[1]".into(), "capability-out-of-range")]);
+        assert_eq!(summary(&p), [(Severity::Warning, "kernel.megablocks.cuda-capabilities[1]".into(), "capability-not-built")]);
+        assert_eq!(
+            p[0].message,
+            "kernel `megablocks`: capability `11.8` is not an architecture that CUDA 12.6, 13.0, 13.2 builds; it is ignored"
+        );
         assert_eq!(p[0].help.as_deref(), Some("did you mean `11.0`? Otherwise remove it"));
+    }
+
+    #[test]
+    fn only_unbuilt_capabilities_is_an_error() {
+        let c = with_kernel("k", cuda_kernel(Some(&["11.8", "10.2"]), None));
+        assert_eq!(
+            summary(&check(&c)),
+            [
+                (Severity::Warning, "kernel.k.cuda-capabilities[0]".into(), "capability-not-built"),
+                (Severity::Warning, "kernel.k.cuda-capabilities[1]".into(), "capability-not-built"),
+                (Severity::Error, "kernel.k.cuda-capabilities".into(), "no-buildable-capability"),
+            ]
+        );
     }
 
     #[test]

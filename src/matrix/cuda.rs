@@ -125,16 +125,16 @@ pub(crate) fn toolkit(cuda: &str) -> Option<(Version, &'static CudaToolkit)> {
     matrix().cuda.iter().find(|(k, _)| json_version(k) == wanted).map(|(k, t)| (json_version(k), t))
 }
 
-/// The lowest and highest capability any of these toolkits compiles (`("5.0", "12.1")`).
-pub(crate) fn buildable_range(toolkits: &[&str]) -> Option<(String, String)> {
+/// The lowest and highest capability (`(major, minor)`) any of these toolkits compiles:
+/// `((5, 0), (12, 1))` for CUDA 12.6 to 13.2.
+pub(crate) fn buildable_range(toolkits: &[&str]) -> Option<((u32, u32), (u32, u32))> {
     let mut all: Vec<(u32, u32)> = toolkits
         .iter()
         .filter_map(|k| toolkit(k))
         .flat_map(|(_, t)| t.capabilities.iter().filter_map(|c| json_cap(c)))
         .collect();
     all.sort();
-    let (lo, hi) = (all.first()?, all.last()?);
-    Some((format!("{}.{}", lo.0, lo.1), format!("{}.{}", hi.0, hi.1)))
+    Some((*all.first()?, *all.last()?))
 }
 
 #[cfg(test)]
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn buildable_range_spans_the_toolkits() {
-        assert_eq!(buildable_range(&["12.6", "13.0", "13.2"]), Some(("5.0".into(), "12.1".into())));
-        assert_eq!(buildable_range(&["13.0"]), Some(("7.5".into(), "12.1".into())));
+        assert_eq!(buildable_range(&["12.6", "13.0", "13.2"]), Some(((5, 0), (12, 1))));
+        assert_eq!(buildable_range(&["13.0"]), Some(((7, 5), (12, 1))));
     }
 }

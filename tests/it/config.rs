@@ -765,8 +765,115 @@ fn corpus_texts() -> &'static [String] {
     })
 }
 
-/// Each property runs this many inputs (2 × 2000 = 4000 per `cargo test`).
+/// Each property runs this many inputs (3 × 2000 = 6000 per `cargo test`).
 const CASES: u32 = 2000;
+
+/// Whatever the input, the outcome is consistent: an `Err` holds at least one error and its
+/// rendering ends with the matching count; an `Ok` carries warnings only.
+fn check_outcome(text: &str) -> Result<(), TestCaseError> {
+    match load(text) {
+        Ok(l) => prop_assert!(l.warnings.iter().all(|w| w.severity == Severity::Warning)),
+        Err(e) => {
+            let errors = e.errors().count();
+            prop_assert!(errors > 0);
+            let warnings = e.problems.len() - errors;
+            let plural = |n: usize, w: &str| {
+                if n == 1 {
+                    format!("{n} {w}")
+                } else {
+                    format!("{n} {w}s")
+                }
+            };
+            let count = format!(
+                "build.toml: {} and {}\n",
+                plural(errors, "error"),
+                plural(warnings, "warning")
+            );
+            let r = e.render();
+            prop_assert!(r.ends_with(&count), "{}", r);
+        }
+    }
+    Ok(())
+}
+
+/// TOML values of every type, biased towards what build.toml holds.
+fn toml_value() -> impl Strategy<Value = String> {
+    let atom = prop_oneof![
+        Just("\"cuda\"".to_owned()),
+        Just("\"mps\"".to_owned()),
+        Just("\"9.0a\"".to_owned()),
+        Just("\"13.0\"".to_owned()),
+        Just("\"x.y\"".to_owned()),
+        Just("\"../up.cu\"".to_owned()),
+        Just("\"/abs.cu\"".to_owned()),
+        Just("\"torch\"".to_owned()),
+        Just("\"\"".to_owned()),
+        (-3i64..7).prop_map(|i| i.to_string()),
+        any::<bool>().prop_map(|b| b.to_string()),
+        Just("1.5".to_owned()),
+        "[a-z_-]{0,8}".prop_map(|s| format!("\"{s}\"")),
+    ];
+    atom.prop_recursive(2, 12, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4)
+                .prop_map(|v| format!("[{}]", v.join(", "))),
+            proptest::collection::vec((prop::sample::select(KEYS), inner), 0..3).prop_map(|v| {
+                let kv: Vec<String> = v.into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                format!("{{ {} }}", kv.join(", "))
+            }),
+        ]
+    })
+}
+
+const SECTIONS: &[&str] = &[
+    "general",
+    "general.cuda",
+    "general.hub",
+    "general.tpu",
+    "general.xpu",
+    "torch",
+    "torch-noarch",
+    "tvm-ffi",
+    "torch.stable-abi",
+    "kernel",
+    "kernel.a",
+    "kernel.b_c",
+    "kernel.\"x.y\"",
+    "bogus",
+];
+const KEYS: &[&str] = &[
+    "name",
+    "version",
+    "edition",
+    "license",
+    "upstream",
+    "source",
+    "backends",
+    "python-depends",
+    "kernel-depends",
+    "repo-id",
+    "revision",
+    "minver",
+    "maxver",
+    "src",
+    "include",
+    "pyext",
+    "cxx-flags",
+    "stable-abi",
+    "cuda",
+    "backend",
+    "depends",
+    "cuda-capabilities",
+    "cuda_capabilities",
+    "rocm-archs",
+    "rocm_archs",
+    "cuda-flags",
+    "hip-flags",
+    "sycl-flags",
+    "cuda-minver",
+    "branch",
+    "bogus",
+];
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
@@ -774,7 +881,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let text = String::from_utf8_lossy(&bytes);
-        let _ = load(&text);
+        check_outcome(&text)?;
     }
 
     #[test]
@@ -794,7 +901,24 @@ proptest! {
             }
         }
         let text: String = t.into_iter().collect();
-        let _ = load(&text);
+        check_outcome(&text)?;
+    }
+
+    #[test]
+    fn generated_documents_never_panic(
+        sections in proptest::collection::vec(
+            (prop::sample::select(SECTIONS), proptest::collection::vec((prop::sample::select(KEYS), toml_value()), 0..6)),
+            0..6,
+        ),
+    ) {
+        let mut text = String::new();
+        for (name, kvs) in sections {
+            text.push_str(&format!("[{name}]\n"));
+            for (k, v) in kvs {
+                text.push_str(&format!("{k} = {v}\n"));
+            }
+        }
+        check_outcome(&text)?;
     }
 }
 
@@ -900,6 +1024,44 @@ fn user_report_cuda_minver_without_framework_is_never_silently_noarch() {
             "build.toml has no framework section",
             "[build.toml:1:1]",
             "add exactly one of `[torch]` (compiled Torch extension), `[torch-noarch]` (Python/Triton/Helion kernel) or `[tvm-ffi]`",
+        ],
+    );
+}
+
+#[test]
+fn repo_ids_are_owner_slash_name() {
+    let text = BASE.to_owned() + "\n[general.hub]\nrepo-id = \"relu\"\n";
+    let text = text.replace(
+        "backends = [\"cuda\"]",
+        "backends = [\"cuda\"]\nkernel-depends = [{ repo-id = \"a/b/c\", version = 1 }]",
+    );
+    let e = errors(&text);
+    assert_eq!(rules(&e), ["bad-repo-id", "bad-repo-id"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "`a/b/c` is not a Hub repository id",
+            "`relu` is not a Hub repository id",
+        ],
+    );
+}
+
+#[test]
+fn kernels_in_a_noarch_file_are_flagged() {
+    let text = BASE.replace(
+        "[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]",
+        "[torch-noarch]",
+    );
+    let l = load(&text).unwrap();
+    assert_eq!(
+        l.warnings.iter().map(|w| w.rule).collect::<Vec<_>>(),
+        ["kernel-in-noarch"]
+    );
+    assert_contains(
+        &l.rendered_warnings,
+        &[
+            "`[kernel.relu]` is never compiled: the framework section is `[torch-noarch]`",
+            "[build.toml:10:1]",
         ],
     );
 }

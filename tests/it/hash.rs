@@ -203,6 +203,35 @@ fn hash_equals_sha256_of_dumped_archive() {
     }
 }
 
+/// What NAR ignores: group/other permission bits (so the umask), the owner's read/write bits,
+/// and timestamps. Only the owner-execute bit of regular files counts.
+#[test]
+fn hash_ignores_umask_bits_and_times() {
+    let fx = FIXTURES
+        .iter()
+        .find(|f| f.name.starts_with("nested"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = (fx.build)(dir.path());
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    for entry in walkdir::WalkDir::new(&root) {
+        let entry = entry.unwrap();
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let mode = entry.metadata().unwrap().permissions().mode();
+        // Keep the owner-execute bit; flip group/other bits and clear owner write (a umask
+        // change).
+        let new_mode = (mode & 0o100) | 0o400 | (!mode & 0o077);
+        fs::set_permissions(entry.path(), fs::Permissions::from_mode(new_mode)).unwrap();
+        let f = fs::File::open(entry.path()).unwrap();
+        f.set_modified(old).unwrap();
+        assert_eq!(entry.path().metadata().unwrap().modified().unwrap(), old);
+    }
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(nar_hash_sri(&root).unwrap(), fx.nix_sri);
+}
+
 /// The archive of one small file, spelled out byte by byte.
 #[test]
 fn archive_bytes_of_a_small_file() {
@@ -251,6 +280,35 @@ fn fifo_is_rejected_and_named() {
             fifo.display()
         )
     );
+}
+
+/// A file whose size changes while it is read is an error, not a wrong hash. Files in /proc
+/// report size 0 and then yield bytes, which makes the case deterministic.
+#[test]
+fn file_changing_size_is_an_error() {
+    let err = nar_hash(Path::new("/proc/self/status")).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(
+            "`/proc/self/status` changed size while it was being hashed (0 bytes expected, "
+        ) && msg.ends_with(" read)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn cli_accepts_non_utf8_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    fs::create_dir(&bad).unwrap();
+    assert_cmd::Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .arg("hash")
+        .arg(&bad)
+        .assert()
+        .success()
+        // The empty-directory fixture's value.
+        .stdout("sha256-pQpattmS9VmO3ZIQUFn66az8GSmB4IvYhTTCFn6SUmo=\n");
 }
 
 #[test]
@@ -419,6 +477,26 @@ mod digest {
     }
 
     #[test]
+    fn non_utf8_name_is_an_error_naming_it() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9.py")),
+            b"",
+            0o644,
+        );
+        let err = variant_digest(&utf8(&dir)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "`{}/caf\u{fffd}.py` is not a valid UTF-8 path; rename it (metadata.json digests \
+                 key files by UTF-8 names)",
+                dir.path().display()
+            )
+        );
+    }
+
+    #[test]
     fn not_a_directory_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         write(&dir.path().join("f"), b"x", 0o644);
@@ -553,7 +631,8 @@ mod manifest {
             "tree:abc123",
             &[("torch-cuda", NESTED), ("torch-cpu", EMPTY_DIR)],
         );
-        let path = root.join("hashes.json");
+        let path = Manifest::path_in(&root);
+        assert_eq!(path, root.join("hashes.json"));
         m.write(&path).unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
@@ -723,14 +802,331 @@ mod manifest {
     }
 }
 
+/// Random trees for property tests: every entry kind, random modes, Unicode and non-UTF-8
+/// names, lengths on and off multiples of 8.
+mod gen {
+    use super::{pattern, write};
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::fs;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+
+    /// A generated tree entry.
+    #[derive(Debug, Clone)]
+    pub enum Node {
+        File { bytes: Vec<u8>, mode: u32 },
+        Symlink { target: Vec<u8> },
+        Dir(BTreeMap<Vec<u8>, Node>),
+    }
+
+    /// Entry names: mostly printable ASCII and Unicode, some arbitrary non-UTF-8 bytes.
+    pub fn name() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            4 => "[a-zA-Z0-9_.+-]{1,10}".prop_map(String::into_bytes),
+            2 => "[a-zäöüßé日本語→ ._-]{1,8}".prop_map(String::into_bytes),
+            1 => proptest::collection::vec(1u8..=255, 1..8),
+        ]
+        .prop_filter("not a valid entry name", |n| {
+            n != b"." && n != b".." && !n.contains(&b'/') && !n.contains(&0)
+        })
+    }
+
+    pub fn leaf() -> impl Strategy<Value = Node> {
+        prop_oneof![
+            4 => (
+                prop_oneof![
+                    proptest::collection::vec(any::<u8>(), 0..64),
+                    (0usize..5).prop_map(|k| pattern(k * 8, k as u64)),
+                    (0usize..3000).prop_map(|k| pattern(k, 3)),
+                ],
+                prop_oneof![Just(0o644u32), Just(0o755), Just(0o600), Just(0o700), Just(0o654), Just(0o511)],
+            )
+                .prop_map(|(bytes, mode)| Node::File { bytes, mode }),
+            1 => proptest::collection::vec(1u8..=255, 1..20).prop_map(|target| Node::Symlink { target }),
+            1 => Just(Node::Dir(BTreeMap::new())),
+        ]
+    }
+
+    pub fn tree() -> impl Strategy<Value = Node> {
+        leaf().prop_recursive(4, 48, 6, |inner| {
+            proptest::collection::btree_map(name(), inner, 0..6).prop_map(Node::Dir)
+        })
+    }
+
+    pub fn materialise(path: &Path, node: &Node) {
+        match node {
+            Node::File { bytes, mode } => write(path, bytes, *mode),
+            Node::Symlink { target } => symlink(std::ffi::OsStr::from_bytes(target), path).unwrap(),
+            Node::Dir(entries) => {
+                fs::create_dir(path).unwrap();
+                for (name, child) in entries {
+                    materialise(&path.join(std::ffi::OsStr::from_bytes(name)), child);
+                }
+            }
+        }
+    }
+}
+
+mod tree_diff {
+    use super::{gen, pattern, write, FIXTURES};
+    use kernel_builder::hash::nar::nar_hash;
+    use kernel_builder::hash::tree_diff::{first_difference, EntryKind, TreeDifference};
+    use proptest::prelude::*;
+    use std::fs;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    use std::path::{Path, PathBuf};
+
+    /// Build the same fixture in two places: `(tempdir, expected, actual)`.
+    fn twice(build: fn(&Path) -> PathBuf) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("e")).unwrap();
+        fs::create_dir(dir.path().join("a")).unwrap();
+        let e = build(&dir.path().join("e"));
+        let a = build(&dir.path().join("a"));
+        (dir, e, a)
+    }
+
+    fn nested() -> fn(&Path) -> PathBuf {
+        FIXTURES
+            .iter()
+            .find(|f| f.name.starts_with("nested"))
+            .unwrap()
+            .build
+    }
+
+    #[test]
+    fn equal_fixtures_have_no_difference() {
+        for fx in FIXTURES {
+            let (_d, e, a) = twice(fx.build);
+            assert_eq!(first_difference(&e, &a).unwrap(), None, "{}", fx.name);
+        }
+    }
+
+    #[test]
+    fn each_kind_of_difference() {
+        let p = PathBuf::from;
+        type Case = (&'static str, fn(&Path), TreeDifference, &'static str);
+        let cases: Vec<Case> = vec![
+            (
+                "missing",
+                |a| fs::remove_file(a.join("README")).unwrap(),
+                TreeDifference::Missing { path: p("README") },
+                "`README` is missing",
+            ),
+            (
+                "extra",
+                |a| write(&a.join("lib/sub/new"), b"", 0o644),
+                TreeDifference::Extra {
+                    path: p("lib/sub/new"),
+                },
+                "`lib/sub/new` is unexpected",
+            ),
+            (
+                "kind",
+                |a| {
+                    fs::remove_file(a.join("link")).unwrap();
+                    fs::create_dir(a.join("link")).unwrap();
+                },
+                TreeDifference::Kind {
+                    path: p("link"),
+                    expected: EntryKind::Symlink,
+                    actual: EntryKind::Directory,
+                },
+                "`link` is a directory, expected a symlink",
+            ),
+            (
+                "executable",
+                |a| {
+                    let f = a.join("lib/sub/deep/x.so");
+                    fs::set_permissions(&f, fs::Permissions::from_mode(0o655)).unwrap();
+                },
+                TreeDifference::Executable {
+                    path: p("lib/sub/deep/x.so"),
+                    expected: true,
+                },
+                "`lib/sub/deep/x.so` is not executable, expected executable",
+            ),
+            (
+                "symlink target",
+                |a| {
+                    fs::remove_file(a.join("lib/dirlink")).unwrap();
+                    symlink("sub/", a.join("lib/dirlink")).unwrap();
+                },
+                TreeDifference::SymlinkTarget {
+                    path: p("lib/dirlink"),
+                    expected: p("sub"),
+                    actual: p("sub/"),
+                },
+                "`lib/dirlink` points to `sub/`, expected `sub`",
+            ),
+            (
+                "flipped byte",
+                |a| {
+                    let f = a.join("lib/sub/deep/x.so");
+                    let mut b = fs::read(&f).unwrap();
+                    b[777] ^= 0x80;
+                    fs::write(&f, b).unwrap();
+                },
+                TreeDifference::Contents {
+                    path: p("lib/sub/deep/x.so"),
+                    offset: 777,
+                    expected_len: 1000,
+                    actual_len: 1000,
+                },
+                "`lib/sub/deep/x.so` differs from byte 777",
+            ),
+            (
+                "truncated",
+                |a| {
+                    let f = a.join("lib/_ops.py");
+                    fs::write(&f, b"ops").unwrap();
+                },
+                TreeDifference::Contents {
+                    path: p("lib/_ops.py"),
+                    offset: 3,
+                    expected_len: 8,
+                    actual_len: 3,
+                },
+                "`lib/_ops.py` differs from byte 3 (3 bytes, expected 8)",
+            ),
+        ];
+        for (name, mutate, expected, message) in cases {
+            let (_d, e, a) = twice(nested());
+            mutate(&a);
+            let got = first_difference(&e, &a).unwrap();
+            assert_eq!(got.as_ref(), Some(&expected), "{name}");
+            assert_eq!(expected.to_string(), message, "{name}");
+            assert_ne!(nar_hash(&e).unwrap(), nar_hash(&a).unwrap(), "{name}");
+        }
+    }
+
+    #[test]
+    fn first_in_nar_order() {
+        let (_d, e, a) = twice(nested());
+        // `README` sorts before `lib` (byte order: uppercase first); both differ.
+        write(&a.join("README"), b"changed", 0o444);
+        write(&a.join("lib/_ops.py"), b"changed", 0o644);
+        assert_eq!(
+            first_difference(&e, &a).unwrap().unwrap().path(),
+            Path::new("README")
+        );
+    }
+
+    #[test]
+    fn contents_excerpt_text_binary_and_end_of_file() {
+        use kernel_builder::hash::tree_diff::contents_excerpt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let excerpt = |e: &[u8], a: &[u8]| {
+            write(&d.join("e"), e, 0o644);
+            write(&d.join("a"), a, 0o644);
+            let TreeDifference::Contents { offset, .. } =
+                first_difference(&d.join("e"), &d.join("a"))
+                    .unwrap()
+                    .unwrap()
+            else {
+                panic!("not a contents difference")
+            };
+            contents_excerpt(&d.join("e"), &d.join("a"), offset).unwrap()
+        };
+        assert_eq!(
+            excerpt(
+                b"import torch\nops = 1\nname = \"relu\"\n",
+                b"import torch\nops = 1\nname = \"gelu\"\n"
+            ),
+            "line 3, byte 29:\n- name = \"relu\"\n+ name = \"gelu\""
+        );
+        assert_eq!(
+            excerpt(b"a\nb\n", b"a\nb\nextra line\n"),
+            "line 3, byte 4:\n- (end of file)\n+ extra line"
+        );
+        let mut elf = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
+        elf.extend(pattern(40, 9));
+        let mut changed = elf.clone();
+        changed[10] ^= 0xff;
+        let expected_hex: Vec<String> = elf[10..26].iter().map(|b| format!("{b:02x}")).collect();
+        let actual_hex: Vec<String> = changed[10..26].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            excerpt(&elf, &changed),
+            format!(
+                "byte 10:\n- {}\n+ {}",
+                expected_hex.join(" "),
+                actual_hex.join(" ")
+            )
+        );
+        assert_eq!(
+            excerpt(&elf, &elf[..20]),
+            format!(
+                "byte 20:\n- {}\n+ (end of file)",
+                elf[20..36]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        );
+    }
+
+    #[test]
+    fn root_kinds() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("f"), b"x", 0o644);
+        fs::create_dir(dir.path().join("d")).unwrap();
+        let d = first_difference(&dir.path().join("f"), &dir.path().join("d"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.to_string(), "`.` is a directory, expected a regular file");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Flip one byte, toggle the execute bit or append a byte in one file of a random tree:
+        /// the difference names that file; untouched, there is none; and NAR hashes agree.
+        #[test]
+        fn finds_the_mutated_file(root in gen::tree(), pick in any::<usize>(), how in 0u8..3, at in any::<usize>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let (e, a) = (dir.path().join("e"), dir.path().join("a"));
+            gen::materialise(&e, &root);
+            gen::materialise(&a, &root);
+            let files: Vec<PathBuf> = walkdir::WalkDir::new(&a)
+                .follow_root_links(false)
+                .into_iter()
+                .map(|x| x.unwrap())
+                .filter(|x| x.file_type().is_file())
+                .map(|x| x.path().to_owned())
+                .collect();
+            prop_assert_eq!(first_difference(&e, &a).unwrap(), None);
+            prop_assert_eq!(nar_hash(&e).unwrap(), nar_hash(&a).unwrap());
+            if !files.is_empty() {
+                let f = &files[pick % files.len()];
+                let mut bytes = fs::read(f).unwrap();
+                match (how, bytes.is_empty()) {
+                    (0, false) => { let i = at % bytes.len(); bytes[i] ^= 1; fs::write(f, &bytes).unwrap() }
+                    (1, _) => {
+                        let mode = fs::metadata(f).unwrap().permissions().mode();
+                        fs::set_permissions(f, fs::Permissions::from_mode(mode ^ 0o100)).unwrap();
+                    }
+                    _ => { bytes.push(0); fs::write(f, &bytes).unwrap() }
+                }
+                let d = first_difference(&e, &a).unwrap();
+                prop_assert_eq!(d.as_ref().map(|d| a.join(d.path())), Some(f.clone()));
+                prop_assert_ne!(nar_hash(&e).unwrap(), nar_hash(&a).unwrap());
+            }
+        }
+    }
+}
+
 #[cfg(feature = "nix-tests")]
 mod nix_tests {
     //! Compare with real Nix (`nix hash path`), which must be on PATH with the `nix-command`
     //! experimental feature enabled. Compiled in only with `--features nix-tests`.
 
+    use super::gen::{materialise, tree};
     use super::*;
     use proptest::prelude::*;
-    use std::collections::BTreeMap;
 
     fn nix_hash_path(path: &Path) -> String {
         let out = duct::cmd!(
@@ -773,61 +1169,6 @@ mod nix_tests {
             assert_eq!(nar_hash_sri(&path).unwrap(), nix, "{}", fx.name);
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
-    }
-
-    /// A generated tree entry.
-    #[derive(Debug, Clone)]
-    enum Node {
-        File { bytes: Vec<u8>, mode: u32 },
-        Symlink { target: Vec<u8> },
-        Dir(BTreeMap<Vec<u8>, Node>),
-    }
-
-    /// Entry names: mostly printable ASCII and Unicode, some arbitrary non-UTF-8 bytes.
-    fn name() -> impl Strategy<Value = Vec<u8>> {
-        prop_oneof![
-            4 => "[a-zA-Z0-9_.+-]{1,10}".prop_map(String::into_bytes),
-            2 => "[a-zäöüßé日本語→ ._-]{1,8}".prop_map(String::into_bytes),
-            1 => proptest::collection::vec(1u8..=255, 1..8),
-        ]
-        .prop_filter("not a valid entry name", |n| {
-            n != b"." && n != b".." && !n.contains(&b'/') && !n.contains(&0)
-        })
-    }
-
-    fn leaf() -> impl Strategy<Value = Node> {
-        prop_oneof![
-            4 => (
-                prop_oneof![
-                    proptest::collection::vec(any::<u8>(), 0..64),
-                    (0usize..5).prop_map(|k| pattern(k * 8, k as u64)),
-                    (0usize..3000).prop_map(|k| pattern(k, 3)),
-                ],
-                prop_oneof![Just(0o644u32), Just(0o755), Just(0o600), Just(0o700), Just(0o654), Just(0o511)],
-            )
-                .prop_map(|(bytes, mode)| Node::File { bytes, mode }),
-            1 => proptest::collection::vec(1u8..=255, 1..20).prop_map(|target| Node::Symlink { target }),
-            1 => Just(Node::Dir(BTreeMap::new())),
-        ]
-    }
-
-    fn tree() -> impl Strategy<Value = Node> {
-        leaf().prop_recursive(4, 48, 6, |inner| {
-            proptest::collection::btree_map(name(), inner, 0..6).prop_map(Node::Dir)
-        })
-    }
-
-    fn materialise(path: &Path, node: &Node) {
-        match node {
-            Node::File { bytes, mode } => write(path, bytes, *mode),
-            Node::Symlink { target } => symlink(std::ffi::OsStr::from_bytes(target), path).unwrap(),
-            Node::Dir(entries) => {
-                fs::create_dir(path).unwrap();
-                for (name, child) in entries {
-                    materialise(&path.join(std::ffi::OsStr::from_bytes(name)), child);
-                }
-            }
-        }
     }
 
     proptest! {

@@ -118,9 +118,10 @@ fn corpus_variants_equal_upstream() {
 }
 
 #[test]
-fn corpus_cells_are_unique_and_loadable_and_checks_find_only_real_errors() {
+fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
     let mut failures = Vec::new();
     let mut errors = Vec::new();
+    let mut warnings = Vec::new();
     for e in accepted() {
         let Ok(config) = &e.loaded else { continue };
         for system in &matrix().systems {
@@ -137,20 +138,23 @@ fn corpus_cells_are_unique_and_loadable_and_checks_find_only_real_errors() {
             }
         }
         for p in matrix::check(config) {
-            if p.severity == Severity::Error {
-                errors.push((e.dir.clone(), p.key_path, p.rule));
+            match p.severity {
+                Severity::Error => errors.push((e.dir.clone(), p.key_path, p.rule)),
+                Severity::Warning => warnings.push((e.dir.clone(), p.key_path, p.rule)),
             }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // The one file upstream builds although it asks for a GPU that does not exist: megablocks
-    // lists capability "11.8", which upstream's CMake silently drops; we report it.
+    assert_eq!(errors, Vec::<(String, String, &str)>::new(), "a file upstream builds has matrix errors");
+    // The one file that asks for a GPU that does not exist: megablocks lists capability "11.8",
+    // which upstream's CMake silently drops; we drop it too, with a warning.
+    let unbuilt: Vec<&(String, String, &str)> = warnings.iter().filter(|w| w.2 == "capability-not-built").collect();
     assert_eq!(
-        errors,
-        [(
+        unbuilt,
+        [&(
             "huggingface__kernels-community__megablocks".to_owned(),
             "kernel.megablocks.cuda-capabilities[10]".to_owned(),
-            "capability-out-of-range"
+            "capability-not-built"
         )]
     );
 }

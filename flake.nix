@@ -1,0 +1,79 @@
+{
+  description = "kernel-builder: reproducible builds of PyTorch compute kernels for every cell of the compatibility matrix";
+
+  inputs = {
+    # For real users: the orchestrator's Rust build and the dev shells. Offline tests never
+    # force it (flake inputs are fetched lazily); they override `orchestrator` instead.
+    nixpkgs.url = "github:nixos/nixpkgs/d38025438a6ee456758dc03188ca6873a415463b";
+    # A directory that holds bin/kernel-builder replaces the nixpkgs build of the orchestrator
+    # for every cell (see nix/no-orchestrator/README.md):
+    #   --override-input kernel-builder/orchestrator path:/abs/dir    (in a kernel flake)
+    #   --override-input orchestrator path:/abs/dir                   (here)
+    orchestrator = {
+      url = "path:./nix/no-orchestrator";
+      flake = false;
+    };
+  };
+
+  outputs =
+    {
+      self,
+      nixpkgs,
+      orchestrator,
+    }:
+    let
+      matrix = builtins.fromJSON (builtins.readFile ./nix/build-matrix.json);
+      systems = matrix.systems;
+      eachSystem = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) systems);
+      prebuilt = builtins.pathExists "${orchestrator}/bin/kernel-builder";
+      kernelBuilderFor = system: if prebuilt then orchestrator else self.packages.${system}.kernel-builder;
+      pkgsFor = system: nixpkgs.legacyPackages.${system};
+      cargoToml = builtins.fromTOML (builtins.readFile ./Cargo.toml);
+      lib = import ./nix/lib {
+        inherit matrix;
+        defaultKernelBuilder = kernelBuilderFor;
+        defaultMkShell = system: (pkgsFor system).mkShell;
+      };
+      # Only what the Rust build reads enters the store.
+      rustSource = builtins.path {
+        name = "kernel-builder-source";
+        path = ./.;
+        filter =
+          p: type:
+          let
+            rel = builtins.substring (builtins.stringLength (toString ./.) + 1) (-1) p;
+            top = builtins.head (builtins.split "/" rel);
+          in
+          builtins.elem top [
+            "Cargo.toml"
+            "Cargo.lock"
+            "src"
+            "tests"
+            "nix"
+          ];
+      };
+    in
+    {
+      lib = lib // {
+        # Upstream's old name, kept so an old kernel flake fails with the fix in the message.
+        genFlakeOutputs = _: throw "kernel-builder: `lib.genFlakeOutputs` was renamed; write `kernel-builder.lib.genKernelFlakeOutputs { inherit self; path = ./.; }`";
+      };
+
+      packages = eachSystem (system: {
+        kernel-builder = (pkgsFor system).rustPlatform.buildRustPackage {
+          pname = "kernel-builder";
+          version = cargoToml.package.version;
+          src = rustSource;
+          cargoLock.lockFile = ./Cargo.lock;
+          # The integration tests drive nix, python and the network; the unit tests run.
+          cargoTestFlags = [ "--lib" ];
+          meta.mainProgram = "kernel-builder";
+        };
+        default = self.packages.${system}.kernel-builder;
+      });
+
+      checks = eachSystem (system: import ./nix/checks { inherit lib system; });
+
+      formatter = eachSystem (system: (pkgsFor system).nixfmt-rfc-style);
+    };
+}

@@ -1,0 +1,54 @@
+# The kernel-builder Nix library: one public function per file, wired into one attrset.
+#
+# Arguments:
+#   matrix                (default: nix/build-matrix.json) the build matrix, the same bytes the
+#                         Rust side embeds
+#   defaultKernelBuilder  (default: throws) system -> store path holding bin/kernel-builder
+#   defaultMkShell        (default: throws) system -> nixpkgs' mkShell
+#
+# Every file takes the injected `{ lib, matrix, ... }` first, then the caller's argument.
+# Names starting with `internal` are private helpers.
+{
+  matrix ? builtins.fromJSON (builtins.readFile ../build-matrix.json),
+  defaultKernelBuilder ? (
+    system: throw "kernel-builder: no orchestrator for ${system}; pass `kernelBuilder = system: <path with bin/kernel-builder>;`"
+  ),
+  defaultMkShell ? (system: throw "kernel-builder: dev shells need nixpkgs; pass `mkShell = system: pkgs.mkShell;`"),
+}:
+let
+  deps = {
+    inherit
+      lib
+      matrix
+      defaultKernelBuilder
+      defaultMkShell
+      ;
+  };
+  call = file: import file deps;
+  lib = {
+    # The matrix's systems by name, so that a misspelt system is an evaluation error:
+    # `systems = [ kernel-builder.lib.system.x86_64-linux ];`
+    system = builtins.listToAttrs (map (s: { name = s; value = s; }) matrix.systems);
+    parseVersion = call ./parseVersion.nix;
+    compareVersions = call ./compareVersions.nix;
+    flattenVersion = call ./flattenVersion.nix;
+    readKernelConfig = call ./readKernelConfig.nix;
+    buildSetsForSystem = call ./buildSetsForSystem.nix;
+    kernelCells = call ./kernelCells.nix;
+    kernelSource = call ./kernelSource.nix;
+    mkCell = call ./mkCell.nix;
+    mkNoarchCell = call ./mkNoarchCell.nix;
+    mkTorchCell = call ./mkTorchCell.nix;
+    mkTvmFfiCell = call ./mkTvmFfiCell.nix;
+    mkBundle = call ./mkBundle.nix;
+    mkBuildAndCopy = call ./mkBuildAndCopy.nix;
+    mkCellCheck = call ./mkCellCheck.nix;
+    mkAssertion = call ./mkAssertion.nix;
+    genKernelFlakeOutputs = call ./genKernelFlakeOutputs.nix;
+    internalStripDotSlash = call ./internalStripDotSlash.nix;
+    internalStripLeadingDot = call ./internalStripLeadingDot.nix;
+    internalFailingCell = call ./internalFailingCell.nix;
+    internalDevShells = call ./internalDevShells.nix;
+  };
+in
+lib

@@ -1,0 +1,142 @@
+# genKernelFlakeOutputs: every flake output of a kernel, for every system of the matrix.
+#
+# A kernel's flake.nix:
+#
+#   {
+#     inputs.kernel-builder.url = "github:<owner>/kernel-builder";
+#     outputs = { self, kernel-builder }:
+#       kernel-builder.lib.genKernelFlakeOutputs { inherit self; path = ./.; };
+#   }
+#
+# Type: genKernelFlakeOutputs :: Args -> FlakeOutputs
+#
+# Arguments (required):
+#   path            the kernel directory (holds build.toml and torch-ext/)
+# Arguments (optional):
+#   self            (default null) the kernel flake's `self`; its `rev` (a clean git tree) is
+#                   recorded as the kernel commit, or its `dirtyRev` (Nix >= 2.16) as the
+#                   commit plus `dirty`. Otherwise (Nix 2.8 with a dirty tree, an
+#                   --override-input, no git) none is recorded; the op namespace's unique id
+#                   comes from the source content either way.
+#   torchVersions   (default: identity) function from the default matrix, in upstream's
+#                   versions.nix shape, to the entries this kernel builds (see
+#                   buildSetsForSystem). A system it empties gets empty outputs.
+#   kernelBuilder   (default: the kernel-builder flake's choice) function from a system to a
+#                   store path holding bin/kernel-builder, the orchestrator that builds the
+#                   cells. The kernel-builder flake supplies its nixpkgs build, or the
+#                   prebuilt one handed to its `orchestrator` input (see flake.nix).
+#   mkShell         (default: the kernel-builder flake's nixpkgs mkShell per system) function
+#                   from a system to nixpkgs' mkShell; only the dev shells use it.
+#   systems         (default: the matrix's systems) the systems to generate outputs for; a
+#                   system the matrix does not know throws (use `lib.system.<name>`).
+#   extraChecks     (default: system -> cells -> {}) more checks per system; the
+#                   reproducibility-manifest check plugs in here.
+#
+# Outputs, per system:
+#   packages.<variant>      one derivation per cell
+#   packages.bundle         the bundle cells joined as `<variant>/…` (also packages.default)
+#   packages.build-and-copy `nix run .#build-and-copy` refreshes ./build from the bundle
+#   checks.cell-<variant>   layout and metadata of every cell (builds the cell)
+#   devShells.<arch variant>, devShells.default (the best cell of the first backend)
+#   variants.<system>       the cells as data: list-variants JSON records (see kernelCells)
+# `variants` is a top-level output, not under `packages`: a list there would make
+# `nix flake check` fail ("not a derivation").
+{ lib, matrix, ... }@deps:
+{
+  path,
+  self ? null,
+  torchVersions ? (entries: entries),
+  kernelBuilder ? deps.defaultKernelBuilder,
+  mkShell ? deps.defaultMkShell,
+  systems ? matrix.systems,
+  extraChecks ? (system: cells: { }),
+}:
+let
+  unknownSystems = builtins.filter (s: !(builtins.elem s matrix.systems)) systems;
+  checkedSystems =
+    if unknownSystems == [ ] then
+      systems
+    else
+      throw "kernel-builder: unknown system(s) ${builtins.toJSON unknownSystems} in `systems`; the matrix has ${builtins.toJSON matrix.systems}, e.g. systems = [ kernel-builder.lib.system.x86_64-linux ];";
+  config = lib.readKernelConfig path;
+  src = lib.kernelSource { inherit path config; };
+  # A clean tree has `rev`; Nix 2.16 and later give a dirty one `dirtyRev` ("<sha>-dirty").
+  kernelCommit =
+    if self != null && self ? rev then
+      self.rev
+    else if self != null && self ? dirtyRev then
+      builtins.head (builtins.match "([0-9a-f]+)(-dirty)?" self.dirtyRev)
+    else
+      null;
+  kernelDirty = self != null && !(self ? rev) && self ? dirtyRev;
+  genSystems = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) checkedSystems);
+
+  cellsFor =
+    system:
+    lib.kernelCells {
+      inherit config;
+      buildSets = lib.buildSetsForSystem { inherit torchVersions system; };
+    };
+
+  perSystem =
+    system:
+    let
+      cells = cellsFor system;
+      orchestrator = kernelBuilder system;
+      drvs = builtins.listToAttrs (
+        map (cell: {
+          name = cell.name;
+          value = lib.mkCell {
+            inherit
+              cell
+              src
+              orchestrator
+              kernelCommit
+              kernelDirty
+              ;
+            name = "${config.name}-${cell.name}";
+          };
+        }) cells
+      );
+      bundleCells = builtins.filter (c: c.bundle) cells;
+      bundle = lib.mkBundle {
+        inherit orchestrator system;
+        name = "${config.name}-bundle";
+        cells = map (c: drvs.${c.name}) bundleCells;
+      };
+      noarchChecks = builtins.listToAttrs (
+        map (c: {
+          name = "cell-${c.name}";
+          value = lib.mkCellCheck {
+            cell = drvs.${c.name};
+            inherit orchestrator;
+          };
+        }) (builtins.filter (c: c.noarch) cells)
+      );
+      shells = lib.internalDevShells { inherit config cells system mkShell orchestrator; };
+    in
+    if cells == [ ] then
+      {
+        packages = { };
+        checks = { };
+        devShells = { };
+      }
+    else
+      {
+        packages = drvs // {
+          inherit bundle;
+          default = bundle;
+          build-and-copy = lib.mkBuildAndCopy { inherit bundle orchestrator system; };
+        };
+        checks = noarchChecks // extraChecks system cells;
+        devShells = shells;
+      };
+  outputs = genSystems perSystem;
+  pick = attr: builtins.mapAttrs (_: o: o.${attr}) outputs;
+in
+{
+  packages = pick "packages";
+  checks = pick "checks";
+  devShells = pick "devShells";
+  variants = genSystems cellsFor;
+}

@@ -1,0 +1,128 @@
+# kernelCells: the build variants (cells) of one kernel on one system.
+#
+# The rules (nix-builder.md 3.8, DESIGN "matrix"): keep a build set when its backend is in
+# `general.backends`, it has a tvm-ffi version if the kernel is tvm-ffi, its CUDA version is
+# within [general.cuda] minver..maxver (defaults 11.8..99.9) and its torch version within
+# [torch] minver..maxver (defaults 2.0..99.9), all inclusive and compared numerically. Sets of
+# a backend built against the torch stable ABI keep only the newest torch per (backend,
+# backend version). TPU sets are always noarch (`torch-tpu`).
+#
+# Type: kernelCells :: { config :: KernelConfig, buildSets :: [BuildSet] } -> [Cell]
+#
+# A Cell has the fields of `kernel-builder list-variants --json`: name, system, backend,
+# backend_version (String|null), torch_version, noarch, bundle, kind ("noarch" | "torch" |
+# "stable-abi" | "tvm-ffi"), arch_variant, cuda_capabilities, rocm_archs ([String]|null).
+# Noarch cells carry `[torch-noarch]`'s cuda_capabilities / rocm_archs; compiled cells leave
+# them null (the orchestrator resolves the architectures inside the cell). Cells come sorted
+# by name. A set named by several build sets (every cuda set of a noarch kernel) gives one
+# cell, from the first bundle set, else the first set, in matrix order — as the orchestrator's
+# `list-variants --all`.
+#
+# Example (a [torch-noarch] kernel with backends cuda and rocm, on x86_64-linux):
+#   map (c: c.name) (kernelCells { inherit config; buildSets = buildSetsForSystem { system = "x86_64-linux"; }; })
+#     => [ "torch-cuda" "torch-rocm" ]
+{ lib, ... }:
+{ config, buildSets }:
+let
+  cmp = lib.compareVersions;
+  inRange =
+    v: lo: hi:
+    cmp lo v <= 0 && cmp v hi <= 0;
+  isTvmFfi = config.framework == "tvm-ffi";
+  applicable = builtins.filter (
+    s:
+    builtins.elem s.backend config.backends
+    && (!isTvmFfi || s ? tvm_ffi)
+    && (
+      s.backend != "cuda"
+      || inRange s.version (if config.cudaMinver == null then "11.8" else config.cudaMinver) (
+        if config.cudaMaxver == null then "99.9" else config.cudaMaxver
+      )
+    )
+    && inRange s.torch (if config.torchMinver == null then "2.0" else config.torchMinver) (
+      if config.torchMaxver == null then "99.9" else config.torchMaxver
+    )
+  ) buildSets;
+  usesStableAbi = s: !isTvmFfi && config.stableAbiFor s.backend != null;
+  groupKey = s: "${s.backend}-${s.version or ""}";
+  stable = builtins.filter usesStableAbi applicable;
+  newestInGroup =
+    s:
+    builtins.all (o: groupKey o != groupKey s || cmp o.torch s.torch <= 0) stable
+    # of equal torch versions, the first in matrix order wins
+    && builtins.head (builtins.filter (o: groupKey o == groupKey s && cmp o.torch s.torch == 0) stable) == s;
+  survivors = builtins.filter newestInGroup stable ++ builtins.filter (s: !usesStableAbi s) applicable;
+
+  compute =
+    s:
+    if s.backend == "cuda" then
+      "cu${lib.flattenVersion s.version}"
+    else if s.backend == "rocm" then
+      "rocm${lib.flattenVersion s.version}"
+    else if s.backend == "xpu" then
+      "xpu${lib.flattenVersion s.version}"
+    else
+      s.backend;
+  isDarwin = s: builtins.match ".*-darwin" s.system != null;
+  archVariant =
+    s:
+    if isDarwin s then
+      "torch${lib.flattenVersion s.torch}-${compute s}-${s.system}"
+    else
+      "torch${lib.flattenVersion s.torch}-cxx11-${compute s}-${s.system}";
+  kind =
+    s:
+    # TPU sets only ship Python: always `torch-tpu`.
+    if !config.hasKernelFor s.backend || s.backend == "tpu" then
+      "noarch"
+    else if isTvmFfi then
+      "tvm-ffi"
+    else if config.stableAbiFor s.backend != null then
+      "stable-abi"
+    else
+      "torch";
+  variantName =
+    s:
+    let
+      k = kind s;
+    in
+    if k == "noarch" then
+      "torch-${s.backend}"
+    else if k == "tvm-ffi" then
+      "tvm-ffi${lib.flattenVersion s.tvm_ffi}-${compute s}-${s.system}"
+    else if k == "stable-abi" then
+      "torch-stable-abi${lib.flattenVersion (config.stableAbiFor s.backend)}-${compute s}-${s.system}"
+    else
+      archVariant s;
+  kernelsFor = s: builtins.filter (k: k.backend == s.backend) config.kernels;
+  mkCell =
+    s:
+    let
+      k = kind s;
+    in
+    {
+      name = variantName s;
+      system = s.system;
+      backend = s.backend;
+      backend_version = s.version or null;
+      torch_version = s.torch;
+      noarch = k == "noarch";
+      bundle = s.bundle or false;
+      kind = k;
+      arch_variant = archVariant s;
+      # Noarch cells pass `[torch-noarch]`'s lists through to metadata. The architectures a
+      # compiled cell builds are resolved by the orchestrator inside the cell (the same code
+      # as `list-variants`), so Nix leaves them null rather than re-implementing the CUDA
+      # toolkit tables.
+      cuda_capabilities = if s.backend == "cuda" && k == "noarch" then config.noarchCudaCapabilities else null;
+      rocm_archs = if s.backend == "rocm" && k == "noarch" then config.noarchRocmArchs else null;
+    };
+  named = map (s: { name = variantName s; set = s; }) survivors;
+  # listToAttrs keeps the first entry of a name: put bundle sets first to prefer them.
+  byName = builtins.listToAttrs (
+    map (e: { inherit (e) name; value = e.set; }) (
+      builtins.filter (e: e.set.bundle or false) named ++ builtins.filter (e: !(e.set.bundle or false)) named
+    )
+  );
+in
+map (n: mkCell byName.${n}) (builtins.attrNames byName)

@@ -1,0 +1,61 @@
+# mkNoarchCell: the derivation of one noarch cell (`torch-<backend>`): pure Python (Helion,
+# Triton, torch ops), no compiler.
+#
+# The builder is the orchestrator itself, `kernel-builder assemble`, run in the sandbox over
+# the filtered source. `assemble` loads and validates build.toml first (the same code as
+# `kernel-builder check-config`), so a bad file fails the cell with the same diagnostics as
+# on the command line. The output is `$out/torch-<backend>/…`; the unique id in the op
+# namespace is derived from the source content, so `nix build` and the native
+# `build-and-copy --nix never` give the same bytes.
+#
+# Type: mkNoarchCell :: { cell, src, orchestrator, kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
+#
+# Arguments:
+#   cell          a kernelCells entry with kind "noarch"
+#   src           the kernelSource store path
+#   orchestrator  a store path (or derivation) holding bin/kernel-builder, runnable on cell.system
+#   kernelCommit  (default null) the kernel repository's commit, recorded as provenance
+#   kernelDirty   (default false) whether the working tree had changes (only with kernelCommit)
+#   name          (default "<kernel>-<variant>") the derivation name
+#
+# The result carries `cell` (the cell record) next to the derivation attributes.
+{ ... }:
+{
+  cell,
+  src,
+  orchestrator,
+  kernelCommit ? null,
+  kernelDirty ? false,
+  name ? "kernel-${cell.name}",
+}:
+let
+  provenance =
+    if kernelCommit == null then
+      [ ]
+    else
+      [
+        "--kernel-commit"
+        kernelCommit
+      ]
+      ++ (if kernelDirty then [ "--kernel-dirty" ] else [ ]);
+in
+(derivation {
+  inherit name;
+  system = cell.system;
+  builder = "${orchestrator}/bin/kernel-builder";
+  args = [
+    "assemble"
+    "--source"
+    "${src}"
+    "--backend"
+    cell.backend
+    "--out"
+    (builtins.placeholder "out")
+  ]
+  ++ provenance;
+  # No network, no host paths; the variant directory carries no timestamps to fix.
+  allowSubstitutes = false;
+})
+// {
+  inherit cell;
+}

@@ -1,0 +1,337 @@
+//! `verify`: rebuild variants in a scratch directory and compare them with what `DIR/build/`
+//! holds and what `DIR/build/hashes.json` records.
+//!
+//! A variant is *same* when its rebuild's NAR hash equals both the hash recorded in the
+//! manifest (when there is one) and the NAR hash of `build/<variant>` on disk. Otherwise it is
+//! *different*, and the report names the first path (in NAR order) where the tree on disk
+//! differs from the rebuild ([`crate::hash::tree_diff`]: missing, unexpected, another kind,
+//! the execute bit, the bytes), with a short diff of that file's contents.
+//!
+//! The rebuild uses the provenance recorded in the variant's `metadata.json` on disk
+//! (`provenance.kernel`), as a Nix rebuild uses the revision it is given: what is checked is
+//! that the *sources* build to the published bytes, not that the work tree still sits on the
+//! same commit. A variant with no readable `metadata.json` is rebuilt with the current git
+//! state.
+
+use anyhow::Context;
+use camino::Utf8Path;
+
+use super::bundle::{assemble_variant, lock_dir, plan, Lock, PlannedVariant};
+use super::provenance::{git_revision, BuildIds, KernelRevision};
+use super::source::SourceSet;
+use crate::config::BuildConfig;
+use crate::hash::manifest::{self, Manifest};
+use crate::hash::tree_diff::{self, TreeDifference};
+
+/// The outcome for one variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariantCheck {
+    pub name: String,
+    /// NAR hash (SRI) of the rebuild.
+    pub rebuilt: String,
+    /// NAR hash of `build/<name>` on disk; `None` when it is missing.
+    pub on_disk: Option<String>,
+    /// The hash the manifest records; `None` without a manifest or entry.
+    pub recorded: Option<String>,
+    /// Why it is different; `None` when it is the same.
+    pub difference: Option<String>,
+}
+
+impl VariantCheck {
+    /// True when the rebuild matches the tree on disk and the manifest.
+    pub fn is_same(&self) -> bool {
+        self.difference.is_none()
+    }
+}
+
+/// The whole verification.
+#[derive(Debug, Clone)]
+pub struct VerifyReport {
+    /// Per variant, sorted by name.
+    pub variants: Vec<VariantCheck>,
+    /// Notes that apply to the bundle (no manifest; the manifest's source differs).
+    pub notes: Vec<String>,
+}
+
+/// Rebuild and compare the variants of the kernel in `kernel_dir` named in `requested`; when
+/// empty, those in the manifest, or without one, the planned variants present in `build/`.
+///
+/// Errors: no `build/` to verify, an unknown variant (the valid ones are listed), a manifest
+/// that cannot be read, or a failed rebuild.
+pub fn verify(
+    kernel_dir: &Utf8Path,
+    config: &BuildConfig,
+    requested: &[String],
+) -> anyhow::Result<VerifyReport> {
+    let build_dir = kernel_dir.join("build");
+    anyhow::ensure!(
+        build_dir.is_dir(),
+        "`{build_dir}` does not exist; build the kernel first (`kernel-builder build-and-copy`)"
+    );
+    // No build may swap variants while they are compared.
+    let _lock = lock_dir(&build_dir, Lock::Shared)?;
+    let manifest_path = build_dir.join(manifest::FILE_NAME);
+    let manifest = if manifest_path.is_file() {
+        Some(Manifest::read(&manifest_path)?)
+    } else {
+        None
+    };
+    let planned = plan(config);
+
+    let names: Vec<String> = if !requested.is_empty() {
+        requested.to_vec()
+    } else if let Some(m) = &manifest {
+        m.variants.keys().cloned().collect()
+    } else {
+        planned
+            .iter()
+            .filter(|p| build_dir.join(&p.name).is_dir())
+            .map(|p| p.name.clone())
+            .collect()
+    };
+    let unknown: Vec<&String> = names
+        .iter()
+        .filter(|n| !planned.iter().any(|p| &p.name == *n))
+        .collect();
+    if !unknown.is_empty() {
+        let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
+        anyhow::bail!(
+            "cannot verify {}: not a variant of this kernel (its variants are: {})",
+            unknown
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            valid.join(", ")
+        );
+    }
+    anyhow::ensure!(
+        !names.is_empty(),
+        "`{build_dir}` holds no variant of this kernel to verify"
+    );
+
+    let source = SourceSet::collect(kernel_dir, config)?;
+    let mut notes = Vec::new();
+    match &manifest {
+        None => notes.push(format!("no `{manifest_path}`: comparing with the trees on disk only")),
+        Some(m) if m.source != source.tree_id() => notes.push(format!(
+            "the sources changed since the build: the manifest records source {}, the sources now are {}",
+            m.source,
+            source.tree_id()
+        )),
+        Some(_) => {}
+    }
+
+    let scratch = tempfile::Builder::new()
+        .prefix("kernel-builder-verify-")
+        .tempdir()
+        .context("cannot create a scratch directory")?;
+    let scratch_dir = Utf8Path::from_path(scratch.path())
+        .context("the scratch directory has a non-UTF-8 path")?
+        .to_owned();
+    let current = git_revision(kernel_dir)?;
+
+    let mut out = Vec::new();
+    for name in names {
+        let Some(variant) = planned.iter().find(|p| p.name == name) else {
+            continue;
+        };
+        let on_disk_dir = build_dir.join(&name);
+        let kernel = recorded_revision(&on_disk_dir).unwrap_or_else(|| current.clone());
+        let ids = BuildIds {
+            uid: source.uid(),
+            kernel,
+        };
+        let variant_scratch = scratch_dir.join(format!("{}", out.len()));
+        std::fs::create_dir(&variant_scratch)
+            .with_context(|| format!("cannot create `{variant_scratch}`"))?;
+        rebuild(&source, config, variant, &ids, &variant_scratch)
+            .with_context(|| format!("cannot rebuild variant `{name}`"))?;
+        let rebuilt_dir = variant_scratch.join(&name);
+        out.push(check_one(
+            &name,
+            &rebuilt_dir,
+            &on_disk_dir,
+            manifest.as_ref(),
+        )?);
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(VerifyReport {
+        variants: out,
+        notes,
+    })
+}
+
+fn rebuild(
+    source: &SourceSet,
+    config: &BuildConfig,
+    variant: &PlannedVariant,
+    ids: &BuildIds,
+    out: &Utf8Path,
+) -> anyhow::Result<()> {
+    assemble_variant(source, config, variant, ids, out).map(|_| ())
+}
+
+/// `provenance.kernel` of the `metadata.json` in `variant_dir`: `Some(None)` when the file says
+/// there is none, `None` when the file cannot be read.
+fn recorded_revision(variant_dir: &Utf8Path) -> Option<Option<KernelRevision>> {
+    let text = std::fs::read_to_string(variant_dir.join("metadata.json")).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let Some(kernel) = json.get("provenance").and_then(|p| p.get("kernel")) else {
+        return Some(None);
+    };
+    let commit = kernel
+        .get("commit")
+        .or_else(|| kernel.get("sha"))?
+        .as_str()?;
+    let dirty = kernel
+        .get("dirty")
+        .and_then(|d| d.as_bool())
+        .unwrap_or(false);
+    KernelRevision::new(commit, dirty).ok().map(Some)
+}
+
+fn sri_of(dir: &Utf8Path) -> anyhow::Result<String> {
+    crate::hash::nar_hash_sri(dir.as_std_path()).with_context(|| format!("cannot hash `{dir}`"))
+}
+
+fn check_one(
+    name: &str,
+    rebuilt_dir: &Utf8Path,
+    on_disk_dir: &Utf8Path,
+    manifest: Option<&Manifest>,
+) -> anyhow::Result<VariantCheck> {
+    let rebuilt = sri_of(rebuilt_dir)?;
+    let on_disk = if on_disk_dir.is_dir() {
+        Some(sri_of(on_disk_dir)?)
+    } else {
+        None
+    };
+    let recorded = manifest.and_then(|m| m.variants.get(name).cloned());
+
+    let mut reasons = Vec::new();
+    match &on_disk {
+        None => reasons.push(format!("`{on_disk_dir}` is missing")),
+        Some(h) if *h != rebuilt => reasons.push(
+            first_difference(on_disk_dir, rebuilt_dir)?.unwrap_or_else(|| {
+                format!("the NAR hashes differ (on disk {h}, rebuilt {rebuilt}) but no file does")
+            }),
+        ),
+        Some(_) => {}
+    }
+    match (&recorded, manifest) {
+        (Some(r), _) if *r != rebuilt => reasons.push(format!(
+            "{} records {r}, the rebuild is {rebuilt}",
+            manifest::FILE_NAME
+        )),
+        (None, Some(_)) => {
+            reasons.push(format!("{} has no entry for `{name}`", manifest::FILE_NAME))
+        }
+        _ => {}
+    }
+    let difference = if reasons.is_empty() {
+        None
+    } else {
+        Some(reasons.join("\n"))
+    };
+    Ok(VariantCheck {
+        name: name.to_owned(),
+        rebuilt,
+        on_disk,
+        recorded,
+        difference,
+    })
+}
+
+/// The first path, in NAR order, where `on_disk` differs from `rebuilt` (the rebuild is the
+/// expectation, [`crate::hash::tree_diff`]), with a short diff of a file's contents.
+fn first_difference(on_disk: &Utf8Path, rebuilt: &Utf8Path) -> anyhow::Result<Option<String>> {
+    let diff = tree_diff::first_difference(rebuilt.as_std_path(), on_disk.as_std_path())
+        .with_context(|| format!("cannot compare `{on_disk}` with its rebuild"))?;
+    let Some(diff) = diff else { return Ok(None) };
+    let mut msg = format!("first difference: {diff}");
+    if let TreeDifference::Contents { path, .. } = &diff {
+        let read = |root: &Utf8Path| {
+            std::fs::read(root.as_std_path().join(path)).with_context(|| {
+                format!("cannot read `{}`", root.as_std_path().join(path).display())
+            })
+        };
+        msg.push('\n');
+        msg.push_str(&content_diff(&read(on_disk)?, &read(rebuilt)?));
+    }
+    Ok(Some(msg))
+}
+
+/// A short diff: the first differing line of two texts (`-` on disk, `+` rebuilt), or the
+/// first differing byte offset of binary contents.
+fn content_diff(on_disk: &[u8], rebuilt: &[u8]) -> String {
+    const MAX: usize = 200;
+    let clip = |s: &str| -> String {
+        if s.chars().count() > MAX {
+            format!("{}…", s.chars().take(MAX).collect::<String>())
+        } else {
+            s.to_owned()
+        }
+    };
+    match (std::str::from_utf8(on_disk), std::str::from_utf8(rebuilt)) {
+        (Ok(x), Ok(y)) => {
+            let xs: Vec<&str> = x.split('\n').collect();
+            let ys: Vec<&str> = y.split('\n').collect();
+            let i = (0..xs.len().max(ys.len()))
+                .find(|i| xs.get(*i) != ys.get(*i))
+                .unwrap_or(0);
+            let line = |v: &[&str]| {
+                v.get(i)
+                    .map(|l| clip(l))
+                    .unwrap_or_else(|| "(end of file)".to_owned())
+            };
+            format!(
+                "  line {}:\n  - on disk: {}\n  + rebuilt: {}",
+                i + 1,
+                line(&xs),
+                line(&ys)
+            )
+        }
+        _ => {
+            let at = on_disk
+                .iter()
+                .zip(rebuilt)
+                .position(|(x, y)| x != y)
+                .unwrap_or(on_disk.len().min(rebuilt.len()));
+            format!(
+                "  binary contents differ from byte {at} (on disk {} bytes, rebuilt {} bytes)",
+                on_disk.len(),
+                rebuilt.len()
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_diff_shows_the_first_differing_line() {
+        assert_eq!(
+            content_diff(b"a\nb\nc\n", b"a\nB\nc\n"),
+            "  line 2:\n  - on disk: b\n  + rebuilt: B"
+        );
+        assert_eq!(
+            content_diff(b"a\n", b"a\nb\n"),
+            "  line 2:\n  - on disk: \n  + rebuilt: b"
+        );
+        assert_eq!(
+            content_diff(b"a", b"a\n"),
+            "  line 2:\n  - on disk: (end of file)\n  + rebuilt: "
+        );
+    }
+
+    #[test]
+    fn binary_diff_gives_the_offset() {
+        assert_eq!(
+            content_diff(&[0xff, 0, 1], &[0xff, 0, 2, 3]),
+            "  binary contents differ from byte 2 (on disk 3 bytes, rebuilt 4 bytes)"
+        );
+    }
+}

@@ -1,0 +1,62 @@
+//! `kernel-builder nix-support …` (hidden): the jobs the Nix library's derivations run with the
+//! orchestrator as their builder, inside the sandbox (no shell there). See `nix/lib/`.
+
+use camino::Utf8PathBuf;
+use clap::Subcommand;
+
+use crate::nixdrv::support;
+
+/// Arguments of the hidden `nix-support` command.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub job: Job,
+}
+
+/// One job.
+#[derive(Debug, Subcommand)]
+pub enum Job {
+    /// Join cell outputs into a bundle: every top-level entry of each DIR copied into OUT.
+    Join {
+        #[arg(long)]
+        out: Utf8PathBuf,
+        dirs: Vec<Utf8PathBuf>,
+    },
+    /// Write OUT/bin/build-and-copy, which refreshes ./build from BUNDLE.
+    Runner {
+        #[arg(long)]
+        out: Utf8PathBuf,
+        /// The kernel-builder executable the script runs.
+        #[arg(long)]
+        orchestrator: Utf8PathBuf,
+        #[arg(long)]
+        bundle: Utf8PathBuf,
+    },
+    /// Replace DEST/<variant> with each variant of FROM (a bundle or a cell), atomically.
+    CopyVariants { from: Utf8PathBuf, dest: Utf8PathBuf },
+    /// Check a built cell's layout and metadata; write OUT on success.
+    CheckCell {
+        #[arg(long)]
+        out: Utf8PathBuf,
+        #[arg(long)]
+        variant: String,
+        cell: Utf8PathBuf,
+    },
+    /// Fail with MESSAGE (a cell that cannot be built yet).
+    Fail {
+        #[arg(long)]
+        message: String,
+    },
+}
+
+/// Run the job.
+pub fn run(args: Args) -> super::CmdResult {
+    match args.job {
+        Job::Join { out, dirs } => support::join(&out, &dirs)?,
+        Job::Runner { out, orchestrator, bundle } => support::write_runner(&out, &orchestrator, &bundle)?,
+        Job::CopyVariants { from, dest } => support::copy_variants(&from, &dest)?,
+        Job::CheckCell { out, variant, cell } => support::check_cell(&out, &variant, &cell)?,
+        Job::Fail { message } => anyhow::bail!("{message}"),
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

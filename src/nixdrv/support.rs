@@ -1,0 +1,271 @@
+//! The jobs that the Nix library's derivations run with the orchestrator as their builder
+//! (`kernel-builder nix-support …`), and the copy of built variants into `build/`.
+//!
+//! These run inside the Nix sandbox, where there is no shell and no coreutils: joining cells
+//! into a bundle, writing the `build-and-copy` runner, checking a cell's layout, and failing a
+//! not-yet-buildable cell with a message.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use anyhow::{bail, Context};
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// The sorted top-level entries of `dir`; errors name the directory.
+fn entries(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
+    let mut out = Vec::new();
+    for e in dir.read_dir_utf8().with_context(|| format!("cannot read directory `{dir}`"))? {
+        let e = e.with_context(|| format!("cannot read directory `{dir}`"))?;
+        out.push(e.path().to_owned());
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Copy the tree at `from` to `to` (which must not exist), following no symlinks (they are
+/// copied as links). Files get mode 0644, or 0755 when executable; directories 0755.
+pub fn copy_tree(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
+    let meta = fs::symlink_metadata(from).with_context(|| format!("cannot read `{from}`"))?;
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(from).with_context(|| format!("cannot read link `{from}`"))?;
+        std::os::unix::fs::symlink(&target, to).with_context(|| format!("cannot create link `{to}`"))?;
+    } else if meta.is_dir() {
+        fs::create_dir(to).with_context(|| format!("cannot create directory `{to}`"))?;
+        for e in entries(from)? {
+            let name = e.file_name().unwrap_or_default();
+            copy_tree(&e, &to.join(name))?;
+        }
+        fs::set_permissions(to, fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("cannot set permissions on `{to}`"))?;
+    } else {
+        fs::copy(from, to).with_context(|| format!("cannot copy `{from}` to `{to}`"))?;
+        let mode = if meta.permissions().mode() & 0o111 != 0 { 0o755 } else { 0o644 };
+        fs::set_permissions(to, fs::Permissions::from_mode(mode))
+            .with_context(|| format!("cannot set permissions on `{to}`"))?;
+    }
+    Ok(())
+}
+
+/// `nix-support join --out OUT DIR…`: copy every top-level entry of each DIR into OUT (the
+/// bundle). Two DIRs with the same entry are an error naming both.
+pub fn join(out: &Utf8Path, dirs: &[Utf8PathBuf]) -> anyhow::Result<()> {
+    fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
+    let mut seen: std::collections::BTreeMap<String, &Utf8Path> = Default::default();
+    for dir in dirs {
+        for e in entries(dir)? {
+            let name = e.file_name().unwrap_or_default().to_owned();
+            if let Some(first) = seen.insert(name.clone(), dir) {
+                bail!("`{name}` is in both `{first}` and `{dir}`; two cells of a bundle must have different variant names");
+            }
+            copy_tree(&e, &out.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Quote `s` for a POSIX shell (single quotes).
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// `nix-support runner --out OUT --orchestrator BIN --bundle B`: write `OUT/bin/build-and-copy`,
+/// a `/bin/sh` script that refreshes `./build` (or its first argument) from the bundle.
+pub fn write_runner(out: &Utf8Path, orchestrator: &Utf8Path, bundle: &Utf8Path) -> anyhow::Result<()> {
+    let bin = out.join("bin");
+    fs::create_dir_all(&bin).with_context(|| format!("cannot create `{bin}`"))?;
+    let script = format!(
+        "#!/bin/sh\n# Replace ./build/<variant> with each variant of the kernel bundle (writable copies).\nexec {} nix-support copy-variants {} \"${{1:-build}}\"\n",
+        sh_quote(orchestrator.as_str()),
+        sh_quote(bundle.as_str())
+    );
+    let path = bin.join("build-and-copy");
+    fs::write(&path, script).with_context(|| format!("cannot write `{path}`"))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o555))
+        .with_context(|| format!("cannot set permissions on `{path}`"))?;
+    Ok(())
+}
+
+/// Copy each top-level entry of `from` (a bundle or one cell's output) into `dest`, replacing
+/// an existing `dest/<entry>` and leaving every other entry of `dest` alone.
+///
+/// Each entry is copied into a temporary directory inside `dest` and renamed into place, so
+/// `dest/<entry>` is always either the old tree or the whole new one.
+pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<()> {
+    fs::create_dir_all(dest).with_context(|| format!("cannot create `{dest}`"))?;
+    for e in entries(from)? {
+        let name = e.file_name().unwrap_or_default();
+        let staging = tempfile::Builder::new()
+            .prefix(".kernel-builder-copy-")
+            .tempdir_in(dest)
+            .with_context(|| format!("cannot create a temporary directory in `{dest}`"))?;
+        let staging_path = Utf8Path::from_path(staging.path())
+            .with_context(|| format!("temporary directory in `{dest}` is not UTF-8"))?;
+        let new = staging_path.join(name);
+        copy_tree(&e, &new)?;
+        let target = dest.join(name);
+        if fs::symlink_metadata(&target).is_ok() {
+            // Move the old tree aside first: the rename below then cannot fail on a
+            // non-empty directory, and the old tree goes away with the staging directory.
+            let old = staging_path.join(".old");
+            fs::rename(&target, &old).with_context(|| format!("cannot move `{target}` aside"))?;
+            make_writable(&old)?;
+        }
+        fs::rename(&new, &target).with_context(|| format!("cannot move the new `{name}` into `{dest}`"))?;
+        staging.close().with_context(|| format!("cannot remove the old `{target}`"))?;
+    }
+    Ok(())
+}
+
+/// Make a tree deletable (copies from older tools may be read-only, like the store).
+fn make_writable(path: &Utf8Path) -> anyhow::Result<()> {
+    for e in walkdir::WalkDir::new(path) {
+        let e = e.with_context(|| format!("cannot walk `{path}`"))?;
+        if e.file_type().is_dir() {
+            fs::set_permissions(e.path(), fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make `{}` writable", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// `nix-support check-cell --out OUT --variant V CELL`: the built cell holds exactly
+/// `V/`, with `__init__.py`, `_ops.py` and a `metadata.json` that has `name`, `id`
+/// (`_<python name>_…`), `version` and `backend.type`, and no `__pycache__` or `*.pyc`
+/// anywhere. On success writes `OUT` (a file naming the checks passed).
+///
+/// Errors list every problem found, naming the files.
+pub fn check_cell(out: &Utf8Path, variant: &str, cell: &Utf8Path) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    let names: Vec<String> =
+        entries(cell)?.iter().map(|p| p.file_name().unwrap_or_default().to_owned()).collect();
+    if names != [variant] {
+        problems.push(format!("`{cell}` must hold exactly `{variant}/`, found {names:?}"));
+    }
+    let root = cell.join(variant);
+    for f in ["__init__.py", "_ops.py", "metadata.json"] {
+        if !root.join(f).is_file() {
+            problems.push(format!("`{variant}/{f}` is missing"));
+        }
+    }
+    if let Ok(text) = fs::read_to_string(root.join("metadata.json")) {
+        match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(m) => {
+                for key in ["name", "id", "license"] {
+                    if !m.get(key).is_some_and(|v| v.is_string()) {
+                        problems.push(format!("`{variant}/metadata.json`: `{key}` must be a string"));
+                    }
+                }
+                if !m.get("version").is_some_and(|v| v.is_u64()) {
+                    problems.push(format!("`{variant}/metadata.json`: `version` must be a non-negative integer"));
+                }
+                if !m.pointer("/backend/type").is_some_and(|v| v.is_string()) {
+                    problems.push(format!("`{variant}/metadata.json`: `backend.type` must be a string"));
+                }
+                if let Some(noarch_backend) = variant.strip_prefix("torch-") {
+                    let ty = m.pointer("/backend/type").and_then(|v| v.as_str()).unwrap_or("");
+                    let expected = if noarch_backend == "npu" { "cann" } else { noarch_backend };
+                    if !noarch_backend.starts_with("stable-abi") && ty != expected {
+                        problems.push(format!(
+                            "`{variant}/metadata.json`: `backend.type` is `{ty}`, expected `{expected}`"
+                        ));
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("`{variant}/metadata.json` is not JSON: {e}")),
+        }
+    }
+    for e in walkdir::WalkDir::new(&root).sort_by_file_name() {
+        let Ok(e) = e else { continue };
+        let name = e.file_name().to_string_lossy();
+        if name == "__pycache__" || name.ends_with(".pyc") {
+            problems.push(format!("`{}` must not be shipped", e.path().display()));
+        }
+    }
+    if !problems.is_empty() {
+        bail!("cell `{variant}` ({cell}) fails the layout check:\n  {}", problems.join("\n  "));
+    }
+    fs::write(out, format!("layout and metadata of {variant}: ok\n")).with_context(|| format!("cannot write `{out}`"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utf8(p: &std::path::Path) -> Utf8PathBuf {
+        Utf8PathBuf::from_path_buf(p.to_owned()).unwrap()
+    }
+
+    fn write(p: &Utf8Path, text: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn copy_variants_replaces_only_the_bundle_variants() {
+        let t = tempfile::tempdir().unwrap();
+        let root = utf8(t.path());
+        let bundle = root.join("bundle");
+        write(&bundle.join("torch-cuda/__init__.py"), "new");
+        fs::set_permissions(bundle.join("torch-cuda/__init__.py"), fs::Permissions::from_mode(0o444)).unwrap();
+        let build = root.join("build");
+        write(&build.join("torch-cuda/stale.py"), "old");
+        write(&build.join("torch-rocm/__init__.py"), "keep");
+        copy_variants(&bundle, &build).unwrap();
+        copy_variants(&bundle, &build).unwrap();
+        let mut found: Vec<String> = walkdir::WalkDir::new(&build)
+            .sort_by_file_name()
+            .into_iter()
+            .map(|e| e.unwrap().path().strip_prefix(&build).unwrap().display().to_string())
+            .collect();
+        found.sort();
+        assert_eq!(found, ["", "torch-cuda", "torch-cuda/__init__.py", "torch-rocm", "torch-rocm/__init__.py"]);
+        assert_eq!(fs::read_to_string(build.join("torch-cuda/__init__.py")).unwrap(), "new");
+        let mode = fs::metadata(build.join("torch-cuda/__init__.py")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+    }
+
+    #[test]
+    fn join_refuses_two_cells_with_one_variant() {
+        let t = tempfile::tempdir().unwrap();
+        let root = utf8(t.path());
+        write(&root.join("a/torch-cuda/x.py"), "a");
+        write(&root.join("b/torch-cuda/x.py"), "b");
+        write(&root.join("c/torch-rocm/x.py"), "c");
+        let err = join(&root.join("out1"), &[root.join("a"), root.join("b")]).unwrap_err().to_string();
+        assert!(err.contains("`torch-cuda` is in both"), "{err}");
+        join(&root.join("out2"), &[root.join("a"), root.join("c")]).unwrap();
+        let names: Vec<_> = entries(&root.join("out2")).unwrap().iter().map(|p| p.file_name().unwrap().to_owned()).collect();
+        assert_eq!(names, ["torch-cuda", "torch-rocm"]);
+    }
+
+    #[test]
+    fn check_cell_lists_every_problem() {
+        let t = tempfile::tempdir().unwrap();
+        let root = utf8(t.path());
+        let cell = root.join("cell");
+        write(&cell.join("torch-cuda/__init__.py"), "");
+        write(&cell.join("torch-cuda/metadata.json"), r#"{"name":"x","id":"_x_cuda_1","license":"mit","version":1,"backend":{"type":"rocm"}}"#);
+        write(&cell.join("torch-cuda/__pycache__/a.pyc"), "");
+        let err = check_cell(&root.join("ok"), "torch-cuda", &cell).unwrap_err().to_string();
+        assert!(err.contains("`torch-cuda/_ops.py` is missing"), "{err}");
+        assert!(err.contains("`backend.type` is `rocm`, expected `cuda`"), "{err}");
+        assert!(err.contains("__pycache__"), "{err}");
+        fs::remove_dir_all(cell.join("torch-cuda/__pycache__")).unwrap();
+        write(&cell.join("torch-cuda/_ops.py"), "");
+        write(&cell.join("torch-cuda/metadata.json"), r#"{"name":"x","id":"_x_cuda_1","license":"mit","version":1,"backend":{"type":"cuda"}}"#);
+        check_cell(&root.join("ok"), "torch-cuda", &cell).unwrap();
+        assert_eq!(fs::read_to_string(root.join("ok")).unwrap(), "layout and metadata of torch-cuda: ok\n");
+    }
+
+    #[test]
+    fn runner_quotes_its_paths() {
+        let t = tempfile::tempdir().unwrap();
+        let root = utf8(t.path());
+        write_runner(&root, Utf8Path::new("/nix/store/a-kb/bin/kernel-builder"), Utf8Path::new("/nix/store/b-bundle")).unwrap();
+        assert_eq!(
+            fs::read_to_string(root.join("bin/build-and-copy")).unwrap(),
+            "#!/bin/sh\n# Replace ./build/<variant> with each variant of the kernel bundle (writable copies).\nexec '/nix/store/a-kb/bin/kernel-builder' nix-support copy-variants '/nix/store/b-bundle' \"${1:-build}\"\n"
+        );
+    }
+}

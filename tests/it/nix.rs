@@ -1,0 +1,657 @@
+//! The Nix library (`flake.nix`, `nix/lib/`) and the CLI's Nix driver, against real Nix.
+//!
+//! Tests marked `nix-tests` need Nix with flakes and the sandbox on, offline, and the static
+//! orchestrator that `scripts/setup-nix.sh` builds (its directory is
+//! `$KERNEL_BUILDER_ORCHESTRATOR`, default `target/nix-orchestrator`). Run:
+//! `scripts/setup-nix.sh && cargo test --features nix-tests nix::`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use camino::Utf8Path;
+use serde_json::Value;
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+const FIXTURE: &str = "tests/fixtures/nix-kernel";
+
+fn repo() -> &'static Path {
+    Path::new(REPO)
+}
+
+/// The real build.toml corpus, `../shared/corpus` beside the repository.
+fn corpus() -> PathBuf {
+    repo().join("../shared/corpus")
+}
+
+/// The static orchestrator directory (holds `bin/kernel-builder`).
+fn orchestrator() -> PathBuf {
+    let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/nix-orchestrator"));
+    assert!(
+        dir.join("bin/kernel-builder").is_file(),
+        "no static orchestrator in {}: run scripts/setup-nix.sh first",
+        dir.display()
+    );
+    dir
+}
+
+fn stub_nixpkgs() -> String {
+    format!("path:{}", repo().join("tests/fixtures/nixpkgs-stub").display())
+}
+
+/// Run `nix ARGS` in `cwd`; returns stdout, panics with Nix's stderr on failure.
+fn nix(cwd: &Path, args: &[&str]) -> String {
+    let out = duct::cmd("nix", args)
+        .dir(cwd)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .expect("cannot run nix");
+    assert!(
+        out.status.success(),
+        "nix {} failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every file under `root`: relative path → (bytes, executable). Directories are implied.
+fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
+    walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+            let exec = e.metadata().unwrap().permissions().mode() & 0o111 != 0;
+            (rel, (fs::read(e.path()).unwrap(), exec))
+        })
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from).sort_by_file_name() {
+        let e = e.unwrap();
+        let dest = to.join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            fs::create_dir_all(&dest).unwrap();
+        } else {
+            fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = duct::cmd("git", args)
+        .dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A fresh, committed git repository holding the root flake (flake.nix, flake.lock, nix/,
+/// Cargo.toml) and the kernel directory `kernel_rel` at the same relative path, as a clean
+/// checkout has them. Returns (temp dir, repository path).
+fn clean_repo_with(kernel_rel: &str) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("repo");
+    fs::create_dir_all(&r).unwrap();
+    for f in ["flake.nix", "flake.lock", "Cargo.toml", "Cargo.lock"] {
+        fs::copy(repo().join(f), r.join(f)).unwrap();
+    }
+    copy_dir(&repo().join("nix"), &r.join("nix"));
+    copy_dir(&repo().join(kernel_rel), &r.join(kernel_rel));
+    fs::write(r.join(".gitignore"), "build/\nresult\n").unwrap();
+    git(&r, &["init", "-q", "."]);
+    git(&r, &["add", "-A"]);
+    git(&r, &["commit", "-q", "-m", "fixture"]);
+    (t, r)
+}
+
+fn override_orchestrator() -> Vec<String> {
+    vec![
+        "--override-input".into(),
+        "kernel-builder/orchestrator".into(),
+        format!("path:{}", orchestrator().display()),
+        "--no-write-lock-file".into(),
+    ]
+}
+
+/// Lock the kernel flake at `kernel_rel` of repository `r` to the static orchestrator and
+/// commit the lock. Nix 2.8 gives a flake its `rev` (recorded as the kernel commit) only when
+/// the tree is clean and the lock needs no change: an `--override-input` or a missing lock
+/// drops it. A real kernel repository commits its flake.lock the same way.
+fn commit_orchestrator_lock(r: &Path, kernel_rel: &str) {
+    let mut args: Vec<String> = vec!["flake".into(), "lock".into()];
+    args.extend(override_orchestrator().into_iter().filter(|a| a != "--no-write-lock-file"));
+    nix(&r.join(kernel_rel), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    git(r, &["add", "-A"]);
+    git(r, &["commit", "-q", "-m", "lock the kernel flake"]);
+}
+
+/// `nix build <kernel>#bundle` offline in the sandbox, then the native build of a clone of the
+/// same commit: the two trees are identical, byte for byte and in their executable bits.
+fn assert_bundle_equals_native(kernel_rel: &str, expected_variants: &[&str]) {
+    let (t, r) = clean_repo_with(kernel_rel);
+    commit_orchestrator_lock(&r, kernel_rel);
+    let kernel = r.join(kernel_rel);
+    let installable = format!("{}#bundle", kernel.display());
+    let json = nix(&r, &["build", "--no-link", "--json", "-L", &installable]);
+    let built: Value = serde_json::from_str(&json).unwrap();
+    let bundle = PathBuf::from(built[0]["outputs"]["out"].as_str().unwrap());
+
+    let variants: Vec<String> = fs::read_dir(&bundle)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(variants, expected_variants);
+
+    let clone = t.path().join("clone");
+    git(t.path(), &["clone", "-q", r.to_str().unwrap(), clone.to_str().unwrap()]);
+    let native_kernel = clone.join(kernel_rel);
+    Command::new(orchestrator().join("bin/kernel-builder"))
+        .args(["build-and-copy", native_kernel.to_str().unwrap(), "--nix", "never"])
+        .assert()
+        .success();
+    let nix_tree = tree(&bundle);
+    let native_tree = tree(&native_kernel.join("build"));
+    assert_eq!(
+        nix_tree.keys().collect::<Vec<_>>(),
+        native_tree.keys().collect::<Vec<_>>(),
+        "file lists differ"
+    );
+    for (path, nix_file) in &nix_tree {
+        assert!(
+            nix_file == &native_tree[path],
+            "{path} differs between nix build and --nix never:\n--- nix\n{}\n--- native\n{}",
+            String::from_utf8_lossy(&nix_file.0),
+            String::from_utf8_lossy(&native_tree[path].0)
+        );
+    }
+    // The clean checkout is recorded as the kernel commit.
+    let meta: Value =
+        serde_json::from_slice(&fs::read(bundle.join(expected_variants[0]).join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["provenance"]["kernel"]["dirty"], Value::Bool(false), "{meta}");
+    assert_eq!(meta["provenance"]["kernel"]["commit"].as_str().map(str::len), Some(40), "{meta}");
+}
+
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn fixture_bundle_builds_offline_and_equals_the_native_build() {
+    assert_bundle_equals_native(FIXTURE, &["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
+}
+
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn vector_add_helion_bundle_builds_offline_and_equals_the_native_build() {
+    let dir = "kernels/vector-add-helion";
+    assert!(
+        repo().join(dir).join("build.toml").is_file(),
+        "{dir}/build.toml is missing (it comes with the `kernels` branch)"
+    );
+    let config = kernel_builder::config::load(Utf8Path::new(REPO).join(dir).as_ref()).unwrap().config;
+    let expected: Vec<String> = kernel_builder::matrix::cells(&config, "x86_64-linux", kernel_builder::matrix::Scope::Bundle)
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_bundle_equals_native(dir, &expected.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn root_flake_check_passes_offline() {
+    let orch = format!("path:{}", orchestrator().display());
+    let stub = stub_nixpkgs();
+    nix(
+        repo(),
+        &[
+            "flake", "check", "--no-write-lock-file", "--override-input", "nixpkgs", &stub, "--override-input",
+            "orchestrator", &orch, ".",
+        ],
+    );
+    // What nixpkgs' rustPlatform would build from: the crate and nothing else at the top.
+    let src = nix(
+        repo(),
+        &[
+            "eval", "--raw", "--no-write-lock-file", "--override-input", "nixpkgs", &stub,
+            ".#packages.x86_64-linux.kernel-builder.src",
+        ],
+    );
+    let mut top: Vec<String> = fs::read_dir(src.trim()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    top.sort();
+    assert_eq!(top, ["Cargo.lock", "Cargo.toml", "nix", "src", "tests"]);
+}
+
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn kernel_flake_check_builds_and_checks_every_cell_offline() {
+    for dir in [FIXTURE, "kernels/vector-add-helion"] {
+        assert!(repo().join(dir).join("flake.nix").is_file(), "{dir}/flake.nix is missing");
+        let orch = format!("path:{}", orchestrator().display());
+        let stub = stub_nixpkgs();
+        nix(
+            &repo().join(dir),
+            &[
+                "flake", "check", "-L", "--no-write-lock-file", "--override-input", "kernel-builder/nixpkgs", &stub,
+                "--override-input", "kernel-builder/orchestrator", &orch, ".",
+            ],
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn nix_run_build_and_copy_replaces_only_the_bundle_variants() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    fs::create_dir_all(kernel.join("build/torch-cuda")).unwrap();
+    fs::write(kernel.join("build/torch-cuda/stale.py"), "old").unwrap();
+    fs::create_dir_all(kernel.join("build/torch-metal")).unwrap();
+    fs::write(kernel.join("build/torch-metal/keep.py"), "mine").unwrap();
+    let mut args: Vec<String> = vec!["run".into(), ".#build-and-copy".into()];
+    args.extend(override_orchestrator());
+    nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let build = tree(&kernel.join("build"));
+    assert_eq!(build["torch-metal/keep.py"].0, b"mine");
+    assert!(!build.contains_key("torch-cuda/stale.py"));
+    let top: std::collections::BTreeSet<&str> = build.keys().map(|k| k.split('/').next().unwrap()).collect();
+    assert_eq!(top.into_iter().collect::<Vec<_>>(), ["torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]);
+    // Writable copies, not read-only store files.
+    let mode = fs::metadata(kernel.join("build/torch-cuda/__init__.py")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o644);
+}
+
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn cli_build_and_copy_through_nix_equals_the_bundle() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--"]);
+    cmd.args(override_orchestrator());
+    cmd.assert().success();
+    let built = tree(&kernel.join("build"));
+    let mut variants: Vec<&str> = built.keys().map(|k| k.split('/').next().unwrap()).collect();
+    variants.dedup();
+    assert_eq!(variants, ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
+
+    // One variant only: `build/torch-rocm` is replaced, the rest stays.
+    fs::write(kernel.join("build/torch-cuda/extra.py"), "kept").unwrap();
+    fs::write(kernel.join("build/torch-rocm/extra.py"), "dropped").unwrap();
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--variant", "torch-rocm", "--"]);
+    cmd.args(override_orchestrator());
+    cmd.assert().success();
+    assert!(kernel.join("build/torch-cuda/extra.py").is_file());
+    assert!(!kernel.join("build/torch-rocm/extra.py").exists());
+}
+
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn bad_build_toml_fails_the_cell_with_check_config_diagnostics() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
+    // Evaluation is fine (Nix only reads backends and versions); the orchestrator refuses it.
+    fs::write(kernel.join("build.toml"), toml.replace("license = \"apache-2.0\"\n", "license = \"apache-2.0\"\nlicence = \"typo\"\n")).unwrap();
+    git(&r, &["commit", "-q", "-am", "typo"]);
+    let native = Command::new(orchestrator().join("bin/kernel-builder"))
+        .args(["check-config", kernel.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(native.status.code(), Some(1));
+    let err = kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("licence"), "{err}");
+    assert!(err.contains("Nix's build log"), "{err}");
+}
+
+/// A stand-in `nix` that reports the sandbox as off.
+#[test]
+fn build_and_copy_refuses_nix_with_the_sandbox_off() {
+    let t = tempfile::tempdir().unwrap();
+    let fake = t.path().join("nix");
+    fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'nix (Nix) 2.8.0' ;;\n  show-config) echo '{\"sandbox\":{\"value\":false}}' ;;\n  *) echo \"unexpected: $*\" >&2; exit 3 ;;\nesac\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let kernel = t.path().join("k");
+    copy_dir(&repo().join(FIXTURE), &kernel);
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .env(kernel_builder::nixdrv::NIX_ENV, &fake)
+        .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("sandbox = false"), "{stderr}");
+    assert!(stderr.contains("add `sandbox = true`"), "{stderr}");
+    assert!(!kernel.join("build").exists());
+}
+
+/// Materialise a corpus entry: its build.toml plus an empty file at every listed path.
+fn materialise(entry: &Path, dest: &Path, expected: &Value) {
+    fs::create_dir_all(dest).unwrap();
+    fs::copy(entry.join("build.toml"), dest.join("build.toml")).unwrap();
+    let mut files: Vec<String> = fs::read_to_string(entry.join("files.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    if let Some(extra) = expected["sources_missing_from_files_txt"].as_array() {
+        files.extend(extra.iter().filter_map(|v| v.as_str().map(str::to_owned)));
+    }
+    for f in files.iter().filter(|f| !f.is_empty() && *f != "build.toml" && !f.contains("..")) {
+        let p = dest.join(f.trim_end_matches('/'));
+        // Partial listings may name a directory as well as files inside it: keep the directory.
+        if fs::create_dir_all(p.parent().unwrap()).is_ok() && !p.exists() {
+            fs::write(&p, "").unwrap();
+        }
+    }
+}
+
+/// The cells Nix computes (`variants.<system>` of genKernelFlakeOutputs, from nix/lib) equal the
+/// Rust cells (`list-variants --json --all`) for every corpus file and every system. Nix reads
+/// edition 5 and v4 only; it must refuse exactly the older generations. Files Rust rejects are
+/// not compared (Nix leaves validation to the orchestrator, which fails those cells).
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn nix_variants_equal_rust_cells_for_every_corpus_file() {
+    use kernel_builder::config::Generation;
+    let expected: Value = serde_json::from_slice(&fs::read(corpus().join("expected.json")).unwrap()).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let mut entries: Vec<String> = fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().join("build.toml").is_file())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    entries.sort();
+    assert!(entries.len() >= 100, "corpus has {} entries", entries.len());
+    for name in &entries {
+        materialise(&corpus().join(name), &t.path().join(name), &expected[name]);
+    }
+    // Rust first: only files the orchestrator accepts are handed to Nix (a file that is not
+    // TOML at all would stop the whole batch evaluation, and tryEval cannot catch that).
+    let mut loaded_all = Vec::new();
+    let mut rust_rejected = 0;
+    for name in &entries {
+        let dir = camino::Utf8PathBuf::from_path_buf(t.path().join(name)).unwrap();
+        match kernel_builder::config::load(&dir) {
+            Ok(l) => loaded_all.push((name.clone(), dir, l)),
+            Err(_) => rust_rejected += 1,
+        }
+    }
+    let dirs: Vec<String> = loaded_all.iter().map(|(_, d, _)| format!("{:?}", d.as_str())).collect();
+    let expr = format!(
+        r#"let
+  lib = import {repo}/nix/lib {{ }};
+  systems = (builtins.fromJSON (builtins.readFile {repo}/nix/build-matrix.json)).systems;
+  cells = dir: builtins.listToAttrs (map (system: {{
+    name = system;
+    value = lib.kernelCells {{ config = lib.readKernelConfig (/. + dir); buildSets = lib.buildSetsForSystem {{ inherit system; }}; }};
+  }}) systems);
+  one = dir: let r = builtins.tryEval (builtins.deepSeq (cells dir) (cells dir)); in if r.success then {{ cells = r.value; }} else {{ refused = true; }};
+in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}) [ {dirs} ])"#,
+        repo = REPO,
+        dirs = dirs.join(" ")
+    );
+    let json = nix(repo(), &["eval", "--json", "--impure", "--expr", &expr]);
+    let from_nix: Value = serde_json::from_str(&json).unwrap();
+    let systems = &kernel_builder::matrix::data::matrix().systems;
+
+    let (mut compared, mut cells_compared, mut refused_legacy) = (0, 0, 0);
+    for (name, _dir, loaded) in &loaded_all {
+        let nix_result = &from_nix[name];
+        let generation = loaded.config.generation;
+        if nix_result.get("refused").is_some() {
+            assert!(
+                generation < Generation::V4,
+                "{name}: Nix refused a {} file that it should read",
+                generation.label()
+            );
+            refused_legacy += 1;
+            continue;
+        }
+        assert!(generation >= Generation::V4, "{name}: Nix read a {} file; it must refuse it", generation.label());
+        for system in systems {
+            let rust: Vec<Value> = kernel_builder::matrix::cells(&loaded.config, system, kernel_builder::matrix::Scope::All)
+                .iter()
+                .map(|c| {
+                    let mut v = serde_json::to_value(c).unwrap();
+                    // Compiled cells' architectures are resolved by the orchestrator inside
+                    // the cell; Nix leaves them null.
+                    if !c.noarch {
+                        v["cuda_capabilities"] = Value::Null;
+                        v["rocm_archs"] = Value::Null;
+                    }
+                    v
+                })
+                .collect();
+            let nix_cells = nix_result["cells"][system].as_array().cloned().unwrap_or_default();
+            assert_eq!(nix_cells, rust, "{name} on {system}: Nix and Rust cells differ");
+            cells_compared += rust.len();
+        }
+        compared += 1;
+    }
+    eprintln!(
+        "corpus: {} files; {compared} compared ({cells_compared} cells), {refused_legacy} legacy refused by Nix, {rust_rejected} rejected by the orchestrator",
+        entries.len()
+    );
+    assert!(compared >= 50, "only {compared} files compared");
+    assert!(cells_compared > 500);
+}
+
+/// A legacy build.toml (no edition, not the v4 shape) stops evaluation with the migration
+/// command in the message; an unsupported edition names the edition.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn nix_refuses_legacy_files_with_the_migration_command() {
+    let t = tempfile::tempdir().unwrap();
+    let cases = [
+        ("legacy", "[general]\nname = \"relu\"\nbackends = [\"cuda\"]\n\n[torch]\nsrc = [\"b.cpp\"]\n", "run `kernel-builder update-build "),
+        ("edition6", "[general]\nname = \"relu\"\nedition = 6\nversion = 1\nlicense = \"mit\"\nbackends = [\"cuda\"]\n\n[torch-noarch]\n", "unsupported build edition 6"),
+    ];
+    for (name, toml, expected) in cases {
+        let dir = t.path().join(name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("build.toml"), toml).unwrap();
+        let expr = format!("(import {REPO}/nix/lib {{ }}).readKernelConfig (/. + {:?})", dir.display().to_string());
+        let expr = format!("({expr}).name");
+        let out = duct::cmd("nix", ["eval", "--impure", "--expr", &expr])
+            .stdout_capture()
+            .stderr_capture()
+            .unchecked()
+            .run()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: Nix accepted it");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+    }
+}
+
+/// Only the source set reaches the cells: editing a file outside it (docs/NOTES.md, a `.txt`
+/// under the package, bytecode) leaves every cell's derivation unchanged; editing a package
+/// file changes them.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn cells_depend_on_the_source_set_only() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let drv = || {
+        let mut args: Vec<String> =
+            vec!["eval".into(), "--raw".into(), ".#packages.x86_64-linux.torch-cuda.drvPath".into()];
+        args.extend(override_orchestrator());
+        nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let before = drv();
+    fs::write(kernel.join("docs/NOTES.md"), "changed").unwrap();
+    fs::write(kernel.join("torch-ext/nix_fixture/notes.txt"), "not in pyext").unwrap();
+    fs::write(kernel.join("torch-ext/nix_fixture/__pycache__/x.cpython-313.pyc"), "bytecode").unwrap();
+    git(&r, &["add", "-A"]);
+    assert_eq!(drv(), before, "a file outside the source set changed a cell");
+    fs::write(kernel.join("torch-ext/nix_fixture/configs/tuned.json"), r#"{"block_size": 256}"#).unwrap();
+    assert_ne!(drv(), before, "a package file did not change the cell");
+}
+
+/// `build-and-copy --variant` with a name the kernel does not build lists the ones it does.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn unknown_variant_is_refused_with_the_kernels_variants() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let err = kernel_builder::nixdrv::build(
+        Utf8Path::from_path(&kernel).unwrap(),
+        &["torch-metal".to_owned()],
+        &override_orchestrator(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.ends_with("has no variant `torch-metal` on x86_64-linux; its variants are: torch-cpu, torch-cuda, torch-rocm, torch-xpu"),
+        "{err}"
+    );
+}
+
+/// A statically linked kernel-builder hands itself to the flake as the orchestrator, so
+/// `build-and-copy --nix always` works offline with no extra arguments; a dynamically linked
+/// one does not qualify (it would not run in the sandbox).
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn a_static_kernel_builder_hands_itself_to_the_flake() {
+    let static_exe = orchestrator().join("bin/kernel-builder");
+    assert!(kernel_builder::nixdrv::is_static_elf(&fs::read(&static_exe).unwrap()));
+    let dynamic_exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    assert!(!kernel_builder::nixdrv::is_static_elf(&fs::read(dynamic_exe).unwrap()));
+
+    let (t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let home = t.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    Command::new(&static_exe)
+        .env_remove(kernel_builder::nixdrv::ORCHESTRATOR_ENV)
+        .env("HOME", &home)
+        .env_remove("XDG_CACHE_HOME")
+        .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--", "--no-write-lock-file"])
+        .assert()
+        .success();
+    let staged: Vec<_> = fs::read_dir(home.join(".cache/kernel-builder")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(staged.len(), 1, "{staged:?}");
+    assert_eq!(
+        fs::read(home.join(".cache/kernel-builder").join(&staged[0]).join("bin/kernel-builder")).unwrap(),
+        fs::read(&static_exe).unwrap()
+    );
+    let mut variants: Vec<String> =
+        fs::read_dir(kernel.join("build")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    variants.sort();
+    assert_eq!(variants, ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
+}
+
+/// Each cell and the bundle are deterministic: `nix build --rebuild` builds them again in the
+/// sandbox and fails if the output differs from the one in the store.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn cells_rebuild_bit_for_bit() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let attrs = ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu", "bundle"];
+    let installables: Vec<String> = attrs.iter().map(|a| format!(".#{a}")).collect();
+    let mut args: Vec<String> = vec!["build".into(), "--no-link".into()];
+    args.extend(installables.iter().cloned());
+    args.extend(override_orchestrator());
+    nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    args.insert(1, "--rebuild".into());
+    nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// Nix sees only the files git tracks: an untracked package file is named in a warning, an
+/// untracked build.toml stops the build before Nix runs.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn untracked_files_are_reported_before_nix_runs() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    fs::write(kernel.join("torch-ext/nix_fixture/new_op.py"), "x = 1\n").unwrap();
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--"]);
+    cmd.args(override_orchestrator());
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("1 file(s) in") && stderr.contains("torch-ext/nix_fixture/new_op.py"),
+        "{stderr}"
+    );
+    assert!(!kernel.join("build/torch-cuda/new_op.py").exists());
+
+    git(&r, &["rm", "-q", "--cached", &format!("{FIXTURE}/build.toml")]);
+    let err = kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("build.toml in ") && err.contains("is not tracked by git"), "{err}");
+}
+
+/// A compiled cell evaluates (its derivation exists, so lists and benchmarks cover it) and
+/// fails only when built, saying that compiled cells come with the compiled-kernels work.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn compiled_cell_evaluates_and_fails_to_build_with_a_clear_message() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("relu");
+    fs::create_dir_all(k.join("relu_cuda")).unwrap();
+    fs::create_dir_all(k.join("torch-ext/relu")).unwrap();
+    fs::write(
+        k.join("build.toml"),
+        "[general]\nname = \"relu\"\nversion = 1\nedition = 5\nlicense = \"mit\"\nbackends = [\"cuda\"]\n\n[torch]\n\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"relu_cuda/relu.cu\"]\n",
+    )
+    .unwrap();
+    fs::write(k.join("relu_cuda/relu.cu"), "").unwrap();
+    fs::write(k.join("torch-ext/relu/__init__.py"), "").unwrap();
+    let expr = format!(
+        "((import {REPO}/nix/lib {{ }}).genKernelFlakeOutputs {{ path = /. + {:?}; kernelBuilder = _: /. + {:?}; mkShell = _: _: {{ }}; }}).packages.x86_64-linux",
+        k.display().to_string(),
+        orchestrator().display().to_string()
+    );
+    let names = nix(repo(), &["eval", "--impure", "--json", "--expr", &format!("builtins.attrNames ({expr})")]);
+    assert_eq!(
+        names.trim(),
+        r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux"]"#
+    );
+    let out = duct::cmd(
+        "nix",
+        ["build", "--impure", "--no-link", "-L", "--expr", &format!("({expr}).torch213-cxx11-cu130-x86_64-linux")],
+    )
+    .stdout_capture()
+    .stderr_capture()
+    .unchecked()
+    .run()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("cell torch213-cxx11-cu130-x86_64-linux (torch, torch 2.13, cuda 13.0) is compiled code; compiled cells arrive with the compiled-kernels work"),
+        "{stderr}"
+    );
+}

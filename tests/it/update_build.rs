@@ -1,0 +1,770 @@
+//! `config::upgrade` (every legacy generation → edition 5, as a document transformation) and
+//! the `kernel-builder update-build` command, on the real files in the corpus
+//! (`../shared/corpus`, or `$KERNEL_BUILDER_CORPUS`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use kernel_builder::cli::update_build::plan;
+use kernel_builder::config::upgrade::{dash_name, detect, upgrade, Upgrade};
+use kernel_builder::config::{Generation, Severity};
+use proptest::prelude::*;
+use toml_edit::DocumentMut;
+
+/// The corpus of real `build.toml` files. Missing corpus is a failure, never a skip.
+pub fn corpus_dir() -> PathBuf {
+    let dir = match std::env::var_os("KERNEL_BUILDER_CORPUS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
+    };
+    assert!(
+        dir.join("expected.json").is_file(),
+        "corpus not found at {} (set KERNEL_BUILDER_CORPUS)",
+        dir.display()
+    );
+    dir
+}
+
+/// Every corpus entry that has a build.toml: (directory name, text), sorted by name.
+pub fn corpus() -> Vec<(String, String)> {
+    let dir = corpus_dir();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("read corpus") {
+        let entry = entry.expect("corpus entry");
+        let path = entry.path().join("build.toml");
+        if path.is_file() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            out.push((name, std::fs::read_to_string(&path).expect("read build.toml")));
+        }
+    }
+    out.sort();
+    assert!(out.len() >= 100, "expected the whole corpus, found {} files", out.len());
+    out
+}
+
+fn corpus_text(name: &str) -> String {
+    std::fs::read_to_string(corpus_dir().join(name).join("build.toml")).expect("corpus file")
+}
+
+/// Upgrade a text; panics on a TOML parse error (callers pass valid TOML).
+fn up(text: &str) -> (String, Upgrade) {
+    let mut doc: DocumentMut = text.parse().expect("valid TOML");
+    let u = upgrade(&mut doc);
+    (doc.to_string(), u)
+}
+
+fn up_corpus(name: &str) -> (String, Upgrade) {
+    up(&corpus_text(name))
+}
+
+fn rules(u: &Upgrade) -> Vec<(Severity, &'static str)> {
+    u.problems.iter().map(|p| (p.severity, p.rule)).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Detection over the whole corpus
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn detects_the_generation_of_every_corpus_file() {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut table = String::new();
+    for (name, text) in corpus() {
+        let Ok(doc) = text.parse::<DocumentMut>() else {
+            table.push_str(&format!("{name}: not TOML\n"));
+            continue;
+        };
+        let g = detect(&doc);
+        *counts.entry(format!("{g:?}")).or_default() += 1;
+        table.push_str(&format!("{name}: {g:?}\n"));
+    }
+    let counts: Vec<String> = counts.into_iter().map(|(g, n)| format!("{g}={n}")).collect();
+    assert_eq!(counts.join(" "), "Edition5=22 V1=2 V2=20 V3=17 V4=48");
+    insta::assert_snapshot!("corpus_generations", table);
+}
+
+#[test]
+fn upstream_format_rejections_are_all_legacy_generations() {
+    // Every file upstream refuses only for its format ("did not match v4 … or v3",
+    // "unsupported legacy format") is detected as a legacy generation and upgraded without
+    // errors.
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(corpus_dir().join("expected.json")).unwrap()).unwrap();
+    let mut n = 0;
+    for (name, text) in corpus() {
+        let e = &expected[&name];
+        if e["upstream"] != "rejected" {
+            continue;
+        }
+        let msg = format!("{} {}", e["error"].as_str().unwrap_or(""), e["cause"].as_str().unwrap_or(""));
+        if !(msg.contains("did not match v4") || msg.contains("unsupported legacy format")) {
+            continue;
+        }
+        let (_, u) = up(&text);
+        assert!(u.generation.is_legacy(), "{name}: {:?}", u.generation);
+        assert!(u.problems.iter().all(|p| p.severity == Severity::Warning), "{name}: {:?}", u.problems);
+        n += 1;
+    }
+    assert_eq!(n, 40);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invariants over the whole corpus
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn every_corpus_upgrade_is_edition5_idempotent_and_keeps_comments() {
+    for (name, text) in corpus() {
+        let Ok(_) = text.parse::<DocumentMut>() else { continue };
+        let (out, first) = up(&text);
+        let (again, second) = up(&out);
+        assert_eq!(second.generation, Generation::Edition5, "{name}");
+        assert!(second.changes.is_empty(), "{name}: second upgrade changed {:?}", second.changes);
+        assert_eq!(again, out, "{name}");
+        if first.generation == Generation::Edition5 {
+            assert_eq!(out, text, "{name}: an edition-5 file must come back byte for byte");
+            assert!(first.changes.is_empty(), "{name}");
+            continue;
+        }
+        // One framework section, edition 5, a dashed name.
+        let doc: DocumentMut = out.parse().unwrap();
+        let frameworks = ["torch", "torch-noarch", "tvm-ffi"].iter().filter(|f| doc.contains_key(f)).count();
+        assert_eq!(frameworks, 1, "{name}");
+        assert_eq!(doc["general"]["edition"].as_integer(), Some(5), "{name}");
+        let kname = doc["general"]["name"].as_str().unwrap();
+        assert!(!kname.contains('_'), "{name}: {kname}");
+        // Every comment line of the original survives.
+        for line in text.lines().filter(|l| l.trim_start().starts_with('#')) {
+            assert!(out.contains(line.trim()), "{name}: lost comment {line:?}");
+        }
+        // Every version bound keeps its text.
+        for bound in ["minver", "maxver"] {
+            for (table, key) in [("torch", bound.to_owned()), ("general", format!("cuda-{bound}"))] {
+                if let Some(v) = text.parse::<DocumentMut>().unwrap().get(table).and_then(|t| t.get(&key)) {
+                    let v = v.as_str().unwrap();
+                    assert!(out.contains(&format!("{bound} = \"{v}\"")), "{name}: {bound} {v}");
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per generation, on real files
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn v4_flash_attn3_keeps_maxver_13_0_text_and_its_comment() {
+    // Upstream's migration rewrote this "13.0" as "13" and lost every cu130 cell.
+    let (out, u) = up_corpus("huggingface__kernels-community__flash-attn3");
+    assert_eq!(u.generation, Generation::V4);
+    assert!(out.contains(
+        "\n# ptxas fails on 13.2, but the 13.0 build is backwards compatible.\nmaxver = \"13.0\"\n"
+    ));
+    assert!(out.contains("[torch]\nstable-abi = \"2.9\"\n"), "a string stable-abi stays a string");
+    assert!(out.starts_with(
+        "[general]\nname = \"flash-attn3\"\nlicense = \"BSD-3-Clause\"\nversion = 1\nedition = 5\n"
+    ));
+    let changes: Vec<_> = u.changes.iter().map(|c| c.key_path.as_str()).collect();
+    assert_eq!(changes, ["general.edition"]);
+    assert!(u.problems.is_empty());
+    // Only one line was added.
+    let original = corpus_text("huggingface__kernels-community__flash-attn3");
+    assert_eq!(out.replacen("edition = 5\n", "", 1), original);
+}
+
+#[test]
+fn v3_without_version_license_or_framework() {
+    let (out, u) = up_corpus("huggingface__kernels-community__trimul-gpumode@b27d9fa6");
+    assert_eq!(u.generation, Generation::V3);
+    assert_eq!(
+        rules(&u),
+        [(Severity::Warning, "legacy-no-license"), (Severity::Warning, "legacy-no-framework")]
+    );
+    insta::assert_snapshot!("v3_trimul_gpumode", out);
+
+    let (out, u) = up_corpus("ParagEkbote__model-kernels__kernels_attention_int8@2206842");
+    assert_eq!(u.generation, Generation::V3);
+    assert!(out.contains("version = 1\nedition = 5\n"));
+    assert_eq!(rules(&u), [(Severity::Warning, "legacy-no-license")]);
+}
+
+#[test]
+fn v2_flash_attn3_moves_cuda_bounds_verbatim() {
+    let (out, u) = up_corpus("huggingface__kernels-community__flash-attn3@3c02e44b");
+    assert_eq!(u.generation, Generation::V2);
+    assert!(out.contains("\n[general.cuda]\nminver = \"12.4\"\nmaxver = \"12.4\"\n"));
+    assert!(!out.contains("cuda-minver") && !out.contains("universal"));
+    assert!(out.contains("\"--ftemplate-backtrace-limit=0\",              # To debug template code\n"));
+    assert!(u.renames.contains(&("general.cuda.maxver".to_owned(), "general.cuda-maxver".to_owned())));
+    let head: String = out.lines().take(10).collect::<Vec<_>>().join("\n");
+    insta::assert_snapshot!("v2_flash_attn3_head", head);
+}
+
+#[test]
+fn v2_universal_true_is_noarch_with_a_warning() {
+    let (out, u) = up_corpus("huggingface__kernels-community__flash-attn-cute@ad74fede");
+    assert_eq!(u.generation, Generation::V2);
+    assert_eq!(
+        out,
+        "[general]\nname = \"flash-attn-cute\"\nversion = 1\nedition = 5\n\
+         backends = [\"cpu\", \"cuda\", \"metal\", \"rocm\", \"xpu\"]\n\n\
+         [general.cuda]\nminver = \"12.8\"\npython-depends = [\"nvidia-cutlass-dsl\"]\n\n[torch-noarch]\n"
+    );
+    assert_eq!(
+        rules(&u),
+        [(Severity::Warning, "legacy-no-license"), (Severity::Warning, "universal-backends")]
+    );
+}
+
+#[test]
+fn v2_universal_false_is_dropped_and_backends_come_from_kernels() {
+    let (out, u) = up_corpus("huggingface__kernels-community__flash-attn@4922936f");
+    assert_eq!(u.generation, Generation::V2);
+    assert!(out.starts_with(
+        "[general]\nname = \"flash-attn\"\nversion = 1\nedition = 5\nbackends = [\"cuda\", \"xpu\"]\n\n[torch]\n"
+    ));
+    assert!(out.contains("  # bwd kernels - commented out since mha_bwd functions are disabled\n"));
+}
+
+#[test]
+fn v1_hipify_makes_a_rocm_copy() {
+    let (out, u) = up_corpus("huggingface__kernel-builder__examples_relu@c364004");
+    assert_eq!(u.generation, Generation::V1);
+    insta::assert_snapshot!("v1_relu_hipify", out);
+    let doc: DocumentMut = out.parse().unwrap();
+    let cuda = &doc["kernel"]["activation"];
+    let rocm = &doc["kernel"]["activation_rocm"];
+    assert_eq!(cuda["backend"].as_str(), Some("cuda"));
+    assert_eq!(rocm["backend"].as_str(), Some("rocm"));
+    assert!(cuda.get("cuda-capabilities").is_some() && cuda.get("rocm-archs").is_none());
+    assert!(rocm.get("rocm-archs").is_some() && rocm.get("cuda-capabilities").is_none());
+    assert_eq!(rocm["src"].as_array().unwrap().len(), 1);
+    assert!(u.renames.contains(&("kernel.activation_rocm".to_owned(), "kernel.activation".to_owned())));
+}
+
+#[test]
+fn v1_untagged_kernel_is_cuda() {
+    let (out, u) = up_corpus("huggingface__kernel-builder__examples_relu@c8df7c4e");
+    assert_eq!(u.generation, Generation::V1);
+    assert!(out.contains("[kernel.activation]\nbackend = \"cuda\"\ncuda-capabilities = ["));
+    assert!(out.contains("backends = [\"cuda\"]\n"));
+}
+
+#[test]
+fn names_with_underscores_get_dashes_in_legacy_files_only() {
+    let (out, u) = up_corpus("huggingface__kernels-community__causal-conv1d@32f3c1ed");
+    assert!(out.contains("name = \"causal-conv1d\"\n"));
+    assert!(u.changes.iter().any(
+        |c| c.key_path == "general.name" && c.description.contains("`causal_conv1d` to `causal-conv1d`")
+    ));
+
+    // Edition 5: the upgrade leaves the name for the validator; update-build uses dash_name.
+    let text = "[general]\nname = \"fused_rms_norm\"  # the name\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = []\n\n[torch-noarch]\n";
+    let (out, u) = up(text);
+    assert_eq!(out, text);
+    assert!(u.changes.is_empty());
+    let mut doc: DocumentMut = text.parse().unwrap();
+    let change = dash_name(&mut doc).expect("renamed");
+    assert_eq!(change.key_path, "general.name");
+    assert_eq!(doc.to_string(), text.replace("fused_rms_norm", "fused-rms-norm"));
+    assert!(dash_name(&mut doc).is_none());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules on small documents
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn edition_other_than_5_is_an_error() {
+    for (edition, msg) in [("4", "unsupported edition 4"), ("6", "unsupported edition 6")] {
+        let text = format!("[general]\nname = \"x1\"\nedition = {edition}\n");
+        let (out, u) = up(&text);
+        assert_eq!(out, text);
+        assert_eq!(u.generation, Generation::Edition5);
+        assert_eq!(rules(&u), [(Severity::Error, "unsupported-edition")]);
+        assert_eq!(u.problems[0].message, msg);
+    }
+    let (_, u) = up("[general]\nedition = \"5\"\n");
+    assert_eq!(u.problems[0].message, "`edition` must be the integer 5, not `\"5\"`");
+}
+
+#[test]
+fn hipify_copy_name_taken_is_an_error() {
+    let text = "[general]\nname = \"relu\"\n\n[torch]\n\n[kernel.a]\nlanguage = \"cuda-hipify\"\nsrc = [\"a.cu\"]\ndepends = []\n\n[kernel.a_rocm]\nlanguage = \"cuda\"\nsrc = [\"b.cu\"]\ndepends = []\n";
+    let (out, u) = up(text);
+    assert_eq!(u.generation, Generation::V1);
+    assert!(rules(&u).contains(&(Severity::Error, "hipify-copy-conflict")));
+    assert_eq!(
+        u.problems.iter().find(|p| p.rule == "hipify-copy-conflict").unwrap().key_path,
+        "kernel.a_rocm"
+    );
+    // No second `a_rocm`; both kernels are CUDA kernels.
+    assert_eq!(out.matches("[kernel.a_rocm]").count(), 1);
+    assert_eq!(out.matches("backend = \"cuda\"").count(), 2);
+}
+
+#[test]
+fn v1_torch_name_pyroot_capabilities_and_metal() {
+    let text = "\
+[general]
+name = \"my_ops\"
+
+[torch]
+name = \"my_ops\"
+pyroot = \"torch-ext\"
+src = [\"torch-ext/b.cpp\"]
+
+# The CUDA kernel.
+[kernel.k]
+# Which GPUs.
+capabilities = [\"8.0\", \"9.0\"]  # trailing
+rocm-archs = [\"gfx942\"]
+src = [\"k.cu\"]
+depends = [\"torch\"]
+
+[kernel.m]
+language = \"metal\"
+src = [\"m.mm\"]
+depends = [\"torch\"]
+";
+    let (out, u) = up(text);
+    assert_eq!(u.generation, Generation::V1);
+    assert_eq!(
+        out,
+        "\
+[general]
+name = \"my-ops\"
+version = 1
+edition = 5
+backends = [\"cuda\", \"metal\"]
+
+[torch]
+src = [\"torch-ext/b.cpp\"]
+
+# The CUDA kernel.
+[kernel.k]
+backend = \"cuda\"
+# Which GPUs.
+cuda-capabilities = [\"8.0\", \"9.0\"]  # trailing
+src = [\"k.cu\"]
+depends = [\"torch\"]
+
+[kernel.m]
+backend = \"metal\"
+src = [\"m.mm\"]
+depends = [\"torch\"]
+"
+    );
+    let paths: Vec<&str> = u.changes.iter().map(|c| c.key_path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "general.name",
+            "general.version",
+            "general.edition",
+            "torch.name",
+            "torch.pyroot",
+            "kernel.k.cuda-capabilities",
+            "kernel.k.backend",
+            "kernel.k.rocm-archs",
+            "kernel.m.backend",
+            "general.backends",
+        ]
+    );
+    assert!(u
+        .renames
+        .contains(&("kernel.k.cuda-capabilities".to_owned(), "kernel.k.capabilities".to_owned())));
+}
+
+#[test]
+fn unknown_v1_language_is_an_error() {
+    let (_, u) =
+        up("[general]\nname = \"ab\"\n[torch]\n[kernel.k]\nlanguage = \"hip\"\nsrc = []\ndepends = []\n");
+    assert!(rules(&u).contains(&(Severity::Error, "legacy-unknown-language")));
+}
+
+#[test]
+fn universal_true_with_a_torch_table_becomes_torch_noarch() {
+    let text = "[general]\nname = \"ab\"\n\n# Python only.\n[torch]\nuniversal = true\npyext = [\"py\", \"json\"]\nsrc = []\n";
+    let (out, u) = up(text);
+    assert_eq!(u.generation, Generation::V1);
+    assert_eq!(
+        out,
+        "[general]\nname = \"ab\"\nversion = 1\nedition = 5\nbackends = [\"cpu\", \"cuda\", \"metal\", \"rocm\", \"xpu\"]\n\n# Python only.\n[torch-noarch]\npyext = [\"py\", \"json\"]\n"
+    );
+    assert!(u.renames.contains(&("torch-noarch".to_owned(), "torch".to_owned())));
+}
+
+#[test]
+fn v3_without_framework_but_with_kernels_gets_torch_with_a_warning() {
+    let text = "[general]\nname = \"ab\"\nbackends = [\"cuda\"]\n\n[kernel.k]\nbackend = \"cuda\"\nsrc = [\"k.cu\"]\ndepends = []\n";
+    let (out, u) = up(text);
+    assert_eq!(u.generation, Generation::V3);
+    assert!(out.contains("backends = [\"cuda\"]\n\n[torch]\n\n[kernel.k]\n"), "{out}");
+    let p = u.problems.iter().find(|p| p.rule == "legacy-no-framework").unwrap();
+    assert_eq!(p.severity, Severity::Warning);
+    assert_eq!(p.key_path, "torch");
+}
+
+#[test]
+fn general_cuda_only_and_no_framework_is_never_silently_noarch() {
+    // From a user's report: `[general]` + `[general.cuda] minver = "13.0"` and nothing else.
+    let text = "[general]\nname = \"ab\"\nbackends = [\"cuda\"]\n\n[general.cuda]\nminver = \"13.0\"\n";
+    let (out, u) = up(text);
+    assert!(out.contains("[general.cuda]\nminver = \"13.0\"\n\n[torch-noarch]\n"), "{out}");
+    assert!(u.problems.iter().any(|p| p.rule == "legacy-no-framework" && p.severity == Severity::Warning));
+}
+
+#[test]
+fn cuda_bound_in_both_places_is_an_error() {
+    let text =
+        "[general]\nname = \"ab\"\ncuda-minver = \"12.4\"\n[general.cuda]\nminver = \"12.6\"\n[torch]\n";
+    let (out, u) = up(text);
+    assert_eq!(
+        rules(&u),
+        [(Severity::Warning, "legacy-no-license"), (Severity::Error, "legacy-cuda-bound-conflict")]
+    );
+    assert!(out.contains("minver = \"12.6\""));
+}
+
+#[test]
+fn inline_general_table_is_upgraded_too() {
+    let text = "general = { name = \"a_b\", universal = false, cuda-maxver = \"13.0\" }\ntorch = {}\n";
+    let (out, u) = up(text);
+    assert_eq!(u.generation, Generation::V2);
+    let doc: DocumentMut = out.parse().unwrap();
+    assert_eq!(doc["general"]["cuda"]["maxver"].as_str(), Some("13.0"));
+    assert_eq!(doc["general"]["edition"].as_integer(), Some(5));
+    assert_eq!(doc["general"]["name"].as_str(), Some("a-b"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command
+// ---------------------------------------------------------------------------------------------
+
+fn kernel_dir(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("build.toml"), text).unwrap();
+    dir
+}
+
+/// A kernel directory made from a corpus entry: its build.toml plus an empty file at every
+/// path of `files.txt` and of `sources_missing_from_files_txt` (the corpus README's recipe), so
+/// that the validator finds the sources.
+fn corpus_kernel_dir(name: &str) -> tempfile::TempDir {
+    let dir = kernel_dir(&corpus_text(name));
+    let entry = corpus_dir().join(name);
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(corpus_dir().join("expected.json")).unwrap()).unwrap();
+    let listed = std::fs::read_to_string(entry.join("files.txt")).unwrap_or_default();
+    let missing = expected[name]["sources_missing_from_files_txt"].as_array().cloned().unwrap_or_default();
+    let paths =
+        listed.lines().map(str::to_owned).chain(missing.iter().filter_map(|v| v.as_str().map(str::to_owned)));
+    for rel in paths {
+        let rel = rel.trim();
+        if rel.is_empty() || rel == "build.toml" || rel.starts_with('/') || rel.split('/').any(|c| c == "..")
+        {
+            continue;
+        }
+        // A listing may name both `a` and `a/b` (a submodule or link); the directory wins.
+        let path = dir.path().join(rel);
+        let parent = path.parent().unwrap();
+        if parent.is_file() {
+            std::fs::remove_file(parent).unwrap();
+        }
+        std::fs::create_dir_all(parent).unwrap();
+        if !path.exists() {
+            std::fs::write(&path, "").unwrap();
+        }
+    }
+    dir
+}
+
+fn kb() -> Command {
+    Command::cargo_bin("kernel-builder").unwrap()
+}
+
+fn read(dir: &tempfile::TempDir) -> String {
+    std::fs::read_to_string(dir.path().join("build.toml")).unwrap()
+}
+
+#[test]
+fn check_exits_1_when_an_update_is_needed_and_writes_nothing() {
+    let original = corpus_text("huggingface__kernels-community__flash-attn3");
+    let dir = corpus_kernel_dir("huggingface__kernels-community__flash-attn3");
+    let out = kb().args(["update-build", "--check"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains(
+        "needs an update: v4 (legacy, unversioned) → edition 5\n  general.edition: added `edition = 5`\n"
+    ));
+    assert_eq!(read(&dir), original);
+}
+
+#[test]
+fn check_exits_0_on_a_current_file() {
+    let original = corpus_text("huggingface__kernels__examples_kernels_relu-torch-bounds");
+    let dir = corpus_kernel_dir("huggingface__kernels__examples_kernels_relu-torch-bounds");
+    let out = kb().args(["update-build", "--check"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout).unwrap().ends_with("is already edition 5; nothing to change.\n"));
+    assert_eq!(read(&dir), original);
+}
+
+#[test]
+fn update_twice_is_a_no_op_the_second_time() {
+    let dir = corpus_kernel_dir("huggingface__kernels-community__flash-attn3");
+    kb().args(["update-build"]).arg(dir.path()).assert().code(0);
+    let first = read(&dir);
+    assert!(first.contains("version = 1\nedition = 5\nbackends"));
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout).unwrap().contains("already edition 5; nothing to change."));
+    assert_eq!(read(&dir), first);
+    kb().args(["update-build", "--check"]).arg(dir.path()).assert().code(0);
+}
+
+#[test]
+fn missing_license_refuses_to_write_until_given() {
+    let original = corpus_text("huggingface__kernels-community__flash-attn3@3c02e44b");
+    let dir = corpus_kernel_dir("huggingface__kernels-community__flash-attn3@3c02e44b");
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr
+        .contains("general.license: the file has no `license`, which edition 5 requires [missing-license]"));
+    assert!(stderr.contains("--license <SPDX id>"));
+    assert_eq!(read(&dir), original, "the original bytes are untouched");
+    // No stray temporary file is left behind.
+    let stray: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".kernel-builder-"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
+
+    kb().args(["update-build", "--license", "BSD-3-Clause"]).arg(dir.path()).assert().code(0);
+    let new = read(&dir);
+    assert!(new.starts_with(
+        "[general]\nname = \"flash-attn3\"\nversion = 1\nedition = 5\nlicense = \"BSD-3-Clause\"\nbackends = [\"cuda\"]\n"
+    ));
+    assert!(new.contains("maxver = \"12.4\""));
+}
+
+#[test]
+fn upgrade_errors_leave_the_file_untouched() {
+    let original = "[general]\nname = \"relu\"\n\n[torch]\n\n[kernel.a]\nlanguage = \"cuda-hipify\"\nsrc = [\"a.cu\"]\ndepends = []\n\n[kernel.a_rocm]\nsrc = [\"b.cu\"]\ndepends = []\n";
+    let dir = kernel_dir(original);
+    let out = kb().args(["update-build", "--license", "MIT"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("[hipify-copy-conflict]"));
+    assert_eq!(read(&dir), original);
+}
+
+#[test]
+fn a_result_that_would_not_validate_leaves_the_original_bytes() {
+    // A legacy file with two framework sections: the upgrade itself has nothing to object to,
+    // validation of the new text does.
+    let original = "[general]\nname = \"ab\"  # keep\nlicense = \"MIT\"\nbackends = []\n\n[torch]\n\n[tvm-ffi]\nsrc = []\n";
+    let dir = kernel_dir(original);
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("was not changed: the upgraded file would not validate"), "{stderr}");
+    assert_eq!(read(&dir), original);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file is left");
+}
+
+#[test]
+fn edition5_name_with_underscores_is_renamed() {
+    let original = "[general]\nname = \"fused_rms_norm\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\"]\n\n[torch-noarch]\n";
+    let dir = kernel_dir(original);
+    kb().args(["update-build", "--check"]).arg(dir.path()).assert().code(1);
+    assert_eq!(read(&dir), original);
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("renamed the kernel `fused_rms_norm` to `fused-rms-norm`"));
+    assert_eq!(read(&dir), original.replace("fused_rms_norm", "fused-rms-norm"));
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = kernel_dir("[general\nname = 1\n");
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("cannot parse") && stderr.contains("line 1"), "{stderr}");
+
+    let out = kb().args(["update-build", "/nonexistent/kernel"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("`/nonexistent/kernel` is not a directory"));
+
+    let latin1 = tempfile::tempdir().unwrap();
+    std::fs::write(latin1.path().join("build.toml"), b"[general]\nname = \"caf\xe9\"\n").unwrap();
+    let out = kb().args(["update-build"]).arg(latin1.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("cannot read"));
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = kb().args(["update-build"]).arg(empty.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("build.toml"));
+}
+
+#[test]
+fn every_corpus_file_updates_and_then_is_current() {
+    // This legacy file names the C++ dependency by its old name, which the upgrade renames.
+    const RENAMED_DEP: &str = "huggingface__kernels-community__flash-attn@4922936f";
+    let mut updated = 0;
+    for (name, text) in corpus() {
+        if text.parse::<DocumentMut>().is_err() {
+            continue;
+        }
+        let dir = corpus_kernel_dir(&name);
+        let out = kb().args(["update-build", "--license", "Apache-2.0"]).arg(dir.path()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        let new = read(&dir);
+        if name == RENAMED_DEP {
+            assert!(new.contains(r#"depends = ["torch", "sycl_tla"]"#), "{name}: {new}");
+            assert!(!new.contains("cutlass_sycl"), "{name}");
+        }
+        if new != text {
+            updated += 1;
+        }
+        let mut doc: DocumentMut = new.parse().unwrap();
+        assert!(doc["general"]["license"].is_str(), "{name}");
+        let u = upgrade(&mut doc);
+        assert!(u.changes.is_empty() && u.generation == Generation::Edition5, "{name}");
+        kb().args(["update-build", "--check"]).arg(dir.path()).assert().code(0);
+    }
+    // The 87 files without `edition` are rewritten (86 when the validator refuses INVALID); no
+    // edition-5 file in the corpus needs a fix.
+    assert!(updated == 87 || updated == 86, "{updated}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties: nothing panics, and the upgrade is idempotent
+// ---------------------------------------------------------------------------------------------
+
+/// Whatever the document, upgrading never panics, the result is TOML again, and upgrading it a
+/// second time changes nothing.
+fn check_upgrade_invariants(text: &str) -> Result<(), TestCaseError> {
+    let _ = plan("build.toml", text, Some("MIT"));
+    let _ = plan("build.toml", text, None);
+    let Ok(mut doc) = text.parse::<DocumentMut>() else { return Ok(()) };
+    let _ = detect(&doc);
+    let _ = upgrade(&mut doc);
+    let out = doc.to_string();
+    let Ok(mut again) = out.parse::<DocumentMut>() else {
+        // toml_edit can print documents it cannot read back only when the input was already
+        // unusual (e.g. a key defined both dotted and as a table); nothing to compare then.
+        return Ok(());
+    };
+    let second = upgrade(&mut again);
+    prop_assert!(second.changes.is_empty(), "second upgrade changed {:?}\n{out}", second.changes);
+    Ok(())
+}
+
+const KEYS: &[&str] = &[
+    "[general]\n",
+    "[torch]\n",
+    "[torch-noarch]\n",
+    "[tvm-ffi]\n",
+    "[kernel.a]\n",
+    "[kernel.a_rocm]\n",
+    "[general.cuda]\n",
+    "name = \"a_b\"\n",
+    "universal = true\n",
+    "universal = false\n",
+    "universal = 1\n",
+    "cuda-minver = \"12.4\"\n",
+    "cuda-maxver = \"13.0\"\n",
+    "language = \"cuda-hipify\"\n",
+    "language = \"metal\"\n",
+    "language = 3\n",
+    "capabilities = [\"8.0\"]\n",
+    "backend = \"cuda\"\n",
+    "rocm-archs = [\"gfx942\"]\n",
+    "edition = 5\n",
+    "edition = \"x\"\n",
+    "version = 1\n",
+    "license = \"MIT\"\n",
+    "python-depends = [\"einops\", \"nvidia-cutlass-dsl\"]\n",
+    "pyroot = \"x\"\n",
+    "src = []\n",
+    "cuda = 1\n",
+    "backends = [\"cuda\"]\n",
+    "# comment\n",
+    "kernel = 1\n",
+    "general = 1\n",
+    "torch = { universal = true }\n",
+    "general.cuda.minver = \"1\"\n",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,400}") {
+        check_upgrade_invariants(&text)?;
+    }
+
+    #[test]
+    fn build_toml_shaped_text_never_panics(parts in proptest::collection::vec(0..KEYS.len(), 0..24)) {
+        let text: String = parts.iter().map(|&i| KEYS[i]).collect();
+        check_upgrade_invariants(&text)?;
+    }
+
+    #[test]
+    fn mutated_corpus_files_never_panic(
+        file in 0usize..200,
+        edits in proptest::collection::vec((0usize..10_000, 0..KEYS.len(), any::<bool>()), 1..6),
+    ) {
+        let files = corpus_small();
+        let (_, text) = &files[file % files.len()];
+        let mut lines: Vec<String> = text.lines().map(|l| format!("{l}\n")).collect();
+        for (at, key, delete) in edits {
+            let at = at % (lines.len() + 1);
+            if delete && at < lines.len() {
+                lines.remove(at);
+            } else {
+                lines.insert(at, KEYS[key].to_owned());
+            }
+        }
+        check_upgrade_invariants(&lines.concat())?;
+    }
+}
+
+/// The corpus files under 200 lines (the mutation test reads them once).
+fn corpus_small() -> &'static [(String, String)] {
+    static FILES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    FILES.get_or_init(|| corpus().into_iter().filter(|(_, t)| t.lines().count() < 200).collect())
+}
+
+#[test]
+fn a_symlinked_build_toml_is_updated_where_it_points() {
+    let dir = kernel_dir(
+        "[general]\nname = \"ab\"\nversion = 1\nlicense = \"MIT\"\nbackends = []\n\n[torch-noarch]\n",
+    );
+    let real = dir.path().join("real.toml");
+    std::fs::rename(dir.path().join("build.toml"), &real).unwrap();
+    std::os::unix::fs::symlink("real.toml", dir.path().join("build.toml")).unwrap();
+    kb().args(["update-build"]).arg(dir.path()).assert().code(0);
+    assert!(std::fs::symlink_metadata(dir.path().join("build.toml")).unwrap().file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(&real).unwrap(),
+        "[general]\nname = \"ab\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = []\n\n[torch-noarch]\n"
+    );
+}
+
+#[test]
+fn help_text() {
+    let out = kb().args(["update-build", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!("update_build_help", String::from_utf8(out.stdout).unwrap());
+}
