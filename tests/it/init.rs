@@ -1022,9 +1022,12 @@ fn generated_noarch_projects_build() {
             .iter()
             .map(|b| format!("torch-{b}"))
             .collect();
+        // The variant directories (build/ also holds the build's hash manifest).
         let mut built: Vec<String> = std::fs::read_dir(dir.join("build"))
             .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_dir())
+            .map(|e| e.file_name().into_string().unwrap())
             .collect();
         built.sort();
         assert_eq!(built, expected, "{dir}");
