@@ -1049,3 +1049,127 @@ fn generated_noarch_projects_build() {
         }
     }
 }
+
+// ---- With Nix: the generated flake.nix builds through the root flake's genKernelFlakeOutputs ----
+
+/// A copy of the root flake (what a kernel's `kernel-builder` input needs), so that a `path:`
+/// reference to it does not copy this checkout's `target/` into the store.
+fn root_flake_copy(into: &Utf8Path) -> Utf8PathBuf {
+    let repo = Utf8Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dest = into.join("kernel-builder");
+    for f in ["flake.nix", "flake.lock", "Cargo.toml", "Cargo.lock"] {
+        let to = dest.join(f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(repo.join(f), to).unwrap();
+    }
+    for e in walkdir::WalkDir::new(repo.join("nix")) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(repo.as_std_path()).unwrap();
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(dest.join(rel.to_str().unwrap())).unwrap();
+        } else {
+            std::fs::copy(e.path(), dest.join(rel.to_str().unwrap())).unwrap();
+        }
+    }
+    dest
+}
+
+/// The static orchestrator directory (`scripts/setup-nix.sh` builds it).
+fn orchestrator() -> Utf8PathBuf {
+    let dir = std::env::var("KERNEL_BUILDER_ORCHESTRATOR")
+        .map(Utf8PathBuf::from)
+        .unwrap_or_else(|_| {
+            Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("target/nix-orchestrator")
+        });
+    assert!(
+        dir.join("bin/kernel-builder").is_file(),
+        "no static orchestrator in {dir}: run scripts/setup-nix.sh first"
+    );
+    dir
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "nix-tests"),
+    ignore = "needs Nix: cargo test --features nix-tests"
+)]
+fn generated_flake_builds_the_bundle_with_nix() {
+    let s = Scratch::new();
+    let root = root_flake_copy(&s.root);
+    let orch = format!("path:{}", orchestrator());
+    for (template, backends) in [
+        ("helion", &["cuda", "rocm", "xpu"][..]),
+        ("torch", &["cpu", "cuda"][..]),
+    ] {
+        let name = format!("nix-{template}");
+        let mut args = vec![
+            "--name".to_owned(),
+            format!("myorg/{name}"),
+            "--template".into(),
+            template.into(),
+        ];
+        args.extend([
+            "--flake-ref".into(),
+            format!("path:{root}"),
+            "--backends".into(),
+        ]);
+        args.extend(backends.iter().map(|b| b.to_string()));
+        args.extend(["--".into(), name.clone()]);
+        let out = s
+            .kb()
+            .arg("init")
+            .args(&args)
+            .env_remove("KERNEL_BUILDER_FLAKE_REF")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = s.root.join(&name);
+
+        let out = duct::cmd(
+            "nix",
+            [
+                "build",
+                ".#bundle",
+                "--override-input",
+                "kernel-builder/orchestrator",
+                &orch,
+            ],
+        )
+        .dir(&dir)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "nix build of {name}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        // One variant per backend, holding the package's sources as they are.
+        let result = dir.join("result");
+        let mut variants: Vec<String> = std::fs::read_dir(&result)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        variants.sort();
+        let expected: Vec<String> = backends.iter().map(|b| format!("torch-{b}")).collect();
+        assert_eq!(variants, expected, "{name}");
+        let py = name.replace('-', "_");
+        for v in &variants {
+            for f in ["__init__.py", "op.py"] {
+                assert_eq!(
+                    read(result.join(v).join(f)),
+                    read(dir.join("torch-ext").join(&py).join(f)),
+                    "{name}: {v}/{f}"
+                );
+            }
+            assert!(result.join(v).join("metadata.json").is_file());
+        }
+    }
+}
