@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 pub mod build_and_copy;
 pub mod check_config;
 pub mod hash;
+pub mod init;
 pub mod list_variants;
 pub mod nix_support;
 pub mod update_build;
@@ -23,6 +24,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Create a new kernel project (Helion, Triton, PyTorch or compiled), ready to build.
+    Init(init::Args),
     /// Read build.toml (any edition), validate it and print a summary.
     CheckConfig(check_config::Args),
     /// Rewrite build.toml as edition 5, keeping comments and order.
@@ -53,6 +56,7 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Init(a) => init::run(a),
         Command::CheckConfig(a) => check_config::run(a),
         Command::UpdateBuild(a) => update_build::run(a),
         Command::ListVariants(a) => list_variants::run(a),

@@ -3,6 +3,7 @@ mod build;
 mod config;
 mod corpus;
 mod hash;
+mod init;
 mod list_variants;
 mod matrix_corpus;
 mod matrix_user_reports;

@@ -1,0 +1,5 @@
+"""{{name}}: {{summary}}"""
+
+from .op import {{python_name}}
+
+__all__ = ["{{python_name}}"]

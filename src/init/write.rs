@@ -1,0 +1,435 @@
+//! Writing a rendered project to disk, all or nothing, and staging it in git.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::io;
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+use super::FileSet;
+
+/// Why a project could not be written. In every case nothing new is left behind (a file
+/// replaced under `overwrite` before the failure stays replaced).
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// The target directory holds files and `--overwrite` was not given.
+    #[error("{}", not_empty_message(dir, replaced, others))]
+    NotEmpty {
+        dir: Utf8PathBuf,
+        /// Generated files that already exist (they would be replaced).
+        replaced: Vec<Utf8PathBuf>,
+        /// Other entries at the top of the directory (they would be kept).
+        others: Vec<Utf8PathBuf>,
+    },
+    /// The target exists and is not a directory.
+    #[error("`{0}` exists and is not a directory")]
+    NotADirectory(Utf8PathBuf),
+    /// A generated path is blocked by an existing entry of the wrong kind.
+    #[error("cannot write `{path}`: {reason}")]
+    Blocked { path: Utf8PathBuf, reason: String },
+    /// A filesystem operation failed.
+    #[error("cannot {action} `{path}`")]
+    Io {
+        action: &'static str,
+        path: Utf8PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A git command failed (the files written were removed again).
+    #[error("{}", git_message(command, dir, output))]
+    Git {
+        command: String,
+        dir: Utf8PathBuf,
+        output: String,
+    },
+}
+
+fn not_empty_message(dir: &Utf8Path, replaced: &[Utf8PathBuf], others: &[Utf8PathBuf]) -> String {
+    let mut s =
+        format!("`{dir}` is not empty, and `init` writes only into a new or empty directory");
+    if !replaced.is_empty() {
+        s.push_str("\nthese files would be replaced:");
+        for p in replaced {
+            s.push_str(&format!("\n    {p}"));
+        }
+    }
+    if !others.is_empty() {
+        s.push_str("\nit also holds (these would be kept):");
+        for p in others {
+            s.push_str(&format!("\n    {p}"));
+        }
+    }
+    s.push_str(
+        "\nhint: pass `--overwrite` to write the project anyway: generated files replace the files \
+         of the same name, other files are left as they are",
+    );
+    s
+}
+
+fn git_message(command: &str, dir: &Utf8Path, output: &str) -> String {
+    let mut s = format!("`{command}` failed in `{dir}`");
+    let out = output.trim_end();
+    if !out.is_empty() {
+        s.push_str("\n--- output ---\n");
+        s.push_str(out);
+        s.push_str("\n---");
+    }
+    s.push_str("\nnothing was written");
+    s
+}
+
+/// What happened in git after the files were written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitOutcome {
+    /// `git init` made a new repository in the project directory.
+    Initialized,
+    /// The project directory is inside an existing work tree (its top level given); the files
+    /// were staged there and no nested repository was made.
+    Reused(Utf8PathBuf),
+}
+
+impl fmt::Display for GitOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GitOutcome::Initialized => {
+                f.write_str("initialized a new git repository and staged the files")
+            }
+            GitOutcome::Reused(top) => write!(
+                f,
+                "staged the files in the existing git repository at `{top}`"
+            ),
+        }
+    }
+}
+
+/// The result of [`write_project`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub dir: Utf8PathBuf,
+    pub git: GitOutcome,
+}
+
+fn io_err(action: &'static str, path: &Utf8Path) -> impl FnOnce(io::Error) -> InitError {
+    let path = path.to_owned();
+    move |source| InitError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// Undo what a failed write created: files and directories, newest first. Directories are
+/// removed only when empty. Errors are ignored: this runs while reporting another error.
+struct Rollback {
+    files: Vec<Utf8PathBuf>,
+    dirs: Vec<Utf8PathBuf>,
+    armed: bool,
+}
+
+impl Rollback {
+    fn run(&mut self) {
+        for f in self.files.drain(..).rev() {
+            let _ = std::fs::remove_file(&f);
+        }
+        for d in self.dirs.drain(..).rev() {
+            let _ = std::fs::remove_dir(&d);
+        }
+    }
+}
+
+impl Drop for Rollback {
+    fn drop(&mut self) {
+        if self.armed {
+            self.run();
+        }
+    }
+}
+
+/// Create `dir` and its missing ancestors, recording each one created.
+fn create_dirs(dir: &Utf8Path, rollback: &mut Rollback) -> Result<(), InitError> {
+    let mut missing = Vec::new();
+    let mut cur = Some(dir);
+    while let Some(d) = cur {
+        if d.as_str().is_empty() {
+            break;
+        }
+        match std::fs::symlink_metadata(d) {
+            Ok(m) if m.is_dir() => break,
+            Ok(m) if m.file_type().is_symlink() && d.is_dir() => break,
+            Ok(_) => {
+                return Err(InitError::Blocked {
+                    path: d.to_owned(),
+                    reason: "it exists and is not a directory".into(),
+                })
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                missing.push(d.to_owned())
+            }
+            Err(e) => return Err(io_err("inspect", d)(e)),
+        }
+        cur = d.parent();
+    }
+    for d in missing.into_iter().rev() {
+        std::fs::create_dir(&d).map_err(io_err("create the directory", &d))?;
+        set_mode(&d, 0o755)?;
+        rollback.dirs.push(d);
+    }
+    Ok(())
+}
+
+fn set_mode(path: &Utf8Path, mode: u32) -> Result<(), InitError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(io_err("set permissions on", path))
+}
+
+/// Write the files of a project into `dir` and stage them in git.
+///
+/// * `dir` missing: it is created with its missing parents.
+/// * `dir` exists: it must be a directory, empty apart from `.git`, unless `overwrite`; with
+///   `overwrite`, generated files replace files of the same path and other files are kept.
+/// * Files are written with mode 0644, directories 0755, each file through a temporary file
+///   renamed into place. If anything fails, every file and directory created so far is
+///   removed (a file replaced under `overwrite` stays replaced).
+/// * Git: when `dir` is inside an existing work tree, the files are staged there; otherwise
+///   `git init` makes a repository in `dir`. Then `git add .` runs in `dir`. Nothing is
+///   committed. `git` is looked up before anything is written.
+pub fn write_project(
+    dir: &Utf8Path,
+    files: &FileSet,
+    overwrite: bool,
+) -> Result<Written, InitError> {
+    let git = Git::new();
+    git.check_available(dir)?;
+
+    match std::fs::symlink_metadata(dir) {
+        Ok(_) if !dir.is_dir() => return Err(InitError::NotADirectory(dir.to_owned())),
+        Ok(_) => check_existing(dir, files, overwrite)?,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) => {}
+        Err(e) => return Err(io_err("inspect", dir)(e)),
+    }
+
+    let mut rollback = Rollback {
+        files: Vec::new(),
+        dirs: Vec::new(),
+        armed: true,
+    };
+    create_dirs(dir, &mut rollback)?;
+    for (rel, contents) in files {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            create_dirs(parent, &mut rollback)?;
+        }
+        let existed = path.exists();
+        write_file(&path, contents.as_bytes())?;
+        if !existed {
+            rollback.files.push(path);
+        }
+    }
+
+    let had_git = dir.join(".git").exists();
+    let outcome = match git.toplevel(dir) {
+        Some(top) => GitOutcome::Reused(top),
+        None => GitOutcome::Initialized,
+    };
+    let undo_init = |outcome: &GitOutcome| {
+        if *outcome == GitOutcome::Initialized && !had_git {
+            let _ = std::fs::remove_dir_all(dir.join(".git"));
+        }
+    };
+    if outcome == GitOutcome::Initialized {
+        if let Err(e) = git.run(dir, &["init", "--quiet"]) {
+            undo_init(&outcome);
+            return Err(e);
+        }
+    }
+    if let Err(e) = git.run(dir, &["add", "--", "."]) {
+        undo_init(&outcome);
+        return Err(e);
+    }
+    rollback.armed = false;
+    Ok(Written {
+        dir: dir.to_owned(),
+        git: outcome,
+    })
+}
+
+/// Refuse a directory that holds anything besides `.git`, unless `overwrite`; refuse a
+/// generated path blocked by a directory even then.
+fn check_existing(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result<(), InitError> {
+    let mut others = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).map_err(io_err("list", dir))? {
+        let entry = entry.map_err(io_err("list", dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name != ".git" {
+            others.insert(Utf8PathBuf::from(name.as_ref()));
+        }
+    }
+    if others.is_empty() {
+        return Ok(());
+    }
+    let mut replaced = Vec::new();
+    for rel in files.keys() {
+        let path = dir.join(rel);
+        if path.is_dir() {
+            return Err(InitError::Blocked {
+                path,
+                reason: "a directory is in the way of a generated file".into(),
+            });
+        }
+        if path.exists() {
+            replaced.push(rel.clone());
+        }
+        // A file in the way of a generated directory.
+        let mut p = rel.parent();
+        while let Some(d) = p.filter(|d| !d.as_str().is_empty()) {
+            let full = dir.join(d);
+            if full.exists() && !full.is_dir() {
+                return Err(InitError::Blocked {
+                    path: full,
+                    reason: "a file is in the way of a generated directory".into(),
+                });
+            }
+            p = d.parent();
+        }
+    }
+    if overwrite {
+        return Ok(());
+    }
+    // Top-level entries that hold a replaced file are shown through that file.
+    let replaced_tops: BTreeSet<Utf8PathBuf> = replaced
+        .iter()
+        .filter_map(|p| p.components().next().map(|c| Utf8PathBuf::from(c.as_str())))
+        .collect();
+    let others = others
+        .into_iter()
+        .filter(|o| !replaced_tops.contains(o))
+        .collect();
+    Err(InitError::NotEmpty {
+        dir: dir.to_owned(),
+        replaced,
+        others,
+    })
+}
+
+/// Write one file through a temporary file in the same directory, mode 0644.
+fn write_file(path: &Utf8Path, contents: &[u8]) -> Result<(), InitError> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let parent = path.parent().unwrap_or(Utf8Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".kernel-builder-init-")
+        .tempfile_in(parent)
+        .map_err(io_err("create a temporary file in", parent))?;
+    tmp.write_all(contents).map_err(io_err("write", path))?;
+    tmp.as_file().sync_all().map_err(io_err("write", path))?;
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))
+        .map_err(io_err("set permissions on", path))?;
+    tmp.persist(path).map_err(|e| InitError::Io {
+        action: "write",
+        path: path.to_owned(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// Runs `git` with the variables that would redirect it to another repository removed
+/// (they are set, for example, under `git rebase --exec`).
+struct Git;
+
+const GIT_REDIRECTS: [&str; 8] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+];
+
+impl Git {
+    fn new() -> Git {
+        Git
+    }
+
+    fn expr(&self, dir: &Utf8Path, args: &[&str]) -> duct::Expression {
+        let mut e = duct::cmd("git", args)
+            .dir(dir)
+            .stdin_null()
+            .stderr_to_stdout()
+            .stdout_capture()
+            .unchecked();
+        for v in GIT_REDIRECTS {
+            e = e.env_remove(v);
+        }
+        e
+    }
+
+    /// Fail early, before anything is written, when `git` cannot run.
+    fn check_available(&self, dir: &Utf8Path) -> Result<(), InitError> {
+        let out = self.expr(Utf8Path::new("."), &["--version"]).run();
+        match out {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(InitError::Git {
+                command: "git --version".into(),
+                dir: dir.to_owned(),
+                output: String::from_utf8_lossy(&o.stdout).into_owned(),
+            }),
+            Err(e) => Err(InitError::Git {
+                command: "git --version".into(),
+                dir: dir.to_owned(),
+                output: format!("{e} (is git installed and on PATH?)"),
+            }),
+        }
+    }
+
+    /// The top level of the work tree holding `dir`, if any.
+    fn toplevel(&self, dir: &Utf8Path) -> Option<Utf8PathBuf> {
+        let out = duct::cmd("git", ["rev-parse", "--show-toplevel"])
+            .dir(dir)
+            .stdin_null()
+            .stderr_null()
+            .stdout_capture()
+            .unchecked();
+        let out = GIT_REDIRECTS
+            .iter()
+            .fold(out, |e, v| e.env_remove(v))
+            .run()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let top = String::from_utf8(out.stdout).ok()?;
+        let top = top.trim_end_matches(['\n', '\r']);
+        (!top.is_empty()).then(|| Utf8PathBuf::from(top))
+    }
+
+    fn run(&self, dir: &Utf8Path, args: &[&str]) -> Result<(), InitError> {
+        let command = format!("git {}", args.join(" "));
+        let out = self.expr(dir, args).run().map_err(|e| InitError::Git {
+            command: command.clone(),
+            dir: dir.to_owned(),
+            output: e.to_string(),
+        })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(InitError::Git {
+                command,
+                dir: dir.to_owned(),
+                output: String::from_utf8_lossy(&out.stdout).into_owned(),
+            })
+        }
+    }
+}
