@@ -43,6 +43,7 @@ let
     mkBundle = call ./mkBundle.nix;
     mkBuildAndCopy = call ./mkBuildAndCopy.nix;
     mkCellCheck = call ./mkCellCheck.nix;
+    mkManifestCheck = call ./mkManifestCheck.nix;
     mkAssertion = call ./mkAssertion.nix;
     genKernelFlakeOutputs = call ./genKernelFlakeOutputs.nix;
     internalStripDotSlash = call ./internalStripDotSlash.nix;

@@ -29,14 +29,15 @@
 #                   from a system to nixpkgs' mkShell; only the dev shells use it.
 #   systems         (default: the matrix's systems) the systems to generate outputs for; a
 #                   system the matrix does not know throws (use `lib.system.<name>`).
-#   extraChecks     (default: system -> cells -> {}) more checks per system; the
-#                   reproducibility-manifest check plugs in here.
+#   extraChecks     (default: system -> cells -> {}) more checks per system.
 #
 # Outputs, per system:
 #   packages.<variant>      one derivation per cell
 #   packages.bundle         the bundle cells joined as `<variant>/…` (also packages.default)
 #   packages.build-and-copy `nix run .#build-and-copy` refreshes ./build from the bundle
 #   checks.cell-<variant>   layout and metadata of every cell (builds the cell)
+#   checks.manifest         when the kernel commits build/hashes.json: the bundle's variants
+#                           have exactly the NAR hashes it records (mkManifestCheck)
 #   devShells.<arch variant>, devShells.default (the best cell of the first backend)
 #   variants.<system>       the cells as data: list-variants JSON records (see kernelCells)
 # `variants` is a top-level output, not under `packages`: a list there would make
@@ -114,6 +115,20 @@ let
           };
         }) (builtins.filter (c: c.noarch) cells)
       );
+      # A committed build/hashes.json (force-added: build/ is usually ignored) is checked
+      # against the bundle; without one there is nothing to compare with.
+      committedManifest = path + "/build/hashes.json";
+      manifestChecks =
+        if builtins.pathExists committedManifest then
+          {
+            manifest = lib.mkManifestCheck {
+              inherit bundle orchestrator system;
+              manifest = committedManifest;
+              name = "${config.name}-check-manifest";
+            };
+          }
+        else
+          { };
       shells = lib.internalDevShells { inherit config cells system mkShell orchestrator; };
     in
     if cells == [ ] then
@@ -129,7 +144,7 @@ let
           default = bundle;
           build-and-copy = lib.mkBuildAndCopy { inherit bundle orchestrator system; };
         };
-        checks = noarchChecks // extraChecks system cells;
+        checks = noarchChecks // manifestChecks // extraChecks system cells;
         devShells = shells;
       };
   outputs = genSystems perSystem;

@@ -168,7 +168,7 @@ pub fn assemble_noarch(
         digest,
         provenance: Provenance {
             kernel_builder: builder_provenance(),
-            kernel: ids.kernel.clone(),
+            kernel: ids.kernel.clone().filter(|k| k.dirty),
         },
     };
     write_file(

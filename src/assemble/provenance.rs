@@ -8,6 +8,14 @@
 //!   make it dirty. The Nix path gets the same two values on the command line
 //!   (`kernel-builder assemble --kernel-commit SHA [--kernel-dirty]`), from the flake's
 //!   `self.rev` / `self.dirtyRev`. Without a commit the key is left out.
+//!
+//!   It is written only for a DIRTY build (the `kernels` loader then warns that the variant
+//!   was built from a modified tree). A clean build leaves it out, so that a variant's bytes
+//!   depend on its source alone, never on which commit holds that source: the unique id
+//!   (the git tree id of the source set, also `source` in `build/hashes.json`) already names
+//!   the source exactly. Recording the commit would change every variant's NAR hash on any
+//!   commit, even one that only edits a README or commits `build/hashes.json` itself, which
+//!   would make a committed manifest impossible to match and re-upload unchanged variants.
 //! - `provenance.kernel-builder` is `{version}` plus `commit` and `dirty` when they were baked
 //!   in at compile time through `KERNEL_BUILDER_GIT_COMMIT` and `KERNEL_BUILDER_GIT_DIRTY`
 //!   (`true`/`false`); a binary built without them writes only `version`. Nothing is guessed.

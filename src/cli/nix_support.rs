@@ -45,6 +45,14 @@ pub enum Job {
         variant: String,
         cell: Utf8PathBuf,
     },
+    /// Check that BUNDLE's variants have the NAR hashes of the committed manifest EXPECTED.
+    CheckManifest {
+        #[arg(long)]
+        out: Utf8PathBuf,
+        #[arg(long)]
+        expected: Utf8PathBuf,
+        bundle: Utf8PathBuf,
+    },
     /// Fail with MESSAGE (a cell that cannot be built yet).
     Fail {
         #[arg(long)]
@@ -59,6 +67,7 @@ pub fn run(args: Args) -> super::CmdResult {
         Job::Runner { out, orchestrator, bundle } => support::write_runner(&out, &orchestrator, &bundle)?,
         Job::CopyVariants { from, dest } => support::copy_variants(&from, &dest)?,
         Job::CheckCell { out, variant, cell } => support::check_cell(&out, &variant, &cell)?,
+        Job::CheckManifest { out, expected, bundle } => support::check_manifest(&out, &expected, &bundle)?,
         Job::Fail { message } => anyhow::bail!("{message}"),
     }
     Ok(std::process::ExitCode::SUCCESS)

@@ -83,6 +83,40 @@ fn join_cells(out: &Utf8Path, dirs: &[Utf8PathBuf]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `nix-support check-manifest --out OUT --expected FILE BUNDLE`: the bundle's variants,
+/// hashed again here (its own `hashes.json` is not trusted), equal the committed manifest
+/// `FILE`: same source tree id, and every variant of the bundle listed with the same NAR hash.
+/// Variants of the manifest that this system's bundle lacks are not an error: a manifest may
+/// cover the bundles of several systems. Writes OUT on success.
+///
+/// Errors: unreadable manifests, or every difference found, one per line.
+pub fn check_manifest(out: &Utf8Path, expected: &Utf8Path, bundle: &Utf8Path) -> anyhow::Result<()> {
+    use crate::hash::manifest::{compare, Difference, Manifest};
+    let expected = Manifest::read(expected)?;
+    let recorded = Manifest::read(&Manifest::path_in(bundle))
+        .with_context(|| format!("the bundle `{bundle}` has no readable hashes.json"))?;
+    let variants: Vec<String> = entries(bundle)?
+        .iter()
+        .filter(|p| p.is_dir())
+        .filter_map(|p| p.file_name().map(str::to_owned))
+        .collect();
+    let actual = Manifest::for_bundle(bundle, &variants, &recorded.source)?;
+    let diffs: Vec<String> = compare(&expected, &actual)
+        .into_iter()
+        .filter(|d| !matches!(d, Difference::MissingVariant { .. }))
+        .map(|d| d.to_string())
+        .collect();
+    if !diffs.is_empty() {
+        bail!(
+            "the bundle does not match the committed manifest (build/hashes.json):\n  {}\n\
+             rebuild and commit the new manifest if the change is intended",
+            diffs.join("\n  ")
+        );
+    }
+    fs::write(out, format!("bundle matches the committed manifest ({} variants)\n", variants.len()))
+        .with_context(|| format!("cannot write `{out}`"))
+}
+
 /// Quote `s` for a POSIX shell (single quotes).
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))

@@ -553,7 +553,7 @@ fn provenance(dir: &Path, variant: &str) -> serde_json::Value {
 }
 
 #[test]
-fn provenance_is_git_head_and_untracked_files_never_make_it_dirty() {
+fn provenance_names_head_only_when_dirty_and_untracked_files_never_make_it_dirty() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
     git(t.path(), &["init", "-q"]);
@@ -561,20 +561,32 @@ fn provenance_is_git_head_and_untracked_files_never_make_it_dirty() {
     git(t.path(), &["commit", "-qm", "kernel"]);
     let head = git(t.path(), &["rev-parse", "HEAD"]);
 
+    // Clean: no `provenance.kernel`, so the bytes depend on the source alone.
     build_ok(t.path(), &[]);
-    let clean = serde_json::json!({"commit": head, "dirty": false});
-    assert_eq!(provenance(t.path(), "torch-cuda"), clean);
+    assert_eq!(provenance(t.path(), "torch-cuda"), serde_json::Value::Null);
+    let clean_cuda = fs::read(t.path().join("build/torch-cuda/metadata.json")).unwrap();
     // build/ is now untracked, and so is a new file: still clean.
     write(&t.path().join("scratch.txt"), "notes");
     build_ok(t.path(), &[]);
-    assert_eq!(provenance(t.path(), "torch-rocm"), clean);
+    assert_eq!(provenance(t.path(), "torch-rocm"), serde_json::Value::Null);
 
-    // A changed tracked file (even one outside the source set) makes it dirty.
+    // A new commit that leaves the source set alone gives the same bytes.
+    write(&t.path().join("NOTES.md"), "# notes
+");
+    git(t.path(), &["add", "NOTES.md"]);
+    git(t.path(), &["commit", "-qm", "notes"]);
+    build_ok(t.path(), &[]);
+    assert_eq!(fs::read(t.path().join("build/torch-cuda/metadata.json")).unwrap(), clean_cuda);
+    let head2 = git(t.path(), &["rev-parse", "HEAD"]);
+    assert_ne!(head, head2);
+
+    // A changed tracked file (even one outside the source set) makes it dirty, and a dirty
+    // build says which commit it started from.
     write(&t.path().join("README.md"), "# changed\n");
     build_ok(t.path(), &[]);
     assert_eq!(
         provenance(t.path(), "torch-xpu"),
-        serde_json::json!({"commit": head, "dirty": true})
+        serde_json::json!({"commit": head2, "dirty": true})
     );
 }
 

@@ -1156,10 +1156,12 @@ fn generated_flake_builds_the_bundle_with_nix() {
         let mut variants: Vec<String> = std::fs::read_dir(&result)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n != "hashes.json")
             .collect();
         variants.sort();
         let expected: Vec<String> = backends.iter().map(|b| format!("torch-{b}")).collect();
         assert_eq!(variants, expected, "{name}");
+        assert!(result.join("hashes.json").is_file(), "{name}: the bundle carries its manifest");
         let py = name.replace('-', "_");
         for v in &variants {
             for f in ["__init__.py", "op.py"] {

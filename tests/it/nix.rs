@@ -189,11 +189,11 @@ fn assert_bundle_equals_native(kernel_rel: &str, expected_variants: &[&str]) {
             String::from_utf8_lossy(&native_tree[path].0)
         );
     }
-    // The clean checkout is recorded as the kernel commit.
+    // A clean checkout records no kernel commit: the bytes depend on the source alone.
     let meta: Value =
         serde_json::from_slice(&fs::read(bundle.join(expected_variants[0]).join("metadata.json")).unwrap()).unwrap();
-    assert_eq!(meta["provenance"]["kernel"]["dirty"], Value::Bool(false), "{meta}");
-    assert_eq!(meta["provenance"]["kernel"]["commit"].as_str().map(str::len), Some(40), "{meta}");
+    assert_eq!(meta["provenance"]["kernel"], Value::Null, "{meta}");
+    assert!(meta["provenance"]["kernel-builder"]["version"].is_string(), "{meta}");
 }
 
 #[test]
@@ -660,4 +660,46 @@ fn compiled_cell_evaluates_and_fails_to_build_with_a_clear_message() {
         stderr.contains("cell torch213-cxx11-cu130-x86_64-linux (torch, torch 2.13, cuda 13.0) is compiled code; compiled cells arrive with the compiled-kernels work"),
         "{stderr}"
     );
+}
+
+/// Run `nix` and return (success, stderr).
+fn nix_status(cwd: &Path, args: &[&str]) -> (bool, String) {
+    let out = duct::cmd("nix", args).dir(cwd).stdout_capture().stderr_capture().unchecked().run().expect("cannot run nix");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn flake_check_compares_the_bundle_with_a_committed_manifest() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    let kernel = r.join(FIXTURE);
+    // A native build writes build/hashes.json; the author commits it (build/ is ignored).
+    Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["build-and-copy", "--nix", "never", kernel.to_str().unwrap()])
+        .assert()
+        .success();
+    git(&r, &["add", "-f", &format!("{FIXTURE}/build/hashes.json")]);
+    git(&r, &["commit", "-q", "-m", "manifest"]);
+    let stub = stub_nixpkgs();
+    let mut check: Vec<String> =
+        ["flake", "check", "-L", "--override-input", "kernel-builder/nixpkgs", &stub].map(String::from).to_vec();
+    check.extend(override_orchestrator());
+    check.push(".".into());
+    let args: Vec<&str> = check.iter().map(String::as_str).collect();
+    let (ok, log) = nix_status(&kernel, &args);
+    assert!(ok, "flake check with the committed manifest failed:\n{log}");
+
+    // Tamper with one recorded hash: the check names the variant and both hashes.
+    let path = kernel.join("build/hashes.json");
+    let text = fs::read_to_string(&path).unwrap();
+    let m: Value = serde_json::from_str(&text).unwrap();
+    let good = m["variants"]["torch-cuda"].as_str().unwrap().to_owned();
+    let bad = "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    fs::write(&path, text.replace(&good, bad)).unwrap();
+    git(&r, &["add", "-f", &format!("{FIXTURE}/build/hashes.json")]);
+    git(&r, &["commit", "-q", "-m", "tampered manifest"]);
+    let (ok, log) = nix_status(&kernel, &args);
+    assert!(!ok, "flake check passed with a wrong manifest");
+    assert!(log.contains(&format!("variant `torch-cuda` differs: expected {bad}, got {good}")), "{log}");
 }
