@@ -82,42 +82,15 @@ impl fmt::Display for NameError {
 
 impl std::error::Error for NameError {}
 
-/// Whether `s` matches `^[a-z][-a-z0-9]*[a-z0-9]$`.
+/// Whether `s` matches the kernel-name rule (the one `check-config` applies).
 pub fn is_valid_kernel_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() >= 2
-        && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[b.len() - 1] != b'-'
+    crate::config::validate::is_valid_name(s)
 }
 
-/// The valid kernel name closest to `s`: lowercased, `_`, `.` and spaces turned into `-`, other
-/// characters dropped, repeated `-` merged, leading characters up to the first letter and
-/// trailing `-` removed. `None` when nothing valid is left (or `s` is already valid).
+/// The valid kernel name closest to `s` (see [`crate::config::validate::suggest_name`]);
+/// `None` when nothing valid is left or `s` is already valid.
 pub fn suggest_kernel_name(s: &str) -> Option<String> {
-    let mut out = String::new();
-    for c in s.chars() {
-        let c = c.to_ascii_lowercase();
-        let mapped = match c {
-            'a'..='z' | '0'..='9' => Some(c),
-            '-' | '_' | '.' | ' ' => Some('-'),
-            _ => None,
-        };
-        if let Some(m) = mapped {
-            if m == '-' && (out.is_empty() || out.ends_with('-')) {
-                continue;
-            }
-            if out.is_empty() && !m.is_ascii_lowercase() {
-                continue;
-            }
-            out.push(m);
-        }
-    }
-    while out.ends_with('-') {
-        out.pop();
-    }
-    (is_valid_kernel_name(&out) && out != s).then_some(out)
+    crate::config::validate::suggest_name(s).filter(|out| out != s)
 }
 
 /// Whether `s` is a plausible Hub organisation or user name (see [`ORG_RULE`]).
