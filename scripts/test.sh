@@ -8,6 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Tests make git commits in temporary repositories; a fresh machine may have no identity.
+export GIT_AUTHOR_NAME="${GIT_AUTHOR_NAME:-kernel-builder tests}"
+export GIT_AUTHOR_EMAIL="${GIT_AUTHOR_EMAIL:-tests@kernel-builder.invalid}"
+export GIT_COMMITTER_NAME="${GIT_COMMITTER_NAME:-$GIT_AUTHOR_NAME}"
+export GIT_COMMITTER_EMAIL="${GIT_COMMITTER_EMAIL:-$GIT_AUTHOR_EMAIL}"
+
 KERNEL_BUILDER_ORCHESTRATOR="$(./scripts/setup-nix.sh)"
 export KERNEL_BUILDER_ORCHESTRATOR
 cargo test --locked --features nix-tests 2>&1
