@@ -11,5 +11,6 @@ pub mod cli;
 pub mod config;
 pub mod fsutil;
 pub mod hash;
+pub mod hub;
 pub mod matrix;
 pub mod nixdrv;

@@ -8,3 +8,4 @@ mod matrix_corpus;
 mod nix;
 mod update_build;
 mod update_build_variants;
+mod upload;
