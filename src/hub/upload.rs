@@ -896,3 +896,29 @@ pub fn summary(o: &Outcome) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_ids() {
+        for ok in ["org/name", "kernels-community/silu_and_mul", "a.b/c-d"] {
+            assert!(check_repo_id(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "name",
+            "org/",
+            "/name",
+            "a/b/c",
+            "org/na me",
+            "-org/name",
+            "org/name.",
+        ] {
+            assert_eq!(
+                check_repo_id(bad).unwrap_err().to_string(),
+                format!("repository id `{bad}` is not of the form `owner/name`")
+            );
+        }
+    }
+}

@@ -627,6 +627,30 @@ fn refusals_send_nothing() {
     );
     fs::write(&op, &original).unwrap();
 
+    // Variants of different versions: no branch can be chosen for them.
+    let meta_path = dir.join("build/torch-cuda/metadata.json");
+    let meta = fs::read_to_string(&meta_path).unwrap();
+    assert!(meta.contains("\"version\": 1,"));
+    fs::write(
+        &meta_path,
+        meta.replace("\"version\": 1,", "\"version\": 2,"),
+    )
+    .unwrap();
+    refused(
+        &env,
+        &dir,
+        &["--force"],
+        "have different versions (version 1: torch-cpu; version 2: torch-cuda); rebuild them, or pass --branch",
+    );
+    // With a branch given the versions do not matter, but the manifest sees the change.
+    refused(
+        &env,
+        &dir,
+        &["--branch", "v1"],
+        "variant `torch-cuda` differs: expected sha256-",
+    );
+    fs::write(&meta_path, &meta).unwrap();
+
     // --force uploads a tree whose manifest is missing, with a warning.
     fs::remove_file(&manifest_path).unwrap();
     let r = env.upload_ok(&dir, &["--force"]);
