@@ -710,8 +710,22 @@ pub fn upload(
     }
 
     // 1. The repository.
-    if !opts.create_pr && client.create_repo(repo, opts.private)? {
-        outcome.notes.push(format!("created repository {repo}"));
+    if !opts.create_pr {
+        let created = client.create_repo(repo, opts.private).map_err(|e| {
+            let owner = repo.split('/').next().unwrap_or(repo);
+            let hint = match e.status {
+                Some(401) => "the Hub does not accept the token; log in again (`hf auth login`) or set HF_TOKEN".to_owned(),
+                Some(403) => format!(
+                    "the token cannot create repositories under `{owner}`; use a token with write \
+                     access to `{owner}`, or ask its maintainers to create `{repo}` (type kernel)"
+                ),
+                _ => "the Hub refused to create it".to_owned(),
+            };
+            anyhow::Error::new(e).context(format!("cannot create repository `{repo}`: {hint}"))
+        })?;
+        if created {
+            outcome.notes.push(format!("created repository {repo}"));
+        }
     }
     let Some(mut refs) = client.refs(repo)? else {
         if opts.create_pr {

@@ -551,7 +551,11 @@ fn token_from_the_login_file_and_no_token_at_all() {
     );
     assert_eq!(r.code, 1);
     assert!(
-        r.stderr
+        r.stderr.contains(
+            "error: cannot create repository `test-org/relu`: the Hub does not accept the token; \
+             log in again (`hf auth login`) or set HF_TOKEN\n  caused by: POST "
+        ) && r
+            .stderr
             .contains("HTTP 401: Invalid credentials in Authorization header"),
         "{}",
         r.stderr
@@ -793,12 +797,15 @@ fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
         &dir.join("benchmarks/benchmark_relu.py"),
         b"def bench():\n    pass\n",
     );
+    // Text, but over 10 MiB: through LFS.
+    let big = "0123456789abcde\n".repeat(10 * 65536 + 1);
+    write(&dir.join("benchmarks/data.txt"), big.as_bytes());
     let r = env.upload_ok(&dir, &[]);
     let j = r.json.unwrap();
     assert_eq!(j["status"], "uploaded");
     assert_eq!(
         j["files"],
-        json!({"added": 2 * FILES_PER_VARIANT + 2, "updated": 0, "unchanged": 0, "deleted": 0})
+        json!({"added": 2 * FILES_PER_VARIANT + 3, "updated": 0, "unchanged": 0, "deleted": 0})
     );
     let state = env.server.repo_state();
     let card = b"# relu\n\nA kernel card.\n";
@@ -815,6 +822,10 @@ fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
         state["v1"]["benchmarks/benchmark_relu.py"],
         json!({"sha256": sha256_hex(bench), "size": bench.len(), "lfs": false})
     );
+    assert_eq!(
+        state["v1"]["benchmarks/data.txt"],
+        json!({"sha256": sha256_hex(big.as_bytes()), "size": 10 * 1024 * 1024 + 16, "lfs": true})
+    );
     assert_eq!(env.server.stats()["commits"], 2);
 
     // A new card only: one commit to main, nothing to the branch.
@@ -824,7 +835,7 @@ fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
     let j = r.json.unwrap();
     assert_eq!(
         j["files"],
-        json!({"added": 0, "updated": 1, "unchanged": 2 * FILES_PER_VARIANT + 1, "deleted": 0})
+        json!({"added": 0, "updated": 1, "unchanged": 2 * FILES_PER_VARIANT + 2, "deleted": 0})
     );
     assert_eq!(j["bytes_sent"], better.len());
     assert_eq!(env.server.stats()["commits"], 3);
