@@ -121,6 +121,7 @@ def file_entry(path, rec):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
     server_version = "hub-test-server/1"
 
     def log_message(self, fmt, *args):  # quiet; errors are reported in answers
