@@ -25,9 +25,11 @@ Test controls (not part of the Hub API):
                        base64 decoding, LFS uploads), commits made
   GET  /_admin/state   every repository: branch -> {path: {"sha256", "size", "lfs"}}
   POST /_admin/fail    {"endpoint": "commit", "nth": 1, "status": 500, "message": "...",
-                       "echo_auth": false}: the nth next request to that endpoint fails with
-                       that status and `{"error": message}`; with echo_auth the message ends
-                       with the request's Authorization header (to test that clients redact it)
+                       "echo_auth": false, "race": false}: the nth next request to that
+                       endpoint fails with that status and `{"error": message}`; with echo_auth
+                       the message ends with the request's Authorization header (to test that
+                       clients redact it); with race (commits only) another writer commits
+                       `race.txt` to the branch just before the request is handled instead
 
 Everything is kept in memory. Mutating API calls need `Authorization: Bearer <token>` (equal
 to --token when given). Run: `python3 server.py [--token T] [--page-size N]`; it listens on
@@ -178,6 +180,9 @@ class Handler(BaseHTTPRequestHandler):
                     f["nth"] -= 1
                     if f["nth"] == 0:
                         STATE.failures.remove(f)
+                        if f.get("race"):
+                            self._race = True
+                            break
                         msg = f.get("message", "injected failure")
                         if f.get("echo_auth"):
                             msg += " (request had Authorization: %s)" % self.headers.get(
@@ -188,6 +193,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def dispatch(self, method):
         self._consumed = False
+        self._race = False
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         path = url.path
@@ -535,6 +541,12 @@ class Handler(BaseHTTPRequestHandler):
             repo = self.repo(rtype, repo_id)
             if rev not in repo["branches"]:
                 raise HubError(404, "Invalid rev id: %s" % rev, "RevisionNotFound")
+            if self._race:
+                # Another writer commits to the branch first.
+                before = STATE.commits[repo["branches"][rev]]["files"]
+                repo["branches"][rev] = STATE.new_commit(
+                    repo["branches"][rev], {**before, "race.txt": ("regular", b"other writer\n")}, "race"
+                )
             head = repo["branches"][rev]
             parent = header.get("parentCommit")
             if parent and parent != head:

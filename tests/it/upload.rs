@@ -477,6 +477,39 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
 }
 
 #[test]
+fn a_commit_racing_another_writer_is_refused_and_loses_nothing() {
+    let env = Env::new();
+    let full = env.kernel("k", &[]);
+    env.upload_ok(&full, &[]);
+    let cpu = changed_cpu_only(&env, "k2");
+    let before = env.server.repo_state();
+    ureq::post(&format!("{}/_admin/fail", env.server.url))
+        .header("Content-Type", "application/json")
+        .send(json!({"endpoint": "commit", "nth": 1, "race": true}).to_string())
+        .unwrap();
+    let r = env.upload(&cpu, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("HTTP 412: A commit has happened since. Please refresh and try again."),
+        "{}",
+        r.stderr
+    );
+    // Only the other writer's file was added; the upload changed nothing.
+    let mut expected = before.clone();
+    expected["v1"]["race.txt"] =
+        json!({"sha256": sha256_hex(b"other writer\n"), "size": 13, "lfs": false});
+    assert_eq!(env.server.repo_state(), expected);
+    // Run again: it plans against the new head and keeps the other writer's file.
+    let r = env.upload_ok(&cpu, &[]);
+    assert_eq!(r.json.unwrap()["files"]["deleted"], 1);
+    assert_eq!(
+        env.server.repo_state()["v1"]["race.txt"],
+        expected["v1"]["race.txt"]
+    );
+}
+
+#[test]
 fn create_pr_opens_a_pull_request_and_leaves_the_branch() {
     let env = Env::new();
     let full = env.kernel("k", &[]);
