@@ -603,7 +603,19 @@ fn commit_rev(
     if ops.is_empty() {
         return Ok((None, 0));
     }
-    let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr)?;
+    let answer = client
+        .commit(repo_id, rev, summary, parent, &ops, create_pr)
+        .map_err(|e| {
+            let what = if e.status == Some(412) {
+                format!(
+                    "`{rev}` changed while uploading (another commit landed first); nothing was \
+                     committed, run the upload again"
+                )
+            } else {
+                format!("the commit to `{rev}` failed; nothing was committed")
+            };
+            anyhow::Error::new(e).context(what)
+        })?;
     Ok((Some(answer), bytes))
 }
 

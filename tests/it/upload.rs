@@ -462,7 +462,7 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
     );
     assert!(
         r.stderr
-            .contains(&format!("error: {api} failed: HTTP 500: commit backend exploded (request had Authorization: Bearer <redacted>)\n")),
+            .contains(&format!("error: the commit to `v1` failed; nothing was committed\n  caused by: {api} failed: HTTP 500: commit backend exploded (request had Authorization: Bearer <redacted>)\n")),
         "{}",
         r.stderr
     );
@@ -490,7 +490,11 @@ fn a_commit_racing_another_writer_is_refused_and_loses_nothing() {
     let r = env.upload(&cpu, &[]);
     assert_eq!(r.code, 1);
     assert!(
-        r.stderr
+        r.stderr.contains(
+            "error: `v1` changed while uploading (another commit landed first); nothing was \
+             committed, run the upload again\n"
+        ) && r
+            .stderr
             .contains("HTTP 412: A commit has happened since. Please refresh and try again."),
         "{}",
         r.stderr
