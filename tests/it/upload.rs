@@ -878,3 +878,59 @@ fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
     assert_eq!(env.server.stats()["commits"], 3);
     assert_eq!(env.server.repo_state()["v1"], state["v1"]);
 }
+
+#[test]
+fn branch_and_repo_from_flags_then_build_toml_then_version() {
+    let env = Env::new();
+    let dir = env.root.join("k");
+    fixture(
+        &dir,
+        &BUILD_TOML.replace(
+            "repo-id = \"test-org/relu\"\n",
+            "repo-id = \"test-org/relu\"\nbranch = \"stable\"\n",
+        ),
+    );
+    env.build(&dir, &["--variant", "torch-cpu"]);
+    let j = env.upload_ok(&dir, &[]).json.unwrap();
+    assert_eq!(
+        (&j["repo_id"], &j["branch"]),
+        (&json!("test-org/relu"), &json!("stable"))
+    );
+    let j = env.upload_ok(&dir, &["--branch", "v1-test"]).json.unwrap();
+    assert_eq!(j["branch"], "v1-test");
+    let j = env
+        .upload_ok(&dir, &["--repo-id", "other-org/relu2"])
+        .json
+        .unwrap();
+    assert_eq!(
+        (&j["repo_id"], &j["branch"]),
+        (&json!("other-org/relu2"), &json!("stable"))
+    );
+    let state = env.server.repo_state();
+    let branches: Vec<&String> = state.as_object().unwrap().keys().collect();
+    assert_eq!(branches, ["main", "stable", "v1-test"]);
+    assert!(env
+        .server
+        .get("/_admin/state")
+        .get("kernel:other-org/relu2")
+        .is_some());
+
+    // No build/ at all.
+    let empty = env.root.join("empty");
+    fixture(&empty, BUILD_TOML);
+    let r = env.upload(&empty, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("build the kernel first (`kernel-builder build-and-copy`)"),
+        "{}",
+        r.stderr
+    );
+
+    // A dry run's --output-json says so.
+    let r = env.upload_ok(&dir, &["--dry-run"]);
+    let j = r.json.unwrap();
+    assert_eq!(j["status"], "dry_run");
+    assert_eq!(j["bytes_sent"], 0);
+    assert_eq!(j["files"]["unchanged"], FILES_PER_VARIANT);
+}
