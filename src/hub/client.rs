@@ -28,6 +28,9 @@ use serde::Deserialize;
 
 use super::auth::Token;
 
+/// How many times a request that may be repeated is tried (see [`HubClient::send`]).
+const ATTEMPTS: u32 = 3;
+
 /// How many bytes of an error body a message quotes.
 const EXCERPT: usize = 400;
 
@@ -58,6 +61,7 @@ impl std::error::Error for HubError {}
 type Answer = (u16, BTreeMap<String, String>, Vec<u8>);
 
 /// A request body.
+#[derive(Clone)]
 enum Body<'a> {
     Empty,
     Json(serde_json::Value),
@@ -280,8 +284,11 @@ impl HubClient {
         }
     }
 
-    /// Send one request. `url` is absolute; `auth` adds the token. Returns the status, the
-    /// headers wanted (lower-case names) and the body; a non-2xx status is a [`HubError`].
+    /// [`HubClient::send_once`], tried up to [`ATTEMPTS`] times while the failure is
+    /// transient (no answer or a broken one, or HTTP 429, 500, 502, 503, 504), waiting 0.5 s,
+    /// then 1 s. Used
+    /// for every request but the commit: the others are reads, or writes that are safe to
+    /// repeat (creating what exists answers 409; LFS objects are addressed by content).
     fn send(
         &self,
         method: &str,
@@ -290,11 +297,53 @@ impl HubClient {
         body: Body<'_>,
         auth: bool,
     ) -> Result<Answer, HubError> {
+        let mut attempt = 1;
+        loop {
+            match self.send_once(method, url, headers, body.clone(), auth) {
+                Ok(answer) => return Ok(answer),
+                Err((_, true)) if attempt < ATTEMPTS => {
+                    std::thread::sleep(Duration::from_millis(500 << (attempt - 1)));
+                    attempt += 1;
+                }
+                Err((mut e, _)) => {
+                    if attempt > 1 {
+                        e.message = format!("{} (after {attempt} attempts)", e.message);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Send one request. `url` is absolute; `auth` adds the token. Returns the status, the
+    /// headers wanted (lower-case names) and the body; a non-2xx status is a [`HubError`].
+    /// The flag with an error says whether trying again may help.
+    fn send_once(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Body<'_>,
+        auth: bool,
+    ) -> Result<Answer, (HubError, bool)> {
         let request = format!("{method} {}", self.redact(url));
         let fail = |status: Option<u16>, message: String| HubError {
             status,
             request: request.clone(),
             message: self.redact(&message),
+        };
+        // A request that cannot be built is never transient; one that got no answer may be.
+        let local = |e: String| (fail(None, e), false);
+        let transport = |e: ureq::Error| {
+            let transient = matches!(
+                e,
+                ureq::Error::Io(_)
+                    | ureq::Error::Timeout(_)
+                    | ureq::Error::HostNotFound
+                    | ureq::Error::ConnectionFailed
+                    | ureq::Error::Protocol(_)
+            );
+            (fail(None, e.to_string()), transient)
         };
         let mut builder = ureq::http::Request::builder().method(method).uri(url);
         for (k, v) in headers {
@@ -308,25 +357,25 @@ impl HubClient {
         let result = match body {
             Body::Empty => builder
                 .body(())
-                .map_err(|e| fail(None, e.to_string()))
-                .and_then(|r| self.agent.run(r).map_err(|e| fail(None, e.to_string()))),
+                .map_err(|e| local(e.to_string()))
+                .and_then(|r| self.agent.run(r).map_err(transport)),
             Body::Json(v) => builder
                 .header("Content-Type", "application/json")
                 .body(serde_json::to_vec(&v).unwrap_or_default())
-                .map_err(|e| fail(None, e.to_string()))
-                .and_then(|r| self.agent.run(r).map_err(|e| fail(None, e.to_string()))),
+                .map_err(|e| local(e.to_string()))
+                .and_then(|r| self.agent.run(r).map_err(transport)),
             Body::Raw(bytes, ctype) => builder
                 .header("Content-Type", ctype)
                 .body(bytes)
-                .map_err(|e| fail(None, e.to_string()))
-                .and_then(|r| self.agent.run(r).map_err(|e| fail(None, e.to_string()))),
+                .map_err(|e| local(e.to_string()))
+                .and_then(|r| self.agent.run(r).map_err(transport)),
             Body::File(path) => {
                 let file = std::fs::File::open(path)
-                    .map_err(|e| fail(None, format!("cannot open `{path}`: {e}")))?;
+                    .map_err(|e| local(format!("cannot open `{path}`: {e}")))?;
                 builder
                     .body(file)
-                    .map_err(|e| fail(None, e.to_string()))
-                    .and_then(|r| self.agent.run(r).map_err(|e| fail(None, e.to_string())))
+                    .map_err(|e| local(e.to_string()))
+                    .and_then(|r| self.agent.run(r).map_err(transport))
             }
         };
         let mut resp = result?;
@@ -341,9 +390,17 @@ impl HubClient {
         resp.body_mut()
             .as_reader()
             .read_to_end(&mut bytes)
-            .map_err(|e| fail(Some(status), format!("cannot read the answer: {e}")))?;
+            .map_err(|e| {
+                (
+                    fail(Some(status), format!("cannot read the answer: {e}")),
+                    true,
+                )
+            })?;
         if !(200..300).contains(&status) {
-            return Err(fail(Some(status), error_text(&kept, &bytes)));
+            return Err((
+                fail(Some(status), error_text(&kept, &bytes)),
+                matches!(status, 429 | 500 | 502 | 503 | 504),
+            ));
         }
         Ok((status, kept, bytes))
     }
@@ -542,13 +599,16 @@ impl HubClient {
         if create_pr {
             url.push_str("?create_pr=1");
         }
-        let (_, _, bytes) = self.send(
-            "POST",
-            &url,
-            &[],
-            Body::Raw(&body, "application/x-ndjson"),
-            true,
-        )?;
+        // Never repeated: a commit whose answer was lost may have landed.
+        let (_, _, bytes) = self
+            .send_once(
+                "POST",
+                &url,
+                &[],
+                Body::Raw(&body, "application/x-ndjson"),
+                true,
+            )
+            .map_err(|(e, _)| e)?;
         self.json("POST", &url, &bytes)
     }
 }

@@ -24,12 +24,13 @@ Test controls (not part of the Hub API):
   GET  /_admin/stats   request counts per endpoint, bytes received (inline file content after
                        base64 decoding, LFS uploads), commits made
   GET  /_admin/state   every repository: branch -> {path: {"sha256", "size", "lfs"}}
-  POST /_admin/fail    {"endpoint": "commit", "nth": 1, "status": 500, "message": "...",
-                       "echo_auth": false, "race": false}: the nth next request to that
-                       endpoint fails with that status and `{"error": message}`; with echo_auth
-                       the message ends with the request's Authorization header (to test that
-                       clients redact it); with race (commits only) another writer commits
-                       `race.txt` to the branch just before the request is handled instead
+  POST /_admin/fail    {"endpoint": "commit", "nth": 1, "times": 1, "status": 500,
+                       "message": "...", "echo_auth": false, "race": false}: the nth next
+                       request to that endpoint, and the times-1 after it, fail with that
+                       status and `{"error": message}`; with echo_auth the message ends with
+                       the request's Authorization header (to test that clients redact it);
+                       with race (commits only) another writer commits `race.txt` to the
+                       branch just before the request is handled, instead of a failure
 
 Everything is kept in memory. Mutating API calls need `Authorization: Bearer <token>` (equal
 to --token when given). Run: `python3 server.py [--token T] [--page-size N]`; it listens on
@@ -177,19 +178,22 @@ class Handler(BaseHTTPRequestHandler):
             r[endpoint] = r.get(endpoint, 0) + 1
             for f in STATE.failures:
                 if f["endpoint"] == endpoint:
-                    f["nth"] -= 1
-                    if f["nth"] == 0:
+                    if f["nth"] > 1:
+                        f["nth"] -= 1
+                        break
+                    f["times"] = f.get("times", 1) - 1
+                    if f["times"] <= 0:
                         STATE.failures.remove(f)
-                        if f.get("race"):
-                            self._race = True
-                            break
-                        msg = f.get("message", "injected failure")
-                        if f.get("echo_auth"):
-                            msg += " (request had Authorization: %s)" % self.headers.get(
-                                "Authorization", ""
-                            )
-                        raise HubError(int(f.get("status", 500)), msg)
-                    break
+                    if f.get("race"):
+                        self._race = True
+                        break
+                    self.body()  # read what the client sent, so the connection stays usable
+                    msg = f.get("message", "injected failure")
+                    if f.get("echo_auth"):
+                        msg += " (request had Authorization: %s)" % self.headers.get(
+                            "Authorization", ""
+                        )
+                    raise HubError(int(f.get("status", 500)), msg)
 
     def dispatch(self, method):
         self._consumed = False

@@ -102,12 +102,20 @@ impl Server {
             .unwrap_or(Value::Null)
     }
 
-    /// Make the `nth` next request to `endpoint` fail.
-    fn fail(&self, endpoint: &str, nth: u32, status: u16, message: &str, echo_auth: bool) {
+    /// Make the `nth` next request to `endpoint` fail, and the `times - 1` after it.
+    fn fail(
+        &self,
+        endpoint: &str,
+        nth: u32,
+        times: u32,
+        status: u16,
+        message: &str,
+        echo_auth: bool,
+    ) {
         ureq::post(&format!("{}/_admin/fail", self.url))
             .header("Content-Type", "application/json")
             .send(
-                json!({"endpoint": endpoint, "nth": nth, "status": status,
+                json!({"endpoint": endpoint, "nth": nth, "times": times, "status": status,
                        "message": message, "echo_auth": echo_auth})
                 .to_string(),
             )
@@ -432,15 +440,17 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
     let before = env.server.repo_state();
     let cpu = changed_cpu_only(&env, "k2");
 
-    // The LFS upload of the new table.bin fails. The server echoes the Authorization header
-    // it got: none, since the token never goes to an LFS upload URL.
+    // The LFS upload of the new table.bin fails, three times: every attempt. The server
+    // echoes the Authorization header it got: none, since the token never goes to an LFS
+    // upload URL.
     env.server
-        .fail("lfs_upload", 1, 503, "storage is unavailable", true);
+        .fail("lfs_upload", 1, 3, 503, "storage is unavailable", true);
     let r = env.upload(&cpu, &[]);
     assert_eq!(r.code, 1);
     assert!(
-        r.stderr
-            .contains("HTTP 503: storage is unavailable (request had Authorization: )\n"),
+        r.stderr.contains(
+            "HTTP 503: storage is unavailable (request had Authorization: ) (after 3 attempts)\n"
+        ),
         "{}",
         r.stderr
     );
@@ -452,8 +462,9 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
 
     // The commit fails after the LFS content went up. The server echoes the Authorization
     // header in its message, which must come out redacted.
+    let commits_before = env.server.stats()["requests"]["commit"].clone();
     env.server
-        .fail("commit", 1, 500, "commit backend exploded", true);
+        .fail("commit", 1, 1, 500, "commit backend exploded", true);
     let r = env.upload(&cpu, &[]);
     assert_eq!(r.code, 1);
     let api = format!(
@@ -467,8 +478,16 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
         r.stderr
     );
     assert_eq!(env.server.repo_state(), before);
+    // A commit is never sent twice (its answer may have been lost after it landed).
+    assert_eq!(
+        env.server.stats()["requests"]["commit"],
+        commits_before.as_u64().unwrap() + 1
+    );
 
-    // Nothing stuck: the next run succeeds, and the LFS object is not sent again.
+    // Nothing stuck: the next run succeeds, through one transient failure each of the tree
+    // listing and the preupload (tried again), and the LFS object is not sent again.
+    env.server.fail("tree", 1, 1, 502, "bad gateway", false);
+    env.server.fail("preupload", 1, 1, 503, "busy", false);
     let lfs_before = env.server.stats()["lfs_bytes"].clone();
     let r = env.upload_ok(&cpu, &[]);
     assert_eq!(r.json.unwrap()["status"], "uploaded");
