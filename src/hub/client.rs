@@ -16,7 +16,10 @@
 //!
 //! The token goes only into the `Authorization` header of requests to the endpoint (never to
 //! an LFS upload URL, which may be another host), and every error text passes through
-//! [`super::auth::Token::redact`].
+//! [`super::auth::Token::redact`]. Every request but the commit is tried up to 3 times when it
+//! fails transiently (no answer, HTTP 429 or 5xx); a commit is sent once, since one whose
+//! answer was lost may have landed. Errors are [`HubError`]s: the request, the status and the
+//! server's own message.
 
 use std::collections::BTreeMap;
 use std::fmt;
