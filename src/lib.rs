@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod fsutil;
 pub mod hash;
+pub mod hub;
 pub mod init;
 pub mod matrix;
 pub mod nixdrv;

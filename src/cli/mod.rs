@@ -6,12 +6,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod build_and_copy;
+pub mod build_and_upload;
 pub mod check_config;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
 pub mod nix_support;
 pub mod update_build;
+pub mod upload;
 pub mod verify;
 
 /// Build PyTorch kernels for every cell of the compatibility matrix into Hub-ready trees.
@@ -42,6 +44,10 @@ pub enum Command {
     Hash(hash::Args),
     /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
     Verify(verify::Args),
+    /// Upload DIR/build/ to the version branch of a Hub kernel repository.
+    Upload(upload::Args),
+    /// Build the variants natively, verify them against the manifest, then upload.
+    BuildAndUpload(build_and_upload::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
@@ -65,6 +71,8 @@ pub fn main() -> ExitCode {
         Command::Hash(a) => hash::run(a),
         Command::Verify(a) => verify::run(a),
         Command::NixSupport(a) => nix_support::run(a),
+        Command::Upload(a) => upload::run(a),
+        Command::BuildAndUpload(a) => build_and_upload::run(a),
     };
     match result {
         Ok(code) => code,

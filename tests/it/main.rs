@@ -10,3 +10,4 @@ mod matrix_user_reports;
 mod nix;
 mod update_build;
 mod update_build_variants;
+mod upload;

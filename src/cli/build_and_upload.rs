@@ -1,0 +1,69 @@
+//! `kernel-builder build-and-upload [DIR] [--variant V]... [upload flags]`: build natively
+//! (as `build-and-copy --nix never`), verify the rebuild against `build/hashes.json`, upload.
+
+use std::process::ExitCode;
+
+use camino::Utf8PathBuf;
+
+use super::upload::{run_upload, UploadFlags};
+use crate::assemble::bundle;
+use crate::assemble::provenance::git_revision;
+use crate::assemble::verify::verify;
+use crate::config;
+
+/// Arguments of `build-and-upload`.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Builds the variants into DIR/build/ natively (noarch kernels; as `build-and-copy --nix never`), \
+rebuilds them in a scratch directory to check they match DIR/build/hashes.json (as `verify`), \
+and uploads DIR/build/ (as `upload`). Stops at the first step that fails; nothing is sent when \
+the build or the verification fails.")]
+pub struct Args {
+    /// Kernel directory, holding build.toml (default: the current directory).
+    pub dir: Option<Utf8PathBuf>,
+    /// Build only this variant (repeatable); the upload then holds every variant in build/.
+    #[arg(long = "variant", value_name = "VARIANT")]
+    pub variants: Vec<String>,
+    #[command(flatten)]
+    pub flags: UploadFlags,
+}
+
+/// Run `build-and-upload`.
+pub fn run(args: Args) -> super::CmdResult {
+    let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
+    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let loaded = config::load(&dir)?;
+    if !loaded.rendered_warnings.is_empty() {
+        eprint!("{}", loaded.rendered_warnings);
+    }
+    let revision = git_revision(&dir)?;
+    let report = bundle::build_into(&dir, &loaded.config, &args.variants, revision)?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    for v in &report.built {
+        eprintln!("built {} ({} files) -> {}", v.name, v.files, v.path);
+    }
+    let built: Vec<String> = report.built.iter().map(|v| v.name.clone()).collect();
+    let checked = verify(&dir, &loaded.config, &built)?;
+    for n in &checked.notes {
+        eprintln!("note: {n}");
+    }
+    let different: Vec<String> = checked
+        .variants
+        .iter()
+        .filter_map(|v| v.difference.as_ref().map(|d| format!("{}: {d}", v.name)))
+        .collect();
+    if !different.is_empty() {
+        eprintln!("error: the rebuild differs from build/, nothing was uploaded:");
+        for d in &different {
+            eprintln!("  {d}");
+        }
+        return Ok(ExitCode::from(1));
+    }
+    eprintln!(
+        "verified {} variant(s) against build/hashes.json",
+        checked.variants.len()
+    );
+    run_upload(dir, &args.flags)
+}

@@ -1,0 +1,100 @@
+//! `kernel-builder upload [DIR] [--repo-id ORG/NAME] [--branch B] [--create-pr] [--dry-run]
+//! [--force] [--output-json FILE]`.
+
+use std::process::ExitCode;
+
+use camino::Utf8PathBuf;
+
+use crate::hub::{self, auth, UploadOptions};
+
+/// Options shared by `upload` and `build-and-upload`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UploadFlags {
+    /// Hub repository, `OWNER/NAME` (default: `[general.hub] repo-id` in build.toml).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo_id: Option<String>,
+    /// Branch to commit to (default: `[general.hub] branch`, else `v<version>`).
+    #[arg(long, value_name = "BRANCH")]
+    pub branch: Option<String>,
+    /// Open pull requests instead of committing (the repository and branch must exist).
+    #[arg(long)]
+    pub create_pr: bool,
+    /// Print the planned operations; send nothing and need no token.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Upload even when build/hashes.json is missing or does not match the tree.
+    #[arg(long)]
+    pub force: bool,
+    /// Create the repository as private when it does not exist yet.
+    #[arg(long)]
+    pub private: bool,
+    /// Also write the outcome as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub output_json: Option<Utf8PathBuf>,
+}
+
+/// Arguments of `upload`.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Publishes DIR/build/<variant>/** (every variant directory, each with its metadata.json) and \
+DIR/benchmarks/** to the version branch of a Hub kernel repository in one commit, and \
+DIR/build/CARD.md to main as README.md. Files already on the branch with the same content are \
+not sent again; files under build/<variant>/ of the uploaded variants that are no longer built \
+are deleted. The endpoint is HF_ENDPOINT (default https://huggingface.co); the token is \
+HF_TOKEN, else the file `hf auth login` writes ($HF_TOKEN_PATH, else $HF_HOME/token).")]
+pub struct Args {
+    /// Kernel directory, holding build/ and build.toml (default: the current directory).
+    pub dir: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub flags: UploadFlags,
+}
+
+/// Run `upload`.
+pub fn run(args: Args) -> super::CmdResult {
+    let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
+    run_upload(dir, &args.flags)
+}
+
+/// Prepare, upload, print and write the JSON outcome: the part `build-and-upload` shares.
+pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
+    let opts = UploadOptions {
+        dir,
+        repo_id: flags.repo_id.clone(),
+        branch: flags.branch.clone(),
+        create_pr: flags.create_pr,
+        dry_run: flags.dry_run,
+        force: flags.force,
+        private: flags.private,
+    };
+    let prepared = hub::prepare(&opts)?;
+    for w in &prepared.warnings {
+        eprintln!("warning: {w}");
+    }
+    let token = auth::find_token()?.map(|(t, _)| t);
+    let endpoint = auth::endpoint();
+    eprintln!(
+        "Uploading {} variant(s) to {} branch `{}` at {endpoint}",
+        prepared.variants.len(),
+        prepared.repo_id,
+        prepared.branch
+    );
+    let outcome = hub::upload(&prepared, &opts, &endpoint, token)?;
+    for n in &outcome.notes {
+        eprintln!("note: {n}");
+    }
+    if opts.dry_run {
+        for line in &outcome.plan {
+            println!("{line}");
+        }
+    }
+    if let Some(path) = &flags.output_json {
+        crate::fsutil::write_atomic(path, outcome.to_json().as_bytes())?;
+    }
+    let summary = hub::upload::summary(&outcome);
+    if outcome.status == hub::Status::NoChanges {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,157 @@
+//! Where the Hub endpoint and the access token come from, as the Hub's own tools read them.
+//!
+//! - Endpoint: `HF_ENDPOINT`, else [`DEFAULT_ENDPOINT`]; a trailing `/` is dropped.
+//! - Token: `HF_TOKEN` (when set and not blank), else the file the Hub CLI's login writes:
+//!   `$HF_TOKEN_PATH`, else `$HF_HOME/token`, with `HF_HOME` defaulting to
+//!   `$XDG_CACHE_HOME/huggingface` and then `~/.cache/huggingface`. Surrounding whitespace is
+//!   trimmed; an empty file counts as no token.
+//!
+//! A [`Token`] never shows its value: `Debug` and `Display` print `<redacted>`, and
+//! [`Token::redact`] removes it from any text before that text is shown.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The public Hub.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// The Hub endpoint: `HF_ENDPOINT` or [`DEFAULT_ENDPOINT`], without a trailing `/`.
+pub fn endpoint() -> String {
+    endpoint_from(std::env::var("HF_ENDPOINT").ok())
+}
+
+fn endpoint_from(var: Option<String>) -> String {
+    let raw = var
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
+    raw.trim_end_matches('/').to_owned()
+}
+
+/// A Hub access token. Its value is only reachable through [`Token::expose`], used when
+/// building the `Authorization` header.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// Wrap a token value (surrounding whitespace trimmed); `None` when it is blank.
+    pub fn new(value: &str) -> Option<Token> {
+        let v = value.trim();
+        (!v.is_empty()).then(|| Token(v.to_owned()))
+    }
+
+    /// The raw value, for the `Authorization: Bearer …` header only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with every occurrence of the token replaced by `<redacted>`.
+    pub fn redact(&self, text: &str) -> String {
+        text.replace(&self.0, "<redacted>")
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Where a token was found, for messages (never the value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// The `HF_TOKEN` environment variable.
+    Env,
+    /// A token file (the login command's, or `HF_TOKEN_PATH`).
+    File(PathBuf),
+}
+
+impl fmt::Display for TokenSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenSource::Env => f.write_str("HF_TOKEN"),
+            TokenSource::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// The token file the Hub CLI's login writes, per the module docs; `None` when no home
+/// directory can be found.
+pub fn token_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("HF_TOKEN_PATH").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let home = if let Some(h) = std::env::var_os("HF_HOME").filter(|h| !h.is_empty()) {
+        PathBuf::from(h)
+    } else if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+        PathBuf::from(x).join("huggingface")
+    } else {
+        PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?)
+            .join(".cache")
+            .join("huggingface")
+    };
+    Some(home.join("token"))
+}
+
+/// Find the token (module docs); `Ok(None)` when there is none.
+///
+/// # Errors
+/// The token file exists but cannot be read (the error names the file, never its content).
+pub fn find_token() -> anyhow::Result<Option<(Token, TokenSource)>> {
+    if let Some(t) = std::env::var("HF_TOKEN")
+        .ok()
+        .as_deref()
+        .and_then(Token::new)
+    {
+        return Ok(Some((t, TokenSource::Env)));
+    }
+    let Some(path) = token_path() else {
+        return Ok(None);
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes).map_err(|_| {
+                anyhow::anyhow!("the token file `{}` is not UTF-8 text", path.display())
+            })?;
+            Ok(Token::new(&text).map(|t| (t, TokenSource::File(path))))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!(
+            "cannot read the token file `{}`: {e}",
+            path.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_default_and_trailing_slash() {
+        assert_eq!(endpoint_from(None), "https://huggingface.co");
+        assert_eq!(endpoint_from(Some("  ".into())), "https://huggingface.co");
+        assert_eq!(
+            endpoint_from(Some("http://127.0.0.1:8080/".into())),
+            "http://127.0.0.1:8080"
+        );
+    }
+
+    #[test]
+    fn token_never_shows_its_value() {
+        let t = Token::new(" secret-abc\n").unwrap();
+        assert_eq!(t.expose(), "secret-abc");
+        assert_eq!(format!("{t:?} {t}"), "Token(<redacted>) <redacted>");
+        assert_eq!(
+            t.redact("Bearer secret-abc and secret-abc"),
+            "Bearer <redacted> and <redacted>"
+        );
+        assert_eq!(Token::new(" \n"), None);
+    }
+}

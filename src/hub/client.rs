@@ -1,0 +1,741 @@
+//! A blocking client for the parts of the Hub's HTTP API that publishing a kernel needs.
+//!
+//! Shapes follow the Hub API as `huggingface_hub` uses it (repository type `kernel`, URL
+//! segment `kernels`):
+//!
+//! | call | request | answer |
+//! |---|---|---|
+//! | [`HubClient::create_repo`] | `POST /api/repos/create` `{"name","organization","type":"kernel","private"}` | 200 `{"url"}`; 409 when it exists |
+//! | [`HubClient::refs`] | `GET /api/kernels/{repo}/refs` | `{"branches":[{"name","ref","targetCommit"}],…}` |
+//! | [`HubClient::create_branch`] | `POST /api/kernels/{repo}/branch/{b}` `{}` (starts at `main`'s head) | 200; 409 when it exists |
+//! | [`HubClient::list_tree`] | `GET /api/kernels/{repo}/tree/{rev}?recursive=true`, pages via `Link: <…>; rel="next"` | `[{"type","path","oid","size","lfs"?:{"oid","size"}}]` |
+//! | [`HubClient::preupload`] | `POST /api/kernels/{repo}/preupload/{rev}` `{"files":[{"path","sample","size"}]}` | `{"files":[{"path","uploadMode":"lfs"\|"regular","shouldIgnore","oid"?}]}` |
+//! | [`HubClient::lfs_batch`] | `POST /kernels/{repo}.git/info/lfs/objects/batch` (git-lfs batch API, `basic` transfer) | `{"objects":[{"oid","size","actions"?:{"upload":{"href","header"?},"verify"?}}]}` |
+//! | [`HubClient::lfs_put`], [`HubClient::lfs_verify`] | `PUT href` (file bytes, the action's headers only); `POST verify.href` `{"oid","size"}` | 2xx |
+//! | [`HubClient::commit`] | `POST /api/kernels/{repo}/commit/{rev}[?create_pr=1]`, NDJSON lines `header`, `file`, `lfsFile`, `deletedFile` | `{"commitOid","commitUrl","pullRequestUrl"?,"prNum"?}` |
+//!
+//! The token goes only into the `Authorization` header of requests to the endpoint (never to
+//! an LFS upload URL, which may be another host), and every error text passes through
+//! [`super::auth::Token::redact`]. Every request but the commit is tried up to 3 times when it
+//! fails transiently (no answer, HTTP 429 or 5xx); a commit is sent once, since one whose
+//! answer was lost may have landed. Errors are [`HubError`]s: the request, the status and the
+//! server's own message.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+use std::time::Duration;
+
+use camino::Utf8Path;
+use serde::Deserialize;
+
+use super::auth::Token;
+
+/// How many times a request that may be repeated is tried (see [`HubClient::send`]).
+const ATTEMPTS: u32 = 3;
+
+/// How many bytes of an error body a message quotes.
+const EXCERPT: usize = 400;
+
+/// A failed Hub request: the HTTP status (none for a transport failure), the request, and the
+/// server's message (its `error` field or `X-Error-Message` header, else a body excerpt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubError {
+    /// HTTP status, `None` when no response came (connection refused, timeout, TLS).
+    pub status: Option<u16>,
+    /// `METHOD url` of the request.
+    pub request: String,
+    /// What the server (or the transport) said, with the token redacted.
+    pub message: String,
+}
+
+impl fmt::Display for HubError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.status {
+            Some(s) => write!(f, "{} failed: HTTP {s}: {}", self.request, self.message),
+            None => write!(f, "{} failed: {}", self.request, self.message),
+        }
+    }
+}
+
+impl std::error::Error for HubError {}
+
+/// A successful answer: status, the headers kept (lower-case names), body.
+type Answer = (u16, BTreeMap<String, String>, Vec<u8>);
+
+/// A request body.
+#[derive(Clone)]
+enum Body<'a> {
+    Empty,
+    Json(serde_json::Value),
+    Raw(&'a [u8], &'a str),
+    File(&'a Utf8Path),
+}
+
+/// A connection to one Hub endpoint, with or without a token. `Debug` never shows the token.
+pub struct HubClient {
+    endpoint: String,
+    token: Option<Token>,
+    agent: ureq::Agent,
+}
+
+impl fmt::Debug for HubClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HubClient")
+            .field("endpoint", &self.endpoint)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// One file (or directory) of a tree listing.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TreeEntry {
+    /// `file` or `directory`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Path from the repository root, `/`-separated.
+    pub path: String,
+    /// Git object id: the blob's SHA-1 (for an LFS file, the pointer's).
+    #[serde(default)]
+    pub oid: String,
+    /// Bytes (for an LFS file, of the pointer or the content, as the server says).
+    #[serde(default)]
+    pub size: u64,
+    /// Present for LFS files: the content's SHA-256 and size.
+    #[serde(default)]
+    pub lfs: Option<LfsInfo>,
+}
+
+/// The LFS part of a tree entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LfsInfo {
+    /// SHA-256 of the content, lower-case hex.
+    pub oid: String,
+    /// Content size in bytes.
+    pub size: u64,
+}
+
+/// One ref of a repository.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct GitRef {
+    pub name: String,
+    #[serde(rename = "targetCommit")]
+    pub target_commit: String,
+}
+
+/// The refs of a repository (`GET …/refs`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Refs {
+    pub branches: Vec<GitRef>,
+}
+
+/// One file's answer from preupload.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PreuploadFile {
+    pub path: String,
+    /// `lfs` or `regular`.
+    #[serde(rename = "uploadMode")]
+    pub upload_mode: String,
+    /// The repository's `.gitignore` excludes the path: a commit would skip it.
+    #[serde(rename = "shouldIgnore", default)]
+    pub should_ignore: bool,
+    /// The id of the file now at that path on the revision (SHA-1 blob id for a regular file,
+    /// SHA-256 for an LFS file), when there is one.
+    #[serde(default)]
+    pub oid: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PreuploadAnswer {
+    files: Vec<PreuploadFile>,
+}
+
+/// One file to ask preupload about.
+#[derive(Debug, Clone)]
+pub struct PreuploadQuery<'a> {
+    pub path: &'a str,
+    /// Up to the first 512 bytes of the content.
+    pub sample: &'a [u8],
+    pub size: u64,
+}
+
+/// An action of an LFS batch answer (`upload` or `verify`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LfsAction {
+    pub href: String,
+    #[serde(default)]
+    pub header: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LfsActions {
+    pub upload: Option<LfsAction>,
+    pub verify: Option<LfsAction>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LfsObjectError {
+    #[serde(default)]
+    pub code: i64,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// One object of an LFS batch answer. No `actions`: the server already has the content.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LfsObject {
+    pub oid: String,
+    #[serde(default)]
+    pub size: u64,
+    #[serde(default)]
+    pub actions: Option<LfsActions>,
+    #[serde(default)]
+    pub error: Option<LfsObjectError>,
+}
+
+#[derive(Deserialize)]
+struct LfsBatchAnswer {
+    objects: Vec<LfsObject>,
+}
+
+/// One operation of a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitOp {
+    /// A file sent inline (base64 in the commit body).
+    File { path: String, content: Vec<u8> },
+    /// A file already uploaded through LFS: its SHA-256 (hex) and size.
+    LfsFile {
+        path: String,
+        sha256: String,
+        size: u64,
+    },
+    /// Delete one file (never a directory).
+    DeleteFile { path: String },
+}
+
+/// The answer to a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CommitAnswer {
+    #[serde(rename = "commitOid")]
+    pub commit_oid: String,
+    #[serde(rename = "commitUrl", default)]
+    pub commit_url: String,
+    #[serde(rename = "pullRequestUrl", default)]
+    pub pull_request_url: Option<String>,
+    #[serde(rename = "prNum", default)]
+    pub pr_num: Option<u64>,
+}
+
+/// Percent-encode one path segment (everything but `A-Za-z0-9-._~`), as a revision name is
+/// encoded in Hub URLs.
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The URL of `next` in a `Link` header (`<url>; rel="next", …`).
+fn next_link(link: &str) -> Option<String> {
+    link.split(',').find_map(|part| {
+        let (url, params) = part.split_once(';')?;
+        let is_next = params
+            .split(';')
+            .any(|p| matches!(p.trim(), "rel=\"next\"" | "rel=next"));
+        let url = url.trim().strip_prefix('<')?.strip_suffix('>')?;
+        is_next.then(|| url.to_owned())
+    })
+}
+
+impl HubClient {
+    /// A client for `endpoint` (e.g. `https://huggingface.co`), sending `token` when given.
+    pub fn new(endpoint: &str, token: Option<Token>) -> HubClient {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(30)))
+            .timeout_recv_response(Some(Duration::from_secs(600)))
+            .user_agent(concat!("kernel-builder/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        HubClient {
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            token,
+            agent,
+        }
+    }
+
+    /// The endpoint, without a trailing `/`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Whether requests carry a token.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    fn redact(&self, s: &str) -> String {
+        match &self.token {
+            Some(t) => t.redact(s),
+            None => s.to_owned(),
+        }
+    }
+
+    /// [`HubClient::send_once`], tried up to [`ATTEMPTS`] times while the failure is
+    /// transient (no answer or a broken one, or HTTP 429, 500, 502, 503, 504), waiting 0.5 s,
+    /// then 1 s. Used
+    /// for every request but the commit: the others are reads, or writes that are safe to
+    /// repeat (creating what exists answers 409; LFS objects are addressed by content).
+    fn send(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Body<'_>,
+        auth: bool,
+    ) -> Result<Answer, HubError> {
+        let mut attempt = 1;
+        loop {
+            match self.send_once(method, url, headers, body.clone(), auth) {
+                Ok(answer) => return Ok(answer),
+                Err((_, true)) if attempt < ATTEMPTS => {
+                    std::thread::sleep(Duration::from_millis(500 << (attempt - 1)));
+                    attempt += 1;
+                }
+                Err((mut e, _)) => {
+                    if attempt > 1 {
+                        e.message = format!("{} (after {attempt} attempts)", e.message);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Send one request. `url` is absolute; `auth` adds the token. Returns the status, the
+    /// headers wanted (lower-case names) and the body; a non-2xx status is a [`HubError`].
+    /// The flag with an error says whether trying again may help.
+    fn send_once(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Body<'_>,
+        auth: bool,
+    ) -> Result<Answer, (HubError, bool)> {
+        let request = format!("{method} {}", self.redact(url));
+        let fail = |status: Option<u16>, message: String| HubError {
+            status,
+            request: request.clone(),
+            message: self.redact(&message),
+        };
+        // A request that cannot be built is never transient; one that got no answer may be.
+        let local = |e: String| (fail(None, e), false);
+        let transport = |e: ureq::Error| {
+            let transient = matches!(
+                e,
+                ureq::Error::Io(_)
+                    | ureq::Error::Timeout(_)
+                    | ureq::Error::HostNotFound
+                    | ureq::Error::ConnectionFailed
+                    | ureq::Error::Protocol(_)
+            );
+            (fail(None, e.to_string()), transient)
+        };
+        let mut builder = ureq::http::Request::builder().method(method).uri(url);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        if auth {
+            if let Some(t) = &self.token {
+                builder = builder.header("Authorization", format!("Bearer {}", t.expose()));
+            }
+        }
+        let result = match body {
+            Body::Empty => builder
+                .body(())
+                .map_err(|e| local(e.to_string()))
+                .and_then(|r| self.agent.run(r).map_err(transport)),
+            Body::Json(v) => builder
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(&v).unwrap_or_default())
+                .map_err(|e| local(e.to_string()))
+                .and_then(|r| self.agent.run(r).map_err(transport)),
+            Body::Raw(bytes, ctype) => builder
+                .header("Content-Type", ctype)
+                .body(bytes)
+                .map_err(|e| local(e.to_string()))
+                .and_then(|r| self.agent.run(r).map_err(transport)),
+            Body::File(path) => {
+                let file = std::fs::File::open(path)
+                    .map_err(|e| local(format!("cannot open `{path}`: {e}")))?;
+                builder
+                    .body(file)
+                    .map_err(|e| local(e.to_string()))
+                    .and_then(|r| self.agent.run(r).map_err(transport))
+            }
+        };
+        let mut resp = result?;
+        let status = resp.status().as_u16();
+        let mut kept = BTreeMap::new();
+        for name in ["link", "x-error-message", "x-error-code"] {
+            if let Some(v) = resp.headers().get(name).and_then(|v| v.to_str().ok()) {
+                kept.insert(name.to_owned(), v.to_owned());
+            }
+        }
+        let mut bytes = Vec::new();
+        resp.body_mut()
+            .as_reader()
+            .read_to_end(&mut bytes)
+            .map_err(|e| {
+                (
+                    fail(Some(status), format!("cannot read the answer: {e}")),
+                    true,
+                )
+            })?;
+        if !(200..300).contains(&status) {
+            return Err((
+                fail(Some(status), error_text(&kept, &bytes)),
+                matches!(status, 429 | 500 | 502 | 503 | 504),
+            ));
+        }
+        Ok((status, kept, bytes))
+    }
+
+    fn json<T: for<'de> Deserialize<'de>>(
+        &self,
+        method: &str,
+        url: &str,
+        bytes: &[u8],
+    ) -> Result<T, HubError> {
+        serde_json::from_slice(bytes).map_err(|e| HubError {
+            status: None,
+            request: format!("{method} {}", self.redact(url)),
+            message: format!("unexpected answer ({e}): {}", self.redact(&excerpt(bytes))),
+        })
+    }
+
+    fn api(&self, repo_id: &str, rest: &str) -> String {
+        format!("{}/api/kernels/{repo_id}/{rest}", self.endpoint)
+    }
+
+    /// Create the kernel repository `repo_id`. `Ok(true)`: created; `Ok(false)`: it already
+    /// existed (409).
+    pub fn create_repo(&self, repo_id: &str, private: bool) -> Result<bool, HubError> {
+        let (org, name) = repo_id.split_once('/').unwrap_or(("", repo_id));
+        let body = serde_json::json!({
+            "name": name,
+            "organization": org,
+            "type": "kernel",
+            "private": private,
+        });
+        let url = format!("{}/api/repos/create", self.endpoint);
+        match self.send("POST", &url, &[], Body::Json(body), true) {
+            Ok(_) => Ok(true),
+            Err(e) if e.status == Some(409) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The branches of `repo_id`; `Ok(None)` when the repository does not exist (404).
+    pub fn refs(&self, repo_id: &str) -> Result<Option<Refs>, HubError> {
+        let url = self.api(repo_id, "refs");
+        match self.send("GET", &url, &[], Body::Empty, true) {
+            Ok((_, _, b)) => self.json("GET", &url, &b).map(Some),
+            Err(e) if e.status == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Create `branch` from `main`'s head. `Ok(false)` when it already existed (409).
+    pub fn create_branch(&self, repo_id: &str, branch: &str) -> Result<bool, HubError> {
+        let url = self.api(repo_id, &format!("branch/{}", encode_segment(branch)));
+        match self.send("POST", &url, &[], Body::Json(serde_json::json!({})), true) {
+            Ok(_) => Ok(true),
+            Err(e) if e.status == Some(409) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every file of revision `rev` (directories left out), following pagination.
+    pub fn list_tree(&self, repo_id: &str, rev: &str) -> Result<Vec<TreeEntry>, HubError> {
+        let mut url = self.api(
+            repo_id,
+            &format!("tree/{}?recursive=true", encode_segment(rev)),
+        );
+        let mut files = Vec::new();
+        for _ in 0..100_000 {
+            let (_, headers, bytes) = self.send("GET", &url, &[], Body::Empty, true)?;
+            let page: Vec<TreeEntry> = self.json("GET", &url, &bytes)?;
+            files.extend(page.into_iter().filter(|e| e.kind == "file"));
+            match headers.get("link").and_then(|l| next_link(l)) {
+                Some(next) => url = next,
+                None => break,
+            }
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(files)
+    }
+
+    /// Ask how each file would be committed (`lfs` or `regular`) and what is there now.
+    pub fn preupload(
+        &self,
+        repo_id: &str,
+        rev: &str,
+        files: &[PreuploadQuery<'_>],
+        create_pr: bool,
+    ) -> Result<Vec<PreuploadFile>, HubError> {
+        use base64::Engine;
+        let b64 = &base64::engine::general_purpose::STANDARD;
+        let mut out = Vec::new();
+        for chunk in files.chunks(256) {
+            let list: Vec<serde_json::Value> = chunk
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "path": f.path,
+                        "sample": b64.encode(f.sample),
+                        "size": f.size,
+                    })
+                })
+                .collect();
+            let mut url = self.api(repo_id, &format!("preupload/{}", encode_segment(rev)));
+            if create_pr {
+                url.push_str("?create_pr=1");
+            }
+            let body = serde_json::json!({ "files": list });
+            let (_, _, bytes) = self.send("POST", &url, &[], Body::Json(body), true)?;
+            let answer: PreuploadAnswer = self.json("POST", &url, &bytes)?;
+            out.extend(answer.files);
+        }
+        Ok(out)
+    }
+
+    /// Ask the LFS batch endpoint where to upload `objects` (SHA-256 hex, size), `basic`
+    /// transfer only.
+    pub fn lfs_batch(
+        &self,
+        repo_id: &str,
+        rev: &str,
+        objects: &[(String, u64)],
+    ) -> Result<Vec<LfsObject>, HubError> {
+        let url = format!(
+            "{}/kernels/{repo_id}.git/info/lfs/objects/batch",
+            self.endpoint
+        );
+        let objs: Vec<serde_json::Value> = objects
+            .iter()
+            .map(|(oid, size)| serde_json::json!({"oid": oid, "size": size}))
+            .collect();
+        let body = serde_json::json!({
+            "operation": "upload",
+            "transfers": ["basic"],
+            "objects": objs,
+            "hash_algo": "sha256",
+            "ref": {"name": rev},
+        });
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        let lfs = "application/vnd.git-lfs+json";
+        let (_, _, answer) = self.send(
+            "POST",
+            &url,
+            &[("Accept", lfs)],
+            Body::Raw(&bytes, lfs),
+            true,
+        )?;
+        let answer: LfsBatchAnswer = self.json("POST", &url, &answer)?;
+        Ok(answer.objects)
+    }
+
+    /// PUT the file at `path` to an LFS upload action (its headers only, no token).
+    pub fn lfs_put(&self, action: &LfsAction, path: &Utf8Path) -> Result<(), HubError> {
+        let headers: Vec<(&str, &str)> = action
+            .header
+            .iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.send("PUT", &action.href, &headers, Body::File(path), false)?;
+        Ok(())
+    }
+
+    /// Confirm an LFS upload through its verify action.
+    pub fn lfs_verify(&self, action: &LfsAction, oid: &str, size: u64) -> Result<(), HubError> {
+        let headers: Vec<(&str, &str)> = action
+            .header
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let body =
+            serde_json::to_vec(&serde_json::json!({"oid": oid, "size": size})).unwrap_or_default();
+        let lfs = "application/vnd.git-lfs+json";
+        let same_host = action.href.starts_with(&format!("{}/", self.endpoint));
+        self.send(
+            "POST",
+            &action.href,
+            &headers,
+            Body::Raw(&body, lfs),
+            same_host,
+        )?;
+        Ok(())
+    }
+
+    /// Commit `ops` to `rev` (or open a pull request against it), with `parent` as the
+    /// expected head when given (the server refuses the commit if the branch moved).
+    pub fn commit(
+        &self,
+        repo_id: &str,
+        rev: &str,
+        summary: &str,
+        parent: Option<&str>,
+        ops: &[CommitOp],
+        create_pr: bool,
+    ) -> Result<CommitAnswer, HubError> {
+        let body = commit_body(summary, parent, ops);
+        let mut url = self.api(repo_id, &format!("commit/{}", encode_segment(rev)));
+        if create_pr {
+            url.push_str("?create_pr=1");
+        }
+        // Never repeated: a commit whose answer was lost may have landed.
+        let (_, _, bytes) = self
+            .send_once(
+                "POST",
+                &url,
+                &[],
+                Body::Raw(&body, "application/x-ndjson"),
+                true,
+            )
+            .map_err(|(e, _)| e)?;
+        self.json("POST", &url, &bytes)
+    }
+}
+
+/// The NDJSON body of a commit: a `header` line, then one line per operation.
+pub fn commit_body(summary: &str, parent: Option<&str>, ops: &[CommitOp]) -> Vec<u8> {
+    use base64::Engine;
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let mut header = serde_json::json!({"summary": summary, "description": ""});
+    if let Some(p) = parent {
+        header["parentCommit"] = serde_json::Value::String(p.to_owned());
+    }
+    let mut lines = vec![serde_json::json!({"key": "header", "value": header})];
+    for op in ops {
+        lines.push(match op {
+            CommitOp::File { path, content } => serde_json::json!({
+                "key": "file",
+                "value": {"path": path, "content": b64.encode(content), "encoding": "base64"},
+            }),
+            CommitOp::LfsFile { path, sha256, size } => serde_json::json!({
+                "key": "lfsFile",
+                "value": {"path": path, "algo": "sha256", "oid": sha256, "size": size},
+            }),
+            CommitOp::DeleteFile { path } => serde_json::json!({
+                "key": "deletedFile",
+                "value": {"path": path},
+            }),
+        });
+    }
+    let mut out = Vec::new();
+    for l in lines {
+        out.extend(serde_json::to_vec(&l).unwrap_or_default());
+        out.push(b'\n');
+    }
+    out
+}
+
+fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    match text.char_indices().nth(EXCERPT) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+/// The server's message: the JSON `error` field, else `X-Error-Message`, else an excerpt.
+fn error_text(headers: &BTreeMap<String, String>, body: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+        if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+            return excerpt(e.as_bytes());
+        }
+        if let Some(e) = v.get("message").and_then(|e| e.as_str()) {
+            return excerpt(e.as_bytes());
+        }
+    }
+    if let Some(m) = headers.get("x-error-message") {
+        return excerpt(m.as_bytes());
+    }
+    let e = excerpt(body);
+    if e.is_empty() {
+        "(empty answer)".to_owned()
+    } else {
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_header_next() {
+        assert_eq!(
+            next_link("<http://h/api/x?cursor=abc>; rel=\"next\""),
+            Some("http://h/api/x?cursor=abc".to_owned())
+        );
+        assert_eq!(next_link("<http://h/a>; rel=\"prev\""), None);
+    }
+
+    #[test]
+    fn segments_are_encoded() {
+        assert_eq!(encode_segment("v1"), "v1");
+        assert_eq!(encode_segment("refs/pr/1"), "refs%2Fpr%2F1");
+    }
+
+    #[test]
+    fn commit_body_lines() {
+        let body = commit_body(
+            "msg",
+            Some("abc"),
+            &[
+                CommitOp::File {
+                    path: "a.py".into(),
+                    content: b"hi".to_vec(),
+                },
+                CommitOp::LfsFile {
+                    path: "b.so".into(),
+                    sha256: "00".into(),
+                    size: 3,
+                },
+                CommitOp::DeleteFile { path: "c".into() },
+            ],
+        );
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            concat!(
+                r#"{"key":"header","value":{"summary":"msg","description":"","parentCommit":"abc"}}"#,
+                "\n",
+                r#"{"key":"file","value":{"path":"a.py","content":"aGk=","encoding":"base64"}}"#,
+                "\n",
+                r#"{"key":"lfsFile","value":{"path":"b.so","algo":"sha256","oid":"00","size":3}}"#,
+                "\n",
+                r#"{"key":"deletedFile","value":{"path":"c"}}"#,
+                "\n"
+            )
+        );
+    }
+
+    #[test]
+    fn error_text_prefers_the_error_field() {
+        let h = BTreeMap::new();
+        assert_eq!(error_text(&h, br#"{"error":"no"}"#), "no");
+        assert_eq!(error_text(&h, b"plain"), "plain");
+        assert_eq!(error_text(&h, b""), "(empty answer)");
+    }
+}

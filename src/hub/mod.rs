@@ -1,0 +1,14 @@
+//! Publishing built bundles to a Hub kernel repository: where the endpoint and token come from
+//! ([`auth`]), the HTTP calls ([`client`]), the comparison of local and remote files
+//! ([`plan`]) and the upload itself ([`upload`](mod@upload)).
+//!
+//! The HTTP client is `ureq` (blocking, rustls with the `ring` provider and the Mozilla root
+//! certificates built in): every call is a plain request/response, so an async runtime would
+//! only add weight.
+
+pub mod auth;
+pub mod client;
+pub mod plan;
+pub mod upload;
+
+pub use upload::{prepare, upload, Outcome, Prepared, Status, UploadOptions};

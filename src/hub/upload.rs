@@ -1,0 +1,950 @@
+//! Publishing a built bundle (`DIR/build/<variant>/…`) to a Hub kernel repository.
+//!
+//! [`prepare`] does every local check before anything is sent; [`upload`] then talks to the
+//! Hub:
+//!
+//! 1. create the repository (type `kernel`) when missing, unless a pull request is asked for;
+//! 2. create the version branch from `main`'s head when missing;
+//! 3. list the branch's files and [`super::plan::diff`] them with the local files;
+//! 4. ask preupload about the files to send (its `uploadMode` may move a file to LFS, its
+//!    `oid` may show the content is already there);
+//! 5. upload LFS content (binary, larger than 10 MiB, or as preupload says) through the LFS
+//!    batch API, basic transfer; objects the server already has are not sent;
+//! 6. one commit to the branch, with the branch head seen in step 2 as `parentCommit`: small
+//!    text files inline (`file`), LFS files by id (`lfsFile`), stale files (`deletedFile`);
+//! 7. `CARD.md` (in `DIR/build/`, where the bundle is) to `main` as `README.md`, in its own
+//!    commit, when it differs.
+//!
+//! The commits are the only changes to the repository's history after step 2, and LFS
+//! uploads are content-addressed, so a failure before a commit leaves every branch as it was.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::Serialize;
+
+use super::auth::Token;
+use super::client::{CommitOp, HubClient, PreuploadQuery, TreeEntry};
+use super::plan::{self, Action, Change, LocalFile};
+use crate::hash::digest::{self, Digest};
+use crate::hash::manifest::{self, Manifest};
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default)]
+pub struct UploadOptions {
+    /// The kernel directory (holding `build/` and, usually, `build.toml`).
+    pub dir: Utf8PathBuf,
+    /// `--repo-id`: overrides `[general.hub] repo-id`.
+    pub repo_id: Option<String>,
+    /// `--branch`: overrides `[general.hub] branch` and `v<version>`.
+    pub branch: Option<String>,
+    /// Open pull requests instead of committing to the branches.
+    pub create_pr: bool,
+    /// Plan only: print the operations, send nothing, need no token.
+    pub dry_run: bool,
+    /// Upload even when `build/hashes.json` is missing or does not match the tree.
+    pub force: bool,
+    /// Create the repository as private when it does not exist.
+    pub private: bool,
+}
+
+/// Everything checked locally: where to upload and what.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub repo_id: String,
+    pub branch: String,
+    /// Variant directory names, sorted.
+    pub variants: Vec<String>,
+    /// Files for the version branch: `build/<variant>/…` and `benchmarks/…`, sorted.
+    pub files: Vec<LocalFile>,
+    /// `build/CARD.md`, published as `README.md` on `main`.
+    pub card: Option<LocalFile>,
+    /// Warnings to show (manifest problems under `--force`, dirty builds).
+    pub warnings: Vec<String>,
+}
+
+/// How an upload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Committed to the branches.
+    Uploaded,
+    /// Pull requests opened.
+    PullRequestCreated,
+    /// The remote already had everything: no commit.
+    NoChanges,
+    /// `--dry-run`: nothing sent.
+    DryRun,
+}
+
+/// One pull request opened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PullRequest {
+    /// The branch it targets.
+    pub branch: String,
+    pub url: String,
+}
+
+/// How many files each action touched, over both commits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FileCounts {
+    pub added: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    pub deleted: usize,
+}
+
+/// The result, also the `--output-json` document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub status: Status,
+    pub repo_id: String,
+    pub branch: String,
+    /// `<endpoint>/kernels/<repo>/tree/<branch>`; `null` for pull requests and dry runs.
+    pub url: Option<String>,
+    pub pull_requests: Vec<PullRequest>,
+    /// File content bytes sent: inline file contents (before base64) plus LFS uploads.
+    pub bytes_sent: u64,
+    pub files: FileCounts,
+    /// The operations, one line each (`add build/x/a.py (12 bytes)`), in order; not in JSON.
+    #[serde(skip)]
+    pub plan: Vec<String>,
+    /// Notes for the user (branch created, remote unreachable in a dry run, …); not in JSON.
+    #[serde(skip)]
+    pub notes: Vec<String>,
+}
+
+impl Outcome {
+    /// The `--output-json` text: pretty JSON and a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+}
+
+/// Check that `id` is `owner/name` with the characters the Hub allows.
+fn check_repo_id(id: &str) -> anyhow::Result<()> {
+    let ok_part = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !p.starts_with(['-', '.'])
+            && !p.ends_with(['-', '.'])
+    };
+    match id.split_once('/') {
+        Some((o, n)) if ok_part(o) && ok_part(n) => Ok(()),
+        _ => anyhow::bail!("repository id `{id}` is not of the form `owner/name`"),
+    }
+}
+
+/// The variant directories of `build_dir`: every subdirectory whose name does not start with
+/// `.` (a `.kernel-builder-tmp-*` left by an interrupted build is not a variant). Sorted.
+///
+/// # Errors
+/// `build_dir` is missing or unreadable, holds no variant, or a variant has no
+/// `metadata.json`.
+pub fn find_variants(build_dir: &Utf8Path) -> anyhow::Result<Vec<String>> {
+    let entries = std::fs::read_dir(build_dir).with_context(|| {
+        format!(
+            "cannot read `{build_dir}`; build the kernel first (`kernel-builder build-and-copy`)"
+        )
+    })?;
+    let mut variants = Vec::new();
+    for e in entries {
+        let e = e.with_context(|| format!("cannot read `{build_dir}`"))?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else {
+            anyhow::bail!(
+                "`{build_dir}` holds a directory whose name is not UTF-8: {:?}",
+                e.file_name()
+            );
+        };
+        if name.starts_with('.') || !e.path().is_dir() {
+            continue;
+        }
+        variants.push(name.to_owned());
+    }
+    variants.sort();
+    anyhow::ensure!(
+        !variants.is_empty(),
+        "`{build_dir}` holds no variant directory; build the kernel first (`kernel-builder build-and-copy`)"
+    );
+    let missing: Vec<&String> = variants
+        .iter()
+        .filter(|v| !build_dir.join(v).join("metadata.json").is_file())
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "variant director{} {} in `{build_dir}` ha{} no metadata.json, so it is not a build variant; \
+             rebuild it (`kernel-builder build-and-copy`) or remove it",
+            if missing.len() == 1 { "y" } else { "ies" },
+            missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+            if missing.len() == 1 { "s" } else { "ve" },
+        );
+    }
+    Ok(variants)
+}
+
+/// The fields of a variant's `metadata.json` that the upload reads.
+struct VariantMeta {
+    version: Option<u64>,
+    dirty: bool,
+}
+
+/// Read `metadata.json` of one variant and check its digest against the files.
+fn check_variant(
+    build_dir: &Utf8Path,
+    name: &str,
+    force: bool,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<VariantMeta> {
+    let dir = build_dir.join(name);
+    let path = dir.join("metadata.json");
+    let text = crate::fsutil::read_to_string(&path)?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("`{path}` is not valid JSON; rebuild variant `{name}`"))?;
+    let version = value.get("version").and_then(|v| v.as_u64());
+    let dirty = value
+        .pointer("/provenance/kernel/dirty")
+        .and_then(|d| d.as_bool())
+        .unwrap_or(false);
+    match value.get("digest") {
+        Some(d) => {
+            let reference: Digest = serde_json::from_value(d.clone())
+                .with_context(|| format!("`{path}` has a malformed `digest`"))?;
+            let actual = digest::variant_digest_with(reference.algorithm, &dir)?;
+            if let Err(problems) = digest::check(&reference, &actual) {
+                anyhow::bail!(
+                    "variant `{name}`: its files do not match the digest in `{path}` (the `kernels` \
+                     loader would refuse it); rebuild it:\n  {}",
+                    problems.join("\n  ")
+                );
+            }
+        }
+        None if force => warnings.push(format!(
+            "`{path}` has no `digest`; uploading anyway (--force)"
+        )),
+        None => anyhow::bail!(
+            "`{path}` has no `digest`, so the loader cannot check the files; rebuild variant \
+             `{name}`, or pass --force"
+        ),
+    }
+    Ok(VariantMeta { version, dirty })
+}
+
+/// Check `build/hashes.json` against the variants on disk.
+fn check_manifest(
+    build_dir: &Utf8Path,
+    variants: &[String],
+    force: bool,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let path = Manifest::path_in(build_dir);
+    let problems: Vec<String> = if !path.is_file() {
+        vec![format!("`{path}` is missing")]
+    } else {
+        let recorded = Manifest::read(&path)?;
+        let actual = Manifest::for_bundle(build_dir, variants, &recorded.source)?;
+        manifest::compare(&recorded, &actual)
+            .iter()
+            .map(|d| d.to_string())
+            .collect()
+    };
+    if problems.is_empty() {
+        return Ok(());
+    }
+    if force {
+        for p in problems {
+            warnings.push(format!("hash manifest: {p}; uploading anyway (--force)"));
+        }
+        return Ok(());
+    }
+    anyhow::bail!(
+        "the tree in `{build_dir}` does not match its hash manifest `{path}`:\n  {}\n\
+         rebuild it (`kernel-builder build-and-copy`), or pass --force to upload it as it is",
+        problems.join("\n  ")
+    )
+}
+
+/// Every local check of an upload, in this order: the variants (each with `metadata.json`),
+/// the repository id and branch, each variant's digest, the hash manifest; then the files
+/// are read and hashed. Nothing is sent.
+///
+/// # Errors
+/// Any refusal: no variants, a variant without `metadata.json`, no repository id (neither
+/// `--repo-id` nor `[general.hub] repo-id`), a malformed id, variants of different versions
+/// without a branch given, a digest mismatch, a manifest mismatch (unless `force`).
+pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
+    let dir = &opts.dir;
+    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let build_dir = dir.join("build");
+    let variants = find_variants(&build_dir)?;
+    let mut warnings = Vec::new();
+
+    // Repository and branch: flags first, then build.toml.
+    let loaded = crate::config::load(dir);
+    let hub = loaded.as_ref().ok().map(|l| l.config.general.hub.clone());
+    let repo_id = match (&opts.repo_id, hub.as_ref().and_then(|h| h.repo_id.clone())) {
+        (Some(r), _) => r.clone(),
+        (None, Some(r)) => r,
+        (None, None) => match &loaded {
+            Ok(_) => anyhow::bail!(
+                "no repository to upload to: `{}` has no `[general.hub] repo-id`; add it, or pass \
+                 --repo-id OWNER/NAME",
+                dir.join("build.toml")
+            ),
+            Err(e) => anyhow::bail!(
+                "no repository to upload to: --repo-id was not given and `{}` cannot be read:\n{}",
+                dir.join("build.toml"),
+                e.render()
+            ),
+        },
+    };
+    check_repo_id(&repo_id)?;
+
+    let mut metas = BTreeMap::new();
+    for v in &variants {
+        metas.insert(
+            v.clone(),
+            check_variant(&build_dir, v, opts.force, &mut warnings)?,
+        );
+    }
+    let branch = match (&opts.branch, hub.as_ref().and_then(|h| h.branch.clone())) {
+        (Some(b), _) => b.clone(),
+        (None, Some(b)) => b,
+        (None, None) => {
+            let mut versions: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+            for (v, m) in &metas {
+                let Some(ver) = m.version else {
+                    anyhow::bail!(
+                        "`{}` has no `version`, so the branch is unknown; pass --branch",
+                        build_dir.join(v).join("metadata.json")
+                    );
+                };
+                versions.entry(ver).or_default().push(v);
+            }
+            if versions.len() > 1 {
+                let list: Vec<String> = versions
+                    .iter()
+                    .map(|(ver, vs)| format!("version {ver}: {}", vs.join(", ")))
+                    .collect();
+                anyhow::bail!(
+                    "the variants in `{build_dir}` have different versions ({}); rebuild them, or \
+                     pass --branch",
+                    list.join("; ")
+                );
+            }
+            let ver = versions.keys().next().copied().unwrap_or(0);
+            format!("v{ver}")
+        }
+    };
+    anyhow::ensure!(
+        !branch.is_empty() && !branch.starts_with("refs/") && !branch.contains(".."),
+        "`{branch}` is not a branch name"
+    );
+    let dirty: Vec<&String> = metas
+        .iter()
+        .filter(|(_, m)| m.dirty)
+        .map(|(v, _)| v)
+        .collect();
+    if !dirty.is_empty() {
+        warnings.push(format!(
+            "{} variant(s) were built from a git tree with uncommitted changes: {}",
+            dirty.len(),
+            dirty
+                .iter()
+                .map(|d| d.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+
+    check_manifest(&build_dir, &variants, opts.force, &mut warnings)?;
+
+    let mut files = Vec::new();
+    for v in &variants {
+        files.extend(plan::collect_files(
+            &build_dir.join(v),
+            &format!("build/{v}"),
+        )?);
+    }
+    let bench = dir.join("benchmarks");
+    if bench.is_dir() {
+        files.extend(plan::collect_files(&bench, "benchmarks")?);
+    }
+    files.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
+    let card_path = build_dir.join("CARD.md");
+    let card = if card_path.is_file() {
+        Some(LocalFile::read(&card_path, "README.md".to_owned())?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        repo_id,
+        branch,
+        variants,
+        files,
+        card,
+        warnings,
+    })
+}
+
+/// The plan for one revision, with the remote ids known.
+struct RevPlan {
+    changes: Vec<Change>,
+    /// Local indices that go through LFS.
+    lfs: Vec<bool>,
+}
+
+fn plan_line(change: &Change, lfs: bool) -> String {
+    let how = match change.action {
+        Action::Add | Action::Update if lfs => ", lfs",
+        _ => "",
+    };
+    format!(
+        "{} {} ({} bytes{how})",
+        change.action.as_str(),
+        change.path,
+        change.size
+    )
+}
+
+/// Plan one revision locally: diff, and LFS by the local rule.
+fn plan_rev(files: &[LocalFile], remote: &[TreeEntry], prefixes: &[String]) -> RevPlan {
+    RevPlan {
+        changes: plan::diff(files, remote, prefixes),
+        lfs: files.iter().map(LocalFile::needs_lfs).collect(),
+    }
+}
+
+fn count(changes: &[Change], counts: &mut FileCounts) {
+    for c in changes {
+        match c.action {
+            Action::Add => counts.added += 1,
+            Action::Update => counts.updated += 1,
+            Action::Unchanged => counts.unchanged += 1,
+            Action::Delete => counts.deleted += 1,
+        }
+    }
+}
+
+/// Ask preupload about the files to send and apply its answer: `lfs` moves a file to LFS, an
+/// `oid` equal to the local id marks it unchanged, `shouldIgnore` drops it (with a note).
+fn apply_preupload(
+    client: &HubClient,
+    repo_id: &str,
+    rev: &str,
+    files: &[LocalFile],
+    plan: &mut RevPlan,
+    create_pr: bool,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let sending: Vec<usize> = plan
+        .changes
+        .iter()
+        .filter(|c| matches!(c.action, Action::Add | Action::Update))
+        .filter_map(|c| c.local)
+        .collect();
+    if sending.is_empty() {
+        return Ok(());
+    }
+    let queries: Vec<PreuploadQuery<'_>> = sending
+        .iter()
+        .map(|&i| PreuploadQuery {
+            path: &files[i].repo_path,
+            sample: &files[i].sample,
+            size: files[i].size,
+        })
+        .collect();
+    let answers = client.preupload(repo_id, rev, &queries, create_pr)?;
+    let by_path: BTreeMap<&str, _> = answers.iter().map(|a| (a.path.as_str(), a)).collect();
+    let mut ignored = Vec::new();
+    for change in plan.changes.iter_mut() {
+        let Some(i) = change.local else { continue };
+        if !matches!(change.action, Action::Add | Action::Update) {
+            continue;
+        }
+        let f = &files[i];
+        let Some(a) = by_path.get(f.repo_path.as_str()) else {
+            anyhow::bail!(
+                "the Hub's preupload answer does not mention `{}`",
+                f.repo_path
+            );
+        };
+        if a.upload_mode == "lfs" && f.size > 0 {
+            plan.lfs[i] = true;
+        }
+        if let Some(oid) = &a.oid {
+            let local = if plan.lfs[i] { &f.sha256 } else { &f.git_oid };
+            if oid.eq_ignore_ascii_case(local) {
+                change.action = Action::Unchanged;
+            }
+        }
+        if a.should_ignore {
+            ignored.push(f.repo_path.clone());
+        }
+    }
+    if !ignored.is_empty() {
+        notes.push(format!(
+            "the repository's .gitignore excludes {} file(s), which are not committed: {}",
+            ignored.len(),
+            ignored.join(", ")
+        ));
+        plan.changes
+            .retain(|c| !ignored.contains(&c.path) || c.action == Action::Delete);
+    }
+    Ok(())
+}
+
+/// Upload the LFS content of the plan's files and commit; returns the commit answer (none
+/// when there was nothing to commit) and the bytes sent.
+#[allow(clippy::too_many_arguments)]
+fn commit_rev(
+    client: &HubClient,
+    repo_id: &str,
+    rev: &str,
+    parent: Option<&str>,
+    files: &[LocalFile],
+    plan: &RevPlan,
+    summary: &str,
+    create_pr: bool,
+) -> anyhow::Result<(Option<super::client::CommitAnswer>, u64)> {
+    let mut ops = Vec::new();
+    let mut bytes = 0u64;
+    let mut lfs_objects: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &plan.changes {
+        match (c.action, c.local) {
+            (Action::Add | Action::Update, Some(i)) if plan.lfs[i] => {
+                lfs_objects.entry(files[i].sha256.clone()).or_insert(i);
+            }
+            _ => {}
+        }
+    }
+    if !lfs_objects.is_empty() {
+        let objects: Vec<(String, u64)> = lfs_objects
+            .iter()
+            .map(|(oid, &i)| (oid.clone(), files[i].size))
+            .collect();
+        let answers = client.lfs_batch(repo_id, rev, &objects)?;
+        for obj in &answers {
+            let Some(&i) = lfs_objects.get(&obj.oid) else {
+                anyhow::bail!(
+                    "the LFS batch answer names an object not asked for: {}",
+                    obj.oid
+                );
+            };
+            let f = &files[i];
+            if let Some(err) = &obj.error {
+                anyhow::bail!(
+                    "the Hub refused the LFS upload of `{}`: {} (code {})",
+                    f.repo_path,
+                    err.message,
+                    err.code
+                );
+            }
+            let Some(actions) = &obj.actions else {
+                continue;
+            };
+            if let Some(up) = &actions.upload {
+                anyhow::ensure!(
+                    !up.header.contains_key("chunk_size"),
+                    "the Hub asked for a multipart LFS upload of `{}`, which kernel-builder does not speak",
+                    f.repo_path
+                );
+                client.lfs_put(up, &f.disk_path)?;
+                bytes += f.size;
+            }
+            if let Some(verify) = &actions.verify {
+                client.lfs_verify(verify, &f.sha256, f.size)?;
+            }
+        }
+        for oid in lfs_objects.keys() {
+            anyhow::ensure!(
+                answers.iter().any(|o| &o.oid == oid),
+                "the LFS batch answer leaves out object {oid}"
+            );
+        }
+    }
+    for c in &plan.changes {
+        match (c.action, c.local) {
+            (Action::Add | Action::Update, Some(i)) => {
+                let f = &files[i];
+                if plan.lfs[i] {
+                    ops.push(CommitOp::LfsFile {
+                        path: f.repo_path.clone(),
+                        sha256: f.sha256.clone(),
+                        size: f.size,
+                    });
+                } else {
+                    let content = std::fs::read(&f.disk_path)
+                        .with_context(|| format!("cannot read `{}`", f.disk_path))?;
+                    let again = LocalFile::read(&f.disk_path, f.repo_path.clone())?;
+                    anyhow::ensure!(
+                        again.sha256 == f.sha256 && content.len() as u64 == f.size,
+                        "`{}` changed during the upload; run it again",
+                        f.disk_path
+                    );
+                    bytes += f.size;
+                    ops.push(CommitOp::File {
+                        path: f.repo_path.clone(),
+                        content,
+                    });
+                }
+            }
+            (Action::Delete, _) => ops.push(CommitOp::DeleteFile {
+                path: c.path.clone(),
+            }),
+            _ => {}
+        }
+    }
+    if ops.is_empty() {
+        return Ok((None, 0));
+    }
+    let answer = client
+        .commit(repo_id, rev, summary, parent, &ops, create_pr)
+        .map_err(|e| {
+            let what = if e.status == Some(412) {
+                format!(
+                    "`{rev}` changed while uploading (another commit landed first); nothing was \
+                     committed, run the upload again"
+                )
+            } else {
+                format!("the commit to `{rev}` failed; nothing was committed")
+            };
+            anyhow::Error::new(e).context(what)
+        })?;
+    Ok((Some(answer), bytes))
+}
+
+fn head_of(refs: &super::client::Refs, branch: &str) -> Option<String> {
+    refs.branches
+        .iter()
+        .find(|b| b.name == branch)
+        .map(|b| b.target_commit.clone())
+}
+
+/// Publish `prepared` to the Hub at `endpoint` (see the module docs). With `dry_run`, only
+/// reads (anonymously unless a token is given), and plans against an empty repository when
+/// the Hub cannot be reached.
+///
+/// # Errors
+/// No token (unless `dry_run`); any Hub request that fails, with the server's status and
+/// message; a pull request against a repository or branch that does not exist.
+pub fn upload(
+    prepared: &Prepared,
+    opts: &UploadOptions,
+    endpoint: &str,
+    token: Option<Token>,
+) -> anyhow::Result<Outcome> {
+    let repo = &prepared.repo_id;
+    let branch = &prepared.branch;
+    let has_token = token.is_some();
+    anyhow::ensure!(
+        opts.dry_run || has_token,
+        "no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from \
+         $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one"
+    );
+    let client = HubClient::new(endpoint, token);
+    let mut outcome = Outcome {
+        status: Status::NoChanges,
+        repo_id: repo.clone(),
+        branch: branch.clone(),
+        url: None,
+        pull_requests: Vec::new(),
+        bytes_sent: 0,
+        files: FileCounts::default(),
+        plan: Vec::new(),
+        notes: Vec::new(),
+    };
+    let prefixes: Vec<String> = prepared
+        .variants
+        .iter()
+        .map(|v| format!("build/{v}/"))
+        .collect();
+    let card: Vec<LocalFile> = prepared.card.iter().cloned().collect();
+
+    if opts.dry_run {
+        let (branch_tree, main_tree) = match client.refs(repo) {
+            Err(e) => {
+                outcome.notes.push(format!(
+                    "cannot read the repository ({e}); planning against an empty repository"
+                ));
+                (Vec::new(), Vec::new())
+            }
+            Ok(None) => {
+                outcome
+                    .plan
+                    .push(format!("create repository {repo} (type kernel)"));
+                outcome
+                    .plan
+                    .push(format!("create branch {branch} from main"));
+                (Vec::new(), Vec::new())
+            }
+            Ok(Some(refs)) => {
+                let has_main = head_of(&refs, "main").is_some();
+                let main_tree = if has_main {
+                    client.list_tree(repo, "main")?
+                } else {
+                    Vec::new()
+                };
+                if head_of(&refs, branch).is_some() {
+                    (client.list_tree(repo, branch)?, main_tree)
+                } else {
+                    outcome
+                        .plan
+                        .push(format!("create branch {branch} from main"));
+                    (main_tree.clone(), main_tree)
+                }
+            }
+        };
+        let p = plan_rev(&prepared.files, &branch_tree, &prefixes);
+        outcome.plan.push(format!("commit to {branch}:"));
+        for c in &p.changes {
+            let lfs = c.local.is_some_and(|i| p.lfs[i]);
+            outcome.plan.push(format!("  {}", plan_line(c, lfs)));
+        }
+        count(&p.changes, &mut outcome.files);
+        if !card.is_empty() {
+            let p = plan_rev(&card, &main_tree, &[]);
+            outcome.plan.push("commit to main:".to_owned());
+            for c in &p.changes {
+                outcome
+                    .plan
+                    .push(format!("  {} (from build/CARD.md)", plan_line(c, false)));
+            }
+            count(&p.changes, &mut outcome.files);
+        }
+        outcome.status = Status::DryRun;
+        return Ok(outcome);
+    }
+
+    // 1. The repository.
+    if !opts.create_pr {
+        let created = client.create_repo(repo, opts.private).map_err(|e| {
+            let owner = repo.split('/').next().unwrap_or(repo);
+            let hint = match e.status {
+                Some(401) => "the Hub does not accept the token; log in again (`hf auth login`) or set HF_TOKEN".to_owned(),
+                Some(403) => format!(
+                    "the token cannot create repositories under `{owner}`; use a token with write \
+                     access to `{owner}`, or ask its maintainers to create `{repo}` (type kernel)"
+                ),
+                _ => "the Hub refused to create it".to_owned(),
+            };
+            anyhow::Error::new(e).context(format!("cannot create repository `{repo}`: {hint}"))
+        })?;
+        if created {
+            outcome.notes.push(format!("created repository {repo}"));
+        }
+    }
+    let Some(mut refs) = client.refs(repo)? else {
+        if opts.create_pr {
+            anyhow::bail!(
+                "repository `{repo}` does not exist; a pull request needs an existing repository \
+                 (upload without --create-pr to create it)"
+            );
+        }
+        anyhow::bail!("repository `{repo}` cannot be found after creating it");
+    };
+    // 2. The branch.
+    if head_of(&refs, branch).is_none() {
+        if opts.create_pr {
+            anyhow::bail!(
+                "branch `{branch}` does not exist in `{repo}`; a pull request can only target an \
+                 existing branch: ask a maintainer to create it"
+            );
+        }
+        client.create_branch(repo, branch)?;
+        outcome
+            .notes
+            .push(format!("created branch {branch} from main"));
+        refs = client
+            .refs(repo)?
+            .with_context(|| format!("repository `{repo}` disappeared"))?;
+    }
+    let parent = head_of(&refs, branch)
+        .with_context(|| format!("branch `{branch}` cannot be found after creating it"))?;
+
+    // 3-6. The version branch.
+    let tree = client.list_tree(repo, &parent)?;
+    let mut p = plan_rev(&prepared.files, &tree, &prefixes);
+    apply_preupload(
+        &client,
+        repo,
+        branch,
+        &prepared.files,
+        &mut p,
+        opts.create_pr,
+        &mut outcome.notes,
+    )?;
+    count(&p.changes, &mut outcome.files);
+    for c in &p.changes {
+        let lfs = c.local.is_some_and(|i| p.lfs[i]);
+        outcome.plan.push(plan_line(c, lfs));
+    }
+    let summary = format!(
+        "Upload {} with kernel-builder {}",
+        prepared.variants.join(", "),
+        env!("CARGO_PKG_VERSION")
+    );
+    let (answer, bytes) = commit_rev(
+        &client,
+        repo,
+        branch,
+        Some(&parent),
+        &prepared.files,
+        &p,
+        &summary,
+        opts.create_pr,
+    )?;
+    outcome.bytes_sent += bytes;
+    let mut committed = false;
+    if let Some(a) = answer {
+        committed = true;
+        if opts.create_pr {
+            outcome.pull_requests.push(PullRequest {
+                branch: branch.clone(),
+                url: pr_url(endpoint, repo, &a),
+            });
+        }
+    }
+
+    // 7. The card, on main.
+    if !card.is_empty() {
+        let main_head = head_of(&refs, "main");
+        let main_tree = match &main_head {
+            Some(h) => client.list_tree(repo, h)?,
+            None => Vec::new(),
+        };
+        let mut p = plan_rev(&card, &main_tree, &[]);
+        apply_preupload(
+            &client,
+            repo,
+            "main",
+            &card,
+            &mut p,
+            opts.create_pr,
+            &mut outcome.notes,
+        )?;
+        count(&p.changes, &mut outcome.files);
+        for c in &p.changes {
+            outcome.plan.push(format!(
+                "{} (main, from build/CARD.md)",
+                plan_line(c, p.lfs[0])
+            ));
+        }
+        let (answer, bytes) = commit_rev(
+            &client,
+            repo,
+            "main",
+            main_head.as_deref(),
+            &card,
+            &p,
+            "Update README.md from the kernel card (kernel-builder)",
+            opts.create_pr,
+        )?;
+        outcome.bytes_sent += bytes;
+        if let Some(a) = answer {
+            committed = true;
+            if opts.create_pr {
+                outcome.pull_requests.push(PullRequest {
+                    branch: "main".to_owned(),
+                    url: pr_url(endpoint, repo, &a),
+                });
+            }
+        }
+    }
+    if !opts.create_pr {
+        outcome.url = Some(format!(
+            "{}/kernels/{repo}/tree/{}",
+            client.endpoint(),
+            branch
+        ));
+    }
+    outcome.status = if !committed {
+        Status::NoChanges
+    } else if opts.create_pr {
+        Status::PullRequestCreated
+    } else {
+        Status::Uploaded
+    };
+    Ok(outcome)
+}
+
+fn pr_url(endpoint: &str, repo: &str, a: &super::client::CommitAnswer) -> String {
+    if let Some(u) = a.pull_request_url.as_ref().filter(|u| !u.is_empty()) {
+        return u.clone();
+    }
+    match a.pr_num {
+        Some(n) => format!("{endpoint}/kernels/{repo}/discussions/{n}"),
+        None => a.commit_url.clone(),
+    }
+}
+
+/// The human summary of an outcome, as the CLI prints it.
+pub fn summary(o: &Outcome) -> String {
+    let mut s = String::new();
+    let f = o.files;
+    let counts = format!(
+        "{} added, {} updated, {} unchanged, {} deleted; {} bytes sent",
+        f.added, f.updated, f.unchanged, f.deleted, o.bytes_sent
+    );
+    match o.status {
+        Status::Uploaded => {
+            let _ = write!(
+                s,
+                "Kernel uploaded: {} ({counts})",
+                o.url.as_deref().unwrap_or("")
+            );
+        }
+        Status::PullRequestCreated => {
+            for pr in &o.pull_requests {
+                let _ = writeln!(s, "Pull request created for {}: {}", pr.branch, pr.url);
+            }
+            s.push_str(&counts);
+        }
+        Status::NoChanges => {
+            let _ = write!(
+                s,
+                "No changes to upload: {} already has these files ({counts})",
+                o.repo_id
+            );
+        }
+        Status::DryRun => {
+            let _ = write!(
+                s,
+                "Dry run: would add {}, update {}, delete {}, leave {} unchanged; nothing was sent",
+                f.added, f.updated, f.deleted, f.unchanged
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_ids() {
+        for ok in ["org/name", "kernels-community/silu_and_mul", "a.b/c-d"] {
+            assert!(check_repo_id(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "name",
+            "org/",
+            "/name",
+            "a/b/c",
+            "org/na me",
+            "-org/name",
+            "org/name.",
+        ] {
+            assert_eq!(
+                check_repo_id(bad).unwrap_err().to_string(),
+                format!("repository id `{bad}` is not of the form `owner/name`")
+            );
+        }
+    }
+}

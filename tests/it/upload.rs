@@ -1,0 +1,955 @@
+//! `kernel-builder upload` and `build-and-upload` against the local Hub-API test server
+//! (`tests/hub_server/server.py`, started with `python3` on a free port): first upload and
+//! branch creation, the no-change re-upload (zero bytes), replacing one variant, failures in
+//! the middle, pull requests, refusals that send nothing, dry runs, and the token's secrecy.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+
+/// The token the tests use; no output may contain it.
+const SECRET: &str = "secret-hf_TestTokenValue0123456789";
+
+const BUILD_TOML: &str = r#"[general]
+name = "relu"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda"]
+
+[general.hub]
+repo-id = "test-org/relu"
+
+[torch-noarch]
+pyext = ["py", "bin"]
+"#;
+
+const INIT_PY: &str = "from .op import relu\n\n__all__ = [\"relu\"]\n";
+const OP_PY: &str = "import torch\n\n\ndef relu(x):\n    return torch.relu(x)\n";
+const EXTRA_PY: &str = "HELPER = 1\n";
+
+/// A binary data file (NUL bytes): goes through LFS.
+fn table_bin(seed: u8) -> Vec<u8> {
+    (0..3000u32).map(|i| (i as u8).wrapping_mul(seed)).collect()
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, bytes).unwrap();
+}
+
+/// Write the fixture kernel into `dir`.
+fn fixture(dir: &Path, build_toml: &str) {
+    write(&dir.join("build.toml"), build_toml.as_bytes());
+    let pkg = dir.join("torch-ext/relu");
+    write(&pkg.join("__init__.py"), INIT_PY.as_bytes());
+    write(&pkg.join("op.py"), OP_PY.as_bytes());
+    write(&pkg.join("extra.py"), EXTRA_PY.as_bytes());
+    write(&pkg.join("table.bin"), &table_bin(7));
+}
+
+/// The local Hub test server, killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start() -> Server {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hub_server/server.py");
+        let mut child = std::process::Command::new("python3")
+            .arg(&script)
+            .args(["--token", SECRET, "--page-size", "5"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 must be on PATH to run the Hub test server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("PORT ")
+            .unwrap_or_else(|| panic!("test server said {line:?}"))
+            .to_owned();
+        Server {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn get(&self, path: &str) -> Value {
+        let mut resp = ureq::get(&format!("{}{path}", self.url)).call().unwrap();
+        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
+    }
+
+    fn stats(&self) -> Value {
+        self.get("/_admin/stats")
+    }
+
+    /// Repository `test-org/relu` (kernel): branch → path → {sha256, size, lfs}.
+    fn repo_state(&self) -> Value {
+        self.get("/_admin/state")
+            .get("kernel:test-org/relu")
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    /// Make the `nth` next request to `endpoint` fail, and the `times - 1` after it.
+    fn fail(
+        &self,
+        endpoint: &str,
+        nth: u32,
+        times: u32,
+        status: u16,
+        message: &str,
+        echo_auth: bool,
+    ) {
+        ureq::post(&format!("{}/_admin/fail", self.url))
+            .header("Content-Type", "application/json")
+            .send(
+                json!({"endpoint": endpoint, "nth": nth, "times": times, "status": status,
+                       "message": message, "echo_auth": echo_auth})
+                .to_string(),
+            )
+            .unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The binary, with a clean Hub environment: endpoint `endpoint`, HF_HOME in `home`, no token
+/// unless `token`.
+fn kb(endpoint: &str, home: &Path, token: Option<&str>) -> Command {
+    let mut c = Command::cargo_bin("kernel-builder").unwrap();
+    for v in [
+        "HF_TOKEN",
+        "HF_TOKEN_PATH",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ] {
+        c.env_remove(v);
+    }
+    c.env("HF_ENDPOINT", endpoint).env("HF_HOME", home);
+    if let Some(t) = token {
+        c.env("HF_TOKEN", t);
+    }
+    c
+}
+
+/// Output of one run, checked to never contain the token.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    json: Option<Value>,
+}
+
+fn run(cmd: &mut Command, json_path: Option<&Path>) -> Run {
+    if let Some(p) = json_path {
+        let _ = fs::remove_file(p);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let json_text = json_path.and_then(|p| fs::read_to_string(p).ok());
+    for (what, text) in [
+        ("stdout", &stdout),
+        ("stderr", &stderr),
+        ("json", json_text.as_ref().unwrap_or(&String::new())),
+    ] {
+        assert!(
+            !text.contains(SECRET),
+            "the token appears in {what}:\n{text}"
+        );
+    }
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+        json: json_text.map(|t| serde_json::from_str(&t).unwrap()),
+    }
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    server: Server,
+}
+
+impl Env {
+    fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_owned();
+        fs::create_dir_all(root.join("hf")).unwrap();
+        Env {
+            _tmp: tmp,
+            root,
+            server: Server::start(),
+        }
+    }
+
+    /// A fixture kernel in `root/<name>`, built with `build-and-copy --nix never` (and
+    /// `extra` arguments).
+    fn kernel(&self, name: &str, extra: &[&str]) -> PathBuf {
+        let dir = self.root.join(name);
+        fixture(&dir, BUILD_TOML);
+        self.build(&dir, extra);
+        dir
+    }
+
+    fn build(&self, dir: &Path, extra: &[&str]) {
+        let out = kb(&self.server.url, &self.root.join("hf"), None)
+            .arg("build-and-copy")
+            .arg(dir)
+            .args(["--nix", "never"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "build failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn upload(&self, dir: &Path, args: &[&str]) -> Run {
+        let json_path = self.root.join("outcome.json");
+        run(
+            kb(&self.server.url, &self.root.join("hf"), Some(SECRET))
+                .arg("upload")
+                .arg(dir)
+                .arg("--output-json")
+                .arg(&json_path)
+                .args(args),
+            Some(&json_path),
+        )
+    }
+
+    fn upload_ok(&self, dir: &Path, args: &[&str]) -> Run {
+        let r = self.upload(dir, args);
+        assert_eq!(r.code, 0, "upload failed:\n{}\n{}", r.stdout, r.stderr);
+        r
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// What the remote branch should hold for the local bundle in `dir/build`: every file of
+/// every variant, `build/<variant>/<path>` → {sha256, size, lfs}, plus `.gitattributes`.
+fn expected_branch(dir: &Path, remote_gitattributes: &Value) -> Value {
+    let mut files = BTreeMap::new();
+    files.insert(".gitattributes".to_owned(), remote_gitattributes.clone());
+    let build = dir.join("build");
+    for e in walkdir::WalkDir::new(&build).sort_by_file_name() {
+        let e = e.unwrap();
+        if !e.file_type().is_file() || e.depth() < 2 {
+            continue;
+        }
+        let rel = e.path().strip_prefix(&build).unwrap().to_str().unwrap();
+        let bytes = fs::read(e.path()).unwrap();
+        files.insert(
+            format!("build/{rel}"),
+            json!({"sha256": sha256_hex(&bytes), "size": bytes.len(),
+                   "lfs": bytes.contains(&0)}),
+        );
+    }
+    serde_json::to_value(files).unwrap()
+}
+
+/// Total size of the files under `dir/build/<variant>/`, and of those that are binary.
+fn sizes(dir: &Path) -> (u64, u64) {
+    let mut total = 0;
+    let mut binary = 0;
+    for e in walkdir::WalkDir::new(dir.join("build")).min_depth(2) {
+        let e = e.unwrap();
+        if e.file_type().is_file() {
+            let bytes = fs::read(e.path()).unwrap();
+            total += bytes.len() as u64;
+            if bytes.contains(&0) {
+                binary += bytes.len() as u64;
+            }
+        }
+    }
+    (total, binary)
+}
+
+const FILES_PER_VARIANT: usize = 6; // __init__.py _ops.py extra.py metadata.json op.py table.bin
+
+#[test]
+fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let r = env.upload_ok(&dir, &[]);
+    let url = &env.server.url;
+
+    let (total, binary) = sizes(&dir);
+    // The same table.bin in both variants is one LFS object, sent once.
+    let sent = total - binary / 2;
+    assert_eq!(
+        r.json.unwrap(),
+        json!({
+            "status": "uploaded",
+            "repo_id": "test-org/relu",
+            "branch": "v1",
+            "url": format!("{url}/kernels/test-org/relu/tree/v1"),
+            "pull_requests": [],
+            "bytes_sent": sent,
+            "files": {"added": 2 * FILES_PER_VARIANT, "updated": 0, "unchanged": 0, "deleted": 0},
+        })
+    );
+    assert!(
+        r.stderr
+            .contains("note: created repository test-org/relu\n")
+            && r.stderr.contains("note: created branch v1 from main\n"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stdout,
+        format!(
+            "Kernel uploaded: {url}/kernels/test-org/relu/tree/v1 (12 added, 0 updated, 0 \
+             unchanged, 0 deleted; {sent} bytes sent)\n"
+        )
+    );
+
+    let state = env.server.repo_state();
+    let branches: Vec<&String> = state.as_object().unwrap().keys().collect();
+    assert_eq!(branches, ["main", "v1"]);
+    let gitattributes = state["main"][".gitattributes"].clone();
+    assert_eq!(state["v1"], expected_branch(&dir, &gitattributes));
+    assert_eq!(
+        state["main"].as_object().unwrap().len(),
+        1,
+        "main is untouched"
+    );
+
+    let stats = env.server.stats();
+    assert_eq!(stats["commits"], 1);
+    assert_eq!(stats["lfs_bytes"], binary / 2);
+    assert_eq!(stats["inline_bytes"], total - binary);
+    assert_eq!(stats["requests"]["lfs_upload"], 1);
+
+    // Again: nothing to send, no commit.
+    let r = env.upload_ok(&dir, &[]);
+    assert_eq!(
+        r.json.unwrap(),
+        json!({
+            "status": "no_changes",
+            "repo_id": "test-org/relu",
+            "branch": "v1",
+            "url": format!("{url}/kernels/test-org/relu/tree/v1"),
+            "pull_requests": [],
+            "bytes_sent": 0,
+            "files": {"added": 0, "updated": 0, "unchanged": 2 * FILES_PER_VARIANT, "deleted": 0},
+        })
+    );
+    assert!(r.stderr.contains("No changes to upload"), "{}", r.stderr);
+    let after = env.server.stats();
+    assert_eq!(after["commits"], 1);
+    assert_eq!(after["lfs_bytes"], stats["lfs_bytes"]);
+    assert_eq!(after["inline_bytes"], stats["inline_bytes"]);
+    assert_eq!(after["requests"]["lfs_upload"], 1);
+    assert_eq!(
+        after["requests"].get("lfs_batch"),
+        stats["requests"].get("lfs_batch")
+    );
+    assert_eq!(env.server.repo_state(), state);
+}
+
+/// A second copy of the kernel with `op.py` and `table.bin` changed and `extra.py` gone,
+/// built for `torch-cpu` only.
+fn changed_cpu_only(env: &Env, name: &str) -> PathBuf {
+    let dir = env.root.join(name);
+    fixture(&dir, BUILD_TOML);
+    let pkg = dir.join("torch-ext/relu");
+    fs::remove_file(pkg.join("extra.py")).unwrap();
+    write(
+        &pkg.join("op.py"),
+        b"import torch\n\n\ndef relu(x):\n    return x.clamp(min=0)\n",
+    );
+    write(&pkg.join("table.bin"), &table_bin(11));
+    env.build(&dir, &["--variant", "torch-cpu"]);
+    dir
+}
+
+#[test]
+fn replacing_one_variant_deletes_only_its_stale_files() {
+    let env = Env::new();
+    let full = env.kernel("k", &[]);
+    env.upload_ok(&full, &[]);
+    let before = env.server.repo_state();
+
+    let cpu = changed_cpu_only(&env, "k2");
+    let r = env.upload_ok(&cpu, &[]);
+    let j = r.json.unwrap();
+    assert_eq!(j["status"], "uploaded");
+    // __init__.py is the same; _ops.py, metadata.json (new op namespace), op.py, table.bin
+    // changed; extra.py is stale.
+    assert_eq!(
+        j["files"],
+        json!({"added": 0, "updated": 4, "unchanged": 1, "deleted": 1})
+    );
+    let after = env.server.repo_state();
+    let v1 = after["v1"].as_object().unwrap();
+    assert!(!v1.contains_key("build/torch-cpu/extra.py"));
+    // The other variant keeps every file, extra.py included, byte for byte.
+    for (path, rec) in before["v1"].as_object().unwrap() {
+        if !path.starts_with("build/torch-cpu/") {
+            assert_eq!(&v1[path], rec, "{path} changed");
+        }
+    }
+    let mut expected = expected_branch(&cpu, &before["v1"][".gitattributes"]);
+    for (path, rec) in before["v1"].as_object().unwrap() {
+        if path.starts_with("build/torch-cuda/") {
+            expected[path] = rec.clone();
+        }
+    }
+    assert_eq!(after["v1"], expected);
+}
+
+#[test]
+fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
+    let env = Env::new();
+    let full = env.kernel("k", &[]);
+    env.upload_ok(&full, &[]);
+    let before = env.server.repo_state();
+    let cpu = changed_cpu_only(&env, "k2");
+
+    // The LFS upload of the new table.bin fails, three times: every attempt. The server
+    // echoes the Authorization header it got: none, since the token never goes to an LFS
+    // upload URL.
+    env.server
+        .fail("lfs_upload", 1, 3, 503, "storage is unavailable", true);
+    let r = env.upload(&cpu, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "HTTP 503: storage is unavailable (request had Authorization: ) (after 3 attempts)\n"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.json.is_none(),
+        "no outcome is written for a failed upload"
+    );
+    assert_eq!(env.server.repo_state(), before);
+
+    // The commit fails after the LFS content went up. The server echoes the Authorization
+    // header in its message, which must come out redacted.
+    let commits_before = env.server.stats()["requests"]["commit"].clone();
+    env.server
+        .fail("commit", 1, 1, 500, "commit backend exploded", true);
+    let r = env.upload(&cpu, &[]);
+    assert_eq!(r.code, 1);
+    let api = format!(
+        "POST {}/api/kernels/test-org/relu/commit/v1",
+        env.server.url
+    );
+    assert!(
+        r.stderr
+            .contains(&format!("error: the commit to `v1` failed; nothing was committed\n  caused by: {api} failed: HTTP 500: commit backend exploded (request had Authorization: Bearer <redacted>)\n")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.server.repo_state(), before);
+    // A commit is never sent twice (its answer may have been lost after it landed).
+    assert_eq!(
+        env.server.stats()["requests"]["commit"],
+        commits_before.as_u64().unwrap() + 1
+    );
+
+    // Nothing stuck: the next run succeeds, through one transient failure each of the tree
+    // listing and the preupload (tried again), and the LFS object is not sent again.
+    env.server.fail("tree", 1, 1, 502, "bad gateway", false);
+    env.server.fail("preupload", 1, 1, 503, "busy", false);
+    let lfs_before = env.server.stats()["lfs_bytes"].clone();
+    let r = env.upload_ok(&cpu, &[]);
+    assert_eq!(r.json.unwrap()["status"], "uploaded");
+    assert_eq!(env.server.stats()["lfs_bytes"], lfs_before);
+    assert_ne!(env.server.repo_state(), before);
+}
+
+#[test]
+fn a_commit_racing_another_writer_is_refused_and_loses_nothing() {
+    let env = Env::new();
+    let full = env.kernel("k", &[]);
+    env.upload_ok(&full, &[]);
+    let cpu = changed_cpu_only(&env, "k2");
+    let before = env.server.repo_state();
+    ureq::post(&format!("{}/_admin/fail", env.server.url))
+        .header("Content-Type", "application/json")
+        .send(json!({"endpoint": "commit", "nth": 1, "race": true}).to_string())
+        .unwrap();
+    let r = env.upload(&cpu, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "error: `v1` changed while uploading (another commit landed first); nothing was \
+             committed, run the upload again\n"
+        ) && r
+            .stderr
+            .contains("HTTP 412: A commit has happened since. Please refresh and try again."),
+        "{}",
+        r.stderr
+    );
+    // Only the other writer's file was added; the upload changed nothing.
+    let mut expected = before.clone();
+    expected["v1"]["race.txt"] =
+        json!({"sha256": sha256_hex(b"other writer\n"), "size": 13, "lfs": false});
+    assert_eq!(env.server.repo_state(), expected);
+    // Run again: it plans against the new head and keeps the other writer's file.
+    let r = env.upload_ok(&cpu, &[]);
+    assert_eq!(r.json.unwrap()["files"]["deleted"], 1);
+    assert_eq!(
+        env.server.repo_state()["v1"]["race.txt"],
+        expected["v1"]["race.txt"]
+    );
+}
+
+#[test]
+fn create_pr_opens_a_pull_request_and_leaves_the_branch() {
+    let env = Env::new();
+    let full = env.kernel("k", &[]);
+    env.upload_ok(&full, &[]);
+    let before = env.server.repo_state();
+    let cpu = changed_cpu_only(&env, "k2");
+    let r = env.upload_ok(&cpu, &["--create-pr"]);
+    let j = r.json.unwrap();
+    assert_eq!(j["status"], "pull_request_created");
+    assert_eq!(j["url"], Value::Null);
+    assert_eq!(
+        j["pull_requests"],
+        json!([{"branch": "v1",
+                "url": format!("{}/kernels/test-org/relu/discussions/1", env.server.url)}])
+    );
+    assert_eq!(env.server.repo_state(), before);
+
+    // A pull request cannot target a branch that does not exist.
+    let r = env.upload(&cpu, &["--create-pr", "--branch", "v9"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("branch `v9` does not exist in `test-org/relu`"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn token_from_the_login_file_and_no_token_at_all() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let json_path = env.root.join("o.json");
+
+    // No token anywhere: refused before any request.
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), None)
+            .arg("upload")
+            .arg(&dir),
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("error: no Hub token: set HF_TOKEN"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.server.stats()["requests"], json!({}));
+
+    // The file `hf auth login` writes, under HF_HOME.
+    fs::write(env.root.join("hf/token"), format!("{SECRET}\n")).unwrap();
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), None)
+            .arg("upload")
+            .arg(&dir)
+            .arg("--output-json")
+            .arg(&json_path),
+        Some(&json_path),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json.unwrap()["status"], "uploaded");
+
+    // HF_TOKEN_PATH wins over HF_HOME; a wrong token is refused by the server (401).
+    let other = env.root.join("other-token");
+    fs::write(&other, "wrong-token").unwrap();
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), None)
+            .env("HF_TOKEN_PATH", &other)
+            .arg("upload")
+            .arg(&dir),
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "error: cannot create repository `test-org/relu`: the Hub does not accept the token; \
+             log in again (`hf auth login`) or set HF_TOKEN\n  caused by: POST "
+        ) && r
+            .stderr
+            .contains("HTTP 401: Invalid credentials in Authorization header"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Run `upload` expecting a refusal whose stderr contains `message`, with nothing sent.
+fn refused(env: &Env, dir: &Path, args: &[&str], message: &str) {
+    let r = env.upload(dir, args);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stderr.contains(message),
+        "expected {message:?} in:\n{}",
+        r.stderr
+    );
+    assert_eq!(
+        env.server.stats()["requests"],
+        json!({}),
+        "a request was sent"
+    );
+}
+
+#[test]
+fn refusals_send_nothing() {
+    let env = Env::new();
+
+    // No repository id anywhere: never a default organisation.
+    let no_hub = env.root.join("nohub");
+    fixture(
+        &no_hub,
+        &BUILD_TOML.replace("[general.hub]\nrepo-id = \"test-org/relu\"\n", ""),
+    );
+    env.build(&no_hub, &[]);
+    refused(&env, &no_hub, &[], "error: no repository to upload to: `");
+    refused(
+        &env,
+        &no_hub,
+        &["--repo-id", "just-a-name"],
+        "repository id `just-a-name` is not of the form `owner/name`",
+    );
+
+    let dir = env.kernel("k", &[]);
+    // A variant directory without metadata.json.
+    write(&dir.join("build/torch-extra/x.py"), b"x = 1\n");
+    refused(&env, &dir, &[], "variant directory `torch-extra` in `");
+    fs::remove_dir_all(dir.join("build/torch-extra")).unwrap();
+
+    // The manifest does not match the tree: refused, unless --force.
+    let manifest_path = dir.join("build/hashes.json");
+    let good = fs::read_to_string(&manifest_path).unwrap();
+    let mut m: Value = serde_json::from_str(&good).unwrap();
+    m["variants"]["torch-cpu"] = json!("sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
+    fs::write(&manifest_path, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    refused(
+        &env,
+        &dir,
+        &[],
+        "variant `torch-cpu` differs: expected sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+    );
+    fs::remove_file(&manifest_path).unwrap();
+    refused(&env, &dir, &[], "/build/hashes.json` is missing");
+
+    // A variant's files do not match its metadata digest: refused even with --force.
+    fs::write(&manifest_path, &good).unwrap();
+    let op = dir.join("build/torch-cpu/op.py");
+    let original = fs::read(&op).unwrap();
+    fs::write(&op, b"tampered\n").unwrap();
+    refused(
+        &env,
+        &dir,
+        &["--force"],
+        "variant `torch-cpu`: its files do not match the digest in",
+    );
+    fs::write(&op, &original).unwrap();
+
+    // Variants of different versions: no branch can be chosen for them.
+    let meta_path = dir.join("build/torch-cuda/metadata.json");
+    let meta = fs::read_to_string(&meta_path).unwrap();
+    assert!(meta.contains("\"version\": 1,"));
+    fs::write(
+        &meta_path,
+        meta.replace("\"version\": 1,", "\"version\": 2,"),
+    )
+    .unwrap();
+    refused(
+        &env,
+        &dir,
+        &["--force"],
+        "have different versions (version 1: torch-cpu; version 2: torch-cuda); rebuild them, or pass --branch",
+    );
+    // With a branch given the versions do not matter, but the manifest sees the change.
+    refused(
+        &env,
+        &dir,
+        &["--branch", "v1"],
+        "variant `torch-cuda` differs: expected sha256-",
+    );
+    fs::write(&meta_path, &meta).unwrap();
+
+    // --force uploads a tree whose manifest is missing, with a warning.
+    fs::remove_file(&manifest_path).unwrap();
+    let r = env.upload_ok(&dir, &["--force"]);
+    assert!(
+        r.stderr.contains("warning: hash manifest: `")
+            && r.stderr.contains("uploading anyway (--force)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.json.unwrap()["status"], "uploaded");
+}
+
+#[test]
+fn dry_run_needs_no_token_and_sends_nothing() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let dry = |endpoint: &str| {
+        run(
+            kb(endpoint, &env.root.join("hf"), None)
+                .arg("upload")
+                .arg(&dir)
+                .arg("--dry-run"),
+            None,
+        )
+    };
+    let meta = |v: &str| {
+        fs::metadata(dir.join("build").join(v).join("metadata.json"))
+            .unwrap()
+            .len()
+    };
+    let size = |v: &str, f: &str| {
+        fs::metadata(dir.join("build").join(v).join(f))
+            .unwrap()
+            .len()
+    };
+    let r = dry(&env.server.url);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut expected = String::from(
+        "create repository test-org/relu (type kernel)\ncreate branch v1 from main\ncommit to v1:\n",
+    );
+    for v in ["torch-cpu", "torch-cuda"] {
+        for f in [
+            "__init__.py",
+            "_ops.py",
+            "extra.py",
+            "metadata.json",
+            "op.py",
+            "table.bin",
+        ] {
+            let n = if f == "metadata.json" {
+                meta(v)
+            } else {
+                size(v, f)
+            };
+            let lfs = if f == "table.bin" { ", lfs" } else { "" };
+            expected.push_str(&format!("  add build/{v}/{f} ({n} bytes{lfs})\n"));
+        }
+    }
+    expected.push_str(
+        "Dry run: would add 12, update 0, delete 0, leave 0 unchanged; nothing was sent\n",
+    );
+    assert_eq!(r.stdout, expected);
+    let stats = env.server.stats();
+    assert_eq!(stats["requests"], json!({"refs": 1}));
+
+    // After a real upload and a change, the dry run shows updates and deletions.
+    env.upload_ok(&dir, &[]);
+    let cpu = changed_cpu_only(&env, "k2");
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), None)
+            .arg("upload")
+            .arg(&cpu)
+            .arg("--dry-run"),
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("commit to v1:\n"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("  delete build/torch-cpu/extra.py (11 bytes)\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("  unchanged build/torch-cpu/__init__.py ("),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("torch-cuda"), "{}", r.stdout);
+
+    // The Hub cannot be reached: plan against an empty repository, and say so.
+    let r = dry("http://127.0.0.1:9");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("planning against an empty repository"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("Dry run: would add 12,"), "{}", r.stdout);
+}
+
+#[test]
+fn build_and_upload_builds_verifies_and_uploads() {
+    let env = Env::new();
+    let dir = env.root.join("k");
+    fixture(&dir, BUILD_TOML);
+    let json_path = env.root.join("o.json");
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), Some(SECRET))
+            .arg("build-and-upload")
+            .arg(&dir)
+            .args(["--variant", "torch-cpu", "--output-json"])
+            .arg(&json_path),
+        Some(&json_path),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("verified 1 variant(s) against build/hashes.json"),
+        "{}",
+        r.stderr
+    );
+    let j = r.json.unwrap();
+    assert_eq!(j["status"], "uploaded");
+    assert_eq!(j["files"]["added"], FILES_PER_VARIANT);
+    let state = env.server.repo_state();
+    assert_eq!(
+        state["v1"],
+        expected_branch(&dir, &state["main"][".gitattributes"])
+    );
+}
+
+#[test]
+fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    write(&dir.join("build/CARD.md"), b"# relu\n\nA kernel card.\n");
+    write(
+        &dir.join("benchmarks/benchmark_relu.py"),
+        b"def bench():\n    pass\n",
+    );
+    // Text, but over 10 MiB: through LFS.
+    let big = "0123456789abcde\n".repeat(10 * 65536 + 1);
+    write(&dir.join("benchmarks/data.txt"), big.as_bytes());
+    let r = env.upload_ok(&dir, &[]);
+    let j = r.json.unwrap();
+    assert_eq!(j["status"], "uploaded");
+    assert_eq!(
+        j["files"],
+        json!({"added": 2 * FILES_PER_VARIANT + 3, "updated": 0, "unchanged": 0, "deleted": 0})
+    );
+    let state = env.server.repo_state();
+    let card = b"# relu\n\nA kernel card.\n";
+    assert_eq!(
+        state["main"]["README.md"],
+        json!({"sha256": sha256_hex(card), "size": card.len(), "lfs": false})
+    );
+    assert!(
+        state["v1"].get("README.md").is_none(),
+        "the card goes to main only"
+    );
+    let bench = b"def bench():\n    pass\n";
+    assert_eq!(
+        state["v1"]["benchmarks/benchmark_relu.py"],
+        json!({"sha256": sha256_hex(bench), "size": bench.len(), "lfs": false})
+    );
+    assert_eq!(
+        state["v1"]["benchmarks/data.txt"],
+        json!({"sha256": sha256_hex(big.as_bytes()), "size": 10 * 1024 * 1024 + 16, "lfs": true})
+    );
+    assert_eq!(env.server.stats()["commits"], 2);
+
+    // A new card only: one commit to main, nothing to the branch.
+    let better = b"# relu\n\nA better card.\n";
+    write(&dir.join("build/CARD.md"), better);
+    let r = env.upload_ok(&dir, &[]);
+    let j = r.json.unwrap();
+    assert_eq!(
+        j["files"],
+        json!({"added": 0, "updated": 1, "unchanged": 2 * FILES_PER_VARIANT + 2, "deleted": 0})
+    );
+    assert_eq!(j["bytes_sent"], better.len());
+    assert_eq!(env.server.stats()["commits"], 3);
+    assert_eq!(env.server.repo_state()["v1"], state["v1"]);
+}
+
+#[test]
+fn branch_and_repo_from_flags_then_build_toml_then_version() {
+    let env = Env::new();
+    let dir = env.root.join("k");
+    fixture(
+        &dir,
+        &BUILD_TOML.replace(
+            "repo-id = \"test-org/relu\"\n",
+            "repo-id = \"test-org/relu\"\nbranch = \"stable\"\n",
+        ),
+    );
+    env.build(&dir, &["--variant", "torch-cpu"]);
+    let j = env.upload_ok(&dir, &[]).json.unwrap();
+    assert_eq!(
+        (&j["repo_id"], &j["branch"]),
+        (&json!("test-org/relu"), &json!("stable"))
+    );
+    let j = env.upload_ok(&dir, &["--branch", "v1-test"]).json.unwrap();
+    assert_eq!(j["branch"], "v1-test");
+    let j = env
+        .upload_ok(&dir, &["--repo-id", "other-org/relu2"])
+        .json
+        .unwrap();
+    assert_eq!(
+        (&j["repo_id"], &j["branch"]),
+        (&json!("other-org/relu2"), &json!("stable"))
+    );
+    let state = env.server.repo_state();
+    let branches: Vec<&String> = state.as_object().unwrap().keys().collect();
+    assert_eq!(branches, ["main", "stable", "v1-test"]);
+    assert!(env
+        .server
+        .get("/_admin/state")
+        .get("kernel:other-org/relu2")
+        .is_some());
+
+    // No build/ at all.
+    let empty = env.root.join("empty");
+    fixture(&empty, BUILD_TOML);
+    let r = env.upload(&empty, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains("build the kernel first (`kernel-builder build-and-copy`)"),
+        "{}",
+        r.stderr
+    );
+
+    // A dry run's --output-json says so.
+    let r = env.upload_ok(&dir, &["--dry-run"]);
+    let j = r.json.unwrap();
+    assert_eq!(j["status"], "dry_run");
+    assert_eq!(j["bytes_sent"], 0);
+    assert_eq!(j["files"]["unchanged"], FILES_PER_VARIANT);
+}
