@@ -4,7 +4,8 @@
 //! Data flows one way: `build.toml` → [`config`] (one typed model for every edition) →
 //! [`matrix`] (the cells to build) → [`assemble`] (one variant directory per cell, natively or
 //! as the builder inside a Nix derivation, see [`nixdrv`]) → [`hash`] (NAR hashes, digests and
-//! the reproducibility manifest).
+//! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
+//! new kernel projects.
 
 pub mod assemble;
 pub mod cli;

@@ -38,7 +38,7 @@ pub struct UploadFlags {
 #[command(after_long_help = "\
 Publishes DIR/build/<variant>/** (every variant directory, each with its metadata.json) and \
 DIR/benchmarks/** to the version branch of a Hub kernel repository in one commit, and \
-DIR/build/CARD.md to main as README.md. Files already on the branch with the same content are \
+DIR/build/CARD.md (else DIR/CARD.md) to main as README.md. Files already on the branch with the same content are \
 not sent again; files under build/<variant>/ of the uploaded variants that are no longer built \
 are deleted. The endpoint is HF_ENDPOINT (default https://huggingface.co); the token is \
 HF_TOKEN, else the file `hf auth login` writes ($HF_TOKEN_PATH, else $HF_HOME/token).")]

@@ -12,7 +12,7 @@
 //!    batch API, basic transfer; objects the server already has are not sent;
 //! 6. one commit to the branch, with the branch head seen in step 2 as `parentCommit`: small
 //!    text files inline (`file`), LFS files by id (`lfsFile`), stale files (`deletedFile`);
-//! 7. `CARD.md` (in `DIR/build/`, where the bundle is) to `main` as `README.md`, in its own
+//! 7. `CARD.md` (`DIR/build/CARD.md`, else `DIR/CARD.md`) to `main` as `README.md`, in its own
 //!    commit, when it differs.
 //!
 //! The commits are the only changes to the repository's history after step 2, and LFS
@@ -59,7 +59,7 @@ pub struct Prepared {
     pub variants: Vec<String>,
     /// Files for the version branch: `build/<variant>/…` and `benchmarks/…`, sorted.
     pub files: Vec<LocalFile>,
-    /// `build/CARD.md`, published as `README.md` on `main`.
+    /// `build/CARD.md` (else the kernel's `CARD.md`), published as `README.md` on `main`.
     pub card: Option<LocalFile>,
     /// Warnings to show (manifest problems under `--force`, dirty builds).
     pub warnings: Vec<String>,
@@ -376,7 +376,12 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         files.extend(plan::collect_files(&bench, "benchmarks")?);
     }
     files.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
-    let card_path = build_dir.join("CARD.md");
+    // The bundle's card (build/CARD.md, where a bundle puts a rendered one), else the
+    // kernel's own CARD.md (what `kernel-builder init` writes).
+    let card_path = [build_dir.join("CARD.md"), dir.join("CARD.md")]
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| build_dir.join("CARD.md"));
     let card = if card_path.is_file() {
         Some(LocalFile::read(&card_path, "README.md".to_owned())?)
     } else {
@@ -713,7 +718,7 @@ pub fn upload(
             for c in &p.changes {
                 outcome
                     .plan
-                    .push(format!("  {} (from build/CARD.md)", plan_line(c, false)));
+                    .push(format!("  {} (from CARD.md)", plan_line(c, false)));
             }
             count(&p.changes, &mut outcome.files);
         }
@@ -831,7 +836,7 @@ pub fn upload(
         count(&p.changes, &mut outcome.files);
         for c in &p.changes {
             outcome.plan.push(format!(
-                "{} (main, from build/CARD.md)",
+                "{} (main, from CARD.md)",
                 plan_line(c, p.lfs[0])
             ));
         }

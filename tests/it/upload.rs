@@ -953,3 +953,26 @@ fn branch_and_repo_from_flags_then_build_toml_then_version() {
     assert_eq!(j["bytes_sent"], 0);
     assert_eq!(j["files"]["unchanged"], FILES_PER_VARIANT);
 }
+
+#[test]
+fn the_kernels_own_card_is_used_when_build_has_none() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    // What `kernel-builder init` writes: CARD.md beside build.toml, none in build/.
+    let card = b"# k\n\nThe kernel's own card.\n";
+    write(&dir.join("CARD.md"), card);
+    let r = env.upload_ok(&dir, &[]);
+    assert_eq!(r.json.unwrap()["status"], "uploaded");
+    assert_eq!(
+        env.server.repo_state()["main"]["README.md"],
+        json!({"sha256": sha256_hex(card), "size": card.len(), "lfs": false})
+    );
+    // A rendered card in build/ wins over the kernel's own.
+    let rendered = b"# k\n\nRendered for the bundle.\n";
+    write(&dir.join("build/CARD.md"), rendered);
+    env.upload_ok(&dir, &[]);
+    assert_eq!(
+        env.server.repo_state()["main"]["README.md"],
+        json!({"sha256": sha256_hex(rendered), "size": rendered.len(), "lfs": false})
+    );
+}
