@@ -200,13 +200,19 @@ pub fn run(args: Args) -> super::CmdResult {
         eprintln!("error: `{display}` was not changed: the upgraded file would not validate");
         return Err(err);
     }
-    if plan.new_text != text {
+    // Keep the file's line endings: a CRLF file stays CRLF (the TOML writer emits LF).
+    let new_text = if text.contains("\r\n") {
+        plan.new_text.replace("\r\n", "\n").replace('\n', "\r\n")
+    } else {
+        plan.new_text.clone()
+    };
+    if new_text != text {
         // A symlinked build.toml is updated where it points, not replaced by a regular file.
         let target = match std::fs::canonicalize(&path) {
             Ok(p) if path.is_symlink() => Utf8PathBuf::from_path_buf(p).unwrap_or_else(|_| path.clone()),
             _ => path.clone(),
         };
-        crate::fsutil::write_atomic(&target, plan.new_text.as_bytes())?;
+        crate::fsutil::write_atomic(&target, new_text.as_bytes())?;
     }
     println!("Updated {display}.");
     Ok(ExitCode::SUCCESS)

@@ -763,6 +763,18 @@ fn a_symlinked_build_toml_is_updated_where_it_points() {
 }
 
 #[test]
+fn a_crlf_build_toml_keeps_its_line_endings() {
+    let dir = kernel_dir(
+        "# comment\r\n[general]\r\nname = \"ab\"\r\nversion = 1\r\nlicense = \"MIT\"\r\nbackends = []\r\n\r\n[torch-noarch]\r\n",
+    );
+    kb().args(["update-build"]).arg(dir.path()).assert().code(0);
+    assert_eq!(
+        read(&dir),
+        "# comment\r\n[general]\r\nname = \"ab\"\r\nversion = 1\r\nedition = 5\r\nlicense = \"MIT\"\r\nbackends = []\r\n\r\n[torch-noarch]\r\n"
+    );
+}
+
+#[test]
 fn help_text() {
     let out = kb().args(["update-build", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
