@@ -410,7 +410,18 @@ impl Collector {
                         .path()
                         .map(|p| p.display().to_string())
                         .unwrap_or_else(|| top.to_string());
-                    self.errors.push(format!("cannot read `{at}`: {e}"));
+                    // A link whose target is missing: say so, not just "No such file".
+                    let dangling = e.path().and_then(|p| {
+                        let link = std::fs::read_link(p).ok()?;
+                        (!p.exists()).then_some(link)
+                    });
+                    match dangling {
+                        Some(link) => self.errors.push(format!(
+                            "`{at}` is a symbolic link to `{}`, which does not exist; fix the link or remove it",
+                            link.display()
+                        )),
+                        None => self.errors.push(format!("cannot read `{at}`: {e}")),
+                    }
                     continue;
                 }
             };

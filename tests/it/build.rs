@@ -760,6 +760,17 @@ fn bad_input_symlink_out_of_the_kernel() {
 }
 
 #[test]
+fn bad_input_dangling_symlink_is_named_as_such() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    symlink("gone.py", t.path().join("torch-ext/vector_add/dangling.py")).unwrap();
+    assert_refused(
+        t.path(),
+        "torch-ext/vector_add/dangling.py` is a symbolic link to `gone.py`, which does not exist; fix the link or remove it",
+    );
+}
+
+#[test]
 fn symlink_inside_the_kernel_is_read_through() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
