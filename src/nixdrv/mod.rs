@@ -345,11 +345,19 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
 
 /// When Nix failed to download something (no network, no binary cache), how to build offline.
 fn offline_hint(log: &str) -> &'static str {
-    let offline = ["unable to download", "Could not resolve host", "Couldn't resolve host", "unable to fetch"]
-        .iter()
-        .any(|needle| log.contains(needle));
+    // Nix 2.8 also cannot fetch the default `orchestrator` input (a relative path of the
+    // kernel-builder flake) once that flake is another flake's input.
+    let offline = [
+        "unable to download",
+        "Could not resolve host",
+        "Couldn't resolve host",
+        "unable to fetch",
+        "no-orchestrator",
+    ]
+    .iter()
+    .any(|needle| log.contains(needle));
     if offline {
-        "\nhint: Nix could not download an input (offline?). The cells only need the orchestrator: \
+        "\nhint: Nix could not fetch an input (offline, or the default orchestrator input). The cells only need the orchestrator: \
          hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
          KERNEL_BUILDER_ORCHESTRATOR to the directory it prints (or pass \
          `-- --override-input kernel-builder/orchestrator path:<dir>`), or run a static kernel-builder, \
@@ -473,6 +481,10 @@ mod tests {
     fn offline_failures_get_the_override_hint() {
         assert!(offline_hint("error: unable to download 'https://github.com/...': Couldn't resolve host name").contains("--override-input"));
         assert_eq!(offline_hint("error: builder failed with exit code 1"), "");
+        assert!(offline_hint(
+            "error: cannot fetch input 'path:./nix/no-orchestrator?lastModified=1' because it uses a relative path"
+        )
+        .contains("KERNEL_BUILDER_ORCHESTRATOR"));
     }
 
     #[test]
