@@ -182,7 +182,12 @@ pub fn run(args: Args) -> super::CmdResult {
         println!("{display} needs an update: {header}");
         print_changes(&plan.changes);
         print_problems(&display, &plan.problems);
-        println!("Run `kernel-builder update-build` to apply.");
+        if plan.has_errors() {
+            // Running the suggested command as it is would only fail on the same errors.
+            println!("Fix the errors above, then run `kernel-builder update-build` to apply.");
+        } else {
+            println!("Run `kernel-builder update-build` to apply.");
+        }
         return Ok(ExitCode::from(1));
     }
 

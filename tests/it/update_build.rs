@@ -775,6 +775,20 @@ fn a_crlf_build_toml_keeps_its_line_endings() {
 }
 
 #[test]
+fn check_with_errors_does_not_suggest_a_plain_update() {
+    let dir = kernel_dir("[general]\nname = \"ab\"\n\n[torch-noarch]\n");
+    let out = kb().args(["update-build", "--check"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("[missing-license]"), "{stderr}");
+    assert!(
+        stdout.ends_with("Fix the errors above, then run `kernel-builder update-build` to apply.\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn help_text() {
     let out = kb().args(["update-build", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
