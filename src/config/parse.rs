@@ -759,11 +759,18 @@ fn stable_abi(cx: &mut Cx, t: &dyn TableLike) -> StableAbi {
 }
 
 fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
-    let present: Vec<&str> = FRAMEWORKS
+    let mut present: Vec<&str> = FRAMEWORKS
         .iter()
         .copied()
         .filter(|f| root.contains_key(f))
         .collect();
+    // In file order: the section written second is the one reported as the extra one.
+    present.sort_by_key(|f| {
+        root.get(f)
+            .and_then(|i| i.as_table())
+            .and_then(|t| t.position())
+            .unwrap_or(usize::MAX)
+    });
     let Some(&first) = present.first() else {
         cx.error(
             "general",

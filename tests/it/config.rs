@@ -429,6 +429,14 @@ fn framework_section_count() {
             "[build.toml:16:1]",
         ],
     );
+    // The second one in the file is reported, whichever it is.
+    let reversed = none.clone() + "\n[torch-noarch]\n\n[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n";
+    let e = errors(&reversed);
+    assert_eq!(rules(&e), ["framework-section"]);
+    assert_contains(
+        &e.render(),
+        &["`[torch]` is a second framework section (there is already `[torch-noarch]`)"],
+    );
 }
 
 #[test]
