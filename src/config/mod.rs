@@ -69,8 +69,26 @@ pub fn load(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
     let path = kernel_dir.join("build.toml");
     let text = match std::fs::read(&path) {
         Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(t) if t.trim().is_empty() => {
+                return Err(unreadable(
+                    &path,
+                    "empty-file",
+                    format!("`{path}` is empty"),
+                    Some("write `[general]` (`name`, `version`, `edition = 5`, `license`, `backends`) and a framework section such as `[torch-noarch]`".to_owned()),
+                ))
+            }
             Ok(t) => t,
-            Err(_) => return Err(unreadable(&path, "not-utf8", format!("`{path}` is not UTF-8 text"), None)),
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                let bytes = e.as_bytes();
+                let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+                return Err(unreadable(
+                    &path,
+                    "not-utf8",
+                    format!("`{path}` is not UTF-8 text: byte {at} (line {line}) is 0x{:02x}", bytes[at]),
+                    Some("save the file as UTF-8".to_owned()),
+                ));
+            }
         },
         Err(e) => {
             let help = if !kernel_dir.is_dir() {

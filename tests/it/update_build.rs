@@ -789,6 +789,19 @@ fn check_with_errors_does_not_suggest_a_plain_update() {
 }
 
 #[test]
+fn an_empty_build_toml_is_an_error_not_current() {
+    let dir = kernel_dir("\n  \n");
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("is empty"));
+    let out = kb().args(["check-config"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("empty-file"), "{stderr}");
+    assert!(!stderr.contains("legacy"), "{stderr}");
+}
+
+#[test]
 fn help_text() {
     let out = kb().args(["update-build", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
