@@ -172,6 +172,14 @@ pub fn run(args: Args) -> super::CmdResult {
         if plan.has_errors() {
             bail!("`{display}` cannot be brought to edition 5; fix the errors above");
         }
+        // A legacy file the upgrade found nothing to change in (no `[general]`, say) is not
+        // edition 5: say what is wrong with it instead.
+        if plan.generation != Generation::Edition5 {
+            if let Err(err) = validate_new_text(&display, &text, &dir) {
+                eprintln!("error: `{display}` cannot be brought to edition 5; fix the errors below");
+                return Err(err);
+            }
+        }
         println!("{display} is already edition 5; nothing to change.");
         return Ok(ExitCode::SUCCESS);
     }

@@ -799,6 +799,16 @@ fn an_empty_build_toml_is_an_error_not_current() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("empty-file"), "{stderr}");
     assert!(!stderr.contains("legacy"), "{stderr}");
+    // Not empty, but nothing of a build.toml either: never "already edition 5".
+    for text in ["# only a comment\n", "foo = 1\n"] {
+        let dir = kernel_dir(text);
+        let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(!stdout.contains("already edition 5"), "{stdout}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains("has no `[general]` section"), "{stderr}");
+    }
 }
 
 #[test]
