@@ -14,7 +14,9 @@
 //!    `<python_name>` is `general.name` with `-` replaced by `_`) whose extension is in the
 //!    framework's `pyext` list ([`Framework::pyext`], default `py`, `pyi`; a leading `.` in a
 //!    `pyext` entry is ignored; matching is case-sensitive). The extension is what follows the
-//!    last `.` of the file name; a name like `.gitignore` has none and is never taken.
+//!    last `.` of the file name; a name like `.gitignore` has none and is never taken. Names
+//!    starting with `.` are never taken (`.x.py` neither), nor anything under a directory
+//!    whose name starts with `.` (`.ipynb_checkpoints/`, `.git/`).
 //! 4. Never taken, anywhere: a directory named `__pycache__` (with everything under it) and
 //!    files ending in `.pyc`.
 //!
@@ -500,7 +502,8 @@ impl Collector {
         // Files left out only because of their extension, reported in one warning.
         let mut skipped: Vec<Utf8PathBuf> = Vec::new();
         let mut want = |below: &Utf8Path, name: &str| -> bool {
-            if name.starts_with('.') {
+            // Dot-files, and everything under a dot-directory (`.ipynb_checkpoints/`, `.git/`).
+            if name.starts_with('.') || below.components().any(|c| c.as_str().starts_with('.')) {
                 return false;
             }
             let taken = Utf8Path::new(name)

@@ -770,6 +770,20 @@ fn bad_input_dangling_symlink_is_named_as_such() {
     );
 }
 
+/// Editor and notebook droppings under dot-directories never reach a variant or the uid.
+#[test]
+fn files_under_dot_directories_are_not_packaged() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let pkg = t.path().join("torch-ext/vector_add");
+    write(&pkg.join(".ipynb_checkpoints/vector_add-checkpoint.py"), "old = 1\n");
+    write(&pkg.join(".hidden.py"), "x = 1\n");
+    let stdout = build_ok(t.path(), &[]);
+    assert!(stdout.contains(&format!("id _vector_add_cuda_{}", uid())), "{stdout}");
+    let all = files(&t.path().join("build/torch-cuda"));
+    assert!(all.iter().all(|f| !f.contains("ipynb") && !f.contains("hidden")), "{all:?}");
+}
+
 #[test]
 fn symlink_inside_the_kernel_is_read_through() {
     let t = tempfile::tempdir().unwrap();
