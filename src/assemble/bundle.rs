@@ -245,7 +245,12 @@ pub fn build_into(
     }
     let (built, mut warnings) = result?;
 
-    write_manifest(&build_dir, &built, &source.tree_id())?;
+    warnings.extend(write_manifest(
+        &build_dir,
+        &built,
+        &planned,
+        &source.tree_id(),
+    )?);
 
     warnings.extend(source.warnings().iter().cloned());
     warnings.sort();
@@ -285,9 +290,32 @@ pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
 
 /// Rewrite `build/hashes.json` ([`crate::hash::manifest`]) with the NAR hashes of the
 /// variants just built (see [`Manifest::update_in`] for the entries kept).
-fn write_manifest(build_dir: &Utf8Path, built: &[BuiltVariant], tree_id: &str) -> anyhow::Result<()> {
+///
+/// Returns one warning per planned variant left in `build/` that the new manifest does not
+/// record (built from other sources, or never recorded): it may be stale, and `verify` checks it.
+fn write_manifest(
+    build_dir: &Utf8Path,
+    built: &[BuiltVariant],
+    planned: &[PlannedVariant],
+    tree_id: &str,
+) -> anyhow::Result<Vec<Warning>> {
     let names: Vec<String> = built.iter().map(|b| b.name.clone()).collect();
-    Manifest::for_bundle(build_dir, &names, tree_id)?.update_in(build_dir)
+    let m = Manifest::for_bundle(build_dir, &names, tree_id)?.update_in(build_dir)?;
+    let stale: Vec<&str> = planned
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|n| !m.variants.contains_key(*n) && build_dir.join(n).is_dir())
+        .collect();
+    Ok(stale
+        .into_iter()
+        .map(|n| Warning {
+            path: None,
+            message: format!(
+                "`{build_dir}/{n}` is left from an earlier build and is not recorded in `{}` (it may come from other sources); rebuild it (`--variant {n}`) or remove it",
+                crate::hash::manifest::FILE_NAME
+            ),
+        })
+        .collect())
 }
 
 fn build_and_swap(

@@ -54,7 +54,7 @@ pub struct VerifyReport {
 }
 
 /// Rebuild and compare the variants of the kernel in `kernel_dir` named in `requested`; when
-/// empty, those in the manifest, or without one, the planned variants present in `build/`.
+/// empty, those in the manifest and the planned variants present in `build/`.
 ///
 /// Errors: no `build/` to verify, an unknown variant (the valid ones are listed), a manifest
 /// that cannot be read, or a failed rebuild.
@@ -81,7 +81,15 @@ pub fn verify(
     let names: Vec<String> = if !requested.is_empty() {
         requested.to_vec()
     } else if let Some(m) = &manifest {
-        m.variants.keys().cloned().collect()
+        // The recorded variants, and any other variant of this kernel present in build/ (one
+        // built from other sources is no longer recorded: it must not pass unseen).
+        let mut names: Vec<String> = m.variants.keys().cloned().collect();
+        for p in &planned {
+            if !m.variants.contains_key(&p.name) && build_dir.join(&p.name).is_dir() {
+                names.push(p.name.clone());
+            }
+        }
+        names
     } else {
         planned
             .iter()

@@ -17,8 +17,8 @@ use crate::config;
 pub struct Args {
     /// Kernel directory, holding build.toml and build/ (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
-    /// Verify only this variant (repeatable). Default: the variants in build/hashes.json, or
-    /// without it, the variants present in build/.
+    /// Verify only this variant (repeatable). Default: the variants in build/hashes.json and
+    /// the variants of this kernel present in build/.
     #[arg(long = "variant", value_name = "VARIANT")]
     pub variants: Vec<String>,
 }

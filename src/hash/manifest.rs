@@ -134,8 +134,8 @@ impl Manifest {
     /// not re-hashed, so an edit made to them since is not blessed; entries of another source
     /// are dropped, since a manifest names one source. Written atomically.
     ///
-    /// Errors: the manifest cannot be written.
-    pub fn update_in(mut self, bundle_dir: &Utf8Path) -> anyhow::Result<()> {
+    /// Returns the manifest as written. Errors: the manifest cannot be written.
+    pub fn update_in(mut self, bundle_dir: &Utf8Path) -> anyhow::Result<Manifest> {
         let path = Self::path_in(bundle_dir);
         if let Ok(old) = Manifest::read(&path) {
             if old.source == self.source {
@@ -146,7 +146,8 @@ impl Manifest {
                 }
             }
         }
-        self.write(&path).with_context(|| format!("cannot write the hash manifest `{path}`"))
+        self.write(&path).with_context(|| format!("cannot write the hash manifest `{path}`"))?;
+        Ok(self)
     }
 
     /// Where a bundle's manifest lives: `bundle_dir/hashes.json`.

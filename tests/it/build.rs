@@ -432,6 +432,44 @@ fn variant_filter_rebuilds_only_the_named_variants() {
     );
 }
 
+/// A variant left from a build of other sources is dropped from the manifest: the build says
+/// so, and `verify` (without `--variant`) checks it instead of passing it over.
+#[test]
+fn stale_variant_left_by_a_partial_rebuild_is_reported() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    write(
+        &t.path().join("torch-ext/vector_add/vector_add.py"),
+        "def vector_add(x, y):\n    return y + x\n",
+    );
+    let out = build(t.path(), &["--variant", "torch-cuda"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    for v in ["torch-rocm", "torch-xpu"] {
+        assert!(
+            stderr.contains(&format!(
+                "build/{v}` is left from an earlier build and is not recorded in `hashes.json`"
+            )),
+            "{stderr}"
+        );
+    }
+    assert!(!stderr.contains("torch-cuda`"), "{stderr}");
+    let (code, stdout, _) = verify(t.path(), &[]);
+    assert_eq!(code, 1, "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("torch-cuda: same (sha256-"),
+        "{stdout}"
+    );
+    assert_eq!(lines[1], "torch-rocm: different", "{stdout}");
+    assert!(
+        stdout.contains("hashes.json has no entry for `torch-rocm`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("torch-xpu: different"), "{stdout}");
+}
+
 #[test]
 fn unknown_variant_lists_the_valid_ones() {
     let t = tempfile::tempdir().unwrap();
