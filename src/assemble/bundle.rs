@@ -24,7 +24,7 @@
 //! `build/` while it builds, swaps and writes the manifest ([`lock_dir`]); `verify` holds a
 //! shared one while it compares. Nothing is written into `build/` for the lock. A run that is
 //! killed part-way can leave a `build/.kernel-builder-tmp-*` directory (never a variant); the
-//! `kernels` loader ignores it, and it is safe to delete.
+//! `kernels` loader ignores it, and the next build removes it (with a warning).
 
 use std::collections::BTreeSet;
 
@@ -238,12 +238,15 @@ pub fn build_into(
     };
     // One build at a time swaps variants in `build/` (a second run waits here).
     let _lock = lock_dir(&build_dir, Lock::Exclusive)?;
+    // Under the lock no other build runs, so a temporary directory here is a killed run's.
+    let leftovers = remove_leftover_tmp_dirs(&build_dir);
     let result = build_and_swap(&source, config, &selected, &ids, &build_dir);
     if result.is_err() && created_build {
         // Only removes it when empty, i.e. when nothing was moved in.
         let _ = std::fs::remove_dir(&build_dir);
     }
     let (built, mut warnings) = result?;
+    warnings.extend(leftovers);
 
     warnings.extend(write_manifest(
         &build_dir,
@@ -288,6 +291,32 @@ pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Remove the `.kernel-builder-tmp-*` directories that a killed build left in `build_dir`
+/// (call it holding the exclusive lock); one warning per directory removed or not removable.
+fn remove_leftover_tmp_dirs(build_dir: &Utf8Path) -> Vec<Warning> {
+    let Ok(rd) = build_dir.read_dir_utf8() else {
+        return Vec::new();
+    };
+    let mut warnings = Vec::new();
+    for e in rd.flatten() {
+        if !e.file_name().starts_with(TMP_PREFIX) || !e.path().is_dir() || e.path().is_symlink() {
+            continue;
+        }
+        let message = match std::fs::remove_dir_all(e.path()) {
+            Ok(()) => "removed, left by an interrupted build".to_owned(),
+            Err(err) => format!("left by an interrupted build, and cannot be removed ({err}); delete it"),
+        };
+        warnings.push(Warning {
+            path: None,
+            message: format!("`{}`: {message}", e.path()),
+        });
+    }
+    warnings
+}
+
+/// Prefix of the temporary directory a build assembles its variants in, inside `build/`.
+const TMP_PREFIX: &str = ".kernel-builder-tmp-";
+
 /// Rewrite `build/hashes.json` ([`crate::hash::manifest`]) with the NAR hashes of the
 /// variants just built (see [`Manifest::update_in`] for the entries kept).
 ///
@@ -326,7 +355,7 @@ fn build_and_swap(
     build_dir: &Utf8Path,
 ) -> anyhow::Result<(Vec<BuiltVariant>, Vec<Warning>)> {
     let tmp = tempfile::Builder::new()
-        .prefix(".kernel-builder-tmp-")
+        .prefix(TMP_PREFIX)
         .tempdir_in(build_dir)
         .with_context(|| format!("cannot create a temporary directory in `{build_dir}`"))?;
     let tmp_path = Utf8Path::from_path(tmp.path())

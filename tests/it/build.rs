@@ -470,6 +470,28 @@ fn stale_variant_left_by_a_partial_rebuild_is_reported() {
     assert!(stdout.contains("torch-xpu: different"), "{stdout}");
 }
 
+/// A killed build leaves its temporary directory in build/; the next build removes it.
+#[test]
+fn leftover_tmp_dir_of_a_killed_build_is_removed() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let left = t.path().join("build/.kernel-builder-tmp-AbC123");
+    write(&left.join("new/torch-cuda/big.py"), "x");
+    let out = build(t.path(), &[]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("build/.kernel-builder-tmp-AbC123`: removed, left by an interrupted build"),
+        "{stderr}"
+    );
+    assert!(!left.exists());
+    assert_eq!(
+        entries(&t.path().join("build")),
+        ["hashes.json", "torch-cuda", "torch-rocm", "torch-xpu"]
+    );
+}
+
 #[test]
 fn unknown_variant_lists_the_valid_ones() {
     let t = tempfile::tempdir().unwrap();
