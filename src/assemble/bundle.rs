@@ -238,6 +238,15 @@ pub fn build_into(
     };
     // One build at a time swaps variants in `build/` (a second run waits here).
     let _lock = lock_dir(&build_dir, Lock::Exclusive)?;
+    // The manifest is written after the swap: refuse now what would fail then.
+    let manifest_path = build_dir.join(manifest::FILE_NAME);
+    if let Ok(m) = std::fs::symlink_metadata(&manifest_path) {
+        if !m.is_file() {
+            anyhow::bail!(
+                "`{manifest_path}` is not a regular file, so the build could not record its hashes there; move it away"
+            );
+        }
+    }
     // Under the lock no other build runs, so a temporary directory here is a killed run's.
     let leftovers = remove_leftover_tmp_dirs(&build_dir);
     let result = build_and_swap(&source, config, &selected, &ids, &build_dir);

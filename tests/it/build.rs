@@ -492,6 +492,24 @@ fn leftover_tmp_dir_of_a_killed_build_is_removed() {
     );
 }
 
+/// A `build/hashes.json` that cannot be replaced fails the build before any variant moves.
+#[test]
+fn manifest_path_taken_by_a_directory_fails_before_the_swap() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    let build_dir = t.path().join("build");
+    fs::remove_file(build_dir.join("hashes.json")).unwrap();
+    fs::create_dir(build_dir.join("hashes.json")).unwrap();
+    fs::write(build_dir.join("torch-cuda/marker"), "old").unwrap();
+    let before = tree(&build_dir);
+    let out = build(t.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("hashes.json` is not a regular file"), "{stderr}");
+    assert_eq!(tree(&build_dir), before);
+}
+
 #[test]
 fn unknown_variant_lists_the_valid_ones() {
     let t = tempfile::tempdir().unwrap();
