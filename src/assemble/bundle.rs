@@ -344,7 +344,7 @@ fn write_manifest(
         .map(|p| p.name.as_str())
         .filter(|n| !m.variants.contains_key(*n) && build_dir.join(n).is_dir())
         .collect();
-    Ok(stale
+    let mut warnings: Vec<Warning> = stale
         .into_iter()
         .map(|n| Warning {
             path: None,
@@ -353,7 +353,37 @@ fn write_manifest(
                 crate::hash::manifest::FILE_NAME
             ),
         })
-        .collect())
+        .collect();
+    for n in unplanned_variant_dirs(build_dir, planned) {
+        warnings.push(Warning {
+            path: None,
+            message: format!(
+                "`{build_dir}/{n}` is a variant this kernel no longer builds (see `general.backends`), left from an earlier build; the `kernels` loader may still pick it: remove it"
+            ),
+        });
+    }
+    Ok(warnings)
+}
+
+/// The directories of `build_dir` that look like variants (they hold a `metadata.json`) but
+/// are not among `planned`: left from a build of an older `build.toml`. Sorted.
+pub fn unplanned_variant_dirs(build_dir: &Utf8Path, planned: &[PlannedVariant]) -> Vec<String> {
+    let Ok(rd) = build_dir.read_dir_utf8() else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = rd
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            !name.starts_with('.')
+                && !planned.iter().any(|p| p.name == name)
+                && e.file_type().is_ok_and(|t| t.is_dir())
+                && e.path().join("metadata.json").is_file()
+        })
+        .map(|e| e.file_name().to_owned())
+        .collect();
+    out.sort();
+    out
 }
 
 fn build_and_swap(

@@ -163,6 +163,21 @@ pub fn verify(
             manifest.as_ref(),
         )?);
     }
+    if requested.is_empty() {
+        // A variant the sources no longer build (a backend removed since) is not what they
+        // produce, and the loader may still pick it.
+        for name in super::bundle::unplanned_variant_dirs(&build_dir, &planned) {
+            out.push(VariantCheck {
+                difference: Some(format!(
+                    "this kernel does not build `{name}` (see `general.backends`): `{build_dir}/{name}` is left from an earlier build; remove it"
+                )),
+                name,
+                rebuilt: String::new(),
+                on_disk: None,
+                recorded: None,
+            });
+        }
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(VerifyReport {
         variants: out,

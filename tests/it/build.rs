@@ -510,6 +510,33 @@ fn manifest_path_taken_by_a_directory_fails_before_the_swap() {
     assert_eq!(tree(&build_dir), before);
 }
 
+/// A backend removed from `general.backends` leaves its old variant in build/, which the
+/// loader would still pick: the build warns, and `verify` fails on it.
+#[test]
+fn variant_of_a_removed_backend_is_reported() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    build_ok(t.path(), &[]);
+    write(
+        &t.path().join("build.toml"),
+        &BUILD_TOML.replace(r#"backends = ["cuda", "rocm", "xpu"]"#, r#"backends = ["cuda", "rocm"]"#),
+    );
+    let out = build(t.path(), &[]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("build/torch-xpu` is a variant this kernel no longer builds"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = verify(t.path(), &[]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("torch-xpu: different\n  this kernel does not build `torch-xpu`"), "{stdout}");
+    // Removing it is the fix.
+    fs::remove_dir_all(t.path().join("build/torch-xpu")).unwrap();
+    let (code, stdout, _) = verify(t.path(), &[]);
+    assert_eq!(code, 0, "{stdout}");
+}
+
 #[test]
 fn unknown_variant_lists_the_valid_ones() {
     let t = tempfile::tempdir().unwrap();
