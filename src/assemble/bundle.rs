@@ -239,7 +239,7 @@ pub fn build_into(
     // One build at a time swaps variants in `build/` (a second run waits here).
     let _lock = lock_dir(&build_dir, Lock::Exclusive)?;
     // The manifest is written after the swap: refuse now what would fail then.
-    let manifest_path = build_dir.join(manifest::FILE_NAME);
+    let manifest_path = build_dir.join(crate::hash::manifest::FILE_NAME);
     if let Ok(m) = std::fs::symlink_metadata(&manifest_path) {
         if !m.is_file() {
             anyhow::bail!(

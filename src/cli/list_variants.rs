@@ -100,6 +100,13 @@ pub fn run(args: Args) -> super::CmdResult {
     };
     let scope = if args.all { Scope::All } else { Scope::Bundle };
     let text = listing(&loaded.config, &systems, scope, args.json)?;
+    if !args.json && text.is_empty() {
+        // An empty stdout alone reads like a failure; say why there is nothing.
+        eprintln!(
+            "note: no variant of this kernel is built on {}; `general.backends` has no cell there (try --all-systems)",
+            systems.join(", ")
+        );
+    }
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
         // A closed pipe (`list-variants | head -1`) is not a failure.

@@ -224,3 +224,13 @@ fn help_describes_every_option() {
       -h, --help             Print help
     ");
 }
+
+#[test]
+fn an_empty_listing_says_why() {
+    let (_tmp, dir) = kernel_dir(TRITON, &[]);
+    let out = list_variants().arg(&dir).args(["--system", "aarch64-darwin"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("no variant of this kernel is built on aarch64-darwin"), "{stderr}");
+}
