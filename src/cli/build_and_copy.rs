@@ -73,6 +73,7 @@ pub fn run(args: Args) -> super::CmdResult {
             let has_nix = nix_on_path();
             let has_flake = dir.join("flake.nix").is_file();
             if has_nix && has_flake {
+                eprintln!("note: building through Nix (`{dir}` has a flake.nix); `--nix never` builds natively");
                 true
             } else {
                 let why = if has_nix {
@@ -86,7 +87,9 @@ pub fn run(args: Args) -> super::CmdResult {
         }
     };
     if use_nix {
-        crate::nixdrv::build_and_copy(&dir, &args.variants, &args.nix_args)?;
+        for path in crate::nixdrv::build_and_copy(&dir, &args.variants, &args.nix_args)? {
+            println!("built {} (through Nix) -> {path}", path.file_name().unwrap_or_default());
+        }
         return Ok(ExitCode::SUCCESS);
     }
     anyhow::ensure!(

@@ -65,7 +65,9 @@ pub fn run(args: Args) -> super::CmdResult {
     match args.job {
         Job::Join { out, source, dirs } => support::join(&out, &dirs, source.as_deref())?,
         Job::Runner { out, orchestrator, bundle } => support::write_runner(&out, &orchestrator, &bundle)?,
-        Job::CopyVariants { from, dest } => support::copy_variants(&from, &dest)?,
+        Job::CopyVariants { from, dest } => {
+            support::copy_variants(&from, &dest)?;
+        }
         Job::CheckCell { out, variant, cell } => support::check_cell(&out, &variant, &cell)?,
         Job::CheckManifest { out, expected, bundle } => support::check_manifest(&out, &expected, &bundle)?,
         Job::Fail { message } => anyhow::bail!("{message}"),

@@ -141,13 +141,20 @@ struct BuildResult {
 /// `build/` are left alone); the copies are writable, and `build/hashes.json` records them as
 /// a native build does.
 ///
+/// Returns the paths of the variant directories written.
+///
 /// Errors: Nix missing, sandbox off (with how to turn it on), the build failing (with the tail of
 /// Nix's build log), or the copy failing (naming the path).
-pub fn build_and_copy(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<()> {
+pub fn build_and_copy(
+    kernel_dir: &Utf8Path,
+    variants: &[String],
+    extra_args: &[String],
+) -> anyhow::Result<Vec<Utf8PathBuf>> {
     let outputs = build(kernel_dir, variants, extra_args)?;
     let dest = kernel_dir.join("build");
+    let mut copied = Vec::new();
     for out in &outputs {
-        support::copy_variants(out, &dest)?;
+        copied.extend(support::copy_variants(out, &dest)?.into_iter().map(|n| dest.join(n)));
     }
     if !variants.is_empty() {
         // Single cells carry no manifest (the bundle does): record them as a native build would.
@@ -155,7 +162,7 @@ pub fn build_and_copy(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[
         let set = crate::assemble::source::SourceSet::collect(kernel_dir, &config)?;
         crate::hash::manifest::Manifest::for_bundle(&dest, variants, &set.tree_id())?.update_in(&dest)?;
     }
-    Ok(())
+    Ok(copied)
 }
 
 /// Build the bundle (or `variants`) of the kernel flake at `kernel_dir`; returns the output

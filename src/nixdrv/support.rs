@@ -143,12 +143,14 @@ pub fn write_runner(out: &Utf8Path, orchestrator: &Utf8Path, bundle: &Utf8Path) 
 /// an existing `dest/<entry>` and leaving every other entry of `dest` alone.
 ///
 /// Each entry is copied into a temporary directory inside `dest` and renamed into place, so
-/// `dest/<entry>` is always either the old tree or the whole new one.
-pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<()> {
+/// `dest/<entry>` is always either the old tree or the whole new one. Returns the names copied.
+pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<Vec<String>> {
     use crate::hash::manifest::{Manifest, FILE_NAME};
     fs::create_dir_all(dest).with_context(|| format!("cannot create `{dest}`"))?;
+    let mut copied = Vec::new();
     for e in entries(from)?.into_iter().filter(|e| e.file_name() != Some(FILE_NAME)) {
         let name = e.file_name().unwrap_or_default();
+        copied.push(name.to_owned());
         let staging = tempfile::Builder::new()
             .prefix(".kernel-builder-copy-")
             .tempdir_in(dest)
@@ -173,7 +175,7 @@ pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<()> {
     if manifest.is_file() {
         Manifest::read(&manifest)?.update_in(dest)?;
     }
-    Ok(())
+    Ok(copied)
 }
 
 /// Make a tree deletable (copies from older tools may be read-only, like the store).
