@@ -5,14 +5,16 @@
     # For real users: the orchestrator's Rust build and the dev shells. Offline tests never
     # force it (flake inputs are fetched lazily); they override `orchestrator` instead.
     nixpkgs.url = "github:nixos/nixpkgs/d38025438a6ee456758dc03188ca6873a415463b";
-    # A directory that holds bin/kernel-builder replaces the nixpkgs build of the orchestrator
-    # for every cell (see nix/no-orchestrator/README.md):
+    # A directory that holds bin/kernel-builder (and a flake.nix without outputs, as
+    # scripts/setup-nix.sh writes) replaces the nixpkgs build of the orchestrator for every
+    # cell; offline, that is the way to build (a statically linked orchestrator runs in the
+    # sandbox):
     #   --override-input kernel-builder/orchestrator path:/abs/dir    (in a kernel flake)
     #   --override-input orchestrator path:/abs/dir                   (here)
-    orchestrator = {
-      url = "path:./nix/no-orchestrator";
-      flake = false;
-    };
+    # By default it follows nixpkgs, which has no bin/kernel-builder, so the orchestrator is
+    # built from this source. (A relative `path:` input here cannot be fetched when this flake
+    # is itself an input of a kernel flake, so the default must not be one.)
+    orchestrator.follows = "nixpkgs";
   };
 
   outputs =

@@ -51,5 +51,10 @@ dir="${KERNEL_BUILDER_ORCHESTRATOR:-$PWD/target/nix-orchestrator}"
 mkdir -p "$dir/bin"
 install -m 0755 "target/$target/release/kernel-builder" "$dir/bin/kernel-builder.tmp"
 mv "$dir/bin/kernel-builder.tmp" "$dir/bin/kernel-builder"
+# The flake's `orchestrator` input is a flake (it follows nixpkgs by default), so the directory
+# that overrides it is one too: no outputs, just bin/kernel-builder beside it.
+printf '%s\n' '{' \
+  '  description = "A prebuilt kernel-builder orchestrator (bin/kernel-builder) for the kernel-builder flake";' \
+  '  outputs = { self }: { };' '}' > "$dir/flake.nix"
 nix --version >&2
 echo "$dir"

@@ -242,8 +242,8 @@ pub fn orchestrator_override(extra_args: &[String]) -> anyhow::Result<Option<Utf
     if let Some(dir) = std::env::var_os(ORCHESTRATOR_ENV).filter(|d| !d.is_empty()) {
         let dir = Utf8PathBuf::from_path_buf(dir.into())
             .map_err(|d| anyhow::anyhow!("{ORCHESTRATOR_ENV}={} is not UTF-8", d.display()))?;
-        if !dir.join("bin/kernel-builder").is_file() {
-            bail!("{ORCHESTRATOR_ENV}={dir} has no bin/kernel-builder (scripts/setup-nix.sh builds one and prints its directory)");
+        if !dir.join("bin/kernel-builder").is_file() || !dir.join("flake.nix").is_file() {
+            bail!("{ORCHESTRATOR_ENV}={dir} needs bin/kernel-builder and flake.nix (scripts/setup-nix.sh makes such a directory and prints it)");
         }
         return Ok(Some(dir));
     }
@@ -254,6 +254,11 @@ pub fn orchestrator_override(extra_args: &[String]) -> anyhow::Result<Option<Utf
     }
     stage_orchestrator(&bytes).map(Some)
 }
+
+/// The `flake.nix` of an orchestrator directory. The kernel-builder flake's `orchestrator`
+/// input follows nixpkgs by default (a flake), so a directory that overrides it must be a
+/// flake too; this one has no outputs, only `bin/kernel-builder` beside it.
+pub const ORCHESTRATOR_FLAKE: &str = "{\n  description = \"A prebuilt kernel-builder orchestrator (bin/kernel-builder) for the kernel-builder flake\";\n  outputs = { self }: { };\n}\n";
 
 /// Whether `bytes` is a 64-bit little-endian ELF executable with no program interpreter
 /// (`PT_INTERP`), i.e. one that runs with nothing else present (static or static-pie).
@@ -289,7 +294,7 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
         .context("neither XDG_CACHE_HOME nor HOME is set; set KERNEL_BUILDER_ORCHESTRATOR instead")?;
     let cache = Utf8PathBuf::from_path_buf(cache.join("kernel-builder"))
         .map_err(|p| anyhow::anyhow!("cache directory `{}` is not UTF-8", p.display()))?;
-    let dir = cache.join(format!("orchestrator-{id}"));
+    let dir = cache.join(format!("orchestrator-v2-{id}"));
     if dir.join("bin/kernel-builder").is_file() {
         return Ok(dir);
     }
@@ -302,6 +307,8 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
     std::fs::create_dir(&bin).with_context(|| format!("cannot create `{}`", bin.display()))?;
     let exe = bin.join("kernel-builder");
     std::fs::write(&exe, bytes).with_context(|| format!("cannot write `{}`", exe.display()))?;
+    let flake = staging.path().join("flake.nix");
+    std::fs::write(&flake, ORCHESTRATOR_FLAKE).with_context(|| format!("cannot write `{}`", flake.display()))?;
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("cannot set permissions on `{}`", exe.display()))?;
     match std::fs::rename(staging.path(), &dir) {
@@ -352,19 +359,16 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
 
 /// When Nix failed to download something (no network, no binary cache), how to build offline.
 fn offline_hint(log: &str) -> &'static str {
-    // Nix 2.8 also cannot fetch the default `orchestrator` input (a relative path of the
-    // kernel-builder flake) once that flake is another flake's input.
     let offline = [
         "unable to download",
         "Could not resolve host",
         "Couldn't resolve host",
         "unable to fetch",
-        "no-orchestrator",
     ]
     .iter()
     .any(|needle| log.contains(needle));
     if offline {
-        "\nhint: Nix could not fetch an input (offline, or the default orchestrator input). The cells only need the orchestrator: \
+        "\nhint: Nix could not fetch an input (offline?). The cells only need the orchestrator: \
          hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
          KERNEL_BUILDER_ORCHESTRATOR to the directory it prints (or pass \
          `-- --override-input kernel-builder/orchestrator path:<dir>`), or run a static kernel-builder, \
@@ -488,10 +492,8 @@ mod tests {
     fn offline_failures_get_the_override_hint() {
         assert!(offline_hint("error: unable to download 'https://github.com/...': Couldn't resolve host name").contains("--override-input"));
         assert_eq!(offline_hint("error: builder failed with exit code 1"), "");
-        assert!(offline_hint(
-            "error: cannot fetch input 'path:./nix/no-orchestrator?lastModified=1' because it uses a relative path"
-        )
-        .contains("KERNEL_BUILDER_ORCHESTRATOR"));
+        assert!(offline_hint("error: unable to download 'https://api.github.com/repos/nixos/nixpkgs/tarball/x'")
+            .contains("KERNEL_BUILDER_ORCHESTRATOR"));
     }
 
     #[test]
