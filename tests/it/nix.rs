@@ -76,8 +76,13 @@ fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
         .collect()
 }
 
+/// Copy the tracked-looking part of a directory: build outputs a user may have left there
+/// (`build/`, Nix's `result` links) are not part of a kernel's source and are skipped.
 fn copy_dir(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from).sort_by_file_name() {
+    let outputs = |e: &walkdir::DirEntry| {
+        e.depth() > 0 && (e.file_name() == "build" || e.file_name().to_string_lossy().starts_with("result") || e.path_is_symlink())
+    };
+    for e in walkdir::WalkDir::new(from).sort_by_file_name().into_iter().filter_entry(|e| !outputs(e)) {
         let e = e.unwrap();
         let dest = to.join(e.path().strip_prefix(from).unwrap());
         if e.file_type().is_dir() {
