@@ -9,7 +9,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use crate::assemble::bundle::{self, PlannedVariant};
 use crate::assemble::provenance::{git_revision, BuildIds, KernelRevision};
 use crate::assemble::SourceSet;
-use crate::config::{self, Backend};
+use crate::config::Backend;
 
 /// How `build-and-copy` builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -98,15 +98,8 @@ pub fn run(args: Args) -> super::CmdResult {
         args.nix_args.join(" ")
     );
 
-    let loaded = config::load(&dir)?;
-    if !loaded.rendered_warnings.is_empty() {
-        eprint!("{}", loaded.rendered_warnings);
-    }
-    let revision = git_revision(&dir)?;
-    let report = bundle::build_into(&dir, &loaded.config, &args.variants, revision)?;
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
+    let loaded = super::load_config(&dir)?;
+    let report = build_native(&dir, &loaded.config, &args.variants)?;
     for v in &report.built {
         let id =
             v.id.as_deref()
@@ -153,10 +146,7 @@ pub fn assemble_one(
     out: &Utf8Path,
     kernel: Option<KernelRevision>,
 ) -> anyhow::Result<Utf8PathBuf> {
-    let loaded = config::load(source)?;
-    if !loaded.rendered_warnings.is_empty() {
-        eprint!("{}", loaded.rendered_warnings);
-    }
+    let loaded = super::load_config(source)?;
     let cfg = &loaded.config;
     let variant = PlannedVariant {
         name: backend.noarch_variant(),
@@ -192,6 +182,20 @@ pub fn assemble_one(
             Err(e)
         }
     }
+}
+
+/// Build `variants` (all when empty) of the kernel in `dir` natively into `dir/build/`
+/// ([`bundle::build_into`], with the kernel's git revision), printing the build's warnings.
+pub(crate) fn build_native(
+    dir: &Utf8Path,
+    config: &crate::config::BuildConfig,
+    variants: &[String],
+) -> anyhow::Result<bundle::BundleReport> {
+    let report = bundle::build_into(dir, config, variants, git_revision(dir)?)?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(report)
 }
 
 /// Run the hidden `assemble` command.

@@ -6,10 +6,7 @@ use std::process::ExitCode;
 use camino::Utf8PathBuf;
 
 use super::upload::{run_upload, UploadFlags};
-use crate::assemble::bundle;
-use crate::assemble::provenance::git_revision;
 use crate::assemble::verify::verify;
-use crate::config;
 
 /// Arguments of `build-and-upload`.
 #[derive(Debug, clap::Args)]
@@ -32,15 +29,8 @@ pub struct Args {
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
     anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
-    let loaded = config::load(&dir)?;
-    if !loaded.rendered_warnings.is_empty() {
-        eprint!("{}", loaded.rendered_warnings);
-    }
-    let revision = git_revision(&dir)?;
-    let report = bundle::build_into(&dir, &loaded.config, &args.variants, revision)?;
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
+    let loaded = super::load_config(&dir)?;
+    let report = super::build_and_copy::build_native(&dir, &loaded.config, &args.variants)?;
     for v in &report.built {
         eprintln!("built {} ({} files) -> {}", v.name, v.files, v.path);
     }

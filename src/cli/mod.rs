@@ -53,6 +53,16 @@ pub enum Command {
     NixSupport(nix_support::Args),
 }
 
+/// Read `dir/build.toml` ([`crate::config::load`]) and print its warnings to stderr; errors
+/// come back rendered, for [`report_error`].
+pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
+    let loaded = crate::config::load(dir)?;
+    if !loaded.rendered_warnings.is_empty() {
+        eprint!("{}", loaded.rendered_warnings);
+    }
+    Ok(loaded)
+}
+
 /// How a command ended, when it did not fail with an error.
 pub type CmdResult = anyhow::Result<ExitCode>;
 

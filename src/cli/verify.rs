@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use camino::Utf8PathBuf;
 
 use crate::assemble::verify::verify;
-use crate::config;
 
 /// Arguments of `verify`.
 ///
@@ -27,10 +26,7 @@ pub struct Args {
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
     anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
-    let loaded = config::load(&dir)?;
-    if !loaded.rendered_warnings.is_empty() {
-        eprint!("{}", loaded.rendered_warnings);
-    }
+    let loaded = super::load_config(&dir)?;
     let report = verify(&dir, &loaded.config, &args.variants)?;
     for n in &report.notes {
         eprintln!("note: {n}");
