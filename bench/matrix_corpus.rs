@@ -26,7 +26,9 @@ fn materialize(entry: &Utf8Path, extra: &[String], dest: &Utf8Path) -> std::io::
         .map(str::to_owned)
         .chain(extra.iter().cloned())
         .map(|p| p.trim().trim_end_matches('/').to_owned())
-        .filter(|p| !p.is_empty() && p != "build.toml" && !p.starts_with('/') && !p.split('/').any(|c| c == ".."))
+        .filter(|p| {
+            !p.is_empty() && p != "build.toml" && !p.starts_with('/') && !p.split('/').any(|c| c == "..")
+        })
         .collect();
     let dirs: std::collections::BTreeSet<&str> =
         paths.iter().flat_map(|p| p.match_indices('/').map(move |(i, _)| &p[..i])).collect();
@@ -50,8 +52,12 @@ fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--reps" => reps = args.next().and_then(|n| n.parse().ok()).ok_or_else(|| anyhow::anyhow!("--reps N"))?,
-            "--corpus" => corpus = args.next().map(Utf8PathBuf::from).ok_or_else(|| anyhow::anyhow!("--corpus DIR"))?,
+            "--reps" => {
+                reps = args.next().and_then(|n| n.parse().ok()).ok_or_else(|| anyhow::anyhow!("--reps N"))?
+            }
+            "--corpus" => {
+                corpus = args.next().map(Utf8PathBuf::from).ok_or_else(|| anyhow::anyhow!("--corpus DIR"))?
+            }
             "--bench" => {} // passed by `cargo bench`
             other => anyhow::bail!("unknown argument `{other}` (expected --reps N, --corpus DIR)"),
         }
@@ -59,7 +65,8 @@ fn main() -> anyhow::Result<()> {
     let expected: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&kernel_builder::fsutil::read_to_string(&corpus.join("expected.json"))?)?;
     let tmp = tempfile::tempdir()?;
-    let root = Utf8Path::from_path(tmp.path()).ok_or_else(|| anyhow::anyhow!("temporary directory is not UTF-8"))?;
+    let root =
+        Utf8Path::from_path(tmp.path()).ok_or_else(|| anyhow::anyhow!("temporary directory is not UTF-8"))?;
     let mut dirs = Vec::new();
     for (name, exp) in &expected {
         let extra: Vec<String> = exp["sources_missing_from_files_txt"]

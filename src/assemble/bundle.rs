@@ -59,11 +59,7 @@ pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
     for system in &matrix::data::matrix().systems {
         for cell in matrix::cells(config, system, Scope::Bundle) {
             if (cell.noarch || *system == host) && seen.insert(cell.name.clone()) {
-                out.push(PlannedVariant {
-                    name: cell.name,
-                    backend: cell.backend,
-                    compiled: !cell.noarch,
-                });
+                out.push(PlannedVariant { name: cell.name, backend: cell.backend, compiled: !cell.noarch });
             }
         }
     }
@@ -74,39 +70,21 @@ pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
 ///
 /// Errors: a name that is not planned; the message lists the valid names.
-pub fn select(
-    planned: &[PlannedVariant],
-    requested: &[String],
-) -> anyhow::Result<Vec<PlannedVariant>> {
+pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Result<Vec<PlannedVariant>> {
     if requested.is_empty() {
         return Ok(planned.to_vec());
     }
-    let unknown: Vec<&String> = requested
-        .iter()
-        .filter(|r| !planned.iter().any(|p| &p.name == *r))
-        .collect();
+    let unknown: Vec<&String> = requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)).collect();
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
         anyhow::bail!(
             "unknown variant{} {}; this kernel's variants are: {}",
             if unknown.len() == 1 { "" } else { "s" },
-            unknown
-                .iter()
-                .map(|u| format!("`{u}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            if valid.is_empty() {
-                "(none)".to_owned()
-            } else {
-                valid.join(", ")
-            }
+            unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
+            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") }
         );
     }
-    Ok(planned
-        .iter()
-        .filter(|p| requested.contains(&p.name))
-        .cloned()
-        .collect())
+    Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
 }
 
 /// Check that every name of `backend`'s `python-depends` is a known dependency (the general
@@ -117,8 +95,7 @@ pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::R
         .python_depends_for(backend)
         .into_iter()
         .filter(|n| {
-            deps::python_dependency(n, None).is_none()
-                && deps::python_dependency(n, Some(backend)).is_none()
+            deps::python_dependency(n, None).is_none() && deps::python_dependency(n, Some(backend)).is_none()
         })
         .collect();
     if unknown.is_empty() {
@@ -200,27 +177,18 @@ pub fn build_into(
         config.path
     );
     let source = SourceSet::collect(kernel_dir, config)?;
-    let ids = BuildIds {
-        uid: source.uid(),
-        kernel,
-    };
+    let ids = BuildIds { uid: source.uid(), kernel };
     if requested.is_empty() {
         // A mixed kernel built without --variant: fail before building anything, and say how
         // to get its noarch variants.
         if let Some(first) = selected.iter().find(|v| v.compiled) {
-            let noarch: Vec<String> = selected
-                .iter()
-                .filter(|v| !v.compiled)
-                .map(|v| format!("--variant {}", v.name))
-                .collect();
+            let noarch: Vec<String> =
+                selected.iter().filter(|v| !v.compiled).map(|v| format!("--variant {}", v.name)).collect();
             if let Err(e) = check_supported(config, &first.name, first.backend) {
                 if noarch.is_empty() {
                     return Err(e);
                 }
-                anyhow::bail!(
-                    "{e}\nhint: to build only the noarch variants, pass {}",
-                    noarch.join(" ")
-                );
+                anyhow::bail!("{e}\nhint: to build only the noarch variants, pass {}", noarch.join(" "));
             }
         }
     }
@@ -257,22 +225,12 @@ pub fn build_into(
     let (built, mut warnings) = result?;
     warnings.extend(leftovers);
 
-    warnings.extend(write_manifest(
-        &build_dir,
-        &built,
-        &planned,
-        &source.tree_id(),
-    )?);
+    warnings.extend(write_manifest(&build_dir, &built, &planned, &source.tree_id())?);
 
     warnings.extend(source.warnings().iter().cloned());
     warnings.sort();
     warnings.dedup();
-    Ok(BundleReport {
-        build_dir,
-        built,
-        tree_id: source.tree_id(),
-        warnings,
-    })
+    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings })
 }
 
 /// How [`lock_dir`] locks.
@@ -290,8 +248,7 @@ pub enum Lock {
 ///
 /// Errors: `dir` cannot be opened or locked.
 pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
-    let file =
-        std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
+    let file = std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
     let op = match how {
         Lock::Shared => rustix::fs::FlockOperation::LockShared,
         Lock::Exclusive => rustix::fs::FlockOperation::LockExclusive,
@@ -315,10 +272,7 @@ fn remove_leftover_tmp_dirs(build_dir: &Utf8Path) -> Vec<Warning> {
             Ok(()) => "removed, left by an interrupted build".to_owned(),
             Err(err) => format!("left by an interrupted build, and cannot be removed ({err}); delete it"),
         };
-        warnings.push(Warning {
-            path: None,
-            message: format!("`{}`: {message}", e.path()),
-        });
+        warnings.push(Warning { path: None, message: format!("`{}`: {message}", e.path()) });
     }
     warnings
 }
@@ -421,16 +375,14 @@ fn build_and_swap(
         let had_old = std::fs::symlink_metadata(&target).is_ok();
         let step = (|| -> anyhow::Result<()> {
             if had_old {
-                std::fs::rename(&target, &aside)
-                    .with_context(|| format!("cannot move `{target}` aside"))?;
+                std::fs::rename(&target, &aside).with_context(|| format!("cannot move `{target}` aside"))?;
             }
             if let Err(e) = std::fs::rename(new_dir.join(&v.name), &target) {
                 if had_old {
                     let _ = std::fs::rename(&aside, &target);
                 }
-                return Err(e).with_context(|| {
-                    format!("cannot move the new `{}` into `{build_dir}`", v.name)
-                });
+                return Err(e)
+                    .with_context(|| format!("cannot move the new `{}` into `{build_dir}`", v.name));
             }
             Ok(())
         })();
@@ -464,17 +416,11 @@ fn build_and_swap(
                 .filter(|e| e.file_type().is_file())
                 .count();
             let id = (!v.compiled).then(|| op_namespace(source.python_name(), v.backend, &ids.uid));
-            BuiltVariant {
-                name: v.name.clone(),
-                path,
-                id,
-                files,
-            }
+            BuiltVariant { name: v.name.clone(), path, id, files }
         })
         .collect();
     // `tmp` (with the old variants) is removed here.
-    tmp.close()
-        .with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
+    tmp.close().with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
     Ok((built, warnings))
 }
 
@@ -493,16 +439,7 @@ mod tests {
         // torch-metal only has cells on aarch64-darwin; torch-tpu is outside the bundle.
         let c = noarch_config(&[Cpu, Cuda, Metal, Rocm, Tpu, Xpu]);
         let planned = plan(&c);
-        assert_eq!(
-            names(&planned),
-            [
-                "torch-cpu",
-                "torch-cuda",
-                "torch-metal",
-                "torch-rocm",
-                "torch-xpu"
-            ]
-        );
+        assert_eq!(names(&planned), ["torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]);
         assert!(planned.iter().all(|p| !p.compiled));
     }
 
@@ -518,19 +455,10 @@ mod tests {
         let c = torch_config(&[Cuda, Metal], &[Cuda]);
         let planned = plan(&c);
         let host = crate::matrix::host_system();
-        let compiled: Vec<&str> = planned
-            .iter()
-            .filter(|p| p.compiled)
-            .map(|p| p.name.as_str())
-            .collect();
-        assert!(
-            !compiled.is_empty() || !host.ends_with("linux"),
-            "{planned:?}"
-        );
+        let compiled: Vec<&str> = planned.iter().filter(|p| p.compiled).map(|p| p.name.as_str()).collect();
+        assert!(!compiled.is_empty() || !host.ends_with("linux"), "{planned:?}");
         assert!(compiled.iter().all(|n| n.ends_with(&host)), "{compiled:?}");
-        assert!(planned
-            .iter()
-            .any(|p| p.name == "torch-metal" && !p.compiled));
+        assert!(planned.iter().any(|p| p.name == "torch-metal" && !p.compiled));
     }
 
     #[test]
@@ -538,13 +466,8 @@ mod tests {
         let planned = plan(&noarch_config(&[Cuda, Rocm, Xpu]));
         let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()]).unwrap();
         assert_eq!(names(&picked), ["torch-cuda", "torch-xpu"]);
-        assert_eq!(
-            names(&select(&planned, &[]).unwrap()),
-            ["torch-cuda", "torch-rocm", "torch-xpu"]
-        );
-        let err = select(&planned, &["torch-cpu".into(), "cuda".into()])
-            .unwrap_err()
-            .to_string();
+        assert_eq!(names(&select(&planned, &[]).unwrap()), ["torch-cuda", "torch-rocm", "torch-xpu"]);
+        let err = select(&planned, &["torch-cpu".into(), "cuda".into()]).unwrap_err().to_string();
         assert_eq!(
             err,
             "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu"

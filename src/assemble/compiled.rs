@@ -19,17 +19,9 @@ use crate::config::{Backend, BuildConfig};
 ///
 /// Errors: always, in this version: "variant X needs compiled code; compiled cells are not
 /// built by this version yet".
-pub fn check_supported(
-    config: &BuildConfig,
-    variant: &str,
-    backend: Backend,
-) -> anyhow::Result<()> {
-    let kernels: Vec<&str> = config
-        .kernels
-        .iter()
-        .filter(|(_, k)| k.backend == backend)
-        .map(|(n, _)| n.as_str())
-        .collect();
+pub fn check_supported(config: &BuildConfig, variant: &str, backend: Backend) -> anyhow::Result<()> {
+    let kernels: Vec<&str> =
+        config.kernels.iter().filter(|(_, k)| k.backend == backend).map(|(n, _)| n.as_str()).collect();
     anyhow::bail!(
         "variant `{variant}` needs compiled code ([kernel.{}] for `{backend}`); compiled cells are not built by this version yet",
         kernels.join("], [kernel.")

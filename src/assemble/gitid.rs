@@ -94,31 +94,20 @@ pub fn tree_id(files: &[TreeFile]) -> Result<ObjectId, String> {
     let mut root = BTreeMap::new();
     for f in files {
         let parts: Vec<&str> = f.path.split('/').collect();
-        if parts
-            .iter()
-            .any(|p| p.is_empty() || *p == "." || *p == "..")
-        {
+        if parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
             return Err(format!("`{}` is not a normalised relative path", f.path));
         }
         let (last, dirs) = parts.split_last().ok_or_else(|| "empty path".to_owned())?;
         let mut level = &mut root;
         for d in dirs {
-            let node = level
-                .entry((*d).to_owned())
-                .or_insert_with(|| Node::Dir(BTreeMap::new()));
+            let node = level.entry((*d).to_owned()).or_insert_with(|| Node::Dir(BTreeMap::new()));
             level = match node {
                 Node::Dir(m) => m,
                 Node::File(..) => return Err(format!("`{}` is below a file named `{d}`", f.path)),
             };
         }
-        if level
-            .insert((*last).to_owned(), Node::File(f.mode, f.blob))
-            .is_some()
-        {
-            return Err(format!(
-                "`{}` is listed twice or is also a directory",
-                f.path
-            ));
+        if level.insert((*last).to_owned(), Node::File(f.mode, f.blob)).is_some() {
+            return Err(format!("`{}` is listed twice or is also a directory", f.path));
         }
     }
     Ok(write_tree(&root))
@@ -129,12 +118,7 @@ fn write_tree(level: &BTreeMap<String, Node>) -> ObjectId {
     let mut entries: Vec<(Vec<u8>, &str, ObjectId, &str)> = level
         .iter()
         .map(|(name, node)| match node {
-            Node::File(mode, id) => (
-                name.as_bytes().to_vec(),
-                name.as_str(),
-                *id,
-                mode.git_mode(),
-            ),
+            Node::File(mode, id) => (name.as_bytes().to_vec(), name.as_str(), *id, mode.git_mode()),
             Node::Dir(sub) => {
                 let mut key = name.as_bytes().to_vec();
                 key.push(b'/');
@@ -164,14 +148,8 @@ mod tests {
     #[test]
     fn blob_ids_match_git_hash_object() {
         // `printf '' | git hash-object --stdin` and `printf 'hello\n' | git hash-object --stdin`.
-        assert_eq!(
-            to_hex(&blob_id(b"")),
-            "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
-        );
-        assert_eq!(
-            to_hex(&blob_id(b"hello\n")),
-            "ce013625030ba8dba906f756967f9e9ca394464a"
-        );
+        assert_eq!(to_hex(&blob_id(b"")), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+        assert_eq!(to_hex(&blob_id(b"hello\n")), "ce013625030ba8dba906f756967f9e9ca394464a");
         let streamed = blob_id_of_reader(6, &b"hello\n"[..]).unwrap();
         assert_eq!(streamed, blob_id(b"hello\n"));
         assert!(blob_id_of_reader(7, &b"hello\n"[..]).is_err());
@@ -179,19 +157,12 @@ mod tests {
 
     #[test]
     fn empty_tree_id_is_gits() {
-        assert_eq!(
-            to_hex(&tree_id(&[]).unwrap()),
-            "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-        );
+        assert_eq!(to_hex(&tree_id(&[]).unwrap()), "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
     }
 
     #[test]
     fn conflicting_paths_are_rejected() {
-        let f = |p: &str| TreeFile {
-            path: p.to_owned(),
-            mode: FileMode::Regular,
-            blob: blob_id(b""),
-        };
+        let f = |p: &str| TreeFile { path: p.to_owned(), mode: FileMode::Regular, blob: blob_id(b"") };
         assert!(tree_id(&[f("a"), f("a/b")]).is_err());
         assert!(tree_id(&[f("a/b"), f("a")]).is_err());
         assert!(tree_id(&[f("a"), f("a")]).is_err());

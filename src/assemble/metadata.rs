@@ -85,19 +85,10 @@ mod tests {
             source: Some("https://github.com/example/source.git".into()),
             python_depends: vec!["helion".into(), "nvidia-cutlass-dsl".into()],
             kernel_depends: vec![
-                KernelDependency {
-                    repo_id: "kernels-community/relu".into(),
-                    pin: KernelPin::Version(1),
-                },
-                KernelDependency {
-                    repo_id: "org/other".into(),
-                    pin: KernelPin::Revision("main".into()),
-                },
+                KernelDependency { repo_id: "kernels-community/relu".into(), pin: KernelPin::Version(1) },
+                KernelDependency { repo_id: "org/other".into(), pin: KernelPin::Revision("main".into()) },
             ],
-            backend: BackendInfo {
-                kind: Backend::Cuda,
-                archs: Some(vec!["8.0".into(), "9.0".into()]),
-            },
+            backend: BackendInfo { kind: Backend::Cuda, archs: Some(vec!["8.0".into(), "9.0".into()]) },
             digest: Digest {
                 algorithm: Algorithm::Sha256,
                 files: BTreeMap::from([("__init__.py".to_owned(), "AAAA".to_owned())]),
@@ -108,10 +99,7 @@ mod tests {
                     commit: Some("a".repeat(40)),
                     dirty: Some(false),
                 },
-                kernel: Some(KernelRevision {
-                    commit: "b".repeat(40),
-                    dirty: true,
-                }),
+                kernel: Some(KernelRevision { commit: "b".repeat(40), dirty: true }),
             },
         };
         let expected = format!(
@@ -165,9 +153,6 @@ mod tests {
             a = "a".repeat(40),
             b = "b".repeat(40)
         );
-        assert_eq!(
-            String::from_utf8(m.to_json_bytes().unwrap()).unwrap(),
-            expected
-        );
+        assert_eq!(String::from_utf8(m.to_json_bytes().unwrap()).unwrap(), expected);
     }
 }

@@ -81,12 +81,7 @@ pub fn noarch_archs(config: &BuildConfig, backend: Backend) -> Option<Vec<String
         return None;
     };
     let mut archs: Vec<String> = match backend {
-        Backend::Cuda => t
-            .cuda_capabilities
-            .as_ref()?
-            .iter()
-            .map(|c| c.to_string())
-            .collect(),
+        Backend::Cuda => t.cuda_capabilities.as_ref()?.iter().map(|c| c.to_string()).collect(),
         Backend::Rocm => t.rocm_archs.clone()?,
         _ => return None,
     };
@@ -125,11 +120,7 @@ pub fn assemble_noarch(
     let namespace = op_namespace(source.python_name(), backend, &ids.uid);
 
     for f in source.package_files() {
-        let Role::Package {
-            in_package,
-            heuristic,
-        } = &f.role
-        else {
+        let Role::Package { in_package, heuristic } = &f.role else {
             continue;
         };
         if in_package.as_str() == "_ops.py" {
@@ -144,10 +135,7 @@ pub fn assemble_noarch(
         }
         write_file(&dest, &read_source(f)?)?;
     }
-    write_file(
-        &out_variant_dir.join("_ops.py"),
-        ops_py(&namespace, &variant).as_bytes(),
-    )?;
+    write_file(&out_variant_dir.join("_ops.py"), ops_py(&namespace, &variant).as_bytes())?;
 
     let digest = crate::hash::digest::variant_digest(out_variant_dir)
         .with_context(|| format!("cannot compute the digest of `{out_variant_dir}`"))?;
@@ -161,20 +149,14 @@ pub fn assemble_noarch(
         source: g.source.clone(),
         python_depends: g.python_depends_for(backend),
         kernel_depends: g.kernel_depends_for(backend),
-        backend: BackendInfo {
-            kind: backend,
-            archs: noarch_archs(config, backend),
-        },
+        backend: BackendInfo { kind: backend, archs: noarch_archs(config, backend) },
         digest,
         provenance: Provenance {
             kernel_builder: builder_provenance(),
             kernel: ids.kernel.clone().filter(|k| k.dirty),
         },
     };
-    write_file(
-        &out_variant_dir.join("metadata.json"),
-        &metadata.to_json_bytes()?,
-    )?;
+    write_file(&out_variant_dir.join("metadata.json"), &metadata.to_json_bytes()?)?;
     Ok(Vec::new())
 }
 
@@ -191,9 +173,7 @@ fn create_dirs_below(top: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<()> {
     let mut d = dir;
     while d != top && !d.is_dir() {
         missing.push(d.to_owned());
-        d = d
-            .parent()
-            .with_context(|| format!("`{dir}` is not below `{top}`"))?;
+        d = d.parent().with_context(|| format!("`{dir}` is not below `{top}`"))?;
     }
     for m in missing.iter().rev() {
         create_dir(m)?;

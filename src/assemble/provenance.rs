@@ -35,10 +35,7 @@ pub struct KernelRevision {
 impl KernelRevision {
     /// A revision from user input; the commit must be 40 or 64 hex digits (stored lowercase).
     pub fn new(commit: &str, dirty: bool) -> anyhow::Result<KernelRevision> {
-        Ok(KernelRevision {
-            commit: parse_object_id(commit)?,
-            dirty,
-        })
+        Ok(KernelRevision { commit: parse_object_id(commit)?, dirty })
     }
 }
 
@@ -54,10 +51,7 @@ pub struct BuildIds {
 /// Check a git object id: exactly 40 or 64 hex digits. Returns it in lowercase.
 pub fn parse_object_id(s: &str) -> anyhow::Result<String> {
     let ok = (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit());
-    anyhow::ensure!(
-        ok,
-        "`{s}` is not a git commit id: expected 40 or 64 hexadecimal digits"
-    );
+    anyhow::ensure!(ok, "`{s}` is not a git commit id: expected 40 or 64 hexadecimal digits");
     Ok(s.to_ascii_lowercase())
 }
 
@@ -85,11 +79,7 @@ pub fn builder_provenance() -> BuilderProvenance {
         (Some(c), Some(d)) => (Some(c), Some(d)),
         _ => (None, None),
     };
-    BuilderProvenance {
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        commit,
-        dirty,
-    }
+    BuilderProvenance { version: env!("CARGO_PKG_VERSION").to_owned(), commit, dirty }
 }
 
 /// A `git` command run in `dir`, with the variables that would redirect it to another
@@ -114,12 +104,7 @@ fn git(dir: &Utf8Path, args: &[&str]) -> duct::Expression {
 /// `Ok(None)` when there is no git, `kernel_dir` is not in a repository, or the repository has
 /// no commit yet. Errors: `git status` fails inside a repository (its stderr is shown).
 pub fn git_revision(kernel_dir: &Utf8Path) -> anyhow::Result<Option<KernelRevision>> {
-    let head = match git(
-        kernel_dir,
-        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-    )
-    .run()
-    {
+    let head = match git(kernel_dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).run() {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
         // No git installed, not a repository, or no commit: nothing to record.
         _ => return Ok(None),
@@ -127,19 +112,10 @@ pub fn git_revision(kernel_dir: &Utf8Path) -> anyhow::Result<Option<KernelRevisi
     let Ok(commit) = parse_object_id(&head) else {
         return Ok(None);
     };
-    let status = git(
-        kernel_dir,
-        &[
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            ".",
-            ":(exclude)build",
-        ],
-    )
-    .run()
-    .with_context(|| format!("cannot run `git status` in `{kernel_dir}`"))?;
+    let status =
+        git(kernel_dir, &["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)build"])
+            .run()
+            .with_context(|| format!("cannot run `git status` in `{kernel_dir}`"))?;
     if !status.status.success() {
         anyhow::bail!(
             "`git status --porcelain --untracked-files=no` failed in `{kernel_dir}` ({}):\n{}",
@@ -147,10 +123,7 @@ pub fn git_revision(kernel_dir: &Utf8Path) -> anyhow::Result<Option<KernelRevisi
             String::from_utf8_lossy(&status.stderr).trim_end()
         );
     }
-    Ok(Some(KernelRevision {
-        commit,
-        dirty: !status.stdout.is_empty(),
-    }))
+    Ok(Some(KernelRevision { commit, dirty: !status.stdout.is_empty() }))
 }
 
 #[cfg(test)]

@@ -84,10 +84,7 @@ pub enum Role {
     Src,
     /// Under `torch-ext/<python_name>/`; `in_package` is the path below that directory, which
     /// is where the file goes in a variant directory.
-    Package {
-        in_package: Utf8PathBuf,
-        heuristic: Option<Heuristic>,
-    },
+    Package { in_package: Utf8PathBuf, heuristic: Option<Heuristic> },
 }
 
 /// A Helion AOT heuristic file (`_helion_aot_<stem>_<kind>_<compute>.py`).
@@ -172,12 +169,8 @@ impl SourceSet {
             }
         }
 
-        let pyext: Vec<String> = config
-            .framework
-            .pyext()
-            .iter()
-            .map(|e| e.trim_start_matches('.').to_owned())
-            .collect();
+        let pyext: Vec<String> =
+            config.framework.pyext().iter().map(|e| e.trim_start_matches('.').to_owned()).collect();
         c.add_package(&python_name, &pyext, config);
 
         if !c.errors.is_empty() {
@@ -193,24 +186,14 @@ impl SourceSet {
         let tree_files: Vec<TreeFile> = files
             .iter()
             .map(|f| -> anyhow::Result<TreeFile> {
-                Ok(TreeFile {
-                    path: f.rel.to_string(),
-                    mode: f.mode,
-                    blob: hash_file(f)?,
-                })
+                Ok(TreeFile { path: f.rel.to_string(), mode: f.mode, blob: hash_file(f)? })
             })
             .collect::<anyhow::Result<_>>()?;
         let tree_id = gitid::tree_id(&tree_files).map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut warnings = c.warnings;
         warnings.sort();
         warnings.dedup();
-        Ok(SourceSet {
-            root: kernel_dir.to_owned(),
-            python_name,
-            files,
-            tree_id,
-            warnings,
-        })
+        Ok(SourceSet { root: kernel_dir.to_owned(), python_name, files, tree_id, warnings })
     }
 
     /// The kernel directory the set was collected from.
@@ -235,9 +218,7 @@ impl SourceSet {
 
     /// The package files (role [`Role::Package`]), sorted by path.
     pub fn package_files(&self) -> impl Iterator<Item = &SourceFile> {
-        self.files
-            .iter()
-            .filter(|f| matches!(f.role, Role::Package { .. }))
+        self.files.iter().filter(|f| matches!(f.role, Role::Package { .. }))
     }
 
     /// The git tree id of the set, 40 lowercase hex digits.
@@ -287,9 +268,7 @@ impl Collector {
             }
         }
         if out.as_str().is_empty() {
-            self.errors.push(format!(
-                "`{key}` is empty: name a file or directory of the kernel"
-            ));
+            self.errors.push(format!("`{key}` is empty: name a file or directory of the kernel"));
             return None;
         }
         Some(out)
@@ -307,9 +286,9 @@ impl Collector {
                 }
             }
             Ok(_) => self.add_file(&rel, key, Role::Src),
-            Err(_) => self.errors.push(format!(
-                "`{key}` names `{rel}`, which does not exist in the kernel directory"
-            )),
+            Err(_) => self
+                .errors
+                .push(format!("`{key}` names `{rel}`, which does not exist in the kernel directory")),
         }
     }
 
@@ -336,33 +315,24 @@ impl Collector {
         let meta = match std::fs::metadata(&abs) {
             Ok(m) => m,
             Err(e) => {
-                self.errors
-                    .push(format!("cannot read `{rel}` (named by `{what}`): {e}"));
+                self.errors.push(format!("cannot read `{rel}` (named by `{what}`): {e}"));
                 return;
             }
         };
         if !meta.is_file() {
-            self.errors
-                .push(format!("`{rel}` (named by `{what}`) is not a regular file"));
+            self.errors.push(format!("`{rel}` (named by `{what}`) is not a regular file"));
             return;
         }
         if !self.inside(&abs, rel) {
             return;
         }
-        let mode = if meta.permissions().mode() & 0o100 != 0 {
-            FileMode::Executable
-        } else {
-            FileMode::Regular
-        };
+        let mode =
+            if meta.permissions().mode() & 0o100 != 0 { FileMode::Executable } else { FileMode::Regular };
         if matches!(rel.extension(), Some("py" | "pyi")) {
             match std::fs::read(&abs) {
                 Ok(bytes) => {
                     if let Err(e) = std::str::from_utf8(&bytes) {
-                        let line = bytes[..e.valid_up_to()]
-                            .iter()
-                            .filter(|b| **b == b'\n')
-                            .count()
-                            + 1;
+                        let line = bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
                         self.errors.push(format!(
                             "`{rel}` is not UTF-8 (invalid byte on line {line}); Python reads sources as UTF-8, so re-save it as UTF-8"
                         ));
@@ -375,16 +345,9 @@ impl Collector {
                 }
             }
         }
-        let file = SourceFile {
-            rel: rel.to_owned(),
-            abs,
-            mode,
-            len: meta.len(),
-            role,
-        };
+        let file = SourceFile { rel: rel.to_owned(), abs, mode, len: meta.len(), role };
         // A package file keeps its package role even if a `src` list also names it.
-        let keep_old =
-            matches!(self.files.get(rel), Some(old) if matches!(old.role, Role::Package { .. }));
+        let keep_old = matches!(self.files.get(rel), Some(old) if matches!(old.role, Role::Package { .. }));
         if !keep_old {
             self.files.insert(rel.to_owned(), file);
         }
@@ -408,10 +371,7 @@ impl Collector {
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
-                    let at = e
-                        .path()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| top.to_string());
+                    let at = e.path().map(|p| p.display().to_string()).unwrap_or_else(|| top.to_string());
                     // A link whose target is missing: say so, not just "No such file".
                     let dangling = e.path().and_then(|p| {
                         let link = std::fs::read_link(p).ok()?;
@@ -428,10 +388,8 @@ impl Collector {
                 }
             };
             let Some(path) = Utf8Path::from_path(entry.path()) else {
-                self.errors.push(format!(
-                    "`{}` has a name that is not UTF-8; rename it",
-                    entry.path().display()
-                ));
+                self.errors
+                    .push(format!("`{}` has a name that is not UTF-8; rename it", entry.path().display()));
                 continue;
             };
             let Ok(below) = path.strip_prefix(&self.root) else {
@@ -477,9 +435,7 @@ impl Collector {
                     config.general.name
                 )
             };
-            self.errors.push(format!(
-                "the package directory `{pkg}/` does not exist; {hint}"
-            ));
+            self.errors.push(format!("the package directory `{pkg}/` does not exist; {hint}"));
             return;
         }
         if !self.inside(&abs, &pkg) {
@@ -493,7 +449,9 @@ impl Collector {
         }
         let has_init = abs.join("__init__.py").symlink_metadata().is_ok();
         if !has_init {
-            self.errors.push(format!("`{pkg}/__init__.py` is missing; the `kernels` loader imports the package through it"));
+            self.errors.push(format!(
+                "`{pkg}/__init__.py` is missing; the `kernels` loader imports the package through it"
+            ));
         }
 
         let mut heuristics: Vec<(Utf8PathBuf, Option<Heuristic>, String)> = Vec::new();
@@ -506,24 +464,16 @@ impl Collector {
             if name.starts_with('.') || below.components().any(|c| c.as_str().starts_with('.')) {
                 return false;
             }
-            let taken = Utf8Path::new(name)
-                .extension()
-                .is_some_and(|e| pyext.iter().any(|p| p == e));
+            let taken = Utf8Path::new(name).extension().is_some_and(|e| pyext.iter().any(|p| p == e));
             if !taken {
                 skipped.push(below.to_owned());
             }
             taken
         };
         let role = |below: &Utf8Path| -> Role {
-            let in_package = below
-                .strip_prefix(&pkg_for_role)
-                .unwrap_or(below)
-                .to_owned();
+            let in_package = below.strip_prefix(&pkg_for_role).unwrap_or(below).to_owned();
             let heuristic = in_package.file_name().and_then(parse_heuristic_name);
-            Role::Package {
-                in_package,
-                heuristic,
-            }
+            Role::Package { in_package, heuristic }
         };
         self.walk(&pkg, &mut want, &role);
 
@@ -537,11 +487,7 @@ impl Collector {
         }
         if !skipped.is_empty() {
             const SHOWN: usize = 5;
-            let mut list: Vec<String> = skipped
-                .iter()
-                .take(SHOWN)
-                .map(|p| format!("`{p}`"))
-                .collect();
+            let mut list: Vec<String> = skipped.iter().take(SHOWN).map(|p| format!("`{p}`")).collect();
             if skipped.len() > SHOWN {
                 list.push(format!("and {} more", skipped.len() - SHOWN));
             }
@@ -562,11 +508,7 @@ impl Collector {
 
         // Checks on the collected package files.
         for f in self.files.values() {
-            let Role::Package {
-                in_package,
-                heuristic,
-            } = &f.role
-            else {
+            let Role::Package { in_package, heuristic } = &f.role else {
                 continue;
             };
             if in_package.as_str() == "metadata.json" {
@@ -658,9 +600,7 @@ mod tests {
     use super::*;
 
     fn config(text: &str) -> BuildConfig {
-        crate::config::load_str(Utf8Path::new("build.toml"), text, None)
-            .unwrap()
-            .config
+        crate::config::load_str(Utf8Path::new("build.toml"), text, None).unwrap().config
     }
 
     fn put(root: &Utf8Path, rel: &str) {
@@ -746,19 +686,11 @@ mod tests {
     fn heuristic_names() {
         let h = parse_heuristic_name("_helion_aot_vector_add_cuda_sm90.py").unwrap();
         assert_eq!(
-            (
-                h.stem.as_str(),
-                h.device_kind.as_str(),
-                h.compute.as_str(),
-                h.backend
-            ),
+            (h.stem.as_str(), h.device_kind.as_str(), h.compute.as_str(), h.backend),
             ("vector_add", "cuda", "sm90", Backend::Cuda)
         );
         let h = parse_heuristic_name("_helion_aot_op_rocm_gfx950.py").unwrap();
-        assert_eq!(
-            (h.stem.as_str(), h.backend, h.compute.as_str()),
-            ("op", Backend::Rocm, "gfx950")
-        );
+        assert_eq!((h.stem.as_str(), h.backend, h.compute.as_str()), ("op", Backend::Rocm, "gfx950"));
         // The stem may contain a device kind; the rightmost one wins.
         let h = parse_heuristic_name("_helion_aot_cuda_utils_xpu_max_1550.py").unwrap();
         assert_eq!(

@@ -71,11 +71,7 @@ pub fn verify(
     // No build may swap variants while they are compared.
     let _lock = lock_dir(&build_dir, Lock::Shared)?;
     let manifest_path = build_dir.join(manifest::FILE_NAME);
-    let manifest = if manifest_path.is_file() {
-        Some(Manifest::read(&manifest_path)?)
-    } else {
-        None
-    };
+    let manifest = if manifest_path.is_file() { Some(Manifest::read(&manifest_path)?) } else { None };
     let planned = plan(config);
 
     let names: Vec<String> = if !requested.is_empty() {
@@ -91,32 +87,18 @@ pub fn verify(
         }
         names
     } else {
-        planned
-            .iter()
-            .filter(|p| build_dir.join(&p.name).is_dir())
-            .map(|p| p.name.clone())
-            .collect()
+        planned.iter().filter(|p| build_dir.join(&p.name).is_dir()).map(|p| p.name.clone()).collect()
     };
-    let unknown: Vec<&String> = names
-        .iter()
-        .filter(|n| !planned.iter().any(|p| &p.name == *n))
-        .collect();
+    let unknown: Vec<&String> = names.iter().filter(|n| !planned.iter().any(|p| &p.name == *n)).collect();
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
         anyhow::bail!(
             "cannot verify {}: not a variant of this kernel (its variants are: {})",
-            unknown
-                .iter()
-                .map(|u| format!("`{u}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
             valid.join(", ")
         );
     }
-    anyhow::ensure!(
-        !names.is_empty(),
-        "`{build_dir}` holds no variant of this kernel to verify"
-    );
+    anyhow::ensure!(!names.is_empty(), "`{build_dir}` holds no variant of this kernel to verify");
 
     let source = SourceSet::collect(kernel_dir, config)?;
     let mut notes = Vec::new();
@@ -134,9 +116,8 @@ pub fn verify(
         .prefix("kernel-builder-verify-")
         .tempdir()
         .context("cannot create a scratch directory")?;
-    let scratch_dir = Utf8Path::from_path(scratch.path())
-        .context("the scratch directory has a non-UTF-8 path")?
-        .to_owned();
+    let scratch_dir =
+        Utf8Path::from_path(scratch.path()).context("the scratch directory has a non-UTF-8 path")?.to_owned();
     let current = git_revision(kernel_dir)?;
 
     let mut out = Vec::new();
@@ -146,22 +127,14 @@ pub fn verify(
         };
         let on_disk_dir = build_dir.join(&name);
         let kernel = recorded_revision(&on_disk_dir).unwrap_or_else(|| current.clone());
-        let ids = BuildIds {
-            uid: source.uid(),
-            kernel,
-        };
+        let ids = BuildIds { uid: source.uid(), kernel };
         let variant_scratch = scratch_dir.join(format!("{}", out.len()));
         std::fs::create_dir(&variant_scratch)
             .with_context(|| format!("cannot create `{variant_scratch}`"))?;
         rebuild(&source, config, variant, &ids, &variant_scratch)
             .with_context(|| format!("cannot rebuild variant `{name}`"))?;
         let rebuilt_dir = variant_scratch.join(&name);
-        out.push(check_one(
-            &name,
-            &rebuilt_dir,
-            &on_disk_dir,
-            manifest.as_ref(),
-        )?);
+        out.push(check_one(&name, &rebuilt_dir, &on_disk_dir, manifest.as_ref())?);
     }
     if requested.is_empty() {
         // A variant the sources no longer build (a backend removed since) is not what they
@@ -179,10 +152,7 @@ pub fn verify(
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(VerifyReport {
-        variants: out,
-        notes,
-    })
+    Ok(VerifyReport { variants: out, notes })
 }
 
 fn rebuild(
@@ -203,14 +173,8 @@ fn recorded_revision(variant_dir: &Utf8Path) -> Option<Option<KernelRevision>> {
     let Some(kernel) = json.get("provenance").and_then(|p| p.get("kernel")) else {
         return Some(None);
     };
-    let commit = kernel
-        .get("commit")
-        .or_else(|| kernel.get("sha"))?
-        .as_str()?;
-    let dirty = kernel
-        .get("dirty")
-        .and_then(|d| d.as_bool())
-        .unwrap_or(false);
+    let commit = kernel.get("commit").or_else(|| kernel.get("sha"))?.as_str()?;
+    let dirty = kernel.get("dirty").and_then(|d| d.as_bool()).unwrap_or(false);
     KernelRevision::new(commit, dirty).ok().map(Some)
 }
 
@@ -225,45 +189,28 @@ fn check_one(
     manifest: Option<&Manifest>,
 ) -> anyhow::Result<VariantCheck> {
     let rebuilt = sri_of(rebuilt_dir)?;
-    let on_disk = if on_disk_dir.is_dir() {
-        Some(sri_of(on_disk_dir)?)
-    } else {
-        None
-    };
+    let on_disk = if on_disk_dir.is_dir() { Some(sri_of(on_disk_dir)?) } else { None };
     let recorded = manifest.and_then(|m| m.variants.get(name).cloned());
 
     let mut reasons = Vec::new();
     match &on_disk {
         None => reasons.push(format!("`{on_disk_dir}` is missing")),
-        Some(h) if *h != rebuilt => reasons.push(
-            first_difference(on_disk_dir, rebuilt_dir)?.unwrap_or_else(|| {
+        Some(h) if *h != rebuilt => {
+            reasons.push(first_difference(on_disk_dir, rebuilt_dir)?.unwrap_or_else(|| {
                 format!("the NAR hashes differ (on disk {h}, rebuilt {rebuilt}) but no file does")
-            }),
-        ),
+            }))
+        }
         Some(_) => {}
     }
     match (&recorded, manifest) {
-        (Some(r), _) if *r != rebuilt => reasons.push(format!(
-            "{} records {r}, the rebuild is {rebuilt}",
-            manifest::FILE_NAME
-        )),
-        (None, Some(_)) => {
-            reasons.push(format!("{} has no entry for `{name}`", manifest::FILE_NAME))
+        (Some(r), _) if *r != rebuilt => {
+            reasons.push(format!("{} records {r}, the rebuild is {rebuilt}", manifest::FILE_NAME))
         }
+        (None, Some(_)) => reasons.push(format!("{} has no entry for `{name}`", manifest::FILE_NAME)),
         _ => {}
     }
-    let difference = if reasons.is_empty() {
-        None
-    } else {
-        Some(reasons.join("\n"))
-    };
-    Ok(VariantCheck {
-        name: name.to_owned(),
-        rebuilt,
-        on_disk,
-        recorded,
-        difference,
-    })
+    let difference = if reasons.is_empty() { None } else { Some(reasons.join("\n")) };
+    Ok(VariantCheck { name: name.to_owned(), rebuilt, on_disk, recorded, difference })
 }
 
 /// The first path, in NAR order, where `on_disk` differs from `rebuilt` (the rebuild is the
@@ -274,10 +221,7 @@ fn first_difference(on_disk: &Utf8Path, rebuilt: &Utf8Path) -> anyhow::Result<Op
     let Some(diff) = diff else { return Ok(None) };
     let mut msg = format!("first difference: {diff}");
     if let TreeDifference::Contents { path, offset, .. } = &diff {
-        let (expected, actual) = (
-            rebuilt.as_std_path().join(path),
-            on_disk.as_std_path().join(path),
-        );
+        let (expected, actual) = (rebuilt.as_std_path().join(path), on_disk.as_std_path().join(path));
         let excerpt = tree_diff::contents_excerpt(&expected, &actual, *offset)
             .with_context(|| format!("cannot compare `{}` with its rebuild", actual.display()))?;
         msg.push_str(" (- rebuilt, + on disk)");

@@ -51,8 +51,7 @@ fn nix_on_path() -> bool {
         return false;
     };
     std::env::split_paths(&path).any(|d| {
-        std::fs::metadata(d.join("nix"))
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(d.join("nix")).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
 }
 
@@ -73,7 +72,9 @@ pub fn run(args: Args) -> super::CmdResult {
             let has_nix = nix_on_path();
             let has_flake = dir.join("flake.nix").is_file();
             if has_nix && has_flake {
-                eprintln!("note: building through Nix (`{dir}` has a flake.nix); `--nix never` builds natively");
+                eprintln!(
+                    "note: building through Nix (`{dir}` has a flake.nix); `--nix never` builds natively"
+                );
                 true
             } else {
                 let why = if has_nix {
@@ -101,10 +102,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let loaded = super::load_config(&dir)?;
     let report = build_native(&dir, &loaded.config, &args.variants)?;
     for v in &report.built {
-        let id =
-            v.id.as_deref()
-                .map(|i| format!(", id {i}"))
-                .unwrap_or_default();
+        let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
         println!("built {} ({} files{id}) -> {}", v.name, v.files, v.path);
     }
     Ok(ExitCode::SUCCESS)
@@ -148,19 +146,13 @@ pub fn assemble_one(
 ) -> anyhow::Result<Utf8PathBuf> {
     let loaded = super::load_config(source)?;
     let cfg = &loaded.config;
-    let variant = PlannedVariant {
-        name: backend.noarch_variant(),
-        backend,
-        compiled: !cfg.is_noarch_for(backend),
-    };
+    let variant =
+        PlannedVariant { name: backend.noarch_variant(), backend, compiled: !cfg.is_noarch_for(backend) };
     let set = SourceSet::collect(source, cfg)?;
     for w in set.warnings() {
         eprintln!("warning: {w}");
     }
-    let ids = BuildIds {
-        uid: set.uid(),
-        kernel,
-    };
+    let ids = BuildIds { uid: set.uid(), kernel };
     let created = !out.exists();
     let variant_existed = out.join(&variant.name).exists();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;

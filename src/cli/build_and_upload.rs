@@ -51,9 +51,6 @@ pub fn run(args: Args) -> super::CmdResult {
         }
         return Ok(ExitCode::from(1));
     }
-    eprintln!(
-        "verified {} variant(s) against build/hashes.json",
-        checked.variants.len()
-    );
+    eprintln!("verified {} variant(s) against build/hashes.json", checked.variants.len());
     run_upload(dir, &args.flags)
 }

@@ -55,10 +55,7 @@ impl Summary {
             kernels: c
                 .kernels
                 .iter()
-                .map(|(n, k)| KernelSummary {
-                    name: n.clone(),
-                    backend: k.backend.to_string(),
-                })
+                .map(|(n, k)| KernelSummary { name: n.clone(), backend: k.backend.to_string() })
                 .collect(),
             noarch_backends: match c.framework {
                 Framework::Torch(_) | Framework::TorchNoarch(_) => c
@@ -89,10 +86,7 @@ impl Summary {
             }
         }
         if !self.noarch_backends.is_empty() {
-            s.push_str(&format!(
-                "noarch backends: {}\n",
-                self.noarch_backends.join(", ")
-            ));
+            s.push_str(&format!("noarch backends: {}\n", self.noarch_backends.join(", ")));
         }
         s
     }

@@ -8,12 +8,10 @@ use anyhow::Context;
 
 /// Arguments of `kernel-builder hash`; the help text is in `after_long_help`.
 #[derive(Debug, clap::Args)]
-#[command(
-    after_long_help = "Prints the NAR hash of each PATH in SRI form (`sha256-…`), one line per \
+#[command(after_long_help = "Prints the NAR hash of each PATH in SRI form (`sha256-…`), one line per \
 path, in order: the same value `nix hash path PATH` prints.\n\n\
 Symlinks are recorded, not followed (PATH itself included); a file counts as executable when \
-its owner-execute bit is set; times, owners and other mode bits do not count."
-)]
+its owner-execute bit is set; times, owners and other mode bits do not count.")]
 pub struct Args {
     /// Files, directories or symlinks to hash.
     #[arg(required = true, value_name = "PATH")]
@@ -27,8 +25,8 @@ pub struct Args {
 pub fn run(args: Args) -> super::CmdResult {
     let stdout = std::io::stdout();
     for path in &args.paths {
-        let sri = crate::hash::nar_hash_sri(path)
-            .with_context(|| format!("cannot hash `{}`", path.display()))?;
+        let sri =
+            crate::hash::nar_hash_sri(path).with_context(|| format!("cannot hash `{}`", path.display()))?;
         let mut out = stdout.lock();
         if let Err(err) = writeln!(out, "{sri}").and_then(|()| out.flush()) {
             // A closed pipe (`kernel-builder hash … | head -1`) is not a failure.

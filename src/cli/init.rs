@@ -61,10 +61,7 @@ pub struct UsageError {
 
 impl UsageError {
     fn new(message: impl Into<String>, hint: Option<String>) -> UsageError {
-        UsageError {
-            message: message.into(),
-            hint,
-        }
+        UsageError { message: message.into(), hint }
     }
 }
 
@@ -113,7 +110,10 @@ pub fn run(args: Args) -> super::CmdResult {
     let written = init::write_project(&plan.dir, &files, args.overwrite)?;
     let p = &plan.project;
     if plan.repo_from_path {
-        eprintln!("note: the Hub repository `{}` was read from PATH; pass `--name ORG/NAME` to choose another", p.repo);
+        eprintln!(
+            "note: the Hub repository `{}` was read from PATH; pass `--name ORG/NAME` to choose another",
+            p.repo
+        );
     }
     let backends: Vec<&str> = p.backends.iter().map(|b| b.as_str()).collect();
     println!(
@@ -147,11 +147,7 @@ pub fn resolve_backends(
         return Ok(template.default_backends().to_vec());
     }
     let supported = template.supported_backends();
-    let supported_list = supported
-        .iter()
-        .map(|b| b.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let supported_list = supported.iter().map(|b| b.as_str()).collect::<Vec<_>>().join(", ");
     let mut out = Vec::new();
     for (i, value) in given.iter().enumerate() {
         let lower = value.to_ascii_lowercase();
@@ -174,16 +170,10 @@ pub fn resolve_backends(
                 ));
             }
             None => {
-                let message =
-                    format!("`{value}` is not a backend (backends: {supported_list}, or `all`)");
-                let close = supported
-                    .iter()
-                    .map(|b| b.as_str())
-                    .chain(["all"])
-                    .find(|b| {
-                        strsim::osa_distance(b, &lower) <= 1
-                            || (lower.len() >= 3 && b.starts_with(&lower))
-                    });
+                let message = format!("`{value}` is not a backend (backends: {supported_list}, or `all`)");
+                let close = supported.iter().map(|b| b.as_str()).chain(["all"]).find(|b| {
+                    strsim::osa_distance(b, &lower) <= 1 || (lower.len() >= 3 && b.starts_with(&lower))
+                });
                 let hint = if let Some(c) = close {
                     Some(format!("did you mean `{c}`?"))
                 } else if !path_given && i + 1 == given.len() && i > 0 {
@@ -227,28 +217,14 @@ fn resolve_repo(
             }
         };
         check_org(org)?;
-        let names = kernel_names(kernel, |fixed| {
-            format!("did you mean `--name {org}/{fixed}`?")
-        })?;
-        let dir = path
-            .map(Utf8Path::to_owned)
-            .unwrap_or_else(|| Utf8PathBuf::from(&names.display));
-        return Ok((
-            RepoId {
-                org: org.to_owned(),
-                names,
-            },
-            dir,
-            false,
-        ));
+        let names = kernel_names(kernel, |fixed| format!("did you mean `--name {org}/{fixed}`?"))?;
+        let dir = path.map(Utf8Path::to_owned).unwrap_or_else(|| Utf8PathBuf::from(&names.display));
+        return Ok((RepoId { org: org.to_owned(), names }, dir, false));
     }
     let Some(path) = path else {
         return Err(UsageError::new(
             "`init` needs the Hub repository of the new kernel",
-            Some(
-                "pass `--name ORG/NAME`, e.g. `kernel-builder init --name myorg/my-kernel`"
-                    .to_owned(),
-            ),
+            Some("pass `--name ORG/NAME`, e.g. `kernel-builder init --name myorg/my-kernel`".to_owned()),
         ));
     };
     let parts: Vec<&str> = path
@@ -264,14 +240,7 @@ fn resolve_repo(
             let names = kernel_names(kernel, |fixed| {
                 format!("pass the kernel name with `--name {org}/{fixed}` (the directory can keep its name)")
             })?;
-            return Ok((
-                RepoId {
-                    org: org.to_owned(),
-                    names,
-                },
-                path.to_owned(),
-                true,
-            ));
+            return Ok((RepoId { org: org.to_owned(), names }, path.to_owned(), true));
         }
     }
     let last = path.file_name().unwrap_or("my-kernel");
@@ -282,17 +251,14 @@ fn resolve_repo(
     };
     Err(UsageError::new(
         format!("`init {path}` cannot tell the Hub repository of the new kernel"),
-        Some(format!(
-            "pass `--name ORG/NAME`, e.g. `kernel-builder init --name myorg/{kernel} -- {path}`"
-        )),
+        Some(format!("pass `--name ORG/NAME`, e.g. `kernel-builder init --name myorg/{kernel} -- {path}`")),
     ))
 }
 
 /// `s` as one shell word: unchanged when it holds only safe characters, else single-quoted.
 fn shell_quote(s: &str) -> String {
-    let safe = |c: char| {
-        c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+' | ':' | '@' | ',')
-    };
+    let safe =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+' | ':' | '@' | ',');
     if !s.is_empty() && s.chars().all(safe) {
         s.to_owned()
     } else {
@@ -311,21 +277,13 @@ fn check_org(org: &str) -> Result<(), UsageError> {
     if names::is_valid_org(org) {
         Ok(())
     } else {
-        Err(UsageError::new(
-            format!(
-                "`{org}` is not a valid Hub organisation: {}",
-                names::ORG_RULE
-            ),
-            None,
-        ))
+        Err(UsageError::new(format!("`{org}` is not a valid Hub organisation: {}", names::ORG_RULE), None))
     }
 }
 
 fn check_license(license: &str) -> Result<(), UsageError> {
     let ok = !license.is_empty()
-        && license
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
+        && license.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
     if ok {
         Ok(())
     } else {
@@ -337,9 +295,7 @@ fn check_license(license: &str) -> Result<(), UsageError> {
 }
 
 fn check_flake_ref(r: &str) -> Result<(), UsageError> {
-    let ok = !r.is_empty()
-        && r.chars()
-            .all(|c| c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '$'));
+    let ok = !r.is_empty() && r.chars().all(|c| c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '$'));
     if ok {
         Ok(())
     } else {
@@ -364,38 +320,22 @@ mod tests {
             resolve_backends(Template::Helion, &[], false).unwrap(),
             [Backend::Cuda, Backend::Rocm, Backend::Xpu]
         );
-        assert_eq!(
-            resolve_backends(Template::Torch, &[], false).unwrap(),
-            [Backend::Cpu, Backend::Cuda]
-        );
-        assert_eq!(
-            resolve_backends(Template::Compiled, &[], false).unwrap(),
-            [Backend::Cuda]
-        );
+        assert_eq!(resolve_backends(Template::Torch, &[], false).unwrap(), [Backend::Cpu, Backend::Cuda]);
+        assert_eq!(resolve_backends(Template::Compiled, &[], false).unwrap(), [Backend::Cuda]);
         assert_eq!(
             resolve_backends(Template::Torch, &s(&["XPU", "cpu", "xpu"]), false).unwrap(),
             [Backend::Cpu, Backend::Xpu]
         );
         assert_eq!(
             resolve_backends(Template::Compiled, &s(&["all"]), false).unwrap(),
-            [
-                Backend::Cpu,
-                Backend::Cuda,
-                Backend::Metal,
-                Backend::Rocm,
-                Backend::Xpu
-            ]
+            [Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::Rocm, Backend::Xpu]
         );
     }
 
     #[test]
     fn backend_swallowing_the_path() {
-        let e =
-            resolve_backends(Template::Helion, &s(&["cuda", "rocm", "foo"]), false).unwrap_err();
-        assert_eq!(
-            e.message,
-            "`foo` is not a backend (backends: cuda, rocm, xpu, or `all`)"
-        );
+        let e = resolve_backends(Template::Helion, &s(&["cuda", "rocm", "foo"]), false).unwrap_err();
+        assert_eq!(e.message, "`foo` is not a backend (backends: cuda, rocm, xpu, or `all`)");
         assert_eq!(
             e.hint.as_deref(),
             Some(
@@ -418,47 +358,33 @@ mod tests {
             "the helion template does not support the `cpu` backend (it supports cuda, rocm, xpu)"
         );
         let e = resolve_backends(Template::Torch, &s(&["tpu"]), false).unwrap_err();
-        assert_eq!(e.message, "the torch template does not support the `tpu` backend (it supports cpu, cuda, metal, rocm, xpu)");
+        assert_eq!(
+            e.message,
+            "the torch template does not support the `tpu` backend (it supports cpu, cuda, metal, rocm, xpu)"
+        );
         assert_eq!(e.hint, None);
     }
 
     #[test]
     fn repo_resolution() {
         let (r, d, from_path) = resolve_repo(Some("myorg/vector-add"), None).unwrap();
-        assert_eq!(
-            (r.to_string(), d.as_str(), from_path),
-            ("myorg/vector-add".into(), "vector-add", false)
-        );
-        let (r, d, _) =
-            resolve_repo(Some("myorg/vector-add"), Some(Utf8Path::new("a/b/c"))).unwrap();
-        assert_eq!(
-            (r.to_string(), d.as_str()),
-            ("myorg/vector-add".into(), "a/b/c")
-        );
+        assert_eq!((r.to_string(), d.as_str(), from_path), ("myorg/vector-add".into(), "vector-add", false));
+        let (r, d, _) = resolve_repo(Some("myorg/vector-add"), Some(Utf8Path::new("a/b/c"))).unwrap();
+        assert_eq!((r.to_string(), d.as_str()), ("myorg/vector-add".into(), "a/b/c"));
         let (r, d, from_path) = resolve_repo(None, Some(Utf8Path::new("myorg/relu"))).unwrap();
-        assert_eq!(
-            (r.to_string(), d.as_str(), from_path),
-            ("myorg/relu".into(), "myorg/relu", true)
-        );
+        assert_eq!((r.to_string(), d.as_str(), from_path), ("myorg/relu".into(), "myorg/relu", true));
 
         let e = resolve_repo(Some("user/My_Kernel"), None).unwrap_err();
-        assert_eq!(
-            e.hint.as_deref(),
-            Some("did you mean `--name user/my-kernel`?")
-        );
+        assert_eq!(e.hint.as_deref(), Some("did you mean `--name user/my-kernel`?"));
         let e = resolve_repo(Some("vector-add"), None).unwrap_err();
-        assert_eq!(
-            e.message,
-            "`--name vector-add` must be the Hub repository, ORG/NAME"
-        );
-        assert_eq!(
-            e.hint.as_deref(),
-            Some("for example `--name myorg/vector-add`")
-        );
+        assert_eq!(e.message, "`--name vector-add` must be the Hub repository, ORG/NAME");
+        assert_eq!(e.hint.as_deref(), Some("for example `--name myorg/vector-add`"));
         let e = resolve_repo(None, Some(Utf8Path::new("../x/My_Kernel"))).unwrap_err();
         assert_eq!(
             e.hint.as_deref(),
-            Some("pass `--name ORG/NAME`, e.g. `kernel-builder init --name myorg/my-kernel -- ../x/My_Kernel`")
+            Some(
+                "pass `--name ORG/NAME`, e.g. `kernel-builder init --name myorg/my-kernel -- ../x/My_Kernel`"
+            )
         );
         assert!(resolve_repo(None, None).is_err());
         assert!(resolve_repo(Some("a/b/c"), None).is_err());

@@ -55,7 +55,12 @@ fn parse_system(s: &str) -> Result<String, String> {
 /// The listing for already-loaded `config`: the text (or JSON) to print on stdout.
 ///
 /// `systems` are listed in order; `prefix_system` puts `<system>\t` before each name.
-pub fn listing(config: &config::BuildConfig, systems: &[String], scope: Scope, json: bool) -> anyhow::Result<String> {
+pub fn listing(
+    config: &config::BuildConfig,
+    systems: &[String],
+    scope: Scope,
+    json: bool,
+) -> anyhow::Result<String> {
     let cells: Vec<Cell> = systems.iter().flat_map(|s| matrix::cells(config, s, scope)).collect();
     if json {
         let mut s = serde_json::to_string_pretty(&cells)?;
@@ -110,7 +115,9 @@ pub fn run(args: Args) -> super::CmdResult {
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
         // A closed pipe (`list-variants | head -1`) is not a failure.
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::Error::new(e).context("cannot write to stdout")),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("cannot write to stdout"))
+        }
         _ => Ok(ExitCode::SUCCESS),
     }
 }

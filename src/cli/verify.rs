@@ -44,9 +44,5 @@ pub fn run(args: Args) -> super::CmdResult {
             }
         }
     }
-    Ok(if all_same {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(if all_same { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -125,40 +125,19 @@ mod tests {
 
     #[test]
     fn table_parses_with_the_documented_entries() {
-        assert_eq!(
-            python_dependency_names(None).unwrap(),
-            ["einops", "helion", "tvm-ffi"]
-        );
-        assert_eq!(
-            python_dependency_names(Some(Backend::Cuda)).unwrap(),
-            ["nvidia-cutlass-dsl"]
-        );
-        assert_eq!(
-            python_dependency_names(Some(Backend::Neuron)).unwrap(),
-            ["nki"]
-        );
-        assert_eq!(
-            python_dependency_names(Some(Backend::Xpu)).unwrap(),
-            ["onednn"]
-        );
+        assert_eq!(python_dependency_names(None).unwrap(), ["einops", "helion", "tvm-ffi"]);
+        assert_eq!(python_dependency_names(Some(Backend::Cuda)).unwrap(), ["nvidia-cutlass-dsl"]);
+        assert_eq!(python_dependency_names(Some(Backend::Neuron)).unwrap(), ["nki"]);
+        assert_eq!(python_dependency_names(Some(Backend::Xpu)).unwrap(), ["onednn"]);
         for b in [Backend::Cpu, Backend::Metal, Backend::Rocm] {
-            assert_eq!(
-                python_dependency_names(Some(b)).unwrap(),
-                Vec::<&str>::new()
-            );
+            assert_eq!(python_dependency_names(Some(b)).unwrap(), Vec::<&str>::new());
         }
         assert_eq!(python_dependency_names(Some(Backend::Tpu)), None);
         assert_eq!(python_dependency_names(Some(Backend::Cann)), None);
         let e = python_dependency("tvm-ffi", None).unwrap();
         assert_eq!(e.python[0].pkg, "apache-tvm-ffi");
         assert_eq!(e.python[0].import.as_deref(), Some("tvm_ffi"));
-        assert_eq!(
-            python_dependency("onednn", Some(Backend::Xpu))
-                .unwrap()
-                .python[0]
-                .import,
-            None
-        );
+        assert_eq!(python_dependency("onednn", Some(Backend::Xpu)).unwrap().python[0].import, None);
         assert_eq!(python_dependency("einops", Some(Backend::Cuda)), None);
     }
 
@@ -167,10 +146,7 @@ mod tests {
         for n in CPP_DEPENDENCY_NAMES {
             assert_eq!(CppDependency::from_name(n).unwrap().name(), n);
         }
-        assert_eq!(
-            CppDependency::from_name("cutlass_4_4"),
-            Some(CppDependency::Cutlass(4, 4))
-        );
+        assert_eq!(CppDependency::from_name("cutlass_4_4"), Some(CppDependency::Cutlass(4, 4)));
         assert_eq!(CppDependency::from_name("cutlass_9_9"), None);
     }
 }

@@ -15,8 +15,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use miette::{
-    Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError,
-    MietteSpanContents, SourceCode, SourceSpan, SpanContents,
+    Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents,
+    SourceCode, SourceSpan, SpanContents,
 };
 use toml_edit::{ImDocument, Item};
 
@@ -24,15 +24,9 @@ use super::{Problem, Severity};
 
 /// Append a key to a key path, quoting it when it is not a bare TOML key.
 pub fn join_key(base: &str, key: &str) -> String {
-    let bare = !key.is_empty()
-        && key
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
-    let seg = if bare {
-        key.to_owned()
-    } else {
-        format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\""))
-    };
+    let bare = !key.is_empty() && key.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+    let seg =
+        if bare { key.to_owned() } else { format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\"")) };
     if base.is_empty() {
         seg
     } else {
@@ -119,15 +113,9 @@ const KEY_RULES: &[&str] = &["unknown-key", "key-for-other-backend", "duplicate-
 pub fn original_key_path(path: &str, renames: &[(String, String)]) -> String {
     let is_prefix = |new: &str| {
         path == new
-            || path
-                .strip_prefix(new)
-                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+            || path.strip_prefix(new).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
     };
-    match renames
-        .iter()
-        .filter(|(new, _)| is_prefix(new))
-        .max_by_key(|(new, _)| new.len())
-    {
+    match renames.iter().filter(|(new, _)| is_prefix(new)).max_by_key(|(new, _)| new.len()) {
         Some((new, old)) => format!("{old}{}", &path[new.len()..]),
         None => path.to_owned(),
     }
@@ -149,11 +137,8 @@ pub fn locate(doc: &ImDocument<String>, path: &str, on_key: bool) -> Range<usize
                 };
                 let key_span = key.span();
                 let child_span = child.span();
-                let span = if n == last && on_key {
-                    key_span.or(child_span)
-                } else {
-                    child_span.or(key_span)
-                };
+                let span =
+                    if n == last && on_key { key_span.or(child_span) } else { child_span.or(key_span) };
                 if let Some(s) = span {
                     best = s;
                 }
@@ -218,11 +203,8 @@ fn locate_in_table(
         return best;
     };
     if let Some((key, child)) = t.get_key_value(k) {
-        let span = if segs.len() == 1 && on_key {
-            key.span().or(child.span())
-        } else {
-            child.span().or(key.span())
-        };
+        let span =
+            if segs.len() == 1 && on_key { key.span().or(child.span()) } else { child.span().or(key.span()) };
         if let Some(s) = span {
             best = s;
         }
@@ -281,17 +263,11 @@ impl Source {
                 line_starts.push(i + 1);
             }
         }
-        Source {
-            name: name.to_owned(),
-            text: Arc::from(text),
-            line_starts: Arc::new(line_starts),
-        }
+        Source { name: name.to_owned(), text: Arc::from(text), line_starts: Arc::new(line_starts) }
     }
 
     fn line_of(&self, offset: usize) -> usize {
-        self.line_starts
-            .partition_point(|&s| s <= offset)
-            .saturating_sub(1)
+        self.line_starts.partition_point(|&s| s <= offset).saturating_sub(1)
     }
 }
 
@@ -307,11 +283,7 @@ impl SourceCode for Source {
         let first = self.line_of(start).saturating_sub(context_lines_before + 1);
         let last = self.line_of(end) + context_lines_after + 1;
         let from = self.line_starts[first];
-        let to = self
-            .line_starts
-            .get(last + 1)
-            .copied()
-            .unwrap_or(self.text.len());
+        let to = self.line_starts.get(last + 1).copied().unwrap_or(self.text.len());
         // The window starts at a line start one line above the context, so miette's own
         // reading of it gives the same columns and data as a reading of the whole text (a
         // test checks every span of a sample); lines and offsets are shifted back.
@@ -361,18 +333,14 @@ impl Diagnostic for Report {
         })
     }
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.help
-            .as_ref()
-            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         self.source.as_ref().map(|s| s as &dyn miette::SourceCode)
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
         let span = self.span.clone()?;
-        Some(Box::new(std::iter::once(
-            LabeledSpan::new_primary_with_span(None, span),
-        )))
+        Some(Box::new(std::iter::once(LabeledSpan::new_primary_with_span(None, span))))
     }
 }
 
@@ -420,9 +388,7 @@ pub(crate) fn render(
                 .with_wrap_lines(false)
                 .with_links(false)
         }
-        RenderStyle::Fancy => {
-            GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH)
-        }
+        RenderStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH),
     };
     let source = text.map(|t| Source::new(display_path, t));
     let mut out = String::new();
@@ -442,18 +408,12 @@ pub(crate) fn render(
         };
         let mut s = String::new();
         if handler.render_report(&mut s, &report).is_err() {
-            s = format!(
-                "{}: {} [{}]\n",
-                display_path, p.problem.message, p.problem.rule
-            );
+            s = format!("{}: {} [{}]\n", display_path, p.problem.message, p.problem.rule);
         }
         out.push_str(s.trim_end());
         out.push_str("\n\n");
     }
-    let errors = placed
-        .iter()
-        .filter(|p| p.problem.severity == Severity::Error)
-        .count();
+    let errors = placed.iter().filter(|p| p.problem.severity == Severity::Error).count();
     let warnings = placed.len() - errors;
     let plural = |n: usize, w: &str| {
         if n == 1 {
@@ -493,24 +453,14 @@ mod tests {
 
     #[test]
     fn renames_map_prefixes() {
-        let r = vec![(
-            "general.cuda.minver".to_owned(),
-            "general.cuda-minver".to_owned(),
-        )];
-        assert_eq!(
-            original_key_path("general.cuda.minver", &r),
-            "general.cuda-minver"
-        );
-        assert_eq!(
-            original_key_path("general.cuda.minverx", &r),
-            "general.cuda.minverx"
-        );
+        let r = vec![("general.cuda.minver".to_owned(), "general.cuda-minver".to_owned())];
+        assert_eq!(original_key_path("general.cuda.minver", &r), "general.cuda-minver");
+        assert_eq!(original_key_path("general.cuda.minverx", &r), "general.cuda.minverx");
     }
 
     #[test]
     fn locate_values_keys_and_parents() {
-        let text =
-            "[general]\nname = \"x\"\nbackends = [\"cuda\", \"mps\"]\n\n[kernel.relu]\nsrc = []\n";
+        let text = "[general]\nname = \"x\"\nbackends = [\"cuda\", \"mps\"]\n\n[kernel.relu]\nsrc = []\n";
         let doc = ImDocument::parse(text.to_owned()).unwrap();
         let at = |p: &str, k: bool| {
             let r = locate(&doc, p, k);
@@ -541,11 +491,7 @@ mod tests {
                     let at = format!("{start}+{len} ({before},{after})");
                     assert_eq!(got.data(), want.data(), "{at}");
                     assert_eq!(got.span(), want.span(), "{at}");
-                    assert_eq!(
-                        (got.line(), got.column()),
-                        (want.line(), want.column()),
-                        "{at}"
-                    );
+                    assert_eq!((got.line(), got.column()), (want.line(), want.column()), "{at}");
                 }
             }
         }
@@ -562,10 +508,7 @@ mod tests {
             message: "bad".to_owned(),
             help: None,
         };
-        let renames = vec![(
-            "general.cuda.minver".to_owned(),
-            "general.cuda-minver".to_owned(),
-        )];
+        let renames = vec![("general.cuda.minver".to_owned(), "general.cuda-minver".to_owned())];
         let placed = place(vec![problem.clone()], Some(&doc), &renames);
         assert_eq!(&text[placed[0].span.clone().unwrap()], "\"12.x\"");
         // Without the rename the nearest existing parent, `[general]`, is shown.
@@ -573,9 +516,6 @@ mod tests {
         assert!(text[placed[0].span.clone().unwrap()].starts_with("[general]"));
         let out = render("build.toml", Some(&text), &placed, RenderStyle::Plain);
         assert!(out.contains("[build.toml:1:1]"), "{out}");
-        assert!(
-            out.ends_with("build.toml: 1 error and 0 warnings\n"),
-            "{out}"
-        );
+        assert!(out.ends_with("build.toml: 1 error and 0 warnings\n"), "{out}");
     }
 }

@@ -115,7 +115,11 @@ fn unreadable(path: &Utf8Path, rule: &'static str, message: String, help: Option
 /// Read `text` as the `build.toml` shown as `display_path`. With `kernel_dir`, `src` and
 /// `include` paths are checked on disk relative to it; with `None` only their shape is.
 /// Rendering uses [`diagnostics::RenderStyle::detect`].
-pub fn load_str(display_path: &Utf8Path, text: &str, kernel_dir: Option<&Utf8Path>) -> Result<Loaded, ConfigErrors> {
+pub fn load_str(
+    display_path: &Utf8Path,
+    text: &str,
+    kernel_dir: Option<&Utf8Path>,
+) -> Result<Loaded, ConfigErrors> {
     load_str_styled(display_path, text, kernel_dir, diagnostics::RenderStyle::detect())
 }
 
@@ -142,7 +146,8 @@ pub fn load_str_styled(
                 let start = s.start.min(text.len());
                 start..s.end.max(start).min(text.len())
             });
-            let placed = vec![diagnostics::Placed { problem: problem.clone(), span: Some(span.unwrap_or(0..0)) }];
+            let placed =
+                vec![diagnostics::Placed { problem: problem.clone(), span: Some(span.unwrap_or(0..0)) }];
             return Err(ConfigErrors {
                 path: display_path.to_owned(),
                 problems: vec![problem],

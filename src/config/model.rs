@@ -68,10 +68,7 @@ impl Backend {
 
     /// Whether `[kernel.*]` tables may target this backend (compiled code).
     pub fn can_compile(self) -> bool {
-        matches!(
-            self,
-            Backend::Cpu | Backend::Cuda | Backend::Metal | Backend::Rocm | Backend::Xpu
-        )
+        matches!(self, Backend::Cpu | Backend::Cuda | Backend::Metal | Backend::Rocm | Backend::Xpu)
     }
 }
 
@@ -134,7 +131,10 @@ impl PartialOrd for Version {
 impl Ord for Version {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         let n = self.parts.len().max(other.parts.len());
-        (0..n).map(|i| self.part(i).cmp(&other.part(i))).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+        (0..n)
+            .map(|i| self.part(i).cmp(&other.part(i)))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
     }
 }
 impl fmt::Display for Version {
@@ -385,7 +385,9 @@ pub enum CapabilitySuffix {
 impl CudaCapability {
     /// Parse `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`; the error says which forms are accepted.
     pub fn parse(s: &str) -> Result<CudaCapability, String> {
-        let bad = || format!("`{s}` is not a CUDA capability; write `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`, e.g. \"9.0a\"");
+        let bad = || {
+            format!("`{s}` is not a CUDA capability; write `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`, e.g. \"9.0a\"")
+        };
         let (body, ptx) = match s.strip_suffix("+PTX") {
             Some(b) => (b, true),
             None => (s, false),

@@ -33,22 +33,8 @@ const GENERAL_KEYS: &[&str] = &[
     "xpu",
     "hub",
 ];
-const TORCH_KEYS: &[&str] = &[
-    "include",
-    "minver",
-    "maxver",
-    "pyext",
-    "src",
-    "stable-abi",
-    "cxx-flags",
-];
-const NOARCH_KEYS: &[&str] = &[
-    "pyext",
-    "cuda_capabilities",
-    "rocm_archs",
-    "cuda-capabilities",
-    "rocm-archs",
-];
+const TORCH_KEYS: &[&str] = &["include", "minver", "maxver", "pyext", "src", "stable-abi", "cxx-flags"];
+const NOARCH_KEYS: &[&str] = &["pyext", "cuda_capabilities", "rocm_archs", "cuda-capabilities", "rocm-archs"];
 const TVM_FFI_KEYS: &[&str] = &["include", "pyext", "src", "cxx-flags"];
 const KERNEL_COMMON_KEYS: &[&str] = &["backend", "depends", "src", "include", "cxx-flags"];
 /// Kernel keys that only one backend accepts.
@@ -74,11 +60,7 @@ impl<'a> Cx<'a> {
     /// With `kernel_dir`, paths are also checked on disk.
     pub fn new(kernel_dir: Option<&'a Utf8Path>) -> Cx<'a> {
         let canonical_dir = kernel_dir.and_then(|d| d.as_std_path().canonicalize().ok());
-        Cx {
-            problems: Vec::new(),
-            kernel_dir,
-            canonical_dir,
-        }
+        Cx { problems: Vec::new(), kernel_dir, canonical_dir }
     }
 
     fn push(
@@ -89,13 +71,7 @@ impl<'a> Cx<'a> {
         message: String,
         help: Option<String>,
     ) {
-        self.problems.push(Problem {
-            severity,
-            key_path: path.to_owned(),
-            rule,
-            message,
-            help,
-        });
+        self.problems.push(Problem { severity, key_path: path.to_owned(), rule, message, help });
     }
 
     fn error(&mut self, path: &str, rule: &'static str, message: String, help: Option<String>) {
@@ -168,12 +144,7 @@ fn as_uint(cx: &mut Cx, item: &Item, path: &str, example: &str) -> Option<u64> {
 }
 
 /// An array of strings; each element's index is kept so problems can point at it.
-fn as_str_list(
-    cx: &mut Cx,
-    item: &Item,
-    path: &str,
-    example: &str,
-) -> Option<Vec<(usize, String)>> {
+fn as_str_list(cx: &mut Cx, item: &Item, path: &str, example: &str) -> Option<Vec<(usize, String)>> {
     let Some(arr) = item.as_array() else {
         wrong_type(cx, path, "an array of strings", describe(item), example);
         return None;
@@ -222,21 +193,12 @@ fn check_keys(cx: &mut Cx, table: &dyn TableLike, path: &str, allowed: &[&str]) 
             continue;
         }
         let kp = join_key(path, key);
-        let where_ = if path.is_empty() {
-            "at the top level".to_owned()
-        } else {
-            format!("in `[{path}]`")
-        };
+        let where_ = if path.is_empty() { "at the top level".to_owned() } else { format!("in `[{path}]`") };
         let help = match did_you_mean(key, allowed) {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!("allowed keys: {}", allowed.join(", ")),
         };
-        cx.error(
-            &kp,
-            "unknown-key",
-            format!("unknown key `{key}` {where_}"),
-            Some(help),
-        );
+        cx.error(&kp, "unknown-key", format!("unknown key `{key}` {where_}"), Some(help));
     }
 }
 
@@ -264,7 +226,9 @@ fn check_bounds(cx: &mut Cx, path: &str, min: &Option<Version>, max: &Option<Ver
             cx.error(
                 &join_key(path, "maxver"),
                 "version-bounds",
-                format!("`{path}.maxver` ({hi}) is lower than `{path}.minver` ({lo}), so nothing would be built"),
+                format!(
+                    "`{path}.maxver` ({hi}) is lower than `{path}.minver` ({lo}), so nothing would be built"
+                ),
                 Some("swap the two values or widen the range".to_owned()),
             );
         }
@@ -283,11 +247,10 @@ fn paths(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Option<Ve
     let list = as_str_list(cx, item, &p, "[\"dir/file.cu\"]")?;
     for (i, s) in &list {
         let ip = join_index(&p, *i);
-        let result =
-            validate::check_path_shape(s).and_then(|()| match (cx.kernel_dir, &cx.canonical_dir) {
-                (Some(dir), Some(canon)) => validate::check_path_on_disk(dir, canon, s),
-                _ => Ok(()),
-            });
+        let result = validate::check_path_shape(s).and_then(|()| match (cx.kernel_dir, &cx.canonical_dir) {
+            (Some(dir), Some(canon)) => validate::check_path_on_disk(dir, canon, s),
+            _ => Ok(()),
+        });
         if let Err(e) = result {
             cx.error(&ip, e.rule, e.message, e.help);
         }
@@ -295,12 +258,7 @@ fn paths(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Option<Ve
     Some(plain(list))
 }
 
-fn capabilities(
-    cx: &mut Cx,
-    table: &dyn TableLike,
-    path: &str,
-    key: &str,
-) -> Option<Vec<CudaCapability>> {
+fn capabilities(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Option<Vec<CudaCapability>> {
     let item = table.get(key)?;
     let p = join_key(path, key);
     let list = as_str_list(cx, item, &p, "[\"8.0\", \"9.0a\"]")?;
@@ -341,12 +299,7 @@ fn rocm_archs(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Opti
 /// `[general.<backend>]` (checked against that backend's table only, as upstream's generators
 /// and Nix do: a general name there is an error whose help says to move it to
 /// `general.python-depends`, so a file accepted here also builds upstream).
-fn python_depends(
-    cx: &mut Cx,
-    table: &dyn TableLike,
-    path: &str,
-    backend: Option<Backend>,
-) -> Vec<String> {
+fn python_depends(cx: &mut Cx, table: &dyn TableLike, path: &str, backend: Option<Backend>) -> Vec<String> {
     let Some(item) = table.get("python-depends") else {
         return Vec::new();
     };
@@ -361,7 +314,9 @@ fn python_depends(
             (None, Some(b)) => cx.error(
                 &ip,
                 "unknown-python-dependency",
-                format!("unknown Python dependency `{name}`: no Python dependencies are defined for backend {b}"),
+                format!(
+                    "unknown Python dependency `{name}`: no Python dependencies are defined for backend {b}"
+                ),
                 Some("remove it; general dependencies go in `general.python-depends`".to_owned()),
             ),
             (Some(k), _) if !k.contains(&name.as_str()) => {
@@ -375,17 +330,28 @@ fn python_depends(
                     None => String::new(),
                 };
                 // Point at the right table when the name is known elsewhere.
-                if backend.is_some() && python_dependency_names(None).unwrap_or_default().contains(&name.as_str()) {
-                    help.push_str(&format!("`{name}` is a general dependency: list it in `general.python-depends`. "));
+                if backend.is_some()
+                    && python_dependency_names(None).unwrap_or_default().contains(&name.as_str())
+                {
+                    help.push_str(&format!(
+                        "`{name}` is a general dependency: list it in `general.python-depends`. "
+                    ));
                 } else if backend.is_none() {
                     for b in Backend::ALL {
                         if python_dependency_names(Some(b)).unwrap_or_default().contains(&name.as_str()) {
-                            help.push_str(&format!("`{name}` is a {b} dependency: list it in `[general.{b}] python-depends`. "));
+                            help.push_str(&format!(
+                                "`{name}` is a {b} dependency: list it in `[general.{b}] python-depends`. "
+                            ));
                         }
                     }
                 }
                 help.push_str(&format!("known {scope} Python dependencies: {listed}"));
-                cx.error(&ip, "unknown-python-dependency", format!("unknown Python dependency `{name}` ({scope})"), Some(help));
+                cx.error(
+                    &ip,
+                    "unknown-python-dependency",
+                    format!("unknown Python dependency `{name}` ({scope})"),
+                    Some(help),
+                );
             }
             _ => {}
         }
@@ -398,10 +364,7 @@ fn repo_id(cx: &mut Cx, item: &Item, path: &str) -> Option<String> {
     let s = as_str(cx, item, path, "\"owner/name\"")?;
     let ok = match s.split_once('/') {
         Some((owner, name)) => {
-            !owner.is_empty()
-                && !name.is_empty()
-                && !name.contains('/')
-                && !s.contains(char::is_whitespace)
+            !owner.is_empty() && !name.is_empty() && !name.contains('/') && !s.contains(char::is_whitespace)
         }
         None => false,
     };
@@ -422,27 +385,17 @@ fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelD
     };
     let p = join_key(path, "kernel-depends");
     let example = "[{ repo-id = \"kernels-community/relu\", version = 1 }]";
-    let entries: Vec<(usize, Option<&dyn TableLike>, &'static str)> =
-        if let Some(arr) = item.as_array() {
-            arr.iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    (
-                        i,
-                        v.as_inline_table().map(|t| t as &dyn TableLike),
-                        describe_value(v),
-                    )
-                })
-                .collect()
-        } else if let Some(aot) = item.as_array_of_tables() {
-            aot.iter()
-                .enumerate()
-                .map(|(i, t)| (i, Some(t as &dyn TableLike), "a table"))
-                .collect()
-        } else {
-            wrong_type(cx, &p, "an array of tables", describe(item), example);
-            return Vec::new();
-        };
+    let entries: Vec<(usize, Option<&dyn TableLike>, &'static str)> = if let Some(arr) = item.as_array() {
+        arr.iter()
+            .enumerate()
+            .map(|(i, v)| (i, v.as_inline_table().map(|t| t as &dyn TableLike), describe_value(v)))
+            .collect()
+    } else if let Some(aot) = item.as_array_of_tables() {
+        aot.iter().enumerate().map(|(i, t)| (i, Some(t as &dyn TableLike), "a table")).collect()
+    } else {
+        wrong_type(cx, &p, "an array of tables", describe(item), example);
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for (i, t, found) in entries {
         let ip = join_index(&p, i);
@@ -454,18 +407,12 @@ fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelD
         let repo_id = match t.get("repo-id") {
             Some(r) => repo_id(cx, r, &join_key(&ip, "repo-id")),
             None => {
-                cx.error(
-                    &ip,
-                    "missing-key",
-                    format!("`{ip}` has no `repo-id`"),
-                    Some(example.to_owned()),
-                );
+                cx.error(&ip, "missing-key", format!("`{ip}` has no `repo-id`"), Some(example.to_owned()));
                 None
             }
         };
-        let version = t
-            .get("version")
-            .and_then(|v| as_uint(cx, v, &join_key(&ip, "version"), "an integer, e.g. 1"));
+        let version =
+            t.get("version").and_then(|v| as_uint(cx, v, &join_key(&ip, "version"), "an integer, e.g. 1"));
         let revision = t
             .get("revision")
             .and_then(|v| as_str(cx, v, &join_key(&ip, "revision"), "a quoted git revision"));
@@ -488,9 +435,7 @@ fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelD
                 );
                 None
             }
-            _ => version
-                .map(KernelPin::Version)
-                .or(revision.map(KernelPin::Revision)),
+            _ => version.map(KernelPin::Version).or(revision.map(KernelPin::Revision)),
         };
         if let (Some(repo_id), Some(pin)) = (repo_id, pin) {
             out.push(KernelDependency { repo_id, pin });
@@ -499,12 +444,7 @@ fn kernel_depends(cx: &mut Cx, table: &dyn TableLike, path: &str) -> Vec<KernelD
     out
 }
 
-fn backend_general(
-    cx: &mut Cx,
-    general: &dyn TableLike,
-    b: Backend,
-    allowed: &[&str],
-) -> BackendGeneral {
+fn backend_general(cx: &mut Cx, general: &dyn TableLike, b: Backend, allowed: &[&str]) -> BackendGeneral {
     let path = format!("general.{b}");
     let Some(item) = general.get(b.as_str()) else {
         return BackendGeneral::default();
@@ -555,8 +495,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
             "missing-key",
             "build.toml has no `[general]` section".to_owned(),
             Some(
-                "add `[general]` with `name`, `version`, `edition = 5`, `license` and `backends`"
-                    .to_owned(),
+                "add `[general]` with `name`, `version`, `edition = 5`, `license` and `backends`".to_owned(),
             ),
         );
         return g;
@@ -598,8 +537,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
     match t.get("version") {
         None => missing(cx, "version", "1"),
         Some(i) => {
-            g.version =
-                as_uint(cx, i, "general.version", "an integer, e.g. `version = 1`").unwrap_or(0)
+            g.version = as_uint(cx, i, "general.version", "an integer, e.g. `version = 1`").unwrap_or(0)
         }
     }
     // A present but wrong `edition` is reported by the upgrade step, which reads it first.
@@ -612,13 +550,8 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
         None if generation.is_legacy() => {}
         None => missing(cx, "license", "\"Apache-2.0\""),
         Some(i) => {
-            g.license = as_str(
-                cx,
-                i,
-                "general.license",
-                "a quoted licence id, e.g. \"Apache-2.0\"",
-            )
-            .unwrap_or_default()
+            g.license = as_str(cx, i, "general.license", "a quoted licence id, e.g. \"Apache-2.0\"")
+                .unwrap_or_default()
         }
     }
     g.upstream = git_url(cx, t, "upstream");
@@ -641,28 +574,19 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
                         Some(b) => g.backends.push(b),
                         None => {
                             let help = match suggest_backend(&s) {
-                                Some(b) => format!(
-                                    "did you mean `{b}`? known backends: {}",
-                                    known.join(", ")
-                                ),
+                                Some(b) => {
+                                    format!("did you mean `{b}`? known backends: {}", known.join(", "))
+                                }
                                 None => format!("known backends: {}", known.join(", ")),
                             };
-                            cx.error(
-                                &p,
-                                "unknown-backend",
-                                format!("unknown backend `{s}`"),
-                                Some(help),
-                            );
+                            cx.error(&p, "unknown-backend", format!("unknown backend `{s}`"), Some(help));
                         }
                     }
                 }
             }
         }
     }
-    if t.get("backends")
-        .and_then(Item::as_array)
-        .is_some_and(|a| a.is_empty())
-    {
+    if t.get("backends").and_then(Item::as_array).is_some_and(|a| a.is_empty()) {
         cx.warning(
             "general.backends",
             "no-backends",
@@ -675,12 +599,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
 
     if let Some(item) = t.get("cuda") {
         if let Some(c) = as_table(cx, item, "general.cuda") {
-            check_keys(
-                cx,
-                c,
-                "general.cuda",
-                &["minver", "maxver", "kernel-depends", "python-depends"],
-            );
+            check_keys(cx, c, "general.cuda", &["minver", "maxver", "kernel-depends", "python-depends"]);
             g.cuda.minver = version(cx, c, "general.cuda", "minver");
             g.cuda.maxver = version(cx, c, "general.cuda", "maxver");
             check_bounds(cx, "general.cuda", &g.cuda.minver, &g.cuda.maxver);
@@ -690,23 +609,14 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
             };
         }
     }
-    g.neuron = backend_general(
-        cx,
-        t,
-        Backend::Neuron,
-        &["kernel-depends", "python-depends"],
-    );
+    g.neuron = backend_general(cx, t, Backend::Neuron, &["kernel-depends", "python-depends"]);
     g.tpu = backend_general(cx, t, Backend::Tpu, &["python-depends"]);
     g.xpu = backend_general(cx, t, Backend::Xpu, &["kernel-depends", "python-depends"]);
     if let Some(item) = t.get("hub") {
         if let Some(h) = as_table(cx, item, "general.hub") {
             check_keys(cx, h, "general.hub", &["repo-id", "branch"]);
-            g.hub.repo_id = h
-                .get("repo-id")
-                .and_then(|i| repo_id(cx, i, "general.hub.repo-id"));
-            g.hub.branch = h
-                .get("branch")
-                .and_then(|i| as_str(cx, i, "general.hub.branch", "\"v1\""));
+            g.hub.repo_id = h.get("repo-id").and_then(|i| repo_id(cx, i, "general.hub.repo-id"));
+            g.hub.branch = h.get("branch").and_then(|i| as_str(cx, i, "general.hub.branch", "\"v1\""));
         }
     }
     g
@@ -718,9 +628,7 @@ fn stable_abi(cx: &mut Cx, t: &dyn TableLike) -> StableAbi {
     };
     let p = "torch.stable-abi";
     if item.is_str() {
-        return version(cx, t, "torch", "stable-abi")
-            .map(StableAbi::All)
-            .unwrap_or_default();
+        return version(cx, t, "torch", "stable-abi").map(StableAbi::All).unwrap_or_default();
     }
     let Some(tab) = item.as_table_like() else {
         wrong_type(
@@ -759,17 +667,10 @@ fn stable_abi(cx: &mut Cx, t: &dyn TableLike) -> StableAbi {
 }
 
 fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
-    let mut present: Vec<&str> = FRAMEWORKS
-        .iter()
-        .copied()
-        .filter(|f| root.contains_key(f))
-        .collect();
+    let mut present: Vec<&str> = FRAMEWORKS.iter().copied().filter(|f| root.contains_key(f)).collect();
     // In file order: the section written second is the one reported as the extra one.
     present.sort_by_key(|f| {
-        root.get(f)
-            .and_then(|i| i.as_table())
-            .and_then(|t| t.position())
-            .unwrap_or(usize::MAX)
+        root.get(f).and_then(|i| i.as_table()).and_then(|t| t.position()).unwrap_or(usize::MAX)
     });
     let Some(&first) = present.first() else {
         cx.error(
@@ -812,31 +713,19 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
             check_keys(cx, t, "torch-noarch", NOARCH_KEYS);
             // Upstream's parser only takes the snake-case keys, its documentation the kebab-case
             // ones; both are read here, one at a time.
-            for (snake, kebab) in [
-                ("cuda_capabilities", "cuda-capabilities"),
-                ("rocm_archs", "rocm-archs"),
-            ] {
+            for (snake, kebab) in [("cuda_capabilities", "cuda-capabilities"), ("rocm_archs", "rocm-archs")] {
                 if t.contains_key(snake) && t.contains_key(kebab) {
                     cx.error(
                         &join_key("torch-noarch", kebab),
                         "duplicate-key",
                         format!("both `{snake}` and `{kebab}` are set in `[torch-noarch]`"),
-                        Some(format!(
-                            "keep one of them (upstream kernel-builder reads only `{snake}`)"
-                        )),
+                        Some(format!("keep one of them (upstream kernel-builder reads only `{snake}`)")),
                     );
                 }
             }
-            let caps_key = if t.contains_key("cuda_capabilities") {
-                "cuda_capabilities"
-            } else {
-                "cuda-capabilities"
-            };
-            let archs_key = if t.contains_key("rocm_archs") {
-                "rocm_archs"
-            } else {
-                "rocm-archs"
-            };
+            let caps_key =
+                if t.contains_key("cuda_capabilities") { "cuda_capabilities" } else { "cuda-capabilities" };
+            let archs_key = if t.contains_key("rocm_archs") { "rocm_archs" } else { "rocm-archs" };
             Framework::TorchNoarch(TorchNoarch {
                 pyext: str_list(cx, t, "torch-noarch", "pyext"),
                 cuda_capabilities: capabilities(cx, t, "torch-noarch", caps_key),
@@ -865,21 +754,14 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
 
 fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> Kernel {
     let path = join_key("kernel", name);
-    let compile: Vec<&str> = Backend::ALL
-        .iter()
-        .filter(|b| b.can_compile())
-        .map(|b| b.as_str())
-        .collect();
+    let compile: Vec<&str> = Backend::ALL.iter().filter(|b| b.can_compile()).map(|b| b.as_str()).collect();
     let backend = match t.get("backend") {
         None => {
             cx.error(
                 &path,
                 "missing-key",
                 format!("`[{path}]` has no `backend`"),
-                Some(format!(
-                    "add `backend = \"…\"` with one of {}",
-                    compile.join(", ")
-                )),
+                Some(format!("add `backend = \"…\"` with one of {}", compile.join(", "))),
             );
             None
         }
@@ -893,10 +775,7 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
                 }
                 None => {
                     let help = match suggest_backend(&s).filter(|b| b.can_compile()) {
-                        Some(b) => format!(
-                            "did you mean `{b}`? kernel backends: {}",
-                            compile.join(", ")
-                        ),
+                        Some(b) => format!("did you mean `{b}`? kernel backends: {}", compile.join(", ")),
                         None => format!("kernel backends: {}", compile.join(", ")),
                     };
                     cx.error(
@@ -923,27 +802,18 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
             continue;
         }
         let kp = join_key(&path, key);
-        if let (Some(own), Some((_, other))) =
-            (backend, KERNEL_BACKEND_KEYS.iter().find(|(k, _)| *k == key))
+        if let (Some(own), Some((_, other))) = (backend, KERNEL_BACKEND_KEYS.iter().find(|(k, _)| *k == key))
         {
             cx.error(&kp, "key-for-other-backend", format!("`{key}` applies to {other} kernels, but `[{path}]` has backend {own}"), Some(format!("remove `{key}`, or move it to a kernel with `backend = \"{other}\"`; {own} kernels accept: {}", allowed.join(", "))));
             continue;
         }
-        let all: Vec<&str> = KERNEL_COMMON_KEYS
-            .iter()
-            .chain(KERNEL_BACKEND_KEYS.iter().map(|(k, _)| k))
-            .copied()
-            .collect();
+        let all: Vec<&str> =
+            KERNEL_COMMON_KEYS.iter().chain(KERNEL_BACKEND_KEYS.iter().map(|(k, _)| k)).copied().collect();
         let help = match did_you_mean(key, &allowed).or_else(|| did_you_mean(key, &all)) {
             Some(s) => format!("did you mean `{s}`?"),
             None => format!("allowed keys: {}", allowed.join(", ")),
         };
-        cx.error(
-            &kp,
-            "unknown-key",
-            format!("unknown key `{key}` in `[{path}]`"),
-            Some(help),
-        );
+        cx.error(&kp, "unknown-key", format!("unknown key `{key}` in `[{path}]`"), Some(help));
     }
 
     let mut depends = Vec::new();
@@ -1000,9 +870,7 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
             Some("add `src = [\"…\"]` with the kernel's source files".to_owned()),
         ),
         Some(s)
-            if s.is_empty()
-                && t.get("src")
-                    .is_some_and(|i| i.as_array().is_some_and(|a| a.is_empty())) =>
+            if s.is_empty() && t.get("src").is_some_and(|i| i.as_array().is_some_and(|a| a.is_empty())) =>
         {
             cx.error(
                 &join_key(&path, "src"),
@@ -1016,7 +884,12 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
 
     if let Some(b) = backend {
         if !backends.contains(&b) {
-            cx.warning(&join_key(&path, "backend"), "kernel-not-built", format!("`[{path}]` targets {b}, which is not in `general.backends`, so it is never built"), Some(format!("add \"{b}\" to `general.backends`, or remove the kernel")));
+            cx.warning(
+                &join_key(&path, "backend"),
+                "kernel-not-built",
+                format!("`[{path}]` targets {b}, which is not in `general.backends`, so it is never built"),
+                Some(format!("add \"{b}\" to `general.backends`, or remove the kernel")),
+            );
         }
     }
 
@@ -1090,11 +963,5 @@ pub(crate) fn read(
             }
         }
     }
-    BuildConfig {
-        path: path.to_owned(),
-        generation,
-        general,
-        framework,
-        kernels,
-    }
+    BuildConfig { path: path.to_owned(), generation, general, framework, kernels }
 }

@@ -14,8 +14,7 @@ pub fn is_valid_name(name: &str) -> bool {
     let b = name.as_bytes();
     b.len() >= 2
         && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[b.len() - 1] != b'-'
 }
 
@@ -25,11 +24,7 @@ pub fn is_valid_name(name: &str) -> bool {
 pub fn suggest_name(name: &str) -> Option<String> {
     let mut out = String::new();
     for c in name.chars().flat_map(char::to_lowercase) {
-        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            c
-        } else {
-            '-'
-        };
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' };
         if out.is_empty() && !c.is_ascii_lowercase() {
             continue;
         }
@@ -43,15 +38,7 @@ pub fn suggest_name(name: &str) -> Option<String> {
 }
 
 /// URL schemes accepted for `general.upstream` and `general.source`.
-pub const GIT_URL_SCHEMES: [&str; 7] = [
-    "https",
-    "http",
-    "git",
-    "ssh",
-    "git+ssh",
-    "git+https",
-    "git+http",
-];
+pub const GIT_URL_SCHEMES: [&str; 7] = ["https", "http", "git", "ssh", "git+ssh", "git+https", "git+http"];
 
 /// Check a git URL: `scheme://…` with a scheme from [`GIT_URL_SCHEMES`], or the scp-like
 /// `[user@]host:path` form (path not starting with `/`). The error says which form is expected.
@@ -131,9 +118,7 @@ pub fn did_you_mean<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> 
     by_distance.or_else(|| {
         candidates
             .iter()
-            .filter(|c| {
-                c.len() >= 3 && n.len() >= 3 && (n.starts_with(&norm(c)) || norm(c).starts_with(&n))
-            })
+            .filter(|c| c.len() >= 3 && n.len() >= 3 && (n.starts_with(&norm(c)) || norm(c).starts_with(&n)))
             .max_by_key(|c| c.len())
             .copied()
     })
@@ -156,9 +141,7 @@ pub fn check_path_shape(p: &str) -> Result<(), PathProblem> {
         return Err(PathProblem {
             rule: "empty-path",
             message: "the path is empty".to_owned(),
-            help: Some(
-                "remove the entry or write a path relative to the kernel directory".to_owned(),
-            ),
+            help: Some("remove the entry or write a path relative to the kernel directory".to_owned()),
         });
     }
     let path = Utf8Path::new(p);
@@ -166,25 +149,18 @@ pub fn check_path_shape(p: &str) -> Result<(), PathProblem> {
     if path.is_absolute() || p.starts_with('/') || p.starts_with('\\') || path.has_root() || drive {
         return Err(PathProblem {
             rule: "absolute-path",
-            message: format!(
-                "`{p}` is an absolute path; paths are relative to the kernel directory"
-            ),
-            help: Some(
-                "copy the file into the kernel directory and write its relative path".to_owned(),
-            ),
+            message: format!("`{p}` is an absolute path; paths are relative to the kernel directory"),
+            help: Some("copy the file into the kernel directory and write its relative path".to_owned()),
         });
     }
-    if path
-        .components()
-        .any(|c| matches!(c, Utf8Component::ParentDir))
+    if path.components().any(|c| matches!(c, Utf8Component::ParentDir))
         || p.split(['/', '\\']).any(|c| c == "..")
     {
         return Err(PathProblem {
             rule: "path-outside-kernel",
             message: format!("`{p}` contains `..`; paths must stay inside the kernel directory"),
             help: Some(
-                "move the file into the kernel directory (a vendored copy or a git submodule)"
-                    .to_owned(),
+                "move the file into the kernel directory (a vendored copy or a git submodule)".to_owned(),
             ),
         });
     }
@@ -209,21 +185,13 @@ pub fn check_path_on_disk(
                 } else {
                     format!("`{p}` does not exist in the kernel directory")
                 },
-                help: Some(format!(
-                    "create `{p}` or fix the path (it is relative to `{kernel_dir}`)"
-                )),
+                help: Some(format!("create `{p}` or fix the path (it is relative to `{kernel_dir}`)")),
             })
         }
         Ok(real) if !real.starts_with(canonical_dir) => Err(PathProblem {
             rule: "path-outside-kernel",
-            message: format!(
-                "`{p}` resolves to `{}`, outside the kernel directory",
-                real.display()
-            ),
-            help: Some(
-                "replace the symlink with a copy of the file inside the kernel directory"
-                    .to_owned(),
-            ),
+            message: format!("`{p}` resolves to `{}`, outside the kernel directory", real.display()),
+            help: Some("replace the symlink with a copy of the file inside the kernel directory".to_owned()),
         }),
         Ok(_) => Ok(()),
     }
@@ -238,22 +206,10 @@ mod tests {
         for ok in ["relu", "fused-rms-norm", "a1", "flash-attn3"] {
             assert!(is_valid_name(ok), "{ok}");
         }
-        for bad in [
-            "r",
-            "Relu",
-            "fused_rms_norm",
-            "relu-",
-            "1relu",
-            "-relu",
-            "",
-            "ré",
-        ] {
+        for bad in ["r", "Relu", "fused_rms_norm", "relu-", "1relu", "-relu", "", "ré"] {
             assert!(!is_valid_name(bad), "{bad}");
         }
-        assert_eq!(
-            suggest_name("fused_rms_norm").as_deref(),
-            Some("fused-rms-norm")
-        );
+        assert_eq!(suggest_name("fused_rms_norm").as_deref(), Some("fused-rms-norm"));
         assert_eq!(suggest_name("My_Kernel").as_deref(), Some("my-kernel"));
         assert_eq!(suggest_name("_x__y_").as_deref(), Some("x-y"));
         assert_eq!(suggest_name("12"), None);
@@ -269,9 +225,7 @@ mod tests {
         ] {
             assert_eq!(check_git_url(ok), Ok(()), "{ok}");
         }
-        assert!(check_git_url("ftp://host/x")
-            .unwrap_err()
-            .contains("unsupported scheme `ftp`"));
+        assert!(check_git_url("ftp://host/x").unwrap_err().contains("unsupported scheme `ftp`"));
         assert!(check_git_url("host:/abs").is_err());
         assert!(check_git_url("just-text").is_err());
     }
@@ -294,26 +248,11 @@ mod tests {
     #[test]
     fn path_shapes() {
         assert_eq!(check_path_shape("a/b.cu"), Ok(()));
-        assert_eq!(
-            check_path_shape("../x.cu").unwrap_err().rule,
-            "path-outside-kernel"
-        );
-        assert_eq!(
-            check_path_shape("a/../../x.cu").unwrap_err().rule,
-            "path-outside-kernel"
-        );
-        assert_eq!(
-            check_path_shape("/etc/passwd").unwrap_err().rule,
-            "absolute-path"
-        );
+        assert_eq!(check_path_shape("../x.cu").unwrap_err().rule, "path-outside-kernel");
+        assert_eq!(check_path_shape("a/../../x.cu").unwrap_err().rule, "path-outside-kernel");
+        assert_eq!(check_path_shape("/etc/passwd").unwrap_err().rule, "absolute-path");
         assert_eq!(check_path_shape("").unwrap_err().rule, "empty-path");
-        assert_eq!(
-            check_path_shape("C:\\x.cu").unwrap_err().rule,
-            "absolute-path"
-        );
-        assert_eq!(
-            check_path_shape("a\\..\\..\\x.cu").unwrap_err().rule,
-            "path-outside-kernel"
-        );
+        assert_eq!(check_path_shape("C:\\x.cu").unwrap_err().rule, "absolute-path");
+        assert_eq!(check_path_shape("a\\..\\..\\x.cu").unwrap_err().rule, "path-outside-kernel");
     }
 }

@@ -90,14 +90,8 @@ pub fn variant_digest_with(algorithm: Algorithm, dir: &Utf8Path) -> anyhow::Resu
                 p.display()
             )
         })?;
-        let rel = path
-            .strip_prefix(dir)
-            .with_context(|| format!("`{path}` is outside `{dir}`"))?;
-        let key = rel
-            .components()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join("/");
+        let rel = path.strip_prefix(dir).with_context(|| format!("`{path}` is outside `{dir}`"))?;
+        let key = rel.components().map(|c| c.as_str()).collect::<Vec<_>>().join("/");
         let hash = hash_file(algorithm, &path, &mut buf)?;
         files.insert(key, hash);
     }
@@ -162,9 +156,9 @@ pub fn check(reference: &Digest, actual: &Digest) -> Result<(), Vec<String>> {
     for (path, expected) in &reference.files {
         match actual.files.get(path) {
             None => problems.push(format!("Missing file: {path}")),
-            Some(got) if got != expected => problems.push(format!(
-                "File hash mismatch for {path}: expected: {expected}, got: {got}"
-            )),
+            Some(got) if got != expected => {
+                problems.push(format!("File hash mismatch for {path}: expected: {expected}, got: {got}"))
+            }
             Some(_) => {}
         }
     }

@@ -78,17 +78,11 @@ impl Manifest {
             let dir = bundle_dir.join(name);
             let meta = std::fs::symlink_metadata(&dir)
                 .with_context(|| format!("cannot read variant `{name}` at `{dir}`"))?;
-            anyhow::ensure!(
-                meta.is_dir(),
-                "variant `{name}` at `{dir}` is not a directory"
-            );
+            anyhow::ensure!(meta.is_dir(), "variant `{name}` at `{dir}` is not a directory");
         }
 
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .min(names.len())
-            .max(1);
+        let threads =
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(names.len()).max(1);
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<(usize, std::io::Result<String>)>> = Mutex::new(Vec::new());
         let work = || loop {
@@ -112,12 +106,8 @@ impl Manifest {
         let mut hashes = BTreeMap::new();
         for (i, hash) in results {
             let name = names[i];
-            let hash = hash.with_context(|| {
-                format!(
-                    "cannot hash variant `{name}` at `{}`",
-                    bundle_dir.join(name)
-                )
-            })?;
+            let hash =
+                hash.with_context(|| format!("cannot hash variant `{name}` at `{}`", bundle_dir.join(name)))?;
             hashes.insert(name.to_owned(), hash);
         }
         Ok(Manifest {
@@ -190,9 +180,9 @@ impl Manifest {
                 "`{path}` has hash manifest format {other}, but this kernel-builder reads only \
                  \"{FORMAT}\"; use the kernel-builder version that wrote it"
             ),
-            None => anyhow::bail!(
-                "`{path}` is not a kernel-builder hash manifest: it has no \"format\" field"
-            ),
+            None => {
+                anyhow::bail!("`{path}` is not a kernel-builder hash manifest: it has no \"format\" field")
+            }
         }
         serde_json::from_str(&text)
             .with_context(|| format!("`{path}` is not a valid \"{FORMAT}\" hash manifest"))
@@ -211,11 +201,7 @@ pub enum Difference {
     /// A variant of `actual` is absent from `expected`.
     ExtraVariant { variant: String, actual: String },
     /// A variant's NAR hashes differ.
-    Hash {
-        variant: String,
-        expected: String,
-        actual: String,
-    },
+    Hash { variant: String, expected: String, actual: String },
 }
 
 impl Difference {
@@ -234,10 +220,7 @@ impl fmt::Display for Difference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Difference::Format { expected, actual } => {
-                write!(
-                    f,
-                    "manifest format differs: expected `{expected}`, got `{actual}`"
-                )
+                write!(f, "manifest format differs: expected `{expected}`, got `{actual}`")
             }
             Difference::Source { expected, actual } => {
                 write!(f, "source differs: expected `{expected}`, got `{actual}`")
@@ -246,20 +229,10 @@ impl fmt::Display for Difference {
                 write!(f, "variant `{variant}` is missing (expected {expected})")
             }
             Difference::ExtraVariant { variant, actual } => {
-                write!(
-                    f,
-                    "variant `{variant}` is not in the expected manifest (got {actual})"
-                )
+                write!(f, "variant `{variant}` is not in the expected manifest (got {actual})")
             }
-            Difference::Hash {
-                variant,
-                expected,
-                actual,
-            } => {
-                write!(
-                    f,
-                    "variant `{variant}` differs: expected {expected}, got {actual}"
-                )
+            Difference::Hash { variant, expected, actual } => {
+                write!(f, "variant `{variant}` differs: expected {expected}, got {actual}")
             }
         }
     }
@@ -272,40 +245,22 @@ impl fmt::Display for Difference {
 pub fn compare(expected: &Manifest, actual: &Manifest) -> Vec<Difference> {
     let mut diffs = Vec::new();
     if expected.format != actual.format {
-        diffs.push(Difference::Format {
-            expected: expected.format.clone(),
-            actual: actual.format.clone(),
-        });
+        diffs.push(Difference::Format { expected: expected.format.clone(), actual: actual.format.clone() });
     }
     if expected.source != actual.source {
-        diffs.push(Difference::Source {
-            expected: expected.source.clone(),
-            actual: actual.source.clone(),
-        });
+        diffs.push(Difference::Source { expected: expected.source.clone(), actual: actual.source.clone() });
     }
-    let mut names: Vec<&String> = expected
-        .variants
-        .keys()
-        .chain(actual.variants.keys())
-        .collect();
+    let mut names: Vec<&String> = expected.variants.keys().chain(actual.variants.keys()).collect();
     names.sort_unstable();
     names.dedup();
     for name in names {
         let variant = name.clone();
         match (expected.variants.get(name), actual.variants.get(name)) {
-            (Some(e), Some(a)) if e != a => diffs.push(Difference::Hash {
-                variant,
-                expected: e.clone(),
-                actual: a.clone(),
-            }),
-            (Some(e), None) => diffs.push(Difference::MissingVariant {
-                variant,
-                expected: e.clone(),
-            }),
-            (None, Some(a)) => diffs.push(Difference::ExtraVariant {
-                variant,
-                actual: a.clone(),
-            }),
+            (Some(e), Some(a)) if e != a => {
+                diffs.push(Difference::Hash { variant, expected: e.clone(), actual: a.clone() })
+            }
+            (Some(e), None) => diffs.push(Difference::MissingVariant { variant, expected: e.clone() }),
+            (None, Some(a)) => diffs.push(Difference::ExtraVariant { variant, actual: a.clone() }),
             _ => {}
         }
     }

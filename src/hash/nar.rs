@@ -86,10 +86,7 @@ pub fn nar_hash_sri(path: &Path) -> io::Result<String> {
 /// `=` padding) of the 32 raw bytes, e.g. `sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=`
 /// for the empty input.
 pub fn sri(hash: &[u8; 32]) -> String {
-    format!(
-        "sha256-{}",
-        base64::engine::general_purpose::STANDARD.encode(hash)
-    )
+    format!("sha256-{}", base64::engine::general_purpose::STANDARD.encode(hash))
 }
 
 /// Write the NAR serialisation of `path` to `out` (the bytes `nix-store --dump` writes).
@@ -141,10 +138,7 @@ fn put_str(sink: &mut dyn Sink, s: &[u8]) -> io::Result<()> {
 
 /// An I/O error whose message names the path, keeping the original kind.
 fn at(path: &Path, what: &str, err: io::Error) -> io::Error {
-    io::Error::new(
-        err.kind(),
-        format!("cannot {what} `{}`: {err}", path.display()),
-    )
+    io::Error::new(err.kind(), format!("cannot {what} `{}`: {err}", path.display()))
 }
 
 fn dump(path: &Path, sink: &mut dyn Sink) -> io::Result<()> {
@@ -154,12 +148,7 @@ fn dump(path: &Path, sink: &mut dyn Sink) -> io::Result<()> {
     node(path, meta.file_type(), sink, &mut buf)
 }
 
-fn node(
-    path: &Path,
-    kind: std::fs::FileType,
-    sink: &mut dyn Sink,
-    buf: &mut Vec<u8>,
-) -> io::Result<()> {
+fn node(path: &Path, kind: std::fs::FileType, sink: &mut dyn Sink, buf: &mut Vec<u8>) -> io::Result<()> {
     put_str(sink, b"(")?;
     put_str(sink, b"type")?;
     if kind.is_symlink() {
@@ -199,9 +188,7 @@ fn sorted_entries(dir: &Path) -> io::Result<Vec<(OsString, PathBuf, std::fs::Fil
     for entry in std::fs::read_dir(dir).map_err(|e| at(dir, "read directory", e))? {
         let entry = entry.map_err(|e| at(dir, "read directory", e))?;
         let child = entry.path();
-        let kind = entry
-            .file_type()
-            .map_err(|e| at(&child, "read metadata of", e))?;
+        let kind = entry.file_type().map_err(|e| at(&child, "read metadata of", e))?;
         entries.push((entry.file_name(), child, kind));
     }
     entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -210,15 +197,10 @@ fn sorted_entries(dir: &Path) -> io::Result<Vec<(OsString, PathBuf, std::fs::Fil
 
 fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
     let mut file = File::open(path).map_err(|e| at(path, "open", e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| at(path, "read metadata of", e))?;
+    let meta = file.metadata().map_err(|e| at(path, "read metadata of", e))?;
     if !meta.is_file() {
         // Replaced by something else between the directory listing and the open.
-        return Err(io::Error::other(format!(
-            "`{}` changed while it was being hashed",
-            path.display()
-        )));
+        return Err(io::Error::other(format!("`{}` changed while it was being hashed", path.display())));
     }
     put_str(sink, b"regular")?;
     if meta.permissions().mode() & 0o100 != 0 {
@@ -245,12 +227,7 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
 
 /// Read `file` (expected `len` bytes) into `sink` on this thread. Returns the bytes read, which
 /// differs from `len` only if the file changed; reading stops at `len + 1` bytes.
-fn contents_inline(
-    file: &mut File,
-    len: u64,
-    sink: &mut dyn Sink,
-    buf: &mut [u8],
-) -> io::Result<u64> {
+fn contents_inline(file: &mut File, len: u64, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<u64> {
     let mut total = 0u64;
     loop {
         let n = match file.read(buf) {
@@ -270,12 +247,7 @@ fn contents_inline(
 /// Like [`contents_inline`], but a scoped thread reads into rotating buffers while this thread
 /// hashes the previous one, so a large file costs max(read, hash) rather than the sum. Falls
 /// back to [`contents_inline`] when no thread can be started.
-fn contents_pipelined(
-    file: &mut File,
-    len: u64,
-    sink: &mut dyn Sink,
-    buf: &mut [u8],
-) -> io::Result<u64> {
+fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<u64> {
     // The reader gets its own descriptor (same open file, same offset), so `file` stays usable
     // here if the thread cannot start.
     let Ok(mut reader) = file.try_clone() else {
@@ -358,9 +330,6 @@ mod tests {
     #[test]
     fn sri_of_empty_input() {
         let h: [u8; 32] = Sha256::digest(b"").into();
-        assert_eq!(
-            sri(&h),
-            "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
-        );
+        assert_eq!(sri(&h), "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
     }
 }

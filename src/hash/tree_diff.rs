@@ -62,27 +62,14 @@ pub enum TreeDifference {
     /// Present in `actual`, absent from `expected`.
     Extra { path: PathBuf },
     /// The same name holds different kinds of entry.
-    Kind {
-        path: PathBuf,
-        expected: EntryKind,
-        actual: EntryKind,
-    },
+    Kind { path: PathBuf, expected: EntryKind, actual: EntryKind },
     /// A regular file's owner-execute bit differs; `expected` is the bit in `expected`.
     Executable { path: PathBuf, expected: bool },
     /// A symlink points elsewhere.
-    SymlinkTarget {
-        path: PathBuf,
-        expected: PathBuf,
-        actual: PathBuf,
-    },
+    SymlinkTarget { path: PathBuf, expected: PathBuf, actual: PathBuf },
     /// A regular file's bytes differ, first at byte `offset` (which equals the shorter length
     /// when one file is a prefix of the other).
-    Contents {
-        path: PathBuf,
-        offset: u64,
-        expected_len: u64,
-        actual_len: u64,
-    },
+    Contents { path: PathBuf, offset: u64, expected_len: u64, actual_len: u64 },
 }
 
 impl TreeDifference {
@@ -113,33 +100,19 @@ impl fmt::Display for TreeDifference {
         match self {
             TreeDifference::Missing { .. } => write!(f, "`{p}` is missing"),
             TreeDifference::Extra { .. } => write!(f, "`{p}` is unexpected"),
-            TreeDifference::Kind {
-                expected, actual, ..
-            } => {
+            TreeDifference::Kind { expected, actual, .. } => {
                 write!(f, "`{p}` is {actual}, expected {expected}")
             }
             TreeDifference::Executable { expected: true, .. } => {
                 write!(f, "`{p}` is not executable, expected executable")
             }
-            TreeDifference::Executable {
-                expected: false, ..
-            } => {
+            TreeDifference::Executable { expected: false, .. } => {
                 write!(f, "`{p}` is executable, expected not executable")
             }
-            TreeDifference::SymlinkTarget {
-                expected, actual, ..
-            } => write!(
-                f,
-                "`{p}` points to `{}`, expected `{}`",
-                actual.display(),
-                expected.display()
-            ),
-            TreeDifference::Contents {
-                offset,
-                expected_len,
-                actual_len,
-                ..
-            } => {
+            TreeDifference::SymlinkTarget { expected, actual, .. } => {
+                write!(f, "`{p}` points to `{}`, expected `{}`", actual.display(), expected.display())
+            }
+            TreeDifference::Contents { offset, expected_len, actual_len, .. } => {
                 write!(f, "`{p}` differs from byte {offset}")?;
                 if expected_len != actual_len {
                     write!(f, " ({actual_len} bytes, expected {expected_len})")?;
@@ -162,16 +135,11 @@ pub fn first_difference(expected: &Path, actual: &Path) -> io::Result<Option<Tre
 }
 
 fn at(path: &Path, what: &str, err: io::Error) -> io::Error {
-    io::Error::new(
-        err.kind(),
-        format!("cannot {what} `{}`: {err}", path.display()),
-    )
+    io::Error::new(err.kind(), format!("cannot {what} `{}`: {err}", path.display()))
 }
 
 fn lstat(path: &Path) -> io::Result<FileType> {
-    std::fs::symlink_metadata(path)
-        .map(|m| m.file_type())
-        .map_err(|e| at(path, "read metadata of", e))
+    std::fs::symlink_metadata(path).map(|m| m.file_type()).map_err(|e| at(path, "read metadata of", e))
 }
 
 fn compare(
@@ -183,11 +151,7 @@ fn compare(
 ) -> io::Result<Option<TreeDifference>> {
     let (ek, ak) = (EntryKind::from(e_kind), EntryKind::from(a_kind));
     if ek != ak {
-        return Ok(Some(TreeDifference::Kind {
-            path: rel,
-            expected: ek,
-            actual: ak,
-        }));
+        return Ok(Some(TreeDifference::Kind { path: rel, expected: ek, actual: ak }));
     }
     match ek {
         EntryKind::Symlink => {
@@ -195,11 +159,7 @@ fn compare(
             let at_ = std::fs::read_link(actual).map_err(|e| at(actual, "read symlink", e))?;
             // Raw bytes: `Path` equality would call `sub` and `sub/` equal; NAR does not.
             let differ = et.as_os_str().as_bytes() != at_.as_os_str().as_bytes();
-            Ok(differ.then_some(TreeDifference::SymlinkTarget {
-                path: rel,
-                expected: et,
-                actual: at_,
-            }))
+            Ok(differ.then_some(TreeDifference::SymlinkTarget { path: rel, expected: et, actual: at_ }))
         }
         EntryKind::File => files(expected, actual, rel),
         EntryKind::Directory => {
@@ -213,15 +173,9 @@ fn compare(
                     _ => Ordering::Greater,
                 };
                 match order {
-                    Ordering::Less => {
-                        return Ok(Some(TreeDifference::Missing {
-                            path: rel.join(&es[i].0),
-                        }))
-                    }
+                    Ordering::Less => return Ok(Some(TreeDifference::Missing { path: rel.join(&es[i].0) })),
                     Ordering::Greater => {
-                        return Ok(Some(TreeDifference::Extra {
-                            path: rel.join(&as_[j].0),
-                        }))
+                        return Ok(Some(TreeDifference::Extra { path: rel.join(&as_[j].0) }))
                     }
                     Ordering::Equal => {
                         let name = &es[i].0;
@@ -257,9 +211,7 @@ fn entries(dir: &Path) -> io::Result<Vec<(OsString, FileType)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| at(dir, "read directory", e))? {
         let entry = entry.map_err(|e| at(dir, "read directory", e))?;
-        let kind = entry
-            .file_type()
-            .map_err(|e| at(&entry.path(), "read metadata of", e))?;
+        let kind = entry.file_type().map_err(|e| at(&entry.path(), "read metadata of", e))?;
         out.push((entry.file_name(), kind));
     }
     out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -269,19 +221,12 @@ fn entries(dir: &Path) -> io::Result<Vec<(OsString, FileType)>> {
 fn files(expected: &Path, actual: &Path, rel: PathBuf) -> io::Result<Option<TreeDifference>> {
     let mut ef = File::open(expected).map_err(|e| at(expected, "open", e))?;
     let mut af = File::open(actual).map_err(|e| at(actual, "open", e))?;
-    let em = ef
-        .metadata()
-        .map_err(|e| at(expected, "read metadata of", e))?;
-    let am = af
-        .metadata()
-        .map_err(|e| at(actual, "read metadata of", e))?;
+    let em = ef.metadata().map_err(|e| at(expected, "read metadata of", e))?;
+    let am = af.metadata().map_err(|e| at(actual, "read metadata of", e))?;
     let e_exec = em.permissions().mode() & 0o100 != 0;
     let a_exec = am.permissions().mode() & 0o100 != 0;
     if e_exec != a_exec {
-        return Ok(Some(TreeDifference::Executable {
-            path: rel,
-            expected: e_exec,
-        }));
+        return Ok(Some(TreeDifference::Executable { path: rel, expected: e_exec }));
     }
     const CHUNK: usize = 256 << 10;
     let (mut eb, mut ab) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
@@ -290,11 +235,7 @@ fn files(expected: &Path, actual: &Path, rel: PathBuf) -> io::Result<Option<Tree
         let en = read_full(&mut ef, &mut eb).map_err(|e| at(expected, "read", e))?;
         let an = read_full(&mut af, &mut ab).map_err(|e| at(actual, "read", e))?;
         let common = en.min(an);
-        if let Some(k) = eb[..common]
-            .iter()
-            .zip(&ab[..common])
-            .position(|(x, y)| x != y)
-        {
+        if let Some(k) = eb[..common].iter().zip(&ab[..common]).position(|(x, y)| x != y) {
             return Ok(Some(contents(rel, offset + k as u64, &em, &am)));
         }
         if en != an {
@@ -307,18 +248,8 @@ fn files(expected: &Path, actual: &Path, rel: PathBuf) -> io::Result<Option<Tree
     }
 }
 
-fn contents(
-    path: PathBuf,
-    offset: u64,
-    em: &std::fs::Metadata,
-    am: &std::fs::Metadata,
-) -> TreeDifference {
-    TreeDifference::Contents {
-        path,
-        offset,
-        expected_len: em.len(),
-        actual_len: am.len(),
-    }
+fn contents(path: PathBuf, offset: u64, em: &std::fs::Metadata, am: &std::fs::Metadata) -> TreeDifference {
+    TreeDifference::Contents { path, offset, expected_len: em.len(), actual_len: am.len() }
 }
 
 /// Fill `buf` as far as the file allows; returns the bytes read (less than `buf.len()` only at
@@ -360,30 +291,21 @@ pub fn contents_excerpt(expected: &Path, actual: &Path, offset: u64) -> io::Resu
     let a = window(actual, start, (offset - start) as usize + AFTER)?;
     let at_ = (offset - start) as usize;
     let (el, al) = (line_around(&e, at_), line_around(&a, at_));
-    let text =
-        |l: &Option<&[u8]>| l.is_none_or(|b| std::str::from_utf8(b).is_ok() && !b.contains(&0));
+    let text = |l: &Option<&[u8]>| l.is_none_or(|b| std::str::from_utf8(b).is_ok() && !b.contains(&0));
     if text(&el) && text(&al) && (el.is_some() || al.is_some()) {
         let line = 1 + count_newlines(expected, offset)?;
         let show = |l: Option<&[u8]>| match l {
             None => "(end of file)".to_owned(),
             Some(b) => cut(&String::from_utf8_lossy(b), 120),
         };
-        return Ok(format!(
-            "line {line}, byte {offset}:\n- {}\n+ {}",
-            show(el),
-            show(al)
-        ));
+        return Ok(format!("line {line}, byte {offset}:\n- {}\n+ {}", show(el), show(al)));
     }
     let hex = |w: &[u8]| {
         if w.len() <= at_ {
             return "(end of file)".to_owned();
         }
         let end = (at_ + 16).min(w.len());
-        w[at_..end]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        w[at_..end].iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
     };
     Ok(format!("byte {offset}:\n- {}\n+ {}", hex(&e), hex(&a)))
 }
@@ -392,8 +314,7 @@ pub fn contents_excerpt(expected: &Path, actual: &Path, offset: u64) -> io::Resu
 fn window(path: &Path, start: u64, len: usize) -> io::Result<Vec<u8>> {
     use std::io::{Seek, SeekFrom};
     let mut f = File::open(path).map_err(|e| at(path, "open", e))?;
-    f.seek(SeekFrom::Start(start))
-        .map_err(|e| at(path, "read", e))?;
+    f.seek(SeekFrom::Start(start)).map_err(|e| at(path, "read", e))?;
     let mut buf = vec![0u8; len];
     let n = read_full(&mut f, &mut buf).map_err(|e| at(path, "read", e))?;
     buf.truncate(n);
@@ -405,21 +326,13 @@ fn line_around(w: &[u8], at: usize) -> Option<&[u8]> {
     if at >= w.len() {
         return None;
     }
-    let begin = w[..at]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let end = w[at..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(w.len(), |i| at + i);
+    let begin = w[..at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let end = w[at..].iter().position(|&b| b == b'\n').map_or(w.len(), |i| at + i);
     Some(&w[begin..end])
 }
 
 fn count_newlines(path: &Path, upto: u64) -> io::Result<u64> {
-    let mut f = File::open(path)
-        .map_err(|e| at(path, "open", e))?
-        .take(upto);
+    let mut f = File::open(path).map_err(|e| at(path, "open", e))?.take(upto);
     let mut buf = vec![0u8; 64 << 10];
     let mut count = 0u64;
     loop {

@@ -92,9 +92,7 @@ pub fn token_path() -> Option<PathBuf> {
     } else if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
         PathBuf::from(x).join("huggingface")
     } else {
-        PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?)
-            .join(".cache")
-            .join("huggingface")
+        PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".cache").join("huggingface")
     };
     Some(home.join("token"))
 }
@@ -104,11 +102,7 @@ pub fn token_path() -> Option<PathBuf> {
 /// # Errors
 /// The token file exists but cannot be read (the error names the file, never its content).
 pub fn find_token() -> anyhow::Result<Option<(Token, TokenSource)>> {
-    if let Some(t) = std::env::var("HF_TOKEN")
-        .ok()
-        .as_deref()
-        .and_then(Token::new)
-    {
+    if let Some(t) = std::env::var("HF_TOKEN").ok().as_deref().and_then(Token::new) {
         return Ok(Some((t, TokenSource::Env)));
     }
     let Some(path) = token_path() else {
@@ -116,16 +110,12 @@ pub fn find_token() -> anyhow::Result<Option<(Token, TokenSource)>> {
     };
     match std::fs::read(&path) {
         Ok(bytes) => {
-            let text = String::from_utf8(bytes).map_err(|_| {
-                anyhow::anyhow!("the token file `{}` is not UTF-8 text", path.display())
-            })?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("the token file `{}` is not UTF-8 text", path.display()))?;
             Ok(Token::new(&text).map(|t| (t, TokenSource::File(path))))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(anyhow::anyhow!(
-            "cannot read the token file `{}`: {e}",
-            path.display()
-        )),
+        Err(e) => Err(anyhow::anyhow!("cannot read the token file `{}`: {e}", path.display())),
     }
 }
 
@@ -137,10 +127,7 @@ mod tests {
     fn endpoint_default_and_trailing_slash() {
         assert_eq!(endpoint_from(None), "https://huggingface.co");
         assert_eq!(endpoint_from(Some("  ".into())), "https://huggingface.co");
-        assert_eq!(
-            endpoint_from(Some("http://127.0.0.1:8080/".into())),
-            "http://127.0.0.1:8080"
-        );
+        assert_eq!(endpoint_from(Some("http://127.0.0.1:8080/".into())), "http://127.0.0.1:8080");
     }
 
     #[test]
@@ -148,10 +135,7 @@ mod tests {
         let t = Token::new(" secret-abc\n").unwrap();
         assert_eq!(t.expose(), "secret-abc");
         assert_eq!(format!("{t:?} {t}"), "Token(<redacted>) <redacted>");
-        assert_eq!(
-            t.redact("Bearer secret-abc and secret-abc"),
-            "Bearer <redacted> and <redacted>"
-        );
+        assert_eq!(t.redact("Bearer secret-abc and secret-abc"), "Bearer <redacted> and <redacted>");
         assert_eq!(Token::new(" \n"), None);
     }
 }

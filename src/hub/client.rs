@@ -205,11 +205,7 @@ pub enum CommitOp {
     /// A file sent inline (base64 in the commit body).
     File { path: String, content: Vec<u8> },
     /// A file already uploaded through LFS: its SHA-256 (hex) and size.
-    LfsFile {
-        path: String,
-        sha256: String,
-        size: u64,
-    },
+    LfsFile { path: String, sha256: String, size: u64 },
     /// Delete one file (never a directory).
     DeleteFile { path: String },
 }
@@ -245,9 +241,7 @@ pub fn encode_segment(s: &str) -> String {
 fn next_link(link: &str) -> Option<String> {
     link.split(',').find_map(|part| {
         let (url, params) = part.split_once(';')?;
-        let is_next = params
-            .split(';')
-            .any(|p| matches!(p.trim(), "rel=\"next\"" | "rel=next"));
+        let is_next = params.split(';').any(|p| matches!(p.trim(), "rel=\"next\"" | "rel=next"));
         let url = url.trim().strip_prefix('<')?.strip_suffix('>')?;
         is_next.then(|| url.to_owned())
     })
@@ -263,11 +257,7 @@ impl HubClient {
             .user_agent(concat!("kernel-builder/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        HubClient {
-            endpoint: endpoint.trim_end_matches('/').to_owned(),
-            token,
-            agent,
-        }
+        HubClient { endpoint: endpoint.trim_end_matches('/').to_owned(), token, agent }
     }
 
     /// The endpoint, without a trailing `/`.
@@ -373,8 +363,8 @@ impl HubClient {
                 .map_err(|e| local(e.to_string()))
                 .and_then(|r| self.agent.run(r).map_err(transport)),
             Body::File(path) => {
-                let file = std::fs::File::open(path)
-                    .map_err(|e| local(format!("cannot open `{path}`: {e}")))?;
+                let file =
+                    std::fs::File::open(path).map_err(|e| local(format!("cannot open `{path}`: {e}")))?;
                 builder
                     .body(file)
                     .map_err(|e| local(e.to_string()))
@@ -393,12 +383,7 @@ impl HubClient {
         resp.body_mut()
             .as_reader()
             .read_to_end(&mut bytes)
-            .map_err(|e| {
-                (
-                    fail(Some(status), format!("cannot read the answer: {e}")),
-                    true,
-                )
-            })?;
+            .map_err(|e| (fail(Some(status), format!("cannot read the answer: {e}")), true))?;
         if !(200..300).contains(&status) {
             return Err((
                 fail(Some(status), error_text(&kept, &bytes)),
@@ -465,10 +450,7 @@ impl HubClient {
 
     /// Every file of revision `rev` (directories left out), following pagination.
     pub fn list_tree(&self, repo_id: &str, rev: &str) -> Result<Vec<TreeEntry>, HubError> {
-        let mut url = self.api(
-            repo_id,
-            &format!("tree/{}?recursive=true", encode_segment(rev)),
-        );
+        let mut url = self.api(repo_id, &format!("tree/{}?recursive=true", encode_segment(rev)));
         let mut files = Vec::new();
         for _ in 0..100_000 {
             let (_, headers, bytes) = self.send("GET", &url, &[], Body::Empty, true)?;
@@ -525,14 +507,9 @@ impl HubClient {
         rev: &str,
         objects: &[(String, u64)],
     ) -> Result<Vec<LfsObject>, HubError> {
-        let url = format!(
-            "{}/kernels/{repo_id}.git/info/lfs/objects/batch",
-            self.endpoint
-        );
-        let objs: Vec<serde_json::Value> = objects
-            .iter()
-            .map(|(oid, size)| serde_json::json!({"oid": oid, "size": size}))
-            .collect();
+        let url = format!("{}/kernels/{repo_id}.git/info/lfs/objects/batch", self.endpoint);
+        let objs: Vec<serde_json::Value> =
+            objects.iter().map(|(oid, size)| serde_json::json!({"oid": oid, "size": size})).collect();
         let body = serde_json::json!({
             "operation": "upload",
             "transfers": ["basic"],
@@ -542,13 +519,7 @@ impl HubClient {
         });
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
         let lfs = "application/vnd.git-lfs+json";
-        let (_, _, answer) = self.send(
-            "POST",
-            &url,
-            &[("Accept", lfs)],
-            Body::Raw(&bytes, lfs),
-            true,
-        )?;
+        let (_, _, answer) = self.send("POST", &url, &[("Accept", lfs)], Body::Raw(&bytes, lfs), true)?;
         let answer: LfsBatchAnswer = self.json("POST", &url, &answer)?;
         Ok(answer.objects)
     }
@@ -567,22 +538,12 @@ impl HubClient {
 
     /// Confirm an LFS upload through its verify action.
     pub fn lfs_verify(&self, action: &LfsAction, oid: &str, size: u64) -> Result<(), HubError> {
-        let headers: Vec<(&str, &str)> = action
-            .header
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let body =
-            serde_json::to_vec(&serde_json::json!({"oid": oid, "size": size})).unwrap_or_default();
+        let headers: Vec<(&str, &str)> =
+            action.header.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let body = serde_json::to_vec(&serde_json::json!({"oid": oid, "size": size})).unwrap_or_default();
         let lfs = "application/vnd.git-lfs+json";
         let same_host = action.href.starts_with(&format!("{}/", self.endpoint));
-        self.send(
-            "POST",
-            &action.href,
-            &headers,
-            Body::Raw(&body, lfs),
-            same_host,
-        )?;
+        self.send("POST", &action.href, &headers, Body::Raw(&body, lfs), same_host)?;
         Ok(())
     }
 
@@ -604,13 +565,7 @@ impl HubClient {
         }
         // Never repeated: a commit whose answer was lost may have landed.
         let (_, _, bytes) = self
-            .send_once(
-                "POST",
-                &url,
-                &[],
-                Body::Raw(&body, "application/x-ndjson"),
-                true,
-            )
+            .send_once("POST", &url, &[], Body::Raw(&body, "application/x-ndjson"), true)
             .map_err(|(e, _)| e)?;
         self.json("POST", &url, &bytes)
     }
@@ -704,15 +659,8 @@ mod tests {
             "msg",
             Some("abc"),
             &[
-                CommitOp::File {
-                    path: "a.py".into(),
-                    content: b"hi".to_vec(),
-                },
-                CommitOp::LfsFile {
-                    path: "b.so".into(),
-                    sha256: "00".into(),
-                    size: 3,
-                },
+                CommitOp::File { path: "a.py".into(), content: b"hi".to_vec() },
+                CommitOp::LfsFile { path: "b.so".into(), sha256: "00".into(), size: 3 },
                 CommitOp::DeleteFile { path: "c".into() },
             ],
         );

@@ -52,12 +52,8 @@ impl LocalFile {
     /// # Errors
     /// The file cannot be read; the error names it.
     pub fn read(disk_path: &Utf8Path, repo_path: String) -> anyhow::Result<LocalFile> {
-        let mut file =
-            File::open(disk_path).with_context(|| format!("cannot open `{disk_path}`"))?;
-        let size = file
-            .metadata()
-            .with_context(|| format!("cannot read `{disk_path}`"))?
-            .len();
+        let mut file = File::open(disk_path).with_context(|| format!("cannot open `{disk_path}`"))?;
+        let size = file.metadata().with_context(|| format!("cannot read `{disk_path}`"))?.len();
         let mut sha256 = Sha256::new();
         let mut sha1 = Sha1::new();
         sha1.update(format!("blob {size}\0").as_bytes());
@@ -101,10 +97,7 @@ impl LocalFile {
         if !tail.is_empty() {
             binary = true;
         }
-        anyhow::ensure!(
-            total == size,
-            "`{disk_path}` changed while it was read; run the upload again"
-        );
+        anyhow::ensure!(total == size, "`{disk_path}` changed while it was read; run the upload again");
         Ok(LocalFile {
             repo_path,
             disk_path: disk_path.to_owned(),
@@ -154,11 +147,8 @@ fn skipped(name: &[u8], is_dir: bool) -> bool {
 /// A directory or file cannot be read, a symlink dangles, or a path is not UTF-8.
 pub fn collect_files(root: &Utf8Path, prefix: &str) -> anyhow::Result<Vec<LocalFile>> {
     let mut out = Vec::new();
-    let walk = walkdir::WalkDir::new(root)
-        .follow_links(true)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|e| {
+    let walk =
+        walkdir::WalkDir::new(root).follow_links(true).sort_by_file_name().into_iter().filter_entry(|e| {
             e.depth() == 0 || !skipped(e.file_name().as_encoded_bytes(), e.file_type().is_dir())
         });
     for entry in walk {
@@ -167,19 +157,10 @@ pub fn collect_files(root: &Utf8Path, prefix: &str) -> anyhow::Result<Vec<LocalF
             continue;
         }
         let path = Utf8PathBuf::from_path_buf(entry.path().to_owned()).map_err(|p| {
-            anyhow::anyhow!(
-                "`{}` is not a valid UTF-8 path; Hub paths are UTF-8, rename it",
-                p.display()
-            )
+            anyhow::anyhow!("`{}` is not a valid UTF-8 path; Hub paths are UTF-8, rename it", p.display())
         })?;
-        let rel = path
-            .strip_prefix(root)
-            .with_context(|| format!("`{path}` is outside `{root}`"))?;
-        let rel = rel
-            .components()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join("/");
+        let rel = path.strip_prefix(root).with_context(|| format!("`{path}` is outside `{root}`"))?;
+        let rel = rel.components().map(|c| c.as_str()).collect::<Vec<_>>().join("/");
         out.push(LocalFile::read(&path, format!("{prefix}/{rel}"))?);
     }
     out.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
@@ -222,11 +203,8 @@ pub struct Change {
 /// Compare `local` with the files of a remote revision (see the module docs for the rules).
 /// Returns one change per local file (in `local` order) followed by the deletions (sorted).
 pub fn diff(local: &[LocalFile], remote: &[TreeEntry], delete_prefixes: &[String]) -> Vec<Change> {
-    let remote_by_path: BTreeMap<&str, &TreeEntry> = remote
-        .iter()
-        .filter(|e| e.kind == "file")
-        .map(|e| (e.path.as_str(), e))
-        .collect();
+    let remote_by_path: BTreeMap<&str, &TreeEntry> =
+        remote.iter().filter(|e| e.kind == "file").map(|e| (e.path.as_str(), e)).collect();
     let local_paths: BTreeSet<&str> = local.iter().map(|f| f.repo_path.as_str()).collect();
     let mut changes: Vec<Change> = local
         .iter()
@@ -237,18 +215,11 @@ pub fn diff(local: &[LocalFile], remote: &[TreeEntry], delete_prefixes: &[String
                 Some(e) if f.matches(e) => Action::Unchanged,
                 Some(_) => Action::Update,
             };
-            Change {
-                path: f.repo_path.clone(),
-                action,
-                local: Some(i),
-                size: f.size,
-            }
+            Change { path: f.repo_path.clone(), action, local: Some(i), size: f.size }
         })
         .collect();
     for (path, entry) in &remote_by_path {
-        let under = delete_prefixes
-            .iter()
-            .any(|p| path.starts_with(p.as_str()) && path.len() > p.len());
+        let under = delete_prefixes.iter().any(|p| path.starts_with(p.as_str()) && path.len() > p.len());
         if under && !local_paths.contains(path) {
             changes.push(Change {
                 path: (*path).to_owned(),
@@ -279,10 +250,7 @@ mod tests {
             path: path.into(),
             oid: oid.into(),
             size: 7,
-            lfs: lfs.map(|o| LfsInfo {
-                oid: o.into(),
-                size: 7,
-            }),
+            lfs: lfs.map(|o| LfsInfo { oid: o.into(), size: 7 }),
         }
     }
 
@@ -292,10 +260,7 @@ mod tests {
         // `printf 'hello\n' | git hash-object --stdin`
         assert_eq!(f.git_oid, "ce013625030ba8dba906f756967f9e9ca394464a");
         // `printf 'hello\n' | sha256sum`
-        assert_eq!(
-            f.sha256,
-            "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
-        );
+        assert_eq!(f.sha256, "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
         assert!(!f.binary && !f.needs_lfs());
         assert_eq!(f.sample, b"hello\n");
     }
@@ -318,11 +283,7 @@ mod tests {
         ];
         let c_sha = files[2].sha256.clone();
         let remote = vec![
-            remote(
-                "build/torch-cpu/a.py",
-                "ce013625030ba8dba906f756967f9e9ca394464a",
-                None,
-            ),
+            remote("build/torch-cpu/a.py", "ce013625030ba8dba906f756967f9e9ca394464a", None),
             remote("build/torch-cpu/b.py", "0000", None),
             remote("build/torch-cpu/c.so", "1111", Some(&c_sha)),
             remote("build/torch-cpu/old/stale.py", "2222", None),
@@ -338,10 +299,7 @@ mod tests {
             },
         ];
         let changes = diff(&files, &remote, &["build/torch-cpu/".to_owned()]);
-        let got: Vec<(&str, Action)> = changes
-            .iter()
-            .map(|c| (c.path.as_str(), c.action))
-            .collect();
+        let got: Vec<(&str, Action)> = changes.iter().map(|c| (c.path.as_str(), c.action)).collect();
         assert_eq!(
             got,
             vec![

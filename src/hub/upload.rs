@@ -129,8 +129,7 @@ impl Outcome {
 fn check_repo_id(id: &str) -> anyhow::Result<()> {
     let ok_part = |p: &str| {
         !p.is_empty()
-            && p.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
             && !p.starts_with(['-', '.'])
             && !p.ends_with(['-', '.'])
     };
@@ -148,19 +147,14 @@ fn check_repo_id(id: &str) -> anyhow::Result<()> {
 /// `metadata.json`.
 pub fn find_variants(build_dir: &Utf8Path) -> anyhow::Result<Vec<String>> {
     let entries = std::fs::read_dir(build_dir).with_context(|| {
-        format!(
-            "cannot read `{build_dir}`; build the kernel first (`kernel-builder build-and-copy`)"
-        )
+        format!("cannot read `{build_dir}`; build the kernel first (`kernel-builder build-and-copy`)")
     })?;
     let mut variants = Vec::new();
     for e in entries {
         let e = e.with_context(|| format!("cannot read `{build_dir}`"))?;
         let name = e.file_name();
         let Some(name) = name.to_str() else {
-            anyhow::bail!(
-                "`{build_dir}` holds a directory whose name is not UTF-8: {:?}",
-                e.file_name()
-            );
+            anyhow::bail!("`{build_dir}` holds a directory whose name is not UTF-8: {:?}", e.file_name());
         };
         if name.starts_with('.') || !e.path().is_dir() {
             continue;
@@ -172,10 +166,8 @@ pub fn find_variants(build_dir: &Utf8Path) -> anyhow::Result<Vec<String>> {
         !variants.is_empty(),
         "`{build_dir}` holds no variant directory; build the kernel first (`kernel-builder build-and-copy`)"
     );
-    let missing: Vec<&String> = variants
-        .iter()
-        .filter(|v| !build_dir.join(v).join("metadata.json").is_file())
-        .collect();
+    let missing: Vec<&String> =
+        variants.iter().filter(|v| !build_dir.join(v).join("metadata.json").is_file()).collect();
     if !missing.is_empty() {
         anyhow::bail!(
             "variant director{} {} in `{build_dir}` ha{} no metadata.json, so it is not a build variant; \
@@ -207,10 +199,7 @@ fn check_variant(
     let value: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("`{path}` is not valid JSON; rebuild variant `{name}`"))?;
     let version = value.get("version").and_then(|v| v.as_u64());
-    let dirty = value
-        .pointer("/provenance/kernel/dirty")
-        .and_then(|d| d.as_bool())
-        .unwrap_or(false);
+    let dirty = value.pointer("/provenance/kernel/dirty").and_then(|d| d.as_bool()).unwrap_or(false);
     match value.get("digest") {
         Some(d) => {
             let reference: Digest = serde_json::from_value(d.clone())
@@ -224,9 +213,7 @@ fn check_variant(
                 );
             }
         }
-        None if force => warnings.push(format!(
-            "`{path}` has no `digest`; uploading anyway (--force)"
-        )),
+        None if force => warnings.push(format!("`{path}` has no `digest`; uploading anyway (--force)")),
         None => anyhow::bail!(
             "`{path}` has no `digest`, so the loader cannot check the files; rebuild variant \
              `{name}`, or pass --force"
@@ -248,10 +235,7 @@ fn check_manifest(
     } else {
         let recorded = Manifest::read(&path)?;
         let actual = Manifest::for_bundle(build_dir, variants, &recorded.source)?;
-        manifest::compare(&recorded, &actual)
-            .iter()
-            .map(|d| d.to_string())
-            .collect()
+        manifest::compare(&recorded, &actual).iter().map(|d| d.to_string()).collect()
     };
     if problems.is_empty() {
         return Ok(());
@@ -307,10 +291,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
 
     let mut metas = BTreeMap::new();
     for v in &variants {
-        metas.insert(
-            v.clone(),
-            check_variant(&build_dir, v, opts.force, &mut warnings)?,
-        );
+        metas.insert(v.clone(), check_variant(&build_dir, v, opts.force, &mut warnings)?);
     }
     let branch = match (&opts.branch, hub.as_ref().and_then(|h| h.branch.clone())) {
         (Some(b), _) => b.clone(),
@@ -327,10 +308,8 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
                 versions.entry(ver).or_default().push(v);
             }
             if versions.len() > 1 {
-                let list: Vec<String> = versions
-                    .iter()
-                    .map(|(ver, vs)| format!("version {ver}: {}", vs.join(", ")))
-                    .collect();
+                let list: Vec<String> =
+                    versions.iter().map(|(ver, vs)| format!("version {ver}: {}", vs.join(", "))).collect();
                 anyhow::bail!(
                     "the variants in `{build_dir}` have different versions ({}); rebuild them, or \
                      pass --branch",
@@ -345,20 +324,12 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         !branch.is_empty() && !branch.starts_with("refs/") && !branch.contains(".."),
         "`{branch}` is not a branch name"
     );
-    let dirty: Vec<&String> = metas
-        .iter()
-        .filter(|(_, m)| m.dirty)
-        .map(|(v, _)| v)
-        .collect();
+    let dirty: Vec<&String> = metas.iter().filter(|(_, m)| m.dirty).map(|(v, _)| v).collect();
     if !dirty.is_empty() {
         warnings.push(format!(
             "{} variant(s) were built from a git tree with uncommitted changes: {}",
             dirty.len(),
-            dirty
-                .iter()
-                .map(|d| d.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            dirty.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
         ));
     }
 
@@ -366,10 +337,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
 
     let mut files = Vec::new();
     for v in &variants {
-        files.extend(plan::collect_files(
-            &build_dir.join(v),
-            &format!("build/{v}"),
-        )?);
+        files.extend(plan::collect_files(&build_dir.join(v), &format!("build/{v}"))?);
     }
     let bench = dir.join("benchmarks");
     if bench.is_dir() {
@@ -382,19 +350,9 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         .into_iter()
         .find(|p| p.is_file())
         .unwrap_or_else(|| build_dir.join("CARD.md"));
-    let card = if card_path.is_file() {
-        Some(LocalFile::read(&card_path, "README.md".to_owned())?)
-    } else {
-        None
-    };
-    Ok(Prepared {
-        repo_id,
-        branch,
-        variants,
-        files,
-        card,
-        warnings,
-    })
+    let card =
+        if card_path.is_file() { Some(LocalFile::read(&card_path, "README.md".to_owned())?) } else { None };
+    Ok(Prepared { repo_id, branch, variants, files, card, warnings })
 }
 
 /// The plan for one revision, with the remote ids known.
@@ -409,12 +367,7 @@ fn plan_line(change: &Change, lfs: bool) -> String {
         Action::Add | Action::Update if lfs => ", lfs",
         _ => "",
     };
-    format!(
-        "{} {} ({} bytes{how})",
-        change.action.as_str(),
-        change.path,
-        change.size
-    )
+    format!("{} {} ({} bytes{how})", change.action.as_str(), change.path, change.size)
 }
 
 /// Plan one revision locally: diff, and LFS by the local rule.
@@ -458,11 +411,7 @@ fn apply_preupload(
     }
     let queries: Vec<PreuploadQuery<'_>> = sending
         .iter()
-        .map(|&i| PreuploadQuery {
-            path: &files[i].repo_path,
-            sample: &files[i].sample,
-            size: files[i].size,
-        })
+        .map(|&i| PreuploadQuery { path: &files[i].repo_path, sample: &files[i].sample, size: files[i].size })
         .collect();
     let answers = client.preupload(repo_id, rev, &queries, create_pr)?;
     let by_path: BTreeMap<&str, _> = answers.iter().map(|a| (a.path.as_str(), a)).collect();
@@ -474,10 +423,7 @@ fn apply_preupload(
         }
         let f = &files[i];
         let Some(a) = by_path.get(f.repo_path.as_str()) else {
-            anyhow::bail!(
-                "the Hub's preupload answer does not mention `{}`",
-                f.repo_path
-            );
+            anyhow::bail!("the Hub's preupload answer does not mention `{}`", f.repo_path);
         };
         if a.upload_mode == "lfs" && f.size > 0 {
             plan.lfs[i] = true;
@@ -498,8 +444,7 @@ fn apply_preupload(
             ignored.len(),
             ignored.join(", ")
         ));
-        plan.changes
-            .retain(|c| !ignored.contains(&c.path) || c.action == Action::Delete);
+        plan.changes.retain(|c| !ignored.contains(&c.path) || c.action == Action::Delete);
     }
     Ok(())
 }
@@ -529,17 +474,12 @@ fn commit_rev(
         }
     }
     if !lfs_objects.is_empty() {
-        let objects: Vec<(String, u64)> = lfs_objects
-            .iter()
-            .map(|(oid, &i)| (oid.clone(), files[i].size))
-            .collect();
+        let objects: Vec<(String, u64)> =
+            lfs_objects.iter().map(|(oid, &i)| (oid.clone(), files[i].size)).collect();
         let answers = client.lfs_batch(repo_id, rev, &objects)?;
         for obj in &answers {
             let Some(&i) = lfs_objects.get(&obj.oid) else {
-                anyhow::bail!(
-                    "the LFS batch answer names an object not asked for: {}",
-                    obj.oid
-                );
+                anyhow::bail!("the LFS batch answer names an object not asked for: {}", obj.oid);
             };
             let f = &files[i];
             if let Some(err) = &obj.error {
@@ -593,42 +533,32 @@ fn commit_rev(
                         f.disk_path
                     );
                     bytes += f.size;
-                    ops.push(CommitOp::File {
-                        path: f.repo_path.clone(),
-                        content,
-                    });
+                    ops.push(CommitOp::File { path: f.repo_path.clone(), content });
                 }
             }
-            (Action::Delete, _) => ops.push(CommitOp::DeleteFile {
-                path: c.path.clone(),
-            }),
+            (Action::Delete, _) => ops.push(CommitOp::DeleteFile { path: c.path.clone() }),
             _ => {}
         }
     }
     if ops.is_empty() {
         return Ok((None, 0));
     }
-    let answer = client
-        .commit(repo_id, rev, summary, parent, &ops, create_pr)
-        .map_err(|e| {
-            let what = if e.status == Some(412) {
-                format!(
-                    "`{rev}` changed while uploading (another commit landed first); nothing was \
+    let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr).map_err(|e| {
+        let what = if e.status == Some(412) {
+            format!(
+                "`{rev}` changed while uploading (another commit landed first); nothing was \
                      committed, run the upload again"
-                )
-            } else {
-                format!("the commit to `{rev}` failed; nothing was committed")
-            };
-            anyhow::Error::new(e).context(what)
-        })?;
+            )
+        } else {
+            format!("the commit to `{rev}` failed; nothing was committed")
+        };
+        anyhow::Error::new(e).context(what)
+    })?;
     Ok((Some(answer), bytes))
 }
 
 fn head_of(refs: &super::client::Refs, branch: &str) -> Option<String> {
-    refs.branches
-        .iter()
-        .find(|b| b.name == branch)
-        .map(|b| b.target_commit.clone())
+    refs.branches.iter().find(|b| b.name == branch).map(|b| b.target_commit.clone())
 }
 
 /// Publish `prepared` to the Hub at `endpoint` (see the module docs). With `dry_run`, only
@@ -664,43 +594,29 @@ pub fn upload(
         plan: Vec::new(),
         notes: Vec::new(),
     };
-    let prefixes: Vec<String> = prepared
-        .variants
-        .iter()
-        .map(|v| format!("build/{v}/"))
-        .collect();
+    let prefixes: Vec<String> = prepared.variants.iter().map(|v| format!("build/{v}/")).collect();
     let card: Vec<LocalFile> = prepared.card.iter().cloned().collect();
 
     if opts.dry_run {
         let (branch_tree, main_tree) = match client.refs(repo) {
             Err(e) => {
-                outcome.notes.push(format!(
-                    "cannot read the repository ({e}); planning against an empty repository"
-                ));
+                outcome
+                    .notes
+                    .push(format!("cannot read the repository ({e}); planning against an empty repository"));
                 (Vec::new(), Vec::new())
             }
             Ok(None) => {
-                outcome
-                    .plan
-                    .push(format!("create repository {repo} (type kernel)"));
-                outcome
-                    .plan
-                    .push(format!("create branch {branch} from main"));
+                outcome.plan.push(format!("create repository {repo} (type kernel)"));
+                outcome.plan.push(format!("create branch {branch} from main"));
                 (Vec::new(), Vec::new())
             }
             Ok(Some(refs)) => {
                 let has_main = head_of(&refs, "main").is_some();
-                let main_tree = if has_main {
-                    client.list_tree(repo, "main")?
-                } else {
-                    Vec::new()
-                };
+                let main_tree = if has_main { client.list_tree(repo, "main")? } else { Vec::new() };
                 if head_of(&refs, branch).is_some() {
                     (client.list_tree(repo, branch)?, main_tree)
                 } else {
-                    outcome
-                        .plan
-                        .push(format!("create branch {branch} from main"));
+                    outcome.plan.push(format!("create branch {branch} from main"));
                     (main_tree.clone(), main_tree)
                 }
             }
@@ -716,9 +632,7 @@ pub fn upload(
             let p = plan_rev(&card, &main_tree, &[]);
             outcome.plan.push("commit to main:".to_owned());
             for c in &p.changes {
-                outcome
-                    .plan
-                    .push(format!("  {} (from CARD.md)", plan_line(c, false)));
+                outcome.plan.push(format!("  {} (from CARD.md)", plan_line(c, false)));
             }
             count(&p.changes, &mut outcome.files);
         }
@@ -731,7 +645,10 @@ pub fn upload(
         let created = client.create_repo(repo, opts.private).map_err(|e| {
             let owner = repo.split('/').next().unwrap_or(repo);
             let hint = match e.status {
-                Some(401) => "the Hub does not accept the token; log in again (`hf auth login`) or set HF_TOKEN".to_owned(),
+                Some(401) => {
+                    "the Hub does not accept the token; log in again (`hf auth login`) or set HF_TOKEN"
+                        .to_owned()
+                }
                 Some(403) => format!(
                     "the token cannot create repositories under `{owner}`; use a token with write \
                      access to `{owner}`, or ask its maintainers to create `{repo}` (type kernel)"
@@ -762,12 +679,8 @@ pub fn upload(
             );
         }
         client.create_branch(repo, branch)?;
-        outcome
-            .notes
-            .push(format!("created branch {branch} from main"));
-        refs = client
-            .refs(repo)?
-            .with_context(|| format!("repository `{repo}` disappeared"))?;
+        outcome.notes.push(format!("created branch {branch} from main"));
+        refs = client.refs(repo)?.with_context(|| format!("repository `{repo}` disappeared"))?;
     }
     let parent = head_of(&refs, branch)
         .with_context(|| format!("branch `{branch}` cannot be found after creating it"))?;
@@ -775,44 +688,24 @@ pub fn upload(
     // 3-6. The version branch.
     let tree = client.list_tree(repo, &parent)?;
     let mut p = plan_rev(&prepared.files, &tree, &prefixes);
-    apply_preupload(
-        &client,
-        repo,
-        branch,
-        &prepared.files,
-        &mut p,
-        opts.create_pr,
-        &mut outcome.notes,
-    )?;
+    apply_preupload(&client, repo, branch, &prepared.files, &mut p, opts.create_pr, &mut outcome.notes)?;
     count(&p.changes, &mut outcome.files);
     for c in &p.changes {
         let lfs = c.local.is_some_and(|i| p.lfs[i]);
         outcome.plan.push(plan_line(c, lfs));
     }
-    let summary = format!(
-        "Upload {} with kernel-builder {}",
-        prepared.variants.join(", "),
-        env!("CARGO_PKG_VERSION")
-    );
-    let (answer, bytes) = commit_rev(
-        &client,
-        repo,
-        branch,
-        Some(&parent),
-        &prepared.files,
-        &p,
-        &summary,
-        opts.create_pr,
-    )?;
+    let summary =
+        format!("Upload {} with kernel-builder {}", prepared.variants.join(", "), env!("CARGO_PKG_VERSION"));
+    let (answer, bytes) =
+        commit_rev(&client, repo, branch, Some(&parent), &prepared.files, &p, &summary, opts.create_pr)?;
     outcome.bytes_sent += bytes;
     let mut committed = false;
     if let Some(a) = answer {
         committed = true;
         if opts.create_pr {
-            outcome.pull_requests.push(PullRequest {
-                branch: branch.clone(),
-                url: pr_url(endpoint, repo, &a),
-            });
+            outcome
+                .pull_requests
+                .push(PullRequest { branch: branch.clone(), url: pr_url(endpoint, repo, &a) });
         }
     }
 
@@ -824,21 +717,10 @@ pub fn upload(
             None => Vec::new(),
         };
         let mut p = plan_rev(&card, &main_tree, &[]);
-        apply_preupload(
-            &client,
-            repo,
-            "main",
-            &card,
-            &mut p,
-            opts.create_pr,
-            &mut outcome.notes,
-        )?;
+        apply_preupload(&client, repo, "main", &card, &mut p, opts.create_pr, &mut outcome.notes)?;
         count(&p.changes, &mut outcome.files);
         for c in &p.changes {
-            outcome.plan.push(format!(
-                "{} (main, from CARD.md)",
-                plan_line(c, p.lfs[0])
-            ));
+            outcome.plan.push(format!("{} (main, from CARD.md)", plan_line(c, p.lfs[0])));
         }
         let (answer, bytes) = commit_rev(
             &client,
@@ -854,19 +736,14 @@ pub fn upload(
         if let Some(a) = answer {
             committed = true;
             if opts.create_pr {
-                outcome.pull_requests.push(PullRequest {
-                    branch: "main".to_owned(),
-                    url: pr_url(endpoint, repo, &a),
-                });
+                outcome
+                    .pull_requests
+                    .push(PullRequest { branch: "main".to_owned(), url: pr_url(endpoint, repo, &a) });
             }
         }
     }
     if !opts.create_pr {
-        outcome.url = Some(format!(
-            "{}/kernels/{repo}/tree/{}",
-            client.endpoint(),
-            branch
-        ));
+        outcome.url = Some(format!("{}/kernels/{repo}/tree/{}", client.endpoint(), branch));
     }
     outcome.status = if !committed {
         Status::NoChanges
@@ -898,11 +775,7 @@ pub fn summary(o: &Outcome) -> String {
     );
     match o.status {
         Status::Uploaded => {
-            let _ = write!(
-                s,
-                "Kernel uploaded: {} ({counts})",
-                o.url.as_deref().unwrap_or("")
-            );
+            let _ = write!(s, "Kernel uploaded: {} ({counts})", o.url.as_deref().unwrap_or(""));
         }
         Status::PullRequestCreated => {
             for pr in &o.pull_requests {
@@ -911,11 +784,7 @@ pub fn summary(o: &Outcome) -> String {
             s.push_str(&counts);
         }
         Status::NoChanges => {
-            let _ = write!(
-                s,
-                "No changes to upload: {} already has these files ({counts})",
-                o.repo_id
-            );
+            let _ = write!(s, "No changes to upload: {} already has these files ({counts})", o.repo_id);
         }
         Status::DryRun => {
             let _ = write!(
@@ -937,15 +806,7 @@ mod tests {
         for ok in ["org/name", "kernels-community/silu_and_mul", "a.b/c-d"] {
             assert!(check_repo_id(ok).is_ok(), "{ok}");
         }
-        for bad in [
-            "name",
-            "org/",
-            "/name",
-            "a/b/c",
-            "org/na me",
-            "-org/name",
-            "org/name.",
-        ] {
+        for bad in ["name", "org/", "/name", "a/b/c", "org/na me", "-org/name", "org/name."] {
             assert_eq!(
                 check_repo_id(bad).unwrap_err().to_string(),
                 format!("repository id `{bad}` is not of the form `owner/name`")

@@ -55,12 +55,7 @@ pub enum Template {
 
 impl Template {
     /// Every template, in the order shown to users.
-    pub const ALL: [Template; 4] = [
-        Template::Compiled,
-        Template::Helion,
-        Template::Triton,
-        Template::Torch,
-    ];
+    pub const ALL: [Template; 4] = [Template::Compiled, Template::Helion, Template::Triton, Template::Torch];
 
     /// The name used on the command line.
     pub fn as_str(self) -> &'static str {
@@ -86,13 +81,9 @@ impl Template {
     pub fn supported_backends(self) -> &'static [Backend] {
         match self {
             Template::Helion | Template::Triton => &[Backend::Cuda, Backend::Rocm, Backend::Xpu],
-            Template::Compiled | Template::Torch => &[
-                Backend::Cpu,
-                Backend::Cuda,
-                Backend::Metal,
-                Backend::Rocm,
-                Backend::Xpu,
-            ],
+            Template::Compiled | Template::Torch => {
+                &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::Rocm, Backend::Xpu]
+            }
         }
     }
 
@@ -105,7 +96,9 @@ impl Template {
     fn summary(self) -> &'static str {
         match self {
             Template::Compiled => "An element-wise addition kernel, compiled for each backend.",
-            Template::Helion => "An element-wise addition kernel written in Helion, with configurations tuned ahead of time.",
+            Template::Helion => {
+                "An element-wise addition kernel written in Helion, with configurations tuned ahead of time."
+            }
             Template::Triton => "An element-wise addition kernel written in Triton.",
             Template::Torch => "An element-wise addition op written with PyTorch operations.",
         }
@@ -195,11 +188,7 @@ fn toml_string(s: &str) -> String {
 fn vars(p: &Project) -> render::Vars {
     let n = &p.repo.names;
     let quoted: Vec<String> = p.backends.iter().map(|b| format!("\"{b}\"")).collect();
-    let python_depends = if p.template == Template::Helion {
-        "\"helion\""
-    } else {
-        ""
-    };
+    let python_depends = if p.template == Template::Helion { "\"helion\"" } else { "" };
     let example_device = match p.backends.first() {
         Some(Backend::Cuda | Backend::Rocm) | None => "cuda",
         Some(Backend::Xpu) => "xpu",
@@ -241,14 +230,7 @@ fn vars(p: &Project) -> render::Vars {
     v.insert("flake_ref", p.flake_ref.clone());
     v.insert("backends_toml", quoted.join(", "));
     v.insert("backends_py", quoted.join(", "));
-    v.insert(
-        "backends_list",
-        p.backends
-            .iter()
-            .map(|b| format!("`{b}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-    );
+    v.insert("backends_list", p.backends.iter().map(|b| format!("`{b}`")).collect::<Vec<_>>().join(", "));
     v.insert("python_depends_toml", python_depends.to_owned());
     v.insert("summary", p.template.summary().to_owned());
     v.insert("template", p.template.as_str().to_owned());
@@ -282,54 +264,30 @@ pub fn render_project(p: &Project) -> Result<FileSet, RenderError> {
                     Backend::Cpu => (
                         "compiled/kernel-cpu.toml",
                         tpl::KERNEL_CPU,
-                        vec![(
-                            format!("{py}_cpu/{py}.cpp"),
-                            "compiled/cpu.cpp",
-                            tpl::SRC_CPU,
-                        )],
+                        vec![(format!("{py}_cpu/{py}.cpp"), "compiled/cpu.cpp", tpl::SRC_CPU)],
                     ),
                     Backend::Cuda => (
                         "compiled/kernel-cuda.toml",
                         tpl::KERNEL_CUDA,
-                        vec![(
-                            format!("{py}_cuda/{py}.cu"),
-                            "compiled/cuda.cu",
-                            tpl::SRC_CUDA,
-                        )],
+                        vec![(format!("{py}_cuda/{py}.cu"), "compiled/cuda.cu", tpl::SRC_CUDA)],
                     ),
                     Backend::Rocm => (
                         "compiled/kernel-rocm.toml",
                         tpl::KERNEL_ROCM,
-                        vec![(
-                            format!("{py}_cuda/{py}.cu"),
-                            "compiled/cuda.cu",
-                            tpl::SRC_CUDA,
-                        )],
+                        vec![(format!("{py}_cuda/{py}.cu"), "compiled/cuda.cu", tpl::SRC_CUDA)],
                     ),
                     Backend::Metal => (
                         "compiled/kernel-metal.toml",
                         tpl::KERNEL_METAL,
                         vec![
-                            (
-                                format!("{py}_metal/{py}.metal"),
-                                "compiled/metal.metal",
-                                tpl::SRC_METAL,
-                            ),
-                            (
-                                format!("{py}_metal/{py}.mm"),
-                                "compiled/metal.mm",
-                                tpl::SRC_METAL_MM,
-                            ),
+                            (format!("{py}_metal/{py}.metal"), "compiled/metal.metal", tpl::SRC_METAL),
+                            (format!("{py}_metal/{py}.mm"), "compiled/metal.mm", tpl::SRC_METAL_MM),
                         ],
                     ),
                     Backend::Xpu => (
                         "compiled/kernel-xpu.toml",
                         tpl::KERNEL_XPU,
-                        vec![(
-                            format!("{py}_xpu/{py}.cpp"),
-                            "compiled/xpu.cpp",
-                            tpl::SRC_XPU,
-                        )],
+                        vec![(format!("{py}_xpu/{py}.cpp"), "compiled/xpu.cpp", tpl::SRC_XPU)],
                     ),
                     other => {
                         return Err(RenderError {
@@ -347,26 +305,14 @@ pub fn render_project(p: &Project) -> Result<FileSet, RenderError> {
                 }
             }
             v.insert("kernel_tables", tables);
-            files.push((
-                "build.toml".into(),
-                "compiled/build.toml",
-                tpl::COMPILED_BUILD,
-            ));
-            files.push((
-                format!("torch-ext/{py}/__init__.py"),
-                "compiled/__init__.py",
-                tpl::COMPILED_INIT,
-            ));
+            files.push(("build.toml".into(), "compiled/build.toml", tpl::COMPILED_BUILD));
+            files.push((format!("torch-ext/{py}/__init__.py"), "compiled/__init__.py", tpl::COMPILED_INIT));
             files.push((
                 "torch-ext/torch_binding.cpp".into(),
                 "compiled/torch_binding.cpp",
                 tpl::BINDING_CPP,
             ));
-            files.push((
-                "torch-ext/torch_binding.h".into(),
-                "compiled/torch_binding.h",
-                tpl::BINDING_H,
-            ));
+            files.push(("torch-ext/torch_binding.h".into(), "compiled/torch_binding.h", tpl::BINDING_H));
         }
         t => {
             let (name, op) = match t {
@@ -375,11 +321,7 @@ pub fn render_project(p: &Project) -> Result<FileSet, RenderError> {
                 _ => ("torch/op.py", tpl::TORCH_OP),
             };
             files.push(("build.toml".into(), "noarch/build.toml", tpl::NOARCH_BUILD));
-            files.push((
-                format!("torch-ext/{py}/__init__.py"),
-                "noarch/__init__.py",
-                tpl::NOARCH_INIT,
-            ));
+            files.push((format!("torch-ext/{py}/__init__.py"), "noarch/__init__.py", tpl::NOARCH_INIT));
             files.push((format!("torch-ext/{py}/op.py"), name, op));
             if t == Template::Helion {
                 files.push(("bench.py".into(), "helion/bench.py", tpl::HELION_BENCH));
@@ -408,28 +350,17 @@ pub struct InvalidScaffold {
 pub fn check_rendered(template: Template, files: &FileSet) -> Result<(), InvalidScaffold> {
     let path = camino::Utf8Path::new("build.toml");
     let Some(text) = files.get(path) else {
-        return Err(InvalidScaffold {
-            template,
-            rendered: "no build.toml was generated".to_owned(),
-        });
+        return Err(InvalidScaffold { template, rendered: "no build.toml was generated".to_owned() });
     };
-    let loaded = crate::config::load_str(path, text, None).map_err(|e| InvalidScaffold {
-        template,
-        rendered: e.render(),
-    })?;
+    let loaded = crate::config::load_str(path, text, None)
+        .map_err(|e| InvalidScaffold { template, rendered: e.render() })?;
     if !loaded.warnings.is_empty() {
-        return Err(InvalidScaffold {
-            template,
-            rendered: loaded.rendered_warnings,
-        });
+        return Err(InvalidScaffold { template, rendered: loaded.rendered_warnings });
     }
     let problems = crate::matrix::check(&loaded.config);
     if !problems.is_empty() {
-        let rendered = problems
-            .iter()
-            .map(|p| format!("{}: {}", p.key_path, p.message))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let rendered =
+            problems.iter().map(|p| format!("{}: {}", p.key_path, p.message)).collect::<Vec<_>>().join("\n");
         return Err(InvalidScaffold { template, rendered });
     }
     Ok(())
@@ -441,10 +372,7 @@ mod tests {
 
     fn project(template: Template, backends: &[Backend]) -> Project {
         Project {
-            repo: RepoId {
-                org: "myorg".into(),
-                names: KernelNames::new("vector-add").unwrap(),
-            },
+            repo: RepoId { org: "myorg".into(), names: KernelNames::new("vector-add").unwrap() },
             template,
             backends: backends.to_vec(),
             license: "Apache-2.0".into(),
@@ -474,11 +402,8 @@ mod tests {
 
     #[test]
     fn helion_files() {
-        let fs = render_project(&project(
-            Template::Helion,
-            &[Backend::Cuda, Backend::Rocm, Backend::Xpu],
-        ))
-        .unwrap();
+        let fs = render_project(&project(Template::Helion, &[Backend::Cuda, Backend::Rocm, Backend::Xpu]))
+            .unwrap();
         assert_eq!(
             paths(&fs),
             [
@@ -503,22 +428,16 @@ mod tests {
         );
         assert!(fs[camino::Utf8Path::new("torch-ext/vector_add/op.py")]
             .contains("@helion.aot_kernel()\ndef vector_add_kernel("));
-        assert!(fs[camino::Utf8Path::new("flake.nix")]
-            .contains("inputs.kernel-builder.url = \"path:/kb\";"));
+        assert!(fs[camino::Utf8Path::new("flake.nix")].contains("inputs.kernel-builder.url = \"path:/kb\";"));
         assert!(fs[camino::Utf8Path::new("tests/test_vector_add.py")]
             .contains("BACKENDS = [\"cuda\", \"rocm\", \"xpu\"]"));
-        assert!(
-            fs[camino::Utf8Path::new("tests/test_vector_add.py")].contains("class TestVectorAdd:")
-        );
+        assert!(fs[camino::Utf8Path::new("tests/test_vector_add.py")].contains("class TestVectorAdd:"));
     }
 
     #[test]
     fn compiled_files_per_backend() {
-        let fs = render_project(&project(
-            Template::Compiled,
-            Template::Compiled.supported_backends(),
-        ))
-        .unwrap();
+        let fs =
+            render_project(&project(Template::Compiled, Template::Compiled.supported_backends())).unwrap();
         assert_eq!(
             paths(&fs),
             [
@@ -560,15 +479,10 @@ mod tests {
         let toml = fs.get_mut(camino::Utf8Path::new("build.toml")).unwrap();
         *toml = toml.replace("edition = 5", "edition = 5\nbogus = 1");
         let err = check_rendered(Template::Torch, &fs).unwrap_err();
-        assert!(err
-            .to_string()
-            .starts_with("the generated build.toml does not pass check-config"));
+        assert!(err.to_string().starts_with("the generated build.toml does not pass check-config"));
         assert!(err.rendered.contains("bogus"), "{}", err.rendered);
         fs.remove(camino::Utf8Path::new("build.toml"));
-        assert_eq!(
-            check_rendered(Template::Torch, &fs).unwrap_err().rendered,
-            "no build.toml was generated"
-        );
+        assert_eq!(check_rendered(Template::Torch, &fs).unwrap_err().rendered, "no build.toml was generated");
     }
 
     #[test]

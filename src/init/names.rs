@@ -11,8 +11,7 @@ pub const KERNEL_NAME_RULE: &str =
      does not end with `-`, and is at least 2 characters long (e.g. `vector-add`)";
 
 /// The rule a Hub organisation or user name must follow in `--name ORG/NAME`.
-pub const ORG_RULE: &str =
-    "an organisation uses letters, digits, `-`, `_` and `.`, and starts and ends \
+pub const ORG_RULE: &str = "an organisation uses letters, digits, `-`, `_` and `.`, and starts and ends \
      with a letter or digit (e.g. `myorg`)";
 
 /// The three spellings of a valid kernel name.
@@ -36,10 +35,7 @@ impl KernelNames {
     /// (`My_Kernel` → `my-kernel`).
     pub fn new(name: &str) -> Result<KernelNames, NameError> {
         if !is_valid_kernel_name(name) {
-            return Err(NameError {
-                name: name.to_owned(),
-                suggestion: suggest_kernel_name(name),
-            });
+            return Err(NameError { name: name.to_owned(), suggestion: suggest_kernel_name(name) });
         }
         let python = name.replace('-', "_");
         let class = name
@@ -53,11 +49,7 @@ impl KernelNames {
                 }
             })
             .collect();
-        Ok(KernelNames {
-            display: name.to_owned(),
-            python,
-            class,
-        })
+        Ok(KernelNames { display: name.to_owned(), python, class })
     }
 }
 
@@ -72,11 +64,7 @@ pub struct NameError {
 
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}` is not a valid kernel name: {KERNEL_NAME_RULE}",
-            self.name
-        )
+        write!(f, "`{}` is not a valid kernel name: {KERNEL_NAME_RULE}", self.name)
     }
 }
 
@@ -99,8 +87,7 @@ pub fn is_valid_org(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 #[cfg(test)]
@@ -121,41 +108,17 @@ mod tests {
 
     #[test]
     fn invalid_names() {
-        for bad in [
-            "",
-            "a",
-            "A",
-            "My_Kernel",
-            "my_kernel",
-            "-ab",
-            "ab-",
-            "1ab",
-            "ab c",
-            "héllo",
-            "ab/c",
-        ] {
+        for bad in ["", "a", "A", "My_Kernel", "my_kernel", "-ab", "ab-", "1ab", "ab c", "héllo", "ab/c"] {
             assert!(KernelNames::new(bad).is_err(), "{bad:?} should be rejected");
         }
     }
 
     #[test]
     fn suggestions() {
-        assert_eq!(
-            suggest_kernel_name("My_Kernel").as_deref(),
-            Some("my-kernel")
-        );
-        assert_eq!(
-            suggest_kernel_name("my_kernel").as_deref(),
-            Some("my-kernel")
-        );
-        assert_eq!(
-            suggest_kernel_name("Flash.Attn 3").as_deref(),
-            Some("flash-attn-3")
-        );
-        assert_eq!(
-            suggest_kernel_name("2fast__kernel-").as_deref(),
-            Some("fast-kernel")
-        );
+        assert_eq!(suggest_kernel_name("My_Kernel").as_deref(), Some("my-kernel"));
+        assert_eq!(suggest_kernel_name("my_kernel").as_deref(), Some("my-kernel"));
+        assert_eq!(suggest_kernel_name("Flash.Attn 3").as_deref(), Some("flash-attn-3"));
+        assert_eq!(suggest_kernel_name("2fast__kernel-").as_deref(), Some("fast-kernel"));
         assert_eq!(suggest_kernel_name("__"), None);
         assert_eq!(suggest_kernel_name("x"), None);
         assert_eq!(suggest_kernel_name("ok-name"), None);

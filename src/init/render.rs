@@ -21,22 +21,15 @@ pub struct RenderError {
 
 /// Replace every `{{key}}` in `text` by `vars[key]`. `name` only labels errors.
 pub fn render(name: &str, text: &str, vars: &Vars) -> Result<String, RenderError> {
-    let err = |problem: String| RenderError {
-        template: name.to_owned(),
-        problem,
-    };
+    let err = |problem: String| RenderError { template: name.to_owned(), problem };
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| err("`{{` without a closing `}}`".to_owned()))?;
+        let end = after.find("}}").ok_or_else(|| err("`{{` without a closing `}}`".to_owned()))?;
         let key = after[..end].trim();
-        let value = vars
-            .get(key)
-            .ok_or_else(|| err(format!("unknown placeholder `{key}`")))?;
+        let value = vars.get(key).ok_or_else(|| err(format!("unknown placeholder `{key}`")))?;
         out.push_str(value);
         rest = &after[end + 2..];
     }
@@ -53,14 +46,8 @@ mod tests {
         let mut vars = Vars::new();
         vars.insert("a", "1".to_owned());
         vars.insert("b_c", "{{a}}".to_owned());
-        assert_eq!(
-            render("t", "x{{a}}y{{ b_c }}z", &vars).unwrap(),
-            "x1y{{a}}z"
-        );
-        assert_eq!(
-            render("t", "no placeholders }}", &vars).unwrap(),
-            "no placeholders }}"
-        );
+        assert_eq!(render("t", "x{{a}}y{{ b_c }}z", &vars).unwrap(), "x1y{{a}}z");
+        assert_eq!(render("t", "no placeholders }}", &vars).unwrap(), "no placeholders }}");
         assert_eq!(
             render("t", "{{nope}}", &vars).unwrap_err().to_string(),
             "template `t`: unknown placeholder `nope`"

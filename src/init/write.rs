@@ -37,16 +37,11 @@ pub enum InitError {
     },
     /// A git command failed (the files written were removed again).
     #[error("{}", git_message(command, dir, output))]
-    Git {
-        command: String,
-        dir: Utf8PathBuf,
-        output: String,
-    },
+    Git { command: String, dir: Utf8PathBuf, output: String },
 }
 
 fn not_empty_message(dir: &Utf8Path, replaced: &[Utf8PathBuf], others: &[Utf8PathBuf]) -> String {
-    let mut s =
-        format!("`{dir}` is not empty, and `init` writes only into a new or empty directory");
+    let mut s = format!("`{dir}` is not empty, and `init` writes only into a new or empty directory");
     if !replaced.is_empty() {
         s.push_str("\nthese files would be replaced:");
         for p in replaced {
@@ -91,13 +86,10 @@ pub enum GitOutcome {
 impl fmt::Display for GitOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            GitOutcome::Initialized => {
-                f.write_str("initialized a new git repository and staged the files")
+            GitOutcome::Initialized => f.write_str("initialized a new git repository and staged the files"),
+            GitOutcome::Reused(top) => {
+                write!(f, "staged the files in the existing git repository at `{top}`")
             }
-            GitOutcome::Reused(top) => write!(
-                f,
-                "staged the files in the existing git repository at `{top}`"
-            ),
         }
     }
 }
@@ -111,11 +103,7 @@ pub struct Written {
 
 fn io_err(action: &'static str, path: &Utf8Path) -> impl FnOnce(io::Error) -> InitError {
     let path = path.to_owned();
-    move |source| InitError::Io {
-        action,
-        path,
-        source,
-    }
+    move |source| InitError::Io { action, path, source }
 }
 
 /// Undo what a failed write created: files and directories, newest first. Directories are
@@ -162,12 +150,7 @@ fn create_dirs(dir: &Utf8Path, rollback: &mut Rollback) -> Result<(), InitError>
                     reason: "it exists and is not a directory".into(),
                 })
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
+            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
                 missing.push(d.to_owned())
             }
             Err(e) => return Err(io_err("inspect", d)(e)),
@@ -199,30 +182,18 @@ fn set_mode(path: &Utf8Path, mode: u32) -> Result<(), InitError> {
 /// * Git: when `dir` is inside an existing work tree, the files are staged there; otherwise
 ///   `git init` makes a repository in `dir`. Then `git add .` runs in `dir`. Nothing is
 ///   committed. `git` is looked up before anything is written.
-pub fn write_project(
-    dir: &Utf8Path,
-    files: &FileSet,
-    overwrite: bool,
-) -> Result<Written, InitError> {
+pub fn write_project(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result<Written, InitError> {
     let git = Git::new();
     git.check_available(dir)?;
 
     match std::fs::symlink_metadata(dir) {
         Ok(_) if !dir.is_dir() => return Err(InitError::NotADirectory(dir.to_owned())),
         Ok(_) => check_existing(dir, files, overwrite)?,
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) => {}
+        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {}
         Err(e) => return Err(io_err("inspect", dir)(e)),
     }
 
-    let mut rollback = Rollback {
-        files: Vec::new(),
-        dirs: Vec::new(),
-        armed: true,
-    };
+    let mut rollback = Rollback { files: Vec::new(), dirs: Vec::new(), armed: true };
     create_dirs(dir, &mut rollback)?;
     for (rel, contents) in files {
         let path = dir.join(rel);
@@ -257,10 +228,7 @@ pub fn write_project(
         return Err(e);
     }
     rollback.armed = false;
-    Ok(Written {
-        dir: dir.to_owned(),
-        git: outcome,
-    })
+    Ok(Written { dir: dir.to_owned(), git: outcome })
 }
 
 /// Refuse a directory that holds anything besides `.git`, unless `overwrite`; refuse a
@@ -311,15 +279,8 @@ fn check_existing(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result<()
         .iter()
         .filter_map(|p| p.components().next().map(|c| Utf8PathBuf::from(c.as_str())))
         .collect();
-    let others = others
-        .into_iter()
-        .filter(|o| !replaced_tops.contains(o))
-        .collect();
-    Err(InitError::NotEmpty {
-        dir: dir.to_owned(),
-        replaced,
-        others,
-    })
+    let others = others.into_iter().filter(|o| !replaced_tops.contains(o)).collect();
+    Err(InitError::NotEmpty { dir: dir.to_owned(), replaced, others })
 }
 
 /// Write one file through a temporary file in the same directory, mode 0644.
@@ -364,12 +325,8 @@ impl Git {
     }
 
     fn expr(&self, dir: &Utf8Path, args: &[&str]) -> duct::Expression {
-        let mut e = duct::cmd("git", args)
-            .dir(dir)
-            .stdin_null()
-            .stderr_to_stdout()
-            .stdout_capture()
-            .unchecked();
+        let mut e =
+            duct::cmd("git", args).dir(dir).stdin_null().stderr_to_stdout().stdout_capture().unchecked();
         for v in GIT_REDIRECTS {
             e = e.env_remove(v);
         }
@@ -402,11 +359,7 @@ impl Git {
             .stderr_null()
             .stdout_capture()
             .unchecked();
-        let out = GIT_REDIRECTS
-            .iter()
-            .fold(out, |e, v| e.env_remove(v))
-            .run()
-            .ok()?;
+        let out = GIT_REDIRECTS.iter().fold(out, |e, v| e.env_remove(v)).run().ok()?;
         if !out.status.success() {
             return None;
         }

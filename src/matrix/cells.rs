@@ -107,7 +107,9 @@ pub(crate) fn set_applies(config: &BuildConfig, set: &BuildSet) -> bool {
     if set.backend == Backend::Cuda {
         let Some(cuda) = set.version.as_deref().map(json_version) else { return false };
         let g = &config.general.cuda;
-        if g.minver.as_ref().is_some_and(|min| cuda < *min) || g.maxver.as_ref().is_some_and(|max| cuda > *max) {
+        if g.minver.as_ref().is_some_and(|min| cuda < *min)
+            || g.maxver.as_ref().is_some_and(|max| cuda > *max)
+        {
             return false;
         }
     }
@@ -322,7 +324,10 @@ mod tests {
         let rocm = all.iter().find(|c| c.name == "torch212-cxx11-rocm71-x86_64-linux").unwrap();
         assert_eq!(
             rocm.rocm_archs.as_deref().unwrap(),
-            ["gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200", "gfx1201"]
+            [
+                "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200",
+                "gfx1201"
+            ]
         );
         let cpu211 = all.iter().find(|c| c.name == "torch211-cxx11-cpu-x86_64-linux").unwrap();
         assert!(!cpu211.bundle);
@@ -485,8 +490,12 @@ mod tests {
             c.general.cuda.minver = Some(v("12.6"));
             assert_eq!(
                 names(&c, "aarch64-linux", Scope::Bundle),
-                ["torch212-cxx11-cu126-aarch64-linux", "torch212-cxx11-cu130-aarch64-linux",
-                 "torch213-cxx11-cu126-aarch64-linux", "torch213-cxx11-cu130-aarch64-linux"],
+                [
+                    "torch212-cxx11-cu126-aarch64-linux",
+                    "torch212-cxx11-cu130-aarch64-linux",
+                    "torch213-cxx11-cu126-aarch64-linux",
+                    "torch213-cxx11-cu130-aarch64-linux"
+                ],
                 "maxver {maxver}"
             );
         }

@@ -22,10 +22,15 @@
 //! - `backend-without-variants` (warning): a backend of `general.backends` that no cell of the
 //!   matrix builds, naming the bounds that exclude it.
 
-use crate::config::{Backend, BuildConfig, CapabilitySuffix, CudaCapability, Framework, Kernel, Problem, Severity, Version};
+use crate::config::{
+    Backend, BuildConfig, CapabilitySuffix, CudaCapability, Framework, Kernel, Problem, Severity, Version,
+};
 
 use super::cells::{cells, Cell, Scope};
-use super::cuda::{buildable_range, json_version, resolve_list, resolve_one, suffix_min_cuda, suffix_violation, toolkit, SuffixRule};
+use super::cuda::{
+    buildable_range, json_version, resolve_list, resolve_one, suffix_min_cuda, suffix_violation, toolkit,
+    SuffixRule,
+};
 use super::data::matrix;
 use super::rocm::{is_known_arch, release, suggest_arch};
 
@@ -80,7 +85,13 @@ fn kernel_key(name: &str) -> String {
     }
 }
 
-fn problem(severity: Severity, key_path: String, rule: &'static str, message: String, help: Option<String>) -> Problem {
+fn problem(
+    severity: Severity,
+    key_path: String,
+    rule: &'static str,
+    message: String,
+    help: Option<String>,
+) -> Problem {
     Problem { severity, key_path, rule, message, help }
 }
 
@@ -127,7 +138,10 @@ fn backends_without_cells(config: &BuildConfig, all: &[Cell], out: &mut Vec<Prob
             Severity::Warning,
             format!("general.backends[{i}]"),
             "backend-without-variants",
-            format!("`{backend}` is listed in general.backends but no variant builds it: {}", reasons.join("; ")),
+            format!(
+                "`{backend}` is listed in general.backends but no variant builds it: {}",
+                reasons.join("; ")
+            ),
             Some(format!("widen the bounds, or remove `{backend}` from general.backends")),
         ));
     }
@@ -150,7 +164,13 @@ fn bounds(section: &str, min: Option<&Version>, max: Option<&Version>) -> String
 /// (`3.5`, `99999.0`) or when its suffix needs a newer CUDA than any of them; inside the range
 /// (`11.8`: no such GPU, while 11.0 exists) it is a warning, because the rest of the list still
 /// builds as upstream does (kernels-community/megablocks ships such a list).
-fn check_capability(who: &str, cap: &CudaCapability, toolkits: &[String], key: String, out: &mut Vec<Problem>) -> bool {
+fn check_capability(
+    who: &str,
+    cap: &CudaCapability,
+    toolkits: &[String],
+    key: String,
+    out: &mut Vec<Problem>,
+) -> bool {
     if let Some(SuffixRule::MinCapability(min)) = suffix_violation(cap) {
         let (letter, what) = match cap.suffix {
             CapabilitySuffix::Arch => ("a", "architecture-specific"),
@@ -268,7 +288,10 @@ fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &m
             format!("{base}.cuda-capabilities"),
             "empty-capabilities",
             format!("{who}: cuda-capabilities is empty, so the kernel would be compiled for no architecture"),
-            Some("list the capabilities to build, or remove the key to build the CUDA version's defaults".to_owned()),
+            Some(
+                "list the capabilities to build, or remove the key to build the CUDA version's defaults"
+                    .to_owned(),
+            ),
         ));
         return;
     }
@@ -291,7 +314,10 @@ fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &m
             Severity::Error,
             format!("{base}.cuda-capabilities"),
             "no-buildable-capability",
-            format!("{who}: no CUDA version it is built with ({}) builds any of its cuda-capabilities", toolkits.join(", ")),
+            format!(
+                "{who}: no CUDA version it is built with ({}) builds any of its cuda-capabilities",
+                toolkits.join(", ")
+            ),
             Some("list at least one capability those CUDA versions build".to_owned()),
         ));
     } else if from_cells && !empty.is_empty() {
@@ -318,7 +344,13 @@ fn unknown_arch(who: &str, arch: &str, key: String) -> Problem {
         Some(s) => format!("did you mean `{s}`?"),
         None => format!("known gfx targets: {}", matrix().rocm.known_archs.join(", ")),
     };
-    problem(Severity::Error, key, "unknown-rocm-arch", format!("{who}: `{arch}` is not a known ROCm gfx target"), Some(help))
+    problem(
+        Severity::Error,
+        key,
+        "unknown-rocm-arch",
+        format!("{who}: `{arch}` is not a known ROCm gfx target"),
+        Some(help),
+    )
 }
 
 fn check_rocm_kernel(name: &str, kernel: &Kernel, cell_rocms: &[String], out: &mut Vec<Problem>) {
@@ -343,7 +375,10 @@ fn check_rocm_kernel(name: &str, kernel: &Kernel, cell_rocms: &[String], out: &m
                 Severity::Warning,
                 key,
                 "rocm-arch-skipped",
-                format!("{who}: `{arch}` is not supported by ROCm {}; it is not compiled there", missing.join(", ")),
+                format!(
+                    "{who}: `{arch}` is not supported by ROCm {}; it is not compiled there",
+                    missing.join(", ")
+                ),
                 None,
             ));
         }
@@ -351,17 +386,17 @@ fn check_rocm_kernel(name: &str, kernel: &Kernel, cell_rocms: &[String], out: &m
     if !archs.is_empty() && known == 0 {
         return;
     }
-    let empty: Vec<&str> = releases
-        .iter()
-        .filter(|r| !archs.iter().any(|a| supports(r, a)))
-        .map(String::as_str)
-        .collect();
+    let empty: Vec<&str> =
+        releases.iter().filter(|r| !archs.iter().any(|a| supports(r, a))).map(String::as_str).collect();
     if archs.is_empty() || empty.len() == releases.len() {
         out.push(problem(
             Severity::Error,
             format!("{base}.rocm-archs"),
             "empty-rocm-archs",
-            format!("{who}: no ROCm release it is built with ({}) supports any of its rocm-archs", releases.join(", ")),
+            format!(
+                "{who}: no ROCm release it is built with ({}) supports any of its rocm-archs",
+                releases.join(", ")
+            ),
             Some(format!(
                 "targets ROCm {} builds: {}",
                 releases.first().map(String::as_str).unwrap_or("?"),
@@ -429,7 +464,10 @@ mod tests {
         // and builds the rest, so do we, but not silently.
         let c = with_kernel("megablocks", cuda_kernel(Some(&["8.0", "11.8", "12.0"]), None));
         let p = check(&c);
-        assert_eq!(summary(&p), [(Severity::Warning, "kernel.megablocks.cuda-capabilities[1]".into(), "capability-not-built")]);
+        assert_eq!(
+            summary(&p),
+            [(Severity::Warning, "kernel.megablocks.cuda-capabilities[1]".into(), "capability-not-built")]
+        );
         assert_eq!(
             p[0].message,
             "kernel `megablocks`: capability `11.8` is not an architecture that CUDA 12.6, 13.0, 13.2 builds; it is ignored"
@@ -461,15 +499,26 @@ mod tests {
                 (Severity::Error, "kernel.k.cuda-capabilities[1]".into(), "capability-suffix"),
             ]
         );
-        assert!(p[0].message.contains("the `a` (architecture-specific) suffix exists from capability 9.0 on"), "{}", p[0].message);
-        assert!(p[1].message.contains("the `f` (family) suffix exists from capability 10.0 on"), "{}", p[1].message);
+        assert!(
+            p[0].message.contains("the `a` (architecture-specific) suffix exists from capability 9.0 on"),
+            "{}",
+            p[0].message
+        );
+        assert!(
+            p[1].message.contains("the `f` (family) suffix exists from capability 10.0 on"),
+            "{}",
+            p[1].message
+        );
     }
 
     #[test]
     fn kernel_unbuildable_with_some_cuda_versions_is_skipped_there() {
         let c = with_kernel("sm100", cuda_kernel(Some(&["10.0f"]), None));
         let p = check(&c);
-        assert_eq!(summary(&p), [(Severity::Warning, "kernel.sm100.cuda-capabilities".into(), "kernel-skipped")]);
+        assert_eq!(
+            summary(&p),
+            [(Severity::Warning, "kernel.sm100.cuda-capabilities".into(), "kernel-skipped")]
+        );
         assert_eq!(
             p[0].message,
             "kernel `sm100`: none of its cuda-capabilities (10.0f) can be built with CUDA 12.6; the kernel is skipped in those variants"
@@ -493,8 +542,14 @@ mod tests {
         let mut c = with_kernel("sm100", cuda_kernel(Some(&["10.0f"]), None));
         c.general.cuda.maxver = Some(v("12.6"));
         let p = check(&c);
-        assert_eq!(summary(&p), [(Severity::Error, "kernel.sm100.cuda-capabilities[0]".into(), "capability-out-of-range")]);
-        assert_eq!(p[0].message, "kernel `sm100`: capability `10.0f` cannot be built by CUDA 12.6; they build 5.0 to 9.0");
+        assert_eq!(
+            summary(&p),
+            [(Severity::Error, "kernel.sm100.cuda-capabilities[0]".into(), "capability-out-of-range")]
+        );
+        assert_eq!(
+            p[0].message,
+            "kernel `sm100`: capability `10.0f` cannot be built by CUDA 12.6; they build 5.0 to 9.0"
+        );
         assert!(p[0].help.as_deref().unwrap().contains("needs CUDA 12.9 or newer"), "{:?}", p[0].help);
     }
 
@@ -510,7 +565,10 @@ mod tests {
     #[test]
     fn empty_capability_list_is_an_error() {
         let c = with_kernel("k", cuda_kernel(Some(&[]), None));
-        assert_eq!(summary(&check(&c)), [(Severity::Error, "kernel.k.cuda-capabilities".into(), "empty-capabilities")]);
+        assert_eq!(
+            summary(&check(&c)),
+            [(Severity::Error, "kernel.k.cuda-capabilities".into(), "empty-capabilities")]
+        );
     }
 
     #[test]
@@ -541,7 +599,10 @@ mod tests {
         let c = with_kernel("r", rocm_kernel(&["gfx90a", "gfx940"]));
         let p = check(&c);
         assert_eq!(summary(&p), [(Severity::Warning, "kernel.r.rocm-archs[1]".into(), "rocm-arch-skipped")]);
-        assert_eq!(p[0].message, "kernel `r`: `gfx940` is not supported by ROCm 7.1, 7.2; it is not compiled there");
+        assert_eq!(
+            p[0].message,
+            "kernel `r`: `gfx940` is not supported by ROCm 7.1, 7.2; it is not compiled there"
+        );
     }
 
     #[test]
@@ -564,7 +625,10 @@ mod tests {
         c.general.cuda.minver = Some(v("12.4"));
         c.general.cuda.maxver = Some(v("12.4"));
         let p = check(&c);
-        assert_eq!(summary(&p), [(Severity::Warning, "general.backends[1]".into(), "backend-without-variants")]);
+        assert_eq!(
+            summary(&p),
+            [(Severity::Warning, "general.backends[1]".into(), "backend-without-variants")]
+        );
         assert_eq!(
             p[0].message,
             "`cuda` is listed in general.backends but no variant builds it: general.cuda.minver = \"12.4\" and \
@@ -576,7 +640,10 @@ mod tests {
     fn backend_without_build_sets_warns() {
         let c = noarch_config(&[Neuron]);
         let p = check(&c);
-        assert_eq!(summary(&p), [(Severity::Warning, "general.backends[0]".into(), "backend-without-variants")]);
+        assert_eq!(
+            summary(&p),
+            [(Severity::Warning, "general.backends[0]".into(), "backend-without-variants")]
+        );
         assert!(p[0].message.ends_with("the build matrix has no build set for `neuron`"), "{}", p[0].message);
     }
 

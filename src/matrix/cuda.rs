@@ -56,7 +56,11 @@ pub(crate) fn suffix_min_cuda(suffix: CapabilitySuffix) -> Option<Version> {
 
 /// What toolkit `cuda` (its version) compiles for one kernel capability, after renaming
 /// (`10.1` → `11.0` from CUDA 13); `None` when it cannot compile it.
-pub(crate) fn resolve_one(cap: &CudaCapability, cuda: &Version, toolkit: &CudaToolkit) -> Option<CudaCapability> {
+pub(crate) fn resolve_one(
+    cap: &CudaCapability,
+    cuda: &Version,
+    toolkit: &CudaToolkit,
+) -> Option<CudaCapability> {
     if suffix_violation(cap).is_some() {
         return None;
     }
@@ -82,7 +86,11 @@ pub(crate) fn resolve_one(cap: &CudaCapability, cuda: &Version, toolkit: &CudaTo
 
 /// Resolve a kernel's capability list for one toolkit: sorted, duplicates removed, and `X.Y`
 /// dropped where `X.Y+PTX` is present (the latter includes the former's machine code).
-pub(crate) fn resolve_list(caps: &[CudaCapability], cuda: &Version, toolkit: &CudaToolkit) -> Vec<CudaCapability> {
+pub(crate) fn resolve_list(
+    caps: &[CudaCapability],
+    cuda: &Version,
+    toolkit: &CudaToolkit,
+) -> Vec<CudaCapability> {
     normalize(caps.iter().filter_map(|c| resolve_one(c, cuda, toolkit)).collect())
 }
 
@@ -91,7 +99,9 @@ pub(crate) fn normalize(mut caps: Vec<CudaCapability>) -> Vec<CudaCapability> {
     caps.sort();
     caps.dedup();
     let with_ptx: Vec<CudaCapability> = caps.iter().filter(|c| c.ptx).cloned().collect();
-    caps.retain(|c| c.ptx || !with_ptx.iter().any(|p| (p.major, p.minor, p.suffix) == (c.major, c.minor, c.suffix)));
+    caps.retain(|c| {
+        c.ptx || !with_ptx.iter().any(|p| (p.major, p.minor, p.suffix) == (c.major, c.minor, c.suffix))
+    });
     caps
 }
 
@@ -108,7 +118,10 @@ pub(crate) fn default_list(toolkit: &CudaToolkit) -> Vec<CudaCapability> {
 /// (nothing in the list can be built by this toolkit: the kernel is skipped there).
 ///
 /// Errors when `cuda` is not a toolkit of the matrix.
-pub fn resolve_cuda_capabilities(kernel: Option<&[CudaCapability]>, cuda: &str) -> Result<Vec<String>, String> {
+pub fn resolve_cuda_capabilities(
+    kernel: Option<&[CudaCapability]>,
+    cuda: &str,
+) -> Result<Vec<String>, String> {
     let (version, toolkit) = toolkit(cuda).ok_or_else(|| {
         let known: Vec<&str> = matrix().cuda.keys().map(String::as_str).collect();
         format!("CUDA `{cuda}` is not in the build matrix (known: {})", known.join(", "))
@@ -156,7 +169,11 @@ mod tests {
             assert!(Version::parse(key).is_ok(), "CUDA key {key}");
             for c in &tk.capabilities {
                 let p = CudaCapability::parse(c).unwrap();
-                assert_eq!((p.suffix, p.ptx), (CapabilitySuffix::None, false), "{key}: {c} must be plain X.Y");
+                assert_eq!(
+                    (p.suffix, p.ptx),
+                    (CapabilitySuffix::None, false),
+                    "{key}: {c} must be plain X.Y"
+                );
             }
             // Every default is buildable, and only the last one embeds PTX.
             for (i, d) in tk.default.iter().enumerate() {
@@ -165,7 +182,10 @@ mod tests {
                 assert_eq!(p.ptx, i + 1 == tk.default.len(), "{key}: {d}");
             }
             for (old, new) in &tk.renamed {
-                assert!(!tk.capabilities.contains(old) && tk.capabilities.contains(new), "{key}: {old} -> {new}");
+                assert!(
+                    !tk.capabilities.contains(old) && tk.capabilities.contains(new),
+                    "{key}: {old} -> {new}"
+                );
             }
         }
         for rule in m.cuda_arch_specific.values() {
@@ -185,7 +205,10 @@ mod tests {
             resolve_cuda_capabilities(None, "12.6").unwrap(),
             ["7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0+PTX"]
         );
-        assert_eq!(resolve_cuda_capabilities(None, "13").unwrap(), resolve_cuda_capabilities(None, "13.0").unwrap());
+        assert_eq!(
+            resolve_cuda_capabilities(None, "13").unwrap(),
+            resolve_cuda_capabilities(None, "13.0").unwrap()
+        );
     }
 
     #[test]

@@ -153,7 +153,10 @@ mod tests {
     fn names_follow_the_upstream_formats() {
         assert_eq!(torch_arch_name(&v("2.13"), "cu130", "x86_64-linux"), "torch213-cxx11-cu130-x86_64-linux");
         assert_eq!(torch_arch_name(&v("2.13"), "cpu", "aarch64-darwin"), "torch213-cpu-aarch64-darwin");
-        assert_eq!(stable_abi_name(&v("2.11"), "cu126", "x86_64-linux"), "torch-stable-abi211-cu126-x86_64-linux");
+        assert_eq!(
+            stable_abi_name(&v("2.11"), "cu126", "x86_64-linux"),
+            "torch-stable-abi211-cu126-x86_64-linux"
+        );
         assert_eq!(tvm_ffi_name(&v("0.1"), "cu126", "x86_64-linux"), "tvm-ffi01-cu126-x86_64-linux");
     }
 

@@ -12,8 +12,10 @@ use crate::config::{Backend, BuildConfig, CudaCapability, Framework, StableAbi};
 const BACKENDS: [Backend; 7] =
     [Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::Neuron, Backend::Rocm, Backend::Tpu, Backend::Xpu];
 const COMPILED: [Backend; 5] = [Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::Rocm, Backend::Xpu];
-const CAPS: [&str; 14] =
-    ["3.5", "5.0", "7.0", "8.0", "8.0a", "8.9", "9.0", "9.0a", "9.0+PTX", "10.0f", "10.1", "11.0", "12.0a", "99.0"];
+const CAPS: [&str; 14] = [
+    "3.5", "5.0", "7.0", "8.0", "8.0a", "8.9", "9.0", "9.0a", "9.0+PTX", "10.0f", "10.1", "11.0", "12.0a",
+    "99.0",
+];
 const VERSIONS: [&str; 9] = ["2.10", "2.11", "2.12", "2.13", "12.4", "12.6", "13", "13.0", "13.2"];
 const GFX: [&str; 5] = ["gfx90a", "gfx940", "gfx942", "gfx1100", "gfx9999"];
 

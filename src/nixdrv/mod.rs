@@ -36,18 +36,16 @@ pub fn nix_program() -> String {
 /// Errors: Nix cannot be run; the message says how to install it or build without it.
 pub fn nix_version() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out = duct::cmd!(&nix, "--version")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| {
-            format!(
-                "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
+    let out =
+        duct::cmd!(&nix, "--version").stdout_capture().stderr_capture().unchecked().run().with_context(
+            || {
+                format!(
+                    "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
                  (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
                  its path, or build without Nix (`build-and-copy --nix never`)"
-            )
-        })?;
+                )
+            },
+        )?;
     if !out.status.success() {
         bail!("`{nix} --version` failed:\n{}", String::from_utf8_lossy(&out.stderr).trim_end());
     }
@@ -167,7 +165,11 @@ pub fn build_and_copy(
 
 /// Build the bundle (or `variants`) of the kernel flake at `kernel_dir`; returns the output
 /// store paths in the order asked for. See [`build_and_copy`] for arguments and errors.
-pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<Vec<Utf8PathBuf>> {
+pub fn build(
+    kernel_dir: &Utf8Path,
+    variants: &[String],
+    extra_args: &[String],
+) -> anyhow::Result<Vec<Utf8PathBuf>> {
     let version = nix_version()?;
     require_sandbox(&sandbox_setting()?)?;
     if !kernel_dir.join("flake.nix").is_file() {
@@ -176,13 +178,15 @@ pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) 
              `kernel-builder.lib.genKernelFlakeOutputs {{ inherit self; path = ./.; }}` (see `kernel-builder init`)"
         );
     }
-    let dir = kernel_dir
-        .canonicalize_utf8()
-        .with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+    let dir = kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
     check_git_tracking(&dir)?;
     let mut extra: Vec<String> = extra_args.to_vec();
     if let Some(orchestrator) = orchestrator_override(extra_args)? {
-        extra.extend(["--override-input".into(), "kernel-builder/orchestrator".into(), format!("path:{orchestrator}")]);
+        extra.extend([
+            "--override-input".into(),
+            "kernel-builder/orchestrator".into(),
+            format!("path:{orchestrator}"),
+        ]);
     }
     let extra_args = extra.as_slice();
     if !variants.is_empty() {
@@ -233,9 +237,8 @@ pub fn build(kernel_dir: &Utf8Path, variants: &[String], extra_args: &[String]) 
 /// Errors: `$KERNEL_BUILDER_ORCHESTRATOR` names a directory without `bin/kernel-builder`, or
 /// the staging copy fails.
 pub fn orchestrator_override(extra_args: &[String]) -> anyhow::Result<Option<Utf8PathBuf>> {
-    let overridden = extra_args
-        .windows(2)
-        .any(|w| w[0] == "--override-input" && w[1].ends_with("/orchestrator"));
+    let overridden =
+        extra_args.windows(2).any(|w| w[0] == "--override-input" && w[1].ends_with("/orchestrator"));
     if overridden {
         return Ok(None);
     }
@@ -266,7 +269,8 @@ pub fn is_static_elf(bytes: &[u8]) -> bool {
     const PT_INTERP: u32 = 3;
     let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
     let u32_at = |o: usize| bytes.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize);
+    let u64_at =
+        |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize);
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
         return false;
     }
@@ -308,7 +312,8 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
     let exe = bin.join("kernel-builder");
     std::fs::write(&exe, bytes).with_context(|| format!("cannot write `{}`", exe.display()))?;
     let flake = staging.path().join("flake.nix");
-    std::fs::write(&flake, ORCHESTRATOR_FLAKE).with_context(|| format!("cannot write `{}`", flake.display()))?;
+    std::fs::write(&flake, ORCHESTRATOR_FLAKE)
+        .with_context(|| format!("cannot write `{}`", flake.display()))?;
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("cannot set permissions on `{}`", exe.display()))?;
     match std::fs::rename(staging.path(), &dir) {
@@ -335,7 +340,8 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
         _ => return Ok(()),
     };
     let files: Vec<&str> = untracked.lines().filter(|l| !l.is_empty() && !l.starts_with("build/")).collect();
-    let fatal: Vec<&str> = files.iter().copied().filter(|f| *f == "flake.nix" || *f == "build.toml").collect();
+    let fatal: Vec<&str> =
+        files.iter().copied().filter(|f| *f == "flake.nix" || *f == "build.toml").collect();
     if !fatal.is_empty() {
         bail!(
             "{} in `{dir}` {} not tracked by git, and Nix only sees tracked files of a git work tree; \
@@ -359,14 +365,10 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
 
 /// When Nix failed to download something (no network, no binary cache), how to build offline.
 fn offline_hint(log: &str) -> &'static str {
-    let offline = [
-        "unable to download",
-        "Could not resolve host",
-        "Couldn't resolve host",
-        "unable to fetch",
-    ]
-    .iter()
-    .any(|needle| log.contains(needle));
+    let offline =
+        ["unable to download", "Could not resolve host", "Couldn't resolve host", "unable to fetch"]
+            .iter()
+            .any(|needle| log.contains(needle));
     if offline {
         "\nhint: Nix could not fetch an input (offline?). The cells only need the orchestrator: \
          hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
@@ -404,8 +406,11 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
     struct Named {
         name: String,
     }
-    let cells: Vec<Named> = serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("`{dir}#variants.{system}` is not a list of cells; is the flake made by genKernelFlakeOutputs?"))?;
+    let cells: Vec<Named> = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "`{dir}#variants.{system}` is not a list of cells; is the flake made by genKernelFlakeOutputs?"
+        )
+    })?;
     let known: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
     let unknown: Vec<&str> = variants.iter().map(String::as_str).filter(|v| !known.contains(v)).collect();
     if !unknown.is_empty() {
@@ -431,9 +436,11 @@ fn eval_flags(extra_args: &[String]) -> Vec<String> {
                 i += 3;
                 continue;
             }
-            "--impure" | "--no-write-lock-file" | "--recreate-lock-file" | "--no-update-lock-file" | "--offline" => {
-                out.push(a.to_owned())
-            }
+            "--impure"
+            | "--no-write-lock-file"
+            | "--recreate-lock-file"
+            | "--no-update-lock-file"
+            | "--offline" => out.push(a.to_owned()),
             _ => {}
         }
         i += 1;
@@ -473,15 +480,24 @@ mod tests {
 
     #[test]
     fn an_explicit_orchestrator_override_wins() {
-        let args: Vec<String> = ["--override-input", "builder/orchestrator", "path:/x"].map(String::from).to_vec();
+        let args: Vec<String> =
+            ["--override-input", "builder/orchestrator", "path:/x"].map(String::from).to_vec();
         assert_eq!(orchestrator_override(&args).unwrap(), None);
     }
 
     #[test]
     fn eval_flags_keep_overrides_and_lock_flags_only() {
-        let args: Vec<String> = ["-L", "--max-jobs", "2", "--override-input", "kernel-builder/orchestrator", "path:/o", "--no-write-lock-file"]
-            .map(String::from)
-            .to_vec();
+        let args: Vec<String> = [
+            "-L",
+            "--max-jobs",
+            "2",
+            "--override-input",
+            "kernel-builder/orchestrator",
+            "path:/o",
+            "--no-write-lock-file",
+        ]
+        .map(String::from)
+        .to_vec();
         assert_eq!(
             eval_flags(&args),
             ["--override-input", "kernel-builder/orchestrator", "path:/o", "--no-write-lock-file"]
@@ -490,10 +506,15 @@ mod tests {
 
     #[test]
     fn offline_failures_get_the_override_hint() {
-        assert!(offline_hint("error: unable to download 'https://github.com/...': Couldn't resolve host name").contains("--override-input"));
+        assert!(offline_hint(
+            "error: unable to download 'https://github.com/...': Couldn't resolve host name"
+        )
+        .contains("--override-input"));
         assert_eq!(offline_hint("error: builder failed with exit code 1"), "");
-        assert!(offline_hint("error: unable to download 'https://api.github.com/repos/nixos/nixpkgs/tarball/x'")
-            .contains("KERNEL_BUILDER_ORCHESTRATOR"));
+        assert!(offline_hint(
+            "error: unable to download 'https://api.github.com/repos/nixos/nixpkgs/tarball/x'"
+        )
+        .contains("KERNEL_BUILDER_ORCHESTRATOR"));
     }
 
     #[test]

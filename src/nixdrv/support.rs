@@ -218,7 +218,8 @@ pub fn check_cell(out: &Utf8Path, variant: &str, cell: &Utf8Path) -> anyhow::Res
                     }
                 }
                 if !m.get("version").is_some_and(|v| v.is_u64()) {
-                    problems.push(format!("`{variant}/metadata.json`: `version` must be a non-negative integer"));
+                    problems
+                        .push(format!("`{variant}/metadata.json`: `version` must be a non-negative integer"));
                 }
                 if !m.pointer("/backend/type").is_some_and(|v| v.is_string()) {
                     problems.push(format!("`{variant}/metadata.json`: `backend.type` must be a string"));
@@ -246,7 +247,8 @@ pub fn check_cell(out: &Utf8Path, variant: &str, cell: &Utf8Path) -> anyhow::Res
     if !problems.is_empty() {
         bail!("cell `{variant}` ({cell}) fails the layout check:\n  {}", problems.join("\n  "));
     }
-    fs::write(out, format!("layout and metadata of {variant}: ok\n")).with_context(|| format!("cannot write `{out}`"))?;
+    fs::write(out, format!("layout and metadata of {variant}: ok\n"))
+        .with_context(|| format!("cannot write `{out}`"))?;
     Ok(())
 }
 
@@ -269,7 +271,8 @@ mod tests {
         let root = utf8(t.path());
         let bundle = root.join("bundle");
         write(&bundle.join("torch-cuda/__init__.py"), "new");
-        fs::set_permissions(bundle.join("torch-cuda/__init__.py"), fs::Permissions::from_mode(0o444)).unwrap();
+        fs::set_permissions(bundle.join("torch-cuda/__init__.py"), fs::Permissions::from_mode(0o444))
+            .unwrap();
         let build = root.join("build");
         write(&build.join("torch-cuda/stale.py"), "old");
         write(&build.join("torch-rocm/__init__.py"), "keep");
@@ -281,7 +284,10 @@ mod tests {
             .map(|e| e.unwrap().path().strip_prefix(&build).unwrap().display().to_string())
             .collect();
         found.sort();
-        assert_eq!(found, ["", "torch-cuda", "torch-cuda/__init__.py", "torch-rocm", "torch-rocm/__init__.py"]);
+        assert_eq!(
+            found,
+            ["", "torch-cuda", "torch-cuda/__init__.py", "torch-rocm", "torch-rocm/__init__.py"]
+        );
         assert_eq!(fs::read_to_string(build.join("torch-cuda/__init__.py")).unwrap(), "new");
         let mode = fs::metadata(build.join("torch-cuda/__init__.py")).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o644);
@@ -297,7 +303,8 @@ mod tests {
         let err = join(&root.join("out1"), &[root.join("a"), root.join("b")], None).unwrap_err().to_string();
         assert!(err.contains("`torch-cuda` is in both"), "{err}");
         join(&root.join("out2"), &[root.join("a"), root.join("c")], None).unwrap();
-        let names: Vec<_> = entries(&root.join("out2")).unwrap().iter().map(|p| p.file_name().unwrap().to_owned()).collect();
+        let names: Vec<_> =
+            entries(&root.join("out2")).unwrap().iter().map(|p| p.file_name().unwrap().to_owned()).collect();
         assert_eq!(names, ["torch-cuda", "torch-rocm"]);
     }
 
@@ -307,7 +314,10 @@ mod tests {
         let root = utf8(t.path());
         let cell = root.join("cell");
         write(&cell.join("torch-cuda/__init__.py"), "");
-        write(&cell.join("torch-cuda/metadata.json"), r#"{"name":"x","id":"_x_cuda_1","license":"mit","version":1,"backend":{"type":"rocm"}}"#);
+        write(
+            &cell.join("torch-cuda/metadata.json"),
+            r#"{"name":"x","id":"_x_cuda_1","license":"mit","version":1,"backend":{"type":"rocm"}}"#,
+        );
         write(&cell.join("torch-cuda/__pycache__/a.pyc"), "");
         let err = check_cell(&root.join("ok"), "torch-cuda", &cell).unwrap_err().to_string();
         assert!(err.contains("`torch-cuda/_ops.py` is missing"), "{err}");
@@ -315,7 +325,10 @@ mod tests {
         assert!(err.contains("__pycache__"), "{err}");
         fs::remove_dir_all(cell.join("torch-cuda/__pycache__")).unwrap();
         write(&cell.join("torch-cuda/_ops.py"), "");
-        write(&cell.join("torch-cuda/metadata.json"), r#"{"name":"x","id":"_x_cuda_1","license":"mit","version":1,"backend":{"type":"cuda"}}"#);
+        write(
+            &cell.join("torch-cuda/metadata.json"),
+            r#"{"name":"x","id":"_x_cuda_1","license":"mit","version":1,"backend":{"type":"cuda"}}"#,
+        );
         check_cell(&root.join("ok"), "torch-cuda", &cell).unwrap();
         assert_eq!(fs::read_to_string(root.join("ok")).unwrap(), "layout and metadata of torch-cuda: ok\n");
     }
@@ -324,7 +337,12 @@ mod tests {
     fn runner_quotes_its_paths() {
         let t = tempfile::tempdir().unwrap();
         let root = utf8(t.path());
-        write_runner(&root, Utf8Path::new("/nix/store/a-kb/bin/kernel-builder"), Utf8Path::new("/nix/store/b-bundle")).unwrap();
+        write_runner(
+            &root,
+            Utf8Path::new("/nix/store/a-kb/bin/kernel-builder"),
+            Utf8Path::new("/nix/store/b-bundle"),
+        )
+        .unwrap();
         assert_eq!(
             fs::read_to_string(root.join("bin/build-and-copy")).unwrap(),
             "#!/bin/sh\n# Replace ./build/<variant> with each variant of the kernel bundle (writable copies).\nexec '/nix/store/a-kb/bin/kernel-builder' nix-support copy-variants '/nix/store/b-bundle' \"${1:-build}\"\n"

@@ -29,8 +29,7 @@ pyext = ["py", "json"]
 "#;
 
 const INIT_PY: &str = "from .vector_add import vector_add\n\n__all__ = [\"vector_add\"]\n";
-const VECTOR_ADD_PY: &str =
-    "import helion\nimport torch\n\n\ndef vector_add(x, y):\n    return x + y\n";
+const VECTOR_ADD_PY: &str = "import helion\nimport torch\n\n\ndef vector_add(x, y):\n    return x + y\n";
 const CONFIG_JSON: &str = "{\"block_sizes\": [256]}\n";
 const HEURISTIC_PY: &str = "def key_vector_add(*args):\n    return 0\n\n\ndef autotune_vector_add(*args):\n    return {\"block_sizes\": [1024]}\n";
 
@@ -51,14 +50,8 @@ fn fixture(dir: &Path) {
     write(&pkg.join("__init__.py"), INIT_PY);
     write(&pkg.join("vector_add.py"), VECTOR_ADD_PY);
     write(&pkg.join("configs/default.json"), CONFIG_JSON);
-    write(
-        &pkg.join("_helion_aot_vector_add_cuda_sm90.py"),
-        HEURISTIC_PY,
-    );
-    write(
-        &pkg.join("__pycache__/vector_add.cpython-312.pyc"),
-        "compiled",
-    );
+    write(&pkg.join("_helion_aot_vector_add_cuda_sm90.py"), HEURISTIC_PY);
+    write(&pkg.join("__pycache__/vector_add.cpython-312.pyc"), "compiled");
     write(&pkg.join("stale.pyc"), "compiled");
     write(&pkg.join("notes.txt"), "not packaged");
     write(&pkg.join(".gitignore"), "*.pyc\n");
@@ -80,28 +73,17 @@ const SOURCE_SET: [&str; 5] = [
 /// The `kernel-builder` binary with git's redirecting variables removed.
 fn kb(cwd: &Path) -> Command {
     let mut c = Command::cargo_bin("kernel-builder").unwrap();
-    c.current_dir(cwd)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE");
+    c.current_dir(cwd).env_remove("GIT_DIR").env_remove("GIT_WORK_TREE").env_remove("GIT_INDEX_FILE");
     c
 }
 
 fn build(dir: &Path, extra: &[&str]) -> std::process::Output {
-    kb(dir)
-        .args(["build-and-copy", "--nix", "never"])
-        .args(extra)
-        .output()
-        .unwrap()
+    kb(dir).args(["build-and-copy", "--nix", "never"]).args(extra).output().unwrap()
 }
 
 fn build_ok(dir: &Path, extra: &[&str]) -> String {
     let out = build(dir, extra);
-    assert!(
-        out.status.success(),
-        "build failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "build failed:\n{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -110,19 +92,9 @@ fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
     let mut out = BTreeMap::new();
     for e in walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name() {
         let e = e.unwrap();
-        let rel = e
-            .path()
-            .strip_prefix(dir)
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let rel = e.path().strip_prefix(dir).unwrap().to_str().unwrap().to_owned();
         let meta = fs::symlink_metadata(e.path()).unwrap();
-        let bytes = if meta.is_file() {
-            fs::read(e.path()).unwrap()
-        } else {
-            Vec::new()
-        };
+        let bytes = if meta.is_file() { fs::read(e.path()).unwrap() } else { Vec::new() };
         out.insert(rel, (meta.permissions().mode() & 0o7777, bytes));
     }
     out
@@ -135,23 +107,14 @@ fn files(dir: &Path) -> Vec<String> {
         .into_iter()
         .map(|e| e.unwrap())
         .filter(|e| e.file_type().is_file())
-        .map(|e| {
-            e.path()
-                .strip_prefix(dir)
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|e| e.path().strip_prefix(dir).unwrap().to_str().unwrap().to_owned())
         .collect()
 }
 
 /// The names directly in `dir`, sorted.
 fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let mut names: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     names
 }
@@ -165,22 +128,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .current_dir(dir)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "init.defaultBranch=main",
-        ])
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
@@ -244,19 +196,10 @@ fn noarch_bundle_has_the_exact_tree() {
 
     // Package files are copied byte for byte; _ops.py names the variant's namespace.
     let cuda = build.join("torch-cuda");
-    assert_eq!(
-        fs::read_to_string(cuda.join("vector_add.py")).unwrap(),
-        VECTOR_ADD_PY
-    );
-    assert_eq!(
-        fs::read_to_string(cuda.join("_helion_aot_vector_add_cuda_sm90.py")).unwrap(),
-        HEURISTIC_PY
-    );
+    assert_eq!(fs::read_to_string(cuda.join("vector_add.py")).unwrap(), VECTOR_ADD_PY);
+    assert_eq!(fs::read_to_string(cuda.join("_helion_aot_vector_add_cuda_sm90.py")).unwrap(), HEURISTIC_PY);
     let ns = format!("_vector_add_cuda_{u}");
-    assert_eq!(
-        fs::read_to_string(cuda.join("_ops.py")).unwrap(),
-        ops_py(&ns, "torch-cuda")
-    );
+    assert_eq!(fs::read_to_string(cuda.join("_ops.py")).unwrap(), ops_py(&ns, "torch-cuda"));
     assert_eq!(
         fs::read_to_string(build.join("torch-rocm/_ops.py")).unwrap(),
         ops_py(&format!("_vector_add_rocm_{u}"), "torch-rocm")
@@ -301,10 +244,7 @@ fn noarch_bundle_has_the_exact_tree() {
         b64sha(VECTOR_ADD_PY),
         env!("CARGO_PKG_VERSION"),
     );
-    assert_eq!(
-        fs::read_to_string(cuda.join("metadata.json")).unwrap(),
-        expected_metadata
-    );
+    assert_eq!(fs::read_to_string(cuda.join("metadata.json")).unwrap(), expected_metadata);
 
     // The manifest: the NAR hash of each variant and the source's tree id.
     let sri = |v: &str| kernel_builder::hash::nar_hash_sri(&build.join(v)).unwrap();
@@ -320,8 +260,7 @@ fn noarch_bundle_has_the_exact_tree() {
     );
 
     // The digest is the one the hash module (and so `verify`) computes for the directory.
-    let digest =
-        kernel_builder::hash::digest::variant_digest(Utf8Path::from_path(&cuda).unwrap()).unwrap();
+    let digest = kernel_builder::hash::digest::variant_digest(Utf8Path::from_path(&cuda).unwrap()).unwrap();
     let written: serde_json::Value = serde_json::from_str(&expected_metadata).unwrap();
     assert_eq!(serde_json::to_value(&digest).unwrap(), written["digest"]);
 }
@@ -351,11 +290,7 @@ fn rebuilds_are_byte_identical_anywhere_under_any_umask() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(tree(&b_dir.join("build")), first);
     for v in ["torch-cuda", "torch-rocm", "torch-xpu"] {
         let ha = kernel_builder::hash::nar_hash(&a.path().join("build").join(v)).unwrap();
@@ -376,15 +311,9 @@ fn variant_filter_rebuilds_only_the_named_variants() {
     let rocm_before = tree(&build.join("torch-rocm"));
     let xpu_before = tree(&build.join("torch-xpu"));
 
-    write(
-        &t.path().join("torch-ext/vector_add/vector_add.py"),
-        "def vector_add(x, y):\n    return y + x\n",
-    );
+    write(&t.path().join("torch-ext/vector_add/vector_add.py"), "def vector_add(x, y):\n    return y + x\n");
     let stdout = build_ok(t.path(), &["--variant", "torch-cuda"]);
-    assert!(
-        stdout.starts_with("built torch-cuda (6 files, id _vector_add_cuda_"),
-        "{stdout}"
-    );
+    assert!(stdout.starts_with("built torch-cuda (6 files, id _vector_add_cuda_"), "{stdout}");
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert_eq!(tree(&build.join("torch-rocm")), rocm_before);
     assert_eq!(tree(&build.join("torch-xpu")), xpu_before);
@@ -397,16 +326,7 @@ fn variant_filter_rebuilds_only_the_named_variants() {
     let meta = fs::read_to_string(build.join("torch-cuda/metadata.json")).unwrap();
     assert!(!meta.contains(uid()), "{meta}");
     // No temporary directory is left behind.
-    assert_eq!(
-        entries(&build),
-        [
-            "CARD.md",
-            "hashes.json",
-            "torch-cuda",
-            "torch-rocm",
-            "torch-xpu"
-        ]
-    );
+    assert_eq!(entries(&build), ["CARD.md", "hashes.json", "torch-cuda", "torch-rocm", "torch-xpu"]);
     // The manifest names one source: the old variants were built from another one.
     let manifest_path = Utf8Path::from_path(&build).unwrap().join("hashes.json");
     let manifest = Manifest::read(&manifest_path).unwrap();
@@ -421,10 +341,7 @@ fn variant_filter_rebuilds_only_the_named_variants() {
     fs::write(build.join("torch-cuda/edited.txt"), "x").unwrap();
     build_ok(t.path(), &["--variant", "torch-xpu"]);
     let manifest = Manifest::read(&manifest_path).unwrap();
-    assert_eq!(
-        manifest.variants.keys().collect::<Vec<_>>(),
-        ["torch-cuda", "torch-xpu"]
-    );
+    assert_eq!(manifest.variants.keys().collect::<Vec<_>>(), ["torch-cuda", "torch-xpu"]);
     assert_eq!(manifest.variants["torch-cuda"], cuda_hash);
     assert_eq!(
         manifest.variants["torch-xpu"],
@@ -439,10 +356,7 @@ fn stale_variant_left_by_a_partial_rebuild_is_reported() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
     build_ok(t.path(), &[]);
-    write(
-        &t.path().join("torch-ext/vector_add/vector_add.py"),
-        "def vector_add(x, y):\n    return y + x\n",
-    );
+    write(&t.path().join("torch-ext/vector_add/vector_add.py"), "def vector_add(x, y):\n    return y + x\n");
     let out = build(t.path(), &["--variant", "torch-cuda"]);
     assert!(out.status.success());
     let stderr = String::from_utf8(out.stderr).unwrap();
@@ -458,15 +372,9 @@ fn stale_variant_left_by_a_partial_rebuild_is_reported() {
     let (code, stdout, _) = verify(t.path(), &[]);
     assert_eq!(code, 1, "{stdout}");
     let lines: Vec<&str> = stdout.lines().collect();
-    assert!(
-        lines[0].starts_with("torch-cuda: same (sha256-"),
-        "{stdout}"
-    );
+    assert!(lines[0].starts_with("torch-cuda: same (sha256-"), "{stdout}");
     assert_eq!(lines[1], "torch-rocm: different", "{stdout}");
-    assert!(
-        stdout.contains("hashes.json has no entry for `torch-rocm`"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("hashes.json has no entry for `torch-rocm`"), "{stdout}");
     assert!(stdout.contains("torch-xpu: different"), "{stdout}");
 }
 
@@ -486,10 +394,7 @@ fn leftover_tmp_dir_of_a_killed_build_is_removed() {
         "{stderr}"
     );
     assert!(!left.exists());
-    assert_eq!(
-        entries(&t.path().join("build")),
-        ["hashes.json", "torch-cuda", "torch-rocm", "torch-xpu"]
-    );
+    assert_eq!(entries(&t.path().join("build")), ["hashes.json", "torch-cuda", "torch-rocm", "torch-xpu"]);
 }
 
 /// A `build/hashes.json` that cannot be replaced fails the build before any variant moves.
@@ -524,10 +429,7 @@ fn variant_of_a_removed_backend_is_reported() {
     let out = build(t.path(), &[]);
     assert!(out.status.success());
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(
-        stderr.contains("build/torch-xpu` is a variant this kernel no longer builds"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("build/torch-xpu` is a variant this kernel no longer builds"), "{stderr}");
     let (code, stdout, _) = verify(t.path(), &[]);
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.contains("torch-xpu: different\n  this kernel does not build `torch-xpu`"), "{stdout}");
@@ -541,10 +443,7 @@ fn variant_of_a_removed_backend_is_reported() {
 fn unknown_variant_lists_the_valid_ones() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
-    let out = build(
-        t.path(),
-        &["--variant", "torch-cuda", "--variant", "torch-metal"],
-    );
+    let out = build(t.path(), &["--variant", "torch-cuda", "--variant", "torch-metal"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -565,22 +464,12 @@ fn failing_build_leaves_build_unchanged() {
 
     let dir = Utf8Path::from_path(t.path()).unwrap();
     let mut config = kernel_builder::config::load(dir).unwrap().config;
-    config
-        .general
-        .xpu
-        .python_depends
-        .push("not-a-package".into());
-    write(
-        &t.path().join("torch-ext/vector_add/vector_add.py"),
-        "changed = True\n",
-    );
+    config.general.xpu.python_depends.push("not-a-package".into());
+    write(&t.path().join("torch-ext/vector_add/vector_add.py"), "changed = True\n");
     let err = kernel_builder::assemble::bundle::build_into(dir, &config, &[], None).unwrap_err();
     let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
     assert_eq!(chain[0], "cannot build variant `torch-xpu`");
-    assert!(
-        chain[1].starts_with("unknown Python dependency `not-a-package` for `xpu` in `"),
-        "{chain:?}"
-    );
+    assert!(chain[1].starts_with("unknown Python dependency `not-a-package` for `xpu` in `"), "{chain:?}");
     assert_eq!(tree(&t.path().join("build")), before);
 
     // A first build that fails creates no build/ at all.
@@ -599,16 +488,9 @@ fn uid_is_gits_tree_id() {
     fixture(&k);
     // Also an executable file (mode 100755 in git).
     write(&k.join("torch-ext/vector_add/tool.py"), "print('hi')\n");
-    fs::set_permissions(
-        k.join("torch-ext/vector_add/tool.py"),
-        fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    fs::set_permissions(k.join("torch-ext/vector_add/tool.py"), fs::Permissions::from_mode(0o755)).unwrap();
     git(t.path(), &["init", "-q"]);
-    let mut set: Vec<String> = SOURCE_SET
-        .iter()
-        .map(|p| format!("kernels/vector-add/{p}"))
-        .collect();
+    let mut set: Vec<String> = SOURCE_SET.iter().map(|p| format!("kernels/vector-add/{p}")).collect();
     set.push("kernels/vector-add/torch-ext/vector_add/tool.py".into());
     let mut add = vec!["add", "--"];
     add.extend(set.iter().map(String::as_str));
@@ -634,14 +516,7 @@ fn uid_is_gits_tree_id() {
     );
 
     // Without the executable file: the fixture's source set, whose id the other tests use.
-    git(
-        t.path(),
-        &[
-            "rm",
-            "-q",
-            "kernels/vector-add/torch-ext/vector_add/tool.py",
-        ],
-    );
+    git(t.path(), &["rm", "-q", "kernels/vector-add/torch-ext/vector_add/tool.py"]);
     git(t.path(), &["commit", "-qm", "fixture"]);
     let fixture_id = git(t.path(), &["rev-parse", "HEAD:kernels/vector-add"]);
     assert_eq!(fixture_id, FIXTURE_TREE_ID);
@@ -676,8 +551,11 @@ fn provenance_names_head_only_when_dirty_and_untracked_files_never_make_it_dirty
     assert_eq!(provenance(t.path(), "torch-rocm"), serde_json::Value::Null);
 
     // A new commit that leaves the source set alone gives the same bytes.
-    write(&t.path().join("NOTES.md"), "# notes
-");
+    write(
+        &t.path().join("NOTES.md"),
+        "# notes
+",
+    );
     git(t.path(), &["add", "NOTES.md"]);
     git(t.path(), &["commit", "-qm", "notes"]);
     build_ok(t.path(), &[]);
@@ -689,10 +567,7 @@ fn provenance_names_head_only_when_dirty_and_untracked_files_never_make_it_dirty
     // build says which commit it started from.
     write(&t.path().join("README.md"), "# changed\n");
     build_ok(t.path(), &[]);
-    assert_eq!(
-        provenance(t.path(), "torch-xpu"),
-        serde_json::json!({"commit": head2, "dirty": true})
-    );
+    assert_eq!(provenance(t.path(), "torch-xpu"), serde_json::json!({"commit": head2, "dirty": true}));
 }
 
 #[test]
@@ -709,10 +584,7 @@ fn assemble_writes_the_same_bytes_as_build_and_copy() {
     // revision on the command line.
     let src = tempfile::tempdir().unwrap();
     for p in SOURCE_SET {
-        write(
-            &src.path().join(p),
-            &fs::read_to_string(t.path().join(p)).unwrap(),
-        );
+        write(&src.path().join(p), &fs::read_to_string(t.path().join(p)).unwrap());
     }
     let out_root = tempfile::tempdir().unwrap();
     for backend in ["cuda", "rocm", "xpu"] {
@@ -725,15 +597,8 @@ fn assemble_writes_the_same_bytes_as_build_and_copy() {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let variant = format!("torch-{backend}");
-        assert_eq!(
-            entries(&out),
-            std::slice::from_ref(&variant),
-            "assemble writes exactly OUT/{variant}"
-        );
-        assert_eq!(
-            tree(&out.join(&variant)),
-            tree(&t.path().join("build").join(&variant))
-        );
+        assert_eq!(entries(&out), std::slice::from_ref(&variant), "assemble writes exactly OUT/{variant}");
+        assert_eq!(tree(&out.join(&variant)), tree(&t.path().join("build").join(&variant)));
     }
 }
 
@@ -743,17 +608,10 @@ fn stray_heuristics_are_left_out_with_a_warning() {
     fixture(t.path());
     let pkg = t.path().join("torch-ext/vector_add");
     write(&pkg.join("_helion_aot_vector_add_tpu_v5e.py"), "x = 1\n");
-    write(
-        &pkg.join("_helion_aot_vector_add_rocm_gfx950.py"),
-        "x = 2\n",
-    );
+    write(&pkg.join("_helion_aot_vector_add_rocm_gfx950.py"), "x = 2\n");
     write(&pkg.join("_helion_aot_missing_xpu_max1550.py"), "x = 3\n");
     let out = build(t.path(), &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         NOTES_WARNING.to_owned()
@@ -762,23 +620,11 @@ fn stray_heuristics_are_left_out_with_a_warning() {
     );
     let build = t.path().join("build");
     let heuristics = |v: &str| -> Vec<String> {
-        files(&build.join(v))
-            .into_iter()
-            .filter(|f| f.starts_with("_helion_aot_"))
-            .collect()
+        files(&build.join(v)).into_iter().filter(|f| f.starts_with("_helion_aot_")).collect()
     };
-    assert_eq!(
-        heuristics("torch-cuda"),
-        ["_helion_aot_vector_add_cuda_sm90.py"]
-    );
-    assert_eq!(
-        heuristics("torch-rocm"),
-        ["_helion_aot_vector_add_rocm_gfx950.py"]
-    );
-    assert_eq!(
-        heuristics("torch-xpu"),
-        ["_helion_aot_missing_xpu_max1550.py"]
-    );
+    assert_eq!(heuristics("torch-cuda"), ["_helion_aot_vector_add_cuda_sm90.py"]);
+    assert_eq!(heuristics("torch-rocm"), ["_helion_aot_vector_add_rocm_gfx950.py"]);
+    assert_eq!(heuristics("torch-xpu"), ["_helion_aot_missing_xpu_max1550.py"]);
 }
 
 #[test]
@@ -797,14 +643,8 @@ fn archs_are_the_authors_statement_only() {
         .unwrap();
         m["backend"].clone()
     };
-    assert_eq!(
-        backend("torch-cuda"),
-        serde_json::json!({"type": "cuda", "archs": ["8.0", "9.0"]})
-    );
-    assert_eq!(
-        backend("torch-rocm"),
-        serde_json::json!({"type": "rocm", "archs": ["gfx942"]})
-    );
+    assert_eq!(backend("torch-cuda"), serde_json::json!({"type": "cuda", "archs": ["8.0", "9.0"]}));
+    assert_eq!(backend("torch-rocm"), serde_json::json!({"type": "rocm", "archs": ["gfx942"]}));
     assert_eq!(backend("torch-xpu"), serde_json::json!({"type": "xpu"}));
 }
 
@@ -813,10 +653,7 @@ fn assert_refused(dir: &Path, expected_in_stderr: &str) {
     let out = build(dir, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains(expected_in_stderr),
-        "expected {expected_in_stderr:?} in:\n{err}"
-    );
+    assert!(err.contains(expected_in_stderr), "expected {expected_in_stderr:?} in:\n{err}");
     assert!(!dir.join("build").exists(), "build/ was created");
 }
 
@@ -832,11 +669,7 @@ fn bad_input_no_package_directory() {
 fn bad_input_package_name_does_not_match_kernel_name() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
-    fs::rename(
-        t.path().join("torch-ext/vector_add"),
-        t.path().join("torch-ext/vadd"),
-    )
-    .unwrap();
+    fs::rename(t.path().join("torch-ext/vector_add"), t.path().join("torch-ext/vadd")).unwrap();
     assert_refused(
         t.path(),
         "the package directory `torch-ext/vector_add/` does not exist; found `torch-ext/vadd/`; the package directory must be named after `general.name` (`vector-add`) with `-` replaced by `_`",
@@ -849,19 +682,9 @@ fn bad_input_symlink_out_of_the_kernel() {
     fs::write(outside.path().join("secret.py"), "x = 1\n").unwrap();
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
-    symlink(
-        outside.path().join("secret.py"),
-        t.path().join("torch-ext/vector_add/secret.py"),
-    )
-    .unwrap();
-    assert_refused(
-        t.path(),
-        "`torch-ext/vector_add/secret.py` is a symbolic link to `",
-    );
-    assert_refused(
-        t.path(),
-        "outside the kernel directory; copy the file into the kernel instead",
-    );
+    symlink(outside.path().join("secret.py"), t.path().join("torch-ext/vector_add/secret.py")).unwrap();
+    assert_refused(t.path(), "`torch-ext/vector_add/secret.py` is a symbolic link to `");
+    assert_refused(t.path(), "outside the kernel directory; copy the file into the kernel instead");
 }
 
 #[test]
@@ -894,17 +717,10 @@ fn symlink_inside_the_kernel_is_read_through() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
     write(&t.path().join("shared/common.py"), "COMMON = 1\n");
-    symlink(
-        "../../shared/common.py",
-        t.path().join("torch-ext/vector_add/common.py"),
-    )
-    .unwrap();
+    symlink("../../shared/common.py", t.path().join("torch-ext/vector_add/common.py")).unwrap();
     build_ok(t.path(), &[]);
     let copied = t.path().join("build/torch-cuda/common.py");
-    assert!(!fs::symlink_metadata(&copied)
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    assert!(!fs::symlink_metadata(&copied).unwrap().file_type().is_symlink());
     assert_eq!(fs::read_to_string(copied).unwrap(), "COMMON = 1\n");
 }
 
@@ -912,11 +728,7 @@ fn symlink_inside_the_kernel_is_read_through() {
 fn bad_input_python_file_not_utf8() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
-    fs::write(
-        t.path().join("torch-ext/vector_add/latin1.py"),
-        b"# caf\xe9\nx = 1\n",
-    )
-    .unwrap();
+    fs::write(t.path().join("torch-ext/vector_add/latin1.py"), b"# caf\xe9\nx = 1\n").unwrap();
     assert_refused(
         t.path(),
         "`torch-ext/vector_add/latin1.py` is not UTF-8 (invalid byte on line 1); Python reads sources as UTF-8, so re-save it as UTF-8",
@@ -927,10 +739,7 @@ fn bad_input_python_file_not_utf8() {
 fn bad_input_unknown_python_dependency() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
-    write(
-        &t.path().join("build.toml"),
-        &BUILD_TOML.replace("[\"helion\"]", "[\"helion\", \"numpy\"]"),
-    );
+    write(&t.path().join("build.toml"), &BUILD_TOML.replace("[\"helion\"]", "[\"helion\", \"numpy\"]"));
     // Found by the config check, pointing at the value in build.toml.
     assert_refused(t.path(), "unknown Python dependency `numpy` (general)");
     assert_refused(t.path(), "./build.toml:8:29");
@@ -946,8 +755,7 @@ fn bad_input_problems_are_reported_together() {
     write(&pkg.join("metadata.json"), "{}");
     let out = build(t.path(), &[]);
     assert_eq!(out.status.code(), Some(1));
-    let err =
-        String::from_utf8_lossy(&out.stderr).replace(&t.path().display().to_string(), "<DIR>");
+    let err = String::from_utf8_lossy(&out.stderr).replace(&t.path().display().to_string(), "<DIR>");
     assert_eq!(
         err,
         "error: the kernel in `.` cannot be built (3 problems):\n  \
@@ -961,10 +769,7 @@ fn bad_input_problems_are_reported_together() {
 fn source_ops_py_is_replaced_with_a_warning() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
-    write(
-        &t.path().join("torch-ext/vector_add/_ops.py"),
-        "ops = None\n",
-    );
+    write(&t.path().join("torch-ext/vector_add/_ops.py"), "ops = None\n");
     let out = build(t.path(), &["--variant", "torch-cuda"]);
     assert!(out.status.success());
     assert_eq!(
@@ -992,23 +797,13 @@ fn nix_args_without_nix_are_refused() {
 fn auto_without_a_flake_builds_natively_with_a_note() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
-    let out = kb(t.path())
-        .args(["build", "--variant", "torch-xpu"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = kb(t.path()).args(["build", "--variant", "torch-xpu"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err == format!(
-            "note: `.` has no flake.nix; building natively (`--nix never`)\n{NOTES_WARNING}"
-        ) || err
-            == format!(
-                "note: `nix` is not on PATH; building natively (`--nix never`)\n{NOTES_WARNING}"
-            ),
+        err == format!("note: `.` has no flake.nix; building natively (`--nix never`)\n{NOTES_WARNING}")
+            || err
+                == format!("note: `nix` is not on PATH; building natively (`--nix never`)\n{NOTES_WARNING}"),
         "{err}"
     );
     assert_eq!(files(&t.path().join("build/torch-xpu")).len(), 5);
@@ -1029,8 +824,7 @@ fn verify_says_same_for_an_unchanged_build() {
     fixture(t.path());
     build_ok(t.path(), &[]);
     let before = tree(&t.path().join("build"));
-    let sri =
-        |v: &str| kernel_builder::hash::nar_hash_sri(&t.path().join("build").join(v)).unwrap();
+    let sri = |v: &str| kernel_builder::hash::nar_hash_sri(&t.path().join("build").join(v)).unwrap();
     let (code, stdout, stderr) = verify(t.path(), &[]);
     assert_eq!((code, stderr.as_str()), (0, ""));
     assert_eq!(
@@ -1042,11 +836,7 @@ fn verify_says_same_for_an_unchanged_build() {
             sri("torch-xpu")
         )
     );
-    assert_eq!(
-        tree(&t.path().join("build")),
-        before,
-        "verify must not touch build/"
-    );
+    assert_eq!(tree(&t.path().join("build")), before, "verify must not touch build/");
 }
 
 /// Issue 6: a flipped byte in a built file makes `verify` fail and name the file.
@@ -1062,10 +852,7 @@ fn verify_names_the_file_with_a_flipped_byte() {
     let (code, stdout, _) = verify(t.path(), &[]);
     assert_eq!(code, 1);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert!(
-        lines[0].starts_with("torch-cuda: same (sha256-"),
-        "{stdout}"
-    );
+    assert!(lines[0].starts_with("torch-cuda: same (sha256-"), "{stdout}");
     assert_eq!(
         lines[1..6],
         [
@@ -1093,11 +880,7 @@ fn verify_checks_the_manifest_too() {
     let path = t.path().join("build/hashes.json");
     let real = kernel_builder::hash::nar_hash_sri(&t.path().join("build/torch-xpu")).unwrap();
     let fake = "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
-    fs::write(
-        &path,
-        fs::read_to_string(&path).unwrap().replace(&real, fake),
-    )
-    .unwrap();
+    fs::write(&path, fs::read_to_string(&path).unwrap().replace(&real, fake)).unwrap();
     let (code, stdout, _) = verify(t.path(), &["--variant", "torch-xpu"]);
     assert_eq!(code, 1);
     assert_eq!(
@@ -1120,10 +903,7 @@ fn verify_uses_the_recorded_provenance() {
     let (code, stdout, stderr) = verify(t.path(), &[]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     // A change to the sources does not.
-    write(
-        &t.path().join("torch-ext/vector_add/vector_add.py"),
-        "def vector_add(x, y):\n    return x - y\n",
-    );
+    write(&t.path().join("torch-ext/vector_add/vector_add.py"), "def vector_add(x, y):\n    return x - y\n");
     let (code, stdout, stderr) = verify(t.path(), &["--variant", "torch-cuda"]);
     assert_eq!(code, 1);
     assert!(
@@ -1131,8 +911,7 @@ fn verify_uses_the_recorded_provenance() {
         "{stderr}"
     );
     assert!(
-        stdout
-            .starts_with("torch-cuda: different\n  first difference: `_ops.py` differs from byte "),
+        stdout.starts_with("torch-cuda: different\n  first difference: `_ops.py` differs from byte "),
         "{stdout}"
     );
 }
@@ -1152,10 +931,7 @@ fn mixed_kernel_builds_its_noarch_variant_and_refuses_compiled_ones() {
     );
     write(&d.join("torch-ext/torch_binding.cpp"), "// binding\n");
     write(&d.join("relu_cuda/relu.cu"), "// kernel\n");
-    write(
-        &d.join("torch-ext/relu/__init__.py"),
-        "from ._ops import ops\n",
-    );
+    write(&d.join("torch-ext/relu/__init__.py"), "from ._ops import ops\n");
 
     let out = build(d, &[]);
     assert_eq!(out.status.code(), Some(1));
@@ -1171,20 +947,13 @@ fn mixed_kernel_builds_its_noarch_variant_and_refuses_compiled_ones() {
     assert!(!d.join("build").exists());
 
     let stdout = build_ok(d, &["--variant", "torch-metal"]);
-    assert!(
-        stdout.starts_with("built torch-metal (3 files, id _relu_metal_"),
-        "{stdout}"
-    );
-    assert_eq!(
-        files(&d.join("build/torch-metal")),
-        ["__init__.py", "_ops.py", "metadata.json"]
-    );
+    assert!(stdout.starts_with("built torch-metal (3 files, id _relu_metal_"), "{stdout}");
+    assert_eq!(files(&d.join("build/torch-metal")), ["__init__.py", "_ops.py", "metadata.json"]);
 
     let out = build(d, &["--variant", &format!("torch213-cxx11-cu130-{host}")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("compiled cells are not built by this version yet"),
+        String::from_utf8_lossy(&out.stderr).contains("compiled cells are not built by this version yet"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -1193,10 +962,7 @@ fn mixed_kernel_builds_its_noarch_variant_and_refuses_compiled_ones() {
 /// The help is the user manual: keep what it promises in sight (and in review).
 #[test]
 fn build_and_copy_help() {
-    let out = kb(Path::new("."))
-        .args(["build-and-copy", "--help"])
-        .output()
-        .unwrap();
+    let out = kb(Path::new(".")).args(["build-and-copy", "--help"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), HELP);
 }
@@ -1259,10 +1025,7 @@ fn verify_names_extra_and_missing_files() {
     let build = t.path().join("build");
     fs::write(build.join("torch-xpu/extra.py"), "x = 1\n").unwrap();
     fs::remove_file(build.join("torch-rocm/configs/default.json")).unwrap();
-    let (code, stdout, _) = verify(
-        t.path(),
-        &["--variant", "torch-rocm", "--variant", "torch-xpu"],
-    );
+    let (code, stdout, _) = verify(t.path(), &["--variant", "torch-rocm", "--variant", "torch-xpu"]);
     assert_eq!(code, 1);
     assert_eq!(
         stdout,
@@ -1305,32 +1068,13 @@ fn assemble_checks_its_arguments() {
     fixture(t.path());
     // --kernel-dirty needs --kernel-commit: a command-line error (exit 2).
     let out = kb(t.path())
-        .args([
-            "assemble",
-            "--source",
-            ".",
-            "--backend",
-            "cuda",
-            "--out",
-            "o",
-            "--kernel-dirty",
-        ])
+        .args(["assemble", "--source", ".", "--backend", "cuda", "--out", "o", "--kernel-dirty"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     // A malformed commit: exit 1, nothing written.
     let out = kb(t.path())
-        .args([
-            "assemble",
-            "--source",
-            ".",
-            "--backend",
-            "CUDA",
-            "--out",
-            "o",
-            "--kernel-commit",
-            "abc1234",
-        ])
+        .args(["assemble", "--source", ".", "--backend", "CUDA", "--out", "o", "--kernel-commit", "abc1234"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -1341,15 +1085,7 @@ fn assemble_checks_its_arguments() {
     assert!(!t.path().join("o").exists());
     // A backend the kernel does not list.
     let out = kb(t.path())
-        .args([
-            "assemble",
-            "--source",
-            ".",
-            "--backend",
-            "metal",
-            "--out",
-            "o",
-        ])
+        .args(["assemble", "--source", ".", "--backend", "metal", "--out", "o"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -1359,23 +1095,9 @@ fn assemble_checks_its_arguments() {
     );
     assert!(!t.path().join("o").exists());
     // The backend name is case-insensitive on the command line; the output is OUT/torch-cuda.
-    let out = kb(t.path())
-        .args([
-            "assemble",
-            "--source",
-            ".",
-            "--backend",
-            "CUDA",
-            "--out",
-            "o",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        kb(t.path()).args(["assemble", "--source", ".", "--backend", "CUDA", "--out", "o"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "o/torch-cuda\n");
     assert_eq!(entries(&t.path().join("o")), ["torch-cuda"]);
 }
@@ -1386,18 +1108,8 @@ fn assemble_keeps_an_existing_variant_directory() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
     write(&t.path().join("o/torch-cuda/keep.txt"), "mine");
-    let out = kb(t.path())
-        .args([
-            "assemble",
-            "--source",
-            ".",
-            "--backend",
-            "cuda",
-            "--out",
-            "o",
-        ])
-        .output()
-        .unwrap();
+    let out =
+        kb(t.path()).args(["assemble", "--source", ".", "--backend", "cuda", "--out", "o"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot create `o/torch-cuda`"));
     assert_eq!(files(&t.path().join("o")), ["torch-cuda/keep.txt"]);

@@ -7,9 +7,7 @@ use std::path::Path;
 use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use kernel_builder::config::diagnostics::RenderStyle;
-use kernel_builder::config::{
-    self, Backend, ConfigErrors, Framework, Generation, Loaded, Severity,
-};
+use kernel_builder::config::{self, Backend, ConfigErrors, Framework, Generation, Loaded, Severity};
 use proptest::prelude::*;
 
 /// A valid edition-5 file the cases below start from.
@@ -140,51 +138,22 @@ sycl-flags = ["-x"]
     assert_eq!(g.kernel_depends[0].pin, config::KernelPin::Version(1));
     assert_eq!(g.cuda.minver.as_ref().unwrap().text, "12.6");
     assert_eq!(g.cuda.maxver.as_ref().unwrap().parts, vec![13, 0]);
-    assert_eq!(
-        g.cuda.deps.kernel_depends[0].pin,
-        config::KernelPin::Revision("abc123".into())
-    );
-    assert_eq!(
-        g.python_depends_for(Backend::Cuda),
-        vec!["einops", "nvidia-cutlass-dsl"]
-    );
+    assert_eq!(g.cuda.deps.kernel_depends[0].pin, config::KernelPin::Revision("abc123".into()));
+    assert_eq!(g.python_depends_for(Backend::Cuda), vec!["einops", "nvidia-cutlass-dsl"]);
     assert_eq!(g.neuron.python_depends, vec!["nki"]);
     assert_eq!(g.hub.branch.as_deref(), Some("v3"));
-    let Framework::Torch(t) = &c.framework else {
-        panic!()
-    };
+    let Framework::Torch(t) = &c.framework else { panic!() };
     assert_eq!(t.pyext, Some(vec!["py".to_owned(), "json".to_owned()]));
-    assert_eq!(
-        t.stable_abi.for_backend(Backend::Cuda).unwrap().text,
-        "2.10"
-    );
+    assert_eq!(t.stable_abi.for_backend(Backend::Cuda).unwrap().text, "2.10");
     assert_eq!(t.stable_abi.for_backend(Backend::Rocm), None);
     let k = &c.kernels["k"];
-    assert_eq!(
-        k.depends,
-        vec![
-            config::CppDependency::Torch,
-            config::CppDependency::Cutlass(4, 4)
-        ]
-    );
-    let caps: Vec<String> = k
-        .cuda_capabilities
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
+    assert_eq!(k.depends, vec![config::CppDependency::Torch, config::CppDependency::Cutlass(4, 4)]);
+    let caps: Vec<String> = k.cuda_capabilities.as_ref().unwrap().iter().map(|c| c.to_string()).collect();
     assert_eq!(caps, ["8.0", "9.0a", "10.0f", "12.0+PTX"]);
     assert_eq!(k.cuda_minver.as_ref().unwrap().text, "12.8");
-    assert_eq!(
-        c.kernels["k_rocm"].rocm_archs,
-        Some(vec!["gfx942".to_owned()])
-    );
+    assert_eq!(c.kernels["k_rocm"].rocm_archs, Some(vec!["gfx942".to_owned()]));
     assert_eq!(c.kernels["k_xpu"].sycl_flags, vec!["-x"]);
-    assert_eq!(
-        c.kernels.keys().collect::<Vec<_>>(),
-        ["k", "k_rocm", "k_xpu"]
-    );
+    assert_eq!(c.kernels.keys().collect::<Vec<_>>(), ["k", "k_rocm", "k_xpu"]);
 }
 
 // ---- user-report cases -------------------------------------------------------------------
@@ -206,35 +175,23 @@ fn user_report_name_with_underscores_suggests_dashes() {
 
 #[test]
 fn user_report_mps_backend_suggests_metal() {
-    let e = errors(&BASE.replace(
-        "backends = [\"cuda\"]",
-        "backends = [\"cuda\", \"xpu\", \"mps\"]",
-    ));
+    let e = errors(&BASE.replace("backends = [\"cuda\"]", "backends = [\"cuda\", \"xpu\", \"mps\"]"));
     assert_eq!(rules(&e), ["unknown-backend"]);
     assert_eq!(
-        e.problems
-            .iter()
-            .find(|p| p.severity == Severity::Error)
-            .unwrap()
-            .key_path,
+        e.problems.iter().find(|p| p.severity == Severity::Error).unwrap().key_path,
         "general.backends[2]"
     );
     assert_contains(
         &e.render(),
-        &[
-            "unknown backend `mps`",
-            "[build.toml:6:28]",
-            "help: did you mean `metal`?",
-        ],
+        &["unknown backend `mps`", "[build.toml:6:28]", "help: did you mean `metal`?"],
     );
 }
 
 #[test]
 fn user_report_unknown_python_dependency_lists_known_ones() {
-    let e = errors(&BASE.replace(
-        "backends = [\"cuda\"]",
-        "backends = [\"cuda\"]\npython-depends = [\"helion-typo\"]",
-    ));
+    let e = errors(
+        &BASE.replace("backends = [\"cuda\"]", "backends = [\"cuda\"]\npython-depends = [\"helion-typo\"]"),
+    );
     assert_eq!(rules(&e), ["unknown-python-dependency"]);
     assert_contains(
         &e.render(),
@@ -249,10 +206,7 @@ fn user_report_unknown_python_dependency_lists_known_ones() {
 
 #[test]
 fn user_report_unknown_cutlass_lists_known_versions() {
-    let e = errors(&BASE.replace(
-        "depends = [\"torch\"]",
-        "depends = [\"torch\", \"cutlass_9_9\"]",
-    ));
+    let e = errors(&BASE.replace("depends = [\"torch\"]", "depends = [\"torch\", \"cutlass_9_9\"]"));
     assert_eq!(rules(&e), ["unknown-dependency"]);
     assert_contains(
         &e.render(),
@@ -268,35 +222,18 @@ fn user_report_unknown_cutlass_lists_known_versions() {
 fn user_report_empty_src_is_an_error() {
     let e = errors(&BASE.replace("src = [\"relu/relu.cu\"]", "src = []"));
     assert_eq!(rules(&e), ["no-sources"]);
-    assert_contains(
-        &e.render(),
-        &[
-            "`[kernel.relu]` has no source files (`src = []`)",
-            "[build.toml:14:7]",
-        ],
-    );
+    assert_contains(&e.render(), &["`[kernel.relu]` has no source files (`src = []`)", "[build.toml:14:7]"]);
     let e = errors(&BASE.replace("src = [\"relu/relu.cu\"]\n", ""));
     assert_eq!(rules(&e), ["no-sources"]);
-    assert_contains(
-        &e.render(),
-        &["`[kernel.relu]` has no `src`", "[build.toml:11:1]"],
-    );
+    assert_contains(&e.render(), &["`[kernel.relu]` has no `src`", "[build.toml:11:1]"]);
 }
 
 #[test]
 fn user_report_empty_capabilities_is_an_error() {
-    let e = errors(&BASE.replace(
-        "src = [\"relu/relu.cu\"]",
-        "src = [\"relu/relu.cu\"]\ncuda-capabilities = []",
-    ));
+    let e =
+        errors(&BASE.replace("src = [\"relu/relu.cu\"]", "src = [\"relu/relu.cu\"]\ncuda-capabilities = []"));
     assert_eq!(rules(&e), ["empty-capabilities"]);
-    assert_contains(
-        &e.render(),
-        &[
-            "`kernel.relu.cuda-capabilities` is empty",
-            "[build.toml:15:21]",
-        ],
-    );
+    assert_contains(&e.render(), &["`kernel.relu.cuda-capabilities` is empty", "[build.toml:15:21]"]);
     // The same in [torch-noarch], with either spelling.
     for key in ["cuda_capabilities", "cuda-capabilities"] {
         let text = format!(
@@ -304,18 +241,13 @@ fn user_report_empty_capabilities_is_an_error() {
         );
         let e = errors(&text.replace("name = \"n\"", "name = \"nn\""));
         assert_eq!(rules(&e), ["empty-capabilities"], "{key}");
-        assert_contains(
-            &e.render(),
-            &[&format!("`torch-noarch.{key}` is empty"), "[build.toml:9:"],
-        );
+        assert_contains(&e.render(), &[&format!("`torch-noarch.{key}` is empty"), "[build.toml:9:"]);
     }
 }
 
 #[test]
 fn user_report_empty_rocm_archs_is_an_error() {
-    let text = BASE
-        .replace("backend = \"cuda\"", "backend = \"rocm\"")
-        .replace("[\"cuda\"]", "[\"rocm\"]")
+    let text = BASE.replace("backend = \"cuda\"", "backend = \"rocm\"").replace("[\"cuda\"]", "[\"rocm\"]")
         + "rocm-archs = []\n";
     let e = errors(&text);
     assert_eq!(rules(&e), ["empty-rocm-archs"]);
@@ -328,10 +260,7 @@ fn malformed_capability_names_the_value() {
         "src = [\"relu/relu.cu\"]\ncuda-capabilities = [\"8.0\", \"sm_90\"]",
     ));
     assert_eq!(rules(&e), ["bad-capability"]);
-    assert_contains(
-        &e.render(),
-        &["`sm_90` is not a CUDA capability", "[build.toml:15:29]"],
-    );
+    assert_contains(&e.render(), &["`sm_90` is not a CUDA capability", "[build.toml:15:29]"]);
 }
 
 #[test]
@@ -339,21 +268,12 @@ fn several_errors_are_all_reported_in_file_order() {
     let text = BASE
         .replace("name = \"relu\"", "name = \"Relu\"")
         .replace("backends = [\"cuda\"]", "backends = [\"cuda\", \"CUDA\"]")
-        .replace(
-            "depends = [\"torch\"]",
-            "depends = [\"torch\", \"cutlas_3_9\"]\ncuda_flags = [\"-O3\"]",
-        )
+        .replace("depends = [\"torch\"]", "depends = [\"torch\", \"cutlas_3_9\"]\ncuda_flags = [\"-O3\"]")
         .replace("license = \"Apache-2.0\"\n", "");
     let e = errors(&text);
     assert_eq!(
         rules(&e),
-        [
-            "missing-key",
-            "kernel-name",
-            "unknown-backend",
-            "unknown-dependency",
-            "unknown-key"
-        ]
+        ["missing-key", "kernel-name", "unknown-backend", "unknown-dependency", "unknown-key"]
     );
     let r = e.render();
     assert_contains(
@@ -395,18 +315,12 @@ fn unknown_keys_anywhere_get_did_you_mean() {
 fn key_of_another_backend_names_the_backend() {
     let text = BASE
         .replace("backends = [\"cuda\"]", "backends = [\"cpu\"]")
-        .replace(
-            "backend = \"cuda\"",
-            "backend = \"cpu\"\ncuda-flags = [\"-O3\"]",
-        );
+        .replace("backend = \"cuda\"", "backend = \"cpu\"\ncuda-flags = [\"-O3\"]");
     let e = errors(&text);
     assert_eq!(rules(&e), ["key-for-other-backend"]);
     assert_contains(
         &e.render(),
-        &[
-            "`cuda-flags` applies to cuda kernels, but `[kernel.relu]` has backend cpu",
-            "[build.toml:13:1]",
-        ],
+        &["`cuda-flags` applies to cuda kernels, but `[kernel.relu]` has backend cpu", "[build.toml:13:1]"],
     );
 }
 
@@ -415,19 +329,13 @@ fn framework_section_count() {
     let none = BASE.replace("[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n", "");
     let e = errors(&none);
     assert_eq!(rules(&e), ["framework-section"]);
-    assert_contains(
-        &e.render(),
-        &["build.toml has no framework section", "[torch-noarch]"],
-    );
+    assert_contains(&e.render(), &["build.toml has no framework section", "[torch-noarch]"]);
     let two = BASE.to_owned() + "\n[torch-noarch]\n";
     let e = errors(&two);
     assert_eq!(rules(&e), ["framework-section"]);
     assert_contains(
         &e.render(),
-        &[
-            "`[torch-noarch]` is a second framework section (there is already `[torch]`)",
-            "[build.toml:16:1]",
-        ],
+        &["`[torch-noarch]` is a second framework section (there is already `[torch]`)", "[build.toml:16:1]"],
     );
     // The second one in the file is reported, whichever it is.
     let reversed = none.clone() + "\n[torch-noarch]\n\n[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n";
@@ -442,50 +350,30 @@ fn framework_section_count() {
 #[test]
 fn noarch_accepts_both_spellings_but_not_both_at_once() {
     let base = "[general]\nname = \"nn\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\", \"rocm\"]\n\n[torch-noarch]\n";
-    for (c, r) in [
-        ("cuda_capabilities", "rocm_archs"),
-        ("cuda-capabilities", "rocm-archs"),
-    ] {
+    for (c, r) in [("cuda_capabilities", "rocm_archs"), ("cuda-capabilities", "rocm-archs")] {
         let l = load(&format!("{base}{c} = [\"9.0\"]\n{r} = [\"gfx942\"]\n")).unwrap();
-        let Framework::TorchNoarch(n) = &l.config.framework else {
-            panic!()
-        };
+        let Framework::TorchNoarch(n) = &l.config.framework else { panic!() };
         assert_eq!(n.cuda_capabilities.as_ref().unwrap()[0].to_string(), "9.0");
         assert_eq!(n.rocm_archs, Some(vec!["gfx942".to_owned()]));
     }
-    let e = errors(&format!(
-        "{base}cuda_capabilities = [\"9.0\"]\ncuda-capabilities = [\"9.0\"]\n"
-    ));
+    let e = errors(&format!("{base}cuda_capabilities = [\"9.0\"]\ncuda-capabilities = [\"9.0\"]\n"));
     assert_eq!(rules(&e), ["duplicate-key"]);
 }
 
 #[test]
 fn versions_parse_and_bounds_are_ordered() {
-    let e = errors(&BASE.replace(
-        "[torch]\n",
-        "[torch]\nminver = \"2.10\"\nmaxver = \"2.9\"\n",
-    ));
+    let e = errors(&BASE.replace("[torch]\n", "[torch]\nminver = \"2.10\"\nmaxver = \"2.9\"\n"));
     assert_eq!(rules(&e), ["version-bounds"]);
-    assert_contains(
-        &e.render(),
-        &["`torch.maxver` (2.9) is lower than `torch.minver` (2.10)"],
-    );
-    let e = errors(&BASE.replace(
-        "[torch]\n",
-        "[general.cuda]\nminver = \"12.x\"\n\n[torch]\n",
-    ));
+    assert_contains(&e.render(), &["`torch.maxver` (2.9) is lower than `torch.minver` (2.10)"]);
+    let e = errors(&BASE.replace("[torch]\n", "[general.cuda]\nminver = \"12.x\"\n\n[torch]\n"));
     assert_eq!(rules(&e), ["bad-version"]);
-    let e = errors(&BASE.replace(
-        "[torch]\n",
-        "[general.cuda]\nminver = \"13.0\"\nmaxver = \"12.8\"\n\n[torch]\n",
-    ));
+    let e = errors(
+        &BASE.replace("[torch]\n", "[general.cuda]\nminver = \"13.0\"\nmaxver = \"12.8\"\n\n[torch]\n"),
+    );
     assert_eq!(rules(&e), ["version-bounds"]);
     // 13.0 and 13 are the same version: not a bound violation.
-    load(&BASE.replace(
-        "[torch]\n",
-        "[general.cuda]\nminver = \"13\"\nmaxver = \"13.0\"\n\n[torch]\n",
-    ))
-    .unwrap();
+    load(&BASE.replace("[torch]\n", "[general.cuda]\nminver = \"13\"\nmaxver = \"13.0\"\n\n[torch]\n"))
+        .unwrap();
 }
 
 #[test]
@@ -494,28 +382,18 @@ fn kernel_dependency_shape_and_types() {
         "backends = [\"cuda\"]",
         "backends = [\"cuda\"]\nkernel-depends = [{ repo-id = \"a/b\", version = 1, revision = \"x\" }, { repo-id = \"a/c\" }, { version = 1 }]",
     ));
-    assert_eq!(
-        rules(&e),
-        [
-            "kernel-dependency-pin",
-            "kernel-dependency-pin",
-            "missing-key"
-        ]
-    );
-    let e = errors(
-        &BASE
-            .replace("version = 1", "version = \"1\"")
-            .replace("edition = 5", "edition = 4"),
-    );
+    assert_eq!(rules(&e), ["kernel-dependency-pin", "kernel-dependency-pin", "missing-key"]);
+    let e = errors(&BASE.replace("version = 1", "version = \"1\"").replace("edition = 5", "edition = 4"));
     assert_eq!(rules(&e), ["wrong-type", "unsupported-edition"]);
 }
 
 #[test]
 fn git_url_schemes() {
-    let e = errors(&BASE.replace(
-        "edition = 5",
-        "edition = 5\nupstream = \"ftp://example.com/x\"\nsource = \"not a url\"",
-    ));
+    let e =
+        errors(&BASE.replace(
+            "edition = 5",
+            "edition = 5\nupstream = \"ftp://example.com/x\"\nsource = \"not a url\"",
+        ));
     assert_eq!(rules(&e), ["bad-git-url", "bad-git-url"]);
     assert_contains(&e.render(), &["unsupported scheme `ftp`"]);
 }
@@ -524,14 +402,10 @@ fn git_url_schemes() {
 fn kernel_backend_rules() {
     let e = errors(&BASE.replace("backend = \"cuda\"", "backend = \"neuron\""));
     assert_eq!(rules(&e), ["kernel-backend"]);
-    let l = load(
-        &BASE
-            .replace("backends = [\"cuda\"]", "backends = [\"cuda\", \"metal\"]")
-            .replace(
-                "[kernel.relu]",
-                "[kernel.m]\nbackend = \"cpu\"\ndepends = []\nsrc = [\"m.cpp\"]\n\n[kernel.relu]",
-            ),
-    )
+    let l = load(&BASE.replace("backends = [\"cuda\"]", "backends = [\"cuda\", \"metal\"]").replace(
+        "[kernel.relu]",
+        "[kernel.m]\nbackend = \"cpu\"\ndepends = []\nsrc = [\"m.cpp\"]\n\n[kernel.relu]",
+    ))
     .unwrap();
     assert_eq!(l.warnings.len(), 1);
     assert_eq!(l.warnings[0].rule, "kernel-not-built");
@@ -545,10 +419,7 @@ fn kernel_backend_rules() {
 fn backend_python_depends_use_the_backend_table() {
     let text = BASE.replace("[torch]\n", "[general.cuda]\npython-depends = [\"einops\"]\n\n[general.tpu]\npython-depends = [\"jax\"]\n\n[torch]\n");
     let e = errors(&text);
-    assert_eq!(
-        rules(&e),
-        ["unknown-python-dependency", "unknown-python-dependency"]
-    );
+    assert_eq!(rules(&e), ["unknown-python-dependency", "unknown-python-dependency"]);
     assert_contains(
         &e.render(),
         &[
@@ -570,10 +441,7 @@ fn toml_syntax_error_has_a_position() {
 fn legacy_file_gets_the_update_build_warning() {
     let l = load(&BASE.replace("edition = 5\n", "")).unwrap();
     assert!(l.config.generation.is_legacy());
-    assert_eq!(
-        l.warnings.iter().map(|w| w.rule).collect::<Vec<_>>(),
-        ["legacy-format"]
-    );
+    assert_eq!(l.warnings.iter().map(|w| w.rule).collect::<Vec<_>>(), ["legacy-format"]);
     assert_contains(&l.rendered_warnings, &["run `kernel-builder update-build`"]);
 }
 
@@ -608,24 +476,11 @@ fn paths_dotdot_absolute_missing_and_symlink_out() {
     );
     fs::write(dir.join("build.toml"), &text).unwrap();
     let e = config::load(&dir).unwrap_err();
-    assert_eq!(
-        rules(&e),
-        [
-            "path-outside-kernel",
-            "absolute-path",
-            "missing-path",
-            "path-outside-kernel"
-        ]
-    );
+    assert_eq!(rules(&e), ["path-outside-kernel", "absolute-path", "missing-path", "path-outside-kernel"]);
     let paths: Vec<&str> = e.errors().map(|p| p.key_path.as_str()).collect();
     assert_eq!(
         paths,
-        [
-            "kernel.relu.src[1]",
-            "kernel.relu.src[2]",
-            "kernel.relu.src[3]",
-            "kernel.relu.src[4]"
-        ]
+        ["kernel.relu.src[1]", "kernel.relu.src[2]", "kernel.relu.src[3]", "kernel.relu.src[4]"]
     );
     assert_contains(
         &e.render(),
@@ -638,8 +493,8 @@ fn paths_dotdot_absolute_missing_and_symlink_out() {
         ],
     );
     // Without a kernel directory only the shape is checked.
-    let e = config::load_str_styled(Utf8Path::new("build.toml"), &text, None, RenderStyle::Plain)
-        .unwrap_err();
+    let e =
+        config::load_str_styled(Utf8Path::new("build.toml"), &text, None, RenderStyle::Plain).unwrap_err();
     assert_eq!(rules(&e), ["path-outside-kernel", "absolute-path"]);
 }
 
@@ -661,38 +516,23 @@ fn corpus_dir() -> std::path::PathBuf {
 fn materialize(name: &str, entry: &serde_json::Value) -> (tempfile::TempDir, Utf8PathBuf) {
     let src = corpus_dir().join(name);
     let files = fs::read_to_string(src.join("files.txt")).unwrap_or_default();
-    let mut list: Vec<String> = files
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect();
-    if let Some(extra) = entry
-        .get("sources_missing_from_files_txt")
-        .and_then(|v| v.as_array())
-    {
+    let mut list: Vec<String> =
+        files.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
+    if let Some(extra) = entry.get("sources_missing_from_files_txt").and_then(|v| v.as_array()) {
         list.extend(extra.iter().filter_map(|v| v.as_str()).map(str::to_owned));
     }
-    let refs: Vec<&str> = list
-        .iter()
-        .map(String::as_str)
-        .filter(|p| *p != "build.toml")
-        .collect();
+    let refs: Vec<&str> = list.iter().map(String::as_str).filter(|p| *p != "build.toml").collect();
     let (tmp, dir) = kernel_dir(&refs);
     fs::copy(src.join("build.toml"), dir.join("build.toml")).unwrap();
     (tmp, dir)
 }
 
 fn corpus_entries() -> Vec<(String, serde_json::Value)> {
-    let text = fs::read_to_string(corpus_dir().join("expected.json"))
-        .expect("../shared/corpus/expected.json");
+    let text =
+        fs::read_to_string(corpus_dir().join("expected.json")).expect("../shared/corpus/expected.json");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let mut out: Vec<(String, serde_json::Value)> = v
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let mut out: Vec<(String, serde_json::Value)> =
+        v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
@@ -710,23 +550,14 @@ fn corpus_files_upstream_accepts_load() {
         match config::load(&dir) {
             Ok(l) => {
                 let text = fs::read_to_string(dir.join("build.toml")).unwrap();
-                let expect = if text.contains("edition = 5") {
-                    Generation::Edition5
-                } else {
-                    Generation::V4
-                };
+                let expect = if text.contains("edition = 5") { Generation::Edition5 } else { Generation::V4 };
                 assert_eq!(l.config.generation, expect, "{name}");
             }
             Err(e) => failures.push(format!("{name}:\n{}", e.render())),
         }
     }
     assert_eq!(count, 67, "upstream accepts 67 corpus files");
-    assert!(
-        failures.is_empty(),
-        "{} of {count} failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {count} failed:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -742,11 +573,7 @@ fn corpus_files_with_real_faults_are_rejected_naming_the_rule() {
             "unknown-key",
             "unknown key `lang` in `[kernel.",
         ),
-        (
-            "huggingface__kernels__kernel-builder_src_init_templates",
-            "toml-syntax",
-            "not valid TOML",
-        ),
+        ("huggingface__kernels__kernel-builder_src_init_templates", "toml-syntax", "not valid TOML"),
     ];
     let entries = corpus_entries();
     for (name, rule, text) in cases {
@@ -792,11 +619,8 @@ fn check_outcome(text: &str) -> Result<(), TestCaseError> {
                     format!("{n} {w}s")
                 }
             };
-            let count = format!(
-                "build.toml: {} and {}\n",
-                plural(errors, "error"),
-                plural(warnings, "warning")
-            );
+            let count =
+                format!("build.toml: {} and {}\n", plural(errors, "error"), plural(warnings, "warning"));
             let r = e.render();
             prop_assert!(r.ends_with(&count), "{}", r);
         }
@@ -823,8 +647,7 @@ fn toml_value() -> impl Strategy<Value = String> {
     ];
     atom.prop_recursive(2, 12, 4, |inner| {
         prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..4)
-                .prop_map(|v| format!("[{}]", v.join(", "))),
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(", "))),
             proptest::collection::vec((prop::sample::select(KEYS), inner), 0..3).prop_map(|v| {
                 let kv: Vec<String> = v.into_iter().map(|(k, v)| format!("{k} = {v}")).collect();
                 format!("{{ {} }}", kv.join(", "))
@@ -941,36 +764,19 @@ fn cmd() -> Command {
 #[test]
 fn check_config_valid_prints_summary_and_exits_0() {
     let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
-    fs::write(
-        dir.join("build.toml"),
-        BASE.replace("[\"cuda\"]", "[\"cuda\", \"metal\"]"),
-    )
-    .unwrap();
+    fs::write(dir.join("build.toml"), BASE.replace("[\"cuda\"]", "[\"cuda\", \"metal\"]")).unwrap();
     let out = cmd().arg("check-config").arg(&dir).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         "name: relu\ngeneration: edition 5\nbackends: cuda, metal\nframework: torch\nkernels:\n  relu -> cuda\nnoarch backends: metal\n"
     );
     assert_eq!(String::from_utf8(out.stderr).unwrap(), "");
-    let out = cmd()
-        .arg("check-config")
-        .arg("--json")
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let out = cmd().arg("check-config").arg("--json").current_dir(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["name"], "relu");
-    assert_eq!(
-        v["kernels"],
-        serde_json::json!([{ "name": "relu", "backend": "cuda" }])
-    );
+    assert_eq!(v["kernels"], serde_json::json!([{ "name": "relu", "backend": "cuda" }]));
 }
 
 #[test]
@@ -978,15 +784,10 @@ fn check_config_invalid_exits_1_with_every_error() {
     let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
     fs::write(
         dir.join("build.toml"),
-        BASE.replace("\"relu\"", "\"fused_rms_norm\"")
-            .replace("[\"cuda\"]", "[\"mps\"]"),
+        BASE.replace("\"relu\"", "\"fused_rms_norm\"").replace("[\"cuda\"]", "[\"mps\"]"),
     )
     .unwrap();
-    let out = cmd()
-        .arg("check-config")
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let out = cmd().arg("check-config").current_dir(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(out.stdout, b"");
     let err = String::from_utf8(out.stderr).unwrap();
@@ -1000,25 +801,15 @@ fn check_config_legacy_file_warns_and_exits_0() {
     let out = cmd().arg("check-config").arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(
-        err.contains("legacy-format") && err.contains("kernel-builder update-build"),
-        "{err}"
-    );
-    assert!(String::from_utf8(out.stdout)
-        .unwrap()
-        .contains("generation: v4 (legacy, unversioned)"));
+    assert!(err.contains("legacy-format") && err.contains("kernel-builder update-build"), "{err}");
+    assert!(String::from_utf8(out.stdout).unwrap().contains("generation: v4 (legacy, unversioned)"));
 }
 
 #[test]
 fn check_config_missing_dir_exits_1() {
-    let out = cmd()
-        .args(["check-config", "/nonexistent/kernel"])
-        .output()
-        .unwrap();
+    let out = cmd().args(["check-config", "/nonexistent/kernel"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8(out.stderr)
-        .unwrap()
-        .contains("is not a directory"));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("is not a directory"));
 }
 
 #[test]
@@ -1047,24 +838,15 @@ fn repo_ids_are_owner_slash_name() {
     assert_eq!(rules(&e), ["bad-repo-id", "bad-repo-id"]);
     assert_contains(
         &e.render(),
-        &[
-            "`a/b/c` is not a Hub repository id",
-            "`relu` is not a Hub repository id",
-        ],
+        &["`a/b/c` is not a Hub repository id", "`relu` is not a Hub repository id"],
     );
 }
 
 #[test]
 fn kernels_in_a_noarch_file_are_flagged() {
-    let text = BASE.replace(
-        "[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]",
-        "[torch-noarch]",
-    );
+    let text = BASE.replace("[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]", "[torch-noarch]");
     let l = load(&text).unwrap();
-    assert_eq!(
-        l.warnings.iter().map(|w| w.rule).collect::<Vec<_>>(),
-        ["kernel-in-noarch"]
-    );
+    assert_eq!(l.warnings.iter().map(|w| w.rule).collect::<Vec<_>>(), ["kernel-in-noarch"]);
     assert_contains(
         &l.rendered_warnings,
         &[

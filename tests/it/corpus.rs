@@ -14,7 +14,8 @@ pub fn corpus_dir() -> PathBuf {
 
 /// Every entry of `expected.json`, sorted by directory name.
 pub fn entries() -> Vec<(String, serde_json::Value)> {
-    let text = fs::read_to_string(corpus_dir().join("expected.json")).expect("../shared/corpus/expected.json");
+    let text =
+        fs::read_to_string(corpus_dir().join("expected.json")).expect("../shared/corpus/expected.json");
     let v: serde_json::Value = serde_json::from_str(&text).expect("expected.json is JSON");
     let mut out: Vec<(String, serde_json::Value)> =
         v.as_object().expect("an object").iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -46,7 +47,8 @@ pub fn materialize(name: &str) -> (tempfile::TempDir, Utf8PathBuf) {
     let dir = Utf8PathBuf::from_path_buf(tmp.path().to_path_buf()).expect("UTF-8 temp path");
     // A listed path that is also the parent of another listed path (a vendored directory)
     // is a directory, not an empty file.
-    let is_dir = |p: &str| list.iter().any(|q| q.len() > p.len() && q.starts_with(p) && q.as_bytes()[p.len()] == b'/');
+    let is_dir =
+        |p: &str| list.iter().any(|q| q.len() > p.len() && q.starts_with(p) && q.as_bytes()[p.len()] == b'/');
     for rel in list.iter().filter(|p| p.as_str() != "build.toml" && !is_dir(p)) {
         let path = dir.join(rel);
         fs::create_dir_all(path.parent().expect("a parent")).expect("create dirs");

@@ -141,12 +141,7 @@ const FIXTURES: &[Fixture] = &[
             let t = d.join("t");
             let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
             write(&t.join(bad), b"latin-1 name", 0o644);
-            write(
-                &t.join(std::ffi::OsStr::from_bytes(b"\xff\xfe"))
-                    .join("inner"),
-                b"",
-                0o755,
-            );
+            write(&t.join(std::ffi::OsStr::from_bytes(b"\xff\xfe")).join("inner"), b"", 0o755);
             symlink(std::ffi::OsStr::from_bytes(b"caf\xe9"), t.join("to-bad")).unwrap();
             t
         },
@@ -207,10 +202,7 @@ fn hash_equals_sha256_of_dumped_archive() {
 /// and timestamps. Only the owner-execute bit of regular files counts.
 #[test]
 fn hash_ignores_umask_bits_and_times() {
-    let fx = FIXTURES
-        .iter()
-        .find(|f| f.name.starts_with("nested"))
-        .unwrap();
+    let fx = FIXTURES.iter().find(|f| f.name.starts_with("nested")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let root = (fx.build)(dir.path());
     let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
@@ -259,10 +251,7 @@ fn archive_bytes_of_a_small_file() {
 
 #[test]
 fn sri_encoding() {
-    assert_eq!(
-        sri(&[0; 32]),
-        "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
-    );
+    assert_eq!(sri(&[0; 32]), "sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
 }
 
 #[test]
@@ -289,9 +278,8 @@ fn file_changing_size_is_an_error() {
     let err = nar_hash(Path::new("/proc/self/status")).unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.starts_with(
-            "`/proc/self/status` changed size while it was being hashed (0 bytes expected, "
-        ) && msg.ends_with(" read)"),
+        msg.starts_with("`/proc/self/status` changed size while it was being hashed (0 bytes expected, ")
+            && msg.ends_with(" read)"),
         "{msg}"
     );
 }
@@ -318,10 +306,7 @@ fn missing_path_is_named() {
     let err = nar_hash(&missing).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     assert!(
-        err.to_string().starts_with(&format!(
-            "cannot read metadata of `{}`: ",
-            missing.display()
-        )),
+        err.to_string().starts_with(&format!("cannot read metadata of `{}`: ", missing.display())),
         "{err}"
     );
 }
@@ -340,10 +325,7 @@ fn cli_prints_one_line_per_path_in_order() {
         .arg(&a)
         .assert()
         .success()
-        .stdout(format!(
-            "{}\n{}\n",
-            FIXTURES[6].nix_sri, FIXTURES[0].nix_sri
-        ))
+        .stdout(format!("{}\n{}\n", FIXTURES[6].nix_sri, FIXTURES[0].nix_sri))
         .stderr("");
 }
 
@@ -383,10 +365,7 @@ mod digest {
     fn digest(files: &[(&str, &str)]) -> Digest {
         Digest {
             algorithm: Algorithm::Sha256,
-            files: files
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            files: files.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         }
     }
 
@@ -480,11 +459,7 @@ mod digest {
     fn non_utf8_name_is_an_error_naming_it() {
         use std::os::unix::ffi::OsStrExt;
         let dir = tempfile::tempdir().unwrap();
-        write(
-            &dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9.py")),
-            b"",
-            0o644,
-        );
+        write(&dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9.py")), b"", 0o644);
         let err = variant_digest(&utf8(&dir)).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -501,20 +476,12 @@ mod digest {
         let dir = tempfile::tempdir().unwrap();
         write(&dir.path().join("f"), b"x", 0o644);
         let f = utf8(&dir).join("f");
-        assert_eq!(
-            variant_digest(&f).unwrap_err().to_string(),
-            format!("`{f}` is not a directory")
-        );
+        assert_eq!(variant_digest(&f).unwrap_err().to_string(), format!("`{f}` is not a directory"));
     }
 
     #[test]
     fn check_reports_every_problem_in_order() {
-        let reference = digest(&[
-            ("a.py", "AAA="),
-            ("b.so", "BBB="),
-            ("c.py", "CCC="),
-            ("d.py", "DDD="),
-        ]);
+        let reference = digest(&[("a.py", "AAA="), ("b.so", "BBB="), ("c.py", "CCC="), ("d.py", "DDD=")]);
         let actual = digest(&[
             ("a.py", "AAA="),
             ("b.so", "XXX="),
@@ -546,10 +513,7 @@ mod digest {
     #[test]
     fn check_algorithm_first() {
         let reference = digest(&[("a.py", "AAA=")]);
-        let actual = Digest {
-            algorithm: Algorithm::Sha512,
-            files: BTreeMap::new(),
-        };
+        let actual = Digest { algorithm: Algorithm::Sha512, files: BTreeMap::new() };
         assert_eq!(
             check(&reference, &actual).unwrap_err(),
             ["Algorithm mismatch: expected: SHA256, got: SHA512"]
@@ -565,10 +529,7 @@ mod digest {
         let after = variant_digest(&utf8(&dir)).unwrap();
         assert_eq!(
             check(&before, &after).unwrap_err(),
-            [format!(
-                "File hash mismatch for lib/k.so: expected: {HELLO}, got: {}",
-                after.files["lib/k.so"]
-            )]
+            [format!("File hash mismatch for lib/k.so: expected: {HELLO}, got: {}", after.files["lib/k.so"])]
         );
     }
 }
@@ -600,10 +561,7 @@ mod manifest {
             format: FORMAT.to_owned(),
             kernel_builder: "0.1.0".to_owned(),
             source: source.to_owned(),
-            variants: variants
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            variants: variants.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         }
     }
 
@@ -616,10 +574,7 @@ mod manifest {
             m,
             Manifest {
                 kernel_builder: env!("CARGO_PKG_VERSION").to_owned(),
-                ..manifest(
-                    "tree:abc123",
-                    &[("torch-cpu", EMPTY_DIR), ("torch-cuda", NESTED)]
-                )
+                ..manifest("tree:abc123", &[("torch-cpu", EMPTY_DIR), ("torch-cuda", NESTED)])
             }
         );
     }
@@ -627,10 +582,7 @@ mod manifest {
     #[test]
     fn write_then_read_exact_text() {
         let (_dir, root) = bundle();
-        let m = manifest(
-            "tree:abc123",
-            &[("torch-cuda", NESTED), ("torch-cpu", EMPTY_DIR)],
-        );
+        let m = manifest("tree:abc123", &[("torch-cuda", NESTED), ("torch-cpu", EMPTY_DIR)]);
         let path = Manifest::path_in(&root);
         assert_eq!(path, root.join("hashes.json"));
         m.write(&path).unwrap();
@@ -644,17 +596,11 @@ mod manifest {
         );
         assert_eq!(Manifest::read(&path).unwrap(), m);
         // Written beside the variants, it changes none of their hashes; no temp files remain.
-        let again = Manifest::for_bundle(
-            &root,
-            &["torch-cpu".into(), "torch-cuda".into()],
-            "tree:abc123",
-        )
-        .unwrap();
+        let again =
+            Manifest::for_bundle(&root, &["torch-cpu".into(), "torch-cuda".into()], "tree:abc123").unwrap();
         assert_eq!(again.variants, m.variants);
-        let mut entries: Vec<String> = fs::read_dir(&root)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
+        let mut entries: Vec<String> =
+            fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         entries.sort();
         assert_eq!(entries, ["hashes.json", "torch-cpu", "torch-cuda"]);
     }
@@ -663,22 +609,13 @@ mod manifest {
     fn bad_variants_are_named() {
         let (_dir, root) = bundle();
         fs::write(root.join("file"), b"x").unwrap();
-        let err = |v: &str| {
-            format!(
-                "{:#}",
-                Manifest::for_bundle(&root, &[v.to_owned()], "s").unwrap_err()
-            )
-        };
+        let err = |v: &str| format!("{:#}", Manifest::for_bundle(&root, &[v.to_owned()], "s").unwrap_err());
         assert_eq!(err("../x"), "`../x` is not a variant directory name");
         assert_eq!(err(""), "`` is not a variant directory name");
-        assert_eq!(
-            err("file"),
-            format!("variant `file` at `{root}/file` is not a directory")
-        );
+        assert_eq!(err("file"), format!("variant `file` at `{root}/file` is not a directory"));
         assert!(
-            err("torch-rocm").starts_with(&format!(
-                "cannot read variant `torch-rocm` at `{root}/torch-rocm`: "
-            )),
+            err("torch-rocm")
+                .starts_with(&format!("cannot read variant `torch-rocm` at `{root}/torch-rocm`: ")),
             "{}",
             err("torch-rocm")
         );
@@ -717,44 +654,27 @@ mod manifest {
         );
         assert_eq!(
             read("not json"),
-            format!(
-                "`{path}` is not a kernel-builder hash manifest: expected ident at line 1 column 2"
-            )
+            format!("`{path}` is not a kernel-builder hash manifest: expected ident at line 1 column 2")
         );
     }
 
     #[test]
     fn compare_lists_every_difference() {
-        let expected = manifest(
-            "tree:1",
-            &[("a", "sha256-A"), ("b", "sha256-B"), ("c", "sha256-C")],
-        );
-        let mut actual = manifest(
-            "tree:2",
-            &[("b", "sha256-X"), ("c", "sha256-C"), ("d", "sha256-D")],
-        );
+        let expected = manifest("tree:1", &[("a", "sha256-A"), ("b", "sha256-B"), ("c", "sha256-C")]);
+        let mut actual = manifest("tree:2", &[("b", "sha256-X"), ("c", "sha256-C"), ("d", "sha256-D")]);
         actual.kernel_builder = "9.9.9".to_owned();
         let diffs = compare(&expected, &actual);
         assert_eq!(
             diffs,
             [
-                Difference::Source {
-                    expected: "tree:1".into(),
-                    actual: "tree:2".into()
-                },
-                Difference::MissingVariant {
-                    variant: "a".into(),
-                    expected: "sha256-A".into()
-                },
+                Difference::Source { expected: "tree:1".into(), actual: "tree:2".into() },
+                Difference::MissingVariant { variant: "a".into(), expected: "sha256-A".into() },
                 Difference::Hash {
                     variant: "b".into(),
                     expected: "sha256-B".into(),
                     actual: "sha256-X".into()
                 },
-                Difference::ExtraVariant {
-                    variant: "d".into(),
-                    actual: "sha256-D".into()
-                },
+                Difference::ExtraVariant { variant: "d".into(), actual: "sha256-D".into() },
             ]
         );
         let lines: Vec<String> = diffs.iter().map(ToString::to_string).collect();
@@ -779,10 +699,7 @@ mod manifest {
         other_format.format = "x".to_owned();
         assert_eq!(
             compare(&expected, &other_format),
-            [Difference::Format {
-                expected: FORMAT.into(),
-                actual: "x".into()
-            }]
+            [Difference::Format { expected: FORMAT.into(), actual: "x".into() }]
         );
     }
 
@@ -889,11 +806,7 @@ mod tree_diff {
     }
 
     fn nested() -> fn(&Path) -> PathBuf {
-        FIXTURES
-            .iter()
-            .find(|f| f.name.starts_with("nested"))
-            .unwrap()
-            .build
+        FIXTURES.iter().find(|f| f.name.starts_with("nested")).unwrap().build
     }
 
     #[test]
@@ -918,9 +831,7 @@ mod tree_diff {
             (
                 "extra",
                 |a| write(&a.join("lib/sub/new"), b"", 0o644),
-                TreeDifference::Extra {
-                    path: p("lib/sub/new"),
-                },
+                TreeDifference::Extra { path: p("lib/sub/new") },
                 "`lib/sub/new` is unexpected",
             ),
             (
@@ -942,10 +853,7 @@ mod tree_diff {
                     let f = a.join("lib/sub/deep/x.so");
                     fs::set_permissions(&f, fs::Permissions::from_mode(0o655)).unwrap();
                 },
-                TreeDifference::Executable {
-                    path: p("lib/sub/deep/x.so"),
-                    expected: true,
-                },
+                TreeDifference::Executable { path: p("lib/sub/deep/x.so"), expected: true },
                 "`lib/sub/deep/x.so` is not executable, expected executable",
             ),
             (
@@ -1008,10 +916,7 @@ mod tree_diff {
         // `README` sorts before `lib` (byte order: uppercase first); both differ.
         write(&a.join("README"), b"changed", 0o444);
         write(&a.join("lib/_ops.py"), b"changed", 0o644);
-        assert_eq!(
-            first_difference(&e, &a).unwrap().unwrap().path(),
-            Path::new("README")
-        );
+        assert_eq!(first_difference(&e, &a).unwrap().unwrap().path(), Path::new("README"));
     }
 
     #[test]
@@ -1023,19 +928,14 @@ mod tree_diff {
             write(&d.join("e"), e, 0o644);
             write(&d.join("a"), a, 0o644);
             let TreeDifference::Contents { offset, .. } =
-                first_difference(&d.join("e"), &d.join("a"))
-                    .unwrap()
-                    .unwrap()
+                first_difference(&d.join("e"), &d.join("a")).unwrap().unwrap()
             else {
                 panic!("not a contents difference")
             };
             contents_excerpt(&d.join("e"), &d.join("a"), offset).unwrap()
         };
         assert_eq!(
-            excerpt(
-                b"import torch\nops = 1\nname = \"relu\"\n",
-                b"import torch\nops = 1\nname = \"gelu\"\n"
-            ),
+            excerpt(b"import torch\nops = 1\nname = \"relu\"\n", b"import torch\nops = 1\nname = \"gelu\"\n"),
             "line 3, byte 29:\n- name = \"relu\"\n+ name = \"gelu\""
         );
         assert_eq!(
@@ -1050,21 +950,13 @@ mod tree_diff {
         let actual_hex: Vec<String> = changed[10..26].iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             excerpt(&elf, &changed),
-            format!(
-                "byte 10:\n- {}\n+ {}",
-                expected_hex.join(" "),
-                actual_hex.join(" ")
-            )
+            format!("byte 10:\n- {}\n+ {}", expected_hex.join(" "), actual_hex.join(" "))
         );
         assert_eq!(
             excerpt(&elf, &elf[..20]),
             format!(
                 "byte 20:\n- {}\n+ (end of file)",
-                elf[20..36]
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                elf[20..36].iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
             )
         );
     }
@@ -1074,9 +966,7 @@ mod tree_diff {
         let dir = tempfile::tempdir().unwrap();
         write(&dir.path().join("f"), b"x", 0o644);
         fs::create_dir(dir.path().join("d")).unwrap();
-        let d = first_difference(&dir.path().join("f"), &dir.path().join("d"))
-            .unwrap()
-            .unwrap();
+        let d = first_difference(&dir.path().join("f"), &dir.path().join("d")).unwrap().unwrap();
         assert_eq!(d.to_string(), "`.` is a directory, expected a regular file");
     }
 
@@ -1129,19 +1019,12 @@ mod nix_tests {
     use proptest::prelude::*;
 
     fn nix_hash_path(path: &Path) -> String {
-        let out = duct::cmd!(
-            "nix",
-            "--extra-experimental-features",
-            "nix-command",
-            "hash",
-            "path",
-            path
-        )
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .expect("cannot run `nix`; install Nix or build without --features nix-tests");
+        let out = duct::cmd!("nix", "--extra-experimental-features", "nix-command", "hash", "path", path)
+            .stdout_capture()
+            .stderr_capture()
+            .unchecked()
+            .run()
+            .expect("cannot run `nix`; install Nix or build without --features nix-tests");
         assert!(
             out.status.success(),
             "nix hash path {} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
@@ -1161,10 +1044,7 @@ mod nix_tests {
             let path = (fx.build)(dir.path());
             let nix = nix_hash_path(&path);
             if nix != fx.nix_sri {
-                failures.push(format!(
-                    "{}: table says {}, nix says {nix}",
-                    fx.name, fx.nix_sri
-                ));
+                failures.push(format!("{}: table says {}, nix says {nix}", fx.name, fx.nix_sri));
             }
             assert_eq!(nar_hash_sri(&path).unwrap(), nix, "{}", fx.name);
         }

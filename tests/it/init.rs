@@ -23,20 +23,14 @@ impl Scratch {
 
     fn kb(&self) -> Command {
         let mut c = Command::cargo_bin("kernel-builder").unwrap();
-        c.current_dir(&self.root)
-            .env("KERNEL_BUILDER_FLAKE_REF", flake_ref())
-            .env_remove("GIT_DIR");
+        c.current_dir(&self.root).env("KERNEL_BUILDER_FLAKE_REF", flake_ref()).env_remove("GIT_DIR");
         c
     }
 
     /// `kernel-builder init ARGS…`: asserts success and returns stdout.
     fn init(&self, args: &[&str]) -> String {
         let out = self.kb().arg("init").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "init {args:?} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "init {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -81,15 +75,7 @@ fn entries(dir: &Utf8Path) -> Vec<String> {
     let mut out: Vec<String> = walkdir::WalkDir::new(dir)
         .min_depth(1)
         .into_iter()
-        .map(|e| {
-            e.unwrap()
-                .path()
-                .strip_prefix(dir.as_std_path())
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|e| e.unwrap().path().strip_prefix(dir.as_std_path()).unwrap().to_str().unwrap().to_owned())
         .collect();
     out.sort();
     out
@@ -104,11 +90,7 @@ fn staged(dir: &Utf8Path) -> Vec<String> {
         .output()
         .unwrap();
     assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('\t').nth(1).unwrap().to_owned())
-        .collect()
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('\t').nth(1).unwrap().to_owned()).collect()
 }
 
 fn read(path: impl AsRef<Path>) -> String {
@@ -193,22 +175,13 @@ repo-id = "myorg/vector-add-helion"
         )
     );
     assert_eq!(
-        read(dir.join(".gitignore"))
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>(),
-        [
-            "/build/",
-            "/result*",
-            ".helion_aot/",
-            "__pycache__/",
-            "*.pyc"
-        ]
+        read(dir.join(".gitignore")).lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>(),
+        ["/build/", "/result*", ".helion_aot/", "__pycache__/", "*.pyc"]
     );
     let op = read(dir.join("torch-ext/vector_add_helion/op.py"));
-    assert!(op.contains(
-        "@helion.aot_kernel()\ndef vector_add_helion_kernel(x: torch.Tensor, y: torch.Tensor)"
-    ));
+    assert!(
+        op.contains("@helion.aot_kernel()\ndef vector_add_helion_kernel(x: torch.Tensor, y: torch.Tensor)")
+    );
     assert_eq!(
         read(dir.join("torch-ext/vector_add_helion/__init__.py")),
         "\"\"\"vector-add-helion: An element-wise addition kernel written in Helion, with configurations tuned \
@@ -223,8 +196,7 @@ repo-id = "myorg/vector-add-helion"
     assert!(bench.contains("SIZES = [1 << 16, 1 << 20, 1 << 24]"));
     assert!(read(dir.join("README.md"))
         .contains("`torch-ext/vector_add_helion/_helion_aot_op_<device>_<compute>.py`"));
-    assert!(read(dir.join("CARD.md"))
-        .contains("kernel = get_kernel(\"myorg/vector-add-helion\", version=1)"));
+    assert!(read(dir.join("CARD.md")).contains("kernel = get_kernel(\"myorg/vector-add-helion\", version=1)"));
     // Nothing else was created next to the project.
     assert_eq!(std::fs::read_dir(&s.root).unwrap().count(), 1);
 }
@@ -242,14 +214,7 @@ fn defaults_helion_in_name_dir() {
 #[test]
 fn triton_files() {
     let s = Scratch::new();
-    s.init(&[
-        "--template",
-        "triton",
-        "--name",
-        "myorg/add-triton",
-        "--backends",
-        "cuda",
-    ]);
+    s.init(&["--template", "triton", "--name", "myorg/add-triton", "--backends", "cuda"]);
     let dir = s.root.join("add-triton");
     assert_eq!(
         tree(&dir),
@@ -267,21 +232,13 @@ fn triton_files() {
     let toml = read(dir.join("build.toml"));
     assert!(toml.contains("backends = [\"cuda\"]\npython-depends = []\n"));
     assert!(toml.ends_with("[torch-noarch]\n"));
-    assert!(read(dir.join("torch-ext/add_triton/op.py"))
-        .contains("@triton.jit\ndef _add_triton_kernel("));
+    assert!(read(dir.join("torch-ext/add_triton/op.py")).contains("@triton.jit\ndef _add_triton_kernel("));
 }
 
 #[test]
 fn torch_files_cpu_only() {
     let s = Scratch::new();
-    s.init(&[
-        "--template",
-        "torch",
-        "--name",
-        "myorg/add-torch",
-        "--backends",
-        "cpu",
-    ]);
+    s.init(&["--template", "torch", "--name", "myorg/add-torch", "--backends", "cpu"]);
     let dir = s.root.join("add-torch");
     assert_eq!(
         tree(&dir),
@@ -303,14 +260,7 @@ fn torch_files_cpu_only() {
 #[test]
 fn compiled_files_every_backend() {
     let s = Scratch::new();
-    s.init(&[
-        "--template",
-        "compiled",
-        "--name",
-        "myorg/relu",
-        "--backends",
-        "all",
-    ]);
+    s.init(&["--template", "compiled", "--name", "myorg/relu", "--backends", "all"]);
     let dir = s.root.join("relu");
     assert_eq!(
         tree(&dir),
@@ -392,18 +342,8 @@ src = ["relu_xpu/relu.cpp"]
 #[test]
 fn compiled_rocm_only_uses_the_cuda_source() {
     let s = Scratch::new();
-    s.init(&[
-        "--template",
-        "compiled",
-        "--name",
-        "myorg/relu",
-        "--backends",
-        "rocm",
-    ]);
-    let files: Vec<String> = tree(&s.root.join("relu"))
-        .into_iter()
-        .filter(|f| f.contains("relu_"))
-        .collect();
+    s.init(&["--template", "compiled", "--name", "myorg/relu", "--backends", "rocm"]);
+    let files: Vec<String> = tree(&s.root.join("relu")).into_iter().filter(|f| f.contains("relu_")).collect();
     assert_eq!(files, ["644 relu_cuda/relu.cu"]);
 }
 
@@ -431,11 +371,7 @@ fn path_parent_directories_are_kept() {
 #[test]
 fn repo_id_from_org_name_path() {
     let s = Scratch::new();
-    let out = s
-        .kb()
-        .args(["init", "--template", "torch", "myorg/relu"])
-        .output()
-        .unwrap();
+    let out = s.kb().args(["init", "--template", "torch", "myorg/relu"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8(out.stderr).unwrap(),
@@ -476,24 +412,12 @@ fn project_inside_a_work_tree_is_staged_there() {
         .status()
         .unwrap()
         .success());
-    let stdout = s.init(&[
-        "--name",
-        "myorg/inner",
-        "--template",
-        "torch",
-        "mono/kernels/inner",
-    ]);
+    let stdout = s.init(&["--name", "myorg/inner", "--template", "torch", "mono/kernels/inner"]);
     let top = std::fs::canonicalize(&mono).unwrap();
-    assert!(stdout.contains(&format!(
-        "  staged the files in the existing git repository at `{}`\n",
-        top.display()
-    )));
+    assert!(stdout
+        .contains(&format!("  staged the files in the existing git repository at `{}`\n", top.display())));
     assert!(!mono.join("kernels/inner/.git").exists());
-    let out = std::process::Command::new("git")
-        .args(["ls-files"])
-        .current_dir(&mono)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new("git").args(["ls-files"]).current_dir(&mono).output().unwrap();
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         "kernels/inner/.gitignore\nkernels/inner/CARD.md\nkernels/inner/README.md\nkernels/inner/build.toml\n\
@@ -509,14 +433,7 @@ fn overwrite_replaces_generated_files_and_keeps_others() {
     std::fs::create_dir(&dir).unwrap();
     std::fs::write(dir.join("notes.txt"), "mine\n").unwrap();
     std::fs::write(dir.join("build.toml"), "stale\n").unwrap();
-    s.init(&[
-        "--name",
-        "myorg/kk",
-        "--template",
-        "torch",
-        "--overwrite",
-        "kk",
-    ]);
+    s.init(&["--name", "myorg/kk", "--template", "torch", "--overwrite", "kk"]);
     assert_eq!(read(dir.join("notes.txt")), "mine\n");
     assert!(read(dir.join("build.toml")).starts_with("[general]\nname = \"kk\"\n"));
     assert_eq!(tree(&dir).len(), 9);
@@ -572,26 +489,8 @@ Options:
 fn output_is_deterministic() {
     let s = Scratch::new();
     for t in ["helion", "triton", "torch", "compiled"] {
-        s.init(&[
-            "--name",
-            "myorg/same",
-            "--template",
-            t,
-            "--backends",
-            "all",
-            "--",
-            &format!("a/{t}"),
-        ]);
-        s.init(&[
-            "--name",
-            "myorg/same",
-            "--template",
-            t,
-            "--backends",
-            "all",
-            "--",
-            &format!("b/{t}"),
-        ]);
+        s.init(&["--name", "myorg/same", "--template", t, "--backends", "all", "--", &format!("a/{t}")]);
+        s.init(&["--name", "myorg/same", "--template", t, "--backends", "all", "--", &format!("b/{t}")]);
         let (a, b) = (s.root.join("a").join(t), s.root.join("b").join(t));
         assert_eq!(tree(&a), tree(&b));
         for f in tree(&a) {
@@ -608,18 +507,9 @@ fn output_is_deterministic() {
 #[test]
 fn license_reaches_build_toml_and_card() {
     let s = Scratch::new();
-    s.init(&[
-        "--name",
-        "myorg/lic",
-        "--template",
-        "torch",
-        "--license",
-        "MIT",
-    ]);
+    s.init(&["--name", "myorg/lic", "--template", "torch", "--license", "MIT"]);
     assert!(read(s.root.join("lic/build.toml")).contains("\nlicense = \"MIT\"\n"));
-    assert!(
-        read(s.root.join("lic/CARD.md")).starts_with("---\nlibrary_name: kernels\nlicense: mit\n")
-    );
+    assert!(read(s.root.join("lic/CARD.md")).starts_with("---\nlibrary_name: kernels\nlicense: mit\n"));
     let (code, _, stderr) = s.init_fails(&["--name", "myorg/lic2", "--license", "MIT License"]);
     assert_eq!(code, 2);
     assert_eq!(
@@ -763,10 +653,7 @@ fn path_blocked_by_a_file() {
     std::fs::write(s.root.join("a"), "file\n").unwrap();
     let (code, _, stderr) = s.init_fails(&["--name", "myorg/kk", "a/b/kk"]);
     assert_eq!(code, 1);
-    assert_eq!(
-        stderr,
-        "error: cannot write `a`: it exists and is not a directory\n"
-    );
+    assert_eq!(stderr, "error: cannot write `a`: it exists and is not a directory\n");
     assert_eq!(entries(&s.root), ["a"]);
     let (code, _, stderr) = s.init_fails(&["--name", "myorg/kk", "a"]);
     assert_eq!(code, 1);
@@ -777,22 +664,12 @@ fn path_blocked_by_a_file() {
 #[test]
 fn missing_git_writes_nothing() {
     let s = Scratch::new();
-    let out = s
-        .kb()
-        .env("PATH", "/nonexistent")
-        .args(["init", "--name", "myorg/kk", "a/kk"])
-        .output()
-        .unwrap();
+    let out =
+        s.kb().env("PATH", "/nonexistent").args(["init", "--name", "myorg/kk", "a/kk"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(
-        stderr.starts_with("error: `git --version` failed in `a/kk`\n--- output ---\n"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.ends_with("(is git installed and on PATH?)\n---\nnothing was written\n"),
-        "{stderr}"
-    );
+    assert!(stderr.starts_with("error: `git --version` failed in `a/kk`\n--- output ---\n"), "{stderr}");
+    assert!(stderr.ends_with("(is git installed and on PATH?)\n---\nnothing was written\n"), "{stderr}");
     assert_eq!(entries(&s.root), Vec::<String>::new());
 }
 
@@ -824,71 +701,35 @@ const CASES: &[Case] = &[
         linux: &["torch-cuda", "torch-rocm", "torch-xpu"],
         darwin: &[],
     },
-    Case {
-        template: "helion",
-        backends: &["cuda"],
-        linux: &["torch-cuda"],
-        darwin: &[],
-    },
-    Case {
-        template: "helion",
-        backends: &["xpu", "rocm"],
-        linux: &["torch-rocm", "torch-xpu"],
-        darwin: &[],
-    },
+    Case { template: "helion", backends: &["cuda"], linux: &["torch-cuda"], darwin: &[] },
+    Case { template: "helion", backends: &["xpu", "rocm"], linux: &["torch-rocm", "torch-xpu"], darwin: &[] },
     Case {
         template: "triton",
         backends: &[],
         linux: &["torch-cuda", "torch-rocm", "torch-xpu"],
         darwin: &[],
     },
-    Case {
-        template: "triton",
-        backends: &["rocm"],
-        linux: &["torch-rocm"],
-        darwin: &[],
-    },
-    Case {
-        template: "torch",
-        backends: &[],
-        linux: &["torch-cpu", "torch-cuda"],
-        darwin: &["torch-cpu"],
-    },
-    Case {
-        template: "torch",
-        backends: &["cpu"],
-        linux: &["torch-cpu"],
-        darwin: &["torch-cpu"],
-    },
+    Case { template: "triton", backends: &["rocm"], linux: &["torch-rocm"], darwin: &[] },
+    Case { template: "torch", backends: &[], linux: &["torch-cpu", "torch-cuda"], darwin: &["torch-cpu"] },
+    Case { template: "torch", backends: &["cpu"], linux: &["torch-cpu"], darwin: &["torch-cpu"] },
     Case {
         template: "torch",
         backends: &["all"],
         linux: &["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"],
         darwin: &["torch-cpu", "torch-metal"],
     },
-    Case {
-        template: "compiled",
-        backends: &[],
-        linux: &CUDA_CELLS,
-        darwin: &[],
-    },
+    Case { template: "compiled", backends: &[], linux: &CUDA_CELLS, darwin: &[] },
     Case {
         template: "compiled",
         backends: &["cpu"],
-        linux: &[
-            "torch212-cxx11-cpu-x86_64-linux",
-            "torch213-cxx11-cpu-x86_64-linux",
-        ],
+        linux: &["torch212-cxx11-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"],
         darwin: &["torch212-cpu-aarch64-darwin", "torch213-cpu-aarch64-darwin"],
     },
     Case {
         template: "compiled",
         backends: &["metal"],
         linux: &[],
-        darwin: &[
-            "torch212-metal-aarch64-darwin",
-            "torch213-metal-aarch64-darwin",
-        ],
+        darwin: &["torch212-metal-aarch64-darwin", "torch213-metal-aarch64-darwin"],
     },
     Case {
         template: "compiled",
@@ -922,18 +763,10 @@ fn init_case(s: &Scratch, case: &Case) -> Utf8PathBuf {
     let name = format!(
         "k-{}-{}",
         case.template,
-        if case.backends.is_empty() {
-            "default".to_owned()
-        } else {
-            case.backends.join("-")
-        }
+        if case.backends.is_empty() { "default".to_owned() } else { case.backends.join("-") }
     );
-    let mut args = vec![
-        "--name".to_owned(),
-        format!("myorg/{name}"),
-        "--template".to_owned(),
-        case.template.to_owned(),
-    ];
+    let mut args =
+        vec!["--name".to_owned(), format!("myorg/{name}"), "--template".to_owned(), case.template.to_owned()];
     if !case.backends.is_empty() {
         args.push("--backends".to_owned());
         args.extend(case.backends.iter().map(|b| b.to_string()));
@@ -950,16 +783,9 @@ fn generated_projects_pass_check_config() {
     let s = Scratch::new();
     for case in CASES {
         let dir = init_case(&s, case);
-        let out = s
-            .kb()
-            .args(["check-config", dir.as_str()])
-            .output()
-            .unwrap();
+        let out = s.kb().args(["check-config", dir.as_str()]).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "{dir}: check-config failed:\n{stderr}"
-        );
+        assert!(out.status.success(), "{dir}: check-config failed:\n{stderr}");
         assert_eq!(stderr, "", "{dir}: check-config warned");
         let stdout = String::from_utf8(out.stdout).unwrap();
         assert!(stdout.contains("generation: edition 5\n"), "{stdout}");
@@ -975,26 +801,15 @@ fn generated_projects_have_the_expected_variants() {
     let s = Scratch::new();
     for case in CASES {
         let dir = init_case(&s, case);
-        for (system, expected) in [
-            ("x86_64-linux", case.linux),
-            ("aarch64-darwin", case.darwin),
-        ] {
-            let out = s
-                .kb()
-                .args(["list-variants", dir.as_str(), "--system", system])
-                .output()
-                .unwrap();
+        for (system, expected) in [("x86_64-linux", case.linux), ("aarch64-darwin", case.darwin)] {
+            let out = s.kb().args(["list-variants", dir.as_str(), "--system", system]).output().unwrap();
             assert!(
                 out.status.success(),
                 "{dir}: list-variants failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
             let stdout = String::from_utf8(out.stdout).unwrap();
-            assert_eq!(
-                stdout.lines().collect::<Vec<_>>(),
-                expected,
-                "{dir} on {system}"
-            );
+            assert_eq!(stdout.lines().collect::<Vec<_>>(), expected, "{dir} on {system}");
         }
     }
 }
@@ -1004,11 +819,7 @@ fn generated_noarch_projects_build() {
     let s = Scratch::new();
     for case in CASES.iter().filter(|c| c.template != "compiled") {
         let dir = init_case(&s, case);
-        let out = s
-            .kb()
-            .args(["build-and-copy", dir.as_str(), "--nix", "never"])
-            .output()
-            .unwrap();
+        let out = s.kb().args(["build-and-copy", dir.as_str(), "--nix", "never"]).output().unwrap();
         assert!(
             out.status.success(),
             "{dir}: build-and-copy failed:\n{}",
@@ -1016,12 +827,7 @@ fn generated_noarch_projects_build() {
         );
         // Every backend of build.toml gets its noarch variant, whatever the system.
         let config = kernel_builder::config::load(&dir).unwrap().config;
-        let expected: Vec<String> = config
-            .general
-            .backends
-            .iter()
-            .map(|b| format!("torch-{b}"))
-            .collect();
+        let expected: Vec<String> = config.general.backends.iter().map(|b| format!("torch-{b}")).collect();
         // The variant directories (build/ also holds the build's hash manifest).
         let mut built: Vec<String> = std::fs::read_dir(dir.join("build"))
             .unwrap()
@@ -1032,15 +838,9 @@ fn generated_noarch_projects_build() {
         built.sort();
         assert_eq!(built, expected, "{dir}");
         for variant in &built {
-            let files: Vec<String> = tree(&dir.join("build").join(variant))
-                .into_iter()
-                .map(|f| f[4..].to_owned())
-                .collect();
-            assert_eq!(
-                files,
-                ["__init__.py", "_ops.py", "metadata.json", "op.py"],
-                "{dir}/build/{variant}"
-            );
+            let files: Vec<String> =
+                tree(&dir.join("build").join(variant)).into_iter().map(|f| f[4..].to_owned()).collect();
+            assert_eq!(files, ["__init__.py", "_ops.py", "metadata.json", "op.py"], "{dir}/build/{variant}");
             let py = dir.file_name().unwrap().replace('-', "_");
             assert_eq!(
                 read(dir.join("build").join(variant).join("__init__.py")),
@@ -1078,9 +878,7 @@ fn root_flake_copy(into: &Utf8Path) -> Utf8PathBuf {
 fn orchestrator() -> Utf8PathBuf {
     let dir = std::env::var("KERNEL_BUILDER_ORCHESTRATOR")
         .map(Utf8PathBuf::from)
-        .unwrap_or_else(|_| {
-            Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("target/nix-orchestrator")
-        });
+        .unwrap_or_else(|_| Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("target/nix-orchestrator"));
     assert!(
         dir.join("bin/kernel-builder").is_file(),
         "no static orchestrator in {dir}: run scripts/setup-nix.sh first"
@@ -1089,67 +887,31 @@ fn orchestrator() -> Utf8PathBuf {
 }
 
 #[test]
-#[cfg_attr(
-    not(feature = "nix-tests"),
-    ignore = "needs Nix: cargo test --features nix-tests"
-)]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn generated_flake_builds_the_bundle_with_nix() {
     let s = Scratch::new();
     let root = root_flake_copy(&s.root);
     let orch = format!("path:{}", orchestrator());
-    for (template, backends) in [
-        ("helion", &["cuda", "rocm", "xpu"][..]),
-        ("torch", &["cpu", "cuda"][..]),
-    ] {
+    for (template, backends) in [("helion", &["cuda", "rocm", "xpu"][..]), ("torch", &["cpu", "cuda"][..])] {
         let name = format!("nix-{template}");
-        let mut args = vec![
-            "--name".to_owned(),
-            format!("myorg/{name}"),
-            "--template".into(),
-            template.into(),
-        ];
-        args.extend([
-            "--flake-ref".into(),
-            format!("path:{root}"),
-            "--backends".into(),
-        ]);
+        let mut args =
+            vec!["--name".to_owned(), format!("myorg/{name}"), "--template".into(), template.into()];
+        args.extend(["--flake-ref".into(), format!("path:{root}"), "--backends".into()]);
         args.extend(backends.iter().map(|b| b.to_string()));
         args.extend(["--".into(), name.clone()]);
-        let out = s
-            .kb()
-            .arg("init")
-            .args(&args)
-            .env_remove("KERNEL_BUILDER_FLAKE_REF")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = s.kb().arg("init").args(&args).env_remove("KERNEL_BUILDER_FLAKE_REF").output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let dir = s.root.join(&name);
 
-        let out = duct::cmd(
-            "nix",
-            [
-                "build",
-                ".#bundle",
-                "--override-input",
-                "kernel-builder/orchestrator",
-                &orch,
-            ],
-        )
-        .dir(&dir)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .unwrap();
-        assert!(
-            out.status.success(),
-            "nix build of {name}:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out =
+            duct::cmd("nix", ["build", ".#bundle", "--override-input", "kernel-builder/orchestrator", &orch])
+                .dir(&dir)
+                .stdout_capture()
+                .stderr_capture()
+                .unchecked()
+                .run()
+                .unwrap();
+        assert!(out.status.success(), "nix build of {name}:\n{}", String::from_utf8_lossy(&out.stderr));
 
         // One variant per backend, holding the package's sources as they are.
         let result = dir.join("result");

@@ -172,9 +172,24 @@ fn json_noarch_cells() {
     assert_eq!(
         summary,
         [
-            ("torch-cuda".into(), "noarch".into(), "torch212-cxx11-cu126-x86_64-linux".into(), serde_json::json!(["9.0"])),
-            ("torch-rocm".into(), "noarch".into(), "torch212-cxx11-rocm71-x86_64-linux".into(), serde_json::Value::Null),
-            ("torch-xpu".into(), "noarch".into(), "torch212-cxx11-xpu20253-x86_64-linux".into(), serde_json::Value::Null),
+            (
+                "torch-cuda".into(),
+                "noarch".into(),
+                "torch212-cxx11-cu126-x86_64-linux".into(),
+                serde_json::json!(["9.0"])
+            ),
+            (
+                "torch-rocm".into(),
+                "noarch".into(),
+                "torch212-cxx11-rocm71-x86_64-linux".into(),
+                serde_json::Value::Null
+            ),
+            (
+                "torch-xpu".into(),
+                "noarch".into(),
+                "torch212-cxx11-xpu20253-x86_64-linux".into(),
+                serde_json::Value::Null
+            ),
         ]
     );
 }
@@ -201,7 +216,8 @@ fn missing_build_toml_fails_with_exit_1() {
 
 #[test]
 fn help_describes_every_option() {
-    let out = Command::cargo_bin("kernel-builder").unwrap().args(["list-variants", "--help"]).output().unwrap();
+    let out =
+        Command::cargo_bin("kernel-builder").unwrap().args(["list-variants", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap(), @r"
     List the build variants (matrix cells) of a kernel

@@ -13,7 +13,8 @@ use serde_json::Value;
 use super::corpus::{entries, materialize};
 
 fn names_of(v: &Value) -> Vec<String> {
-    let mut names: Vec<String> = v.as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect();
+    let mut names: Vec<String> =
+        v.as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_owned()).collect();
     names.sort();
     names
 }
@@ -57,7 +58,8 @@ fn corpus_variants_equal_upstream() {
             for (key, scope) in [("variants", Scope::Bundle), ("list_variants", Scope::All)] {
                 let Some(want) = e.expected.get(key).and_then(|v| v.get(system)) else { continue };
                 let want = names_of(want);
-                let got: Vec<String> = matrix::cells(config, system, scope).into_iter().map(|c| c.name).collect();
+                let got: Vec<String> =
+                    matrix::cells(config, system, scope).into_iter().map(|c| c.name).collect();
                 if got != want {
                     failures.push(format!("{} {key} {system}:\n  got  {got:?}\n  want {want:?}", e.dir));
                 }
@@ -84,7 +86,8 @@ fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
             }
             for c in &cells {
                 if parse_variant_name(&c.name).is_none() {
-                    failures.push(format!("{}: `{}` does not parse under the loader's grammar", e.dir, c.name));
+                    failures
+                        .push(format!("{}: `{}` does not parse under the loader's grammar", e.dir, c.name));
                 }
             }
         }
@@ -99,7 +102,8 @@ fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
     assert_eq!(errors, Vec::<(String, String, &str)>::new(), "a file upstream builds has matrix errors");
     // The one file that asks for a GPU that does not exist: megablocks lists capability "11.8",
     // which upstream's CMake silently drops; we drop it too, with a warning.
-    let unbuilt: Vec<&(String, String, &str)> = warnings.iter().filter(|w| w.2 == "capability-not-built").collect();
+    let unbuilt: Vec<&(String, String, &str)> =
+        warnings.iter().filter(|w| w.2 == "capability-not-built").collect();
     assert_eq!(
         unbuilt,
         [&(

@@ -93,11 +93,15 @@ fn empty_capability_list_is_an_error() {
 
 #[test]
 fn family_capability_beyond_the_cuda_bounds_is_an_error() {
-    let (ok, ps) = problems(&relu(r#"cuda-capabilities = ["10.0f"]"#, "", "[general.cuda]\nmaxver = \"12.6\""));
+    let (ok, ps) =
+        problems(&relu(r#"cuda-capabilities = ["10.0f"]"#, "", "[general.cuda]\nmaxver = \"12.6\""));
     assert!(!ok);
     let found = by_rule(&ps, "capability-out-of-range");
     assert_eq!(found.len(), 1, "{ps:#?}");
-    assert_eq!(found[0].help.as_deref(), Some("the `f` suffix needs CUDA 12.9 or newer; raise general.cuda.maxver or drop the suffix"));
+    assert_eq!(
+        found[0].help.as_deref(),
+        Some("the `f` suffix needs CUDA 12.9 or newer; raise general.cuda.maxver or drop the suffix")
+    );
 }
 
 #[test]

@@ -52,12 +52,7 @@ fn nix(cwd: &Path, args: &[&str]) -> String {
         .unchecked()
         .run()
         .expect("cannot run nix");
-    assert!(
-        out.status.success(),
-        "nix {} failed:\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "nix {} failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -80,7 +75,10 @@ fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
 /// (`build/`, Nix's `result` links) are not part of a kernel's source and are skipped.
 fn copy_dir(from: &Path, to: &Path) {
     let outputs = |e: &walkdir::DirEntry| {
-        e.depth() > 0 && (e.file_name() == "build" || e.file_name().to_string_lossy().starts_with("result") || e.path_is_symlink())
+        e.depth() > 0
+            && (e.file_name() == "build"
+                || e.file_name().to_string_lossy().starts_with("result")
+                || e.path_is_symlink())
     };
     for e in walkdir::WalkDir::new(from).sort_by_file_name().into_iter().filter_entry(|e| !outputs(e)) {
         let e = e.unwrap();
@@ -196,7 +194,8 @@ fn assert_bundle_equals_native(kernel_rel: &str, expected_variants: &[&str]) {
     }
     // A clean checkout records no kernel commit: the bytes depend on the source alone.
     let meta: Value =
-        serde_json::from_slice(&fs::read(bundle.join(expected_variants[0]).join("metadata.json")).unwrap()).unwrap();
+        serde_json::from_slice(&fs::read(bundle.join(expected_variants[0]).join("metadata.json")).unwrap())
+            .unwrap();
     assert_eq!(meta["provenance"]["kernel"], Value::Null, "{meta}");
     assert!(meta["provenance"]["kernel-builder"]["version"].is_string(), "{meta}");
 }
@@ -216,10 +215,11 @@ fn vector_add_helion_bundle_builds_offline_and_equals_the_native_build() {
         "{dir}/build.toml is missing (it comes with the `kernels` branch)"
     );
     let config = kernel_builder::config::load(Utf8Path::new(REPO).join(dir).as_ref()).unwrap().config;
-    let expected: Vec<String> = kernel_builder::matrix::cells(&config, "x86_64-linux", kernel_builder::matrix::Scope::Bundle)
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    let expected: Vec<String> =
+        kernel_builder::matrix::cells(&config, "x86_64-linux", kernel_builder::matrix::Scope::Bundle)
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
     assert_bundle_equals_native(dir, &expected.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
@@ -231,19 +231,33 @@ fn root_flake_check_passes_offline() {
     nix(
         repo(),
         &[
-            "flake", "check", "--no-write-lock-file", "--override-input", "nixpkgs", &stub, "--override-input",
-            "orchestrator", &orch, ".",
+            "flake",
+            "check",
+            "--no-write-lock-file",
+            "--override-input",
+            "nixpkgs",
+            &stub,
+            "--override-input",
+            "orchestrator",
+            &orch,
+            ".",
         ],
     );
     // What nixpkgs' rustPlatform would build from: the crate and nothing else at the top.
     let src = nix(
         repo(),
         &[
-            "eval", "--raw", "--no-write-lock-file", "--override-input", "nixpkgs", &stub,
+            "eval",
+            "--raw",
+            "--no-write-lock-file",
+            "--override-input",
+            "nixpkgs",
+            &stub,
             ".#packages.x86_64-linux.kernel-builder.src",
         ],
     );
-    let mut top: Vec<String> = fs::read_dir(src.trim()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut top: Vec<String> =
+        fs::read_dir(src.trim()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     top.sort();
     assert_eq!(top, ["Cargo.lock", "Cargo.toml", "nix", "src", "tests"]);
 }
@@ -258,8 +272,17 @@ fn kernel_flake_check_builds_and_checks_every_cell_offline() {
         nix(
             &repo().join(dir),
             &[
-                "flake", "check", "-L", "--no-write-lock-file", "--override-input", "kernel-builder/nixpkgs", &stub,
-                "--override-input", "kernel-builder/orchestrator", &orch, ".",
+                "flake",
+                "check",
+                "-L",
+                "--no-write-lock-file",
+                "--override-input",
+                "kernel-builder/nixpkgs",
+                &stub,
+                "--override-input",
+                "kernel-builder/orchestrator",
+                &orch,
+                ".",
             ],
         );
     }
@@ -308,7 +331,15 @@ fn cli_build_and_copy_through_nix_equals_the_bundle() {
     fs::write(kernel.join("build/torch-cuda/extra.py"), "kept").unwrap();
     fs::write(kernel.join("build/torch-rocm/extra.py"), "dropped").unwrap();
     let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
-    cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--variant", "torch-rocm", "--"]);
+    cmd.args([
+        "build-and-copy",
+        kernel.to_str().unwrap(),
+        "--nix",
+        "always",
+        "--variant",
+        "torch-rocm",
+        "--",
+    ]);
     cmd.args(override_orchestrator());
     cmd.assert().success();
     assert!(kernel.join("build/torch-cuda/extra.py").is_file());
@@ -322,16 +353,21 @@ fn bad_build_toml_fails_the_cell_with_check_config_diagnostics() {
     let kernel = r.join(FIXTURE);
     let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
     // Evaluation is fine (Nix only reads backends and versions); the orchestrator refuses it.
-    fs::write(kernel.join("build.toml"), toml.replace("license = \"apache-2.0\"\n", "license = \"apache-2.0\"\nlicence = \"typo\"\n")).unwrap();
+    fs::write(
+        kernel.join("build.toml"),
+        toml.replace("license = \"apache-2.0\"\n", "license = \"apache-2.0\"\nlicence = \"typo\"\n"),
+    )
+    .unwrap();
     git(&r, &["commit", "-q", "-am", "typo"]);
     let native = Command::new(orchestrator().join("bin/kernel-builder"))
         .args(["check-config", kernel.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(native.status.code(), Some(1));
-    let err = kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
-        .unwrap_err()
-        .to_string();
+    let err =
+        kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("licence"), "{err}");
     assert!(err.contains("Nix's build log"), "{err}");
 }
@@ -366,11 +402,8 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
 fn materialise(entry: &Path, dest: &Path, expected: &Value) {
     fs::create_dir_all(dest).unwrap();
     fs::copy(entry.join("build.toml"), dest.join("build.toml")).unwrap();
-    let mut files: Vec<String> = fs::read_to_string(entry.join("files.txt"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect();
+    let mut files: Vec<String> =
+        fs::read_to_string(entry.join("files.txt")).unwrap_or_default().lines().map(str::to_owned).collect();
     if let Some(extra) = expected["sources_missing_from_files_txt"].as_array() {
         files.extend(extra.iter().filter_map(|v| v.as_str().map(str::to_owned)));
     }
@@ -446,21 +479,26 @@ in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}
             refused_legacy += 1;
             continue;
         }
-        assert!(generation >= Generation::V4, "{name}: Nix read a {} file; it must refuse it", generation.label());
+        assert!(
+            generation >= Generation::V4,
+            "{name}: Nix read a {} file; it must refuse it",
+            generation.label()
+        );
         for system in systems {
-            let rust: Vec<Value> = kernel_builder::matrix::cells(&loaded.config, system, kernel_builder::matrix::Scope::All)
-                .iter()
-                .map(|c| {
-                    let mut v = serde_json::to_value(c).unwrap();
-                    // Compiled cells' architectures are resolved by the orchestrator inside
-                    // the cell; Nix leaves them null.
-                    if !c.noarch {
-                        v["cuda_capabilities"] = Value::Null;
-                        v["rocm_archs"] = Value::Null;
-                    }
-                    v
-                })
-                .collect();
+            let rust: Vec<Value> =
+                kernel_builder::matrix::cells(&loaded.config, system, kernel_builder::matrix::Scope::All)
+                    .iter()
+                    .map(|c| {
+                        let mut v = serde_json::to_value(c).unwrap();
+                        // Compiled cells' architectures are resolved by the orchestrator inside
+                        // the cell; Nix leaves them null.
+                        if !c.noarch {
+                            v["cuda_capabilities"] = Value::Null;
+                            v["rocm_archs"] = Value::Null;
+                        }
+                        v
+                    })
+                    .collect();
             let nix_cells = nix_result["cells"][system].as_array().cloned().unwrap_or_default();
             assert_eq!(nix_cells, rust, "{name} on {system}: Nix and Rust cells differ");
             cells_compared += rust.len();
@@ -489,7 +527,8 @@ fn nix_refuses_legacy_files_with_the_migration_command() {
         let dir = t.path().join(name);
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("build.toml"), toml).unwrap();
-        let expr = format!("(import {REPO}/nix/lib {{ }}).readKernelConfig (/. + {:?})", dir.display().to_string());
+        let expr =
+            format!("(import {REPO}/nix/lib {{ }}).readKernelConfig (/. + {:?})", dir.display().to_string());
         let expr = format!("({expr}).name");
         let out = duct::cmd("nix", ["eval", "--impure", "--expr", &expr])
             .stdout_capture()
@@ -568,14 +607,17 @@ fn a_static_kernel_builder_hands_itself_to_the_flake() {
         .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--", "--no-write-lock-file"])
         .assert()
         .success();
-    let staged: Vec<_> = fs::read_dir(home.join(".cache/kernel-builder")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let staged: Vec<_> =
+        fs::read_dir(home.join(".cache/kernel-builder")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(staged.len(), 1, "{staged:?}");
     assert_eq!(
         fs::read(home.join(".cache/kernel-builder").join(&staged[0]).join("bin/kernel-builder")).unwrap(),
         fs::read(&static_exe).unwrap()
     );
-    let mut variants: Vec<String> =
-        fs::read_dir(kernel.join("build")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut variants: Vec<String> = fs::read_dir(kernel.join("build"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     variants.sort();
     assert_eq!(variants, ["hashes.json", "torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]);
 }
@@ -618,9 +660,10 @@ fn untracked_files_are_reported_before_nix_runs() {
     assert!(!kernel.join("build/torch-cuda/new_op.py").exists());
 
     git(&r, &["rm", "-q", "--cached", &format!("{FIXTURE}/build.toml")]);
-    let err = kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
-        .unwrap_err()
-        .to_string();
+    let err =
+        kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("build.toml in ") && err.contains("is not tracked by git"), "{err}");
 }
 
@@ -645,14 +688,22 @@ fn compiled_cell_evaluates_and_fails_to_build_with_a_clear_message() {
         k.display().to_string(),
         orchestrator().display().to_string()
     );
-    let names = nix(repo(), &["eval", "--impure", "--json", "--expr", &format!("builtins.attrNames ({expr})")]);
+    let names =
+        nix(repo(), &["eval", "--impure", "--json", "--expr", &format!("builtins.attrNames ({expr})")]);
     assert_eq!(
         names.trim(),
         r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux"]"#
     );
     let out = duct::cmd(
         "nix",
-        ["build", "--impure", "--no-link", "-L", "--expr", &format!("({expr}).torch213-cxx11-cu130-x86_64-linux")],
+        [
+            "build",
+            "--impure",
+            "--no-link",
+            "-L",
+            "--expr",
+            &format!("({expr}).torch213-cxx11-cu130-x86_64-linux"),
+        ],
     )
     .stdout_capture()
     .stderr_capture()
@@ -669,7 +720,13 @@ fn compiled_cell_evaluates_and_fails_to_build_with_a_clear_message() {
 
 /// Run `nix` and return (success, stderr).
 fn nix_status(cwd: &Path, args: &[&str]) -> (bool, String) {
-    let out = duct::cmd("nix", args).dir(cwd).stdout_capture().stderr_capture().unchecked().run().expect("cannot run nix");
+    let out = duct::cmd("nix", args)
+        .dir(cwd)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .expect("cannot run nix");
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -688,7 +745,9 @@ fn flake_check_compares_the_bundle_with_a_committed_manifest() {
     git(&r, &["commit", "-q", "-m", "manifest"]);
     let stub = stub_nixpkgs();
     let mut check: Vec<String> =
-        ["flake", "check", "-L", "--override-input", "kernel-builder/nixpkgs", &stub].map(String::from).to_vec();
+        ["flake", "check", "-L", "--override-input", "kernel-builder/nixpkgs", &stub]
+            .map(String::from)
+            .to_vec();
     check.extend(override_orchestrator());
     check.push(".".into());
     let args: Vec<&str> = check.iter().map(String::as_str).collect();

@@ -71,18 +71,13 @@ impl Server {
             .spawn()
             .expect("python3 must be on PATH to run the Hub test server");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let port = line
             .trim()
             .strip_prefix("PORT ")
             .unwrap_or_else(|| panic!("test server said {line:?}"))
             .to_owned();
-        Server {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
+        Server { child, url: format!("http://127.0.0.1:{port}") }
     }
 
     fn get(&self, path: &str) -> Value {
@@ -96,22 +91,11 @@ impl Server {
 
     /// Repository `test-org/relu` (kernel): branch → path → {sha256, size, lfs}.
     fn repo_state(&self) -> Value {
-        self.get("/_admin/state")
-            .get("kernel:test-org/relu")
-            .cloned()
-            .unwrap_or(Value::Null)
+        self.get("/_admin/state").get("kernel:test-org/relu").cloned().unwrap_or(Value::Null)
     }
 
     /// Make the `nth` next request to `endpoint` fail, and the `times - 1` after it.
-    fn fail(
-        &self,
-        endpoint: &str,
-        nth: u32,
-        times: u32,
-        status: u16,
-        message: &str,
-        echo_auth: bool,
-    ) {
+    fn fail(&self, endpoint: &str, nth: u32, times: u32, status: u16, message: &str, echo_auth: bool) {
         ureq::post(&format!("{}/_admin/fail", self.url))
             .header("Content-Type", "application/json")
             .send(
@@ -172,15 +156,10 @@ fn run(cmd: &mut Command, json_path: Option<&Path>) -> Run {
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     let json_text = json_path.and_then(|p| fs::read_to_string(p).ok());
-    for (what, text) in [
-        ("stdout", &stdout),
-        ("stderr", &stderr),
-        ("json", json_text.as_ref().unwrap_or(&String::new())),
-    ] {
-        assert!(
-            !text.contains(SECRET),
-            "the token appears in {what}:\n{text}"
-        );
+    for (what, text) in
+        [("stdout", &stdout), ("stderr", &stderr), ("json", json_text.as_ref().unwrap_or(&String::new()))]
+    {
+        assert!(!text.contains(SECRET), "the token appears in {what}:\n{text}");
     }
     Run {
         code: out.status.code().unwrap_or(-1),
@@ -201,11 +180,7 @@ impl Env {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_owned();
         fs::create_dir_all(root.join("hf")).unwrap();
-        Env {
-            _tmp: tmp,
-            root,
-            server: Server::start(),
-        }
+        Env { _tmp: tmp, root, server: Server::start() }
     }
 
     /// A fixture kernel in `root/<name>`, built with `build-and-copy --nix never` (and
@@ -225,11 +200,7 @@ impl Env {
             .args(extra)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "build failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "build failed:\n{}", String::from_utf8_lossy(&out.stderr));
     }
 
     fn upload(&self, dir: &Path, args: &[&str]) -> Run {
@@ -253,10 +224,7 @@ impl Env {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What the remote branch should hold for the local bundle in `dir/build`: every file of
@@ -323,8 +291,7 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
         })
     );
     assert!(
-        r.stderr
-            .contains("note: created repository test-org/relu\n")
+        r.stderr.contains("note: created repository test-org/relu\n")
             && r.stderr.contains("note: created branch v1 from main\n"),
         "{}",
         r.stderr
@@ -342,11 +309,7 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
     assert_eq!(branches, ["main", "v1"]);
     let gitattributes = state["main"][".gitattributes"].clone();
     assert_eq!(state["v1"], expected_branch(&dir, &gitattributes));
-    assert_eq!(
-        state["main"].as_object().unwrap().len(),
-        1,
-        "main is untouched"
-    );
+    assert_eq!(state["main"].as_object().unwrap().len(), 1, "main is untouched");
 
     let stats = env.server.stats();
     assert_eq!(stats["commits"], 1);
@@ -374,10 +337,7 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
     assert_eq!(after["lfs_bytes"], stats["lfs_bytes"]);
     assert_eq!(after["inline_bytes"], stats["inline_bytes"]);
     assert_eq!(after["requests"]["lfs_upload"], 1);
-    assert_eq!(
-        after["requests"].get("lfs_batch"),
-        stats["requests"].get("lfs_batch")
-    );
+    assert_eq!(after["requests"].get("lfs_batch"), stats["requests"].get("lfs_batch"));
     assert_eq!(env.server.repo_state(), state);
 }
 
@@ -388,10 +348,7 @@ fn changed_cpu_only(env: &Env, name: &str) -> PathBuf {
     fixture(&dir, BUILD_TOML);
     let pkg = dir.join("torch-ext/relu");
     fs::remove_file(pkg.join("extra.py")).unwrap();
-    write(
-        &pkg.join("op.py"),
-        b"import torch\n\n\ndef relu(x):\n    return x.clamp(min=0)\n",
-    );
+    write(&pkg.join("op.py"), b"import torch\n\n\ndef relu(x):\n    return x.clamp(min=0)\n");
     write(&pkg.join("table.bin"), &table_bin(11));
     env.build(&dir, &["--variant", "torch-cpu"]);
     dir
@@ -410,10 +367,7 @@ fn replacing_one_variant_deletes_only_its_stale_files() {
     assert_eq!(j["status"], "uploaded");
     // __init__.py is the same; _ops.py, metadata.json (new op namespace), op.py, table.bin
     // changed; extra.py is stale.
-    assert_eq!(
-        j["files"],
-        json!({"added": 0, "updated": 4, "unchanged": 1, "deleted": 1})
-    );
+    assert_eq!(j["files"], json!({"added": 0, "updated": 4, "unchanged": 1, "deleted": 1}));
     let after = env.server.repo_state();
     let v1 = after["v1"].as_object().unwrap();
     assert!(!v1.contains_key("build/torch-cpu/extra.py"));
@@ -443,34 +397,25 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
     // The LFS upload of the new table.bin fails, three times: every attempt. The server
     // echoes the Authorization header it got: none, since the token never goes to an LFS
     // upload URL.
-    env.server
-        .fail("lfs_upload", 1, 3, 503, "storage is unavailable", true);
+    env.server.fail("lfs_upload", 1, 3, 503, "storage is unavailable", true);
     let r = env.upload(&cpu, &[]);
     assert_eq!(r.code, 1);
     assert!(
-        r.stderr.contains(
-            "HTTP 503: storage is unavailable (request had Authorization: ) (after 3 attempts)\n"
-        ),
+        r.stderr
+            .contains("HTTP 503: storage is unavailable (request had Authorization: ) (after 3 attempts)\n"),
         "{}",
         r.stderr
     );
-    assert!(
-        r.json.is_none(),
-        "no outcome is written for a failed upload"
-    );
+    assert!(r.json.is_none(), "no outcome is written for a failed upload");
     assert_eq!(env.server.repo_state(), before);
 
     // The commit fails after the LFS content went up. The server echoes the Authorization
     // header in its message, which must come out redacted.
     let commits_before = env.server.stats()["requests"]["commit"].clone();
-    env.server
-        .fail("commit", 1, 1, 500, "commit backend exploded", true);
+    env.server.fail("commit", 1, 1, 500, "commit backend exploded", true);
     let r = env.upload(&cpu, &[]);
     assert_eq!(r.code, 1);
-    let api = format!(
-        "POST {}/api/kernels/test-org/relu/commit/v1",
-        env.server.url
-    );
+    let api = format!("POST {}/api/kernels/test-org/relu/commit/v1", env.server.url);
     assert!(
         r.stderr
             .contains(&format!("error: the commit to `v1` failed; nothing was committed\n  caused by: {api} failed: HTTP 500: commit backend exploded (request had Authorization: Bearer <redacted>)\n")),
@@ -479,10 +424,7 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
     );
     assert_eq!(env.server.repo_state(), before);
     // A commit is never sent twice (its answer may have been lost after it landed).
-    assert_eq!(
-        env.server.stats()["requests"]["commit"],
-        commits_before.as_u64().unwrap() + 1
-    );
+    assert_eq!(env.server.stats()["requests"]["commit"], commits_before.as_u64().unwrap() + 1);
 
     // Nothing stuck: the next run succeeds, through one transient failure each of the tree
     // listing and the preupload (tried again), and the LFS object is not sent again.
@@ -512,24 +454,18 @@ fn a_commit_racing_another_writer_is_refused_and_loses_nothing() {
         r.stderr.contains(
             "error: `v1` changed while uploading (another commit landed first); nothing was \
              committed, run the upload again\n"
-        ) && r
-            .stderr
-            .contains("HTTP 412: A commit has happened since. Please refresh and try again."),
+        ) && r.stderr.contains("HTTP 412: A commit has happened since. Please refresh and try again."),
         "{}",
         r.stderr
     );
     // Only the other writer's file was added; the upload changed nothing.
     let mut expected = before.clone();
-    expected["v1"]["race.txt"] =
-        json!({"sha256": sha256_hex(b"other writer\n"), "size": 13, "lfs": false});
+    expected["v1"]["race.txt"] = json!({"sha256": sha256_hex(b"other writer\n"), "size": 13, "lfs": false});
     assert_eq!(env.server.repo_state(), expected);
     // Run again: it plans against the new head and keeps the other writer's file.
     let r = env.upload_ok(&cpu, &[]);
     assert_eq!(r.json.unwrap()["files"]["deleted"], 1);
-    assert_eq!(
-        env.server.repo_state()["v1"]["race.txt"],
-        expected["v1"]["race.txt"]
-    );
+    assert_eq!(env.server.repo_state()["v1"]["race.txt"], expected["v1"]["race.txt"]);
 }
 
 #[test]
@@ -553,12 +489,7 @@ fn create_pr_opens_a_pull_request_and_leaves_the_branch() {
     // A pull request cannot target a branch that does not exist.
     let r = env.upload(&cpu, &["--create-pr", "--branch", "v9"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr
-            .contains("branch `v9` does not exist in `test-org/relu`"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("branch `v9` does not exist in `test-org/relu`"), "{}", r.stderr);
 }
 
 #[test]
@@ -568,18 +499,9 @@ fn token_from_the_login_file_and_no_token_at_all() {
     let json_path = env.root.join("o.json");
 
     // No token anywhere: refused before any request.
-    let r = run(
-        kb(&env.server.url, &env.root.join("hf"), None)
-            .arg("upload")
-            .arg(&dir),
-        None,
-    );
+    let r = run(kb(&env.server.url, &env.root.join("hf"), None).arg("upload").arg(&dir), None);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("error: no Hub token: set HF_TOKEN"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("error: no Hub token: set HF_TOKEN"), "{}", r.stderr);
     assert_eq!(env.server.stats()["requests"], json!({}));
 
     // The file `hf auth login` writes, under HF_HOME.
@@ -599,10 +521,7 @@ fn token_from_the_login_file_and_no_token_at_all() {
     let other = env.root.join("other-token");
     fs::write(&other, "wrong-token").unwrap();
     let r = run(
-        kb(&env.server.url, &env.root.join("hf"), None)
-            .env("HF_TOKEN_PATH", &other)
-            .arg("upload")
-            .arg(&dir),
+        kb(&env.server.url, &env.root.join("hf"), None).env("HF_TOKEN_PATH", &other).arg("upload").arg(&dir),
         None,
     );
     assert_eq!(r.code, 1);
@@ -610,9 +529,7 @@ fn token_from_the_login_file_and_no_token_at_all() {
         r.stderr.contains(
             "error: cannot create repository `test-org/relu`: the Hub does not accept the token; \
              log in again (`hf auth login`) or set HF_TOKEN\n  caused by: POST "
-        ) && r
-            .stderr
-            .contains("HTTP 401: Invalid credentials in Authorization header"),
+        ) && r.stderr.contains("HTTP 401: Invalid credentials in Authorization header"),
         "{}",
         r.stderr
     );
@@ -622,16 +539,8 @@ fn token_from_the_login_file_and_no_token_at_all() {
 fn refused(env: &Env, dir: &Path, args: &[&str], message: &str) {
     let r = env.upload(dir, args);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        r.stderr.contains(message),
-        "expected {message:?} in:\n{}",
-        r.stderr
-    );
-    assert_eq!(
-        env.server.stats()["requests"],
-        json!({}),
-        "a request was sent"
-    );
+    assert!(r.stderr.contains(message), "expected {message:?} in:\n{}", r.stderr);
+    assert_eq!(env.server.stats()["requests"], json!({}), "a request was sent");
 }
 
 #[test]
@@ -640,10 +549,7 @@ fn refusals_send_nothing() {
 
     // No repository id anywhere: never a default organisation.
     let no_hub = env.root.join("nohub");
-    fixture(
-        &no_hub,
-        &BUILD_TOML.replace("[general.hub]\nrepo-id = \"test-org/relu\"\n", ""),
-    );
+    fixture(&no_hub, &BUILD_TOML.replace("[general.hub]\nrepo-id = \"test-org/relu\"\n", ""));
     env.build(&no_hub, &[]);
     refused(&env, &no_hub, &[], "error: no repository to upload to: `");
     refused(
@@ -679,23 +585,14 @@ fn refusals_send_nothing() {
     let op = dir.join("build/torch-cpu/op.py");
     let original = fs::read(&op).unwrap();
     fs::write(&op, b"tampered\n").unwrap();
-    refused(
-        &env,
-        &dir,
-        &["--force"],
-        "variant `torch-cpu`: its files do not match the digest in",
-    );
+    refused(&env, &dir, &["--force"], "variant `torch-cpu`: its files do not match the digest in");
     fs::write(&op, &original).unwrap();
 
     // Variants of different versions: no branch can be chosen for them.
     let meta_path = dir.join("build/torch-cuda/metadata.json");
     let meta = fs::read_to_string(&meta_path).unwrap();
     assert!(meta.contains("\"version\": 1,"));
-    fs::write(
-        &meta_path,
-        meta.replace("\"version\": 1,", "\"version\": 2,"),
-    )
-    .unwrap();
+    fs::write(&meta_path, meta.replace("\"version\": 1,", "\"version\": 2,")).unwrap();
     refused(
         &env,
         &dir,
@@ -703,20 +600,14 @@ fn refusals_send_nothing() {
         "have different versions (version 1: torch-cpu; version 2: torch-cuda); rebuild them, or pass --branch",
     );
     // With a branch given the versions do not matter, but the manifest sees the change.
-    refused(
-        &env,
-        &dir,
-        &["--branch", "v1"],
-        "variant `torch-cuda` differs: expected sha256-",
-    );
+    refused(&env, &dir, &["--branch", "v1"], "variant `torch-cuda` differs: expected sha256-");
     fs::write(&meta_path, &meta).unwrap();
 
     // --force uploads a tree whose manifest is missing, with a warning.
     fs::remove_file(&manifest_path).unwrap();
     let r = env.upload_ok(&dir, &["--force"]);
     assert!(
-        r.stderr.contains("warning: hash manifest: `")
-            && r.stderr.contains("uploading anyway (--force)"),
+        r.stderr.contains("warning: hash manifest: `") && r.stderr.contains("uploading anyway (--force)"),
         "{}",
         r.stderr
     );
@@ -728,50 +619,23 @@ fn dry_run_needs_no_token_and_sends_nothing() {
     let env = Env::new();
     let dir = env.kernel("k", &[]);
     let dry = |endpoint: &str| {
-        run(
-            kb(endpoint, &env.root.join("hf"), None)
-                .arg("upload")
-                .arg(&dir)
-                .arg("--dry-run"),
-            None,
-        )
+        run(kb(endpoint, &env.root.join("hf"), None).arg("upload").arg(&dir).arg("--dry-run"), None)
     };
-    let meta = |v: &str| {
-        fs::metadata(dir.join("build").join(v).join("metadata.json"))
-            .unwrap()
-            .len()
-    };
-    let size = |v: &str, f: &str| {
-        fs::metadata(dir.join("build").join(v).join(f))
-            .unwrap()
-            .len()
-    };
+    let meta = |v: &str| fs::metadata(dir.join("build").join(v).join("metadata.json")).unwrap().len();
+    let size = |v: &str, f: &str| fs::metadata(dir.join("build").join(v).join(f)).unwrap().len();
     let r = dry(&env.server.url);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let mut expected = String::from(
         "create repository test-org/relu (type kernel)\ncreate branch v1 from main\ncommit to v1:\n",
     );
     for v in ["torch-cpu", "torch-cuda"] {
-        for f in [
-            "__init__.py",
-            "_ops.py",
-            "extra.py",
-            "metadata.json",
-            "op.py",
-            "table.bin",
-        ] {
-            let n = if f == "metadata.json" {
-                meta(v)
-            } else {
-                size(v, f)
-            };
+        for f in ["__init__.py", "_ops.py", "extra.py", "metadata.json", "op.py", "table.bin"] {
+            let n = if f == "metadata.json" { meta(v) } else { size(v, f) };
             let lfs = if f == "table.bin" { ", lfs" } else { "" };
             expected.push_str(&format!("  add build/{v}/{f} ({n} bytes{lfs})\n"));
         }
     }
-    expected.push_str(
-        "Dry run: would add 12, update 0, delete 0, leave 0 unchanged; nothing was sent\n",
-    );
+    expected.push_str("Dry run: would add 12, update 0, delete 0, leave 0 unchanged; nothing was sent\n");
     assert_eq!(r.stdout, expected);
     let stats = env.server.stats();
     assert_eq!(stats["requests"], json!({"refs": 1}));
@@ -779,37 +643,18 @@ fn dry_run_needs_no_token_and_sends_nothing() {
     // After a real upload and a change, the dry run shows updates and deletions.
     env.upload_ok(&dir, &[]);
     let cpu = changed_cpu_only(&env, "k2");
-    let r = run(
-        kb(&env.server.url, &env.root.join("hf"), None)
-            .arg("upload")
-            .arg(&cpu)
-            .arg("--dry-run"),
-        None,
-    );
+    let r =
+        run(kb(&env.server.url, &env.root.join("hf"), None).arg("upload").arg(&cpu).arg("--dry-run"), None);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.starts_with("commit to v1:\n"), "{}", r.stdout);
-    assert!(
-        r.stdout
-            .contains("  delete build/torch-cpu/extra.py (11 bytes)\n"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout
-            .contains("  unchanged build/torch-cpu/__init__.py ("),
-        "{}",
-        r.stdout
-    );
+    assert!(r.stdout.contains("  delete build/torch-cpu/extra.py (11 bytes)\n"), "{}", r.stdout);
+    assert!(r.stdout.contains("  unchanged build/torch-cpu/__init__.py ("), "{}", r.stdout);
     assert!(!r.stdout.contains("torch-cuda"), "{}", r.stdout);
 
     // The Hub cannot be reached: plan against an empty repository, and say so.
     let r = dry("http://127.0.0.1:9");
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("planning against an empty repository"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("planning against an empty repository"), "{}", r.stderr);
     assert!(r.stdout.contains("Dry run: would add 12,"), "{}", r.stdout);
 }
 
@@ -828,20 +673,12 @@ fn build_and_upload_builds_verifies_and_uploads() {
         Some(&json_path),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("verified 1 variant(s) against build/hashes.json"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("verified 1 variant(s) against build/hashes.json"), "{}", r.stderr);
     let j = r.json.unwrap();
     assert_eq!(j["status"], "uploaded");
     assert_eq!(j["files"]["added"], FILES_PER_VARIANT);
     let state = env.server.repo_state();
-    assert_eq!(
-        state["v1"],
-        expected_branch(&dir, &state["main"][".gitattributes"])
-    );
+    assert_eq!(state["v1"], expected_branch(&dir, &state["main"][".gitattributes"]));
 }
 
 #[test]
@@ -849,10 +686,7 @@ fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
     let env = Env::new();
     let dir = env.kernel("k", &[]);
     write(&dir.join("build/CARD.md"), b"# relu\n\nA kernel card.\n");
-    write(
-        &dir.join("benchmarks/benchmark_relu.py"),
-        b"def bench():\n    pass\n",
-    );
+    write(&dir.join("benchmarks/benchmark_relu.py"), b"def bench():\n    pass\n");
     // Text, but over 10 MiB: through LFS.
     let big = "0123456789abcde\n".repeat(10 * 65536 + 1);
     write(&dir.join("benchmarks/data.txt"), big.as_bytes());
@@ -869,10 +703,7 @@ fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
         state["main"]["README.md"],
         json!({"sha256": sha256_hex(card), "size": card.len(), "lfs": false})
     );
-    assert!(
-        state["v1"].get("README.md").is_none(),
-        "the card goes to main only"
-    );
+    assert!(state["v1"].get("README.md").is_none(), "the card goes to main only");
     let bench = b"def bench():\n    pass\n";
     assert_eq!(
         state["v1"]["benchmarks/benchmark_relu.py"],
@@ -904,47 +735,27 @@ fn branch_and_repo_from_flags_then_build_toml_then_version() {
     let dir = env.root.join("k");
     fixture(
         &dir,
-        &BUILD_TOML.replace(
-            "repo-id = \"test-org/relu\"\n",
-            "repo-id = \"test-org/relu\"\nbranch = \"stable\"\n",
-        ),
+        &BUILD_TOML
+            .replace("repo-id = \"test-org/relu\"\n", "repo-id = \"test-org/relu\"\nbranch = \"stable\"\n"),
     );
     env.build(&dir, &["--variant", "torch-cpu"]);
     let j = env.upload_ok(&dir, &[]).json.unwrap();
-    assert_eq!(
-        (&j["repo_id"], &j["branch"]),
-        (&json!("test-org/relu"), &json!("stable"))
-    );
+    assert_eq!((&j["repo_id"], &j["branch"]), (&json!("test-org/relu"), &json!("stable")));
     let j = env.upload_ok(&dir, &["--branch", "v1-test"]).json.unwrap();
     assert_eq!(j["branch"], "v1-test");
-    let j = env
-        .upload_ok(&dir, &["--repo-id", "other-org/relu2"])
-        .json
-        .unwrap();
-    assert_eq!(
-        (&j["repo_id"], &j["branch"]),
-        (&json!("other-org/relu2"), &json!("stable"))
-    );
+    let j = env.upload_ok(&dir, &["--repo-id", "other-org/relu2"]).json.unwrap();
+    assert_eq!((&j["repo_id"], &j["branch"]), (&json!("other-org/relu2"), &json!("stable")));
     let state = env.server.repo_state();
     let branches: Vec<&String> = state.as_object().unwrap().keys().collect();
     assert_eq!(branches, ["main", "stable", "v1-test"]);
-    assert!(env
-        .server
-        .get("/_admin/state")
-        .get("kernel:other-org/relu2")
-        .is_some());
+    assert!(env.server.get("/_admin/state").get("kernel:other-org/relu2").is_some());
 
     // No build/ at all.
     let empty = env.root.join("empty");
     fixture(&empty, BUILD_TOML);
     let r = env.upload(&empty, &[]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr
-            .contains("build the kernel first (`kernel-builder build-and-copy`)"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("build the kernel first (`kernel-builder build-and-copy`)"), "{}", r.stderr);
 
     // A dry run's --output-json says so.
     let r = env.upload_ok(&dir, &["--dry-run"]);
