@@ -14,6 +14,8 @@ export GIT_AUTHOR_EMAIL="${GIT_AUTHOR_EMAIL:-tests@kernel-builder.invalid}"
 export GIT_COMMITTER_NAME="${GIT_COMMITTER_NAME:-$GIT_AUTHOR_NAME}"
 export GIT_COMMITTER_EMAIL="${GIT_COMMITTER_EMAIL:-$GIT_AUTHOR_EMAIL}"
 
+cargo fmt --check
+
 KERNEL_BUILDER_ORCHESTRATOR="$(./scripts/setup-nix.sh)"
 export KERNEL_BUILDER_ORCHESTRATOR
 cargo test --locked --features nix-tests 2>&1
