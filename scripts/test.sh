@@ -14,7 +14,12 @@ export GIT_AUTHOR_EMAIL="${GIT_AUTHOR_EMAIL:-tests@kernel-builder.invalid}"
 export GIT_COMMITTER_NAME="${GIT_COMMITTER_NAME:-$GIT_AUTHOR_NAME}"
 export GIT_COMMITTER_EMAIL="${GIT_COMMITTER_EMAIL:-$GIT_AUTHOR_EMAIL}"
 
-cargo fmt --check
+# Formatting (rustfmt.toml); rustfmt ships with the rustup toolchain on these machines.
+if cargo fmt --version >/dev/null 2>&1; then
+    cargo fmt --check
+else
+    echo "test.sh: rustfmt is not installed; formatting not checked" >&2
+fi
 
 KERNEL_BUILDER_ORCHESTRATOR="$(./scripts/setup-nix.sh)"
 export KERNEL_BUILDER_ORCHESTRATOR
