@@ -711,7 +711,13 @@ pub fn upload(
 
     // 7. The card, on main.
     if !card.is_empty() {
-        let main_head = head_of(&refs, "main");
+        // Uploading to `main` itself just moved its head: read it again, or the card commit
+        // would name a stale parent and be refused.
+        let main_head = if branch == "main" && committed && !opts.create_pr {
+            client.refs(repo)?.and_then(|r| head_of(&r, "main"))
+        } else {
+            head_of(&refs, "main")
+        };
         let main_tree = match &main_head {
             Some(h) => client.list_tree(repo, h)?,
             None => Vec::new(),

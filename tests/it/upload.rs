@@ -787,3 +787,22 @@ fn the_kernels_own_card_is_used_when_build_has_none() {
         json!({"sha256": sha256_hex(rendered), "size": rendered.len(), "lfs": false})
     );
 }
+
+#[test]
+fn uploading_to_main_with_a_card_makes_both_commits() {
+    // Regression (second fresh-user review): with `--branch main`, the card commit named the
+    // head of main from before the build commit and was refused with HTTP 412.
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let card = b"# k\n\nCard.\n";
+    write(&dir.join("CARD.md"), card);
+    let r = env.upload_ok(&dir, &["--branch", "main"]);
+    assert_eq!(r.json.unwrap()["status"], "uploaded");
+    let state = env.server.repo_state();
+    assert_eq!(
+        state["main"]["README.md"],
+        json!({"sha256": sha256_hex(card), "size": card.len(), "lfs": false})
+    );
+    assert!(state["main"].as_object().unwrap().keys().any(|k| k.starts_with("build/")), "{state}");
+    assert_eq!(env.server.stats()["commits"], 2);
+}
