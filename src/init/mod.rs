@@ -424,7 +424,7 @@ mod tests {
              backends = [\"cuda\", \"rocm\", \"xpu\"]\npython-depends = [\"helion\"]\n\n\
              [general.hub]\nrepo-id = \"myorg/vector-add\"\n\n\
              # A noarch kernel: Python code only, built into one variant per backend (`torch-cuda`, ...).\n\
-             # Everything under torch-ext/vector_add/ is shipped.\n[torch-noarch]\n"
+             # The files under torch-ext/vector_add/ with a `pyext` extension (default: py, pyi) are shipped.\n[torch-noarch]\n"
         );
         assert!(fs[camino::Utf8Path::new("torch-ext/vector_add/op.py")]
             .contains("@helion.aot_kernel()\ndef vector_add_kernel("));

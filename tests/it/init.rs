@@ -151,7 +151,7 @@ python-depends = ["helion"]
 repo-id = "myorg/vector-add-helion"
 
 # A noarch kernel: Python code only, built into one variant per backend (`torch-cuda`, ...).
-# Everything under torch-ext/vector_add_helion/ is shipped.
+# The files under torch-ext/vector_add_helion/ with a `pyext` extension (default: py, pyi) are shipped.
 [torch-noarch]
 "#
     );
@@ -196,7 +196,7 @@ repo-id = "myorg/vector-add-helion"
     assert!(bench.contains("SIZES = [1 << 16, 1 << 20, 1 << 24]"));
     assert!(read(dir.join("README.md"))
         .contains("`torch-ext/vector_add_helion/_helion_aot_op_<device>_<compute>.py`"));
-    assert!(read(dir.join("CARD.md")).contains("kernel = get_kernel(\"myorg/vector-add-helion\", version=1)"));
+    assert!(read(dir.join("CARD.md")).contains("kernel = get_kernel(\"myorg/vector-add-helion\", version=1, trust_remote_code=True)"));
     // Nothing else was created next to the project.
     assert_eq!(std::fs::read_dir(&s.root).unwrap().count(), 1);
 }
