@@ -35,9 +35,29 @@ impl KernelNames {
     /// (`My_Kernel` → `my-kernel`).
     pub fn new(name: &str) -> Result<KernelNames, NameError> {
         if !is_valid_kernel_name(name) {
-            return Err(NameError { name: name.to_owned(), suggestion: suggest_kernel_name(name) });
+            return Err(NameError {
+                name: name.to_owned(),
+                suggestion: suggest_kernel_name(name),
+                conflict: None,
+            });
         }
         let python = name.replace('-', "_");
+        // The generated package and op are named after the kernel: a Python keyword would not
+        // parse (`from .op import in`), and a module the op file imports would be shadowed.
+        let conflict = if PYTHON_KEYWORDS.contains(&python.as_str()) {
+            Some("is a Python keyword")
+        } else if SHADOWED_MODULES.contains(&python.as_str()) {
+            Some("is the name of a module the generated code imports")
+        } else {
+            None
+        };
+        if conflict.is_some() {
+            return Err(NameError {
+                name: name.to_owned(),
+                suggestion: Some(format!("{name}-kernel")),
+                conflict,
+            });
+        }
         let class = name
             .split('-')
             .filter(|p| !p.is_empty())
@@ -53,18 +73,39 @@ impl KernelNames {
     }
 }
 
-/// A kernel name that breaks [`KERNEL_NAME_RULE`].
+/// The lowercase Python keywords (3.13): not usable as the generated package or op name.
+const PYTHON_KEYWORDS: [&str; 32] = [
+    "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else",
+    "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not",
+    "or", "pass", "raise", "return", "try", "while", "with", "yield",
+];
+
+/// Modules the generated op files import; an op of the same name would shadow them.
+const SHADOWED_MODULES: [&str; 5] = ["torch", "helion", "triton", "kernels", "pytest"];
+
+/// A kernel name that breaks [`KERNEL_NAME_RULE`], or that the generated Python code cannot use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NameError {
     /// The name as given.
     pub name: String,
     /// The closest valid name, when one can be made from the given one.
     pub suggestion: Option<String>,
+    /// Why a name that follows the rule still cannot be used (`is a Python keyword`, …).
+    pub conflict: Option<&'static str>,
 }
 
 impl fmt::Display for NameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}` is not a valid kernel name: {KERNEL_NAME_RULE}", self.name)
+        match self.conflict {
+            Some(why) => write!(
+                f,
+                "`{}` cannot name a kernel project: its Python name `{}` {why}, and the generated \
+                 package and op are named after it",
+                self.name,
+                self.name.replace('-', "_")
+            ),
+            None => write!(f, "`{}` is not a valid kernel name: {KERNEL_NAME_RULE}", self.name),
+        }
     }
 }
 

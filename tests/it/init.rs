@@ -196,7 +196,8 @@ repo-id = "myorg/vector-add-helion"
     assert!(bench.contains("SIZES = [1 << 16, 1 << 20, 1 << 24]"));
     assert!(read(dir.join("README.md"))
         .contains("`torch-ext/vector_add_helion/_helion_aot_op_<device>_<compute>.py`"));
-    assert!(read(dir.join("CARD.md")).contains("kernel = get_kernel(\"myorg/vector-add-helion\", version=1, trust_remote_code=True)"));
+    assert!(read(dir.join("CARD.md"))
+        .contains("kernel = get_kernel(\"myorg/vector-add-helion\", version=1, trust_remote_code=True)"));
     // Nothing else was created next to the project.
     assert_eq!(std::fs::read_dir(&s.root).unwrap().count(), 1);
 }
@@ -545,6 +546,31 @@ fn invalid_name_states_the_rule_and_suggests_a_fix() {
          starts with a letter, does not end with `-`, and is at least 2 characters long (e.g. `vector-add`)\n\
          hint: did you mean `--name user/my-kernel`?\n"
     );
+    assert_eq!(entries(&s.root), Vec::<String>::new());
+}
+
+/// Regression (second fresh-user review): `in`, `class`, `torch`… follow the name rule, but the
+/// generated `from .op import in` does not parse, and an op named `torch` shadows the module.
+#[test]
+fn names_the_generated_python_cannot_use_are_refused() {
+    let s = Scratch::new();
+    for (name, why) in [
+        ("in", "is a Python keyword"),
+        ("class", "is a Python keyword"),
+        ("torch", "is the name of a module the generated code imports"),
+        ("helion", "is the name of a module the generated code imports"),
+    ] {
+        let (code, stdout, stderr) = s.init_fails(&["--name", &format!("org/{name}")]);
+        assert_eq!((code, stdout.as_str()), (2, ""), "{name}");
+        assert_eq!(
+            stderr,
+            format!(
+                "error: `{name}` cannot name a kernel project: its Python name `{name}` {why}, and the \
+                 generated package and op are named after it\nhint: did you mean `--name org/{name}-kernel`?\n"
+            ),
+            "{name}"
+        );
+    }
     assert_eq!(entries(&s.root), Vec::<String>::new());
 }
 
