@@ -34,7 +34,8 @@ pub struct Args {
     pub backends: Vec<String>,
 
     /// The kind of kernel. The op is the same in every template (an element-wise add), ready
-    /// to build, test and replace.
+    /// to build, test and replace; the compiled template passes check-config and list-variants,
+    /// but this version does not build compiled variants yet.
     #[arg(long, value_enum, default_value_t = Template::Helion)]
     pub template: Template,
 
@@ -127,8 +128,13 @@ pub fn run(args: Args) -> super::CmdResult {
     println!("  {}", written.git);
     println!("Next:");
     println!("  cd {}", shell_quote(written.dir.as_str()));
-    println!("  kernel-builder build-and-copy .");
-    println!("  python -m pytest tests");
+    if p.template == Template::Compiled {
+        // Say so now rather than at the first build.
+        println!("  kernel-builder check-config .   (building compiled variants is not supported yet)");
+    } else {
+        println!("  kernel-builder build-and-copy .");
+        println!("  python -m pytest tests");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
