@@ -374,7 +374,9 @@ fn offline_hint(log: &str) -> &'static str {
          hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
          KERNEL_BUILDER_ORCHESTRATOR to the directory it prints (or pass \
          `-- --override-input kernel-builder/orchestrator path:<dir>`), or run a static kernel-builder, \
-         which hands itself over"
+         which hands itself over. If the unreachable input is kernel-builder itself (a kernel made by \
+         `kernel-builder init` points at its public flake), add `-- --override-input kernel-builder \
+         path:<kernel-builder checkout>`, or build natively with `--nix never`"
     } else {
         ""
     }
