@@ -222,10 +222,13 @@ fn check_variant(
     Ok(VariantMeta { version, dirty })
 }
 
-/// Check `build/hashes.json` against the variants on disk.
+/// Check `build/hashes.json` against the variants on disk, and, when the kernel's sources can
+/// be read (`current_source`: the git tree id of the source set now), that `build/` was built
+/// from these sources and not from an earlier state of them.
 fn check_manifest(
     build_dir: &Utf8Path,
     variants: &[String],
+    current_source: Option<&str>,
     force: bool,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<()> {
@@ -235,7 +238,16 @@ fn check_manifest(
     } else {
         let recorded = Manifest::read(&path)?;
         let actual = Manifest::for_bundle(build_dir, variants, &recorded.source)?;
-        manifest::compare(&recorded, &actual).iter().map(|d| d.to_string()).collect()
+        let mut p: Vec<String> =
+            manifest::compare(&recorded, &actual).iter().map(|d| d.to_string()).collect();
+        if let Some(now) = current_source.filter(|now| *now != recorded.source) {
+            p.push(format!(
+                "`build/` was built from other sources (source `{}`), not the kernel's current ones \
+                 (source `{now}`): the sources changed since the last build",
+                recorded.source
+            ));
+        }
+        p
     };
     if problems.is_empty() {
         return Ok(());
@@ -248,7 +260,8 @@ fn check_manifest(
     }
     anyhow::bail!(
         "the tree in `{build_dir}` does not match its hash manifest `{path}`:\n  {}\n\
-         rebuild it (`kernel-builder build-and-copy`), or pass --force to upload it as it is",
+         rebuild it (`kernel-builder build-and-copy`; delete `build/<variant>` for a variant that is \
+         no longer built), or pass --force to upload it as it is",
         problems.join("\n  ")
     )
 }
@@ -333,7 +346,12 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         ));
     }
 
-    check_manifest(&build_dir, &variants, opts.force, &mut warnings)?;
+    let current_source = loaded
+        .as_ref()
+        .ok()
+        .and_then(|l| crate::assemble::source::SourceSet::collect(dir, &l.config).ok())
+        .map(|set| set.tree_id());
+    check_manifest(&build_dir, &variants, current_source.as_deref(), opts.force, &mut warnings)?;
 
     let mut files = Vec::new();
     for v in &variants {
@@ -687,6 +705,21 @@ pub fn upload(
 
     // 3-6. The version branch.
     let tree = client.list_tree(repo, &parent)?;
+    // Variants on the branch that this upload does not carry stay there (only the uploaded
+    // variants are pruned): say so, since users of the branch would still load them.
+    let mut remote_only: Vec<&str> = tree
+        .iter()
+        .filter_map(|e| e.path.strip_prefix("build/")?.split('/').next())
+        .filter(|v| !prepared.variants.iter().any(|l| l == v))
+        .collect();
+    remote_only.sort_unstable();
+    remote_only.dedup();
+    for v in remote_only {
+        outcome.notes.push(format!(
+            "`build/{v}` on branch `{branch}` is not in this upload and stays there; users \
+             of the branch can still load it (delete it on the Hub if the kernel no longer builds it)"
+        ));
+    }
     let mut p = plan_rev(&prepared.files, &tree, &prefixes);
     apply_preupload(&client, repo, branch, &prepared.files, &mut p, opts.create_pr, &mut outcome.notes)?;
     count(&p.changes, &mut outcome.files);

@@ -806,3 +806,49 @@ fn uploading_to_main_with_a_card_makes_both_commits() {
     assert!(state["main"].as_object().unwrap().keys().any(|k| k.starts_with("build/")), "{state}");
     assert_eq!(env.server.stats()["commits"], 2);
 }
+
+/// Regression (second fresh-user review): after a source edit without a rebuild, `upload`
+/// published the old build/ and said "No changes to upload".
+#[test]
+fn a_build_of_other_sources_is_refused_unless_forced() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let op = dir.join("torch-ext/relu/op.py");
+    let mut text = fs::read_to_string(&op).unwrap();
+    text.push_str("\n# edited after the build\n");
+    fs::write(&op, text).unwrap();
+    refused(&env, &dir, &[], "`build/` was built from other sources (source `");
+    let r = env.upload_ok(&dir, &["--force"]);
+    assert!(
+        r.stderr.contains("the sources changed since the last build; uploading anyway (--force)"),
+        "{}",
+        r.stderr
+    );
+    // After a rebuild the upload goes through without --force.
+    env.build(&dir, &[]);
+    let r = env.upload_ok(&dir, &[]);
+    assert!(!r.stderr.contains("other sources"), "{}", r.stderr);
+}
+
+/// Regression (second fresh-user review): a variant the kernel no longer builds stays on the
+/// branch (only uploaded variants are pruned); the upload now says so.
+#[test]
+fn variants_left_on_the_branch_are_reported() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    env.upload_ok(&dir, &[]);
+    // The kernel drops cuda: build/torch-cuda goes, torch-cpu is uploaded again.
+    let toml = fs::read_to_string(dir.join("build.toml")).unwrap();
+    assert!(toml.contains("backends = [\"cpu\", \"cuda\"]"), "{toml}");
+    fs::write(dir.join("build.toml"), toml.replace("backends = [\"cpu\", \"cuda\"]", "backends = [\"cpu\"]"))
+        .unwrap();
+    fs::remove_dir_all(dir.join("build")).unwrap();
+    env.build(&dir, &[]);
+    let r = env.upload_ok(&dir, &[]);
+    assert!(
+        r.stderr.contains("note: `build/torch-cuda` on branch `v1` is not in this upload and stays there"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("`build/torch-cpu` on branch"), "{}", r.stderr);
+}
