@@ -2,7 +2,6 @@
 //! the `check-config` command.
 
 use std::fs;
-use std::path::Path;
 
 use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -508,34 +507,7 @@ fn load_reports_a_missing_build_toml() {
 
 // ---- the corpus ----------------------------------------------------------------------------
 
-fn corpus_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus")
-}
-
-/// Copy a corpus entry into a temp kernel directory with an empty file for every listed path.
-fn materialize(name: &str, entry: &serde_json::Value) -> (tempfile::TempDir, Utf8PathBuf) {
-    let src = corpus_dir().join(name);
-    let files = fs::read_to_string(src.join("files.txt")).unwrap_or_default();
-    let mut list: Vec<String> =
-        files.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
-    if let Some(extra) = entry.get("sources_missing_from_files_txt").and_then(|v| v.as_array()) {
-        list.extend(extra.iter().filter_map(|v| v.as_str()).map(str::to_owned));
-    }
-    let refs: Vec<&str> = list.iter().map(String::as_str).filter(|p| *p != "build.toml").collect();
-    let (tmp, dir) = kernel_dir(&refs);
-    fs::copy(src.join("build.toml"), dir.join("build.toml")).unwrap();
-    (tmp, dir)
-}
-
-fn corpus_entries() -> Vec<(String, serde_json::Value)> {
-    let text =
-        fs::read_to_string(corpus_dir().join("expected.json")).expect("../shared/corpus/expected.json");
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let mut out: Vec<(String, serde_json::Value)> =
-        v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
+use crate::corpus::{corpus_dir, entries as corpus_entries};
 
 #[test]
 fn corpus_files_upstream_accepts_load() {
@@ -546,7 +518,7 @@ fn corpus_files_upstream_accepts_load() {
             continue;
         }
         count += 1;
-        let (_tmp, dir) = materialize(&name, &entry);
+        let (_tmp, dir) = crate::corpus::materialize(&name);
         match config::load(&dir) {
             Ok(l) => {
                 let text = fs::read_to_string(dir.join("build.toml")).unwrap();
@@ -577,8 +549,8 @@ fn corpus_files_with_real_faults_are_rejected_naming_the_rule() {
     ];
     let entries = corpus_entries();
     for (name, rule, text) in cases {
-        let entry = &entries.iter().find(|(n, _)| n == name).unwrap().1;
-        let (_tmp, dir) = materialize(name, entry);
+        assert!(entries.iter().any(|(n, _)| n == name), "{name} is not in expected.json");
+        let (_tmp, dir) = crate::corpus::materialize(name);
         let e = config::load(&dir).unwrap_err();
         assert!(rules(&e).contains(&rule), "{name}: {:?}", rules(&e));
         assert!(e.render().contains(text), "{name}:\n{}", e.render());

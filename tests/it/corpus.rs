@@ -1,21 +1,31 @@
-//! The real build.toml corpus in `../shared/corpus` (beside the repository): reading
-//! `expected.json` and materializing an entry as a kernel directory (its build.toml plus an
-//! empty file at every path of `files.txt` and `sources_missing_from_files_txt`).
+//! The real build.toml corpus in `../shared/corpus` (beside the repository, or
+//! `$KERNEL_BUILDER_CORPUS`): reading `expected.json` and materializing an entry as a kernel
+//! directory (its build.toml plus an empty file at every path of `files.txt` and
+//! `sources_missing_from_files_txt`, the corpus README's recipe). A missing corpus is a
+//! failure, never a skip.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use camino::Utf8PathBuf;
 
-/// `../shared/corpus`, relative to the repository root.
+/// The corpus directory.
 pub fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus")
+    let dir = match std::env::var_os("KERNEL_BUILDER_CORPUS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
+    };
+    assert!(
+        dir.join("expected.json").is_file(),
+        "corpus not found at {} (set KERNEL_BUILDER_CORPUS)",
+        dir.display()
+    );
+    dir
 }
 
 /// Every entry of `expected.json`, sorted by directory name.
 pub fn entries() -> Vec<(String, serde_json::Value)> {
-    let text =
-        fs::read_to_string(corpus_dir().join("expected.json")).expect("../shared/corpus/expected.json");
+    let text = fs::read_to_string(corpus_dir().join("expected.json")).expect("read expected.json");
     let v: serde_json::Value = serde_json::from_str(&text).expect("expected.json is JSON");
     let mut out: Vec<(String, serde_json::Value)> =
         v.as_object().expect("an object").iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -29,31 +39,39 @@ pub fn entry(name: &str) -> serde_json::Value {
     entries().into_iter().find(|(n, _)| n == name).map(|(_, v)| v).unwrap_or(serde_json::Value::Null)
 }
 
-/// Copy corpus entry `name` into a fresh temporary kernel directory, creating an empty file
-/// at every path the author's kernel had. Returns the temp dir guard and its UTF-8 path.
+/// Copy corpus entry `name` into a fresh temporary kernel directory (see [`materialize_into`]).
+/// Returns the temp dir guard and its UTF-8 path.
 pub fn materialize(name: &str) -> (tempfile::TempDir, Utf8PathBuf) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = Utf8PathBuf::from_path_buf(tmp.path().to_path_buf()).expect("UTF-8 temp path");
+    materialize_into(name, dir.as_std_path());
+    (tmp, dir)
+}
+
+/// Write corpus entry `name` into `dest` (created): its build.toml and an empty file at every
+/// path the author's kernel had. A listed path that is also the parent of another listed path
+/// (a vendored directory or submodule) is a directory; paths that are absolute or contain
+/// `..` are skipped.
+pub fn materialize_into(name: &str, dest: &Path) {
     let src = corpus_dir().join(name);
     let mut list: Vec<String> = fs::read_to_string(src.join("files.txt"))
         .unwrap_or_default()
         .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .map(|l| l.trim().trim_end_matches('/'))
+        .filter(|l| !l.is_empty() && *l != "build.toml" && !l.starts_with('/'))
+        .filter(|l| !l.split('/').any(|c| c == ".."))
         .map(str::to_owned)
         .collect();
     if let Some(extra) = entry(name).get("sources_missing_from_files_txt").and_then(|v| v.as_array()) {
         list.extend(extra.iter().filter_map(|v| v.as_str()).map(str::to_owned));
     }
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = Utf8PathBuf::from_path_buf(tmp.path().to_path_buf()).expect("UTF-8 temp path");
-    // A listed path that is also the parent of another listed path (a vendored directory)
-    // is a directory, not an empty file.
     let is_dir =
         |p: &str| list.iter().any(|q| q.len() > p.len() && q.starts_with(p) && q.as_bytes()[p.len()] == b'/');
-    for rel in list.iter().filter(|p| p.as_str() != "build.toml" && !is_dir(p)) {
-        let path = dir.join(rel);
+    fs::create_dir_all(dest).expect("create the kernel directory");
+    for rel in list.iter().filter(|p| !is_dir(p)) {
+        let path = dest.join(rel);
         fs::create_dir_all(path.parent().expect("a parent")).expect("create dirs");
         fs::write(&path, b"").expect("create file");
     }
-    fs::copy(src.join("build.toml"), dir.join("build.toml")).expect("copy build.toml");
-    (tmp, dir)
+    fs::copy(src.join("build.toml"), dest.join("build.toml")).expect("copy build.toml");
 }

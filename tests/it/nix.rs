@@ -398,24 +398,6 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
     assert!(!kernel.join("build").exists());
 }
 
-/// Materialise a corpus entry: its build.toml plus an empty file at every listed path.
-fn materialise(entry: &Path, dest: &Path, expected: &Value) {
-    fs::create_dir_all(dest).unwrap();
-    fs::copy(entry.join("build.toml"), dest.join("build.toml")).unwrap();
-    let mut files: Vec<String> =
-        fs::read_to_string(entry.join("files.txt")).unwrap_or_default().lines().map(str::to_owned).collect();
-    if let Some(extra) = expected["sources_missing_from_files_txt"].as_array() {
-        files.extend(extra.iter().filter_map(|v| v.as_str().map(str::to_owned)));
-    }
-    for f in files.iter().filter(|f| !f.is_empty() && *f != "build.toml" && !f.contains("..")) {
-        let p = dest.join(f.trim_end_matches('/'));
-        // Partial listings may name a directory as well as files inside it: keep the directory.
-        if fs::create_dir_all(p.parent().unwrap()).is_ok() && !p.exists() {
-            fs::write(&p, "").unwrap();
-        }
-    }
-}
-
 /// The cells Nix computes (`variants.<system>` of genKernelFlakeOutputs, from nix/lib) equal the
 /// Rust cells (`list-variants --json --all`) for every corpus file and every system. Nix reads
 /// edition 5 and v4 only; it must refuse exactly the older generations. Files Rust rejects are
@@ -424,7 +406,6 @@ fn materialise(entry: &Path, dest: &Path, expected: &Value) {
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     use kernel_builder::config::Generation;
-    let expected: Value = serde_json::from_slice(&fs::read(corpus().join("expected.json")).unwrap()).unwrap();
     let t = tempfile::tempdir().unwrap();
     let mut entries: Vec<String> = fs::read_dir(corpus())
         .unwrap()
@@ -435,7 +416,7 @@ fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     entries.sort();
     assert!(entries.len() >= 100, "corpus has {} entries", entries.len());
     for name in &entries {
-        materialise(&corpus().join(name), &t.path().join(name), &expected[name]);
+        crate::corpus::materialize_into(name, &t.path().join(name));
     }
     // Rust first: only files the orchestrator accepts are handed to Nix (a file that is not
     // TOML at all would stop the whole batch evaluation, and tryEval cannot catch that).

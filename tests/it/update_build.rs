@@ -3,7 +3,6 @@
 //! (`../shared/corpus`, or `$KERNEL_BUILDER_CORPUS`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use kernel_builder::cli::update_build::plan;
@@ -12,19 +11,7 @@ use kernel_builder::config::{Generation, Severity};
 use proptest::prelude::*;
 use toml_edit::DocumentMut;
 
-/// The corpus of real `build.toml` files. Missing corpus is a failure, never a skip.
-pub fn corpus_dir() -> PathBuf {
-    let dir = match std::env::var_os("KERNEL_BUILDER_CORPUS") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
-    };
-    assert!(
-        dir.join("expected.json").is_file(),
-        "corpus not found at {} (set KERNEL_BUILDER_CORPUS)",
-        dir.display()
-    );
-    dir
-}
+pub use crate::corpus::corpus_dir;
 
 /// Every corpus entry that has a build.toml: (directory name, text), sorted by name.
 pub fn corpus() -> Vec<(String, String)> {
@@ -450,36 +437,9 @@ fn kernel_dir(text: &str) -> tempfile::TempDir {
     dir
 }
 
-/// A kernel directory made from a corpus entry: its build.toml plus an empty file at every
-/// path of `files.txt` and of `sources_missing_from_files_txt` (the corpus README's recipe), so
-/// that the validator finds the sources.
+/// A kernel directory made from a corpus entry ([`crate::corpus::materialize`]).
 fn corpus_kernel_dir(name: &str) -> tempfile::TempDir {
-    let dir = kernel_dir(&corpus_text(name));
-    let entry = corpus_dir().join(name);
-    let expected: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(corpus_dir().join("expected.json")).unwrap()).unwrap();
-    let listed = std::fs::read_to_string(entry.join("files.txt")).unwrap_or_default();
-    let missing = expected[name]["sources_missing_from_files_txt"].as_array().cloned().unwrap_or_default();
-    let paths =
-        listed.lines().map(str::to_owned).chain(missing.iter().filter_map(|v| v.as_str().map(str::to_owned)));
-    for rel in paths {
-        let rel = rel.trim();
-        if rel.is_empty() || rel == "build.toml" || rel.starts_with('/') || rel.split('/').any(|c| c == "..")
-        {
-            continue;
-        }
-        // A listing may name both `a` and `a/b` (a submodule or link); the directory wins.
-        let path = dir.path().join(rel);
-        let parent = path.parent().unwrap();
-        if parent.is_file() {
-            std::fs::remove_file(parent).unwrap();
-        }
-        std::fs::create_dir_all(parent).unwrap();
-        if !path.exists() {
-            std::fs::write(&path, "").unwrap();
-        }
-    }
-    dir
+    crate::corpus::materialize(name).0
 }
 
 fn kb() -> Command {
