@@ -487,16 +487,7 @@ impl Upgrader {
             let old_key = format!("cuda-{bound}");
             let Some(old) = general.key(&old_key).cloned() else { continue };
             let Some(item) = general.remove(&old_key) else { continue };
-            if !general.contains_key("cuda") {
-                let t = if standard {
-                    let mut t = Table::new();
-                    t.set_implicit(false);
-                    Item::Table(t)
-                } else {
-                    Item::Value(Value::InlineTable(toml_edit::InlineTable::new()))
-                };
-                general.insert("cuda", t);
-            }
+            ensure_general_cuda(general, standard);
             let Some(cuda) = general.get_mut("cuda").and_then(Item::as_table_like_mut) else {
                 self.problem(
                     Severity::Error,
@@ -542,16 +533,7 @@ impl Upgrader {
         if now_empty {
             general.remove("python-depends");
         }
-        if !general.contains_key("cuda") {
-            let t = if standard {
-                let mut t = Table::new();
-                t.set_implicit(false);
-                Item::Table(t)
-            } else {
-                Item::Value(Value::InlineTable(toml_edit::InlineTable::new()))
-            };
-            general.insert("cuda", t);
-        }
+        ensure_general_cuda(general, standard);
         let Some(cuda) = general.get_mut("cuda").and_then(Item::as_table_like_mut) else { return };
         match cuda.get_mut("python-depends") {
             Some(existing) => {
@@ -705,6 +687,22 @@ impl Upgrader {
             );
         }
     }
+}
+
+/// Add an empty `[general.cuda]` when `general` has none: a table section when `[general]` is
+/// one (`standard`), an inline table when `general` is itself inline.
+fn ensure_general_cuda(general: &mut dyn toml_edit::TableLike, standard: bool) {
+    if general.contains_key("cuda") {
+        return;
+    }
+    let t = if standard {
+        let mut t = Table::new();
+        t.set_implicit(false);
+        Item::Table(t)
+    } else {
+        Item::Value(Value::InlineTable(toml_edit::InlineTable::new()))
+    };
+    general.insert("cuda", t);
 }
 
 /// The largest table position among `[general]` and its sub-tables.
