@@ -43,15 +43,20 @@ fn stub_nixpkgs() -> String {
     format!("path:{}", repo().join("tests/fixtures/nixpkgs-stub").display())
 }
 
-/// Run `nix ARGS` in `cwd`; returns stdout, panics with Nix's stderr on failure.
-fn nix(cwd: &Path, args: &[&str]) -> String {
-    let out = duct::cmd("nix", args)
+/// Run `nix ARGS` in `cwd`, capturing both streams; never fails on Nix's exit status.
+fn nix_output(cwd: &Path, args: &[&str]) -> std::process::Output {
+    duct::cmd("nix", args)
         .dir(cwd)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
         .run()
-        .expect("cannot run nix");
+        .expect("cannot run nix")
+}
+
+/// Run `nix ARGS` in `cwd`; returns stdout, panics with Nix's stderr on failure.
+fn nix(cwd: &Path, args: &[&str]) -> String {
+    let out = nix_output(cwd, args);
     assert!(out.status.success(), "nix {} failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -701,13 +706,7 @@ fn compiled_cell_evaluates_and_fails_to_build_with_a_clear_message() {
 
 /// Run `nix` and return (success, stderr).
 fn nix_status(cwd: &Path, args: &[&str]) -> (bool, String) {
-    let out = duct::cmd("nix", args)
-        .dir(cwd)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .expect("cannot run nix");
+    let out = nix_output(cwd, args);
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
