@@ -218,7 +218,7 @@ pub struct Hub {
 }
 
 /// `[general]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct General {
     /// Kernel name, matching `^[a-z][-a-z0-9]*[a-z0-9]$`.
     pub name: String,

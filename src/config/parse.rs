@@ -474,21 +474,7 @@ fn git_url(cx: &mut Cx, table: &dyn TableLike, key: &str) -> Option<String> {
 }
 
 fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General {
-    let mut g = General {
-        name: String::new(),
-        version: 0,
-        license: String::new(),
-        upstream: None,
-        source: None,
-        backends: Vec::new(),
-        python_depends: Vec::new(),
-        kernel_depends: Vec::new(),
-        cuda: CudaGeneral::default(),
-        neuron: BackendGeneral::default(),
-        tpu: BackendGeneral::default(),
-        xpu: BackendGeneral::default(),
-        hub: Hub::default(),
-    };
+    let mut g = General::default();
     let Some(item) = root.get("general") else {
         cx.error(
             "general",
