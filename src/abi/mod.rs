@@ -62,6 +62,12 @@ impl Default for AbiPolicy {
 }
 
 impl AbiPolicy {
+    /// The full name of the manylinux policy asked for (`2_28` → `manylinux_2_28`); `None`
+    /// when none is, or the name is unknown.
+    pub fn manylinux_policy_name(&self) -> Option<String> {
+        self.manylinux_policy().ok().flatten().map(|p| p.name.clone())
+    }
+
     /// The manylinux policy asked for, looked up in the table (error: unknown name, listing
     /// the known ones).
     fn manylinux_policy(&self) -> anyhow::Result<Option<&'static policy::Policy>> {
@@ -170,21 +176,29 @@ impl VersionRequirement {
     }
 }
 
+impl VersionRequirement {
+    /// What follows the symbol in messages: `: needs manylinux_2_34 (glibc ≥ 2.32), so it
+    /// does not load on …`.
+    fn consequence(&self) -> String {
+        let mut s = match (&self.first_policy, &self.needs_glibc) {
+            (Some(p), Some(g)) => format!(": needs {p} (glibc ≥ {g})"),
+            (Some(p), None) => format!(": needs {p}"),
+            (None, _) => ": allowed by no manylinux policy".to_owned(),
+        };
+        if !self.not_on.is_empty() {
+            s.push_str(&format!(", so it does not load on {}", self.not_on.join(", ")));
+        }
+        s
+    }
+}
+
 impl fmt::Display for VersionRequirement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} from {}", self.symbol_at_version(), self.library)?;
         if let Some(d) = &self.demangled {
             write!(f, " [{d}]")?;
         }
-        match (&self.first_policy, &self.needs_glibc) {
-            (Some(p), Some(g)) => write!(f, ": needs {p} (glibc ≥ {g})")?,
-            (Some(p), None) => write!(f, ": needs {p}")?,
-            (None, _) => write!(f, ": allowed by no manylinux policy")?,
-        }
-        if !self.not_on.is_empty() {
-            write!(f, ", so it does not load on {}", self.not_on.join(", "))?;
-        }
-        Ok(())
+        f.write_str(&self.consequence())
     }
 }
 
@@ -312,12 +326,35 @@ impl AbiReport {
             };
             let verdict = if lib.violations.is_empty() { "ok" } else { "FAILED" };
             s.push_str(&format!("{}: {verdict} ({}, {met})\n", lib.path, lib.format));
+            // Symbol-version violations, one line per (policy, version, library).
+            let mut by_version: Vec<(&str, Vec<&VersionRequirement>)> = Vec::new();
             for v in &lib.violations {
-                s.push_str(&format!("  - {v}\n"));
+                match v {
+                    Violation::SymbolVersion { policy, requirement } => {
+                        match by_version
+                            .iter_mut()
+                            .find(|(p, rs)| *p == policy.as_str() && same_need(rs[0], requirement))
+                        {
+                            Some((_, rs)) => rs.push(requirement),
+                            None => by_version.push((policy.as_str(), vec![requirement])),
+                        }
+                    }
+                    other => s.push_str(&format!("  - {other}\n")),
+                }
+            }
+            for (policy, rs) in &by_version {
+                s.push_str(&format!("  - not {policy}: {}\n", summarize(rs)));
             }
             if lib.violations.is_empty() {
+                let mut groups: Vec<Vec<&VersionRequirement>> = Vec::new();
                 for r in &lib.limited_by {
-                    s.push_str(&format!("  limited by {r}\n"));
+                    match groups.iter_mut().find(|g| same_need(g[0], r)) {
+                        Some(g) => g.push(r),
+                        None => groups.push(vec![r]),
+                    }
+                }
+                for g in &groups {
+                    s.push_str(&format!("  limited by {}\n", summarize(g)));
                 }
             }
         }
@@ -343,6 +380,34 @@ impl AbiReport {
         }
         s
     }
+}
+
+/// Whether two requirements are the same (version, library) need.
+fn same_need(a: &VersionRequirement, b: &VersionRequirement) -> bool {
+    a.version == b.version && a.library == b.library
+}
+
+/// One line for the requirements of one (version, library): the requirement itself when one
+/// symbol uses it, else the version with a count and the first three symbols (demangled when
+/// C++), then the policy and distributions, e.g. `GLIBCXX_3.4.21 from libstdc++.so.6, used by
+/// 46 symbols (std::logic_error::logic_error(…), …, and 43 more): needs manylinux_2_24 …`.
+fn summarize(rs: &[&VersionRequirement]) -> String {
+    if rs.len() == 1 {
+        return rs[0].to_string();
+    }
+    let first = rs[0];
+    let shown: Vec<&str> =
+        rs.iter().take(3).map(|r| r.demangled.as_deref().or(r.symbol.as_deref()).unwrap_or("?")).collect();
+    let more = if rs.len() > 3 { format!(", and {} more", rs.len() - 3) } else { String::new() };
+    // The consequence is the same for every member of the group.
+    format!(
+        "{} from {}, used by {} symbols ({}{more}){}",
+        first.version,
+        first.library,
+        rs.len(),
+        shown.join(", "),
+        first.consequence()
+    )
 }
 
 /// Check every `.so` and `.pyd` file under `variant_dir` (recursively, symlinks not followed).

@@ -96,31 +96,60 @@ pub fn demangle_full(symbol: &str) -> Option<String> {
     Symbol::new(symbol.as_bytes()).ok()?.demangle().ok()
 }
 
-/// The special names the demangler puts before an entity (`typeinfo for c10::Error`): the
-/// entity is what decides the namespace.
+/// The special names `cpp_demangle` puts before an entity (`typeinfo for c10::Error`,
+/// `{vtable(c10::Error)}`): the entity after them is what decides the namespace.
 const SPECIAL_PREFIXES: &[&str] = &[
     "typeinfo name for ",
     "typeinfo for ",
-    "vtable for ",
     "construction vtable for ",
-    "VTT for ",
     "guard variable for ",
-    "non-virtual thunk to ",
-    "virtual thunk to ",
-    "covariant return thunk to ",
     "TLS init function for ",
     "TLS wrapper function for ",
     "transaction clone for ",
+    "{vtable(",
+    "{vtt(",
+    "{virtual override thunk(",
 ];
+
+/// Remove the special-name prefixes (and a thunk's `{offset(…)}, ` arguments) before the
+/// entity a demangled name is about.
+fn entity_of(demangled: &str) -> &str {
+    let mut entity = demangled;
+    loop {
+        if let Some(rest) = SPECIAL_PREFIXES.iter().find_map(|p| entity.strip_prefix(p)) {
+            entity = rest;
+            continue;
+        }
+        // A thunk's offsets: a balanced `{…}` group followed by `, `.
+        if entity.starts_with('{') {
+            let mut depth = 0usize;
+            let end = entity.char_indices().find_map(|(i, c)| {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i);
+                        }
+                    }
+                    _ => {}
+                }
+                None
+            });
+            if let Some(rest) = end.and_then(|i| entity[i + 1..].strip_prefix(", ")) {
+                entity = rest;
+                continue;
+            }
+        }
+        return entity;
+    }
+}
 
 /// The demangled name when `symbol` is a C++ entity of libtorch's unstable ABI (`c10::`, `at::`,
 /// `torch::` but not `torch::stable::`), else `None`.
 pub fn torch_cxx_name(symbol: &str) -> Option<String> {
     let demangled = demangle_name(symbol)?;
-    let mut entity = demangled.as_str();
-    while let Some(rest) = SPECIAL_PREFIXES.iter().find_map(|p| entity.strip_prefix(p)) {
-        entity = rest;
-    }
+    let entity = entity_of(&demangled);
     let unstable = ["c10::", "at::", "torch::"].iter().any(|ns| entity.starts_with(ns))
         && !entity.starts_with("torch::stable::");
     unstable.then(|| demangled.clone())
@@ -167,6 +196,27 @@ mod tests {
         assert!(matches!(judge("_ZTIN3c105ErrorE", &t211), TorchVerdict::CxxSymbol { .. }));
         assert!(matches!(judge("_ZN3c104sizeIiEEvv", &t211), TorchVerdict::CxxSymbol { .. }));
         assert!(matches!(judge("_ZN5torch7Library4_defEv", &t211), TorchVerdict::CxxSymbol { .. }));
+        // Every special name of a c10 entity is c10's.
+        for special in [
+            "_ZTVN3c105ErrorE",
+            "_ZTTN3c105ErrorE",
+            "_ZTSN3c105ErrorE",
+            "_ZGVN3c103fooE",
+            "_ZThn8_N3c103fooEv",
+            "_ZTv0_n24_N3c103fooEv",
+            "_ZTCN3c105ErrorE0_N3c104BaseE",
+            "_ZTHN3c103fooE",
+            "_ZTWN3c103fooE",
+            "_ZZN3c103fooEvE1x",
+        ] {
+            assert!(
+                matches!(judge(special, &t211), TorchVerdict::CxxSymbol { .. }),
+                "{special}: {:?}",
+                demangle_name(special)
+            );
+        }
+        assert_eq!(judge("_ZTVN5torch6stable6TensorE", &t211), TorchVerdict::Fine);
+        assert_eq!(judge("_ZTVSt9exception", &t211), TorchVerdict::Fine);
         // torch::stable:: is the allowed C++ layer; std:: and C names are not torch's.
         assert_eq!(judge("_ZN5torch6stable3fooEv", &t211), TorchVerdict::Fine);
         assert_eq!(judge("_ZSt8to_charsPcS_d", &t211), TorchVerdict::Fine);
