@@ -124,7 +124,7 @@ impl PolicyTable {
                 symbol_versions,
             });
         }
-        policies.sort_by(|a, b| b.priority.cmp(&a.priority));
+        policies.sort_by_key(|p| std::cmp::Reverse(p.priority));
         for pair in policies.windows(2) {
             if pair[0].glibc >= pair[1].glibc {
                 return Err(format!(
@@ -163,15 +163,14 @@ impl PolicyTable {
         } else {
             format!("manylinux_{}", n.replace('.', "_"))
         };
-        self.policies.iter().find(|p| p.name == full || p.aliases.iter().any(|a| *a == full)).ok_or_else(
-            || {
-                let names: Vec<&str> = self.policies.iter().map(|p| p.name.as_str()).collect();
-                format!(
-                    "unknown manylinux policy `{name}`; the table (auditwheel 6.8.2) has {}",
-                    names.join(", ")
-                )
-            },
-        )
+        let found = self.policies.iter().find(|p| p.name == full || p.aliases.contains(&full));
+        found.ok_or_else(|| {
+            let names: Vec<&str> = self.policies.iter().map(|p| p.name.as_str()).collect();
+            format!(
+                "unknown manylinux policy `{name}`; the table (auditwheel 6.8.2) has {}",
+                names.join(", ")
+            )
+        })
     }
 
     /// The oldest policy that allows `version_name` on `arch`, if any does. `None` also when no

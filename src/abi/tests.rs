@@ -96,7 +96,13 @@ fn a_requested_policy_refuses_what_it_does_not_list() {
     assert!(!report.is_ok());
     assert_eq!(report.manylinux_met().as_deref(), Some("manylinux_2_34"));
     let text = report.render_text();
-    assert!(text.starts_with("x.so: FAILED (ELF x86_64, meets manylinux_2_34)\n  - not manylinux_2_28: __libc_single_threaded@GLIBC_2.32 from libc.so.6"), "{text}");
+    assert!(
+        text.starts_with(
+            "x.so: FAILED (ELF x86_64, meets manylinux_2_34)\n  - not manylinux_2_28: \
+             __libc_single_threaded@GLIBC_2.32 from libc.so.6"
+        ),
+        "{text}"
+    );
     assert!(text.ends_with("ABI check failed: 1 violation in 1 library of 1\n"), "{text}");
     // Under 2_34 it passes.
     let p = policy(Some("manylinux_2_34"));

@@ -380,6 +380,27 @@ fn sample_elf() -> &'static [u8] {
     })
 }
 
+/// A Mach-O object with undefined symbols, written with `object`.
+fn macho_bytes(names: &[&str]) -> Vec<u8> {
+    use object::write::{Object, Symbol, SymbolSection};
+    use object::{Architecture, BinaryFormat, Endianness, SymbolFlags, SymbolKind, SymbolScope};
+
+    let mut obj = Object::new(BinaryFormat::MachO, Architecture::Aarch64, Endianness::Little);
+    for name in names {
+        obj.add_symbol(Symbol {
+            name: name.as_bytes().to_vec(),
+            value: 0,
+            size: 0,
+            kind: SymbolKind::Text,
+            scope: SymbolScope::Dynamic,
+            weak: false,
+            section: SymbolSection::Undefined,
+            flags: SymbolFlags::None,
+        });
+    }
+    obj.write().unwrap()
+}
+
 fn check_bytes(bytes: &[u8]) -> Result<(), String> {
     let (_t, dir) = tempdir();
     let path = dir.join("x.so");
@@ -412,10 +433,11 @@ proptest! {
         prop_assert_eq!(check_bytes(&bytes), Ok(()));
     }
 
-    /// A real ELF with bytes overwritten anywhere (headers, tables, strings): a report or an
-    /// error naming the file, never a panic.
+    /// A real ELF (or a Mach-O object) with bytes overwritten anywhere (headers, tables,
+    /// strings) and maybe truncated: a report or an error naming the file, never a panic.
     #[test]
     fn corrupted_elf_never_panics(
+        macho in any::<bool>(),
         edits in proptest::collection::vec(
             (0..3usize, any::<prop::sample::Index>(), any::<u8>()),
             1..16,
@@ -423,7 +445,11 @@ proptest! {
         cut in any::<prop::sample::Index>(),
         truncate in any::<bool>(),
     ) {
-        let mut bytes = sample_elf().to_vec();
+        let mut bytes = if macho {
+            macho_bytes(&["PyCode_New", "_ZN3c103fooEv", "memcpy"])
+        } else {
+            sample_elf().to_vec()
+        };
         let len = bytes.len();
         for (region, at, value) in edits {
             // The ELF header, program headers and dynamic tables sit at the start, the
@@ -440,4 +466,36 @@ proptest! {
         }
         prop_assert_eq!(check_bytes(&bytes), Ok(()));
     }
+}
+
+/// A Mach-O object (as a Metal variant's library would be) written with `object`: manylinux
+/// does not apply, the abi3 and torch rules do, on names without Mach-O's leading `_`.
+#[test]
+fn macho_libraries_get_the_python_and_torch_rules() {
+    // `object` applies Mach-O name mangling: these are written as `_PyCode_New`,
+    // `__ZN3c103fooEv`, …
+    let bytes = macho_bytes(&["PyCode_New", "_ZN3c103fooEv", "PyArg_ParseTuple"]);
+    let (_t, dir) = tempdir();
+    let path = dir.join("_metal.abi3.so");
+    std::fs::write(&path, bytes).unwrap();
+    let p = AbiPolicy {
+        manylinux: Some("2_28".into()),
+        python_abi: Some((3, 9)),
+        torch_stable_abi: Some(Version::parse("2.11").unwrap()),
+    };
+    let lib = check_library(&path, &p).unwrap();
+    assert_eq!(lib.format, kernel_builder::abi::BinaryFormat::MachO { arch: "aarch64".into() });
+    assert_eq!(lib.manylinux, None);
+    assert_eq!(
+        lib.violations,
+        [
+            Violation::NotAbi3 { symbol: "PyCode_New".into() },
+            Violation::TorchCxxSymbol { symbol: "_ZN3c103fooEv".into(), demangled: "c10::foo".into() },
+        ]
+    );
+    let report = check_variant(&dir, &p).unwrap();
+    assert_eq!(report.manylinux_met(), None);
+    assert!(report
+        .render_text()
+        .starts_with(&format!("{path}: FAILED (Mach-O aarch64, manylinux does not apply)\n")));
 }
