@@ -15,6 +15,12 @@
 //! [`check_library`] (one file). Nothing here panics on a malformed file: it is an error that
 //! names the file.
 //!
+//! For a build: [`AbiReport::manylinux_met`] is the policy to record (e.g. in metadata.json);
+//! when a policy was asked for, `!report.is_ok()` fails the build and
+//! [`AbiReport::violations`] names each library and symbol; when none was, check against the
+//! bundle's policy anyway and print the violations with [`Violation::is_manylinux`] as
+//! warnings (each names the symbol, its version and the distributions it does not load on).
+//!
 //! ```no_run
 //! # use kernel_builder::abi::{check_variant, AbiPolicy};
 //! let policy = AbiPolicy { manylinux: Some("2_28".into()), ..AbiPolicy::default() };
@@ -225,6 +231,16 @@ pub enum Violation {
     TorchShimTooNew { symbol: String, added: String, torch_stable_abi: String },
 }
 
+impl Violation {
+    /// Whether this is a manylinux violation ([`Violation::SymbolVersion`],
+    /// [`Violation::ArchNotInPolicy`]). A native build that was not asked for a policy can
+    /// check against the bundle's policy and print these as warnings, failing only on the
+    /// others.
+    pub fn is_manylinux(&self) -> bool {
+        matches!(self, Violation::SymbolVersion { .. } | Violation::ArchNotInPolicy { .. })
+    }
+}
+
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -277,11 +293,26 @@ pub struct LibraryReport {
 pub struct AbiReport {
     /// The manylinux policy that was enforced, by its full name, if any.
     pub manylinux_policy: Option<String>,
+    /// The Python the abi3 check targeted (`3.9`), if it ran.
+    pub python_abi: Option<String>,
+    /// The torch the stable-ABI check targeted (`2.11`), if it ran.
+    pub torch_stable_abi: Option<String>,
     /// One entry per library, sorted by path.
     pub libraries: Vec<LibraryReport>,
 }
 
 impl AbiReport {
+    /// A report of `libraries` (sorted here) checked under `policy`.
+    pub fn new(policy: &AbiPolicy, mut libraries: Vec<LibraryReport>) -> AbiReport {
+        libraries.sort_by(|a, b| a.path.cmp(&b.path));
+        AbiReport {
+            manylinux_policy: policy.manylinux_policy_name(),
+            python_abi: policy.python_abi.map(|(a, b)| format!("{a}.{b}")),
+            torch_stable_abi: policy.torch_stable_abi.as_ref().map(|v| v.to_string()),
+            libraries,
+        }
+    }
+
     /// The policy the whole variant meets: the least compatible of its ELF libraries' policies.
     /// `None` when it has no ELF library or one of them meets no policy.
     pub fn manylinux_met(&self) -> Option<String> {
@@ -432,7 +463,7 @@ pub fn check_variant(variant_dir: &Utf8Path, policy: &AbiPolicy) -> anyhow::Resu
     paths.sort();
     let libraries =
         paths.iter().map(|p| check_library_with(p, requested, policy)).collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(AbiReport { manylinux_policy: requested.map(|p| p.name.clone()), libraries })
+    Ok(AbiReport::new(policy, libraries))
 }
 
 /// Check one shared object. Errors name the file: unreadable, not ELF/Mach-O, malformed.

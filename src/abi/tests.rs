@@ -92,7 +92,11 @@ fn a_requested_policy_refuses_what_it_does_not_list() {
     };
     assert_eq!(name, "manylinux_2_28");
     assert_eq!(requirement.symbol.as_deref(), Some("__libc_single_threaded"));
-    let report = AbiReport { manylinux_policy: Some("manylinux_2_28".into()), libraries: vec![r] };
+    assert!(r.violations.iter().all(Violation::is_manylinux));
+    let report = AbiReport::new(&p, vec![r]);
+    assert_eq!(report.manylinux_policy.as_deref(), Some("manylinux_2_28"));
+    assert_eq!(report.python_abi.as_deref(), Some("3.9"));
+    assert_eq!(report.torch_stable_abi, None);
     assert!(!report.is_ok());
     assert_eq!(report.manylinux_met().as_deref(), Some("manylinux_2_34"));
     let text = report.render_text();
@@ -163,6 +167,7 @@ fn python_and_torch_rules_apply_to_undefined_symbols() {
         torch_stable_abi: Some(Version::parse("2.11").unwrap()),
     };
     let r = judge("x.so".into(), &b, None, &p);
+    assert!(!r.violations.iter().any(Violation::is_manylinux));
     let text: Vec<String> = r.violations.iter().map(|v| v.to_string()).collect();
     assert_eq!(
         text,

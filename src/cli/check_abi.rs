@@ -110,7 +110,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let mut reports = Vec::new();
     if dir.is_file() {
         let library = abi::check_library(&dir, &policy)?;
-        let report = AbiReport { manylinux_policy: policy.manylinux_policy_name(), libraries: vec![library] };
+        let report = AbiReport::new(&policy, vec![library]);
         reports.push(VariantReport { manylinux_met: report.manylinux_met(), variant: dir.clone(), report });
     } else {
         for variant in variant_dirs(&dir)? {
