@@ -50,9 +50,14 @@ pub struct VariantReport {
     pub report: AbiReport,
 }
 
-/// The variant directories DIR stands for (see [`Args::dir`]), sorted.
+/// The variant directories DIR stands for (see [`Args::dir`]), sorted. A variant directory is
+/// one with a `metadata.json` (as for `upload`), so `build/benchmarks/` is not one; a directory
+/// that neither is one nor holds any is checked as a single variant.
 pub fn variant_dirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
     anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let variants_in = |d: &Utf8Path| -> anyhow::Result<Vec<Utf8PathBuf>> {
+        Ok(subdirs(d)?.into_iter().filter(|v| v.join("metadata.json").is_file()).collect())
+    };
     if dir.join("build.toml").is_file() {
         let build = dir.join("build");
         anyhow::ensure!(
@@ -60,19 +65,18 @@ pub fn variant_dirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
             "`{dir}` is a kernel directory without build/; build it first (kernel-builder \
              build-and-copy) or pass a variant directory"
         );
-        let variants = subdirs(&build)?;
-        anyhow::ensure!(!variants.is_empty(), "`{build}` has no variant directories");
+        let variants = variants_in(&build)?;
+        anyhow::ensure!(
+            !variants.is_empty(),
+            "`{build}` has no variant directories (subdirectories with a metadata.json)"
+        );
         return Ok(variants);
     }
     if dir.join("metadata.json").is_file() {
         return Ok(vec![dir.to_owned()]);
     }
-    let with_metadata: Vec<Utf8PathBuf> =
-        subdirs(dir)?.into_iter().filter(|d| d.join("metadata.json").is_file()).collect();
-    if !with_metadata.is_empty() {
-        return Ok(with_metadata);
-    }
-    Ok(vec![dir.to_owned()])
+    let variants = variants_in(dir)?;
+    Ok(if variants.is_empty() { vec![dir.to_owned()] } else { variants })
 }
 
 fn subdirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {

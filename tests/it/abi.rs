@@ -310,6 +310,9 @@ fn kernel_directory_checks_each_variant() {
     compile(&v1, "_plain.abi3.so", "c", PLAIN_C);
     compile(&v1.join("sub"), "_to_chars.abi3.so", "c++", TO_CHARS);
     compile(&v2, "_plain.abi3.so", "c", PLAIN_C);
+    // Not a variant (no metadata.json): the bundle's benchmarks.
+    std::fs::create_dir_all(dir.join("build/benchmarks")).unwrap();
+    compile(&dir.join("build/benchmarks"), "not_a_variant.so", "c++", PYTHON);
 
     let report = check_variant(&v1, &AbiPolicy::default()).unwrap();
     let paths: Vec<&str> =
@@ -358,6 +361,7 @@ fn kernel_directory_checks_each_variant() {
              library, variant meets manylinux_2_5\n"
         )
     );
+    assert!(!from_build.contains("benchmarks"), "{from_build}");
     // A kernel directory that was never built says so.
     let (_t2, unbuilt) = tempdir();
     std::fs::write(unbuilt.join("build.toml"), "").unwrap();
