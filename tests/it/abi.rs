@@ -291,6 +291,22 @@ fn non_elf_and_truncated_files_are_clear_errors() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.starts_with("error: --manylinux: unknown manylinux policy `2_29`"), "{stderr}");
+    for (flag, value, message) in [
+        ("--python-abi", "3", "error: --python-abi: Python version `3` must be MAJOR.MINOR, e.g. 3.9\n"),
+        (
+            "--torch-stable-abi",
+            "2.x",
+            "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n",
+        ),
+    ] {
+        let out = Command::cargo_bin("kernel-builder")
+            .unwrap()
+            .args(["check-abi", dir.as_str(), flag, value])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(String::from_utf8(out.stderr).unwrap(), message);
+    }
 }
 
 /// A kernel directory: every build/<variant>/ is checked, libraries found recursively and
