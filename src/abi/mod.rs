@@ -136,8 +136,14 @@ pub(crate) struct VersionNeed {
 /// an error saying what the file is.
 pub(crate) fn read_binary(data: &[u8]) -> Result<Binary, String> {
     use object::FileKind;
-    let kind = FileKind::parse(data)
-        .map_err(|_| "not a shared object (neither ELF nor Mach-O: unknown file format)".to_owned())?;
+    let kind = FileKind::parse(data).map_err(|_| {
+        if data.starts_with(b"MZ") {
+            // `object` is built without PE support: Windows is not a target of the matrix.
+            "a Windows PE file: only ELF and Mach-O shared objects are checked".to_owned()
+        } else {
+            "not a shared object (neither ELF nor Mach-O: unknown file format)".to_owned()
+        }
+    })?;
     let read = match kind {
         FileKind::Elf32 => elf::read_elf::<object::elf::FileHeader32<object::Endianness>>(data),
         FileKind::Elf64 => elf::read_elf::<object::elf::FileHeader64<object::Endianness>>(data),
