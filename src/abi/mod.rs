@@ -86,7 +86,7 @@ impl AbiPolicy {
 
 /// What a shared object is, as read from its headers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "format", rename_all = "kebab-case")]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum BinaryFormat {
     /// ELF, with auditwheel's architecture name (`x86_64`, `aarch64`, …).
     Elf { arch: String },

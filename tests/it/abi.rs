@@ -358,6 +358,11 @@ fn kernel_directory_checks_each_variant() {
     assert_eq!(violation["version"], "GLIBCXX_3.4.29");
     assert_eq!(violation["library"], "libstdc++.so.6");
     assert_eq!(json[1]["libraries"][0]["violations"], serde_json::json!([]));
+    assert_eq!(json[1]["libraries"][0]["format"], serde_json::json!({"kind": "elf", "arch": "x86_64"}));
+    assert_eq!(
+        (&json[0]["manylinux_policy"], &json[0]["python_abi"]),
+        (&"manylinux_2_28".into(), &"3.9".into())
+    );
 
     // The build dir and the variant dir name the same variants.
     let text = |d: &Utf8Path| {
