@@ -39,7 +39,6 @@ pub(crate) fn read_elf<Elf: FileHeader<Endian = Endianness>>(
             name,
             version: version.map(|v| String::from_utf8_lossy(v.name()).into_owned()),
             version_file: version.and_then(|v| v.file()).map(|f| String::from_utf8_lossy(f).into_owned()),
-            weak: sym.st_bind() == elf::STB_WEAK,
         });
     }
 

@@ -21,12 +21,7 @@ pub(crate) fn read_macho(data: &[u8]) -> Result<Binary, object::read::Error> {
         if name.is_empty() {
             continue;
         }
-        undefined.push(UndefinedSymbol {
-            name: name.to_owned(),
-            version: None,
-            version_file: None,
-            weak: sym.is_weak(),
-        });
+        undefined.push(UndefinedSymbol { name: name.to_owned(), version: None, version_file: None });
     }
     Ok(Binary { format: BinaryFormat::MachO { arch }, undefined, version_needs: Vec::new() })
 }

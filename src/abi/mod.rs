@@ -121,8 +121,6 @@ pub(crate) struct UndefinedSymbol {
     pub version: Option<String>,
     /// The library that version is required from (`libc.so.6`).
     pub version_file: Option<String>,
-    #[allow(dead_code)]
-    pub weak: bool,
 }
 
 /// One version requirement: `file` (e.g. `libc.so.6`) must define `version`.

@@ -12,7 +12,6 @@ fn sym(name: &str, version: Option<(&str, &str)>) -> UndefinedSymbol {
         name: name.to_owned(),
         version: version.map(|v| v.1.to_owned()),
         version_file: version.map(|v| v.0.to_owned()),
-        weak: false,
     }
 }
 
