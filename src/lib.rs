@@ -5,8 +5,10 @@
 //! [`matrix`] (the cells to build) → [`assemble`] (one variant directory per cell, natively or
 //! as the builder inside a Nix derivation, see [`nixdrv`]) → [`hash`] (NAR hashes, digests and
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
-//! new kernel projects.
+//! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
+//! manylinux, CPython abi3 and torch stable-ABI rules.
 
+pub mod abi;
 pub mod assemble;
 pub mod cli;
 pub mod config;

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 pub mod build_and_copy;
 pub mod build_and_upload;
+pub mod check_abi;
 pub mod check_config;
 pub mod hash;
 pub mod init;
@@ -44,6 +45,9 @@ pub enum Command {
     Hash(hash::Args),
     /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
     Verify(verify::Args),
+    /// Check the shared objects of built variants: manylinux policy, CPython abi3, torch
+    /// stable ABI.
+    CheckAbi(check_abi::Args),
     /// Upload DIR/build/ to the version branch of a Hub kernel repository.
     Upload(upload::Args),
     /// Build the variants natively, verify them against the manifest, then upload.
@@ -80,6 +84,7 @@ pub fn main() -> ExitCode {
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::CheckAbi(a) => check_abi::run(a),
         Command::NixSupport(a) => nix_support::run(a),
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),

@@ -1,4 +1,5 @@
 //! Integration tests: one binary, one module per concern.
+mod abi;
 mod build;
 mod config;
 mod corpus;
