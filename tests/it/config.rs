@@ -510,6 +510,10 @@ fn load_reports_a_missing_build_toml() {
 use crate::corpus::{corpus_dir, entries as corpus_entries};
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn corpus_files_upstream_accepts_load() {
     let mut failures = Vec::new();
     let mut count = 0;
@@ -533,6 +537,10 @@ fn corpus_files_upstream_accepts_load() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn corpus_files_with_real_faults_are_rejected_naming_the_rule() {
     let cases = [
         (
@@ -688,6 +696,10 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "corpus-tests"),
+        ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+    )]
     fn mutated_real_files_never_panic(
         idx in any::<prop::sample::Index>(),
         edits in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..4, "[\\[\\]\"=.,a-z0-9_ \\n-]{0,6}"), 1..6),

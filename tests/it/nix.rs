@@ -21,11 +21,6 @@ fn repo() -> &'static Path {
     Path::new(REPO)
 }
 
-/// The real build.toml corpus, `../shared/corpus` beside the repository.
-fn corpus() -> PathBuf {
-    repo().join("../shared/corpus")
-}
-
 /// The static orchestrator directory (holds `bin/kernel-builder`).
 fn orchestrator() -> PathBuf {
     let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
@@ -408,11 +403,14 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
 /// edition 5 and v4 only; it must refuse exactly the older generations. Files Rust rejects are
 /// not compared (Nix leaves validation to the orchestrator, which fails those cells).
 #[test]
-#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+#[cfg_attr(
+    not(all(feature = "nix-tests", feature = "corpus-tests")),
+    ignore = "needs Nix and the corpus: cargo test --features nix-tests,corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     use kernel_builder::config::Generation;
     let t = tempfile::tempdir().unwrap();
-    let mut entries: Vec<String> = fs::read_dir(corpus())
+    let mut entries: Vec<String> = fs::read_dir(crate::corpus::corpus_dir())
         .unwrap()
         .map(|e| e.unwrap())
         .filter(|e| e.path().join("build.toml").is_file())
