@@ -373,6 +373,82 @@ pub(crate) fn place(
     placed
 }
 
+/// The longest source line (in bytes) that miette is given to draw. Its graphical handler pads
+/// with `format!("{:width$}")`, which panics when the width passes `u16::MAX` (seen: 70,000
+/// spaces before a bad key); a line this long, with tabs widened 4×, stays far below that.
+const MAX_DRAWN_LINE: usize = 4096;
+
+/// The most lines of one span that miette draws; a longer span (a value of 500,000 array
+/// entries) is cut to its first line, so one problem never prints the whole file.
+const MAX_DRAWN_SPAN_LINES: usize = 8;
+
+impl Source {
+    /// Whether miette can draw `span` safely: every line it shows (the span's lines and one of
+    /// context on each side) is at most [`MAX_DRAWN_LINE`] bytes.
+    fn renderable(&self, span: &Range<usize>) -> bool {
+        let first = self.line_of(span.start.min(self.text.len())).saturating_sub(1);
+        let last = (self.line_of(span.end.min(self.text.len())) + 1).min(self.line_starts.len() - 1);
+        (first..=last).all(|l| {
+            let start = self.line_starts[l];
+            let end = self.line_starts.get(l + 1).copied().unwrap_or(self.text.len());
+            end - start <= MAX_DRAWN_LINE
+        })
+    }
+
+    /// 1-based line and column (in characters) of byte `offset`.
+    fn line_column(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.line_of(offset);
+        let start = self.line_starts[line];
+        let column = self.text.get(start..offset).map_or(offset - start, |t| t.chars().count());
+        (line + 1, column + 1)
+    }
+
+    /// `span` cut to the end of its first line when it covers more than
+    /// [`MAX_DRAWN_SPAN_LINES`] lines.
+    fn clip(&self, span: Range<usize>) -> Range<usize> {
+        let (a, b) = (self.line_of(span.start), self.line_of(span.end));
+        if b - a < MAX_DRAWN_SPAN_LINES {
+            return span;
+        }
+        let line_end = self.line_starts.get(a + 1).map_or(self.text.len(), |e| e - 1);
+        span.start..line_end.max(span.start)
+    }
+}
+
+/// miette's rendering of one report, or `None` when it fails or panics (the fallback is
+/// [`plain_report`]). The panic hook is left alone: a panic here is a bug in the renderer that
+/// should still be visible on stderr, but it no longer ends the program.
+fn render_guarded(handler: &GraphicalReportHandler, report: &Report) -> Option<String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut s = String::new();
+        handler.render_report(&mut s, report).ok().map(|_| s)
+    }))
+    .ok()
+    .flatten()
+}
+
+/// The renderer-free form of one problem: `file:line:column: severity: message [rule]` and its
+/// `help:` line; without a source or a span, `file: severity: message [rule]`.
+fn plain_report(display_path: &str, source: Option<&Source>, p: &Placed) -> String {
+    let place = match (source, &p.span) {
+        (Some(src), Some(span)) => {
+            let (line, column) = src.line_column(span.start);
+            format!("{display_path}:{line}:{column}")
+        }
+        _ => display_path.to_owned(),
+    };
+    let severity = match p.problem.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+    };
+    let mut s = format!("{place}: {severity}: {} [{}]\n", p.problem.message, p.problem.rule);
+    if let Some(help) = &p.problem.help {
+        s.push_str(&format!("  help: {help}\n"));
+    }
+    s
+}
+
 /// Render placed problems one after another, then a one-line count.
 pub(crate) fn render(
     display_path: &str,
@@ -404,12 +480,13 @@ pub(crate) fn render(
             severity: p.problem.severity,
             help: p.problem.help.clone(),
             source: source.clone(),
-            span: p.span.clone(),
+            span: p.span.clone().map(|sp| source.as_ref().map_or(sp.clone(), |src| src.clip(sp))),
         };
-        let mut s = String::new();
-        if handler.render_report(&mut s, &report).is_err() {
-            s = format!("{}: {} [{}]\n", display_path, p.problem.message, p.problem.rule);
-        }
+        let s = match (&source, &p.span) {
+            (Some(src), Some(span)) if !src.renderable(span) => plain_report(display_path, Some(src), p),
+            _ => render_guarded(&handler, &report)
+                .unwrap_or_else(|| plain_report(display_path, source.as_ref(), p)),
+        };
         out.push_str(s.trim_end());
         out.push_str("\n\n");
     }

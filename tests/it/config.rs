@@ -737,6 +737,83 @@ proptest! {
     }
 }
 
+// ---- long lines and huge columns -----------------------------------------------------------
+
+/// Whatever the padding, both renderers answer without a panic, every problem keeps its
+/// `file:line:column`, and no line drawn from the source is longer than the renderer's bound.
+fn check_long_line(text: &str) -> Result<(), TestCaseError> {
+    for style in [RenderStyle::Plain, RenderStyle::Fancy] {
+        let r = match config::load_str_styled(Utf8Path::new("build.toml"), text, None, style) {
+            Ok(l) => l.rendered_warnings,
+            Err(e) => e.render(),
+        };
+        prop_assert!(r.lines().all(|l| l.len() < 8192), "a source line of {} bytes was drawn", text.len());
+    }
+    check_outcome(text)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn long_lines_and_huge_columns_never_panic(
+        pad in prop_oneof![0usize..200, 4000usize..5000, 60_000usize..140_000],
+        fill in prop::sample::select(&[" ", "\t", "é", " \t"][..]),
+        place in 0usize..4,
+        key in prop::sample::select(KEYS),
+        value in toml_value(),
+    ) {
+        let padding = fill.repeat(pad / fill.len());
+        let text = match place {
+            // Before a key of [general], on its own line.
+            0 => BASE.replacen("version = 1\n", &format!("version = 1\n{padding}{key} = {value}\n"), 1),
+            // Inside an array value: the span starts far to the right.
+            1 => BASE.replacen("src = [\"torch-ext", &format!("src = [{padding}\"torch-ext"), 1),
+            // In a comment after a value, making the drawn context line long.
+            2 => BASE.replacen("edition = 5\n", &format!("edition = 5 #{padding}\n{key} = {value}\n"), 1),
+            // A long string value.
+            _ => BASE.replacen("license = \"Apache-2.0\"", &format!("license = \"{padding}\""), 1),
+        };
+        check_long_line(&text)?;
+    }
+}
+
+/// The reported case: 70,000 spaces before a bad key. miette panicked ("Formatting argument out
+/// of range"); now the problem is the plain `file:line:column` form, with every other problem
+/// still drawn.
+#[test]
+fn seventy_thousand_spaces_before_a_bad_key_render_as_file_line_column() {
+    let text = BASE.replacen("version = 1\n", &format!("version = 1\n{}bogus = 1\n", " ".repeat(70_000)), 1);
+    for style in [RenderStyle::Plain, RenderStyle::Fancy] {
+        let e = config::load_str_styled(Utf8Path::new("build.toml"), &text, None, style).unwrap_err();
+        let r = e.render();
+        assert!(
+            r.contains("build.toml:4:70001: error: unknown key `bogus` in `[general]` [unknown-key]\n  help: allowed keys:"),
+            "{r}"
+        );
+        assert!(r.ends_with("build.toml: 1 error and 0 warnings\n"), "{r}");
+    }
+    let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    fs::write(dir.join("build.toml"), &text).unwrap();
+    for args in [&["check-config"][..], &["check-config", "--json"], &["build-and-copy", "--nix", "never"]] {
+        let out = cmd().args(args).arg(&dir).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// A value spanning 5,000 lines is drawn by its first line only, not the whole array.
+#[test]
+fn a_problem_on_a_huge_multiline_value_draws_only_its_first_line() {
+    let entries: String = (0..5000).map(|i| format!("  \"dep-{i}\",\n")).collect();
+    let text = BASE.replacen("version = 1\n", &format!("version = 1\nbogus = [\n{entries}]\n"), 1);
+    let e = load(&text).unwrap_err();
+    let r = e.render();
+    assert!(r.contains("unknown key `bogus`"), "{r}");
+    assert!(r.lines().count() < 40, "{} lines:\n{r}", r.lines().count());
+}
+
 // ---- the command ---------------------------------------------------------------------------
 
 fn cmd() -> Command {
