@@ -65,7 +65,6 @@
 //! used).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 
 use anyhow::Context;
@@ -329,15 +328,13 @@ impl Collector {
         let mode =
             if meta.permissions().mode() & 0o100 != 0 { FileMode::Executable } else { FileMode::Regular };
         if matches!(rel.extension(), Some("py" | "pyi")) {
-            match std::fs::read(&abs) {
-                Ok(bytes) => {
-                    if let Err(e) = std::str::from_utf8(&bytes) {
-                        let line = bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
-                        self.errors.push(format!(
-                            "`{rel}` is not UTF-8 (invalid byte on line {line}); Python reads sources as UTF-8, so re-save it as UTF-8"
-                        ));
-                        return;
-                    }
+            match std::fs::File::open(&abs).and_then(crate::fsutil::check_utf8) {
+                Ok(Ok(())) => {}
+                Ok(Err(crate::fsutil::NotUtf8 { line })) => {
+                    self.errors.push(format!(
+                        "`{rel}` is not UTF-8 (invalid byte on line {line}); Python reads sources as UTF-8, so re-save it as UTF-8"
+                    ));
+                    return;
                 }
                 Err(e) => {
                     self.errors.push(format!("cannot read `{rel}`: {e}"));
@@ -586,13 +583,11 @@ pub fn parse_heuristic_name(name: &str) -> Option<Heuristic> {
     })
 }
 
-/// Read a source file's bytes (used by the assembler; the error names the file).
-pub fn read_source(f: &SourceFile) -> anyhow::Result<Vec<u8>> {
-    let mut buf = Vec::with_capacity(f.len as usize);
-    std::fs::File::open(&f.abs)
-        .and_then(|mut file| file.read_to_end(&mut buf))
-        .with_context(|| format!("cannot read `{}`", f.abs))?;
-    Ok(buf)
+/// Copy a source file to the new file `dest` with mode `mode`, streaming (a source file is
+/// never held whole in memory); the error names the file.
+pub fn copy_source(f: &SourceFile, dest: &Utf8Path, mode: u32) -> anyhow::Result<()> {
+    crate::fsutil::copy_new_file(&f.abs, dest, mode)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -161,7 +161,7 @@ pub fn run(args: Args) -> super::CmdResult {
     }
     let path = dir.join("build.toml");
     let display = if args.dir.is_some() { path.to_string() } else { "build.toml".to_owned() };
-    let text = crate::fsutil::read_to_string(&path)?;
+    let text = crate::config::read_build_toml_text(&path)?;
     if text.trim().is_empty() {
         bail!("`{display}` is empty: there is nothing to update (`kernel-builder check-config` says what it needs)");
     }

@@ -449,7 +449,24 @@ fn plain_report(display_path: &str, source: Option<&Source>, p: &Placed) -> Stri
     s
 }
 
-/// Render placed problems one after another, then a one-line count.
+/// How many problems of one rule are drawn in full; the rest are one line ("… and 1,998 more").
+pub const GROUP_AFTER: usize = 3;
+
+/// `n` with a comma every three digits (`1998` → `1,998`).
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Render placed problems one after another (at most [`GROUP_AFTER`] of each rule in full, the
+/// rest counted on one line per rule), then a one-line count.
 pub(crate) fn render(
     display_path: &str,
     text: Option<&str>,
@@ -468,7 +485,27 @@ pub(crate) fn render(
     };
     let source = text.map(|t| Source::new(display_path, t));
     let mut out = String::new();
+    // Problems of one rule beyond the first GROUP_AFTER are counted, not drawn: rule → (how
+    // many were left out, first and last line of those).
+    let mut shown: std::collections::HashMap<&'static str, usize> = std::collections::HashMap::new();
+    let mut grouped: Vec<(&'static str, Severity, usize, Option<(usize, usize)>)> = Vec::new();
     for p in placed {
+        let n = shown.entry(p.problem.rule).or_insert(0);
+        *n += 1;
+        if *n > GROUP_AFTER {
+            let line = source.as_ref().zip(p.span.as_ref()).map(|(src, sp)| src.line_column(sp.start).0);
+            match grouped.iter_mut().find(|g| g.0 == p.problem.rule) {
+                Some(g) => {
+                    g.2 += 1;
+                    if let (Some((a, b)), Some(l)) = (&mut g.3, line) {
+                        *a = (*a).min(l);
+                        *b = (*b).max(l);
+                    }
+                }
+                None => grouped.push((p.problem.rule, p.problem.severity, 1, line.map(|l| (l, l)))),
+            }
+            continue;
+        }
         let report = Report {
             // With a source the header shows `[file:line:column]`; without one, name the file.
             message: if text.is_some() {
@@ -489,6 +526,23 @@ pub(crate) fn render(
         };
         out.push_str(s.trim_end());
         out.push_str("\n\n");
+    }
+    for (rule, severity, count, lines) in &grouped {
+        let kind = match (severity, *count == 1) {
+            (Severity::Error, true) => "error",
+            (Severity::Error, false) => "errors",
+            (Severity::Warning, true) => "warning",
+            (Severity::Warning, false) => "warnings",
+        };
+        let place = match lines {
+            Some((a, b)) if a == b => format!(" (line {})", thousands(*a)),
+            Some((a, b)) => format!(" (lines {}–{})", thousands(*a), thousands(*b)),
+            None => String::new(),
+        };
+        out.push_str(&format!(
+            "{display_path}: … and {} more [{rule}] {kind} like the {GROUP_AFTER} above{place}\n\n",
+            thousands(*count)
+        ));
     }
     let errors = placed.iter().filter(|p| p.problem.severity == Severity::Error).count();
     let warnings = placed.len() - errors;

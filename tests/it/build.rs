@@ -1114,3 +1114,24 @@ fn assemble_keeps_an_existing_variant_directory() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot create `o/torch-cuda`"));
     assert_eq!(files(&t.path().join("o")), ["torch-cuda/keep.txt"]);
 }
+
+/// A 96 MiB source file is streamed through the build (UTF-8 check, copy, digest, hashes):
+/// the build succeeds with the address space capped at 48 MB, which a whole read would pass.
+#[test]
+fn a_source_file_larger_than_the_memory_limit_builds() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let big = t.path().join("torch-ext/vector_add/table.py");
+    fs::File::create(&big).unwrap().set_len(96 << 20).unwrap(); // NUL bytes are UTF-8
+    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 48000 && exec \"$0\" build-and-copy --nix never .")
+        .arg(&exe)
+        .current_dir(t.path())
+        .env_remove("GIT_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fs::metadata(t.path().join("build/torch-cuda/table.py")).unwrap().len(), 96 << 20);
+}

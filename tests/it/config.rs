@@ -916,3 +916,53 @@ fn kernels_in_a_noarch_file_are_flagged() {
         ],
     );
 }
+
+// ---- size ------------------------------------------------------------------------------------
+
+/// A build.toml over 1 MiB is refused by name and size, by every command that reads it, before
+/// it is parsed (a file of 500,000 entries once took 24 GB).
+#[test]
+fn a_build_toml_over_one_mib_is_refused_with_its_size() {
+    let (_tmp, dir) = kernel_dir(&[]);
+    let text = format!("{BASE}{}", "# padding\n".repeat(110_000));
+    fs::write(dir.join("build.toml"), &text).unwrap();
+    let size = text.len().to_string();
+    let size = format!("{},{},{}", &size[..1], &size[1..4], &size[4..]);
+    let want =
+        format!("is {size} bytes; kernel-builder reads build.toml files of at most 1,048,576 bytes (1 MiB)");
+    for args in [
+        &["check-config"][..],
+        &["check-config", "--json"],
+        &["update-build"],
+        &["build-and-copy", "--nix", "never"],
+    ] {
+        let out = cmd().args(args).arg(&dir).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(&want), "{args:?}: {stderr}");
+    }
+    let e = load(&text).unwrap_err();
+    assert_eq!(rules(&e), ["file-too-large"]);
+}
+
+/// 2,000 problems of one kind print three in full and one line for the rest, with the lines
+/// they are on; the count line still counts all of them.
+#[test]
+fn many_problems_of_one_kind_are_grouped_after_three() {
+    let deps: String = (0..2000).map(|i| format!("  \"bad-dep-{i}\",\n")).collect();
+    let text = BASE.replacen(
+        "backends = [\"cuda\"]\n",
+        &format!("backends = [\"cuda\"]\npython-depends = [\n{deps}]\n"),
+        1,
+    );
+    let e = load(&text).unwrap_err();
+    assert_eq!(e.problems.len(), 2000);
+    let r = e.render();
+    assert_eq!(r.matches("unknown Python dependency `bad-dep-").count(), 3, "{r}");
+    assert!(
+        r.contains("build.toml: … and 1,997 more [unknown-python-dependency] errors like the 3 above (lines 11–2,007)\n"),
+        "{r}"
+    );
+    assert!(r.ends_with("build.toml: 2000 errors and 0 warnings\n"), "{r}");
+    assert!(r.len() < 4000, "{} bytes", r.len());
+}

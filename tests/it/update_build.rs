@@ -627,7 +627,9 @@ fn bad_input_is_a_clear_error() {
     std::fs::write(latin1.path().join("build.toml"), b"[general]\nname = \"caf\xe9\"\n").unwrap();
     let out = kb().args(["update-build"]).arg(latin1.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8(out.stderr).unwrap().contains("cannot read"));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("build.toml` is not UTF-8 text: byte 21 (line 2) is 0xe9; save the file as UTF-8"));
 
     let empty = tempfile::tempdir().unwrap();
     let out = kb().args(["update-build"]).arg(empty.path()).output().unwrap();
