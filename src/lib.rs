@@ -5,7 +5,7 @@
 //! [`matrix`] (the cells to build) → [`assemble`] (one variant directory per cell, natively or
 //! as the builder inside a Nix derivation, see [`nixdrv`]) → [`hash`] (NAR hashes, digests and
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
-//! new kernel projects.
+//! new kernel projects. [`layout`] says what is part of a variant directory.
 
 pub mod assemble;
 pub mod cli;
@@ -14,5 +14,6 @@ pub mod fsutil;
 pub mod hash;
 pub mod hub;
 pub mod init;
+pub mod layout;
 pub mod matrix;
 pub mod nixdrv;

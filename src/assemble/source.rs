@@ -17,8 +17,8 @@
 //!    last `.` of the file name; a name like `.gitignore` has none and is never taken. Names
 //!    starting with `.` are never taken (`.x.py` neither), nor anything under a directory
 //!    whose name starts with `.` (`.ipynb_checkpoints/`, `.git/`).
-//! 4. Never taken, anywhere: a directory named `__pycache__` (with everything under it) and
-//!    files ending in `.pyc`.
+//! 4. Never taken, anywhere: Python bytecode ([`crate::layout`]: `__pycache__` with everything
+//!    under it, files ending in `.pyc`).
 //!
 //! Symbolic links are read through: a link whose target resolves inside the kernel directory
 //! counts as the file (or directory) it points to, at the link's path; a link that resolves
@@ -359,11 +359,10 @@ impl Collector {
         role: &dyn Fn(&Utf8Path) -> Role,
     ) {
         let top = self.root.join(rel);
-        let mut walker = walkdir::WalkDir::new(&top)
-            .follow_links(true)
-            .sort_by_file_name()
-            .into_iter()
-            .filter_entry(|e| e.file_name() != "__pycache__");
+        let mut walker =
+            walkdir::WalkDir::new(&top).follow_links(true).sort_by_file_name().into_iter().filter_entry(
+                |e| e.depth() == 0 || !crate::layout::is_bytecode(e.file_name(), e.file_type().is_dir()),
+            );
         while let Some(entry) = walker.next() {
             let entry = match entry {
                 Ok(e) => e,
@@ -402,7 +401,7 @@ impl Collector {
                 continue;
             }
             let name = entry.file_name().to_str().unwrap_or_default().to_owned();
-            if name.ends_with(".pyc") || !want(&below, &name) {
+            if crate::layout::is_bytecode(entry.file_name(), false) || !want(&below, &name) {
                 continue;
             }
             let r = role(&below);

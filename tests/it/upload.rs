@@ -852,3 +852,32 @@ fn variants_left_on_the_branch_are_reported() {
     );
     assert!(!r.stderr.contains("`build/torch-cpu` on branch"), "{}", r.stderr);
 }
+
+/// Python writes `__pycache__/` and `*.pyc` into `build/` when the kernel is loaded from it
+/// (`kernels.get_local_kernel`). They are not part of a variant ([`kernel_builder::layout`]):
+/// `verify` finds the tree the same, `upload` neither refuses it nor sends them.
+#[test]
+fn bytecode_written_by_loading_the_build_is_not_part_of_a_variant() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let hashes = fs::read_to_string(dir.join("build/hashes.json")).unwrap();
+    for v in ["torch-cpu", "torch-cuda"] {
+        write(&dir.join(format!("build/{v}/__pycache__/op.cpython-313.pyc")), b"bytecode");
+        write(&dir.join(format!("build/{v}/stray.pyc")), b"bytecode");
+    }
+    let out = kb(&env.server.url, &env.root.join("hf"), None).arg("verify").arg(&dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("torch-cpu: same") && stdout.contains("torch-cuda: same"), "{stdout}");
+
+    let r = env.upload_ok(&dir, &[]);
+    assert_eq!(r.json.unwrap()["files"]["added"], 2 * FILES_PER_VARIANT);
+    let state = env.server.repo_state();
+    let paths: Vec<&String> = state["v1"].as_object().unwrap().keys().collect();
+    assert!(paths.iter().all(|p| !p.contains("__pycache__") && !p.ends_with(".pyc")), "{paths:?}");
+
+    // A rebuild drops them with the old variant and writes the same hashes.
+    env.build(&dir, &[]);
+    assert!(!dir.join("build/torch-cpu/__pycache__").exists());
+    assert_eq!(fs::read_to_string(dir.join("build/hashes.json")).unwrap(), hashes);
+}
