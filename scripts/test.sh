@@ -21,6 +21,16 @@ else
     echo "test.sh: rustfmt is not installed; formatting not checked" >&2
 fi
 
+# strace: the build test that kills a build at every rename of its swap injects the kill with
+# it (without strace that test says SKIPPED and checks nothing).
+if ! command -v strace >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
+    else
+        sudo apt-get update -qq && sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
+    fi
+fi
+
 KERNEL_BUILDER_ORCHESTRATOR="$(./scripts/setup-nix.sh)"
 export KERNEL_BUILDER_ORCHESTRATOR
 

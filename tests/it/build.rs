@@ -1135,3 +1135,71 @@ fn a_source_file_larger_than_the_memory_limit_builds() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(fs::metadata(t.path().join("build/torch-cuda/table.py")).unwrap().len(), 96 << 20);
 }
+
+/// Killed at each `renameat2` of the swap in turn (strace injects SIGKILL at the Nth call),
+/// an update of three variants never leaves one missing or half-made: each `build/<v>` is
+/// wholly the old build or wholly the new one, and the next build finishes the job (same tree
+/// as a clean build, nothing left over). Skipped, saying so, when strace is not installed
+/// (scripts/test.sh installs it).
+#[test]
+fn a_build_killed_at_any_rename_of_the_swap_leaves_whole_variants() {
+    if duct::cmd!("strace", "-V").stdout_null().stderr_null().run().is_err() {
+        eprintln!(
+            "SKIPPED: strace not found (apt-get install strace); the kill-at-every-rename test did not run"
+        );
+        return;
+    }
+    let variants = ["torch-cuda", "torch-rocm", "torch-xpu"];
+    let edit = |dir: &Path| {
+        let p = dir.join("torch-ext/vector_add/vector_add.py");
+        let mut text = fs::read_to_string(&p).unwrap();
+        text.push_str("# version 2\n");
+        fs::write(&p, text).unwrap();
+    };
+    // The two whole trees every variant must equal one of.
+    let reference = tempfile::tempdir().unwrap();
+    fixture(reference.path());
+    build_ok(reference.path(), &[]);
+    let old: Vec<_> = variants.iter().map(|v| tree(&reference.path().join("build").join(v))).collect();
+    edit(reference.path());
+    build_ok(reference.path(), &[]);
+    let new: Vec<_> = variants.iter().map(|v| tree(&reference.path().join("build").join(v))).collect();
+    let clean = tree(&reference.path().join("build"));
+    assert_ne!(old, new);
+
+    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let mut killed = 0;
+    for n in 1.. {
+        let t = tempfile::tempdir().unwrap();
+        fixture(t.path());
+        build_ok(t.path(), &[]);
+        edit(t.path());
+        let out = std::process::Command::new("strace")
+            .args(["-f", "-o", "/dev/null", "-e", "trace=renameat2"])
+            .arg(format!("--inject=renameat2:signal=KILL:when={n}"))
+            .arg(&exe)
+            .args(["build-and-copy", "--nix", "never", "."])
+            .current_dir(t.path())
+            .env_remove("GIT_DIR")
+            .output()
+            .unwrap();
+        if out.status.success() {
+            assert_eq!(
+                tree(&t.path().join("build")),
+                clean,
+                "the run past the last rename is a normal build"
+            );
+            break;
+        }
+        killed += 1;
+        for (i, v) in variants.iter().enumerate() {
+            let got = tree(&t.path().join("build").join(v));
+            assert!(got == old[i] || got == new[i], "kill at rename {n}: `build/{v}` is neither build");
+        }
+        let out = build(t.path(), &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("removed, left by an interrupted build"));
+        assert_eq!(tree(&t.path().join("build")), clean, "after the kill at rename {n} and a rebuild");
+    }
+    assert_eq!(killed, variants.len(), "one atomic rename per variant");
+}
