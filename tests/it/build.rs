@@ -1203,3 +1203,34 @@ fn a_build_killed_at_any_rename_of_the_swap_leaves_whole_variants() {
     }
     assert_eq!(killed, variants.len(), "one atomic rename per variant");
 }
+
+/// With `git` missing from PATH, an edited tree in a repository does not build as clean: the
+/// build says cleanliness could not be checked, and records HEAD's commit (read from `.git`,
+/// packed refs included) as dirty, so the loader warns about it.
+#[test]
+fn without_git_an_edited_tree_is_recorded_as_unchecked_not_clean() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    git(t.path(), &["init", "-q"]);
+    git(t.path(), &["add", "-A"]);
+    git(t.path(), &["commit", "-qm", "fixture"]);
+    git(t.path(), &["pack-refs", "--all"]);
+    let head = git(t.path(), &["rev-parse", "HEAD"]);
+    let p = t.path().join("torch-ext/vector_add/vector_add.py");
+    fs::write(&p, fs::read_to_string(&p).unwrap() + "# edited\n").unwrap();
+
+    let out =
+        kb(t.path()).env("PATH", "/nonexistent").args(["build-and-copy", "--nix", "never"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("warning: cannot run `git` ("), "{stderr}");
+    assert!(stderr.contains("has uncommitted changes could not be checked; recorded as commit"), "{stderr}");
+    let meta: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(t.path().join("build/torch-cuda/metadata.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["provenance"]["kernel"], serde_json::json!({"commit": head, "dirty": true}));
+
+    // `verify` without git rebuilds with the recorded revision and finds the same trees.
+    let out = kb(t.path()).env("PATH", "/nonexistent").arg("verify").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
