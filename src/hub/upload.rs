@@ -77,6 +77,23 @@ pub enum Status {
     NoChanges,
     /// `--dry-run`: nothing sent.
     DryRun,
+    /// The upload failed before any commit landed: the repository's branches are unchanged
+    /// (a repository or branch may have been created; see `notes`).
+    Failed,
+    /// The upload failed after some commits landed (listed in `commits`), e.g. the version
+    /// branch committed and then the card's commit to `main` failed.
+    PartlyUploaded,
+}
+
+/// One commit that landed (or pull request opened).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommitRecord {
+    /// The branch committed to (or that the pull request targets).
+    pub branch: String,
+    /// The commit's id, as the Hub answered it.
+    pub commit: String,
+    /// The commit's (or pull request's) URL.
+    pub url: String,
 }
 
 /// One pull request opened.
@@ -107,7 +124,14 @@ pub struct Outcome {
     pub pull_requests: Vec<PullRequest>,
     /// File content bytes sent: inline file contents (before base64) plus LFS uploads.
     pub bytes_sent: u64,
+    /// The files of the planned commits (of a failed upload: of those planned so far, landed
+    /// or not; `commits` says which landed).
     pub files: FileCounts,
+    /// Every commit that landed, in order (also on failure: what is on the Hub now).
+    pub commits: Vec<CommitRecord>,
+    /// Why the upload failed (`status` `failed` or `partly_uploaded`), with its causes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// The operations, one line each (`add build/x/a.py (12 bytes)`), in order; not in JSON.
     #[serde(skip)]
     pub plan: Vec<String>,
@@ -117,6 +141,23 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The outcome of an upload refused before contacting the Hub.
+    fn not_started(prepared: &Prepared, error: &anyhow::Error) -> Outcome {
+        Outcome {
+            status: Status::Failed,
+            repo_id: prepared.repo_id.clone(),
+            branch: prepared.branch.clone(),
+            url: None,
+            pull_requests: Vec::new(),
+            bytes_sent: 0,
+            files: FileCounts::default(),
+            commits: Vec::new(),
+            error: Some(format!("{error:#}")),
+            plan: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
     /// The `--output-json` text: pretty JSON and a trailing newline.
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
@@ -564,11 +605,11 @@ fn commit_rev(
     let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr).map_err(|e| {
         let what = if e.status == Some(412) {
             format!(
-                "`{rev}` changed while uploading (another commit landed first); nothing was \
-                     committed, run the upload again"
+                "`{rev}` changed while uploading (another commit landed first), so this \
+                     commit was refused; run the upload again"
             )
         } else {
-            format!("the commit to `{rev}` failed; nothing was committed")
+            format!("the commit to `{rev}` failed")
         };
         anyhow::Error::new(e).context(what)
     })?;
@@ -591,27 +632,71 @@ pub fn upload(
     opts: &UploadOptions,
     endpoint: &str,
     token: Option<Token>,
-) -> anyhow::Result<Outcome> {
-    let repo = &prepared.repo_id;
-    let branch = &prepared.branch;
-    let has_token = token.is_some();
-    anyhow::ensure!(
-        opts.dry_run || has_token,
-        "no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from \
-         $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one"
-    );
-    let client = HubClient::new(endpoint, token);
+) -> Result<Outcome, Box<Failed>> {
+    if !opts.dry_run && token.is_none() {
+        let error = anyhow::anyhow!(
+            "no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from \
+             $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one"
+        );
+        return Err(Box::new(Failed { outcome: Outcome::not_started(prepared, &error), error }));
+    }
     let mut outcome = Outcome {
         status: Status::NoChanges,
-        repo_id: repo.clone(),
-        branch: branch.clone(),
+        repo_id: prepared.repo_id.clone(),
+        branch: prepared.branch.clone(),
         url: None,
         pull_requests: Vec::new(),
         bytes_sent: 0,
         files: FileCounts::default(),
+        commits: Vec::new(),
+        error: None,
         plan: Vec::new(),
         notes: Vec::new(),
     };
+    match upload_into(&mut outcome, prepared, opts, endpoint, token) {
+        Ok(()) => Ok(outcome),
+        Err(e) => {
+            let landed: Vec<String> = outcome
+                .commits
+                .iter()
+                .map(|c| format!("`{}` (commit {}, {})", c.branch, c.commit, c.url))
+                .collect();
+            // Nothing landed: the summary line says so ("Upload failed: nothing was committed").
+            let e = if landed.is_empty() {
+                outcome.status = Status::Failed;
+                e
+            } else {
+                outcome.status = Status::PartlyUploaded;
+                e.context(format!(
+                    "the upload to `{}` is incomplete: committed to {}; run the upload again to finish it",
+                    outcome.repo_id,
+                    landed.join(" and ")
+                ))
+            };
+            outcome.error = Some(format!("{e:#}"));
+            Err(Box::new(Failed { outcome, error: e }))
+        }
+    }
+}
+
+/// A failed [`upload`]: the outcome so far (`status` `failed` or `partly_uploaded`, the
+/// commits that landed, `error`), for `--output-json`, and the error to report.
+#[derive(Debug)]
+pub struct Failed {
+    pub outcome: Outcome,
+    pub error: anyhow::Error,
+}
+
+fn upload_into(
+    outcome: &mut Outcome,
+    prepared: &Prepared,
+    opts: &UploadOptions,
+    endpoint: &str,
+    token: Option<Token>,
+) -> anyhow::Result<()> {
+    let repo = &prepared.repo_id;
+    let branch = &prepared.branch;
+    let client = HubClient::new(endpoint, token);
     let prefixes: Vec<String> = prepared.variants.iter().map(|v| format!("build/{v}/")).collect();
     let card: Vec<LocalFile> = prepared.card.iter().cloned().collect();
 
@@ -655,7 +740,7 @@ pub fn upload(
             count(&p.changes, &mut outcome.files);
         }
         outcome.status = Status::DryRun;
-        return Ok(outcome);
+        return Ok(());
     }
 
     // 1. The repository.
@@ -735,6 +820,8 @@ pub fn upload(
     let mut committed = false;
     if let Some(a) = answer {
         committed = true;
+        let url = if opts.create_pr { pr_url(endpoint, repo, &a) } else { a.commit_url.clone() };
+        outcome.commits.push(CommitRecord { branch: branch.clone(), commit: a.commit_oid.clone(), url });
         if opts.create_pr {
             outcome
                 .pull_requests
@@ -774,6 +861,12 @@ pub fn upload(
         outcome.bytes_sent += bytes;
         if let Some(a) = answer {
             committed = true;
+            let url = if opts.create_pr { pr_url(endpoint, repo, &a) } else { a.commit_url.clone() };
+            outcome.commits.push(CommitRecord {
+                branch: "main".to_owned(),
+                commit: a.commit_oid.clone(),
+                url,
+            });
             if opts.create_pr {
                 outcome
                     .pull_requests
@@ -791,7 +884,7 @@ pub fn upload(
     } else {
         Status::Uploaded
     };
-    Ok(outcome)
+    Ok(())
 }
 
 fn pr_url(endpoint: &str, repo: &str, a: &super::client::CommitAnswer) -> String {
@@ -813,6 +906,13 @@ pub fn summary(o: &Outcome) -> String {
         f.added, f.updated, f.unchanged, f.deleted, o.bytes_sent
     );
     match o.status {
+        Status::Failed => {
+            let _ = write!(s, "Upload failed: nothing was committed to {}", o.repo_id);
+        }
+        Status::PartlyUploaded => {
+            let landed: Vec<String> = o.commits.iter().map(|c| format!("{} ({})", c.branch, c.url)).collect();
+            let _ = write!(s, "Upload incomplete: committed to {} only", landed.join(", "));
+        }
         Status::Uploaded => {
             let _ = write!(s, "Kernel uploaded: {} ({counts})", o.url.as_deref().unwrap_or(""));
         }

@@ -278,8 +278,15 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
     let (total, binary) = sizes(&dir);
     // The same table.bin in both variants is one LFS object, sent once.
     let sent = total - binary / 2;
+    let mut j = r.json.unwrap();
+    let commits = j.as_object_mut().unwrap().remove("commits").unwrap();
+    let commits = commits.as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{commits:?}");
+    assert_eq!(commits[0]["branch"], "v1");
+    assert_eq!(commits[0]["commit"].as_str().unwrap().len(), 40, "{commits:?}");
+    assert!(commits[0]["url"].as_str().unwrap().starts_with(url.as_str()), "{commits:?}");
     assert_eq!(
-        r.json.unwrap(),
+        j,
         json!({
             "status": "uploaded",
             "repo_id": "test-org/relu",
@@ -327,6 +334,7 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
             "branch": "v1",
             "url": format!("{url}/kernels/test-org/relu/tree/v1"),
             "pull_requests": [],
+            "commits": [],
             "bytes_sent": 0,
             "files": {"added": 0, "updated": 0, "unchanged": 2 * FILES_PER_VARIANT, "deleted": 0},
         })
@@ -406,7 +414,11 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
         "{}",
         r.stderr
     );
-    assert!(r.json.is_none(), "no outcome is written for a failed upload");
+    let j = r.json.expect("the outcome of a failed upload is written too");
+    assert_eq!(j["status"], "failed");
+    assert_eq!(j["commits"], json!([]));
+    assert!(j["error"].as_str().unwrap().contains("HTTP 503: storage is unavailable"), "{j}");
+    assert!(r.stderr.contains("Upload failed: nothing was committed to test-org/relu\n"), "{}", r.stderr);
     assert_eq!(env.server.repo_state(), before);
 
     // The commit fails after the LFS content went up. The server echoes the Authorization
@@ -418,7 +430,7 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
     let api = format!("POST {}/api/kernels/test-org/relu/commit/v1", env.server.url);
     assert!(
         r.stderr
-            .contains(&format!("error: the commit to `v1` failed; nothing was committed\n  caused by: {api} failed: HTTP 500: commit backend exploded (request had Authorization: Bearer <redacted>)\n")),
+            .contains(&format!("error: the commit to `v1` failed\n  caused by: {api} failed: HTTP 500: commit backend exploded (request had Authorization: Bearer <redacted>)\n")),
         "{}",
         r.stderr
     );
@@ -452,8 +464,8 @@ fn a_commit_racing_another_writer_is_refused_and_loses_nothing() {
     assert_eq!(r.code, 1);
     assert!(
         r.stderr.contains(
-            "error: `v1` changed while uploading (another commit landed first); nothing was \
-             committed, run the upload again\n"
+            "error: `v1` changed while uploading (another commit landed first), so this \
+             commit was refused; run the upload again\n"
         ) && r.stderr.contains("HTTP 412: A commit has happened since. Please refresh and try again."),
         "{}",
         r.stderr
@@ -880,4 +892,68 @@ fn bytecode_written_by_loading_the_build_is_not_part_of_a_variant() {
     env.build(&dir, &[]);
     assert!(!dir.join("build/torch-cpu/__pycache__").exists());
     assert_eq!(fs::read_to_string(dir.join("build/hashes.json")).unwrap(), hashes);
+}
+
+/// The Hub fails the second commit (the card to `main`) after the version branch's landed:
+/// the tool says exactly which commit is on the Hub, exits 1, and writes the JSON outcome
+/// with it.
+#[test]
+fn a_partial_upload_reports_the_commit_that_landed() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    write(&dir.join("CARD.md"), b"# k\n\nCard.\n");
+    env.server.fail("commit", 2, 1, 500, "main is read-only today", false);
+    let r = env.upload(&dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let j = r.json.expect("the outcome of a partial upload is written");
+    assert_eq!(j["status"], "partly_uploaded");
+    let commits = j["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{j}");
+    assert_eq!(commits[0]["branch"], "v1");
+    let oid = commits[0]["commit"].as_str().unwrap();
+    assert!(
+        r.stderr.contains(&format!(
+            "error: the upload to `test-org/relu` is incomplete: committed to `v1` (commit {oid}, "
+        )) && r
+            .stderr
+            .contains("run the upload again to finish it\n  caused by: the commit to `main` failed\n"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("Upload incomplete: committed to v1 ("), "{}", r.stderr);
+    assert!(j["error"].as_str().unwrap().contains("main is read-only today"), "{j}");
+    let state = env.server.repo_state();
+    assert!(state["v1"].as_object().unwrap().len() > 1, "the v1 commit landed");
+    assert!(state["main"].get("README.md").is_none(), "the card did not");
+}
+
+/// A `--output-json` path that cannot be written fails before anything is sent.
+#[test]
+fn a_bad_output_json_path_fails_before_the_first_commit() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let bad = env.root.join("no-such-dir/outcome.json");
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), Some(SECRET))
+            .arg("upload")
+            .arg(&dir)
+            .arg("--output-json")
+            .arg(&bad),
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(&format!(
+            "--output-json `{}` cannot be written (checked before uploading anything)",
+            bad.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.server.stats()["commits"], 0);
+    assert_eq!(
+        env.server.repo_state().as_object().map_or(0, |o| o.len()),
+        0,
+        "no repository was even created"
+    );
 }
