@@ -83,12 +83,13 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         eprintln!("warning: {w}");
     }
     let token = auth::find_token()?.map(|(t, _)| t);
-    let endpoint = auth::endpoint();
+    let endpoint = auth::checked_endpoint()?;
     eprintln!(
         "Uploading {} variant(s) to {} branch `{}` at {endpoint}",
         prepared.variants.len(),
         prepared.repo_id,
-        prepared.branch
+        prepared.branch,
+        endpoint = auth::redact_userinfo(&endpoint)
     );
     // A bad `--output-json` path fails now, before anything is committed.
     if let Some(path) = &flags.output_json {

@@ -702,11 +702,16 @@ fn upload_into(
 
     if opts.dry_run {
         let (branch_tree, main_tree) = match client.refs(repo) {
+            // Planning against an empty repository would list every file as added: a plan
+            // of nothing real. Say the Hub was not reached and fail.
             Err(e) => {
-                outcome
-                    .notes
-                    .push(format!("cannot read the repository ({e}); planning against an empty repository"));
-                (Vec::new(), Vec::new())
+                let why = match e.status {
+                    None => format!("the Hub at {} was not reached", client.endpoint()),
+                    Some(s) => format!("the Hub answered HTTP {s} when asked for `{repo}`"),
+                };
+                return Err(anyhow::Error::new(e).context(format!(
+                    "cannot plan the dry run: {why}; nothing was sent (check HF_ENDPOINT, the network, or the token for a private repository)"
+                )));
             }
             Ok(None) => {
                 outcome.plan.push(format!("create repository {repo} (type kernel)"));
@@ -756,7 +761,12 @@ fn upload_into(
                     "the token cannot create repositories under `{owner}`; use a token with write \
                      access to `{owner}`, or ask its maintainers to create `{repo}` (type kernel)"
                 ),
-                _ => "the Hub refused to create it".to_owned(),
+                None => format!(
+                    "no answer from the Hub at {} ({}); check HF_ENDPOINT and the network",
+                    client.endpoint(),
+                    e.message
+                ),
+                Some(status) => format!("the Hub answered HTTP {status} and did not create it"),
             };
             anyhow::Error::new(e).context(format!("cannot create repository `{repo}`: {hint}"))
         })?;
@@ -820,7 +830,11 @@ fn upload_into(
     let mut committed = false;
     if let Some(a) = answer {
         committed = true;
-        let url = if opts.create_pr { pr_url(endpoint, repo, &a) } else { a.commit_url.clone() };
+        let url = if opts.create_pr {
+            pr_url(endpoint, repo, &a)
+        } else {
+            super::auth::redact_userinfo(&a.commit_url)
+        };
         outcome.commits.push(CommitRecord { branch: branch.clone(), commit: a.commit_oid.clone(), url });
         if opts.create_pr {
             outcome
@@ -861,7 +875,11 @@ fn upload_into(
         outcome.bytes_sent += bytes;
         if let Some(a) = answer {
             committed = true;
-            let url = if opts.create_pr { pr_url(endpoint, repo, &a) } else { a.commit_url.clone() };
+            let url = if opts.create_pr {
+                pr_url(endpoint, repo, &a)
+            } else {
+                super::auth::redact_userinfo(&a.commit_url)
+            };
             outcome.commits.push(CommitRecord {
                 branch: "main".to_owned(),
                 commit: a.commit_oid.clone(),
@@ -887,7 +905,12 @@ fn upload_into(
     Ok(())
 }
 
+/// The pull request's URL from the commit answer, user information redacted.
 fn pr_url(endpoint: &str, repo: &str, a: &super::client::CommitAnswer) -> String {
+    super::auth::redact_userinfo(&pr_url_raw(endpoint, repo, a))
+}
+
+fn pr_url_raw(endpoint: &str, repo: &str, a: &super::client::CommitAnswer) -> String {
     if let Some(u) = a.pull_request_url.as_ref().filter(|u| !u.is_empty()) {
         return u.clone();
     }

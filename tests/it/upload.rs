@@ -663,11 +663,78 @@ fn dry_run_needs_no_token_and_sends_nothing() {
     assert!(r.stdout.contains("  unchanged build/torch-cpu/__init__.py ("), "{}", r.stdout);
     assert!(!r.stdout.contains("torch-cuda"), "{}", r.stdout);
 
-    // The Hub cannot be reached: plan against an empty repository, and say so.
+    // The Hub cannot be reached: no plan against an imagined empty repository; say so, exit 1.
     let r = dry("http://127.0.0.1:9");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "error: cannot plan the dry run: the Hub at http://127.0.0.1:9 was not reached; nothing was sent"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}
+
+/// A token in `HF_ENDPOINT`'s user information (`http://user:hf_…@host`) is never shown:
+/// not in the progress line, the URLs of the outcome, or errors (`run` checks every stream
+/// and the JSON for the secret).
+#[test]
+fn userinfo_in_hf_endpoint_is_never_shown() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let with_userinfo = env.server.url.replacen("http://", &format!("http://user:{SECRET}@"), 1);
+    let json_path = env.root.join("o.json");
+    let r = run(
+        kb(&with_userinfo, &env.root.join("hf"), Some(SECRET))
+            .arg("upload")
+            .arg(&dir)
+            .arg("--output-json")
+            .arg(&json_path),
+        Some(&json_path),
+    );
+    assert!(r.stderr.contains("at http://<redacted>@127.0.0.1:"), "{}", r.stderr);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("planning against an empty repository"), "{}", r.stderr);
-    assert!(r.stdout.contains("Dry run: would add 12,"), "{}", r.stdout);
+    assert!(r.json.unwrap()["url"].as_str().unwrap().starts_with("http://<redacted>@127.0.0.1:"));
+    // Unreachable, with user information: the error names the host, not the secret.
+    let r = run(
+        kb(&format!("http://user:{SECRET}@127.0.0.1:9"), &env.root.join("hf"), Some("t"))
+            .arg("upload")
+            .arg(&dir),
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("no answer from the Hub at http://<redacted>@127.0.0.1:9 ("), "{}", r.stderr);
+}
+
+/// A refused connection says that nothing answered, and an endpoint without a scheme is
+/// refused before anything is tried: neither reads "the Hub refused to create it".
+#[test]
+fn unreachable_hub_and_endpoint_without_scheme_say_what_happened() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let r = run(kb("http://127.0.0.1:9", &env.root.join("hf"), Some("t")).arg("upload").arg(&dir), None);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "error: cannot create repository `test-org/relu`: no answer from the Hub at http://127.0.0.1:9 ("
+        ) && r.stderr.contains("check HF_ENDPOINT and the network"),
+        "{}",
+        r.stderr
+    );
+    let host = env.server.url.trim_start_matches("http://").to_owned();
+    for args in [&["upload"][..], &["upload", "--dry-run"]] {
+        let r = run(kb(&host, &env.root.join("hf"), Some("t")).args(args).arg(&dir), None);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.contains(&format!(
+                "error: HF_ENDPOINT is `{host}`, which is not an http(s) URL: write it with its scheme, e.g. `https://{host}`"
+            )),
+            "{}",
+            r.stderr
+        );
+    }
+    assert_eq!(env.server.stats()["requests"], json!({}), "nothing was sent");
 }
 
 #[test]
