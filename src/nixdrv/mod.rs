@@ -228,6 +228,27 @@ pub fn build(
     Ok(paths)
 }
 
+/// Where the Nix route gets the orchestrator its cells run, when that needs no nixpkgs
+/// download: an explicit `--override-input …/orchestrator` in `extra_args`, an
+/// [`orchestrator_override`] (`$KERNEL_BUILDER_ORCHESTRATOR`, or this executable when it is
+/// static), or this executable running from the Nix store (installed through the flake, whose
+/// locked nixpkgs built it and so is in the store). `None`: the flake would have to build the
+/// orchestrator from a nixpkgs it may not have; `build-and-copy --nix auto` then builds
+/// natively.
+pub fn offline_orchestrator(extra_args: &[String]) -> anyhow::Result<Option<&'static str>> {
+    if extra_args.windows(2).any(|w| w[0] == "--override-input" && w[1].ends_with("/orchestrator")) {
+        return Ok(Some("the `--override-input …/orchestrator` given"));
+    }
+    if std::env::var_os(ORCHESTRATOR_ENV).is_some_and(|d| !d.is_empty()) {
+        orchestrator_override(extra_args)?;
+        return Ok(Some("KERNEL_BUILDER_ORCHESTRATOR"));
+    }
+    if std::env::current_exe().is_ok_and(|e| e.starts_with("/nix/store")) {
+        return Ok(Some("this kernel-builder, installed through its flake"));
+    }
+    Ok(orchestrator_override(extra_args)?.map(|_| "this statically linked kernel-builder"))
+}
+
 /// The orchestrator directory to hand the flake, unless `extra_args` already override
 /// `…/orchestrator`: `$KERNEL_BUILDER_ORCHESTRATOR`, else this very executable when it is a
 /// statically linked ELF (it then runs as the cells' builder in the sandbox, so no nixpkgs is

@@ -987,7 +987,9 @@ Options:
           Build through Nix or natively
 
           Possible values:
-          - auto:   Through Nix when `nix` is on PATH and DIR has a `flake.nix`; natively otherwise
+          - auto:   Through Nix when `nix` is on PATH, DIR has a `flake.nix` and the cells'
+            orchestrator needs no download (KERNEL_BUILDER_ORCHESTRATOR, a static kernel-builder, or
+            one installed through its flake); natively otherwise, saying why
           - always: Always through Nix (`nix build` of the kernel's flake); fails without Nix
           - never:  Never through Nix: assemble the variants here with this binary. Noarch kernels
             only
