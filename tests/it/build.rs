@@ -1236,3 +1236,35 @@ fn without_git_an_edited_tree_is_recorded_as_unchecked_not_clean() {
     let out = kb(t.path()).env("PATH", "/nonexistent").arg("verify").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// A build that has to wait for another holder of `build/`'s lock says so, and who holds it
+/// (pid and command line, from /proc/locks), then goes on once the lock is released.
+#[test]
+fn a_build_waiting_for_the_lock_says_whose_it_is() {
+    use std::io::BufRead;
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    fs::create_dir(t.path().join("build")).unwrap();
+    let holder = fs::File::open(t.path().join("build")).unwrap();
+    rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kernel-builder"))
+        .current_dir(t.path())
+        .args(["build-and-copy", "--nix", "never"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let me = std::process::id();
+    assert!(
+        first.starts_with(&format!("note: `./build` is locked by pid {me} (`"))
+            && first.ends_with("waiting for it to finish with it (builds of one kernel take turns)"),
+        "{first}"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "it waits");
+    drop(holder);
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(child.wait().unwrap().success(), "{rest:?}");
+    assert!(t.path().join("build/torch-cuda/metadata.json").is_file());
+}
