@@ -396,6 +396,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
 
     let mut files = Vec::new();
     for v in &variants {
+        eprintln!("hashing build/{v}/ …");
         files.extend(plan::collect_files(&build_dir.join(v), &format!("build/{v}"))?);
     }
     let bench = dir.join("benchmarks");
@@ -403,6 +404,11 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         files.extend(plan::collect_files(&bench, "benchmarks")?);
     }
     files.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
+    eprintln!(
+        "hashed {} files ({} bytes)",
+        files.len(),
+        crate::config::diagnostics::thousands(files.iter().map(|f| f.size as usize).sum())
+    );
     // The bundle's card (build/CARD.md, where a bundle puts a rendered one), else the
     // kernel's own CARD.md (what `kernel-builder init` writes).
     let card_path = [build_dir.join("CARD.md"), dir.join("CARD.md")]
@@ -536,6 +542,9 @@ fn commit_rev(
         let objects: Vec<(String, u64)> =
             lfs_objects.iter().map(|(oid, &i)| (oid.clone(), files[i].size)).collect();
         let answers = client.lfs_batch(repo_id, rev, &objects)?;
+        let to_send =
+            answers.iter().filter(|o| o.actions.as_ref().is_some_and(|a| a.upload.is_some())).count();
+        let mut sent = 0;
         for obj in &answers {
             let Some(&i) = lfs_objects.get(&obj.oid) else {
                 anyhow::bail!("the LFS batch answer names an object not asked for: {}", obj.oid);
@@ -557,6 +566,12 @@ fn commit_rev(
                     !up.header.contains_key("chunk_size"),
                     "the Hub asked for a multipart LFS upload of `{}`, which kernel-builder does not speak",
                     f.repo_path
+                );
+                sent += 1;
+                eprintln!(
+                    "sending {} ({} bytes, LFS object {sent} of {to_send}) …",
+                    f.repo_path,
+                    crate::config::diagnostics::thousands(f.size as usize)
                 );
                 client.lfs_put(up, &f.disk_path)?;
                 bytes += f.size;
@@ -602,6 +617,7 @@ fn commit_rev(
     if ops.is_empty() {
         return Ok((None, 0));
     }
+    eprintln!("committing {} operation(s) to `{rev}` …", ops.len());
     let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr).map_err(|e| {
         let what = if e.status == Some(412) {
             format!(

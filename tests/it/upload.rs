@@ -278,6 +278,17 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
     let (total, binary) = sizes(&dir);
     // The same table.bin in both variants is one LFS object, sent once.
     let sent = total - binary / 2;
+    // Progress while hashing and sending.
+    for line in [
+        "hashing build/torch-cpu/ …\n",
+        "hashing build/torch-cuda/ …\n",
+        "hashed 12 files (",
+        "sending build/torch-",
+        "LFS object 1 of 1) …\n",
+        "committing 12 operation(s) to `v1` …\n",
+    ] {
+        assert!(r.stderr.contains(line), "{line:?} not in:\n{}", r.stderr);
+    }
     let mut j = r.json.unwrap();
     let commits = j.as_object_mut().unwrap().remove("commits").unwrap();
     let commits = commits.as_array().unwrap();
