@@ -449,6 +449,27 @@ fn plain_report(display_path: &str, source: Option<&Source>, p: &Placed) -> Stri
     s
 }
 
+/// A place in the file: 1-based line and column (in characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Location {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// The [`Location`] of each placed problem in `text` (same order).
+pub(crate) fn locations(text: &str, placed: &[Placed]) -> Vec<Option<Location>> {
+    let source = Source::new("", text);
+    placed
+        .iter()
+        .map(|p| {
+            p.span.as_ref().map(|s| {
+                let (line, column) = source.line_column(s.start);
+                Location { line, column }
+            })
+        })
+        .collect()
+}
+
 /// How many problems of one rule are drawn in full; the rest are one line ("… and 1,998 more").
 pub const GROUP_AFTER: usize = 3;
 

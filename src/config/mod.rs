@@ -26,6 +26,9 @@ pub struct ConfigErrors {
     pub path: Utf8PathBuf,
     /// Every problem (errors and warnings) in file order.
     pub problems: Vec<Problem>,
+    /// Where each of `problems` is (same order): 1-based line and column in the file, `None`
+    /// when the file could not be read or the problem has no place.
+    pub locations: Vec<Option<diagnostics::Location>>,
     /// The problems rendered as `[file:line:column]`, source line, rule and help, followed by
     /// a count line (style chosen by [`diagnostics::RenderStyle::detect`] when loading).
     pub rendered: String,
@@ -155,6 +158,7 @@ fn unreadable(path: &Utf8Path, rule: &'static str, message: String, help: Option
     ConfigErrors {
         path: path.to_owned(),
         problems: vec![problem],
+        locations: vec![None],
         rendered: diagnostics::render(path.as_str(), None, &placed, diagnostics::RenderStyle::detect()),
     }
 }
@@ -194,6 +198,7 @@ pub fn load_str_styled(
         return Err(ConfigErrors {
             path: display_path.to_owned(),
             problems: vec![problem],
+            locations: vec![None],
             rendered: diagnostics::render(shown, None, &placed, style),
         });
     }
@@ -217,6 +222,7 @@ pub fn load_str_styled(
             return Err(ConfigErrors {
                 path: display_path.to_owned(),
                 problems: vec![problem],
+                locations: diagnostics::locations(text, &placed),
                 rendered: diagnostics::render(shown, Some(text), &placed, style),
             });
         }
@@ -247,9 +253,10 @@ pub fn load_str_styled(
     let placed = diagnostics::place(problems, original.as_ref(), &up.renames);
     let has_errors = placed.iter().any(|p| p.problem.severity == Severity::Error);
     let rendered = diagnostics::render(shown, Some(text), &placed, style);
+    let locations = diagnostics::locations(text, &placed);
     let problems: Vec<Problem> = placed.into_iter().map(|p| p.problem).collect();
     if has_errors {
-        return Err(ConfigErrors { path: display_path.to_owned(), problems, rendered });
+        return Err(ConfigErrors { path: display_path.to_owned(), problems, locations, rendered });
     }
     Ok(Loaded { config, warnings: problems, rendered_warnings: rendered })
 }

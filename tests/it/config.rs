@@ -855,6 +855,42 @@ fn check_config_invalid_exits_1_with_every_error() {
     insta::assert_snapshot!("check_config_invalid", err);
 }
 
+/// `--json` on a file with errors still prints a JSON document: every problem with its rule,
+/// key path, line and column (exit 1; the rendered text stays on stderr).
+#[test]
+fn check_config_json_on_errors_lists_the_problems_with_their_places() {
+    let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    fs::write(
+        dir.join("build.toml"),
+        BASE.replace("[\"cuda\"]", "[\"mps\"]").replace("version = 1\n", "version = 1\nbogus = 2\n"),
+    )
+    .unwrap();
+    let out = cmd().args(["check-config", "--json"]).current_dir(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown key `bogus`"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["file"], "./build.toml");
+    let problems = v["problems"].as_array().unwrap();
+    let count = |sev: &str| problems.iter().filter(|p| p["severity"] == sev).count() as u64;
+    assert_eq!(
+        (v["errors"].as_u64(), v["warnings"].as_u64()),
+        (Some(count("error")), Some(count("warning")))
+    );
+    let bogus = problems.iter().find(|p| p["rule"] == "unknown-key").expect("the unknown key");
+    assert_eq!(
+        (
+            bogus["key_path"].as_str(),
+            bogus["line"].as_u64(),
+            bogus["column"].as_u64(),
+            bogus["severity"].as_str()
+        ),
+        (Some("general.bogus"), Some(4), Some(1), Some("error"))
+    );
+    let mps = problems.iter().find(|p| p["key_path"] == "general.backends[0]").expect("the bad backend");
+    assert_eq!((mps["line"].as_u64(), mps["column"].as_u64()), (Some(7), Some(13)), "{mps}");
+}
+
 #[test]
 fn check_config_legacy_file_warns_and_exits_0() {
     let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
