@@ -27,10 +27,10 @@ pub struct Args {
     #[arg(long, value_name = "ORG/NAME")]
     pub name: Option<String>,
 
-    /// Backends to build for: cpu, cuda, metal, rocm, xpu, or `all` (every backend the
-    /// template supports). Default: helion and triton cuda rocm xpu; torch cpu cuda; compiled
+    /// Backends to build for (`cuda rocm` or `cuda,rocm`): cpu, cuda, metal, rocm, xpu, or
+    /// `all` (every backend the template supports). Default: helion and triton cuda rocm xpu; torch cpu cuda; compiled
     /// cuda.
-    #[arg(long, num_args = 1.., value_name = "BACKEND")]
+    #[arg(long, num_args = 1.., value_delimiter = ',', value_name = "BACKEND")]
     pub backends: Vec<String>,
 
     /// The kind of kernel. The op is the same in every template (an element-wise add), ready
@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Template::Helion)]
     pub template: Template,
 
-    /// Licence of the kernel, written into build.toml and the card (an SPDX id).
+    /// License of the kernel, written into build.toml and the card (an SPDX id).
     #[arg(long, value_name = "LICENSE", default_value = init::DEFAULT_LICENSE)]
     pub license: String,
 
@@ -306,7 +306,7 @@ fn check_license(license: &str) -> Result<(), UsageError> {
         Ok(())
     } else {
         Err(UsageError::new(
-            format!("`--license {license}` is not a licence id: use letters, digits, `.`, `-` and `+` (e.g. `Apache-2.0`, `MIT`)"),
+            format!("`--license {license}` is not a license id: use letters, digits, `.`, `-` and `+` (e.g. `Apache-2.0`, `MIT`)"),
             None,
         ))
     }

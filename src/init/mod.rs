@@ -1,6 +1,6 @@
 //! `kernel-builder init`: new kernel projects from embedded templates.
 //!
-//! A [`Project`] (repository, template, backends, licence, flake reference) is rendered into
+//! A [`Project`] (repository, template, backends, license, flake reference) is rendered into
 //! a [`FileSet`] in memory by [`render_project`], then written by [`write_project`], which
 //! refuses a non-empty directory unless asked to overwrite, writes nothing when a check fails,
 //! and stages the files in git.
@@ -61,7 +61,7 @@ pub fn default_flake_ref() -> (String, &'static str) {
     (DEFAULT_FLAKE_REF.to_owned(), "the published kernel-builder flake")
 }
 
-/// The licence written into `build.toml` when `--license` is not given.
+/// The license written into `build.toml` when `--license` is not given.
 pub const DEFAULT_LICENSE: &str = "Apache-2.0";
 
 /// The kind of kernel a new project holds.
@@ -158,7 +158,7 @@ pub struct Project {
     pub template: Template,
     /// Distinct backends, each one of `template.supported_backends()`, sorted.
     pub backends: Vec<Backend>,
-    /// A licence id such as `Apache-2.0` (letters, digits, `.`, `-`, `+`).
+    /// A license id such as `Apache-2.0` (letters, digits, `.`, `-`, `+`).
     pub license: String,
     /// The flake reference of kernel-builder written into `flake.nix`.
     pub flake_ref: String,
@@ -511,7 +511,7 @@ mod tests {
     }
 
     #[test]
-    fn licence_is_escaped_in_toml() {
+    fn license_is_escaped_in_toml() {
         assert_eq!(toml_string("Apache-2.0"), "\"Apache-2.0\"");
         assert_eq!(toml_string("a\"b"), "'a\"b'");
     }

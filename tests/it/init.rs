@@ -470,15 +470,15 @@ Options:
       --name <ORG/NAME>        The Hub repository the kernel is published to, `ORG/NAME`. NAME is
                                the kernel's name: lowercase letters, digits and `-`. Default: taken
                                from PATH when PATH is `ORG/NAME`
-      --backends <BACKEND>...  Backends to build for: cpu, cuda, metal, rocm, xpu, or `all` (every
-                               backend the template supports). Default: helion and triton cuda rocm
-                               xpu; torch cpu cuda; compiled cuda
+      --backends <BACKEND>...  Backends to build for (`cuda rocm` or `cuda,rocm`): cpu, cuda, metal,
+                               rocm, xpu, or `all` (every backend the template supports). Default:
+                               helion and triton cuda rocm xpu; torch cpu cuda; compiled cuda
       --template <TEMPLATE>    The kind of kernel. The op is the same in every template (an
                                element-wise add), ready to build, test and replace; the compiled
                                template passes check-config and list-variants, but this version does
                                not build compiled variants yet [default: helion] [possible values:
                                compiled, helion, triton, torch]
-      --license <LICENSE>      Licence of the kernel, written into build.toml and the card (an SPDX
+      --license <LICENSE>      License of the kernel, written into build.toml and the card (an SPDX
                                id) [default: Apache-2.0]
       --flake-ref <REF>        Flake reference of kernel-builder that the new kernel's flake.nix
                                builds with (its `inputs.kernel-builder.url`). Default: the flake
@@ -523,7 +523,7 @@ fn license_reaches_build_toml_and_card() {
     assert_eq!(code, 2);
     assert_eq!(
         stderr,
-        "error: `--license MIT License` is not a licence id: use letters, digits, `.`, `-` and `+` (e.g. \
+        "error: `--license MIT License` is not a license id: use letters, digits, `.`, `-` and `+` (e.g. \
          `Apache-2.0`, `MIT`)\n"
     );
 }
@@ -1050,4 +1050,15 @@ fn the_flake_ref_init_writes_builds_through_nix_offline() {
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("built torch-cuda (through Nix) -> ./build/torch-cuda")
     );
+}
+
+/// `--backends cuda,rocm` is the same as `--backends cuda rocm`.
+#[test]
+fn backends_separated_by_commas_or_spaces_are_the_same() {
+    let s = Scratch::new();
+    let a = s.init(&["--name", "myorg/comma", "--backends", "cuda,rocm", "--", "a"]);
+    let b = s.init(&["--name", "myorg/comma", "--backends", "cuda", "rocm", "--", "b"]);
+    assert!(a.contains("backends: cuda, rocm;"), "{a}");
+    assert_eq!(read(s.root.join("a/build.toml")), read(s.root.join("b/build.toml")));
+    assert_eq!(a.replace("`a`", "`b`").replace(" a\n", " b\n"), b);
 }
