@@ -310,6 +310,13 @@ impl Collector {
     }
 
     fn add_file(&mut self, rel: &Utf8Path, what: &str, role: Role) {
+        if rel.as_str().contains(['\n', '\r']) {
+            self.errors.push(format!(
+                "{:?} has a line break in its name, which hashes.json, the Hub and most tools cannot show on one line; rename it",
+                rel.as_str()
+            ));
+            return;
+        }
         let abs = self.root.join(rel);
         let meta = match std::fs::metadata(&abs) {
             Ok(m) => m,

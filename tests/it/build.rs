@@ -1268,3 +1268,20 @@ fn a_build_waiting_for_the_lock_says_whose_it_is() {
     assert!(child.wait().unwrap().success(), "{rest:?}");
     assert!(t.path().join("build/torch-cuda/metadata.json").is_file());
 }
+
+/// A packaged file whose name holds a newline is refused, naming it, and nothing is built.
+#[test]
+fn a_file_name_with_a_newline_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    write(&t.path().join("torch-ext/vector_add/two\nlines.py"), "X = 1\n");
+    let out = build(t.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"torch-ext/vector_add/two\\nlines.py\" has a line break in its name")
+            && stderr.contains("rename it"),
+        "{stderr}"
+    );
+    assert!(!t.path().join("build").exists());
+}
