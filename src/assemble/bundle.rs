@@ -71,6 +71,29 @@ pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
     out
 }
 
+/// `"; did you mean `torch-cuda`?"` for the unknown names within two edits (optimal string
+/// alignment: a swap of two neighbours is one) of a valid one, else `""`. Variant names share
+/// long prefixes (`torch-`, `torch212-cxx11-`), so a similarity score would suggest
+/// `torch-rocm` for `torch-metal`; an edit distance does not.
+pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> String {
+    let near: Vec<String> = unknown
+        .iter()
+        .filter_map(|u| {
+            valid
+                .iter()
+                .map(|v| (strsim::osa_distance(u.as_ref(), v), *v))
+                .filter(|(d, _)| *d <= 2)
+                .min_by_key(|(d, _)| *d)
+                .map(|(_, v)| format!("`{v}`"))
+        })
+        .collect();
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", near.join(", "))
+    }
+}
+
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
 ///
 /// Errors: a name that is not planned; the message lists the valid names.
@@ -82,10 +105,11 @@ pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Resul
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
         anyhow::bail!(
-            "unknown variant{} {}; this kernel's variants are: {}",
+            "unknown variant{} {}; this kernel's variants are: {}{}",
             if unknown.len() == 1 { "" } else { "s" },
             unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") }
+            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") },
+            did_you_mean(&unknown, &valid)
         );
     }
     Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())

@@ -468,9 +468,10 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
     let unknown: Vec<&str> = variants.iter().map(String::as_str).filter(|v| !known.contains(v)).collect();
     if !unknown.is_empty() {
         bail!(
-            "`{dir}` has no variant {} on {system}; its variants are: {}",
+            "`{dir}` has no variant {} on {system}; its variants are: {}{}",
             unknown.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", "),
-            if known.is_empty() { "(none)".to_owned() } else { known.join(", ") }
+            if known.is_empty() { "(none)".to_owned() } else { known.join(", ") },
+            crate::assemble::bundle::did_you_mean(&unknown, &known)
         );
     }
     Ok(())

@@ -450,6 +450,12 @@ fn unknown_variant_lists_the_valid_ones() {
         "error: unknown variant `torch-metal`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu\n"
     );
     assert!(!t.path().join("build").exists());
+    // A near miss gets a suggestion.
+    let out = build(t.path(), &["--variant", "torch-cdua"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: unknown variant `torch-cdua`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-cuda`?\n"
+    );
 }
 
 /// A build that fails part-way (the xpu variant has an unknown Python dependency, found after
