@@ -1062,3 +1062,25 @@ fn backends_separated_by_commas_or_spaces_are_the_same() {
     assert_eq!(read(s.root.join("a/build.toml")), read(s.root.join("b/build.toml")));
     assert_eq!(a.replace("`a`", "`b`").replace(" a\n", " b\n"), b);
 }
+
+/// `init` in a directory that an enclosing repository ignores: the kernel gets its own
+/// repository there, with the files staged, and says why (it used to fail: "`git add -- .`
+/// failed … The following paths are ignored").
+#[test]
+fn init_inside_an_ignored_directory_makes_the_kernels_own_repository() {
+    let s = Scratch::new();
+    let outer = s.root.join("outer");
+    std::fs::create_dir_all(outer.join("ignored")).unwrap();
+    duct::cmd!("git", "init", "-q").dir(&outer).run().unwrap();
+    std::fs::write(outer.join(".gitignore"), "ignored/\n").unwrap();
+    let out = s.init(&["--name", "myorg/vector-add-helion", "--", "outer/ignored/k"]);
+    assert!(
+        out.contains(&format!(
+            "  initialized a new git repository and staged the files (the repository at `{outer}` ignores this directory)\n"
+        )),
+        "{out}"
+    );
+    let dir = outer.join("ignored/k");
+    assert!(dir.join(".git").is_dir());
+    assert_eq!(staged(&dir), HELION_FILES);
+}
