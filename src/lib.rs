@@ -9,6 +9,7 @@
 
 pub mod assemble;
 pub mod cli;
+pub mod codegen;
 pub mod config;
 pub mod fsutil;
 pub mod hash;
