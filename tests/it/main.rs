@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per concern.
 mod build;
+mod codegen;
 mod config;
 mod corpus;
 mod hash;
