@@ -677,7 +677,10 @@ fn cache_file(facts: &CellFacts) -> String {
 
 /// Run a build step; on failure the error shows the command and the tail of its output.
 fn run_step(what: &str, prog: &Utf8Path, args: &[String], env: &[(String, String)]) -> anyhow::Result<()> {
-    let mut cmd = duct::cmd(prog.as_str(), args).stderr_to_stdout().stdout_capture().unchecked();
+    // One locale for every tool: messages (and anything a tool might embed) do not depend on
+    // the user's language settings.
+    let mut cmd =
+        duct::cmd(prog.as_str(), args).stderr_to_stdout().stdout_capture().unchecked().env("LC_ALL", "C");
     for (k, v) in env {
         cmd = cmd.env(k, v);
     }

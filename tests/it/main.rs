@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per concern.
 mod build;
 mod codegen;
+mod compiled;
 mod config;
 mod corpus;
 mod hash;
