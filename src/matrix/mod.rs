@@ -1,4 +1,4 @@
-//! The build matrix (from `nix/build-matrix.json`) and variant naming.
+//! The build matrix (from `nix/build-matrix.json` and its named snapshots) and variant naming.
 //!
 //! - [`data`]: the matrix as typed data;
 //! - [`cells`]: the build variants (cells) one kernel builds on one system, named;
@@ -19,6 +19,6 @@ mod proptests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use cells::{cells, host_system, Cell, CellKind, Scope};
+pub use cells::{cells, cells_in, host_system, Cell, CellKind, Scope};
 pub use check::check;
-pub use cuda::resolve_cuda_capabilities;
+pub use cuda::{resolve_cuda_capabilities, resolve_cuda_capabilities_in};
