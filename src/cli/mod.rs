@@ -18,7 +18,7 @@ pub mod verify;
 
 /// Build PyTorch kernels for every cell of the compatibility matrix into Hub-ready trees.
 #[derive(Debug, Parser)]
-#[command(name = "kernel-builder", version, about, max_term_width = 100)]
+#[command(name = "kernel-builder", version = crate::matrix::data::version_line(), about, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
