@@ -11,6 +11,7 @@ pub mod check_config;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
+pub mod matrix;
 pub mod nix_support;
 pub mod update_build;
 pub mod upload;
@@ -48,6 +49,8 @@ pub enum Command {
     Upload(upload::Args),
     /// Build the variants natively, verify them against the manifest, then upload.
     BuildAndUpload(build_and_upload::Args),
+    /// Maintainer commands about the build matrix (check it against a torch wheel).
+    Matrix(matrix::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
@@ -81,6 +84,7 @@ pub fn main() -> ExitCode {
         Command::Hash(a) => hash::run(a),
         Command::Verify(a) => verify::run(a),
         Command::NixSupport(a) => nix_support::run(a),
+        Command::Matrix(a) => matrix::run(a),
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
     };

@@ -4,6 +4,7 @@
 //! - [`cells`]: the build variants (cells) one kernel builds on one system, named;
 //! - [`check()`]: findings about a `build.toml` that depend on the matrix;
 //! - [`naming`]: the variant-name formats and the `kernels` loader's grammar;
+//! - [`wheel`]: a torch wheel's facts, compared with a matrix (`matrix check-wheel`);
 //! - [`resolve_cuda_capabilities`] and [`rocm::resolve_rocm_archs`]: the architectures a kernel
 //!   compiles in one cell.
 
@@ -13,6 +14,7 @@ pub mod cuda;
 pub mod data;
 pub mod naming;
 pub mod rocm;
+pub mod wheel;
 
 #[cfg(test)]
 mod proptests;

@@ -682,7 +682,7 @@ fn compiled_cell_evaluates_and_fails_to_build_with_a_clear_message() {
         nix(repo(), &["eval", "--impure", "--json", "--expr", &format!("builtins.attrNames ({expr})")]);
     assert_eq!(
         names.trim(),
-        r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux"]"#
+        r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux","torch214-cxx11-cu126-x86_64-linux","torch214-cxx11-cu130-x86_64-linux","torch214-cxx11-cu132-x86_64-linux","torch215-cxx11-cu132-x86_64-linux"]"#
     );
     let out = duct::cmd(
         "nix",
