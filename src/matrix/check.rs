@@ -119,16 +119,17 @@ pub fn check(config: &BuildConfig) -> Vec<Problem> {
 /// `backend.archs` cover a GPU of compute capability `gpu` (`(major, minor)`)?
 ///
 /// `X.Y` covers the same major with minor ≥ Y; `X.Ya` exactly X.Y; `X.Yf` the same major
-/// (family) with minor ≥ Y; `X.Y+PTX` every capability ≥ X.Y. A string that does not parse
-/// covers nothing here (the loader passes the check only when *no* string parses).
+/// (family) with minor ≥ Y; `X.Y+PTX` every capability ≥ X.Y (the suffix is looked at first,
+/// as kernels 0.17.2's `archs.py` does). A string that does not parse covers nothing here (the
+/// loader passes the check only when *no* string parses).
 pub fn loader_covers(arch: &str, gpu: (u32, u32)) -> bool {
     let Ok(c) = CudaCapability::parse(arch) else { return false };
-    if c.ptx {
-        return gpu >= (c.major, c.minor);
-    }
+    // The loader's order: the `a` suffix wins over `+PTX` (`9.0a+PTX` is still exact).
     match c.suffix {
         CapabilitySuffix::Arch => gpu == (c.major, c.minor),
-        CapabilitySuffix::None | CapabilitySuffix::Family => gpu.0 == c.major && gpu.1 >= c.minor,
+        CapabilitySuffix::Family => gpu.0 == c.major && gpu.1 >= c.minor,
+        CapabilitySuffix::None if c.ptx => gpu >= (c.major, c.minor),
+        CapabilitySuffix::None => gpu.0 == c.major && gpu.1 >= c.minor,
     }
 }
 
@@ -969,6 +970,7 @@ mod tests {
         assert!(loader_covers("10.0f", (10, 3)) && !loader_covers("10.0f", (12, 0)));
         assert!(loader_covers("7.5+PTX", (12, 0)) && loader_covers("7.5+PTX", (7, 5)) && !loader_covers("7.5+PTX", (7, 0)));
         assert!(!loader_covers("sm_90", (9, 0)));
+        assert!(!loader_covers("9.0a+PTX", (10, 0)) && !loader_covers("10.0f+PTX", (12, 0)));
     }
 
     #[test]
