@@ -161,4 +161,14 @@ fn a_real_torch_wheel_when_there_is_one() {
     let cells = report["systems"].as_array().unwrap().iter().filter(|s| s["cell"].is_string()).count();
     assert_eq!(report["agrees"] == true, code == 0);
     assert!(code == 1 || cells > 0);
+    // The installed torch came from a wheel: the same release reads the same from both.
+    let t = tempfile::tempdir().unwrap();
+    let copy = wheel_from_venv(t.path(), None);
+    let (_, copy_out, _) = check_wheel(&[copy.to_str().unwrap(), "--json"]);
+    let copy_report: serde_json::Value = serde_json::from_str(&copy_out).unwrap();
+    if copy_report["wheel"]["torch_version"] == report["wheel"]["torch_version"]
+        && copy_report["wheel"]["tags"] == report["wheel"]["tags"]
+    {
+        assert_eq!(report, copy_report);
+    }
 }
