@@ -124,7 +124,11 @@ pub(crate) fn set_applies(config: &BuildConfig, set: &BuildSet) -> bool {
 
 /// Steps 1 and 2: the sets of `system` of matrix `m` the kernel builds, in matrix order
 /// (bundle or not).
-pub(crate) fn applicable_sets<'m>(m: &'m MatrixData, config: &BuildConfig, system: &str) -> Vec<&'m BuildSet> {
+pub(crate) fn applicable_sets<'m>(
+    m: &'m MatrixData,
+    config: &BuildConfig,
+    system: &str,
+) -> Vec<&'m BuildSet> {
     let sets: Vec<&BuildSet> = m
         .build_sets
         .iter()
@@ -346,8 +350,10 @@ mod tests {
     fn default_matrix_noarch_and_stable_abi_cells() {
         let c = noarch_config(&[Cpu, Cuda, Rocm, Xpu]);
         let x86 = super::cells(&c, "x86_64-linux", Scope::Bundle);
-        let facts: Vec<(&str, &str, Option<&str>)> =
-            x86.iter().map(|c| (c.name.as_str(), c.torch_version.as_str(), c.backend_version.as_deref())).collect();
+        let facts: Vec<(&str, &str, Option<&str>)> = x86
+            .iter()
+            .map(|c| (c.name.as_str(), c.torch_version.as_str(), c.backend_version.as_deref()))
+            .collect();
         assert_eq!(
             facts,
             [
@@ -362,7 +368,8 @@ mod tests {
             t.stable_abi = StableAbi::All(v("2.11"));
         }
         let x86 = super::cells(&s, "x86_64-linux", Scope::Bundle);
-        let facts: Vec<(&str, &str)> = x86.iter().map(|c| (c.name.as_str(), c.torch_version.as_str())).collect();
+        let facts: Vec<(&str, &str)> =
+            x86.iter().map(|c| (c.name.as_str(), c.torch_version.as_str())).collect();
         assert_eq!(
             facts,
             [
@@ -381,7 +388,10 @@ mod tests {
     fn a_pinned_snapshot_gives_its_cells() {
         let mut c = torch_config(&[Cuda], &[Cuda]);
         c.general.matrix = Some("upstream-2026-08".into());
-        assert_eq!(default_names(&c, "aarch64-linux", Scope::Bundle), names(&c, "aarch64-linux", Scope::Bundle));
+        assert_eq!(
+            default_names(&c, "aarch64-linux", Scope::Bundle),
+            names(&c, "aarch64-linux", Scope::Bundle)
+        );
         assert_eq!(super::cells(&c, "aarch64-linux", Scope::Bundle)[0].matrix, "upstream-2026-08");
         assert_eq!(super::cells(&c, "aarch64-linux", Scope::Bundle)[0].matrix_revision, "2026-08-20");
     }

@@ -59,7 +59,12 @@ pub fn check(config: &BuildConfig) -> Vec<Problem> {
                 .iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    format!("`{}` ({}revision {})", m.name, if i == 0 { "the default, " } else { "" }, m.revision)
+                    format!(
+                        "`{}` ({}revision {})",
+                        m.name,
+                        if i == 0 { "the default, " } else { "" },
+                        m.revision
+                    )
                 })
                 .collect();
             out.push(problem(
@@ -98,7 +103,13 @@ pub fn check(config: &BuildConfig) -> Vec<Problem> {
         for (i, arch) in t.rocm_archs.iter().flatten().enumerate() {
             if !is_known_arch(m, arch) {
                 bad = true;
-                out.push(unknown_arch(m, "`[torch-noarch]`", arch, &rocm_releases, format!("torch-noarch.rocm_archs[{i}]")));
+                out.push(unknown_arch(
+                    m,
+                    "`[torch-noarch]`",
+                    arch,
+                    &rocm_releases,
+                    format!("torch-noarch.rocm_archs[{i}]"),
+                ));
             }
         }
         if !bad && config.general.backends.contains(&Backend::Cuda) {
@@ -176,7 +187,8 @@ fn noarch_cuda_refusals(m: &MatrixData, caps: &[CudaCapability], out: &mut Vec<P
 }
 
 fn noarch_rocm_refusals(m: &MatrixData, archs: &[String], out: &mut Vec<Problem>) {
-    let mut known: Vec<&str> = m.rocm.versions.values().flat_map(|r| r.archs.iter().map(String::as_str)).collect();
+    let mut known: Vec<&str> =
+        m.rocm.versions.values().flat_map(|r| r.archs.iter().map(String::as_str)).collect();
     known.sort_by_key(|a| (a.len(), *a));
     known.dedup();
     let refused: Vec<&str> = known.iter().copied().filter(|a| !archs.iter().any(|x| x == a)).collect();
@@ -232,10 +244,11 @@ fn backends_without_cells(m: &MatrixData, config: &BuildConfig, all: &[Cell], ou
             if !all.iter().any(|c| c.backend == backend && c.bundle) {
                 let names: Vec<&str> =
                     all.iter().filter(|c| c.backend == backend).map(|c| c.name.as_str()).collect();
-                let other = all_matrices()
-                    .iter()
-                    .filter(|o| o.name != m.name)
-                    .find(|o| o.systems.iter().any(|s| cells_in(o, config, s, Scope::Bundle).iter().any(|c| c.backend == backend)));
+                let other = all_matrices().iter().filter(|o| o.name != m.name).find(|o| {
+                    o.systems
+                        .iter()
+                        .any(|s| cells_in(o, config, s, Scope::Bundle).iter().any(|c| c.backend == backend))
+                });
                 out.push(problem(
                     Severity::Warning,
                     format!("general.backends[{i}]"),
@@ -313,14 +326,20 @@ fn bounds(section: &str, min: Option<&Version>, max: Option<&Version>) -> String
 
 /// The cells that skip capability `cap` of one CUDA kernel, and what each group of them
 /// builds: `"torch214-cxx11-cu126-x86_64-linux, … build 8.0, 9.0"`.
-fn skipping_cells(m: &MatrixData, cap: &CudaCapability, kernel_caps: &[CudaCapability], cells: &[Cell]) -> String {
+fn skipping_cells(
+    m: &MatrixData,
+    cap: &CudaCapability,
+    kernel_caps: &[CudaCapability],
+    cells: &[Cell],
+) -> String {
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
     for c in cells.iter().filter(|c| c.backend == Backend::Cuda && !c.noarch) {
         let Some((ver, tk)) = c.backend_version.as_deref().and_then(|v| toolkit(m, v)) else { continue };
         if resolve_one(m, cap, &ver, tk).is_some() {
             continue;
         }
-        let builds: Vec<String> = resolve_list(m, kernel_caps, &ver, tk).iter().map(ToString::to_string).collect();
+        let builds: Vec<String> =
+            resolve_list(m, kernel_caps, &ver, tk).iter().map(ToString::to_string).collect();
         let builds = if builds.is_empty() { "nothing of this kernel".to_owned() } else { builds.join(", ") };
         match groups.iter_mut().find(|(b, _)| *b == builds) {
             Some((_, names)) => names.push(&c.name),
@@ -363,7 +382,9 @@ fn check_capability(
         ));
         return true;
     }
-    let builds_with = |k: &str, c: &CudaCapability| toolkit(m, k).is_some_and(|(ver, tk)| resolve_one(m, c, &ver, tk).is_some());
+    let builds_with = |k: &str, c: &CudaCapability| {
+        toolkit(m, k).is_some_and(|(ver, tk)| resolve_one(m, c, &ver, tk).is_some())
+    };
     if toolkits.iter().any(|k| builds_with(k, cap)) {
         return false;
     }
@@ -397,7 +418,9 @@ fn check_capability(
         range.map(|((a, b), (c, d))| format!("; they build {a}.{b} to {c}.{d}")).unwrap_or_default();
     let plain = CudaCapability { suffix: CapabilitySuffix::None, ptx: false, ..cap.clone() };
     let too_old = |min: &Version| refs.iter().all(|k| json_version(k) < *min);
-    if let Some(min_cuda) = suffix_min_cuda(m, cap.suffix).filter(|mc| toolkits.iter().any(|k| builds_with(k, &plain)) || too_old(mc)) {
+    if let Some(min_cuda) = suffix_min_cuda(m, cap.suffix)
+        .filter(|mc| toolkits.iter().any(|k| builds_with(k, &plain)) || too_old(mc))
+    {
         // The architecture exists, but the suffix needs a newer CUDA than the kernel builds with.
         let letter = if cap.suffix == CapabilitySuffix::Arch { "a" } else { "f" };
         out.push(problem(
@@ -434,7 +457,10 @@ fn check_capability(
         format!("{who}: capability `{cap}` cannot be built by CUDA {}{range_text}", refs.join(", ")),
         Some(match near {
             Some(n) => format!("did you mean `{n}`? Otherwise remove it"),
-            None => format!("remove it, or use a capability those CUDA versions build: {}", known_capabilities(m, &refs)),
+            None => format!(
+                "remove it, or use a capability those CUDA versions build: {}",
+                known_capabilities(m, &refs)
+            ),
         }),
     ));
     true
@@ -521,7 +547,9 @@ fn check_cuda_kernel(
         .filter(|c| {
             c.backend == Backend::Cuda
                 && !c.noarch
-                && c.backend_version.as_deref().is_some_and(|v| toolkits.iter().any(|t| json_version(t) == json_version(v)))
+                && c.backend_version
+                    .as_deref()
+                    .is_some_and(|v| toolkits.iter().any(|t| json_version(t) == json_version(v)))
         })
         .cloned()
         .collect();
@@ -529,7 +557,8 @@ fn check_cuda_kernel(
         if from_cells { vec![(caps.as_slice(), kernel_cells.as_slice())] } else { Vec::new() };
     let mut errors = 0;
     for (i, cap) in caps.iter().enumerate() {
-        if check_capability(m, &who, cap, &toolkits, &context, format!("{base}.cuda-capabilities[{i}]"), out) {
+        if check_capability(m, &who, cap, &toolkits, &context, format!("{base}.cuda-capabilities[{i}]"), out)
+        {
             errors += 1;
         }
     }
@@ -595,7 +624,13 @@ fn unknown_arch(m: &MatrixData, who: &str, arch: &str, releases: &[String], key:
     )
 }
 
-fn check_rocm_kernel(m: &MatrixData, name: &str, kernel: &Kernel, cell_rocms: &[String], out: &mut Vec<Problem>) {
+fn check_rocm_kernel(
+    m: &MatrixData,
+    name: &str,
+    kernel: &Kernel,
+    cell_rocms: &[String],
+    out: &mut Vec<Problem>,
+) {
     let Some(archs) = &kernel.rocm_archs else { return };
     let base = kernel_key(name);
     let who = format!("kernel `{name}`");
@@ -795,11 +830,19 @@ mod tests {
         assert_eq!(
             summary(&p),
             [
-                (Severity::Warning, "kernel.sm100.cuda-capabilities[0]".into(), "capability-needs-newer-cuda"),
+                (
+                    Severity::Warning,
+                    "kernel.sm100.cuda-capabilities[0]".into(),
+                    "capability-needs-newer-cuda"
+                ),
                 (Severity::Error, "kernel.sm100.cuda-capabilities".into(), "no-buildable-capability"),
             ]
         );
-        assert!(p[0].message.starts_with("kernel `sm100`: capability `10.0f` needs CUDA 12.9 or newer"), "{}", p[0].message);
+        assert!(
+            p[0].message.starts_with("kernel `sm100`: capability `10.0f` needs CUDA 12.9 or newer"),
+            "{}",
+            p[0].message
+        );
         assert!(p[0].help.as_deref().unwrap().contains("needs CUDA 12.9 or newer"), "{:?}", p[0].help);
     }
 
@@ -866,7 +909,10 @@ mod tests {
         let targets = "gfx900, gfx906, gfx908, gfx90a, gfx942, gfx950, gfx1030, gfx1100, gfx1101, gfx1102, \
                        gfx1103, gfx1150, gfx1151, gfx1200, gfx1201";
         assert_eq!(p[0].help.as_deref(), Some(format!("ROCm 7.1, 7.2 builds: {targets}").as_str()));
-        assert_eq!(p[1].help.as_deref(), Some(format!("did you mean `gfx942`? ROCm 7.1, 7.2 builds: {targets}").as_str()));
+        assert_eq!(
+            p[1].help.as_deref(),
+            Some(format!("did you mean `gfx942`? ROCm 7.1, 7.2 builds: {targets}").as_str())
+        );
     }
 
     #[test]
@@ -963,12 +1009,44 @@ mod tests {
     }
 
     #[test]
+    fn tvm_ffi_kernels_build_outside_the_default_bundle_and_are_told_which_matrix_to_pin() {
+        let mut c = tvm_ffi_config(&[Cpu, Cuda], &[Cpu, Cuda]);
+        let p = check(&c);
+        assert_eq!(
+            summary(&p),
+            [
+                (Severity::Warning, "general.backends[0]".into(), "no-bundle-variants"),
+                (Severity::Warning, "general.backends[1]".into(), "no-bundle-variants"),
+            ]
+        );
+        assert!(
+            p[1].message.starts_with(
+                "`cuda` is built only outside the default bundle of build matrix 2026-12 (tvm-ffi01-cu126-aarch64-linux,"
+            ),
+            "{}",
+            p[1].message
+        );
+        assert_eq!(
+            p[1].help.as_deref(),
+            Some("pin the matrix whose bundle builds it: `matrix = \"upstream-2026-08\"` in `[general]`, or build them with `--all`")
+        );
+        c.general.matrix = Some("upstream-2026-08".into());
+        assert_eq!(check(&c), Vec::<Problem>::new());
+    }
+
+    #[test]
     fn loader_arch_check_semantics() {
-        assert!(loader_covers("9.0", (9, 0)) && !loader_covers("9.0", (10, 0)) && !loader_covers("9.0", (8, 6)));
+        assert!(
+            loader_covers("9.0", (9, 0)) && !loader_covers("9.0", (10, 0)) && !loader_covers("9.0", (8, 6))
+        );
         assert!(loader_covers("8.0", (8, 6)) && !loader_covers("8.6", (8, 0)));
         assert!(loader_covers("9.0a", (9, 0)) && !loader_covers("9.0a", (9, 1)));
         assert!(loader_covers("10.0f", (10, 3)) && !loader_covers("10.0f", (12, 0)));
-        assert!(loader_covers("7.5+PTX", (12, 0)) && loader_covers("7.5+PTX", (7, 5)) && !loader_covers("7.5+PTX", (7, 0)));
+        assert!(
+            loader_covers("7.5+PTX", (12, 0))
+                && loader_covers("7.5+PTX", (7, 5))
+                && !loader_covers("7.5+PTX", (7, 0))
+        );
         assert!(!loader_covers("sm_90", (9, 0)));
         assert!(!loader_covers("9.0a+PTX", (10, 0)) && !loader_covers("10.0f+PTX", (12, 0)));
     }
@@ -990,11 +1068,16 @@ mod tests {
             ]
         );
         assert!(
-            p[0].message.contains("refuses GPUs of capability 5.0, 6.0, 7.0, 7.5, 8.0, 8.6, 10.0, 11.0, 12.0,"),
+            p[0].message
+                .contains("refuses GPUs of capability 5.0, 6.0, 7.0, 7.5, 8.0, 8.6, 10.0, 11.0, 12.0,"),
             "{}",
             p[0].message
         );
-        assert!(p[0].help.as_deref().unwrap().starts_with("remove cuda_capabilities to load on every GPU, or write `5.0+PTX`"));
+        assert!(p[0]
+            .help
+            .as_deref()
+            .unwrap()
+            .starts_with("remove cuda_capabilities to load on every GPU, or write `5.0+PTX`"));
         assert!(p[1].message.contains("refuses gfx900, gfx906, gfx908, gfx90a, gfx950,"), "{}", p[1].message);
         // `+PTX` from the oldest capability covers them all: no warning.
         if let Framework::TorchNoarch(t) = &mut c.framework {

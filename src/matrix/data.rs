@@ -226,7 +226,11 @@ mod tests {
             for (system, caps) in &tk.torch_wheel {
                 assert!(m.systems.contains(system), "{}: CUDA {v}: torch_wheel system {system}", m.name);
                 for c in caps {
-                    assert!(tk.capabilities.contains(c), "{}: CUDA {v}: wheel capability {c} unknown", m.name);
+                    assert!(
+                        tk.capabilities.contains(c),
+                        "{}: CUDA {v}: wheel capability {c} unknown",
+                        m.name
+                    );
                 }
             }
         }
@@ -281,6 +285,7 @@ mod tests {
             err.to_string(),
             "unknown build matrix `upstream-2025-01`; this kernel-builder knows 2026-12, upstream-2026-08"
         );
-        assert!(version_line().ends_with("(matrix 2026-12, revision 2026-12-01; snapshots: upstream-2026-08 (2026-08-20))"));
+        assert!(version_line()
+            .ends_with("(matrix 2026-12, revision 2026-12-01; snapshots: upstream-2026-08 (2026-08-20))"));
     }
 }

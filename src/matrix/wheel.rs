@@ -59,12 +59,17 @@ pub enum WheelError {
 pub fn read_wheel(path: &Utf8Path) -> Result<WheelFacts, WheelError> {
     let p = path.to_string();
     let file = std::fs::File::open(path).map_err(|source| WheelError::Open { path: p.clone(), source })?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|source| WheelError::NotZip { path: p.clone(), source })?;
+    let mut zip =
+        zip::ZipArchive::new(file).map_err(|source| WheelError::NotZip { path: p.clone(), source })?;
     let names: Vec<String> = zip.file_names().map(str::to_owned).collect();
     let find = |suffix: &str| -> Result<String, WheelError> {
         names
             .iter()
-            .find(|n| n.ends_with(suffix) && n.split('/').count() == 2 && n.split('/').next().is_some_and(|d| d.ends_with(".dist-info")))
+            .find(|n| {
+                n.ends_with(suffix)
+                    && n.split('/').count() == 2
+                    && n.split('/').next().is_some_and(|d| d.ends_with(".dist-info"))
+            })
             .cloned()
             .ok_or_else(|| WheelError::Missing { path: p.clone(), member: format!("*.dist-info{suffix}") })
     };
@@ -75,7 +80,8 @@ pub fn read_wheel(path: &Utf8Path) -> Result<WheelFacts, WheelError> {
             .by_name(member)
             .map_err(|_| WheelError::Missing { path: p.clone(), member: member.to_owned() })?;
         let mut s = String::new();
-        f.read_to_string(&mut s).map_err(|_| WheelError::NotText { path: p.clone(), member: member.to_owned() })?;
+        f.read_to_string(&mut s)
+            .map_err(|_| WheelError::NotText { path: p.clone(), member: member.to_owned() })?;
         Ok(s)
     };
     let metadata = read(&metadata_name)?;
@@ -111,9 +117,10 @@ fn py_string(text: &str, name: &str) -> Option<String> {
 fn facts_from(path: &str, metadata: &str, wheel: &str, version_py: &str) -> Result<WheelFacts, WheelError> {
     let malformed = |what: &str| WheelError::Malformed { path: path.to_owned(), what: what.to_owned() };
     let name = header(metadata, "Name").ok_or_else(|| malformed("METADATA has no `Name`"))?.to_owned();
-    let version = header(metadata, "Version").ok_or_else(|| malformed("METADATA has no `Version`"))?.to_owned();
-    let torch_version =
-        py_string(version_py, "__version__").ok_or_else(|| malformed("torch/version.py has no `__version__`"))?;
+    let version =
+        header(metadata, "Version").ok_or_else(|| malformed("METADATA has no `Version`"))?.to_owned();
+    let torch_version = py_string(version_py, "__version__")
+        .ok_or_else(|| malformed("torch/version.py has no `__version__`"))?;
     let (backend, toolkit) = if let Some(c) = py_string(version_py, "cuda") {
         (Backend::Cuda, Some(c))
     } else if let Some(h) = py_string(version_py, "hip") {
@@ -139,7 +146,9 @@ fn facts_from(path: &str, metadata: &str, wheel: &str, version_py: &str) -> Resu
 /// `macosx_14_0_arm64` → `aarch64-darwin`; `None` for platforms the matrix has no system for
 /// (`win_amd64`).
 pub fn platform_system(platform: &str) -> Option<&'static str> {
-    let linux = platform.starts_with("manylinux") || platform.starts_with("linux") || platform.starts_with("musllinux");
+    let linux = platform.starts_with("manylinux")
+        || platform.starts_with("linux")
+        || platform.starts_with("musllinux");
     if linux && platform.ends_with("x86_64") {
         Some("x86_64-linux")
     } else if linux && platform.ends_with("aarch64") {
@@ -234,13 +243,7 @@ pub fn check_wheel(m: &MatrixData, facts: &WheelFacts) -> WheelReport {
     let mut systems = Vec::new();
     for platform in platforms {
         let Some(system) = platform_system(&platform) else {
-            systems.push(SystemVerdict {
-                platform,
-                system: None,
-                cell: None,
-                bundle: false,
-                problem: None,
-            });
+            systems.push(SystemVerdict { platform, system: None, cell: None, bundle: false, problem: None });
             continue;
         };
         let same: Vec<_> = m
@@ -275,7 +278,9 @@ pub fn check_wheel(m: &MatrixData, facts: &WheelFacts) -> WheelReport {
                     let mut others: Vec<String> = m
                         .build_sets
                         .iter()
-                        .filter(|s| json_version(&s.torch) == torch_v && s.systems.iter().any(|x| x == system))
+                        .filter(|s| {
+                            json_version(&s.torch) == torch_v && s.systems.iter().any(|x| x == system)
+                        })
                         .map(|s| match &s.version {
                             Some(v) => format!("{} {v}", s.backend),
                             None => s.backend.to_string(),
@@ -283,7 +288,10 @@ pub fn check_wheel(m: &MatrixData, facts: &WheelFacts) -> WheelReport {
                         .collect();
                     others.dedup();
                     if others.is_empty() {
-                        format!("no build set of matrix {} has {what} on {system}: it has no torch {torch} there", m.name)
+                        format!(
+                            "no build set of matrix {} has {what} on {system}: it has no torch {torch} there",
+                            m.name
+                        )
                     } else {
                         format!(
                             "no build set of matrix {} has {what} on {system}; for torch {torch} it has {}",
@@ -302,7 +310,13 @@ pub fn check_wheel(m: &MatrixData, facts: &WheelFacts) -> WheelReport {
                         toolkit.as_deref().unwrap_or("none")
                     )
                 };
-                SystemVerdict { platform, system: Some(system.to_owned()), cell: None, bundle: false, problem: Some(problem) }
+                SystemVerdict {
+                    platform,
+                    system: Some(system.to_owned()),
+                    cell: None,
+                    bundle: false,
+                    problem: Some(problem),
+                }
             }
         };
         systems.push(verdict);
@@ -341,7 +355,9 @@ impl WheelReport {
         s.push_str(&format!("matrix: {} (revision {})\n", self.matrix, self.matrix_revision));
         for v in &self.systems {
             match (&v.system, &v.cell, &v.problem) {
-                (None, _, _) => s.push_str(&format!("  {}: no Nix system in the matrix (not checked)\n", v.platform)),
+                (None, _, _) => {
+                    s.push_str(&format!("  {}: no Nix system in the matrix (not checked)\n", v.platform))
+                }
                 (Some(sys), Some(cell), None) => s.push_str(&format!(
                     "  {} ({sys}): {cell}{}\n",
                     v.platform,
@@ -367,7 +383,8 @@ mod tests {
     const VERSION_PY: &str = "from typing import Optional\n\n__all__ = ['__version__']\n__version__ = '2.14.0+cu130'\ndebug = False\ncuda: Optional[str] = '13.0'\ngit_version = 'abc'\nhip: Optional[str] = None\nrocm: Optional[str] = None\nxpu: Optional[str] = None\n";
 
     fn facts(version_py: &str, tags: &str) -> WheelFacts {
-        let metadata = "Metadata-Version: 2.4\nName: torch\nVersion: 2.14.0\nRequires-Python: >=3.10\n\nbody: x\n";
+        let metadata =
+            "Metadata-Version: 2.4\nName: torch\nVersion: 2.14.0\nRequires-Python: >=3.10\n\nbody: x\n";
         facts_from("t.whl", metadata, &format!("Wheel-Version: 1.0\n{tags}"), version_py).unwrap()
     }
 
@@ -388,7 +405,10 @@ mod tests {
 
     #[test]
     fn a_2_14_cu130_wheel_has_its_cells() {
-        let f = facts(VERSION_PY, "Tag: cp313-cp313-manylinux_2_28_x86_64\nTag: cp313-cp313-manylinux_2_28_aarch64\n");
+        let f = facts(
+            VERSION_PY,
+            "Tag: cp313-cp313-manylinux_2_28_x86_64\nTag: cp313-cp313-manylinux_2_28_aarch64\n",
+        );
         let r = check_wheel(super::super::data::matrix(), &f);
         assert!(r.agrees, "{}", r.to_text());
         let cells: Vec<_> = r.systems.iter().map(|s| s.cell.clone().unwrap()).collect();
@@ -410,10 +430,9 @@ mod tests {
     #[test]
     fn rocm_and_windows() {
         let f = facts(
-            &VERSION_PY.replace("cuda: Optional[str] = '13.0'", "cuda: Optional[str] = None").replace(
-                "hip: Optional[str] = None",
-                "hip: Optional[str] = '7.2.53211-e7b3b5c8'",
-            ),
+            &VERSION_PY
+                .replace("cuda: Optional[str] = '13.0'", "cuda: Optional[str] = None")
+                .replace("hip: Optional[str] = None", "hip: Optional[str] = '7.2.53211-e7b3b5c8'"),
             "Tag: cp313-cp313-manylinux_2_28_x86_64\nTag: cp313-cp313-win_amd64\n",
         );
         assert_eq!((f.backend, f.toolkit.as_deref()), (Backend::Rocm, Some("7.2.53211-e7b3b5c8")));

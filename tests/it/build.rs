@@ -640,8 +640,10 @@ fn archs_are_the_authors_statement_only() {
     );
     build_ok(t.path(), &[]);
     let meta = |v: &str| -> serde_json::Value {
-        serde_json::from_str(&fs::read_to_string(t.path().join("build").join(v).join("metadata.json")).unwrap())
-            .unwrap()
+        serde_json::from_str(
+            &fs::read_to_string(t.path().join("build").join(v).join("metadata.json")).unwrap(),
+        )
+        .unwrap()
     };
     let backend = |v: &str| meta(v)["backend"].clone();
     assert_eq!(backend("torch-cuda"), serde_json::json!({"type": "cuda", "archs": ["8.0", "9.0"]}));

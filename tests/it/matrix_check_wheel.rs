@@ -56,8 +56,17 @@ fn wheel_from_venv(dir: &Path, version_py: Option<&str>) -> PathBuf {
 }
 
 fn check_wheel(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("kernel-builder").unwrap().args(["matrix", "check-wheel"]).args(args).output().unwrap();
-    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["matrix", "check-wheel"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 #[test]
@@ -97,14 +106,22 @@ fn the_same_wheel_relabelled_2_14_agrees_and_2_15_names_the_toolkit() {
     let wheel = wheel_from_venv(t.path(), Some(&v214));
     let (code, out, err) = check_wheel(&[wheel.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("  manylinux_2_28_x86_64 (x86_64-linux): torch214-cxx11-cu130-x86_64-linux (bundle)\n"), "{out}");
+    assert!(
+        out.contains("  manylinux_2_28_x86_64 (x86_64-linux): torch214-cxx11-cu130-x86_64-linux (bundle)\n"),
+        "{out}"
+    );
     assert!(out.ends_with("the matrix agrees with this wheel\n"), "{out}");
 
     let t2 = tempfile::tempdir().unwrap();
     let wheel = wheel_from_venv(t2.path(), Some(&real.replace("'2.11.0+cu130'", "'2.15.0+cu130'")));
     let (code, out, _) = check_wheel(&[wheel.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(out.contains("MISSING: matrix 2026-12 builds torch 2.15 cuda on x86_64-linux with cuda 13.2, not 13.0"), "{out}");
+    assert!(
+        out.contains(
+            "MISSING: matrix 2026-12 builds torch 2.15 cuda on x86_64-linux with cuda 13.2, not 13.0"
+        ),
+        "{out}"
+    );
 }
 
 #[test]
@@ -121,7 +138,10 @@ fn bad_input_is_a_clear_error() {
     let wheel = wheel_from_venv(t.path(), None);
     let (code, _, err) = check_wheel(&[wheel.to_str().unwrap(), "--matrix", "nope"]);
     assert_eq!(code, 1);
-    assert!(err.contains("unknown build matrix `nope`; this kernel-builder knows 2026-12, upstream-2026-08"), "{err}");
+    assert!(
+        err.contains("unknown build matrix `nope`; this kernel-builder knows 2026-12, upstream-2026-08"),
+        "{err}"
+    );
 }
 
 /// A real torch wheel file, if one is on this machine.

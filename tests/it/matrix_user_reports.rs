@@ -127,7 +127,11 @@ fn newer_toolkit_capability_is_a_warning_naming_the_cells_that_skip_it() {
     assert_eq!(found.len(), 1, "{ps:#?}");
     assert_eq!(found[0].key_path, "kernel.relu_cuda.cuda-capabilities[2]");
     assert!(found[0].message.contains("capability `12.0` needs CUDA 12.8 or newer"), "{}", found[0].message);
-    assert!(found[0].message.ends_with("torch214-cxx11-cu126-x86_64-linux build 8.0, 9.0"), "{}", found[0].message);
+    assert!(
+        found[0].message.ends_with("torch214-cxx11-cu126-x86_64-linux build 8.0, 9.0"),
+        "{}",
+        found[0].message
+    );
 }
 
 #[test]
@@ -164,4 +168,32 @@ fn check_config_points_at_the_bad_capability() {
     assert!(err.contains("capability-out-of-range"), "{err}");
     assert!(err.contains("kernel `relu_cuda`: capability `3.5` cannot be built"), "{err}");
     assert!(err.contains("build.toml:16:"), "{err}");
+}
+
+#[test]
+fn check_config_points_at_an_unknown_matrix_pin_and_lists_the_known_ones() {
+    let (_tmp, dir) = kernel_dir(&relu("", "", "matrix = \"upstream-2025-03\""));
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["check-config", dir.as_str()])
+        .env("KERNEL_BUILDER_PLAIN", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("build.toml:7:"), "{err}");
+    assert!(err.contains("[unknown-matrix]") || err.contains("unknown-matrix"), "{err}");
+    assert!(err.contains("`general.matrix` pins the build matrix `upstream-2025-03`"), "{err}");
+    assert!(
+        err.contains(
+            "`2026-12` (the default, revision 2026-12-01), `upstream-2026-08` (revision 2026-08-20)"
+        ),
+        "{err}"
+    );
+    // A known pin loads, and a wrong type is an error at the same line.
+    let (ok, ps) = problems(&relu("", "", "matrix = \"upstream-2026-08\""));
+    assert!(ok, "{ps:#?}");
+    let (ok, ps) = problems(&relu("", "", "matrix = 2026"));
+    assert!(!ok);
+    assert_eq!(ps.iter().filter(|p| p.key_path == "general.matrix").count(), 1, "{ps:#?}");
 }

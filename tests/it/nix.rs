@@ -473,22 +473,31 @@ in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}
             generation.label()
         );
         let august = kernel_builder::matrix::data::named("upstream-2026-08").unwrap();
-        for (which, system) in ["default", "august"].iter().flat_map(|w| systems.iter().map(move |s| (*w, s))) {
-            let m = if which == "august" { august } else { kernel_builder::matrix::data::for_config(&loaded.config) };
-            let rust: Vec<Value> =
-                kernel_builder::matrix::cells_in(m, &loaded.config, system, kernel_builder::matrix::Scope::All)
-                    .iter()
-                    .map(|c| {
-                        let mut v = serde_json::to_value(c).unwrap();
-                        // Compiled cells' architectures are resolved by the orchestrator inside
-                        // the cell; Nix leaves them null.
-                        if !c.noarch {
-                            v["cuda_capabilities"] = Value::Null;
-                            v["rocm_archs"] = Value::Null;
-                        }
-                        v
-                    })
-                    .collect();
+        for (which, system) in ["default", "august"].iter().flat_map(|w| systems.iter().map(move |s| (*w, s)))
+        {
+            let m = if which == "august" {
+                august
+            } else {
+                kernel_builder::matrix::data::for_config(&loaded.config)
+            };
+            let rust: Vec<Value> = kernel_builder::matrix::cells_in(
+                m,
+                &loaded.config,
+                system,
+                kernel_builder::matrix::Scope::All,
+            )
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap();
+                // Compiled cells' architectures are resolved by the orchestrator inside
+                // the cell; Nix leaves them null.
+                if !c.noarch {
+                    v["cuda_capabilities"] = Value::Null;
+                    v["rocm_archs"] = Value::Null;
+                }
+                v
+            })
+            .collect();
             let nix_cells = nix_result["cells"][which][system].as_array().cloned().unwrap_or_default();
             assert_eq!(nix_cells, rust, "{name} on {system} ({which} matrix): Nix and Rust cells differ");
             cells_compared += rust.len();

@@ -783,7 +783,8 @@ fn help_text() {
 #[test]
 fn the_matrix_pin_is_kept_and_checked() {
     let original = corpus_text("huggingface__kernels-community__flash-attn3");
-    let pinned = original.replacen("[general]\n", "[general]\nmatrix = \"upstream-2026-08\"  # keep 2.12/2.13\n", 1);
+    let pinned =
+        original.replacen("[general]\n", "[general]\nmatrix = \"upstream-2026-08\"  # keep 2.12/2.13\n", 1);
     assert_ne!(pinned, original, "the corpus file starts with [general]");
     let dir = kernel_dir(&pinned);
     crate::corpus::materialize_into("huggingface__kernels-community__flash-attn3", dir.path());
