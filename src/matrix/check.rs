@@ -34,7 +34,8 @@
 //! - `backend-without-variants` (warning): a backend of `general.backends` that no cell of the
 //!   matrix builds, naming the bounds that exclude it;
 //! - `no-bundle-variants` (warning): a backend whose cells all lie outside the default bundle
-//!   (`build-and-copy` and `nix build .#bundle` build none of them), naming a matrix to pin.
+//!   (`build-and-copy` and `nix build .#bundle` build none of them), naming a matrix to pin;
+//!   not for a backend that no matrix bundles (`tpu`).
 
 use crate::config::{
     Backend, BuildConfig, CapabilitySuffix, CudaCapability, Framework, Kernel, Problem, Severity, Version,
@@ -241,7 +242,11 @@ fn problem(
 fn backends_without_cells(m: &MatrixData, config: &BuildConfig, all: &[Cell], out: &mut Vec<Problem>) {
     for (i, &backend) in config.general.backends.iter().enumerate() {
         if all.iter().any(|c| c.backend == backend) {
-            if !all.iter().any(|c| c.backend == backend && c.bundle) {
+            // A backend no matrix bundles at all (torch-tpu: gated wheels) is outside the
+            // bundle by design, not because of this kernel or this matrix.
+            let bundled_somewhere =
+                all_matrices().iter().any(|o| o.build_sets.iter().any(|s| s.backend == backend && s.bundle));
+            if bundled_somewhere && !all.iter().any(|c| c.backend == backend && c.bundle) {
                 let names: Vec<&str> =
                     all.iter().filter(|c| c.backend == backend).map(|c| c.name.as_str()).collect();
                 let other = all_matrices().iter().filter(|o| o.name != m.name).find(|o| {
@@ -1032,6 +1037,18 @@ mod tests {
         );
         c.general.matrix = Some("upstream-2026-08".into());
         assert_eq!(check(&c), Vec::<Problem>::new());
+        // torch-tpu is never in a bundle: no warning for it.
+        assert_eq!(check(&noarch_config(&[Cpu, Tpu])), Vec::<Problem>::new());
+        // A torch bound that keeps only torch versions outside the bundle does warn.
+        let mut old = torch_config(&[Cuda], &[Cuda]);
+        if let Framework::Torch(t) = &mut old.framework {
+            t.maxver = Some(v("2.13"));
+        }
+        assert_eq!(
+            summary(&check(&old)),
+            [(Severity::Warning, "general.backends[0]".into(), "no-bundle-variants")]
+        );
+        assert!(check(&old)[0].help.as_deref().unwrap().contains("`matrix = \"upstream-2026-08\"`"));
     }
 
     #[test]
