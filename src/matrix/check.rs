@@ -98,7 +98,7 @@ pub fn check(config: &BuildConfig) -> Vec<Problem> {
         let mut bad = false;
         for (i, cap) in t.cuda_capabilities.iter().flatten().enumerate() {
             let key = format!("torch-noarch.cuda_capabilities[{i}]");
-            bad |= check_capability(m, "`[torch-noarch]`", cap, &every, &[], key, &mut out);
+            bad |= check_capability(m, "`[torch-noarch]`", cap, &every, None, key, &mut out);
         }
         let rocm_releases: Vec<String> = m.rocm.versions.keys().cloned().collect();
         for (i, arch) in t.rocm_archs.iter().flatten().enumerate() {
@@ -359,9 +359,10 @@ fn skipping_cells(
 }
 
 /// Check one capability against the toolkits `toolkits`; true when an error was reported.
+/// `context` is the kernel's whole list and its compiled cells, for kernels that have cells.
 ///
 /// A capability none of them builds is a warning when a newer toolkit of the matrix builds it
-/// (naming the cells `cells` that skip it), a warning when it lies inside the range they
+/// (naming the cells of `context` that skip it and what they build), a warning when it lies inside the range they
 /// build (`11.8`: no such GPU, while 11.0 exists; the rest of the list still builds, as
 /// upstream does for kernels-community/megablocks), and an error otherwise (`3.5`, `99999.0`).
 fn check_capability(
@@ -369,7 +370,7 @@ fn check_capability(
     who: &str,
     cap: &CudaCapability,
     toolkits: &[String],
-    context: &[(&[CudaCapability], &[Cell])],
+    context: Option<(&[CudaCapability], &[Cell])>,
     key: String,
     out: &mut Vec<Problem>,
 ) -> bool {
@@ -400,7 +401,7 @@ fn check_capability(
         .keys()
         .filter(|k| newest.as_ref().is_none_or(|n| json_version(k) > *n) && builds_with(k, cap))
         .collect();
-    if let (Some(first), Some((caps, cells))) = (newer.first(), context.first()) {
+    if let (Some(first), Some((caps, cells))) = (newer.first(), context) {
         let needs = format!("CUDA {first} or newer");
         out.push(problem(
             Severity::Warning,
@@ -558,12 +559,10 @@ fn check_cuda_kernel(
         })
         .cloned()
         .collect();
-    let context: Vec<(&[CudaCapability], &[Cell])> =
-        if from_cells { vec![(caps.as_slice(), kernel_cells.as_slice())] } else { Vec::new() };
+    let context = from_cells.then_some((caps.as_slice(), kernel_cells.as_slice()));
     let mut errors = 0;
     for (i, cap) in caps.iter().enumerate() {
-        if check_capability(m, &who, cap, &toolkits, &context, format!("{base}.cuda-capabilities[{i}]"), out)
-        {
+        if check_capability(m, &who, cap, &toolkits, context, format!("{base}.cuda-capabilities[{i}]"), out) {
             errors += 1;
         }
     }
