@@ -159,30 +159,32 @@ fn torch_wheel_gpus(m: &MatrixData) -> Vec<(u32, u32)> {
     v
 }
 
+/// Newer GPUs than a noarch kernel's lowest declared capability that the loader would refuse:
+/// the code is compiled at run time (Helion, Triton), so it runs on them; older ones may be
+/// excluded on purpose and are not reported.
 fn noarch_cuda_refusals(m: &MatrixData, caps: &[CudaCapability], out: &mut Vec<Problem>) {
     let archs: Vec<String> = caps.iter().map(ToString::to_string).collect();
-    let gpus = torch_wheel_gpus(m);
-    let refused: Vec<String> = gpus
-        .iter()
-        .filter(|g| !archs.iter().any(|a| loader_covers(a, **g)))
+    let Some(lowest) = caps.iter().map(|c| (c.major, c.minor)).min() else { return };
+    let refused: Vec<String> = torch_wheel_gpus(m)
+        .into_iter()
+        .filter(|g| *g > lowest && !archs.iter().any(|a| loader_covers(a, *g)))
         .map(|(a, b)| format!("{a}.{b}"))
         .collect();
-    if refused.is_empty() || gpus.is_empty() {
+    if refused.is_empty() {
         return;
     }
-    let lowest = gpus.first().map(|(a, b)| format!("{a}.{b}+PTX")).unwrap_or_default();
+    let (a, b) = lowest;
     out.push(problem(
         Severity::Warning,
         "torch-noarch.cuda_capabilities".to_owned(),
         "loader-refuses-gpus",
         format!(
-            "`[torch-noarch]`: cuda_capabilities ({}) become `backend.archs` of the torch-cuda variant, and the kernels loader (0.17 and newer) then refuses GPUs of capability {}, which torch's CUDA wheels run on and which run-time compiled code (Helion, Triton) supports",
+            "`[torch-noarch]`: cuda_capabilities ({}) become `backend.archs` of the torch-cuda variant, and the kernels loader (0.17 and newer) then refuses GPUs of capability {}, newer than {a}.{b}, which torch's CUDA wheels support and run-time compiled code (Helion, Triton) runs on",
             archs.join(", "),
             refused.join(", ")
         ),
         Some(format!(
-            "remove cuda_capabilities to load on every GPU, or write `{lowest}` (covers {} and every newer GPU); keep the list only if the code really needs those GPUs",
-            lowest.trim_end_matches("+PTX")
+            "write `{a}.{b}+PTX` to accept {a}.{b} and every newer GPU, or remove cuda_capabilities to load on every GPU"
         )),
     ));
 }
@@ -1084,23 +1086,25 @@ mod tests {
             ]
         );
         assert!(
-            p[0].message
-                .contains("refuses GPUs of capability 5.0, 6.0, 7.0, 7.5, 8.0, 8.6, 10.0, 11.0, 12.0,"),
+            p[0].message.contains("refuses GPUs of capability 10.0, 11.0, 12.0, newer than 9.0,"),
             "{}",
             p[0].message
         );
-        assert!(p[0]
-            .help
-            .as_deref()
-            .unwrap()
-            .starts_with("remove cuda_capabilities to load on every GPU, or write `5.0+PTX`"));
+        assert_eq!(
+            p[0].help.as_deref(),
+            Some("write `9.0+PTX` to accept 9.0 and every newer GPU, or remove cuda_capabilities to load on every GPU")
+        );
         assert!(p[1].message.contains("refuses gfx900, gfx906, gfx908, gfx90a, gfx950,"), "{}", p[1].message);
-        // `+PTX` from the oldest capability covers them all: no warning.
-        if let Framework::TorchNoarch(t) = &mut c.framework {
-            t.cuda_capabilities = Some(vec![cap("5.0+PTX")]);
-            t.rocm_archs = None;
+        // `+PTX` covers every newer GPU, and a list that covers each newer major does too.
+        for list in
+            [vec![cap("9.0+PTX")], vec![cap("8.0"), cap("9.0"), cap("10.0"), cap("11.0"), cap("12.0")]]
+        {
+            if let Framework::TorchNoarch(t) = &mut c.framework {
+                t.cuda_capabilities = Some(list);
+                t.rocm_archs = None;
+            }
+            assert_eq!(check(&c), Vec::<Problem>::new());
         }
-        assert_eq!(check(&c), Vec::<Problem>::new());
     }
 
     #[test]
