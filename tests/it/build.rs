@@ -220,6 +220,7 @@ fn noarch_bundle_has_the_exact_tree() {
   "backend": {{
     "type": "cuda"
   }},
+  "kernels-minver": "0.17.0",
   "digest": {{
     "algorithm": "sha256",
     "files": {{
@@ -646,19 +647,26 @@ fn archs_are_the_authors_statement_only() {
     fixture(t.path());
     write(
         &t.path().join("build.toml"),
-        &BUILD_TOML.replace("pyext = [\"py\", \"json\"]", "pyext = [\"py\", \"json\"]\ncuda_capabilities = [\"9.0\", \"8.0\", \"9.0\"]\nrocm_archs = [\"gfx942\"]"),
+        &BUILD_TOML
+            .replace("pyext = [\"py\", \"json\"]", "pyext = [\"py\", \"json\"]\ncuda_capabilities = [\"9.0\", \"8.0\", \"9.0\"]\nrocm_archs = [\"gfx942\"]")
+            .replace("python-depends = [\"helion\"]", "python-depends = []"),
     );
     build_ok(t.path(), &[]);
-    let backend = |v: &str| -> serde_json::Value {
-        let m: serde_json::Value = serde_json::from_str(
+    let meta = |v: &str| -> serde_json::Value {
+        serde_json::from_str(
             &fs::read_to_string(t.path().join("build").join(v).join("metadata.json")).unwrap(),
         )
-        .unwrap();
-        m["backend"].clone()
+        .unwrap()
     };
+    let backend = |v: &str| meta(v)["backend"].clone();
     assert_eq!(backend("torch-cuda"), serde_json::json!({"type": "cuda", "archs": ["8.0", "9.0"]}));
     assert_eq!(backend("torch-rocm"), serde_json::json!({"type": "rocm", "archs": ["gfx942"]}));
     assert_eq!(backend("torch-xpu"), serde_json::json!({"type": "xpu"}));
+    // kernels-minver follows what each variant uses: an arch list needs the 0.17 arch check;
+    // a variant without one (and without helion) names no loader release.
+    assert_eq!(meta("torch-cuda")["kernels-minver"], "0.17.0");
+    assert_eq!(meta("torch-rocm")["kernels-minver"], "0.17.0");
+    assert_eq!(meta("torch-xpu").get("kernels-minver"), None);
 }
 
 /// Bad input (issue 3, item 7): a clear error, and nothing written.
@@ -960,7 +968,7 @@ fn mixed_kernel_without_a_toolchain_builds_its_noarch_variant_and_says_why_not_t
     assert_eq!(files(&d.join("build/torch-metal")), ["__init__.py", "_ops.py", "metadata.json"]);
 
     let host = kernel_builder::matrix::host_system();
-    let variant = format!("torch213-cxx11-cu130-{host}");
+    let variant = format!("torch214-cxx11-cu130-{host}");
     let mut args = vec!["--variant", variant.as_str()];
     args.extend(no_python);
     let out = build(d, &args);

@@ -8,6 +8,7 @@ mod corpus;
 mod hash;
 mod init;
 mod list_variants;
+mod matrix_check_wheel;
 mod matrix_corpus;
 mod matrix_user_reports;
 mod nix;
