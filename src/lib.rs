@@ -5,7 +5,7 @@
 //! [`matrix`] (the cells to build) → [`assemble`] (one variant directory per cell, natively or
 //! as the builder inside a Nix derivation, see [`nixdrv`]) → [`hash`] (NAR hashes, digests and
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
-//! new kernel projects.
+//! new kernel projects; [`tune`] pre-tunes Helion kernels on a GPU.
 
 pub mod assemble;
 pub mod cli;
@@ -16,3 +16,4 @@ pub mod hub;
 pub mod init;
 pub mod matrix;
 pub mod nixdrv;
+pub mod tune;

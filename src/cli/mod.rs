@@ -12,6 +12,7 @@ pub mod hash;
 pub mod init;
 pub mod list_variants;
 pub mod nix_support;
+pub mod tune;
 pub mod update_build;
 pub mod upload;
 pub mod verify;
@@ -48,6 +49,8 @@ pub enum Command {
     Upload(upload::Args),
     /// Build the variants natively, verify them against the manifest, then upload.
     BuildAndUpload(build_and_upload::Args),
+    /// Pre-tune a Helion kernel on this GPU: heuristic files with provenance, per-shape table.
+    Tune(tune::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
@@ -83,6 +86,7 @@ pub fn main() -> ExitCode {
         Command::NixSupport(a) => nix_support::run(a),
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
+        Command::Tune(a) => tune::run(a),
     };
     match result {
         Ok(code) => code,

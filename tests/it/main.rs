@@ -8,6 +8,7 @@ mod list_variants;
 mod matrix_corpus;
 mod matrix_user_reports;
 mod nix;
+mod tune;
 mod update_build;
 mod update_build_variants;
 mod upload;
