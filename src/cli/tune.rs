@@ -24,7 +24,8 @@ measurements.csv, heuristic_summary.json).
 
 Everything runs in a scratch copy of DIR; DIR changes only at the very end, so a failed or \
 interrupted run leaves the earlier heuristic in place. Tuning the same GPU kind again replaces \
-that kind's heuristic and records.
+that kind's heuristic and records, starting from the shapes recorded there (not searched \
+again, unless --fresh): tune in slices by growing the bench script's list of shapes.
 
 Environment: HELION_AUTOTUNE_BUDGET_SECONDS caps each shape's search; \
 HELION_AUTOTUNE_BENCHMARK_SUBPROCESS=0 benchmarks in-process (needed where Helion's \
@@ -55,6 +56,10 @@ pub struct Args {
     /// (Helion's default search, often ten minutes or more a shape).
     #[arg(long, value_enum, default_value_t = Effort::Full)]
     pub effort: Effort,
+    /// Search every shape again, instead of starting from the configs the last tune of this
+    /// GPU kind recorded in DIR/tuning/<kind>_<compute>/tuned_configs.json.
+    #[arg(long)]
+    pub fresh: bool,
     /// The Python that has torch, triton and helion; it runs the runner and the bench script.
     #[arg(long, value_name = "PATH", env = "KERNEL_BUILDER_PYTHON", default_value = "python3")]
     pub python: String,
@@ -114,6 +119,7 @@ pub fn run(args: Args) -> super::CmdResult {
         effort: args.effort,
         python: args.python,
         command_line: command_line(),
+        fresh: args.fresh,
     };
     let outcome = tune::tune(&opts)?;
     print!("{}", outcome.report.render_table());

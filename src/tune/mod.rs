@@ -107,6 +107,9 @@ pub struct Options {
     pub python: String,
     /// The command line as the user typed it, for the provenance header.
     pub command_line: String,
+    /// Start from nothing instead of the configs the last tune of this GPU kind recorded
+    /// (`tuning/<kind>_<compute>/tuned_configs.json`).
+    pub fresh: bool,
 }
 
 /// Why `tune` stopped. Every variant means the kernel directory was left unchanged.
@@ -364,21 +367,33 @@ pub fn provenance_header(opts: &Options, env: &Environment, shapes: &[TunedShape
     h
 }
 
-/// Make every `kernel_source_file` of a tuned-configs document relative to `root` (the
-/// scratch copy of the kernel directory), so the committed records name no temporary path.
-fn relativize_sources(tuned: &mut serde_json::Value, root: &Utf8Path) {
-    let prefix = format!("{root}/");
+/// Rewrite every `kernel_source_file` of a tuned-configs document with `f` (paths that `f`
+/// maps to `None` stay as they are).
+fn map_sources(tuned: &mut serde_json::Value, f: impl Fn(&str) -> Option<String>) {
     if let Some(kernels) = tuned.as_object_mut() {
         for entries in kernels.values_mut() {
             for entry in entries.as_array_mut().into_iter().flatten() {
                 if let Some(src) = entry.get_mut("kernel_source_file") {
-                    if let Some(rel) = src.as_str().and_then(|s| s.strip_prefix(&prefix)) {
-                        *src = serde_json::Value::String(rel.to_owned());
+                    if let Some(new) = src.as_str().and_then(&f) {
+                        *src = serde_json::Value::String(new);
                     }
                 }
             }
         }
     }
+}
+
+/// Make every `kernel_source_file` relative to `root` (the scratch copy of the kernel
+/// directory), so the committed records name no temporary path.
+fn relativize_sources(tuned: &mut serde_json::Value, root: &Utf8Path) {
+    let prefix = format!("{root}/");
+    map_sources(tuned, |s| s.strip_prefix(&prefix).map(str::to_owned));
+}
+
+/// The inverse of [`relativize_sources`]: relative paths become paths under `root`, where the
+/// runner's build phase looks for the source files to write the heuristics beside.
+fn absolutize_sources(tuned: &mut serde_json::Value, root: &Utf8Path) {
+    map_sources(tuned, |s| (!s.starts_with('/')).then(|| format!("{root}/{s}")));
 }
 
 /// What [`tune`] wrote, for the CLI to print.
@@ -449,6 +464,26 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     let run_id = "kernel-builder-tune";
     let run_dir = aot_dir.join(run_id);
     let hw = &env.hardware_id;
+    let records_rel = Utf8PathBuf::from("tuning").join(format!("{}_{}", env.device_kind, env.compute));
+
+    // Shapes a previous tune of this GPU kind already searched are not searched again: the
+    // collect phase reuses a recorded config for a call with the same shape key.
+    let previous = dir.join(&records_rel).join("tuned_configs.json");
+    if !opts.fresh && previous.is_file() {
+        let mut earlier: serde_json::Value = serde_json::from_str(&crate::fsutil::read_to_string(&previous)?)
+            .with_context(|| format!("`{previous}` is not JSON (tune with --fresh to ignore it)"))?;
+        let n = tuned_shapes(&earlier).len();
+        absolutize_sources(&mut earlier, &work);
+        std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
+        crate::fsutil::write_atomic(
+            &run_dir.join(format!("tuned_configs_{hw}.json")),
+            serde_json::to_string_pretty(&earlier)?.as_bytes(),
+        )?;
+        eprintln!(
+            "tune: starting from the {n} shapes recorded in `{previous}` (they are not searched \
+             again; --fresh starts over)"
+        );
+    }
 
     let runner = Runner::new(&opts.python, &work, dir)?;
     let mut runner_args: Vec<String> = vec![
@@ -586,7 +621,6 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
             records.insert(name, bytes);
         }
     }
-    let records_rel = Utf8PathBuf::from("tuning").join(format!("{}_{}", env.device_kind, env.compute));
     install_records(&dir.join(&records_rel), &records)?;
     for rel in &produced {
         let bytes = std::fs::read(work.join("torch-ext").join(rel))

@@ -6,8 +6,8 @@ decision trees live in that one file (``key_attention_fwd`` / ``autotune_attenti
 ``key_causal_attention_fwd`` / ``autotune_causal_attention_fwd``).
 
 Layout: ``q``, ``k`` and ``v`` are ``[batch, heads, seq, head_dim]``; batch and heads are
-flattened into one dimension that the outer tile loop (the launch grid) walks together with
-the query blocks. Scores and the running softmax state stay in float32; ``p`` is cast to the
+flattened into one dimension that the outer tile loop (the launch grid) walks, one (batch,
+head) pair and one block of queries per program. Scores and the running softmax state stay in float32; ``p`` is cast to the
 input dtype before the ``p @ v`` product, as FlashAttention does. The softmax runs in base 2:
 the scores are scaled by ``log2(e) / sqrt(head_dim)`` inside the exponent (one multiply-add per
 score, in float32), so the result equals ``softmax(q k^T / sqrt(head_dim)) v``.
@@ -30,6 +30,9 @@ LOG2E = 1.4426950408889634
 # for the tensor descriptors). Helion's own attention examples do the same; the price is one
 # compilation (about a second) per new shape, not a new search: the heuristic still picks the
 # configuration.
+#
+# Each program owns one (batch, head) pair (block size 1 on the flattened dimension) and one
+# block of queries, so every tile is 2-D: [queries, head_dim], [queries, keys].
 @helion.aot_kernel(static_shapes=True)
 def attention_fwd(q_in: torch.Tensor, k_in: torch.Tensor, v_in: torch.Tensor) -> torch.Tensor:
     """Non-causal attention: ``softmax(q k^T / sqrt(d)) v``.
@@ -50,23 +53,24 @@ def attention_fwd(q_in: torch.Tensor, k_in: torch.Tensor, v_in: torch.Tensor) ->
     v_view = v_in.reshape([-1, n_dim, head_dim])
     out = torch.empty_like(q_view)
     qk_scale = LOG2E / math.sqrt(head_dim)
-    for tile_b, tile_m in hl.tile([q_view.size(0), m_dim]):
-        m_i = hl.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
-        l_i = hl.full([tile_b, tile_m], 1.0, dtype=torch.float32)
-        acc = hl.zeros([tile_b, tile_m, head_dim], dtype=torch.float32)
-        q = q_view[tile_b, tile_m, :]
+    for tile_b, tile_m in hl.tile([q_view.size(0), m_dim], block_size=[1, None]):
+        bh = tile_b.begin
+        m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)
+        l_i = hl.full([tile_m], 1.0, dtype=torch.float32)
+        acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
+        q = q_view[bh, tile_m, :]
         for tile_n in hl.tile(n_dim):
-            k = k_view[tile_b, tile_n, :]
-            qk = hl.dot(q, k.transpose(1, 2), out_dtype=torch.float32)
+            k = k_view[bh, tile_n, :]
+            qk = hl.dot(q, k.T, out_dtype=torch.float32)
             m_ij = torch.maximum(m_i, torch.amax(qk, -1) * qk_scale)
-            p = torch.exp2(qk * qk_scale - m_ij[:, :, None])
+            p = torch.exp2(qk * qk_scale - m_ij[:, None])
             alpha = torch.exp2(m_i - m_ij)
             l_i = l_i * alpha + torch.sum(p, -1)
-            acc = acc * alpha[:, :, None]
-            v = v_view[tile_b, tile_n, :]
+            acc = acc * alpha[:, None]
+            v = v_view[bh, tile_n, :]
             acc = hl.dot(p.to(v.dtype), v, acc=acc)
             m_i = m_ij
-        out[tile_b, tile_m, :] = (acc / l_i[:, :, None]).to(out.dtype)
+        out[bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)
     return out.view(q_in.size())
 
 
@@ -76,9 +80,8 @@ def causal_attention_fwd(
 ) -> torch.Tensor:
     """Causal attention (query ``i`` sees keys ``0..=i``; ``seq_q == seq_k``).
 
-    Key blocks entirely above the diagonal are never loaded: the first inner loop covers the
-    keys before the query block with no mask, the second the keys of the query block itself,
-    masked. Same arguments and result as :func:`attention_fwd`.
+    The key loop stops at the end of the query block, so key blocks entirely above the
+    diagonal are never loaded. Same arguments and result as :func:`attention_fwd`.
     """
     m_dim = q_in.size(-2)
     n_dim = k_in.size(-2)
@@ -88,42 +91,35 @@ def causal_attention_fwd(
     v_view = v_in.reshape([-1, n_dim, head_dim])
     out = torch.empty_like(q_view)
     qk_scale = LOG2E / math.sqrt(head_dim)
-    for tile_b, tile_m in hl.tile([q_view.size(0), m_dim]):
-        m_i = hl.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
-        l_i = hl.full([tile_b, tile_m], 1.0, dtype=torch.float32)
-        acc = hl.zeros([tile_b, tile_m, head_dim], dtype=torch.float32)
-        q = q_view[tile_b, tile_m, :]
-        # Keys strictly before this query block: every score counts.
-        for tile_n in hl.tile(0, tile_m.begin):
-            k = k_view[tile_b, tile_n, :]
-            qk = hl.dot(q, k.transpose(1, 2), out_dtype=torch.float32)
-            m_ij = torch.maximum(m_i, torch.amax(qk, -1) * qk_scale)
-            p = torch.exp2(qk * qk_scale - m_ij[:, :, None])
-            alpha = torch.exp2(m_i - m_ij)
-            l_i = l_i * alpha + torch.sum(p, -1)
-            acc = acc * alpha[:, :, None]
-            v = v_view[tile_b, tile_n, :]
-            acc = hl.dot(p.to(v.dtype), v, acc=acc)
-            m_i = m_ij
-        # Keys of the diagonal block: mask key > query. The first key of the block is at most
-        # every row's own index, so no row's maximum stays -inf.
-        for tile_n in hl.tile(tile_m.begin, tile_m.end):
-            k = k_view[tile_b, tile_n, :]
-            qk = hl.dot(q, k.transpose(1, 2), out_dtype=torch.float32)
+    for tile_b, tile_m in hl.tile([q_view.size(0), m_dim], block_size=[1, None]):
+        bh = tile_b.begin
+        m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)
+        l_i = hl.full([tile_m], 1.0, dtype=torch.float32)
+        acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
+        q = q_view[bh, tile_m, :]
+        # Keys 0 .. end of this query block. The first key block holds key 0, which every
+        # query sees, so no row's running maximum stays -inf.
+        for tile_n in hl.tile(0, tile_m.end):
+            k = k_view[bh, tile_n, :]
+            qk = hl.dot(q, k.T, out_dtype=torch.float32)
             qk = torch.where(
-                tile_m.index[None, :, None] >= tile_n.index[None, None, :],
+                (tile_m.begin + hl.arange(tile_m.block_size))[:, None]
+                >= (tile_n.begin + hl.arange(tile_n.block_size))[None, :],
                 qk * qk_scale,
                 float("-inf"),
             )
-            m_ij = torch.maximum(m_i, torch.amax(qk, -1))
-            p = torch.exp2(qk - m_ij[:, :, None])
+            # keepdim: a plain amax of the masked scores is rejected by Helion 1.4's check
+            # that a reduction is broadcast back along the axis it reduced.
+            m_ij_keepdim = torch.maximum(m_i[:, None], torch.amax(qk, -1, keepdim=True))
+            p = torch.exp2(qk - m_ij_keepdim)
+            m_ij = m_ij_keepdim.squeeze(-1)
             alpha = torch.exp2(m_i - m_ij)
             l_i = l_i * alpha + torch.sum(p, -1)
-            acc = acc * alpha[:, :, None]
-            v = v_view[tile_b, tile_n, :]
+            acc = acc * alpha[:, None]
+            v = v_view[bh, tile_n, :]
             acc = hl.dot(p.to(v.dtype), v, acc=acc)
             m_i = m_ij
-        out[tile_b, tile_m, :] = (acc / l_i[:, :, None]).to(out.dtype)
+        out[bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)
     return out.view(q_in.size())
 
 
