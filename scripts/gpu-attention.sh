@@ -36,7 +36,7 @@ prepare() {
   (cd "$root" && RUSTFLAGS='-C target-feature=+crt-static' \
     cargo build --release --target x86_64-unknown-linux-gnu)
   kb=$root/target/x86_64-unknown-linux-gnu/release/kernel-builder
-  file "$kb" | grep -q 'statically linked' || { echo "gpu-attention: $kb is not static" >&2; exit 1; }
+  file "$kb" | grep -qE 'statically linked|static-pie linked' || { echo "gpu-attention: $kb is not static" >&2; exit 1; }
   mkdir -p "$stage"
   stage=$(cd "$stage" && pwd)
   local top

@@ -21,8 +21,9 @@ import helion
 import helion.language as hl
 import torch
 
-# log2(e): exp(x) == exp2(x * LOG2E).
-LOG2E = 1.4426950408889634
+# Inside the kernels, log2(e) (exp(x) == exp2(x * log2(e))) is written as a literal: Helion's
+# generated code reaches module globals through `import attention_helion.attention`, which
+# names the `attention` function re-exported by the package, not this module.
 
 
 # static_shapes=True: every (batch, heads, seq, head_dim) compiles its own Triton kernel with
@@ -52,7 +53,7 @@ def attention_fwd(q_in: torch.Tensor, k_in: torch.Tensor, v_in: torch.Tensor) ->
     k_view = k_in.reshape([-1, n_dim, head_dim])
     v_view = v_in.reshape([-1, n_dim, head_dim])
     out = torch.empty_like(q_view)
-    qk_scale = LOG2E / math.sqrt(head_dim)
+    qk_scale = 1.4426950408889634 / math.sqrt(head_dim)
     for tile_b, tile_m in hl.tile([q_view.size(0), m_dim], block_size=[1, None]):
         bh = tile_b.begin
         m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)
@@ -90,7 +91,7 @@ def causal_attention_fwd(
     k_view = k_in.reshape([-1, n_dim, head_dim])
     v_view = v_in.reshape([-1, n_dim, head_dim])
     out = torch.empty_like(q_view)
-    qk_scale = LOG2E / math.sqrt(head_dim)
+    qk_scale = 1.4426950408889634 / math.sqrt(head_dim)
     for tile_b, tile_m in hl.tile([q_view.size(0), m_dim], block_size=[1, None]):
         bh = tile_b.begin
         m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)
