@@ -143,6 +143,10 @@ def main() -> int:
         "kernel_module": module.__name__,
         "kernel_dir": str(Path(module.__file__).resolve().parent),
         "get_local_kernel_s": round(load_s, 3),
+        # The Helion heuristics the loaded variant ships (none: Helion's default config runs).
+        "heuristic_files": sorted(
+            p.name for p in Path(module.__file__).resolve().parent.glob("_helion_aot_*.py")
+        ),
         "method": (
             f"CUDA events around each call; median of {args.repeats} after {args.warmup} "
             f"warm-up calls; inputs rotated over sets totalling >= {L2_MULTIPLE}x L2 "
