@@ -17,9 +17,11 @@
 #   TUNE_SHAPES    bench.py --shapes for the tune ("0-3"; empty: no tuning, measure the staged
 #                  heuristic as it is)
 #   EFFORT         quick | full (default quick)
-#   BUDGET         HELION_AUTOTUNE_BUDGET_SECONDS, the search time per shape (default 45)
+#   BUDGET         HELION_AUTOTUNE_BUDGET_SECONDS, the search time per shape (default 90; under
+#                  about 60 the initial population is not even benchmarked: NoConfigFound)
 #   MAX_CONFIGS    tune --max-configs (default 4)
-#   TUNE_TIMEOUT   seconds before the tune is stopped (SIGINT; default 300)
+#   TUNE_TIMEOUT   seconds before the tune is stopped (SIGINT; default 400: two shapes plus the
+#                  measure, build and table phases took over 290 s on the H200)
 #   BENCH_SHAPES   attention_h200.py --shapes (default all)
 #   BENCH_DEADLINE seconds after which attention_h200.py starts no new shape (default 150)
 #   REPEATS        timed calls per implementation and shape (default 30)
@@ -89,9 +91,9 @@ device() {
   cp -r "$stage/kernels/attention-helion" "$work"
 
   if [ -n "${TUNE_SHAPES:-}" ]; then
-    echo "== tune (shapes ${TUNE_SHAPES}, effort ${EFFORT:-quick}, budget ${BUDGET:-45} s/shape)"
+    echo "== tune (shapes ${TUNE_SHAPES}, effort ${EFFORT:-quick}, budget ${BUDGET:-90} s/shape)"
     set +e
-    HELION_AUTOTUNE_BUDGET_SECONDS=${BUDGET:-45} timeout -s INT "${TUNE_TIMEOUT:-300}" \
+    HELION_AUTOTUNE_BUDGET_SECONDS=${BUDGET:-90} timeout -s INT "${TUNE_TIMEOUT:-400}" \
       "$kb" tune "$work" --effort "${EFFORT:-quick}" --max-configs "${MAX_CONFIGS:-4}" \
       -- --shapes "$TUNE_SHAPES" >"$out/tune.log" 2>&1
     rc=$?

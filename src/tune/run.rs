@@ -175,7 +175,9 @@ impl Runner {
             .stderr_to_stdout()
             .env("PYTHONUNBUFFERED", "1")
             .unchecked();
-        for k in SCRUBBED_ENV {
+        // duct applies inner settings last, so a removal and a setting of the same variable
+        // would depend on their order: remove only what is not set here.
+        for k in SCRUBBED_ENV.iter().filter(|k| !env.iter().any(|(set, _)| set == *k)) {
             expr = expr.env_remove(k);
         }
         for (k, v) in env {
