@@ -646,8 +646,10 @@ mod tests {
         let err = select(&planned, &["torch-cpu".into(), "cuda".into()]).unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu"
+            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-xpu`?"
         );
+        let err = select(&planned, &["torch-metal".into()]).unwrap_err().to_string();
+        assert!(err.ends_with("torch-rocm, torch-xpu"), "no near miss, no suggestion: {err}");
     }
 
     #[test]
