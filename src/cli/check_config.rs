@@ -34,6 +34,10 @@ pub struct Summary {
     pub kernels: Vec<KernelSummary>,
     /// Backends with no `[kernel.*]`: their variants are noarch (`torch-<backend>`).
     pub noarch_backends: Vec<String>,
+    /// The build matrix the cells come from (`[general] matrix`, else the default), e.g.
+    /// `2026-12`, and its revision date.
+    pub matrix: String,
+    pub matrix_revision: String,
 }
 
 /// The `--json` document of a file with errors (exit 1): every problem with its place.
@@ -129,6 +133,8 @@ impl Summary {
                     .collect(),
                 Framework::TvmFfi(_) => Vec::new(),
             },
+            matrix: crate::matrix::data::for_config(c).name.clone(),
+            matrix_revision: crate::matrix::data::for_config(c).revision.clone(),
         }
     }
 
@@ -150,6 +156,7 @@ impl Summary {
         if !self.noarch_backends.is_empty() {
             s.push_str(&format!("noarch backends: {}\n", self.noarch_backends.join(", ")));
         }
+        s.push_str(&format!("matrix: {} (revision {})\n", self.matrix, self.matrix_revision));
         s
     }
 }

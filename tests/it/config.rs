@@ -830,7 +830,7 @@ fn check_config_valid_prints_summary_and_exits_0() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
-        "name: relu\ngeneration: edition 5\nbackends: cuda, metal\nframework: torch\nkernels:\n  relu -> cuda\nnoarch backends: metal\n"
+        "name: relu\ngeneration: edition 5\nbackends: cuda, metal\nframework: torch\nkernels:\n  relu -> cuda\nnoarch backends: metal\nmatrix: 2026-12 (revision 2026-12-01)\n"
     );
     assert_eq!(String::from_utf8(out.stderr).unwrap(), "");
     let out = cmd().arg("check-config").arg("--json").current_dir(&dir).output().unwrap();

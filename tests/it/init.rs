@@ -475,9 +475,9 @@ Options:
                                helion and triton cuda rocm xpu; torch cpu cuda; compiled cuda
       --template <TEMPLATE>    The kind of kernel. The op is the same in every template (an
                                element-wise add), ready to build, test and replace; the compiled
-                               template passes check-config and list-variants, but this version does
-                               not build compiled variants yet [default: helion] [possible values:
-                               compiled, helion, triton, torch]
+                               template builds natively its cpu and cuda cells (`build-and-copy
+                               --nix never`) [default: helion] [possible values: compiled, helion,
+                               triton, torch]
       --license <LICENSE>      License of the kernel, written into build.toml and the card (an SPDX
                                id) [default: Apache-2.0]
       --flake-ref <REF>        Flake reference of kernel-builder that the new kernel's flake.nix
@@ -719,13 +719,11 @@ struct Case {
     darwin: &'static [&'static str],
 }
 
-const CUDA_CELLS: [&str; 6] = [
-    "torch212-cxx11-cu126-x86_64-linux",
-    "torch212-cxx11-cu130-x86_64-linux",
-    "torch212-cxx11-cu132-x86_64-linux",
-    "torch213-cxx11-cu126-x86_64-linux",
-    "torch213-cxx11-cu130-x86_64-linux",
-    "torch213-cxx11-cu132-x86_64-linux",
+const CUDA_CELLS: [&str; 4] = [
+    "torch214-cxx11-cu126-x86_64-linux",
+    "torch214-cxx11-cu130-x86_64-linux",
+    "torch214-cxx11-cu132-x86_64-linux",
+    "torch215-cxx11-cu132-x86_64-linux",
 ];
 
 const CASES: &[Case] = &[
@@ -756,39 +754,35 @@ const CASES: &[Case] = &[
     Case {
         template: "compiled",
         backends: &["cpu"],
-        linux: &["torch212-cxx11-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"],
-        darwin: &["torch212-cpu-aarch64-darwin", "torch213-cpu-aarch64-darwin"],
+        linux: &["torch214-cxx11-cpu-x86_64-linux", "torch215-cxx11-cpu-x86_64-linux"],
+        darwin: &["torch214-cpu-aarch64-darwin", "torch215-cpu-aarch64-darwin"],
     },
     Case {
         template: "compiled",
         backends: &["metal"],
         linux: &[],
-        darwin: &["torch212-metal-aarch64-darwin", "torch213-metal-aarch64-darwin"],
+        darwin: &["torch214-metal-aarch64-darwin", "torch215-metal-aarch64-darwin"],
     },
     Case {
         template: "compiled",
         backends: &["all"],
         linux: &[
-            "torch212-cxx11-cpu-x86_64-linux",
-            "torch212-cxx11-cu126-x86_64-linux",
-            "torch212-cxx11-cu130-x86_64-linux",
-            "torch212-cxx11-cu132-x86_64-linux",
-            "torch212-cxx11-rocm71-x86_64-linux",
-            "torch212-cxx11-rocm72-x86_64-linux",
-            "torch212-cxx11-xpu20253-x86_64-linux",
-            "torch213-cxx11-cpu-x86_64-linux",
-            "torch213-cxx11-cu126-x86_64-linux",
-            "torch213-cxx11-cu130-x86_64-linux",
-            "torch213-cxx11-cu132-x86_64-linux",
             "torch213-cxx11-rocm71-x86_64-linux",
             "torch213-cxx11-rocm72-x86_64-linux",
             "torch213-cxx11-xpu20260-x86_64-linux",
+            "torch214-cxx11-cpu-x86_64-linux",
+            "torch214-cxx11-cu126-x86_64-linux",
+            "torch214-cxx11-cu130-x86_64-linux",
+            "torch214-cxx11-cu132-x86_64-linux",
+            "torch214-cxx11-rocm72-x86_64-linux",
+            "torch215-cxx11-cpu-x86_64-linux",
+            "torch215-cxx11-cu132-x86_64-linux",
         ],
         darwin: &[
-            "torch212-cpu-aarch64-darwin",
-            "torch212-metal-aarch64-darwin",
-            "torch213-cpu-aarch64-darwin",
-            "torch213-metal-aarch64-darwin",
+            "torch214-cpu-aarch64-darwin",
+            "torch214-metal-aarch64-darwin",
+            "torch215-cpu-aarch64-darwin",
+            "torch215-metal-aarch64-darwin",
         ],
     },
 ];

@@ -399,7 +399,8 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
 }
 
 /// The cells Nix computes (`variants.<system>` of genKernelFlakeOutputs, from nix/lib) equal the
-/// Rust cells (`list-variants --json --all`) for every corpus file and every system. Nix reads
+/// Rust cells (`list-variants --json --all`) for every corpus file and every system, under the
+/// default matrix (what the file pins: none do) and under the August snapshot. Nix reads
 /// edition 5 and v4 only; it must refuse exactly the older generations. Files Rust rejects are
 /// not compared (Nix leaves validation to the orchestrator, which fails those cells).
 #[test]
@@ -437,10 +438,11 @@ fn nix_variants_equal_rust_cells_for_every_corpus_file() {
         r#"let
   lib = import {repo}/nix/lib {{ }};
   systems = (builtins.fromJSON (builtins.readFile {repo}/nix/build-matrix.json)).systems;
-  cells = dir: builtins.listToAttrs (map (system: {{
+  cellsIn = pin: dir: let config = lib.readKernelConfig (/. + dir); in builtins.listToAttrs (map (system: {{
     name = system;
-    value = lib.kernelCells {{ config = lib.readKernelConfig (/. + dir); buildSets = lib.buildSetsForSystem {{ inherit system; }}; }};
+    value = lib.kernelCells {{ inherit config; buildSets = lib.buildSetsForSystem {{ inherit system; matrix = if pin == null then config.matrix else pin; }}; }};
   }}) systems);
+  cells = dir: {{ default = cellsIn null dir; august = cellsIn "upstream-2026-08" dir; }};
   one = dir: let r = builtins.tryEval (builtins.deepSeq (cells dir) (cells dir)); in if r.success then {{ cells = r.value; }} else {{ refused = true; }};
 in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}) [ {dirs} ])"#,
         repo = REPO,
@@ -468,23 +470,34 @@ in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}
             "{name}: Nix read a {} file; it must refuse it",
             generation.label()
         );
-        for system in systems {
-            let rust: Vec<Value> =
-                kernel_builder::matrix::cells(&loaded.config, system, kernel_builder::matrix::Scope::All)
-                    .iter()
-                    .map(|c| {
-                        let mut v = serde_json::to_value(c).unwrap();
-                        // Compiled cells' architectures are resolved by the orchestrator inside
-                        // the cell; Nix leaves them null.
-                        if !c.noarch {
-                            v["cuda_capabilities"] = Value::Null;
-                            v["rocm_archs"] = Value::Null;
-                        }
-                        v
-                    })
-                    .collect();
-            let nix_cells = nix_result["cells"][system].as_array().cloned().unwrap_or_default();
-            assert_eq!(nix_cells, rust, "{name} on {system}: Nix and Rust cells differ");
+        let august = kernel_builder::matrix::data::named("upstream-2026-08").unwrap();
+        for (which, system) in ["default", "august"].iter().flat_map(|w| systems.iter().map(move |s| (*w, s)))
+        {
+            let m = if which == "august" {
+                august
+            } else {
+                kernel_builder::matrix::data::for_config(&loaded.config)
+            };
+            let rust: Vec<Value> = kernel_builder::matrix::cells_in(
+                m,
+                &loaded.config,
+                system,
+                kernel_builder::matrix::Scope::All,
+            )
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap();
+                // Compiled cells' architectures are resolved by the orchestrator inside
+                // the cell; Nix leaves them null.
+                if !c.noarch {
+                    v["cuda_capabilities"] = Value::Null;
+                    v["rocm_archs"] = Value::Null;
+                }
+                v
+            })
+            .collect();
+            let nix_cells = nix_result["cells"][which][system].as_array().cloned().unwrap_or_default();
+            assert_eq!(nix_cells, rust, "{name} on {system} ({which} matrix): Nix and Rust cells differ");
             cells_compared += rust.len();
         }
         compared += 1;
@@ -676,7 +689,7 @@ fn compiled_cell_evaluates_and_fails_to_build_with_a_clear_message() {
         nix(repo(), &["eval", "--impure", "--json", "--expr", &format!("builtins.attrNames ({expr})")]);
     assert_eq!(
         names.trim(),
-        r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux"]"#
+        r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux","torch214-cxx11-cu126-x86_64-linux","torch214-cxx11-cu130-x86_64-linux","torch214-cxx11-cu132-x86_64-linux","torch215-cxx11-cu132-x86_64-linux"]"#
     );
     let out = duct::cmd(
         "nix",

@@ -866,3 +866,36 @@ fn update_builds_output_does_not_tell_the_user_to_run_update_build() {
     let all = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
     assert!(!all.contains("kernel-builder update-build"), "{all}");
 }
+
+/// `[general] matrix` (the pinned build matrix) survives an upgrade, in place, and an unknown
+/// pin stops update-build before it writes, naming the known matrices.
+#[test]
+fn the_matrix_pin_is_kept_and_checked() {
+    let original = corpus_text("huggingface__kernels-community__flash-attn3");
+    let pinned =
+        original.replacen("[general]\n", "[general]\nmatrix = \"upstream-2026-08\"  # keep 2.12/2.13\n", 1);
+    assert_ne!(pinned, original, "the corpus file starts with [general]");
+    let dir = kernel_dir(&pinned);
+    crate::corpus::materialize_into("huggingface__kernels-community__flash-attn3", dir.path());
+    std::fs::write(dir.path().join("build.toml"), &pinned).unwrap();
+    kb().args(["update-build"]).arg(dir.path()).assert().code(0);
+    let new = read(&dir);
+    assert!(new.contains("[general]\nmatrix = \"upstream-2026-08\"  # keep 2.12/2.13\n"), "{new}");
+    assert!(new.contains("edition = 5"), "{new}");
+    let out = kb().args(["list-variants", "--system", "x86_64-linux"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // Upstream's August bundle for this file (expected.json `variants`), not the default's.
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "torch-stable-abi29-cu126-x86_64-linux\ntorch-stable-abi29-cu130-x86_64-linux\n"
+    );
+
+    let unknown = pinned.replace("upstream-2026-08", "upstream-2099-01");
+    std::fs::write(dir.path().join("build.toml"), &unknown).unwrap();
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("unknown-matrix"), "{stderr}");
+    assert!(stderr.contains("known matrices: `2026-12`"), "{stderr}");
+    assert_eq!(read(&dir), unknown, "nothing is written");
+}
