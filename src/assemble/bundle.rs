@@ -745,6 +745,8 @@ mod tests {
             err,
             "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-xpu`?"
         );
+        let err = select(&planned, &["torch-metal".into()]).unwrap_err().to_string();
+        assert!(err.ends_with("torch-rocm, torch-xpu"), "no near miss, no suggestion: {err}");
     }
 
     #[test]

@@ -24,8 +24,8 @@ use crate::config::BuildConfig;
 use crate::hash::manifest::{self, Manifest};
 use crate::hash::tree_diff::{self, TreeDifference};
 
-/// The outcome for one variant.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The outcome for one variant (also its `verify --json` form).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct VariantCheck {
     pub name: String,
     /// NAR hash (SRI) of the rebuild.
@@ -45,8 +45,8 @@ impl VariantCheck {
     }
 }
 
-/// The whole verification.
-#[derive(Debug, Clone)]
+/// The whole verification (also the `verify --json` document).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct VerifyReport {
     /// Per variant, sorted by name.
     pub variants: Vec<VariantCheck>,

@@ -64,6 +64,10 @@ pub struct Args {
     /// Build through Nix or natively.
     #[arg(long, value_enum, default_value_t = NixMode::Auto)]
     pub nix: NixMode,
+    /// Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files",
+    /// "id"}]}` (`files` and `id` are null for a Nix build).
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
     /// Extra arguments for `nix build` (after `--`), e.g. `-- -L --max-jobs 4`.
@@ -128,8 +132,17 @@ pub fn run(args: Args) -> super::CmdResult {
         }
     };
     if use_nix {
-        for path in crate::nixdrv::build_and_copy(&dir, &args.variants, &args.nix_args)? {
-            println!("built {} (through Nix) -> {path}", path.file_name().unwrap_or_default());
+        let paths = crate::nixdrv::build_and_copy(&dir, &args.variants, &args.nix_args)?;
+        if args.json {
+            let variants: Vec<serde_json::Value> = paths
+                .iter()
+                .map(|p| serde_json::json!({"name": p.file_name().unwrap_or_default(), "path": p, "files": null, "id": null}))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "variants": variants }))?);
+        } else {
+            for path in paths {
+                println!("built {} (through Nix) -> {path}", path.file_name().unwrap_or_default());
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -141,11 +154,28 @@ pub fn run(args: Args) -> super::CmdResult {
 
     let loaded = super::load_config(&dir)?;
     let report = build_native(&dir, &loaded.config, &args.variants, &args.toolchain.host())?;
+    print_built(&report, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Print the variants a native build wrote on stdout, one `built NAME (N files, id ID) ->
+/// PATH` line each, or with `json` the `{"variants": [...]}` document; `build-and-copy` and
+/// `build-and-upload` both print this.
+pub(crate) fn print_built(report: &bundle::BundleReport, json: bool) -> anyhow::Result<()> {
+    if json {
+        let variants: Vec<serde_json::Value> = report
+            .built
+            .iter()
+            .map(|v| serde_json::json!({"name": v.name, "path": v.path, "files": v.files, "id": v.id}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "variants": variants }))?);
+        return Ok(());
+    }
     for v in &report.built {
         let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
         println!("built {} ({} files{id}) -> {}", v.name, v.files, v.path);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {

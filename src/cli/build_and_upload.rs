@@ -34,8 +34,15 @@ pub fn run(args: Args) -> super::CmdResult {
     let loaded = super::load_config(&dir)?;
     let host = args.toolchain.host();
     let report = super::build_and_copy::build_native(&dir, &loaded.config, &args.variants, &host)?;
-    for v in &report.built {
-        eprintln!("built {} ({} files) -> {}", v.name, v.files, v.path);
+    // The same lines as build-and-copy, on the same stream; with --json the upload's document
+    // is the one on stdout, so the build lines go to stderr.
+    if args.flags.json {
+        for v in &report.built {
+            let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
+            eprintln!("built {} ({} files{id}) -> {}", v.name, v.files, v.path);
+        }
+    } else {
+        super::build_and_copy::print_built(&report, false)?;
     }
     let built: Vec<String> = report.built.iter().map(|v| v.name.clone()).collect();
     let checked = verify(&dir, &loaded.config, &built, &host)?;

@@ -16,6 +16,9 @@ pub struct Args {
     /// Files, directories or symlinks to hash.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// Print `[{"path", "hash", "error"}]` as JSON on stdout (`hash` or `error` is null).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Hash each path and print its SRI hash, in order. A path that cannot be hashed is reported
@@ -27,6 +30,21 @@ pub struct Args {
 pub fn run(args: Args) -> super::CmdResult {
     let stdout = std::io::stdout();
     let mut failed = 0usize;
+    if args.json {
+        let doc: Vec<serde_json::Value> = args
+            .paths
+            .iter()
+            .map(|p| match crate::hash::nar_hash_sri(p) {
+                Ok(h) => serde_json::json!({"path": p.display().to_string(), "hash": h, "error": null}),
+                Err(e) => {
+                    failed += 1;
+                    serde_json::json!({"path": p.display().to_string(), "hash": null, "error": e.to_string()})
+                }
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS });
+    }
     for path in &args.paths {
         let sri = match crate::hash::nar_hash_sri(path) {
             Ok(s) => s,

@@ -31,6 +31,9 @@ pub struct UploadFlags {
     /// Also write the outcome as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub output_json: Option<Utf8PathBuf>,
+    /// Print the outcome as JSON on stdout (the summary line goes to stderr); also on failure.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `upload`.
@@ -107,6 +110,9 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
                     eprintln!("warning: {e:#}");
                 }
             }
+            if flags.json {
+                print!("{}", outcome.to_json());
+            }
             eprintln!("{}", hub::upload::summary(&outcome));
             return Err(error);
         }
@@ -116,14 +122,21 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
     }
     if opts.dry_run {
         for line in &outcome.plan {
-            println!("{line}");
+            if flags.json {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
         }
     }
     if let Some(path) = &flags.output_json {
         crate::fsutil::write_atomic(path, outcome.to_json().as_bytes())?;
     }
     let summary = hub::upload::summary(&outcome);
-    if outcome.status == hub::Status::NoChanges {
+    if flags.json {
+        print!("{}", outcome.to_json());
+        eprintln!("{summary}");
+    } else if outcome.status == hub::Status::NoChanges {
         eprintln!("{summary}");
     } else {
         println!("{summary}");

@@ -20,6 +20,10 @@ pub struct Args {
     /// the variants of this kernel present in build/.
     #[arg(long = "variant", value_name = "VARIANT")]
     pub variants: Vec<String>,
+    /// Print the result as JSON on stdout: `{"same": bool, "variants": [{"name", "rebuilt",
+    /// "on_disk", "recorded", "difference"}], "notes": [...]}` (same exit status).
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub toolchain: super::build_and_copy::ToolchainArgs,
 }
@@ -32,6 +36,12 @@ pub fn run(args: Args) -> super::CmdResult {
     let report = verify(&dir, &loaded.config, &args.variants, &args.toolchain.host())?;
     for n in &report.notes {
         eprintln!("note: {n}");
+    }
+    if args.json {
+        let same = report.variants.iter().all(|v| v.is_same());
+        let doc = serde_json::json!({"same": same, "variants": report.variants, "notes": report.notes});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(if same { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
     let mut all_same = true;
     for v in &report.variants {

@@ -1016,6 +1016,10 @@ Options:
           
           [default: auto]
 
+      --json
+          Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files", "id"}]}`
+          (`files` and `id` are null for a Nix build)
+
       --python <PATH>
           The Python interpreter whose torch compiled variants are built against; its torch version,
           CUDA build and C++ ABI name the variant. CMake and Ninja are looked up beside it first,
@@ -1313,4 +1317,35 @@ fn a_file_name_with_a_newline_is_refused() {
         "{stderr}"
     );
     assert!(!t.path().join("build").exists());
+}
+
+/// One convention for machine-readable output: `--json` prints one JSON document on stdout
+/// (build-and-copy, verify, hash; check-config and list-variants too), text goes to stderr.
+#[test]
+fn json_flags_print_one_document_on_stdout() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let out = kb(t.path()).args(["build-and-copy", "--nix", "never", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> =
+        v["variants"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["torch-cuda", "torch-rocm", "torch-xpu"]);
+    assert_eq!(v["variants"][0]["files"], 6);
+    assert_eq!(v["variants"][0]["id"], format!("_vector_add_cuda_{}", uid()));
+
+    let out = kb(t.path()).args(["verify", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["same"], true);
+    assert_eq!(v["variants"].as_array().unwrap().len(), 3);
+    assert_eq!(v["variants"][0]["name"], "torch-cuda");
+    assert_eq!(v["variants"][0]["rebuilt"], v["variants"][0]["recorded"]);
+
+    let out = kb(t.path()).args(["hash", "--json", "build/torch-cuda", "missing"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["path"], "build/torch-cuda");
+    assert!(v[0]["hash"].as_str().unwrap().starts_with("sha256-") && v[0]["error"].is_null());
+    assert!(v[1]["hash"].is_null() && v[1]["error"].as_str().unwrap().contains("missing"));
 }

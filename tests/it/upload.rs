@@ -1035,3 +1035,31 @@ fn a_bad_output_json_path_fails_before_the_first_commit() {
         "no repository was even created"
     );
 }
+
+/// `upload --json` prints the outcome on stdout (the plan and summary go to stderr), the same
+/// document `--output-json` writes; build-and-upload prints its build lines as build-and-copy does.
+#[test]
+fn upload_json_prints_the_outcome_on_stdout() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), None).arg("upload").arg(&dir).args(["--dry-run", "--json"]),
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["status"], "dry_run");
+    assert!(r.stderr.contains("commit to v1:"), "{}", r.stderr);
+
+    let dir2 = env.root.join("k2");
+    fixture(&dir2, BUILD_TOML);
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), Some(SECRET))
+            .arg("build-and-upload")
+            .arg(&dir2)
+            .args(["--variant", "torch-cpu"]),
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("built torch-cpu (6 files, id _relu_cpu_"), "{}", r.stdout);
+}
