@@ -32,7 +32,9 @@
 //!    hermetic, and the toolchain's versions);
 //! 5. hands the finished directory to [`check_built_variant`] (the seam for the ABI check).
 //!
-//! The work directory of `build-and-copy` is kept between runs, in the user's cache
+//! The torch probe (a Python process importing torch, seconds) is cached in
+//! `<cache>/probe-v1/`, valid while the interpreter and torch's `version.py` keep their size and
+//! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
 //! (`$KERNEL_BUILDER_CACHE_DIR`, else `$XDG_CACHE_HOME/kernel-builder`, else
 //! `~/.cache/kernel-builder`; `cmake-v1/<kernel dir hash>/<variant>`); `verify` and `assemble`
 //! use a fresh one. Source and build directories are mapped away (`-ffile-prefix-map`), there
@@ -57,7 +59,7 @@ use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
 use crate::matrix::{self, naming, CellKind, Scope};
 
 /// What `torch` in a Python environment says about itself (one `python -c` run).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TorchFacts {
     /// `torch.__version__`, e.g. `2.11.0+cu130`.
     pub version: String,
@@ -149,7 +151,72 @@ impl HostToolchain {
     }
 }
 
+/// What a cached probe is valid for: the interpreter file and torch's `version.py`, by size
+/// and modification time (a reinstall of either changes them).
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct ProbeStamp {
+    python: String,
+    python_mtime_ns: u128,
+    python_len: u64,
+    torch_version_py_mtime_ns: u128,
+    torch_version_py_len: u64,
+}
+
+fn stamp_of(python: &Utf8Path, torch_dir: &Utf8Path) -> Option<ProbeStamp> {
+    let resolved = find_program(python.as_str(), &[])?;
+    let meta = |p: &Utf8Path| -> Option<(u128, u64)> {
+        let m = std::fs::metadata(p).ok()?;
+        let t = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+        Some((t.as_nanos(), m.len()))
+    };
+    let (pm, pl) = meta(&resolved)?;
+    let (tm, tl) = meta(&torch_dir.join("version.py"))?;
+    Some(ProbeStamp {
+        python: resolved.to_string(),
+        python_mtime_ns: pm,
+        python_len: pl,
+        torch_version_py_mtime_ns: tm,
+        torch_version_py_len: tl,
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+struct CachedProbe {
+    stamp: ProbeStamp,
+    facts: serde_json::Value,
+}
+
+/// torch's facts for `python`, from the probe cache (`<cache>/probe-v1/`) when the
+/// interpreter and torch are unchanged since, else by running the probe (importing torch
+/// takes seconds) and caching the result.
 fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
+    let key: String =
+        sha2::Sha256::digest(python.as_str().as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let cache_file = cache_root().ok().map(|r| r.join("probe-v1").join(format!("{key}.json")));
+    if let Some(f) = &cache_file {
+        if let Ok(text) = std::fs::read_to_string(f) {
+            if let Ok(c) = serde_json::from_str::<CachedProbe>(&text) {
+                if let Ok(facts) = serde_json::from_value::<TorchFacts>(c.facts.clone()) {
+                    if stamp_of(python, &facts.torch_dir).as_ref() == Some(&c.stamp) {
+                        return Ok(facts);
+                    }
+                }
+            }
+        }
+    }
+    let (facts, raw) = run_probe(python)?;
+    if let (Some(f), Some(stamp)) = (&cache_file, stamp_of(python, &facts.torch_dir)) {
+        if let Some(dir) = f.parent() {
+            let _ = std::fs::create_dir_all(dir);
+            if let Ok(text) = serde_json::to_vec(&CachedProbe { stamp, facts: raw }) {
+                let _ = crate::fsutil::write_atomic(f, &text);
+            }
+        }
+    }
+    Ok(facts)
+}
+
+fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), String> {
     let out = duct::cmd(python.as_str(), ["-c", PROBE])
         .stdout_capture()
         .stderr_capture()
@@ -169,8 +236,11 @@ fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
         }
         return Err(format!("`{python}` could not report torch's build facts:\n{}", tail(&err, 20)));
     }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))
+    let raw: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
+    let facts = serde_json::from_value(raw.clone())
+        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
+    Ok((facts, raw))
 }
 
 /// The last `n` lines of `text`.
