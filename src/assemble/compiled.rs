@@ -32,6 +32,7 @@
 //!    hermetic, and the toolchain's versions);
 //! 5. hands the finished directory to [`check_built_variant`] (the seam for the ABI check).
 //!
+//! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count).
 //! The torch probe (a Python process importing torch, seconds) is cached in
 //! `<cache>/probe-v1/`, valid while the interpreter and torch's `version.py` keep their size and
 //! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
@@ -680,10 +681,9 @@ pub fn cell_facts(
     let map = |from: &Utf8Path, to: &str| format!("-ffile-prefix-map={from}={to}");
     let mut host_opts: Vec<String> =
         vec![map(src_dir, "."), map(build_dir, "."), map(&t.torch_dir, "/torch")];
-    let gnu = cell.cxx.version.contains("g++")
-        || cell.cxx.version.contains("GCC")
-        || cell.cxx.version.contains("(Debian")
-        || cell.cxx.version.contains("gcc");
+    // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
+    // clang never does and has no such flag.
+    let gnu = !cell.cxx.version.contains("clang");
     if gnu {
         // Each kernel's function-local statics stay its own when two are loaded in one process.
         host_opts.push("-fno-gnu-unique".into());
