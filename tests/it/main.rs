@@ -1,4 +1,5 @@
 //! Integration tests: one binary, one module per concern.
+mod abi;
 mod build;
 mod codegen;
 mod compiled;
@@ -7,9 +8,12 @@ mod corpus;
 mod hash;
 mod init;
 mod list_variants;
+mod matrix_check_wheel;
 mod matrix_corpus;
 mod matrix_user_reports;
 mod nix;
+mod scripts;
+mod tune;
 mod update_build;
 mod update_build_variants;
 mod upload;
