@@ -50,7 +50,9 @@ fn materialize(entry: &Utf8Path, extra: &[String], dest: &Utf8Path) -> std::io::
 
 fn main() -> anyhow::Result<()> {
     let mut reps = 20usize;
-    let mut corpus = Utf8PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus"));
+    let mut corpus = std::env::var("KERNEL_BUILDER_CORPUS")
+        .map(Utf8PathBuf::from)
+        .unwrap_or_else(|_| Utf8PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus")));
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {

@@ -5,14 +5,19 @@
 //! [`matrix`] (the cells to build) → [`assemble`] (one variant directory per cell, natively or
 //! as the builder inside a Nix derivation, see [`nixdrv`]) → [`hash`] (NAR hashes, digests and
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
-//! new kernel projects.
+//! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
+//! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
+//! directory.
 
+pub mod abi;
 pub mod assemble;
 pub mod cli;
+pub mod codegen;
 pub mod config;
 pub mod fsutil;
 pub mod hash;
 pub mod hub;
 pub mod init;
+pub mod layout;
 pub mod matrix;
 pub mod nixdrv;

@@ -4,17 +4,22 @@
 //!
 //! A noarch variant (`torch-<backend>`) does not depend on the host, so the bundle holds every
 //! noarch cell of the matrix on *any* system ([`crate::matrix::cells`] with
-//! [`Scope::Bundle`]), plus the compiled cells of the host system. `--variant V` restricts the
-//! build to the named variants; an unknown name is an error that lists the valid ones.
-//! Compiled variants go through [`super::compiled`], which in this version refuses them, so a
-//! mixed kernel builds its noarch variants with `--variant`.
+//! [`Scope::Bundle`]). A compiled backend gets the one cell the host toolchain builds
+//! ([`super::compiled::plan_cell`]: torch from `--python`); a backend whose toolchain is missing
+//! is skipped with a note saying what is missing ([`Plan::skipped`]), and the other variants
+//! still build. `--variant V` restricts the build to the named variants; an unknown name is an
+//! error that lists the valid ones, and a compiled one this host cannot build says why.
 //!
 //! # All or nothing
 //!
 //! [`build_into`] assembles every requested variant into a temporary directory inside
-//! `DIR/build/` (the same filesystem, so renames are atomic), then, variant by variant, moves
-//! the old `build/<v>` aside and the new one into place; if a move fails, the ones already
-//! made are undone. Variants that were not built, and other files in `build/`, are left alone.
+//! `DIR/build/` (the same filesystem, so renames are atomic), then, variant by variant,
+//! exchanges the new one with the old `build/<v>` in one `renameat2(RENAME_EXCHANGE)`
+//! ([`swap_in`]): killed at any instant, each `build/<v>` is the whole old variant or the whole
+//! new one, never missing. If a swap fails, the ones already made are undone. A run killed
+//! between two variants leaves some variants new and some old; `build/hashes.json` still
+//! records the old ones (it is rewritten after the swaps), so `upload` refuses that tree and
+//! the next build completes it. Variants that were not built, and other files in `build/`, are left alone.
 //! If anything fails before the moves, `build/` is exactly as it was (a `build/` created for
 //! this run is removed again). The manifest `build/hashes.json` is then rewritten (see
 //! `write_manifest`): one NAR hash per variant built from this source, and the source's tree
@@ -31,7 +36,7 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::compiled::{assemble_compiled, check_supported};
+use super::compiled::{build_cell, plan_cell, HostToolchain, NativeCell, SkippedBackend, WorkDir};
 use super::noarch::{assemble_noarch, op_namespace};
 use super::provenance::{BuildIds, KernelRevision};
 use super::source::SourceSet;
@@ -48,23 +53,117 @@ pub struct PlannedVariant {
     pub backend: Backend,
     /// True when a `[kernel.*]` compiles code for the backend.
     pub compiled: bool,
+    /// Compiled variants: the cell the host toolchain builds.
+    pub cell: Option<Box<NativeCell>>,
+}
+
+/// What `build-and-copy` builds on this host.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Sorted by name.
+    pub variants: Vec<PlannedVariant>,
+    /// Compiled backends this host cannot build, with the reason (what is missing).
+    pub skipped: Vec<SkippedBackend>,
 }
 
 /// Every variant `build-and-copy` builds for `config` on this host, sorted by name: the
-/// noarch cells of every system, and the compiled cells of the host system.
-pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
-    let host = matrix::host_system();
+/// noarch cells of every system, and per compiled backend the cell `host` builds.
+pub fn plan(config: &BuildConfig, host: &HostToolchain) -> Plan {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for system in &matrix::data::matrix().systems {
         for cell in matrix::cells(config, system, Scope::Bundle) {
-            if (cell.noarch || *system == host) && seen.insert(cell.name.clone()) {
-                out.push(PlannedVariant { name: cell.name, backend: cell.backend, compiled: !cell.noarch });
+            if cell.noarch && seen.insert(cell.name.clone()) {
+                out.push(PlannedVariant {
+                    name: cell.name,
+                    backend: cell.backend,
+                    compiled: false,
+                    cell: None,
+                });
             }
         }
     }
+    let mut compiled: Vec<Backend> =
+        config.general.backends.iter().copied().filter(|b| config.has_kernel_for(*b)).collect();
+    compiled.sort();
+    compiled.dedup();
+    let mut skipped = Vec::new();
+    for backend in compiled {
+        match plan_cell(config, backend, host) {
+            Ok(cell) => out.push(PlannedVariant {
+                name: cell.variant.clone(),
+                backend,
+                compiled: true,
+                cell: Some(Box::new(cell)),
+            }),
+            Err(reason) => skipped.push(SkippedBackend { backend, reason }),
+        }
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+    Plan { variants: out, skipped }
+}
+
+/// Why `name`, which is not planned, cannot be built here, when it names a compiled variant
+/// of this kernel (a backend skipped, or a cell another toolchain would build).
+pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Option<String> {
+    let backend = matrix::data::matrix()
+        .systems
+        .iter()
+        .flat_map(|s| matrix::cells(config, s, Scope::All))
+        .find(|c| c.name == name && !c.noarch)
+        .map(|c| c.backend)
+        .or_else(|| {
+            use matrix::naming::{parse_variant_name, ParsedVariant};
+            let compute = match parse_variant_name(name)? {
+                ParsedVariant::TorchArch { compute, .. }
+                | ParsedVariant::StableAbi { compute, .. }
+                | ParsedVariant::TvmFfi { compute, .. } => compute,
+                ParsedVariant::Noarch { .. } => return None,
+            };
+            [
+                ("cu", Backend::Cuda),
+                ("rocm", Backend::Rocm),
+                ("xpu", Backend::Xpu),
+                ("metal", Backend::Metal),
+                ("cpu", Backend::Cpu),
+            ]
+            .into_iter()
+            .find(|(p, _)| compute.starts_with(p))
+            .map(|(_, b)| b)
+        })
+        .filter(|b| config.has_kernel_for(*b))?;
+    if let Some(s) = plan.skipped.iter().find(|s| s.backend == backend) {
+        return Some(format!("cannot build `{name}` natively: {}", s.reason));
+    }
+    let built = plan.variants.iter().find(|v| v.backend == backend && v.compiled)?;
+    let cell = built.cell.as_ref()?;
+    Some(format!(
+        "cannot build `{name}` natively: the toolchain here (torch {} from the Python environment given) builds `{}`; pass --python with a Python environment whose torch gives `{name}`, or build it through Nix",
+        cell.torch.version, built.name
+    ))
+}
+
+/// `"; did you mean `torch-cuda`?"` for the unknown names within two edits (optimal string
+/// alignment: a swap of two neighbours is one) of a valid one, else `""`. Variant names share
+/// long prefixes (`torch-`, `torch212-cxx11-`), so a similarity score would suggest
+/// `torch-rocm` for `torch-metal`; an edit distance does not.
+pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> String {
+    let near: Vec<String> = unknown
+        .iter()
+        .filter_map(|u| {
+            valid
+                .iter()
+                .map(|v| (strsim::osa_distance(u.as_ref(), v), *v))
+                .filter(|(d, _)| *d <= 2)
+                .min_by_key(|(d, _)| *d)
+                .map(|(_, v)| format!("`{v}`"))
+        })
+        .collect();
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", near.join(", "))
+    }
 }
 
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
@@ -78,10 +177,11 @@ pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Resul
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
         anyhow::bail!(
-            "unknown variant{} {}; this kernel's variants are: {}",
+            "unknown variant{} {}; this kernel's variants are: {}{}",
             if unknown.len() == 1 { "" } else { "s" },
             unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") }
+            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") },
+            did_you_mean(&unknown, &valid)
         );
     }
     Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
@@ -112,17 +212,21 @@ pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::R
     )
 }
 
-/// Write one planned variant into `out_dir/<name>/` (noarch or compiled).
+/// Write one planned variant into `out_dir/<name>/` (noarch, or compiled in `work`).
 pub fn assemble_variant(
     source: &SourceSet,
     config: &BuildConfig,
     variant: &PlannedVariant,
     ids: &BuildIds,
     out_dir: &Utf8Path,
+    work: &WorkDir,
 ) -> anyhow::Result<Vec<Warning>> {
     let dest = out_dir.join(&variant.name);
     if variant.compiled {
-        assemble_compiled(source, config, &variant.name, variant.backend, ids, &dest)
+        check_python_depends(config, variant.backend)?;
+        let cell =
+            variant.cell.as_ref().with_context(|| format!("variant `{}` has no toolchain", variant.name))?;
+        build_cell(source, config, cell, ids, &dest, work)
     } else {
         check_python_depends(config, variant.backend)?;
         assemble_noarch(source, config, variant.backend, ids, &dest)
@@ -140,6 +244,8 @@ pub struct BundleReport {
     pub tree_id: String,
     /// Warnings about the sources and the variants, sorted, each once.
     pub warnings: Vec<Warning>,
+    /// Compiled backends skipped because this host lacks their toolchain (what is missing).
+    pub notes: Vec<String>,
 }
 
 /// One variant written.
@@ -148,7 +254,7 @@ pub struct BuiltVariant {
     pub name: String,
     /// `DIR/build/<name>`.
     pub path: Utf8PathBuf,
-    /// The metadata `id` (the op namespace), `None` for compiled variants.
+    /// The metadata `id` (the op namespace).
     pub id: Option<String>,
     /// Number of files in it, `metadata.json` included.
     pub files: usize,
@@ -168,30 +274,34 @@ pub fn build_into(
     config: &BuildConfig,
     requested: &[String],
     kernel: Option<KernelRevision>,
+    host: &HostToolchain,
 ) -> anyhow::Result<BundleReport> {
-    let planned = plan(config);
-    let selected = select(&planned, requested)?;
-    anyhow::ensure!(
-        !selected.is_empty(),
-        "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",
-        config.path
-    );
-    let source = SourceSet::collect(kernel_dir, config)?;
-    let ids = BuildIds { uid: source.uid(), kernel };
-    if requested.is_empty() {
-        // A mixed kernel built without --variant: fail before building anything, and say how
-        // to get its noarch variants.
-        if let Some(first) = selected.iter().find(|v| v.compiled) {
-            let noarch: Vec<String> =
-                selected.iter().filter(|v| !v.compiled).map(|v| format!("--variant {}", v.name)).collect();
-            if let Err(e) = check_supported(config, &first.name, first.backend) {
-                if noarch.is_empty() {
-                    return Err(e);
-                }
-                anyhow::bail!("{e}\nhint: to build only the noarch variants, pass {}", noarch.join(" "));
+    let the_plan = plan(config, host);
+    let planned = &the_plan.variants;
+    for r in requested {
+        if !planned.iter().any(|p| &p.name == r) {
+            if let Some(why) = why_not_buildable(config, &the_plan, r) {
+                anyhow::bail!("{why}");
             }
         }
     }
+    let selected = select(planned, requested)?;
+    let notes: Vec<String> = the_plan
+        .skipped
+        .iter()
+        .map(|s| format!("the `{}` variant is not built: {}", s.backend, s.reason))
+        .collect();
+    if selected.is_empty() {
+        if !notes.is_empty() {
+            anyhow::bail!("`{}` has no variant this host can build:\n  {}", config.path, notes.join("\n  "));
+        }
+        anyhow::bail!(
+            "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",
+            config.path
+        );
+    }
+    let source = SourceSet::collect(kernel_dir, config)?;
+    let ids = BuildIds { uid: source.uid(), kernel };
 
     let build_dir = kernel_dir.join("build");
     let created_build = match std::fs::symlink_metadata(&build_dir) {
@@ -217,7 +327,7 @@ pub fn build_into(
     }
     // Under the lock no other build runs, so a temporary directory here is a killed run's.
     let leftovers = remove_leftover_tmp_dirs(&build_dir);
-    let result = build_and_swap(&source, config, &selected, &ids, &build_dir);
+    let result = build_and_swap(&source, config, &selected, &ids, &build_dir, kernel_dir);
     if result.is_err() && created_build {
         // Only removes it when empty, i.e. when nothing was moved in.
         let _ = std::fs::remove_dir(&build_dir);
@@ -225,12 +335,12 @@ pub fn build_into(
     let (built, mut warnings) = result?;
     warnings.extend(leftovers);
 
-    warnings.extend(write_manifest(&build_dir, &built, &planned, &source.tree_id())?);
+    warnings.extend(write_manifest(&build_dir, &built, planned, &source.tree_id())?);
 
     warnings.extend(source.warnings().iter().cloned());
     warnings.sort();
     warnings.dedup();
-    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings })
+    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings, notes })
 }
 
 /// How [`lock_dir`] locks.
@@ -248,13 +358,63 @@ pub enum Lock {
 ///
 /// Errors: `dir` cannot be opened or locked.
 pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
+    use rustix::fs::FlockOperation as Op;
     let file = std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
-    let op = match how {
-        Lock::Shared => rustix::fs::FlockOperation::LockShared,
-        Lock::Exclusive => rustix::fs::FlockOperation::LockExclusive,
+    let (now, wait) = match how {
+        Lock::Shared => (Op::NonBlockingLockShared, Op::LockShared),
+        Lock::Exclusive => (Op::NonBlockingLockExclusive, Op::LockExclusive),
     };
-    rustix::fs::flock(&file, op).with_context(|| format!("cannot lock `{dir}`"))?;
+    match rustix::fs::flock(&file, now) {
+        Ok(()) => return Ok(file),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {}
+        Err(e) => return Err(std::io::Error::from(e)).with_context(|| format!("cannot lock `{dir}`")),
+    }
+    // Someone else holds it: say who, then wait.
+    let who = lock_holder(&file).unwrap_or_else(|| "another process".to_owned());
+    let what = match how {
+        Lock::Shared => "to finish writing it",
+        Lock::Exclusive => "to finish with it",
+    };
+    eprintln!("note: `{dir}` is locked by {who}; waiting for it {what} (builds of one kernel take turns)");
+    rustix::fs::flock(&file, wait).with_context(|| format!("cannot lock `{dir}`"))?;
     Ok(file)
+}
+
+/// Who holds an `flock` on the file `file` refers to, from `/proc/locks` (Linux): `pid N
+/// (command line)`. `None` where that cannot be told.
+fn lock_holder(file: &std::fs::File) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let me = std::process::id();
+    for line in locks.lines() {
+        // `1: FLOCK  ADVISORY  WRITE 12345 08:01:123456 0 EOF` (blocked waiters have `->`).
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || f[1] != "FLOCK" || f.contains(&"->") {
+            continue;
+        }
+        let mut id = f[5].split(':');
+        let (Some(ma), Some(mi), Some(i)) = (id.next(), id.next(), id.next()) else { continue };
+        let same = u32::from_str_radix(ma, 16).ok() == Some(major)
+            && u32::from_str_radix(mi, 16).ok() == Some(minor)
+            && i.parse::<u64>().ok() == Some(ino);
+        let Ok(pid) = f[4].parse::<u32>() else { continue };
+        if same && pid != me {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .split('\0')
+                        .filter(|s| !s.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
+            return Some(if cmd.is_empty() { format!("pid {pid}") } else { format!("pid {pid} (`{cmd}`)") });
+        }
+    }
+    None
 }
 
 /// Remove the `.kernel-builder-tmp-*` directories that a killed build left in `build_dir`
@@ -267,6 +427,23 @@ fn remove_leftover_tmp_dirs(build_dir: &Utf8Path) -> Vec<Warning> {
     for e in rd.flatten() {
         if !e.file_name().starts_with(TMP_PREFIX) || !e.path().is_dir() || e.path().is_symlink() {
             continue;
+        }
+        // The fallback swap ([`swap_in`]) killed between its two renames: the old variant is
+        // in `old/`, and `build/` has none by that name. Put it back first.
+        if let Ok(old) = e.path().join("old").read_dir_utf8() {
+            for v in old.flatten() {
+                let target = build_dir.join(v.file_name());
+                if std::fs::symlink_metadata(&target).is_err() {
+                    let message = match std::fs::rename(v.path(), &target) {
+                        Ok(()) => "restored from an interrupted build".to_owned(),
+                        Err(err) => format!(
+                            "missing after an interrupted build, and cannot be restored from `{}` ({err})",
+                            v.path()
+                        ),
+                    };
+                    warnings.push(Warning { path: None, message: format!("`{target}`: {message}") });
+                }
+            }
         }
         let message = match std::fs::remove_dir_all(e.path()) {
             Ok(()) => "removed, left by an interrupted build".to_owned(),
@@ -340,12 +517,110 @@ pub fn unplanned_variant_dirs(build_dir: &Utf8Path, planned: &[PlannedVariant]) 
     out
 }
 
+/// How one variant went into `build/`, so that it can be undone.
+#[derive(Debug)]
+enum Swapped {
+    /// Exchanged atomically with the old `build/<v>`, which is now `new/<v>`.
+    Exchanged(String),
+    /// Moved into place where there was no old variant.
+    Moved(String),
+    /// Fallback (no `RENAME_EXCHANGE` on this filesystem): the old one moved to `old/<v>`,
+    /// then the new one into place.
+    TwoStep(String),
+}
+
+impl Swapped {
+    fn name(&self) -> &str {
+        match self {
+            Swapped::Exchanged(n) | Swapped::Moved(n) | Swapped::TwoStep(n) => n,
+        }
+    }
+
+    /// Put back what was there before; false when that failed.
+    fn undo(&self, build_dir: &Utf8Path, new_dir: &Utf8Path, old_dir: &Utf8Path) -> bool {
+        let target = build_dir.join(self.name());
+        match self {
+            Swapped::Exchanged(n) => exchange(&new_dir.join(n), &target).is_ok(),
+            Swapped::Moved(n) => std::fs::rename(&target, new_dir.join(n)).is_ok(),
+            Swapped::TwoStep(n) => {
+                std::fs::remove_dir_all(&target).is_ok() && std::fs::rename(old_dir.join(n), &target).is_ok()
+            }
+        }
+    }
+}
+
+/// Atomically exchange the two paths (`renameat2(RENAME_EXCHANGE)`): at every instant each
+/// name holds one of the two whole trees.
+fn exchange(a: &Utf8Path, b: &Utf8Path) -> std::io::Result<()> {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        a.as_std_path(),
+        rustix::fs::CWD,
+        b.as_std_path(),
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .map_err(std::io::Error::from)
+}
+
+/// Put the new variant `new_dir/<name>` in place of `build_dir/<name>` so that, whenever the
+/// process is killed, `build/<name>` is either the whole old variant or the whole new one:
+///
+/// - an old variant exists: one `renameat2(RENAME_EXCHANGE)`; the old one ends up in
+///   `new_dir/<name>` and is removed with the temporary directory;
+/// - no old variant: one `renameat2(RENAME_NOREPLACE)` (fails rather than replace a variant
+///   that appeared meanwhile);
+/// - a filesystem without `RENAME_EXCHANGE` (`EINVAL`, or no `renameat2` at all): the old one
+///   is renamed to `old_dir/<name>` and the new one into place. A kill between the two leaves
+///   the old variant in `old_dir`, from where the next build puts it back
+///   ([`remove_leftover_tmp_dirs`]) before doing anything else.
+fn swap_in(
+    build_dir: &Utf8Path,
+    new_dir: &Utf8Path,
+    old_dir: &Utf8Path,
+    name: &str,
+) -> anyhow::Result<Swapped> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    let target = build_dir.join(name);
+    let new = new_dir.join(name);
+    let moved = |e: std::io::Error| {
+        anyhow::Error::new(e).context(format!("cannot move the new `{name}` into `{build_dir}`"))
+    };
+    if std::fs::symlink_metadata(&target).is_err() {
+        return match renameat_with(CWD, new.as_std_path(), CWD, target.as_std_path(), RenameFlags::NOREPLACE)
+        {
+            Ok(()) => Ok(Swapped::Moved(name.to_owned())),
+            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+                std::fs::rename(&new, &target).map_err(moved)?;
+                Ok(Swapped::Moved(name.to_owned()))
+            }
+            Err(e) => Err(moved(e.into())),
+        };
+    }
+    match exchange(&new, &target) {
+        Ok(()) => Ok(Swapped::Exchanged(name.to_owned())),
+        Err(e) if matches!(e.raw_os_error(), Some(code) if code == rustix::io::Errno::INVAL.raw_os_error() || code == rustix::io::Errno::NOSYS.raw_os_error()) =>
+        {
+            let aside = old_dir.join(name);
+            std::fs::rename(&target, &aside).with_context(|| format!("cannot move `{target}` aside"))?;
+            if let Err(e) = std::fs::rename(&new, &target) {
+                let _ = std::fs::rename(&aside, &target);
+                return Err(moved(e));
+            }
+            Ok(Swapped::TwoStep(name.to_owned()))
+        }
+        Err(e) => {
+            Err(anyhow::Error::new(e).context(format!("cannot exchange `{target}` with the new `{name}`")))
+        }
+    }
+}
+
 fn build_and_swap(
     source: &SourceSet,
     config: &BuildConfig,
     selected: &[PlannedVariant],
     ids: &BuildIds,
     build_dir: &Utf8Path,
+    kernel_dir: &Utf8Path,
 ) -> anyhow::Result<(Vec<BuiltVariant>, Vec<Warning>)> {
     let tmp = tempfile::Builder::new()
         .prefix(TMP_PREFIX)
@@ -361,49 +636,34 @@ fn build_and_swap(
     }
 
     let mut warnings = Vec::new();
+    let work = WorkDir::Cache { kernel_dir: kernel_dir.to_owned() };
     for v in selected {
-        let w = assemble_variant(source, config, v, ids, &new_dir)
+        let w = assemble_variant(source, config, v, ids, &new_dir, &work)
             .with_context(|| format!("cannot build variant `{}`", v.name))?;
         warnings.extend(w);
     }
 
-    // Swap in, undoing on failure.
-    let mut done: Vec<(Utf8PathBuf, Option<Utf8PathBuf>)> = Vec::new();
+    // Swap in, undoing on failure (see [`swap_in`]).
+    let mut done: Vec<Swapped> = Vec::new();
     for v in selected {
-        let target = build_dir.join(&v.name);
-        let aside = old_dir.join(&v.name);
-        let had_old = std::fs::symlink_metadata(&target).is_ok();
-        let step = (|| -> anyhow::Result<()> {
-            if had_old {
-                std::fs::rename(&target, &aside).with_context(|| format!("cannot move `{target}` aside"))?;
-            }
-            if let Err(e) = std::fs::rename(new_dir.join(&v.name), &target) {
-                if had_old {
-                    let _ = std::fs::rename(&aside, &target);
+        match swap_in(build_dir, &new_dir, &old_dir, &v.name) {
+            Ok(s) => done.push(s),
+            Err(e) => {
+                let not_restored: Vec<String> = done
+                    .iter()
+                    .rev()
+                    .filter(|s| !s.undo(build_dir, &new_dir, &old_dir))
+                    .map(|s| build_dir.join(s.name()).to_string())
+                    .collect();
+                if not_restored.is_empty() {
+                    return Err(e);
                 }
-                return Err(e)
-                    .with_context(|| format!("cannot move the new `{}` into `{build_dir}`", v.name));
+                return Err(e.context(format!(
+                    "and these variants could not be restored to their previous state: {}",
+                    not_restored.join(", ")
+                )));
             }
-            Ok(())
-        })();
-        if let Err(e) = step {
-            let mut not_restored = Vec::new();
-            for (t, a) in done.iter().rev() {
-                let undone = std::fs::remove_dir_all(t).is_ok()
-                    && a.as_ref().is_none_or(|a| std::fs::rename(a, t).is_ok());
-                if !undone {
-                    not_restored.push(t.to_string());
-                }
-            }
-            if not_restored.is_empty() {
-                return Err(e);
-            }
-            return Err(e.context(format!(
-                "and these variants could not be restored to their previous state: {}",
-                not_restored.join(", ")
-            )));
         }
-        done.push((target, had_old.then_some(aside)));
     }
 
     let built = selected
@@ -415,7 +675,7 @@ fn build_and_swap(
                 .filter_map(Result::ok)
                 .filter(|e| e.file_type().is_file())
                 .count();
-            let id = (!v.compiled).then(|| op_namespace(source.python_name(), v.backend, &ids.uid));
+            let id = Some(op_namespace(source.python_name(), v.backend, &ids.uid));
             BuiltVariant { name: v.name.clone(), path, id, files }
         })
         .collect();
@@ -434,11 +694,15 @@ mod tests {
         planned.iter().map(|p| p.name.as_str()).collect()
     }
 
+    fn host() -> HostToolchain {
+        HostToolchain::new("/nonexistent/python3")
+    }
+
     #[test]
     fn noarch_variants_come_from_every_system() {
         // torch-metal only has cells on aarch64-darwin; torch-tpu is outside the bundle.
         let c = noarch_config(&[Cpu, Cuda, Metal, Rocm, Tpu, Xpu]);
-        let planned = plan(&c);
+        let planned = plan(&c, &host()).variants;
         assert_eq!(names(&planned), ["torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]);
         assert!(planned.iter().all(|p| !p.compiled));
     }
@@ -447,23 +711,32 @@ mod tests {
     fn cuda_bounds_outside_the_matrix_leave_no_cuda_variant() {
         let mut c = noarch_config(&[Cuda, Rocm]);
         c.general.cuda.maxver = Some(v("11.8"));
-        assert_eq!(names(&plan(&c)), ["torch-rocm"]);
+        assert_eq!(names(&plan(&c, &host()).variants), ["torch-rocm"]);
     }
 
     #[test]
-    fn compiled_backends_are_planned_for_the_host_only() {
+    fn compiled_backends_without_a_toolchain_are_skipped_with_the_reason() {
         let c = torch_config(&[Cuda, Metal], &[Cuda]);
-        let planned = plan(&c);
-        let host = crate::matrix::host_system();
-        let compiled: Vec<&str> = planned.iter().filter(|p| p.compiled).map(|p| p.name.as_str()).collect();
-        assert!(!compiled.is_empty() || !host.ends_with("linux"), "{planned:?}");
-        assert!(compiled.iter().all(|n| n.ends_with(&host)), "{compiled:?}");
-        assert!(planned.iter().any(|p| p.name == "torch-metal" && !p.compiled));
+        let p = plan(&c, &host());
+        assert_eq!(names(&p.variants), ["torch-metal"]);
+        assert_eq!(p.skipped.len(), 1);
+        assert_eq!(p.skipped[0].backend, Cuda);
+        assert!(
+            p.skipped[0].reason.starts_with("cannot run the Python interpreter `/nonexistent/python3`"),
+            "{}",
+            p.skipped[0].reason
+        );
+        let why = why_not_buildable(&c, &p, "torch212-cxx11-cu126-x86_64-linux").unwrap();
+        assert!(
+            why.starts_with("cannot build `torch212-cxx11-cu126-x86_64-linux` natively: cannot run"),
+            "{why}"
+        );
+        assert_eq!(why_not_buildable(&c, &p, "torch-metal"), None);
     }
 
     #[test]
     fn select_keeps_plan_order_and_refuses_unknown_names() {
-        let planned = plan(&noarch_config(&[Cuda, Rocm, Xpu]));
+        let planned = plan(&noarch_config(&[Cuda, Rocm, Xpu]), &host()).variants;
         let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()]).unwrap();
         assert_eq!(names(&picked), ["torch-cuda", "torch-xpu"]);
         assert_eq!(names(&select(&planned, &[]).unwrap()), ["torch-cuda", "torch-rocm", "torch-xpu"]);

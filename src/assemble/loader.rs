@@ -119,6 +119,7 @@ mod tests {
                 kernel_builder: BuilderProvenance { version: "0.1.0".into(), commit: None, dirty: None },
                 kernel: None,
             },
+            build: None,
         }
     }
 

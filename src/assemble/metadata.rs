@@ -6,7 +6,10 @@
 //! `archs` only when known), `kernels-minver` (only when the variant needs a particular
 //! loader release: computed by [`super::loader`], never set by hand), `digest` (the loader's
 //! per-file format, [`crate::hash::digest`]), `provenance` (`kernel-builder`, then `kernel`
-//! when known). Written as pretty JSON with a two-space indent and a trailing newline.
+//! when known), and for compiled variants
+//! `build` (how it was built: `native`, `hermetic`, and the toolchain's versions; readers
+//! ignore unknown keys, so the `kernels` loader is unaffected). Written as pretty JSON with a
+//! two-space indent and a trailing newline.
 
 use serde::Serialize;
 
@@ -37,6 +40,21 @@ pub struct Metadata {
     pub backend: BackendInfo,
     pub digest: Digest,
     pub provenance: Provenance,
+    /// Compiled variants: how the variant was built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildInfo>,
+}
+
+/// `build`: how a compiled variant was built. A native build uses the host's toolchain, so it
+/// says `"hermetic": false`; the toolchain map holds each tool's version (`torch`, `python`,
+/// `cxx`, `cmake`, `ninja`, `nvcc`), never a path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuildInfo {
+    /// Built outside Nix with the host's tools.
+    pub native: bool,
+    /// Built in a sandbox from pinned inputs only.
+    pub hermetic: bool,
+    pub toolchain: std::collections::BTreeMap<String, String>,
 }
 
 /// `backend`: the backend and, when known, the architectures the variant supports. The
@@ -78,6 +96,8 @@ struct Wire<'a> {
     kernels_minver: Option<String>,
     digest: &'a Digest,
     provenance: &'a Provenance,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    build: Option<&'a BuildInfo>,
 }
 
 impl Metadata {
@@ -108,6 +128,7 @@ impl Metadata {
             kernels_minver: minver.map(|v| v.to_string()),
             digest: &self.digest,
             provenance: &self.provenance,
+            build: self.build.as_ref(),
         };
         let mut out = serde_json::to_vec_pretty(&wire)?;
         out.push(b'\n');
@@ -150,6 +171,7 @@ mod tests {
                 },
                 kernel: Some(KernelRevision { commit: "b".repeat(40), dirty: true }),
             },
+            build: None,
         };
         let expected = format!(
             r#"{{
@@ -223,6 +245,7 @@ mod tests {
                 kernel_builder: BuilderProvenance { version: "0.1.0".into(), commit: None, dirty: None },
                 kernel: None,
             },
+            build: None,
         };
         let text = String::from_utf8(m.to_json_bytes().unwrap()).unwrap();
         assert!(!text.contains("kernels-minver"), "{text}");

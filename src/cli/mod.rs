@@ -7,7 +7,10 @@ use clap::{Parser, Subcommand};
 
 pub mod build_and_copy;
 pub mod build_and_upload;
+pub mod check_abi;
 pub mod check_config;
+pub mod clean_pyproject;
+pub mod create_pyproject;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
@@ -31,6 +34,10 @@ pub enum Command {
     Init(init::Args),
     /// Read build.toml (any edition), validate it and print a summary.
     CheckConfig(check_config::Args),
+    /// Write the generated CMake project of a compiled kernel (CMakeLists.txt, …).
+    CreatePyproject(create_pyproject::Args),
+    /// Remove exactly the files create-pyproject wrote.
+    CleanPyproject(clean_pyproject::Args),
     /// Rewrite build.toml as edition 5, keeping comments and order.
     UpdateBuild(update_build::Args),
     /// List the build variants (matrix cells) of a kernel.
@@ -38,13 +45,16 @@ pub enum Command {
     /// Build every variant of a kernel into DIR/build/<variant>/.
     #[command(visible_alias = "build")]
     BuildAndCopy(build_and_copy::Args),
-    /// Assemble one noarch variant directory (the builder a Nix cell runs).
+    /// Build one variant directory from a kernel source (the builder a Nix cell runs).
     #[command(hide = true)]
     Assemble(build_and_copy::AssembleArgs),
     /// Print the NAR hash of each path, as `nix hash path` does.
     Hash(hash::Args),
     /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
     Verify(verify::Args),
+    /// Check the shared objects of built variants: manylinux policy, CPython abi3, torch
+    /// stable ABI.
+    CheckAbi(check_abi::Args),
     /// Upload DIR/build/ to the version branch of a Hub kernel repository.
     Upload(upload::Args),
     /// Build the variants natively, verify them against the manifest, then upload.
@@ -77,12 +87,15 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Init(a) => init::run(a),
         Command::CheckConfig(a) => check_config::run(a),
+        Command::CreatePyproject(a) => create_pyproject::run(a),
+        Command::CleanPyproject(a) => clean_pyproject::run(a),
         Command::UpdateBuild(a) => update_build::run(a),
         Command::ListVariants(a) => list_variants::run(a),
         Command::BuildAndCopy(a) => build_and_copy::run(a),
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::CheckAbi(a) => check_abi::run(a),
         Command::NixSupport(a) => nix_support::run(a),
         Command::Matrix(a) => matrix::run(a),
         Command::Upload(a) => upload::run(a),

@@ -537,7 +537,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
         None if generation.is_legacy() => {}
         None => missing(cx, "license", "\"Apache-2.0\""),
         Some(i) => {
-            g.license = as_str(cx, i, "general.license", "a quoted licence id, e.g. \"Apache-2.0\"")
+            g.license = as_str(cx, i, "general.license", "a quoted license id, e.g. \"Apache-2.0\"")
                 .unwrap_or_default()
         }
     }

@@ -1,5 +1,8 @@
 //! Integration tests: one binary, one module per concern.
+mod abi;
 mod build;
+mod codegen;
+mod compiled;
 mod config;
 mod corpus;
 mod hash;
@@ -9,6 +12,7 @@ mod matrix_check_wheel;
 mod matrix_corpus;
 mod matrix_user_reports;
 mod nix;
+mod scripts;
 mod update_build;
 mod update_build_variants;
 mod upload;

@@ -47,6 +47,10 @@ fn accepted() -> &'static [Entry] {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn corpus_variants_equal_upstream() {
     let mut failures = Vec::new();
     for e in accepted() {
@@ -75,6 +79,10 @@ fn corpus_variants_equal_upstream() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
     let mut failures = Vec::new();
     let mut errors = Vec::new();

@@ -21,11 +21,6 @@ fn repo() -> &'static Path {
     Path::new(REPO)
 }
 
-/// The real build.toml corpus, `../shared/corpus` beside the repository.
-fn corpus() -> PathBuf {
-    repo().join("../shared/corpus")
-}
-
 /// The static orchestrator directory (holds `bin/kernel-builder`).
 fn orchestrator() -> PathBuf {
     let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
@@ -409,11 +404,14 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
 /// edition 5 and v4 only; it must refuse exactly the older generations. Files Rust rejects are
 /// not compared (Nix leaves validation to the orchestrator, which fails those cells).
 #[test]
-#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+#[cfg_attr(
+    not(all(feature = "nix-tests", feature = "corpus-tests")),
+    ignore = "needs Nix and the corpus: cargo test --features nix-tests,corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     use kernel_builder::config::Generation;
     let t = tempfile::tempdir().unwrap();
-    let mut entries: Vec<String> = fs::read_dir(corpus())
+    let mut entries: Vec<String> = fs::read_dir(crate::corpus::corpus_dir())
         .unwrap()
         .map(|e| e.unwrap())
         .filter(|e| e.path().join("build.toml").is_file())
@@ -759,4 +757,51 @@ fn flake_check_compares_the_bundle_with_a_committed_manifest() {
     let (ok, log) = nix_status(&kernel, &args);
     assert!(!ok, "flake check passed with a wrong manifest");
     assert!(log.contains(&format!("variant `torch-cuda` differs: expected {bad}, got {good}")), "{log}");
+}
+
+/// README's offline recipe ("With Nix"), run as written in a copy of this repository's
+/// tracked files (a git work tree, as a clone is), except its first line: `scripts/setup-nix.sh` has already run (test.sh runs
+/// it; its output is `$KERNEL_BUILDER_ORCHESTRATOR`), so `orch` is set from that instead of
+/// rebuilding the static orchestrator in the copy.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn readme_offline_recipe_runs_as_written() {
+    let readme = fs::read_to_string(repo().join("README.md")).unwrap();
+    let first = "orch=$(./scripts/setup-nix.sh)\n";
+    let start = readme.find(&format!("```sh\n{first}")).expect("README has the offline recipe") + 6;
+    let end = start + readme[start..].find("```").unwrap();
+    let script = readme[start..end].replacen(first, "orch=$KERNEL_BUILDER_ORCHESTRATOR\n", 1);
+    assert!(script.contains("nix flake check"), "{script}");
+
+    let t = tempfile::tempdir().unwrap();
+    let copy = t.path().join("kernel-builder");
+    let files = duct::cmd!("git", "ls-files", "-z").dir(repo()).read().unwrap();
+    for rel in files.split('\0').filter(|f| !f.is_empty()) {
+        let (from, to) = (repo().join(rel), copy.join(rel));
+        if from.is_file() {
+            fs::create_dir_all(to.parent().unwrap()).unwrap();
+            fs::copy(&from, &to).unwrap();
+        }
+    }
+    // A clone is a git work tree; the kernel's `path:../..` input resolves inside it.
+    duct::cmd!("git", "init", "-q").dir(&copy).run().unwrap();
+    duct::cmd!("git", "add", "-A").dir(&copy).run().unwrap();
+    let out = duct::cmd("bash", ["-euo", "pipefail", "-c", &script])
+        .dir(&copy)
+        .env("KERNEL_BUILDER_ORCHESTRATOR", orchestrator())
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "README's recipe failed:\n{script}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kernel = copy.join("kernels/vector-add-helion");
+    for v in ["torch-cuda", "torch-rocm", "torch-xpu"] {
+        assert!(kernel.join("result").join(v).join("metadata.json").is_file(), "nix build made no {v}");
+        assert!(kernel.join("build").join(v).join("metadata.json").is_file(), "nix run made no build/{v}");
+    }
 }

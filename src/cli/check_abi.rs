@@ -1,0 +1,137 @@
+//! `kernel-builder check-abi [DIR] [--manylinux P] [--python-abi X.Y] [--torch-stable-abi V]
+//! [--json]`: check the shared objects of built variants ([`crate::abi`]).
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::Serialize;
+
+use crate::abi::{self, AbiPolicy, AbiReport};
+use crate::config::Version;
+
+/// Arguments of `check-abi`.
+///
+/// Checks every `.so` and `.pyd` of each variant: the symbol versions it needs from the system
+/// against a manylinux policy, its CPython symbols against the stable ABI (abi3), and, with
+/// `--torch-stable-abi`, that it uses only torch's C shim. Prints one line per library with
+/// the most compatible manylinux policy it meets, or its violations. Exits 1 when a rule that
+/// was asked for is broken; without `--manylinux` the policy met is reported, never enforced.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A kernel directory (checks every DIR/build/<variant>/), a build directory (every
+    /// subdirectory with a metadata.json), one variant directory, or one shared object.
+    /// Default: the current directory.
+    pub dir: Option<Utf8PathBuf>,
+    /// Enforce this manylinux policy: `2_28`, `manylinux_2_28`, `manylinux2014`, …
+    #[arg(short = 'm', long, value_name = "POLICY")]
+    pub manylinux: Option<String>,
+    /// The oldest Python the abi3 modules must load on.
+    #[arg(short = 'p', long, value_name = "X.Y", default_value = "3.9")]
+    pub python_abi: String,
+    /// Check a stable-ABI variant: no libtorch C++ symbols, and only C shim functions that
+    /// exist in this torch (e.g. 2.11).
+    #[arg(long, value_name = "VERSION")]
+    pub torch_stable_abi: Option<String>,
+    /// Print the reports as JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One variant's report, as printed by `--json`.
+#[derive(Debug, Serialize)]
+pub struct VariantReport {
+    /// The variant directory.
+    pub variant: Utf8PathBuf,
+    /// [`AbiReport::manylinux_met`].
+    pub manylinux_met: Option<String>,
+    /// The report.
+    #[serde(flatten)]
+    pub report: AbiReport,
+}
+
+/// The variant directories DIR stands for (see [`Args::dir`]), sorted. A variant directory is
+/// one with a `metadata.json` (as for `upload`), so `build/benchmarks/` is not one; a directory
+/// that neither is one nor holds any is checked as a single variant.
+pub fn variant_dirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
+    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let variants_in = |d: &Utf8Path| -> anyhow::Result<Vec<Utf8PathBuf>> {
+        Ok(subdirs(d)?.into_iter().filter(|v| v.join("metadata.json").is_file()).collect())
+    };
+    if dir.join("build.toml").is_file() {
+        let build = dir.join("build");
+        anyhow::ensure!(
+            build.is_dir(),
+            "`{dir}` is a kernel directory without build/; build it first (kernel-builder \
+             build-and-copy) or pass a variant directory"
+        );
+        let variants = variants_in(&build)?;
+        anyhow::ensure!(
+            !variants.is_empty(),
+            "`{build}` has no variant directories (subdirectories with a metadata.json)"
+        );
+        return Ok(variants);
+    }
+    if dir.join("metadata.json").is_file() {
+        return Ok(vec![dir.to_owned()]);
+    }
+    let variants = variants_in(dir)?;
+    Ok(if variants.is_empty() { vec![dir.to_owned()] } else { variants })
+}
+
+fn subdirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
+    let mut out = Vec::new();
+    for entry in dir.read_dir_utf8().with_context(|| format!("cannot list `{dir}`"))? {
+        let entry = entry.with_context(|| format!("cannot list `{dir}`"))?;
+        if entry.file_type().with_context(|| format!("cannot stat `{}`", entry.path()))?.is_dir() {
+            out.push(entry.into_path());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Turn the command-line flags into an [`AbiPolicy`]; errors say which flag is wrong.
+pub fn policy_of(args: &Args) -> anyhow::Result<AbiPolicy> {
+    let python_abi = abi::python_abi::parse_python_version(&args.python_abi)
+        .map_err(|e| anyhow::anyhow!("--python-abi: {e}"))?;
+    let torch_stable_abi = args
+        .torch_stable_abi
+        .as_deref()
+        .map(Version::parse)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--torch-stable-abi: {e}"))?;
+    if let Some(m) = &args.manylinux {
+        abi::policy::PolicyTable::embedded().find(m).map_err(|e| anyhow::anyhow!("--manylinux: {e}"))?;
+    }
+    Ok(AbiPolicy { manylinux: args.manylinux.clone(), python_abi: Some(python_abi), torch_stable_abi })
+}
+
+/// Run `check-abi`.
+pub fn run(args: Args) -> super::CmdResult {
+    let policy = policy_of(&args)?;
+    let dir = args.dir.clone().unwrap_or_else(|| Utf8PathBuf::from("."));
+    let mut reports = Vec::new();
+    if dir.is_file() {
+        let library = abi::check_library(&dir, &policy)?;
+        let report = AbiReport::new(&policy, vec![library]);
+        reports.push(VariantReport { manylinux_met: report.manylinux_met(), variant: dir.clone(), report });
+    } else {
+        for variant in variant_dirs(&dir)? {
+            let report = abi::check_variant(&variant, &policy)?;
+            reports.push(VariantReport { manylinux_met: report.manylinux_met(), variant, report });
+        }
+    }
+    let ok = reports.iter().all(|r| r.report.is_ok());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        for r in &reports {
+            if reports.len() > 1 || r.variant != dir {
+                println!("{}:", r.variant);
+            }
+            print!("{}", r.report.render_text());
+        }
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
