@@ -851,6 +851,10 @@ fn help_text() {
 /// `[general] matrix` (the pinned build matrix) survives an upgrade, in place, and an unknown
 /// pin stops update-build before it writes, naming the known matrices.
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn the_matrix_pin_is_kept_and_checked() {
     let original = corpus_text("huggingface__kernels-community__flash-attn3");
     let pinned =
