@@ -59,6 +59,29 @@ pub fn copy_new_file(src: &Utf8Path, dest: &Utf8Path, mode: u32) -> anyhow::Resu
     Ok(n)
 }
 
+/// Whether the files `a` and `b` have the same bytes, compared in [`STREAM_BUFFER`] chunks
+/// (false when either cannot be read, or their lengths differ).
+pub fn same_contents(a: &Utf8Path, b: &Utf8Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
+    if !ma.is_file() || !mb.is_file() || ma.len() != mb.len() {
+        return false;
+    }
+    let (Ok(mut fa), Ok(mut fb)) = (std::fs::File::open(a), std::fs::File::open(b)) else { return false };
+    let (mut ba, mut bb) = (vec![0u8; STREAM_BUFFER], vec![0u8; STREAM_BUFFER]);
+    loop {
+        let n = match fa.read(&mut ba) {
+            Ok(n) => n,
+            Err(_) => return false,
+        };
+        if n == 0 {
+            return true;
+        }
+        if fb.read_exact(&mut bb[..n]).is_err() || ba[..n] != bb[..n] {
+            return false;
+        }
+    }
+}
+
 /// Where a stream stops being UTF-8: the 1-based line of the first invalid byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotUtf8 {

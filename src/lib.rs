@@ -7,7 +7,7 @@
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
 //! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
-//! directory.
+//! directory. [`tune`] pre-tunes Helion kernels on a GPU.
 
 pub mod abi;
 pub mod assemble;
@@ -21,3 +21,4 @@ pub mod init;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
+pub mod tune;

@@ -743,7 +743,7 @@ mod tests {
         let err = select(&planned, &["torch-cpu".into(), "cuda".into()]).unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu"
+            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-xpu`?"
         );
     }
 

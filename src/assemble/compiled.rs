@@ -50,7 +50,7 @@ use sha2::Digest as _;
 use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
 use super::noarch::{create_dir, create_dirs_below, op_namespace, write_file};
 use super::provenance::{builder_provenance, BuildIds};
-use super::source::{read_source, Role, SourceSet};
+use super::source::{copy_source, Role, SourceSet};
 use super::Warning;
 use crate::codegen::{self, Layout};
 use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
@@ -716,6 +716,24 @@ fn sync_file(path: &Utf8Path, bytes: &[u8]) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// Copy the source file `src` to `dest` unless `dest` already has its bytes (so Ninja
+/// rebuilds nothing for unchanged files), streaming; creates parent directories.
+fn sync_copy(src: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<bool> {
+    if crate::fsutil::same_contents(src, dest) {
+        return Ok(false);
+    }
+    if let Some(p) = dest.parent() {
+        std::fs::create_dir_all(p).with_context(|| format!("cannot create `{p}`"))?;
+    }
+    match std::fs::remove_file(dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot replace `{dest}`")),
+    }
+    crate::fsutil::copy_new_file(src, dest, super::noarch::FILE_MODE)?;
+    Ok(true)
+}
+
 /// Build the compiled variant `cell` of the kernel (`source`, `config`) into
 /// `out_variant_dir` (which must not exist; its parent must). Returns warnings.
 ///
@@ -774,7 +792,7 @@ pub fn build_cell(
             });
             continue;
         }
-        sync_file(&src_dir.join(&f.rel), &read_source(f)?)?;
+        sync_copy(&f.abs, &src_dir.join(&f.rel))?;
         wanted.push(f.rel.clone());
     }
     for f in &project.files {
@@ -824,7 +842,7 @@ pub fn build_cell(
         if let Some(parent) = dest.parent() {
             create_dirs_below(out_variant_dir, parent)?;
         }
-        write_file(&dest, &read_source(f)?)?;
+        copy_source(f, &dest, super::noarch::FILE_MODE)?;
     }
     write_file(&out_variant_dir.join("_ops.py"), compiled_ops_py(&facts.ops_name, &cell.variant).as_bytes())?;
     let so = std::fs::read(&built).with_context(|| format!("cannot read `{built}`"))?;

@@ -6,10 +6,9 @@
 //! `archs` only when known), `kernels-minver` (only when the variant needs a particular
 //! loader release: computed by [`super::loader`], never set by hand), `digest` (the loader's
 //! per-file format, [`crate::hash::digest`]), `provenance` (`kernel-builder`, then `kernel`
-//! when known), and for compiled variants
-//! `build` (how it was built: `native`, `hermetic`, and the toolchain's versions; readers
-//! ignore unknown keys, so the `kernels` loader is unaffected). Written as pretty JSON with a
-//! two-space indent and a trailing newline.
+//! when known), and for compiled variants `build` (how it was built: `native`, `hermetic`, and
+//! the toolchain's versions; readers ignore unknown keys, so the `kernels` loader is
+//! unaffected). Written as pretty JSON with a two-space indent and a trailing newline.
 
 use serde::Serialize;
 

@@ -589,13 +589,6 @@ pub fn parse_heuristic_name(name: &str) -> Option<Heuristic> {
     })
 }
 
-/// Read a source file's bytes (the compiled builder compares them with its synced copy); the
-/// error names the file. Restored in the matrix branch's merge: main's `compiled.rs` calls it
-/// after hardening replaced it by [`copy_source`] for the noarch path.
-pub fn read_source(f: &SourceFile) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(&f.abs).map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", f.abs))
-}
-
 /// Copy a source file to the new file `dest` with mode `mode`, streaming (a source file is
 /// never held whole in memory); the error names the file.
 pub fn copy_source(f: &SourceFile, dest: &Utf8Path, mode: u32) -> anyhow::Result<()> {

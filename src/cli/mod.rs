@@ -16,6 +16,7 @@ pub mod init;
 pub mod list_variants;
 pub mod matrix;
 pub mod nix_support;
+pub mod tune;
 pub mod update_build;
 pub mod upload;
 pub mod verify;
@@ -61,6 +62,8 @@ pub enum Command {
     BuildAndUpload(build_and_upload::Args),
     /// Maintainer commands about the build matrix (check it against a torch wheel).
     Matrix(matrix::Args),
+    /// Pre-tune a Helion kernel on this GPU: heuristic files with provenance, per-shape table.
+    Tune(tune::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
@@ -100,6 +103,7 @@ pub fn main() -> ExitCode {
         Command::Matrix(a) => matrix::run(a),
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
+        Command::Tune(a) => tune::run(a),
     };
     match result {
         Ok(code) => code,

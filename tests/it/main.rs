@@ -13,6 +13,7 @@ mod matrix_corpus;
 mod matrix_user_reports;
 mod nix;
 mod scripts;
+mod tune;
 mod update_build;
 mod update_build_variants;
 mod upload;

@@ -848,6 +848,25 @@ fn help_text() {
     insta::assert_snapshot!("update_build_help", String::from_utf8(out.stdout).unwrap());
 }
 
+/// update-build's own output never tells the user to run update-build: the shared rules' help
+/// is said as what to do here (regression: "help: run `kernel-builder update-build`, then …").
+#[test]
+fn update_builds_output_does_not_tell_the_user_to_run_update_build() {
+    let dir = kernel_dir("[general]\nname = \"x-y\"\nuniversal = true\n\n[torch]\n");
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let all = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
+    assert!(!all.contains("kernel-builder update-build"), "{all}");
+    assert!(all.contains("  help: remove from `backends` the ones this kernel does not support\n"), "{all}");
+    assert!(all.contains("  help: run again with `--license <SPDX id>`"), "{all}");
+    assert!(all.contains("was not changed: fix the errors above and run this command again"), "{all}");
+
+    let out = kb().args(["update-build", "--license", "MIT"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let all = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
+    assert!(!all.contains("kernel-builder update-build"), "{all}");
+}
+
 /// `[general] matrix` (the pinned build matrix) survives an upgrade, in place, and an unknown
 /// pin stops update-build before it writes, naming the known matrices.
 #[test]
@@ -883,23 +902,4 @@ fn the_matrix_pin_is_kept_and_checked() {
     assert!(stderr.contains("unknown-matrix"), "{stderr}");
     assert!(stderr.contains("known matrices: `2026-12`"), "{stderr}");
     assert_eq!(read(&dir), unknown, "nothing is written");
-}
-
-/// update-build's own output never tells the user to run update-build: the shared rules' help
-/// is said as what to do here (regression: "help: run `kernel-builder update-build`, then …").
-#[test]
-fn update_builds_output_does_not_tell_the_user_to_run_update_build() {
-    let dir = kernel_dir("[general]\nname = \"x-y\"\nuniversal = true\n\n[torch]\n");
-    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let all = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
-    assert!(!all.contains("kernel-builder update-build"), "{all}");
-    assert!(all.contains("  help: remove from `backends` the ones this kernel does not support\n"), "{all}");
-    assert!(all.contains("  help: run again with `--license <SPDX id>`"), "{all}");
-    assert!(all.contains("was not changed: fix the errors above and run this command again"), "{all}");
-
-    let out = kb().args(["update-build", "--license", "MIT"]).arg(dir.path()).output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let all = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
-    assert!(!all.contains("kernel-builder update-build"), "{all}");
 }
