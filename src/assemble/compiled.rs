@@ -492,11 +492,15 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         let cuda = backend_version.as_deref().expect("CUDA version");
         for name in &kernels {
             let k = &config.kernels[name];
-            let resolved = matrix::resolve_cuda_capabilities(k.cuda_capabilities.as_deref(), cuda)?;
+            let resolved = matrix::resolve_cuda_capabilities_in(
+                matrix::data::for_config(config),
+                k.cuda_capabilities.as_deref(),
+                cuda,
+            )?;
             if resolved.is_empty() {
                 let asked: Vec<String> =
                     k.cuda_capabilities.iter().flatten().map(ToString::to_string).collect();
-                let can = matrix::data::matrix()
+                let can = matrix::data::for_config(config)
                     .cuda
                     .iter()
                     .find(|(v, _)| Version::parse(v).ok().as_ref() == bv.as_ref());

@@ -134,6 +134,10 @@ fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
 /// system, one block per file, pinned by an insta snapshot (review changes with
 /// `cargo insta review`). Files that do not load are listed with the rules of their errors.
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn default_matrix_variants() {
     let mut out = String::new();
     let mut loaded = 0;

@@ -870,6 +870,10 @@ fn update_builds_output_does_not_tell_the_user_to_run_update_build() {
 /// `[general] matrix` (the pinned build matrix) survives an upgrade, in place, and an unknown
 /// pin stops update-build before it writes, naming the known matrices.
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn the_matrix_pin_is_kept_and_checked() {
     let original = corpus_text("huggingface__kernels-community__flash-attn3");
     let pinned =
