@@ -16,6 +16,13 @@
 #   the tests that import the vector-add-helion tree check the loader's own refusal instead
 #   ("requires Python dependency `helion`"), so they still run and still assert something.
 # - pytest 9.2.0.
+# - cmake 4.4.5 and ninja 1.13.2: the native build of compiled cells (`build-and-copy --nix
+#   never`) runs the generated CMake project with them; it looks beside the venv's python first.
+# - nvidia-cuda-nvcc, nvidia-nvvm, nvidia-cuda-crt 13.0.88 (nvcc of CUDA 13.0, the CUDA of the
+#   torch 2.11.0 wheel), nvidia-cuda-cccl 13.0.85 (headers CUDA's fp16/bf16 headers include)
+#   and nvidia-cuda-cuobjdump 13.2.86 (lists the SASS/PTX in a built module): the CUDA cell
+#   compiles without a GPU. The wheels' programs are not executable after some unpackers, so
+#   bin/* and nvvm/bin/* are made executable here, once, not at build time.
 #
 # Usage: scripts/setup-venv.sh            (then .venv/bin/python -m pytest tests/python)
 # Env:   PYTHON (interpreter to create the venv with, default python3), VENV (default .venv)
@@ -24,7 +31,9 @@ cd "$(dirname "$0")/.."
 
 python=${PYTHON:-python3}
 venv=${VENV:-.venv}
-pins=(torch==2.11.0 kernels==0.17.2 pytest==9.2.0)
+pins=(torch==2.11.0 kernels==0.17.2 pytest==9.2.0 cmake==4.4.5 ninja==1.13.2
+  nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88
+  nvidia-cuda-cccl==13.0.85 nvidia-cuda-cuobjdump==13.2.86)
 helion_pin=helion==1.4.0
 stamp="$venv/.kernel-builder-setup"
 want="${pins[*]} $helion_pin"
@@ -44,6 +53,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 echo "setup-venv: installing ${pins[*]}"
 "$py" -m pip install -q "${pins[@]}"
+cuda_root=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13
+find "$cuda_root/bin" "$cuda_root/nvvm/bin" -maxdepth 1 -type f ! -name "*.profile" -exec chmod +x {} +
 
 helion_state="helion: not installed"
 if "$py" -m pip install -q "$helion_pin" && "$py" -c 'import helion' 2>/dev/null; then
@@ -55,7 +66,7 @@ fi
 
 "$py" - <<'PY'
 import importlib.metadata as m
-for name in ("torch", "kernels", "pytest", "huggingface_hub"):
+for name in ("torch", "kernels", "pytest", "huggingface_hub", "cmake", "ninja", "nvidia-cuda-nvcc"):
     print(f"setup-venv: {name} {m.version(name)}")
 PY
 echo "setup-venv: $helion_state"

@@ -11,6 +11,7 @@
 pub mod abi;
 pub mod assemble;
 pub mod cli;
+pub mod codegen;
 pub mod config;
 pub mod fsutil;
 pub mod hash;

@@ -4,10 +4,11 @@
 //!
 //! A noarch variant (`torch-<backend>`) does not depend on the host, so the bundle holds every
 //! noarch cell of the matrix on *any* system ([`crate::matrix::cells`] with
-//! [`Scope::Bundle`]), plus the compiled cells of the host system. `--variant V` restricts the
-//! build to the named variants; an unknown name is an error that lists the valid ones.
-//! Compiled variants go through [`super::compiled`], which in this version refuses them, so a
-//! mixed kernel builds its noarch variants with `--variant`.
+//! [`Scope::Bundle`]). A compiled backend gets the one cell the host toolchain builds
+//! ([`super::compiled::plan_cell`]: torch from `--python`); a backend whose toolchain is missing
+//! is skipped with a note saying what is missing ([`Plan::skipped`]), and the other variants
+//! still build. `--variant V` restricts the build to the named variants; an unknown name is an
+//! error that lists the valid ones, and a compiled one this host cannot build says why.
 //!
 //! # All or nothing
 //!
@@ -31,7 +32,7 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::compiled::{assemble_compiled, check_supported};
+use super::compiled::{build_cell, plan_cell, HostToolchain, NativeCell, SkippedBackend, WorkDir};
 use super::noarch::{assemble_noarch, op_namespace};
 use super::provenance::{BuildIds, KernelRevision};
 use super::source::SourceSet;
@@ -48,23 +49,94 @@ pub struct PlannedVariant {
     pub backend: Backend,
     /// True when a `[kernel.*]` compiles code for the backend.
     pub compiled: bool,
+    /// Compiled variants: the cell the host toolchain builds.
+    pub cell: Option<Box<NativeCell>>,
+}
+
+/// What `build-and-copy` builds on this host.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Sorted by name.
+    pub variants: Vec<PlannedVariant>,
+    /// Compiled backends this host cannot build, with the reason (what is missing).
+    pub skipped: Vec<SkippedBackend>,
 }
 
 /// Every variant `build-and-copy` builds for `config` on this host, sorted by name: the
-/// noarch cells of every system, and the compiled cells of the host system.
-pub fn plan(config: &BuildConfig) -> Vec<PlannedVariant> {
-    let host = matrix::host_system();
+/// noarch cells of every system, and per compiled backend the cell `host` builds.
+pub fn plan(config: &BuildConfig, host: &HostToolchain) -> Plan {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for system in &matrix::data::matrix().systems {
         for cell in matrix::cells(config, system, Scope::Bundle) {
-            if (cell.noarch || *system == host) && seen.insert(cell.name.clone()) {
-                out.push(PlannedVariant { name: cell.name, backend: cell.backend, compiled: !cell.noarch });
+            if cell.noarch && seen.insert(cell.name.clone()) {
+                out.push(PlannedVariant {
+                    name: cell.name,
+                    backend: cell.backend,
+                    compiled: false,
+                    cell: None,
+                });
             }
         }
     }
+    let mut compiled: Vec<Backend> =
+        config.general.backends.iter().copied().filter(|b| config.has_kernel_for(*b)).collect();
+    compiled.sort();
+    compiled.dedup();
+    let mut skipped = Vec::new();
+    for backend in compiled {
+        match plan_cell(config, backend, host) {
+            Ok(cell) => out.push(PlannedVariant {
+                name: cell.variant.clone(),
+                backend,
+                compiled: true,
+                cell: Some(Box::new(cell)),
+            }),
+            Err(reason) => skipped.push(SkippedBackend { backend, reason }),
+        }
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+    Plan { variants: out, skipped }
+}
+
+/// Why `name`, which is not planned, cannot be built here, when it names a compiled variant
+/// of this kernel (a backend skipped, or a cell another toolchain would build).
+pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Option<String> {
+    let backend = matrix::data::matrix()
+        .systems
+        .iter()
+        .flat_map(|s| matrix::cells(config, s, Scope::All))
+        .find(|c| c.name == name && !c.noarch)
+        .map(|c| c.backend)
+        .or_else(|| {
+            use matrix::naming::{parse_variant_name, ParsedVariant};
+            let compute = match parse_variant_name(name)? {
+                ParsedVariant::TorchArch { compute, .. }
+                | ParsedVariant::StableAbi { compute, .. }
+                | ParsedVariant::TvmFfi { compute, .. } => compute,
+                ParsedVariant::Noarch { .. } => return None,
+            };
+            [
+                ("cu", Backend::Cuda),
+                ("rocm", Backend::Rocm),
+                ("xpu", Backend::Xpu),
+                ("metal", Backend::Metal),
+                ("cpu", Backend::Cpu),
+            ]
+            .into_iter()
+            .find(|(p, _)| compute.starts_with(p))
+            .map(|(_, b)| b)
+        })
+        .filter(|b| config.has_kernel_for(*b))?;
+    if let Some(s) = plan.skipped.iter().find(|s| s.backend == backend) {
+        return Some(format!("cannot build `{name}` natively: {}", s.reason));
+    }
+    let built = plan.variants.iter().find(|v| v.backend == backend && v.compiled)?;
+    let cell = built.cell.as_ref()?;
+    Some(format!(
+        "cannot build `{name}` natively: the toolchain here (torch {} from the Python environment given) builds `{}`; pass --python with a Python environment whose torch gives `{name}`, or build it through Nix",
+        cell.torch.version, built.name
+    ))
 }
 
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
@@ -112,17 +184,21 @@ pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::R
     )
 }
 
-/// Write one planned variant into `out_dir/<name>/` (noarch or compiled).
+/// Write one planned variant into `out_dir/<name>/` (noarch, or compiled in `work`).
 pub fn assemble_variant(
     source: &SourceSet,
     config: &BuildConfig,
     variant: &PlannedVariant,
     ids: &BuildIds,
     out_dir: &Utf8Path,
+    work: &WorkDir,
 ) -> anyhow::Result<Vec<Warning>> {
     let dest = out_dir.join(&variant.name);
     if variant.compiled {
-        assemble_compiled(source, config, &variant.name, variant.backend, ids, &dest)
+        check_python_depends(config, variant.backend)?;
+        let cell =
+            variant.cell.as_ref().with_context(|| format!("variant `{}` has no toolchain", variant.name))?;
+        build_cell(source, config, cell, ids, &dest, work)
     } else {
         check_python_depends(config, variant.backend)?;
         assemble_noarch(source, config, variant.backend, ids, &dest)
@@ -140,6 +216,8 @@ pub struct BundleReport {
     pub tree_id: String,
     /// Warnings about the sources and the variants, sorted, each once.
     pub warnings: Vec<Warning>,
+    /// Compiled backends skipped because this host lacks their toolchain (what is missing).
+    pub notes: Vec<String>,
 }
 
 /// One variant written.
@@ -148,7 +226,7 @@ pub struct BuiltVariant {
     pub name: String,
     /// `DIR/build/<name>`.
     pub path: Utf8PathBuf,
-    /// The metadata `id` (the op namespace), `None` for compiled variants.
+    /// The metadata `id` (the op namespace).
     pub id: Option<String>,
     /// Number of files in it, `metadata.json` included.
     pub files: usize,
@@ -168,30 +246,34 @@ pub fn build_into(
     config: &BuildConfig,
     requested: &[String],
     kernel: Option<KernelRevision>,
+    host: &HostToolchain,
 ) -> anyhow::Result<BundleReport> {
-    let planned = plan(config);
-    let selected = select(&planned, requested)?;
-    anyhow::ensure!(
-        !selected.is_empty(),
-        "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",
-        config.path
-    );
-    let source = SourceSet::collect(kernel_dir, config)?;
-    let ids = BuildIds { uid: source.uid(), kernel };
-    if requested.is_empty() {
-        // A mixed kernel built without --variant: fail before building anything, and say how
-        // to get its noarch variants.
-        if let Some(first) = selected.iter().find(|v| v.compiled) {
-            let noarch: Vec<String> =
-                selected.iter().filter(|v| !v.compiled).map(|v| format!("--variant {}", v.name)).collect();
-            if let Err(e) = check_supported(config, &first.name, first.backend) {
-                if noarch.is_empty() {
-                    return Err(e);
-                }
-                anyhow::bail!("{e}\nhint: to build only the noarch variants, pass {}", noarch.join(" "));
+    let the_plan = plan(config, host);
+    let planned = &the_plan.variants;
+    for r in requested {
+        if !planned.iter().any(|p| &p.name == r) {
+            if let Some(why) = why_not_buildable(config, &the_plan, r) {
+                anyhow::bail!("{why}");
             }
         }
     }
+    let selected = select(planned, requested)?;
+    let notes: Vec<String> = the_plan
+        .skipped
+        .iter()
+        .map(|s| format!("the `{}` variant is not built: {}", s.backend, s.reason))
+        .collect();
+    if selected.is_empty() {
+        if !notes.is_empty() {
+            anyhow::bail!("`{}` has no variant this host can build:\n  {}", config.path, notes.join("\n  "));
+        }
+        anyhow::bail!(
+            "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",
+            config.path
+        );
+    }
+    let source = SourceSet::collect(kernel_dir, config)?;
+    let ids = BuildIds { uid: source.uid(), kernel };
 
     let build_dir = kernel_dir.join("build");
     let created_build = match std::fs::symlink_metadata(&build_dir) {
@@ -217,7 +299,7 @@ pub fn build_into(
     }
     // Under the lock no other build runs, so a temporary directory here is a killed run's.
     let leftovers = remove_leftover_tmp_dirs(&build_dir);
-    let result = build_and_swap(&source, config, &selected, &ids, &build_dir);
+    let result = build_and_swap(&source, config, &selected, &ids, &build_dir, kernel_dir);
     if result.is_err() && created_build {
         // Only removes it when empty, i.e. when nothing was moved in.
         let _ = std::fs::remove_dir(&build_dir);
@@ -225,12 +307,12 @@ pub fn build_into(
     let (built, mut warnings) = result?;
     warnings.extend(leftovers);
 
-    warnings.extend(write_manifest(&build_dir, &built, &planned, &source.tree_id())?);
+    warnings.extend(write_manifest(&build_dir, &built, planned, &source.tree_id())?);
 
     warnings.extend(source.warnings().iter().cloned());
     warnings.sort();
     warnings.dedup();
-    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings })
+    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings, notes })
 }
 
 /// How [`lock_dir`] locks.
@@ -346,6 +428,7 @@ fn build_and_swap(
     selected: &[PlannedVariant],
     ids: &BuildIds,
     build_dir: &Utf8Path,
+    kernel_dir: &Utf8Path,
 ) -> anyhow::Result<(Vec<BuiltVariant>, Vec<Warning>)> {
     let tmp = tempfile::Builder::new()
         .prefix(TMP_PREFIX)
@@ -361,8 +444,9 @@ fn build_and_swap(
     }
 
     let mut warnings = Vec::new();
+    let work = WorkDir::Cache { kernel_dir: kernel_dir.to_owned() };
     for v in selected {
-        let w = assemble_variant(source, config, v, ids, &new_dir)
+        let w = assemble_variant(source, config, v, ids, &new_dir, &work)
             .with_context(|| format!("cannot build variant `{}`", v.name))?;
         warnings.extend(w);
     }
@@ -415,7 +499,7 @@ fn build_and_swap(
                 .filter_map(Result::ok)
                 .filter(|e| e.file_type().is_file())
                 .count();
-            let id = (!v.compiled).then(|| op_namespace(source.python_name(), v.backend, &ids.uid));
+            let id = Some(op_namespace(source.python_name(), v.backend, &ids.uid));
             BuiltVariant { name: v.name.clone(), path, id, files }
         })
         .collect();
@@ -434,11 +518,15 @@ mod tests {
         planned.iter().map(|p| p.name.as_str()).collect()
     }
 
+    fn host() -> HostToolchain {
+        HostToolchain::new("/nonexistent/python3")
+    }
+
     #[test]
     fn noarch_variants_come_from_every_system() {
         // torch-metal only has cells on aarch64-darwin; torch-tpu is outside the bundle.
         let c = noarch_config(&[Cpu, Cuda, Metal, Rocm, Tpu, Xpu]);
-        let planned = plan(&c);
+        let planned = plan(&c, &host()).variants;
         assert_eq!(names(&planned), ["torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]);
         assert!(planned.iter().all(|p| !p.compiled));
     }
@@ -447,23 +535,32 @@ mod tests {
     fn cuda_bounds_outside_the_matrix_leave_no_cuda_variant() {
         let mut c = noarch_config(&[Cuda, Rocm]);
         c.general.cuda.maxver = Some(v("11.8"));
-        assert_eq!(names(&plan(&c)), ["torch-rocm"]);
+        assert_eq!(names(&plan(&c, &host()).variants), ["torch-rocm"]);
     }
 
     #[test]
-    fn compiled_backends_are_planned_for_the_host_only() {
+    fn compiled_backends_without_a_toolchain_are_skipped_with_the_reason() {
         let c = torch_config(&[Cuda, Metal], &[Cuda]);
-        let planned = plan(&c);
-        let host = crate::matrix::host_system();
-        let compiled: Vec<&str> = planned.iter().filter(|p| p.compiled).map(|p| p.name.as_str()).collect();
-        assert!(!compiled.is_empty() || !host.ends_with("linux"), "{planned:?}");
-        assert!(compiled.iter().all(|n| n.ends_with(&host)), "{compiled:?}");
-        assert!(planned.iter().any(|p| p.name == "torch-metal" && !p.compiled));
+        let p = plan(&c, &host());
+        assert_eq!(names(&p.variants), ["torch-metal"]);
+        assert_eq!(p.skipped.len(), 1);
+        assert_eq!(p.skipped[0].backend, Cuda);
+        assert!(
+            p.skipped[0].reason.starts_with("cannot run the Python interpreter `/nonexistent/python3`"),
+            "{}",
+            p.skipped[0].reason
+        );
+        let why = why_not_buildable(&c, &p, "torch212-cxx11-cu126-x86_64-linux").unwrap();
+        assert!(
+            why.starts_with("cannot build `torch212-cxx11-cu126-x86_64-linux` natively: cannot run"),
+            "{why}"
+        );
+        assert_eq!(why_not_buildable(&c, &p, "torch-metal"), None);
     }
 
     #[test]
     fn select_keeps_plan_order_and_refuses_unknown_names() {
-        let planned = plan(&noarch_config(&[Cuda, Rocm, Xpu]));
+        let planned = plan(&noarch_config(&[Cuda, Rocm, Xpu]), &host()).variants;
         let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()]).unwrap();
         assert_eq!(names(&picked), ["torch-cuda", "torch-xpu"]);
         assert_eq!(names(&select(&planned, &[]).unwrap()), ["torch-cuda", "torch-rocm", "torch-xpu"]);

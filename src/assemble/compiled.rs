@@ -1,44 +1,919 @@
-//! The seam for compiled variants: a backend that a `[kernel.*]` compiles code for (in a
-//! `[torch]` or `[tvm-ffi]` kernel) is built per matrix cell (torch version × compute version
-//! × system) with a generated CMake project, not assembled from Python files.
+//! Compiled variants: a backend that a `[kernel.*]` compiles code for (in a `[torch]` or
+//! `[tvm-ffi]` kernel), built natively for the one cell the host toolchain gives.
 //!
-//! This version does not build them: [`assemble_compiled`] says so, naming the variant, and
-//! [`super::bundle`] calls it for every compiled variant that was asked for, so a mixed kernel
-//! (for example compiled CUDA plus a noarch Metal variant) can still build its noarch variants
-//! with `--variant`.
+//! # Which cell
+//!
+//! The toolchain decides: torch comes from a Python environment (`--python`, default
+//! `python3`), and its version, its CUDA / ROCm / XPU build and its C++ ABI name the variant
+//! ([`HostToolchain`], [`plan_cell`]): with this repository's venv (PyPI torch 2.11.0, a CUDA
+//! 13.0 build) the CPU cell is `torch211-cxx11-cpu-x86_64-linux` and the CUDA cell
+//! `torch211-cxx11-cu130-x86_64-linux`. A cell the bundle matrix does not hold builds with a
+//! warning naming the nearest bundle cells. A backend whose toolchain is missing (no torch, no
+//! C++ compiler, no nvcc, a CPU-only torch for CUDA, …) is not buildable here, and the reason
+//! says what to install.
+//!
+//! # How
+//!
+//! [`build_cell`] (one code path for `build-and-copy --nix never`, `verify` and the hidden
+//! `assemble` a Nix cell runs):
+//!
+//! 1. computes every fact the compile depends on ([`CellFacts`]: op namespace, kernels in the
+//!    cell, exact `-gencode` pairs per CUDA kernel from the matrix data, defines, include
+//!    directories, libraries, prefix maps, `-fno-gnu-unique`, the C++ standard: 17 for
+//!    torch < 2.12, 20 from 2.12) before anything is compiled, so a capability list that
+//!    this CUDA cannot build fails first;
+//! 2. mirrors the source set and the generated project ([`crate::codegen`]) into a work
+//!    directory (`src/`), writing only files whose bytes changed, so an unchanged rebuild
+//!    compiles nothing;
+//! 3. runs CMake (Ninja generator) with the facts as cache variables (`build/kernel-builder-cell.cmake`,
+//!    read with `cmake -C`), then `ninja`;
+//! 4. writes the variant directory: the package files, `_ops.py` importing the module,
+//!    `_<pkg>_<backend>_<uid>.abi3.so`, and `metadata.json` (with `build`: native, not
+//!    hermetic, and the toolchain's versions);
+//! 5. hands the finished directory to [`check_built_variant`] (the seam for the ABI check).
+//!
+//! The work directory of `build-and-copy` is kept between runs, in the user's cache
+//! (`$KERNEL_BUILDER_CACHE_DIR`, else `$XDG_CACHE_HOME/kernel-builder`, else
+//! `~/.cache/kernel-builder`; `cmake-v1/<kernel dir hash>/<variant>`); `verify` and `assemble`
+//! use a fresh one. Source and build directories are mapped away (`-ffile-prefix-map`), there
+//! are no timestamps, and sources are listed in `build.toml` order, so a fresh build is byte
+//! for byte the cached one.
 
-use camino::Utf8Path;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-use super::provenance::BuildIds;
-use super::source::SourceSet;
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
+use super::noarch::{create_dir, create_dirs_below, op_namespace, write_file};
+use super::provenance::{builder_provenance, BuildIds};
+use super::source::{read_source, Role, SourceSet};
 use super::Warning;
-use crate::config::{Backend, BuildConfig};
+use crate::codegen::{self, Layout};
+use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
+use crate::matrix::{self, naming, CellKind, Scope};
 
-/// Whether this version can build the compiled variant `variant` (of `backend`), checked
-/// before anything is built.
+/// What `torch` in a Python environment says about itself (one `python -c` run).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TorchFacts {
+    /// `torch.__version__`, e.g. `2.11.0+cu130`.
+    pub version: String,
+    /// `torch.version.cuda` (`13.0`), when torch is a CUDA build.
+    pub cuda: Option<String>,
+    /// `torch.version.hip`, when a ROCm build.
+    pub hip: Option<String>,
+    /// `torch.version.xpu`, when an XPU build.
+    pub xpu: Option<String>,
+    /// `torch._C._GLIBCXX_USE_CXX11_ABI`.
+    pub cxx11_abi: bool,
+    /// `torch.utils.cmake_prefix_path` (recorded; the generated project does not use torch's
+    /// CMake, whose CUDA logic picks architectures itself).
+    pub cmake_prefix_path: String,
+    /// The torch package directory.
+    pub torch_dir: Utf8PathBuf,
+    /// `sysconfig.get_paths()["include"]` (for `Python.h`).
+    pub python_include: Utf8PathBuf,
+    /// `sysconfig.get_paths()["purelib"]` (site-packages, where PyPI's nvidia wheels live).
+    pub purelib: Utf8PathBuf,
+    /// `sys.executable`.
+    pub executable: Utf8PathBuf,
+    /// `X.Y` of the interpreter.
+    pub python_version: String,
+}
+
+impl TorchFacts {
+    /// The torch version without its local part (`2.11.0`).
+    pub fn public_version(&self) -> Version {
+        let v = self.version.split('+').next().unwrap_or(&self.version);
+        Version::parse(v).unwrap_or_else(|_| Version { parts: vec![0], text: v.to_owned() })
+    }
+}
+
+/// The Python program that reports [`TorchFacts`] as JSON.
+const PROBE: &str = r#"
+import json, os, sys, sysconfig
+import torch
+v = torch.version
+print(json.dumps({
+    "version": torch.__version__,
+    "cuda": getattr(v, "cuda", None),
+    "hip": getattr(v, "hip", None),
+    "xpu": getattr(v, "xpu", None),
+    "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+    "cmake_prefix_path": torch.utils.cmake_prefix_path,
+    "torch_dir": os.path.dirname(torch.__file__),
+    "python_include": sysconfig.get_paths()["include"],
+    "purelib": sysconfig.get_paths()["purelib"],
+    "executable": sys.executable,
+    "python_version": "%d.%d" % sys.version_info[:2],
+}))
+"#;
+
+/// A program found, with the version it reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tool {
+    pub path: Utf8PathBuf,
+    /// The first line of `--version` (trimmed), or the parsed version where noted.
+    pub version: String,
+}
+
+/// The host toolchain for native builds, probed lazily (torch only when a compiled backend
+/// is planned).
+#[derive(Debug)]
+pub struct HostToolchain {
+    /// The Python interpreter given (`--python`), as typed.
+    pub python: Utf8PathBuf,
+    torch: OnceLock<Result<TorchFacts, String>>,
+}
+
+impl HostToolchain {
+    /// A toolchain that takes torch from the interpreter `python` (a path or a name on PATH).
+    pub fn new(python: impl Into<Utf8PathBuf>) -> HostToolchain {
+        HostToolchain { python: python.into(), torch: OnceLock::new() }
+    }
+
+    /// torch's facts, or why torch cannot be used (no such interpreter, no torch, …).
+    pub fn torch(&self) -> Result<&TorchFacts, &str> {
+        self.torch.get_or_init(|| probe_torch(&self.python)).as_ref().map_err(String::as_str)
+    }
+
+    /// The directory of the interpreter (`.venv/bin`), where pip puts `cmake` and `ninja`.
+    fn python_bin_dir(&self) -> Option<Utf8PathBuf> {
+        if self.python.as_str().contains('/') {
+            return self.python.parent().map(Utf8Path::to_owned);
+        }
+        self.torch().ok().and_then(|t| t.executable.parent().map(Utf8Path::to_owned))
+    }
+}
+
+fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
+    let out = duct::cmd(python.as_str(), ["-c", PROBE])
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| {
+        format!(
+            "cannot run the Python interpreter `{python}` ({e}); pass --python PATH to a Python with torch"
+        )
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("No module named 'torch'") {
+            return Err(format!(
+                "`{python}` has no torch; install it there (`{python} -m pip install torch`) or pass --python PATH to a Python that has it"
+            ));
+        }
+        return Err(format!("`{python}` could not report torch's build facts:\n{}", tail(&err, 20)));
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let start = lines.len().saturating_sub(n);
+    lines[start..].join("\n")
+}
+
+/// Each line of `text` cut to `width` characters.
+fn clip_lines(text: &str, width: usize) -> String {
+    text.lines()
+        .map(|l| {
+            if l.chars().count() > width {
+                format!("{}…", l.chars().take(width).collect::<String>())
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first compiler error lines of a build log (up to 5), which notes printed after them
+/// can push out of the tail.
+fn error_lines(text: &str) -> String {
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.contains("error:") || l.contains(": error") || l.contains("error #") || l.starts_with("FAILED:")
+        })
+        .take(5)
+        .collect();
+    if errors.is_empty() {
+        return String::new();
+    }
+    format!("--- first errors ---\n{}\n", clip_lines(&errors.join("\n"), 400))
+}
+
+/// Find an executable: a path (with `/`) as given, else `dirs` in order, else PATH.
+fn find_program(name: &str, dirs: &[Utf8PathBuf]) -> Option<Utf8PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exe =
+        |p: &Utf8Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if name.contains('/') {
+        let p = Utf8PathBuf::from(name);
+        return is_exe(&p).then_some(p);
+    }
+    let path_dirs: Vec<Utf8PathBuf> = std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(Utf8PathBuf::from)
+        .collect();
+    dirs.iter().chain(path_dirs.iter()).map(|d| d.join(name)).find(|p| is_exe(p))
+}
+
+/// `prog --version`'s first line.
+fn version_line(prog: &Utf8Path) -> Result<String, String> {
+    let out = duct::cmd(prog.as_str(), ["--version"])
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| format!("cannot run `{prog}` ({e})"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned())
+}
+
+/// The tools every compiled cell needs: CMake, Ninja and a C++ compiler.
+fn base_tools(host: &HostToolchain) -> Result<(Tool, Tool, Tool), String> {
+    let near: Vec<Utf8PathBuf> = host.python_bin_dir().into_iter().collect();
+    let missing = |what: &str, install: &str| {
+        format!("{what} was not found next to `{}` or on PATH; install it ({install})", host.python)
+    };
+    let cmake = find_program("cmake", &near)
+        .ok_or_else(|| missing("CMake", &format!("`{} -m pip install cmake`", host.python)))?;
+    let ninja = find_program("ninja", &near)
+        .ok_or_else(|| missing("Ninja", &format!("`{} -m pip install ninja`", host.python)))?;
+    let cxx_name = std::env::var("CXX").ok().filter(|c| !c.is_empty());
+    let cxx = match &cxx_name {
+        Some(c) => find_program(c, &[]).ok_or_else(|| format!("`CXX` is `{c}`, which is not an executable"))?,
+        None => ["c++", "g++", "clang++"]
+            .iter()
+            .find_map(|n| find_program(n, &[]))
+            .ok_or_else(|| "no C++ compiler on PATH (c++, g++, clang++); install one (e.g. `apt-get install g++`) or set CXX".to_owned())?,
+    };
+    let v = |p: Utf8PathBuf| -> Result<Tool, String> { Ok(Tool { version: version_line(&p)?, path: p }) };
+    Ok((v(cmake)?, v(ninja)?, v(cxx)?))
+}
+
+/// Find nvcc for a torch built with CUDA `cuda` (`13.0`): `CUDACXX`, `CUDA_HOME/bin`, PATH,
+/// then the Python environment's `nvidia/cu<major>/bin` (PyPI's `nvidia-cuda-nvcc`).
+fn find_nvcc(torch: &TorchFacts, cuda: &str) -> Result<Tool, String> {
+    let major = cuda.split('.').next().unwrap_or(cuda);
+    let mut candidates: Vec<Utf8PathBuf> = Vec::new();
+    if let Ok(c) = std::env::var("CUDACXX") {
+        candidates.push(Utf8PathBuf::from(c));
+    }
+    if let Ok(h) = std::env::var("CUDA_HOME") {
+        candidates.push(Utf8PathBuf::from(h).join("bin/nvcc"));
+    }
+    if let Some(p) = find_program("nvcc", &[]) {
+        candidates.push(p);
+    }
+    candidates.push(torch.purelib.join(format!("nvidia/cu{major}/bin/nvcc")));
+    let nvcc = candidates.into_iter().find(|p| find_program(p.as_str(), &[]).is_some()).ok_or_else(|| {
+        format!(
+            "no nvcc for CUDA {cuda} (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install it, e.g. `{} -m pip install nvidia-cuda-nvcc=={cuda}.* nvidia-nvvm=={cuda}.* nvidia-cuda-crt=={cuda}.*`",
+            torch.purelib.join(format!("nvidia/cu{major}/bin")),
+            torch.executable
+        )
+    })?;
+    let out = duct::cmd(nvcc.as_str(), ["--version"])
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| format!("cannot run `{nvcc}` ({e})"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "Cuda compilation tools, release 13.0, V13.0.88"
+    let version = text
+        .split(", V")
+        .nth(1)
+        .map(|v| v.split_whitespace().next().unwrap_or("").to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| format!("`{nvcc} --version` printed no version:\n{}", tail(&text, 5)))?;
+    let nv = Version::parse(&version).map_err(|e| format!("`{nvcc}`: {e}"))?;
+    let want = Version::parse(cuda).map_err(|e| format!("torch.version.cuda: {e}"))?;
+    if (nv.part(0), nv.part(1)) != (want.part(0), want.part(1)) {
+        return Err(format!(
+            "`{nvcc}` is CUDA {version}, but torch {} was built with CUDA {cuda}; use the nvcc of CUDA {cuda} (CUDACXX=…)",
+            torch.version
+        ));
+    }
+    Ok(Tool { path: nvcc, version })
+}
+
+/// One compiled cell that this host can build, with everything it compiles with decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeCell {
+    /// The variant name, from what is used (`torch211-cxx11-cpu-x86_64-linux`).
+    pub variant: String,
+    pub backend: Backend,
+    pub kind: CellKind,
+    pub torch: TorchFacts,
+    /// CUDA version for CUDA cells (`13.0`, torch's).
+    pub backend_version: Option<String>,
+    pub cmake: Tool,
+    pub ninja: Tool,
+    pub cxx: Tool,
+    pub nvcc: Option<Tool>,
+    /// The `[kernel.*]` tables compiled in this cell, in build.toml order.
+    pub kernels: Vec<String>,
+    /// Per CUDA kernel: the resolved capabilities (`["7.5", "9.0a"]`).
+    pub cuda_capabilities: BTreeMap<String, Vec<String>>,
+    /// Warning when the cell is not one of the bundle matrix.
+    pub outside_bundle: Option<String>,
+}
+
+/// Decide the cell this host builds for `backend`, or say why it cannot.
 ///
-/// Errors: always, in this version: "variant X needs compiled code; compiled cells are not
-/// built by this version yet".
-pub fn check_supported(config: &BuildConfig, variant: &str, backend: Backend) -> anyhow::Result<()> {
-    let kernels: Vec<&str> =
-        config.kernels.iter().filter(|(_, k)| k.backend == backend).map(|(n, _)| n.as_str()).collect();
-    anyhow::bail!(
-        "variant `{variant}` needs compiled code ([kernel.{}] for `{backend}`); compiled cells are not built by this version yet",
-        kernels.join("], [kernel.")
+/// Errors (the reason, naming what to install or change): no usable torch, no CMake, Ninja
+/// or C++ compiler, a torch without the backend (a CPU-only torch for CUDA), no nvcc of
+/// torch's CUDA version, a backend this version does not build natively (ROCm, XPU, Metal,
+/// tvm-ffi), the cell outside the kernel's `[torch]`/`[general.cuda]` bounds, or CUDA
+/// capabilities this CUDA cannot build.
+pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -> Result<NativeCell, String> {
+    let system = matrix::host_system();
+    if let Framework::TvmFfi(_) = config.framework {
+        return Err("native tvm-ffi builds are not supported by this version (the project is generated: `kernel-builder create-pyproject`)".to_owned());
+    }
+    if !matches!(backend, Backend::Cpu | Backend::Cuda) {
+        let tool = match backend {
+            Backend::Rocm => "hipcc and a ROCm torch",
+            Backend::Xpu => "icpx and an XPU torch",
+            Backend::Metal => "xcrun metal on macOS",
+            _ => "a toolchain",
+        };
+        return Err(format!(
+            "native `{backend}` builds need {tool}; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)"
+        ));
+    }
+    let torch = host.torch()?.clone();
+    if system.ends_with("-linux") && !torch.cxx11_abi {
+        return Err(format!(
+            "torch {} in `{}` uses the pre-C++11 ABI, which the build matrix does not build; use a torch built with the C++11 ABI",
+            torch.version, host.python
+        ));
+    }
+    let (cmake, ninja, cxx) = base_tools(host)?;
+    let (backend_version, nvcc) = match backend {
+        Backend::Cuda => {
+            let cuda = torch.cuda.clone().ok_or_else(|| {
+                format!(
+                    "torch {} in `{}` is not a CUDA build (torch.version.cuda is None); install a CUDA torch",
+                    torch.version, host.python
+                )
+            })?;
+            let nvcc = find_nvcc(&torch, &cuda)?;
+            (Some(cuda), Some(nvcc))
+        }
+        _ => (None, None),
+    };
+    let tv = torch.public_version();
+    let (min, max) = config.framework.torch_bounds();
+    if min.is_some_and(|m| tv < *m) || max.is_some_and(|m| tv > *m) {
+        return Err(format!(
+            "torch {} in `{}` is outside `[torch]` minver/maxver of `{}`; use a Python environment with a torch in range",
+            torch.version, host.python, config.path
+        ));
+    }
+    let bv = backend_version.as_deref().map(|v| Version::parse(v).map_err(|e| e.to_string())).transpose()?;
+    if backend == Backend::Cuda {
+        let g = &config.general.cuda;
+        let cuda = bv.as_ref().expect("CUDA version");
+        if g.minver.as_ref().is_some_and(|m| cuda < m) || g.maxver.as_ref().is_some_and(|m| cuda > m) {
+            return Err(format!(
+                "torch's CUDA {cuda} is outside `[general.cuda]` minver/maxver of `{}`",
+                config.path
+            ));
+        }
+    }
+    let compute = naming::compute_tag(backend, bv.as_ref());
+    let (kind, variant) = match &config.framework {
+        Framework::Torch(t) => match t.stable_abi.for_backend(backend) {
+            Some(abi) => {
+                if tv < *abi {
+                    return Err(format!(
+                        "torch {} is older than the stable ABI target {abi} of `[torch] stable-abi`",
+                        torch.version
+                    ));
+                }
+                (CellKind::StableAbi, naming::stable_abi_name(abi, &compute, &system))
+            }
+            None => (CellKind::Torch, naming::torch_arch_name(&tv, &compute, &system)),
+        },
+        _ => unreachable!("checked above"),
+    };
+
+    let kernels: Vec<String> =
+        matrix::cells::kernels_in_cell(config, backend, bv.as_ref()).map(|(n, _)| n.clone()).collect();
+    if kernels.is_empty() {
+        return Err(format!("no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"));
+    }
+    let mut cuda_capabilities = BTreeMap::new();
+    if backend == Backend::Cuda {
+        let cuda = backend_version.as_deref().expect("CUDA version");
+        for name in &kernels {
+            let k = &config.kernels[name];
+            let resolved = matrix::resolve_cuda_capabilities(k.cuda_capabilities.as_deref(), cuda)?;
+            if resolved.is_empty() {
+                let asked: Vec<String> =
+                    k.cuda_capabilities.iter().flatten().map(ToString::to_string).collect();
+                let can = matrix::data::matrix()
+                    .cuda
+                    .iter()
+                    .find(|(v, _)| Version::parse(v).ok().as_ref() == bv.as_ref());
+                return Err(format!(
+                    "[kernel.{name}] asks for CUDA capabilities {} and CUDA {cuda} builds none of them (it builds {}); fix `cuda-capabilities`",
+                    asked.join(", "),
+                    can.map(|(_, t)| t.capabilities.join(", ")).unwrap_or_default()
+                ));
+            }
+            cuda_capabilities.insert(name.clone(), resolved);
+        }
+    }
+
+    let bundle: Vec<matrix::Cell> = matrix::cells(config, &system, Scope::Bundle)
+        .into_iter()
+        .filter(|c| c.backend == backend && !c.noarch)
+        .collect();
+    let outside_bundle = (!bundle.iter().any(|c| c.name == variant)).then(|| {
+        let mut near: Vec<(u64, &str)> = bundle
+            .iter()
+            .map(|c| {
+                let ct = Version::parse(&c.torch_version).ok();
+                let dt = ct.map(|c| (c.part(0) as i64 * 100 + c.part(1) as i64 - (tv.part(0) as i64 * 100 + tv.part(1) as i64)).unsigned_abs()).unwrap_or(999);
+                let db = match (c.backend_version.as_deref().and_then(|v| Version::parse(v).ok()), bv.as_ref()) {
+                    (Some(a), Some(b)) => (a.part(0) as i64 * 100 + a.part(1) as i64 - (b.part(0) as i64 * 100 + b.part(1) as i64)).unsigned_abs(),
+                    _ => 0,
+                };
+                (dt * 1000 + db, c.name.as_str())
+            })
+            .collect();
+        near.sort();
+        let names: Vec<&str> = near.iter().take(2).map(|(_, n)| *n).collect();
+        format!(
+            "`{variant}` (torch {} from `{}`) is not a cell of the bundle matrix; it builds, but the published bundle holds {}",
+            torch.version,
+            host.python,
+            if names.is_empty() { "no compiled cell of this backend".to_owned() } else { format!("e.g. {}", names.join(", ")) }
+        )
+    });
+
+    Ok(NativeCell {
+        variant,
+        backend,
+        kind,
+        torch,
+        backend_version,
+        cmake,
+        ninja,
+        cxx,
+        nvcc,
+        kernels,
+        cuda_capabilities,
+        outside_bundle,
+    })
+}
+
+/// Where a cell's CMake work happens.
+#[derive(Debug, Clone)]
+pub enum WorkDir {
+    /// The per-kernel directory in the user's cache, kept between builds (incremental).
+    Cache { kernel_dir: Utf8PathBuf },
+    /// A fresh temporary directory, removed afterwards (verify, Nix cells).
+    Fresh,
+}
+
+/// The cache root: `$KERNEL_BUILDER_CACHE_DIR`, `$XDG_CACHE_HOME/kernel-builder`, or
+/// `~/.cache/kernel-builder`.
+pub fn cache_root() -> anyhow::Result<Utf8PathBuf> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()).map(Utf8PathBuf::from);
+    if let Some(d) = var("KERNEL_BUILDER_CACHE_DIR") {
+        return Ok(d);
+    }
+    if let Some(d) = var("XDG_CACHE_HOME") {
+        return Ok(d.join("kernel-builder"));
+    }
+    let home = var("HOME").context("neither KERNEL_BUILDER_CACHE_DIR, XDG_CACHE_HOME nor HOME is set: set KERNEL_BUILDER_CACHE_DIR to a directory for build work files")?;
+    Ok(home.join(".cache/kernel-builder"))
+}
+
+/// Every fact the compile of one cell depends on, as CMake cache variables (name → value,
+/// lists `;`-joined), computed before anything runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellFacts {
+    pub ops_name: String,
+    pub cache: BTreeMap<String, String>,
+    /// `-gencode` flags per CUDA kernel.
+    pub gencode: BTreeMap<String, Vec<String>>,
+    /// Extra environment for CMake and Ninja (`LIBRARY_PATH` for PyPI's CUDA layout).
+    pub env: Vec<(String, String)>,
+}
+
+/// Compute [`CellFacts`] for `cell` with the project in `src_dir` and the build in
+/// `build_dir` (both mapped away in the binaries).
+pub fn cell_facts(
+    config: &BuildConfig,
+    cell: &NativeCell,
+    uid: &str,
+    src_dir: &Utf8Path,
+    build_dir: &Utf8Path,
+) -> anyhow::Result<CellFacts> {
+    let python_name = config.general.python_name();
+    let ops_name = op_namespace(&python_name, cell.backend, uid);
+    let t = &cell.torch;
+    let tv = t.public_version();
+    let std = if tv < Version::parse("2.12").expect("version") { "17" } else { "20" };
+    let mut defines = vec![
+        format!("TORCH_EXTENSION_NAME={ops_name}"),
+        "Py_LIMITED_API=0x03090000".to_owned(),
+        format!("_GLIBCXX_USE_CXX11_ABI={}", u8::from(t.cxx11_abi)),
+    ];
+    match cell.backend {
+        Backend::Cpu => defines.push("CPU_KERNEL".into()),
+        Backend::Cuda => defines.extend(["CUDA_KERNEL".into(), "USE_CUDA=1".into()]),
+        Backend::Rocm => defines.extend(["ROCM_KERNEL".into(), "USE_ROCM=1".into()]),
+        Backend::Metal => defines.push("METAL_KERNEL".into()),
+        Backend::Xpu => defines.extend(["XPU_KERNEL".into(), "USE_XPU".into()]),
+        _ => {}
+    }
+    if let Framework::Torch(tt) = &config.framework {
+        if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
+            let v: u64 = (u64::from(abi.part(0)) << 56) | (u64::from(abi.part(1)) << 48);
+            defines.push(format!("TORCH_TARGET_VERSION=0x{v:016x}"));
+        }
+    }
+    let mut includes: Vec<Utf8PathBuf> = vec![
+        t.torch_dir.join("include"),
+        t.torch_dir.join("include/torch/csrc/api/include"),
+        t.python_include.clone(),
+    ];
+    let lib = t.torch_dir.join("lib");
+    let mut libs: Vec<Utf8PathBuf> =
+        vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")];
+    let mut env = Vec::new();
+    let mut cache = BTreeMap::new();
+    let mut gencode = BTreeMap::new();
+    if cell.backend == Backend::Cuda {
+        let nvcc = cell.nvcc.as_ref().expect("CUDA cells have nvcc");
+        let root = nvcc.path.parent().and_then(Utf8Path::parent).map(Utf8Path::to_owned).unwrap_or_default();
+        includes.push(root.join("include"));
+        if root.join("include/cccl").is_dir() {
+            includes.push(root.join("include/cccl"));
+        }
+        libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
+        let libdir =
+            ["lib64", "lib"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or(root.join("lib"));
+        let cudart = find_versioned(&libdir, "libcudart.so").with_context(|| {
+            format!("no libcudart.so in `{libdir}` (the CUDA runtime); install it (`pip install nvidia-cuda-runtime`)")
+        })?;
+        libs.push(cudart);
+        env.push(("LIBRARY_PATH".to_owned(), libdir.to_string()));
+        cache.insert("CMAKE_CUDA_COMPILER".into(), nvcc.path.to_string());
+        cache.insert("CMAKE_CUDA_HOST_COMPILER".into(), cell.cxx.path.to_string());
+        for (k, caps) in &cell.cuda_capabilities {
+            let flags =
+                codegen::cuda::gencode_flags(caps).map_err(|e| anyhow::anyhow!("[kernel.{k}]: {e}"))?;
+            cache.insert(format!("KB_CUDA_ARCH_FLAGS_{}", codegen::cmake_ident(k)), flags.join(";"));
+            gencode.insert(k.clone(), flags);
+        }
+    }
+    for (name, k) in &config.kernels {
+        if !cell.kernels.contains(name) {
+            continue;
+        }
+        for d in &k.depends {
+            if *d == CppDependency::Torch {
+                continue;
+            }
+            let var = codegen::deps::env_var(*d);
+            let pin = codegen::deps::pinned(*d).expect("pinned");
+            let dir = std::env::var(&var).ok().filter(|v| !v.is_empty()).with_context(|| {
+                format!(
+                    "[kernel.{name}] depends on `{}`: set {var} to a checkout of {} at {} ({}); the native build downloads nothing",
+                    d.name(),
+                    pin.url,
+                    pin.tag,
+                    pin.commit.map(|c| format!("commit {c}")).unwrap_or_else(|| "no pinned commit yet".into())
+                )
+            })?;
+            let dirs: Vec<String> = pin.include_dirs.iter().map(|i| format!("{dir}/{i}")).collect();
+            cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));
+        }
+    }
+    let map = |from: &Utf8Path, to: &str| format!("-ffile-prefix-map={from}={to}");
+    let mut host_opts: Vec<String> =
+        vec![map(src_dir, "."), map(build_dir, "."), map(&t.torch_dir, "/torch")];
+    let gnu = cell.cxx.version.contains("g++")
+        || cell.cxx.version.contains("GCC")
+        || cell.cxx.version.contains("(Debian")
+        || cell.cxx.version.contains("gcc");
+    if gnu {
+        // Each kernel's function-local statics stay its own when two are loaded in one process.
+        host_opts.push("-fno-gnu-unique".into());
+    }
+    let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
+    if cell.backend == Backend::Cuda {
+        opts.extend(host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler={o}>")));
+    }
+    cache.insert("KB_BACKEND".into(), cell.backend.as_str().into());
+    cache.insert("KB_KERNELS".into(), cell.kernels.join(";"));
+    cache.insert("KB_OPS_NAME".into(), ops_name.clone());
+    cache.insert("KB_MODULE_SUFFIX".into(), ".abi3.so".into());
+    cache.insert("KB_CXX_STANDARD".into(), std.into());
+    cache.insert("KB_DEFINES".into(), defines.join(";"));
+    cache.insert("KB_INCLUDE_DIRS".into(), includes.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(";"));
+    cache.insert("KB_LINK_LIBRARIES".into(), libs.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(";"));
+    cache.insert("KB_COMPILE_OPTIONS".into(), opts.join(";"));
+    // No symbol table: nvcc names its host translation unit after a temporary file holding
+    // its process id (`tmpxft_<pid>_…cudafe1.cpp`), which lands in local symbols and would make
+    // every build differ. The dynamic symbols (what loaders and the ABI check read) stay.
+    cache.insert("KB_LINK_OPTIONS".into(), "-Wl,--strip-all".into());
+    cache.insert("KB_SOURCE_DIR".into(), src_dir.to_string());
+    cache.insert("CMAKE_BUILD_TYPE".into(), "Release".into());
+    cache.insert("CMAKE_CXX_COMPILER".into(), cell.cxx.path.to_string());
+    cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
+    cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
+    Ok(CellFacts { ops_name, cache, gencode, env })
+}
+
+/// `dir/<name>` or the first `dir/<name>.N…` (sorted), for libraries without the plain link.
+fn find_versioned(dir: &Utf8Path, name: &str) -> Option<Utf8PathBuf> {
+    if dir.join(name).is_file() {
+        return Some(dir.join(name));
+    }
+    let mut found: Vec<Utf8PathBuf> = dir
+        .read_dir_utf8()
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().starts_with(&format!("{name}.")))
+        .map(|e| e.path().to_owned())
+        .collect();
+    found.sort();
+    found.into_iter().next()
+}
+
+/// The initial-cache file (`cmake -C`) holding `facts`.
+fn cache_file(facts: &CellFacts) -> String {
+    let mut out = format!(
+        "# {}.\n# The facts of one cell, as CMake cache variables: `cmake -G Ninja -C kernel-builder-cell.cmake -S <project> -B <here>`.\n",
+        codegen::GENERATED_BY
+    );
+    for (k, v) in &facts.cache {
+        out.push_str(&format!(
+            "set({k} \"{}\" CACHE STRING \"\" FORCE)\n",
+            v.replace('\\', "\\\\").replace('"', "\\\"")
+        ));
+    }
+    out
+}
+
+/// Run a build step; on failure the error shows the command and the tail of its output.
+fn run_step(what: &str, prog: &Utf8Path, args: &[String], env: &[(String, String)]) -> anyhow::Result<()> {
+    let mut cmd = duct::cmd(prog.as_str(), args).stderr_to_stdout().stdout_capture().unchecked();
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let out = cmd.run().with_context(|| format!("cannot run `{prog}` ({what})"))?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let shown: Vec<String> = std::iter::once(prog.to_string()).chain(args.iter().cloned()).collect();
+        anyhow::bail!(
+            "{what} failed ({}): `{}`\n{}--- last lines of its output ---\n{}\n---",
+            out.status,
+            shown.join(" "),
+            error_lines(&text),
+            clip_lines(&tail(&text, 40), 400)
+        );
+    }
+    Ok(())
+}
+
+/// Write `bytes` to `path` unless it already holds exactly them (keeps mtimes, so Ninja
+/// rebuilds nothing for unchanged files). Creates parent directories.
+fn sync_file(path: &Utf8Path, bytes: &[u8]) -> anyhow::Result<bool> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).with_context(|| format!("cannot create `{p}`"))?;
+    }
+    std::fs::write(path, bytes).with_context(|| format!("cannot write `{path}`"))?;
+    Ok(true)
+}
+
+/// Build the compiled variant `cell` of the kernel (`source`, `config`) into
+/// `out_variant_dir` (which must not exist; its parent must). Returns warnings.
+///
+/// Errors: a fact that cannot be computed (no CUDA runtime library, a dependency without a
+/// checkout), a generated path that the source set also has, CMake or Ninja failing (the
+/// error shows the command and the tail of its output). On error `out_variant_dir` may be
+/// partly written; the caller writes into a temporary directory.
+pub fn build_cell(
+    source: &SourceSet,
+    config: &BuildConfig,
+    cell: &NativeCell,
+    ids: &BuildIds,
+    out_variant_dir: &Utf8Path,
+    work: &WorkDir,
+) -> anyhow::Result<Vec<Warning>> {
+    let mut warnings: Vec<Warning> = Vec::new();
+    if let Some(w) = &cell.outside_bundle {
+        warnings.push(Warning { path: None, message: w.clone() });
+    }
+    let _fresh;
+    let work_dir: Utf8PathBuf = match work {
+        WorkDir::Cache { kernel_dir } => {
+            let canon =
+                kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+            let key: String =
+                sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+            let d = cache_root()?.join("cmake-v1").join(&key[..16]).join(&cell.variant);
+            std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
+            d
+        }
+        WorkDir::Fresh => {
+            let t = tempfile::Builder::new()
+                .prefix("kernel-builder-cell-")
+                .tempdir()
+                .context("cannot create a temporary work directory")?;
+            let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
+                .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
+            _fresh = t;
+            p
+        }
+    };
+    let src_dir = work_dir.join("src");
+    let build_dir = work_dir.join("build");
+    let facts = cell_facts(config, cell, &ids.uid, &src_dir, &build_dir)?;
+
+    // The project: the source set plus the generated files.
+    let project = codegen::generate(config, source.root(), &Layout::default())?;
+    let mut wanted: Vec<Utf8PathBuf> = Vec::new();
+    for f in source.files() {
+        if project.file(f.rel.as_str()).is_some() {
+            warnings.push(Warning {
+                path: Some(f.rel.clone()),
+                message:
+                    "has the path of a generated file; the generated one is used (remove it from the kernel)"
+                        .into(),
+            });
+            continue;
+        }
+        sync_file(&src_dir.join(&f.rel), &read_source(f)?)?;
+        wanted.push(f.rel.clone());
+    }
+    for f in &project.files {
+        sync_file(&src_dir.join(&f.path), f.contents.as_bytes())?;
+        wanted.push(f.path.clone());
+    }
+    remove_unwanted(&src_dir, &wanted)?;
+
+    // Configure when the facts changed or nothing is configured yet; then build.
+    std::fs::create_dir_all(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
+    let cell_file = build_dir.join("kernel-builder-cell.cmake");
+    let changed = sync_file(&cell_file, cache_file(&facts).as_bytes())?;
+    if changed || !build_dir.join("build.ninja").is_file() {
+        run_step(
+            "CMake configure",
+            &cell.cmake.path,
+            &[
+                "-G".into(),
+                "Ninja".into(),
+                "-C".into(),
+                cell_file.to_string(),
+                "-S".into(),
+                src_dir.to_string(),
+                "-B".into(),
+                build_dir.to_string(),
+            ],
+            &facts.env,
+        )?;
+    }
+    let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
+    if let Ok(j) = std::env::var("KERNEL_BUILDER_JOBS") {
+        ninja_args.extend(["-j".to_owned(), j]);
+    }
+    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env)?;
+    let module = format!("{}.abi3.so", facts.ops_name);
+    let built = build_dir.join(&module);
+    anyhow::ensure!(built.is_file(), "the build wrote no `{built}`");
+
+    // The variant directory.
+    create_dir(out_variant_dir)?;
+    for f in source.package_files() {
+        let Role::Package { in_package, .. } = &f.role else { continue };
+        if in_package.as_str() == "_ops.py" {
+            continue;
+        }
+        let dest = out_variant_dir.join(in_package);
+        if let Some(parent) = dest.parent() {
+            create_dirs_below(out_variant_dir, parent)?;
+        }
+        write_file(&dest, &read_source(f)?)?;
+    }
+    write_file(&out_variant_dir.join("_ops.py"), compiled_ops_py(&facts.ops_name, &cell.variant).as_bytes())?;
+    let so = std::fs::read(&built).with_context(|| format!("cannot read `{built}`"))?;
+    write_file(&out_variant_dir.join(&module), &so)?;
+
+    let digest = crate::hash::digest::variant_digest(out_variant_dir)
+        .with_context(|| format!("cannot compute the digest of `{out_variant_dir}`"))?;
+    let g = &config.general;
+    let archs = (cell.backend == Backend::Cuda).then(|| {
+        let mut all: Vec<String> = cell.cuda_capabilities.values().flatten().cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    });
+    let mut toolchain = BTreeMap::new();
+    toolchain.insert("torch".to_owned(), cell.torch.version.clone());
+    toolchain.insert("python".to_owned(), cell.torch.python_version.clone());
+    toolchain.insert("cxx".to_owned(), cell.cxx.version.clone());
+    toolchain.insert("cmake".to_owned(), cell.cmake.version.clone());
+    toolchain.insert("ninja".to_owned(), cell.ninja.version.clone());
+    if let Some(n) = &cell.nvcc {
+        toolchain.insert("nvcc".to_owned(), n.version.clone());
+    }
+    let metadata = Metadata {
+        name: g.name.clone(),
+        id: facts.ops_name.clone(),
+        version: g.version,
+        license: g.license.clone(),
+        upstream: g.upstream.clone(),
+        source: g.source.clone(),
+        python_depends: g.python_depends_for(cell.backend),
+        kernel_depends: g.kernel_depends_for(cell.backend),
+        backend: BackendInfo { kind: cell.backend, archs },
+        digest,
+        provenance: Provenance {
+            kernel_builder: builder_provenance(),
+            kernel: ids.kernel.clone().filter(|k| k.dirty),
+        },
+        build: Some(BuildInfo { native: true, hermetic: false, toolchain }),
+    };
+    write_file(&out_variant_dir.join("metadata.json"), &metadata.to_json_bytes()?)?;
+    warnings.extend(check_built_variant(out_variant_dir, cell)?);
+    Ok(warnings)
+}
+
+/// The seam for the ABI check (issue 11, item 3): called with every finished compiled variant
+/// directory before it is swapped into `build/`. An `Err` fails the build (nothing is
+/// swapped); warnings are printed. Today it checks nothing beyond the module being there.
+pub fn check_built_variant(variant_dir: &Utf8Path, cell: &NativeCell) -> anyhow::Result<Vec<Warning>> {
+    let _ = cell;
+    anyhow::ensure!(variant_dir.join("metadata.json").is_file(), "`{variant_dir}` has no metadata.json");
+    Ok(Vec::new())
+}
+
+/// Remove files under `dir` that are not in `wanted` (left from an earlier source set), so
+/// the mirror holds exactly the source set and the generated files.
+fn remove_unwanted(dir: &Utf8Path, wanted: &[Utf8PathBuf]) -> anyhow::Result<()> {
+    for e in walkdir::WalkDir::new(dir).contents_first(true) {
+        let e = e.with_context(|| format!("cannot list `{dir}`"))?;
+        let Some(p) = Utf8Path::from_path(e.path()) else { continue };
+        let Ok(rel) = p.strip_prefix(dir) else { continue };
+        if rel.as_str().is_empty() {
+            continue;
+        }
+        if e.file_type().is_dir() {
+            let _ = std::fs::remove_dir(p); // only when empty
+        } else if !wanted.iter().any(|w| w == rel) {
+            std::fs::remove_file(p).with_context(|| format!("cannot remove `{p}`"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The `_ops.py` of a compiled variant: imports the native module (which registers the ops in
+/// the namespace) and exposes `ops` and `add_op_namespace_prefix`.
+pub fn compiled_ops_py(namespace: &str, variant: &str) -> String {
+    format!(
+        r#"# Generated by kernel-builder for the `{variant}` variant; do not edit.
+import torch
+
+# The native module: importing it registers this kernel's ops in its namespace.
+from . import {namespace}  # noqa: F401
+
+ops = torch.ops.{namespace}
+
+
+def add_op_namespace_prefix(op_name: str) -> str:
+    """Qualify `op_name` with this variant's op namespace (`namespace::op_name`)."""
+    return f"{namespace}::{{op_name}}"
+"#
     )
 }
 
-/// Build the compiled variant `variant` (of `backend`) into `out_variant_dir`.
-///
-/// Errors: always, in this version, from [`check_supported`].
-pub fn assemble_compiled(
-    _source: &SourceSet,
-    config: &BuildConfig,
-    variant: &str,
-    backend: Backend,
-    _ids: &BuildIds,
-    _out_variant_dir: &Utf8Path,
-) -> anyhow::Result<Vec<Warning>> {
-    check_supported(config, variant, backend)?;
-    anyhow::bail!("variant `{variant}`: compiled builds are not implemented")
+/// Serialisable summary (for `--json` listings and notes).
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedBackend {
+    pub backend: Backend,
+    pub reason: String,
 }

@@ -4,7 +4,9 @@
 //! Keys, in this order: `name`, `id`, `version`, `license`, `upstream` and `source` (only when
 //! set), `python-depends`, `kernel-depends` (always, possibly `[]`), `backend` (`type`, and
 //! `archs` only when known), `digest` (the loader's per-file format, [`crate::hash::digest`]),
-//! `provenance` (`kernel-builder`, then `kernel` when known). Written as pretty JSON with a
+//! `provenance` (`kernel-builder`, then `kernel` when known), and for compiled variants
+//! `build` (how it was built: `native`, `hermetic`, and the toolchain's versions; readers
+//! ignore unknown keys, so the `kernels` loader is unaffected). Written as pretty JSON with a
 //! two-space indent and a trailing newline.
 
 use serde::Serialize;
@@ -35,6 +37,21 @@ pub struct Metadata {
     pub backend: BackendInfo,
     pub digest: Digest,
     pub provenance: Provenance,
+    /// Compiled variants: how the variant was built.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildInfo>,
+}
+
+/// `build`: how a compiled variant was built. A native build uses the host's toolchain, so it
+/// says `"hermetic": false`; the toolchain map holds each tool's version (`torch`, `python`,
+/// `cxx`, `cmake`, `ninja`, `nvcc`), never a path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuildInfo {
+    /// Built outside Nix with the host's tools.
+    pub native: bool,
+    /// Built in a sandbox from pinned inputs only.
+    pub hermetic: bool,
+    pub toolchain: std::collections::BTreeMap<String, String>,
 }
 
 /// `backend`: the backend and, when known, the architectures the variant supports. The
@@ -101,6 +118,7 @@ mod tests {
                 },
                 kernel: Some(KernelRevision { commit: "b".repeat(40), dirty: true }),
             },
+            build: None,
         };
         let expected = format!(
             r#"{{

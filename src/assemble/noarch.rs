@@ -155,20 +155,21 @@ pub fn assemble_noarch(
             kernel_builder: builder_provenance(),
             kernel: ids.kernel.clone().filter(|k| k.dirty),
         },
+        build: None,
     };
     write_file(&out_variant_dir.join("metadata.json"), &metadata.to_json_bytes()?)?;
     Ok(Vec::new())
 }
 
 /// Create one directory with mode 0755; it must not exist.
-fn create_dir(dir: &Utf8Path) -> anyhow::Result<()> {
+pub(crate) fn create_dir(dir: &Utf8Path) -> anyhow::Result<()> {
     std::fs::create_dir(dir).with_context(|| format!("cannot create `{dir}`"))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
         .with_context(|| format!("cannot set permissions on `{dir}`"))
 }
 
 /// Create `dir` and its missing parents up to (not including) `top`, each with mode 0755.
-fn create_dirs_below(top: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<()> {
+pub(crate) fn create_dirs_below(top: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<()> {
     let mut missing: Vec<Utf8PathBuf> = Vec::new();
     let mut d = dir;
     while d != top && !d.is_dir() {
@@ -182,7 +183,7 @@ fn create_dirs_below(top: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<()> {
 }
 
 /// Write a new file with mode 0644.
-fn write_file(path: &Utf8Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_file(path: &Utf8Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("cannot write `{path}`"))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(FILE_MODE))
         .with_context(|| format!("cannot set permissions on `{path}`"))

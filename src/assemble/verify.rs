@@ -16,7 +16,8 @@
 use anyhow::Context;
 use camino::Utf8Path;
 
-use super::bundle::{assemble_variant, lock_dir, plan, Lock, PlannedVariant};
+use super::bundle::{assemble_variant, lock_dir, plan, why_not_buildable, Lock, PlannedVariant};
+use super::compiled::{HostToolchain, WorkDir};
 use super::provenance::{git_revision, BuildIds, KernelRevision};
 use super::source::SourceSet;
 use crate::config::BuildConfig;
@@ -62,6 +63,7 @@ pub fn verify(
     kernel_dir: &Utf8Path,
     config: &BuildConfig,
     requested: &[String],
+    host: &HostToolchain,
 ) -> anyhow::Result<VerifyReport> {
     let build_dir = kernel_dir.join("build");
     anyhow::ensure!(
@@ -72,7 +74,8 @@ pub fn verify(
     let _lock = lock_dir(&build_dir, Lock::Shared)?;
     let manifest_path = build_dir.join(manifest::FILE_NAME);
     let manifest = if manifest_path.is_file() { Some(Manifest::read(&manifest_path)?) } else { None };
-    let planned = plan(config);
+    let the_plan = plan(config, host);
+    let planned = the_plan.variants.clone();
 
     let names: Vec<String> = if !requested.is_empty() {
         requested.to_vec()
@@ -90,6 +93,9 @@ pub fn verify(
         planned.iter().filter(|p| build_dir.join(&p.name).is_dir()).map(|p| p.name.clone()).collect()
     };
     let unknown: Vec<&String> = names.iter().filter(|n| !planned.iter().any(|p| &p.name == *n)).collect();
+    if let Some(why) = unknown.iter().find_map(|u| why_not_buildable(config, &the_plan, u)) {
+        anyhow::bail!("cannot verify: {why}");
+    }
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
         anyhow::bail!(
@@ -162,7 +168,7 @@ fn rebuild(
     ids: &BuildIds,
     out: &Utf8Path,
 ) -> anyhow::Result<()> {
-    assemble_variant(source, config, variant, ids, out).map(|_| ())
+    assemble_variant(source, config, variant, ids, out, &WorkDir::Fresh).map(|_| ())
 }
 
 /// `provenance.kernel` of the `metadata.json` in `variant_dir`: `Some(None)` when the file says

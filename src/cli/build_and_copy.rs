@@ -7,6 +7,7 @@ use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::assemble::bundle::{self, PlannedVariant};
+use crate::assemble::compiled::{plan_cell, HostToolchain, WorkDir};
 use crate::assemble::provenance::{git_revision, BuildIds, KernelRevision};
 use crate::assemble::SourceSet;
 use crate::config::Backend;
@@ -18,8 +19,27 @@ pub enum NixMode {
     Auto,
     /// Always through Nix (`nix build` of the kernel's flake); fails without Nix.
     Always,
-    /// Never through Nix: assemble the variants here with this binary. Noarch kernels only.
+    /// Never through Nix: build the variants here with this binary (compiled ones with the
+    /// host's toolchain).
     Never,
+}
+
+/// Where compiled variants get their torch (shared by `build-and-copy`, `verify`,
+/// `build-and-upload`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ToolchainArgs {
+    /// The Python interpreter whose torch compiled variants are built against; its torch
+    /// version, CUDA build and C++ ABI name the variant. CMake and Ninja are looked up beside
+    /// it first, then on PATH.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    pub python: Utf8PathBuf,
+}
+
+impl ToolchainArgs {
+    /// The host toolchain these arguments describe.
+    pub fn host(&self) -> HostToolchain {
+        HostToolchain::new(self.python.clone())
+    }
 }
 
 /// Arguments of `build-and-copy`.
@@ -27,8 +47,11 @@ pub enum NixMode {
 #[command(after_long_help = "\
 Writes DIR/build/<variant>/ for each variant, replacing only the variants built, and \
 DIR/build/hashes.json (the NAR hash of each variant). For a noarch kernel (Helion, Triton, \
-plain torch) there is one torch-<backend> directory per backend. Nothing in DIR/build/ \
-changes when the build fails.")]
+plain torch) there is one torch-<backend> directory per backend. A compiled backend builds \
+natively the one cell the host toolchain gives (torch from --python, the system C++ \
+compiler, nvcc for CUDA), through a generated CMake project; a backend whose toolchain is \
+missing is skipped with a note saying what to install. Nothing in DIR/build/ changes when \
+the build fails.")]
 pub struct Args {
     /// Kernel directory, holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
@@ -39,6 +62,8 @@ pub struct Args {
     /// Build through Nix or natively.
     #[arg(long, value_enum, default_value_t = NixMode::Auto)]
     pub nix: NixMode,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
     /// Extra arguments for `nix build` (after `--`), e.g. `-- -L --max-jobs 4`.
     #[arg(last = true, value_name = "NIX_ARGS")]
     pub nix_args: Vec<String>,
@@ -100,7 +125,7 @@ pub fn run(args: Args) -> super::CmdResult {
     );
 
     let loaded = super::load_config(&dir)?;
-    let report = build_native(&dir, &loaded.config, &args.variants)?;
+    let report = build_native(&dir, &loaded.config, &args.variants, &args.toolchain.host())?;
     for v in &report.built {
         let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
         println!("built {} ({} files{id}) -> {}", v.name, v.files, v.path);
@@ -115,16 +140,20 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
     })
 }
 
-/// Arguments of the hidden `assemble` command: build one noarch variant from a kernel source
-/// (the builder that a Nix cell runs over its filtered source, with no `.git` in reach).
+/// Arguments of the hidden `assemble` command: build one variant from a kernel source (the
+/// builder that a Nix cell runs over its filtered source, with no `.git` in reach). A noarch
+/// backend gives `torch-<backend>`; a compiled one the cell of the toolchain given
+/// (`--python`, and `CXX`/`CUDACXX` in the environment), built in a fresh work directory.
 #[derive(Debug, clap::Args)]
 pub struct AssembleArgs {
     /// The kernel source (a directory holding build.toml).
     #[arg(long, value_name = "SRC")]
     pub source: Utf8PathBuf,
-    /// The backend whose variant to build (`torch-<backend>`).
+    /// The backend whose variant to build.
     #[arg(long, value_parser = parse_backend)]
     pub backend: Backend,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
     /// Output directory; created, and `OUT/torch-<backend>/` written into it.
     #[arg(long, value_name = "OUT")]
     pub out: Utf8PathBuf,
@@ -143,11 +172,22 @@ pub fn assemble_one(
     backend: Backend,
     out: &Utf8Path,
     kernel: Option<KernelRevision>,
+    host: &HostToolchain,
 ) -> anyhow::Result<Utf8PathBuf> {
     let loaded = super::load_config(source)?;
     let cfg = &loaded.config;
-    let variant =
-        PlannedVariant { name: backend.noarch_variant(), backend, compiled: !cfg.is_noarch_for(backend) };
+    let variant = if cfg.is_noarch_for(backend) {
+        PlannedVariant { name: backend.noarch_variant(), backend, compiled: false, cell: None }
+    } else {
+        anyhow::ensure!(
+            cfg.general.backends.contains(&backend),
+            "cannot build `{backend}`: it is not in `general.backends` of `{}`",
+            cfg.path
+        );
+        let cell =
+            plan_cell(cfg, backend, host).map_err(|e| anyhow::anyhow!("cannot build `{backend}`: {e}"))?;
+        PlannedVariant { name: cell.variant.clone(), backend, compiled: true, cell: Some(Box::new(cell)) }
+    };
     let set = SourceSet::collect(source, cfg)?;
     for w in set.warnings() {
         eprintln!("warning: {w}");
@@ -156,7 +196,7 @@ pub fn assemble_one(
     let created = !out.exists();
     let variant_existed = out.join(&variant.name).exists();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
-    match bundle::assemble_variant(&set, cfg, &variant, &ids, out) {
+    match bundle::assemble_variant(&set, cfg, &variant, &ids, out, &WorkDir::Fresh) {
         Ok(warnings) => {
             for w in warnings {
                 eprintln!("warning: {w}");
@@ -182,10 +222,14 @@ pub(crate) fn build_native(
     dir: &Utf8Path,
     config: &crate::config::BuildConfig,
     variants: &[String],
+    host: &HostToolchain,
 ) -> anyhow::Result<bundle::BundleReport> {
-    let report = bundle::build_into(dir, config, variants, git_revision(dir)?)?;
+    let report = bundle::build_into(dir, config, variants, git_revision(dir)?, host)?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
+    }
+    for n in &report.notes {
+        eprintln!("note: {n}");
     }
     Ok(report)
 }
@@ -196,7 +240,7 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
         Some(c) => Some(KernelRevision::new(c, args.kernel_dirty)?),
         None => None,
     };
-    let written = assemble_one(&args.source, args.backend, &args.out, kernel)?;
+    let written = assemble_one(&args.source, args.backend, &args.out, kernel, &args.toolchain.host())?;
     println!("{written}");
     Ok(ExitCode::SUCCESS)
 }

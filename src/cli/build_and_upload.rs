@@ -11,7 +11,7 @@ use crate::assemble::verify::verify;
 /// Arguments of `build-and-upload`.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = "\
-Builds the variants into DIR/build/ natively (noarch kernels; as `build-and-copy --nix never`), \
+Builds the variants into DIR/build/ natively (as `build-and-copy --nix never`), \
 rebuilds them in a scratch directory to check they match DIR/build/hashes.json (as `verify`), \
 and uploads DIR/build/ (as `upload`). Stops at the first step that fails; nothing is sent when \
 the build or the verification fails.")]
@@ -22,6 +22,8 @@ pub struct Args {
     #[arg(long = "variant", value_name = "VARIANT")]
     pub variants: Vec<String>,
     #[command(flatten)]
+    pub toolchain: super::build_and_copy::ToolchainArgs,
+    #[command(flatten)]
     pub flags: UploadFlags,
 }
 
@@ -30,12 +32,13 @@ pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
     anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
     let loaded = super::load_config(&dir)?;
-    let report = super::build_and_copy::build_native(&dir, &loaded.config, &args.variants)?;
+    let host = args.toolchain.host();
+    let report = super::build_and_copy::build_native(&dir, &loaded.config, &args.variants, &host)?;
     for v in &report.built {
         eprintln!("built {} ({} files) -> {}", v.name, v.files, v.path);
     }
     let built: Vec<String> = report.built.iter().map(|v| v.name.clone()).collect();
-    let checked = verify(&dir, &loaded.config, &built)?;
+    let checked = verify(&dir, &loaded.config, &built, &host)?;
     for n in &checked.notes {
         eprintln!("note: {n}");
     }

@@ -9,6 +9,8 @@ pub mod build_and_copy;
 pub mod build_and_upload;
 pub mod check_abi;
 pub mod check_config;
+pub mod clean_pyproject;
+pub mod create_pyproject;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
@@ -31,6 +33,10 @@ pub enum Command {
     Init(init::Args),
     /// Read build.toml (any edition), validate it and print a summary.
     CheckConfig(check_config::Args),
+    /// Write the generated CMake project of a compiled kernel (CMakeLists.txt, …).
+    CreatePyproject(create_pyproject::Args),
+    /// Remove exactly the files create-pyproject wrote.
+    CleanPyproject(clean_pyproject::Args),
     /// Rewrite build.toml as edition 5, keeping comments and order.
     UpdateBuild(update_build::Args),
     /// List the build variants (matrix cells) of a kernel.
@@ -38,7 +44,7 @@ pub enum Command {
     /// Build every variant of a kernel into DIR/build/<variant>/.
     #[command(visible_alias = "build")]
     BuildAndCopy(build_and_copy::Args),
-    /// Assemble one noarch variant directory (the builder a Nix cell runs).
+    /// Build one variant directory from a kernel source (the builder a Nix cell runs).
     #[command(hide = true)]
     Assemble(build_and_copy::AssembleArgs),
     /// Print the NAR hash of each path, as `nix hash path` does.
@@ -78,6 +84,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Init(a) => init::run(a),
         Command::CheckConfig(a) => check_config::run(a),
+        Command::CreatePyproject(a) => create_pyproject::run(a),
+        Command::CleanPyproject(a) => clean_pyproject::run(a),
         Command::UpdateBuild(a) => update_build::run(a),
         Command::ListVariants(a) => list_variants::run(a),
         Command::BuildAndCopy(a) => build_and_copy::run(a),

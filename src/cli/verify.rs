@@ -20,6 +20,8 @@ pub struct Args {
     /// the variants of this kernel present in build/.
     #[arg(long = "variant", value_name = "VARIANT")]
     pub variants: Vec<String>,
+    #[command(flatten)]
+    pub toolchain: super::build_and_copy::ToolchainArgs,
 }
 
 /// Run `verify`.
@@ -27,7 +29,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
     anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
     let loaded = super::load_config(&dir)?;
-    let report = verify(&dir, &loaded.config, &args.variants)?;
+    let report = verify(&dir, &loaded.config, &args.variants, &args.toolchain.host())?;
     for n in &report.notes {
         eprintln!("note: {n}");
     }
