@@ -5,6 +5,9 @@
 #                         Rust side embeds
 #   defaultKernelBuilder  (default: throws) system -> store path holding bin/kernel-builder
 #   defaultMkShell        (default: throws) system -> nixpkgs' mkShell
+#   defaultToolchainFor   (default: throws) cell -> the toolchain record of a compiled cell
+#                         (the flake passes nixpkgsToolchain over nixpkgs, or its `toolchain`
+#                         input's `lib.toolchainFor`)
 #
 # Every file takes the injected `{ lib, matrix, ... }` first, then the caller's argument.
 # Names starting with `internal` are private helpers.
@@ -14,6 +17,9 @@
     system: throw "kernel-builder: no orchestrator for ${system}; pass `kernelBuilder = system: <path with bin/kernel-builder>;`"
   ),
   defaultMkShell ? (system: throw "kernel-builder: dev shells need nixpkgs; pass `mkShell = system: pkgs.mkShell;`"),
+  defaultToolchainFor ? (
+    cell: throw "kernel-builder: compiled cell ${cell.name} needs a toolchain; pass `toolchainFor = cell: <toolchain record>;` (see nix/API.md)"
+  ),
 }:
 let
   deps = {
@@ -22,6 +28,7 @@ let
       matrix
       defaultKernelBuilder
       defaultMkShell
+      defaultToolchainFor
       ;
   };
   call = file: import file deps;
@@ -40,6 +47,7 @@ let
     mkNoarchCell = call ./mkNoarchCell.nix;
     mkTorchCell = call ./mkTorchCell.nix;
     mkTvmFfiCell = call ./mkTvmFfiCell.nix;
+    nixpkgsToolchain = call ./nixpkgsToolchain.nix;
     mkBundle = call ./mkBundle.nix;
     mkBuildAndCopy = call ./mkBuildAndCopy.nix;
     mkCellCheck = call ./mkCellCheck.nix;
@@ -49,6 +57,7 @@ let
     internalStripDotSlash = call ./internalStripDotSlash.nix;
     internalStripLeadingDot = call ./internalStripLeadingDot.nix;
     internalFailingCell = call ./internalFailingCell.nix;
+    internalCompiledCell = call ./internalCompiledCell.nix;
     internalDevShells = call ./internalDevShells.nix;
   };
 in
