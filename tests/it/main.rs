@@ -9,6 +9,7 @@ mod list_variants;
 mod matrix_corpus;
 mod matrix_user_reports;
 mod nix;
+mod nix_compiled;
 mod update_build;
 mod update_build_variants;
 mod upload;

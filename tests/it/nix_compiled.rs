@@ -1,0 +1,323 @@
+//! Compiled cells in Nix (`mkTorchCell` / `mkTvmFfiCell`), against real Nix, offline.
+//!
+//! Two package sets:
+//! - the default one (nixpkgs, `lib.nixpkgsToolchain`), which these machines cannot fetch: its
+//!   cells are evaluated against the stub nixpkgs (`tests/fixtures/nixpkgs-stub`) and their
+//!   wiring checked;
+//! - the offline test package set (`tests/fixtures/host-toolchain`), NOT HERMETIC: the PyPI
+//!   torch and nvcc wheels added to the store by their PyPI sha256, and the host's python,
+//!   g++, CMake and Ninja through derivations marked `__noChroot` (so these builds pass
+//!   `--option sandbox relaxed`). With it, relu's CPU and CUDA cells are built in Nix for real.
+//!
+//! The host set needs this repository's venv (`.venv`: torch 2.11.0, cmake, ninja), Debian's
+//! `/usr/bin/python3` of the same minor version (the venv's interpreter lives under /root,
+//! which the build users cannot read), g++, and the static orchestrator (scripts/setup-nix.sh).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+const CPU_CELL: &str = "torch211-cxx11-cpu-x86_64-linux";
+const CUDA_CELL: &str = "torch211-cxx11-cu130-x86_64-linux";
+
+fn repo() -> &'static Path {
+    Path::new(REPO)
+}
+
+fn orchestrator() -> PathBuf {
+    let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/nix-orchestrator"));
+    assert!(
+        dir.join("bin/kernel-builder").is_file(),
+        "no static orchestrator in {}: run scripts/setup-nix.sh",
+        dir.display()
+    );
+    dir
+}
+
+fn run(prog: &str, args: &[&str], cwd: &Path) -> (bool, String, String) {
+    let out = duct::cmd(prog, args).dir(cwd).stdout_capture().stderr_capture().unchecked().run().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn nix(cwd: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = run("nix", args, cwd);
+    assert!(ok, "nix {} failed:\n{err}", args.join(" "));
+    out
+}
+
+fn venv_python() -> PathBuf {
+    let p = repo().join(".venv/bin/python");
+    assert!(p.exists(), "no venv at {}: run scripts/setup-venv.sh", p.display());
+    p
+}
+
+/// The offline test package set, copied into a temp dir with `host.json` describing this
+/// host (and its wheels in the store). `manylinux` is the policy it declares.
+fn host_toolchain(manylinux: &str) -> tempfile::TempDir {
+    let py = venv_python();
+    let (ok, purelib, err) = run(
+        py.to_str().unwrap(),
+        &["-c", "import sysconfig, sys; print(sysconfig.get_paths()['purelib']); print('%d.%d' % sys.version_info[:2])"],
+        repo(),
+    );
+    assert!(ok, "{err}");
+    let mut lines = purelib.lines();
+    let purelib = lines.next().unwrap().to_owned();
+    let venv_minor = lines.next().unwrap().to_owned();
+    let (ok, sys_minor, _) =
+        run("/usr/bin/python3", &["-c", "import sys; print('%d.%d' % sys.version_info[:2])"], repo());
+    assert!(
+        ok && sys_minor.trim() == venv_minor,
+        "/usr/bin/python3 must be Python {venv_minor}, like the venv"
+    );
+    // Resolve through the venv's symlink: the build users must be able to read every path.
+    let purelib = fs::canonicalize(&purelib).unwrap().display().to_string();
+    let venv_bin = fs::canonicalize(repo().join(".venv/bin")).unwrap();
+    let host = serde_json::json!({
+        "python": "/usr/bin/python3",
+        "pythonpath": [purelib],
+        "cxx": "/usr/bin/g++",
+        "cc": "/usr/bin/gcc",
+        "cmake": format!("{purelib}/cmake/data/bin/cmake"),
+        "ninja": venv_bin.join("ninja").display().to_string(),
+        "bin": ["/usr/bin", "/bin"],
+        "manylinux": manylinux,
+    });
+    let t = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/host-toolchain");
+    for f in ["flake.nix", "wheels.json"] {
+        fs::copy(fixture.join(f), t.path().join(f)).unwrap();
+    }
+    fs::write(t.path().join("host.json"), serde_json::to_string_pretty(&host).unwrap()).unwrap();
+    let wheels: Value = serde_json::from_slice(&fs::read(fixture.join("wheels.json")).unwrap()).unwrap();
+    let mut all = vec![&wheels["torch"]];
+    all.extend(wheels["cuda"]["wheels"].as_array().unwrap());
+    for w in all {
+        add_wheel_to_store(w["file"].as_str().unwrap(), w["sha256"].as_str().unwrap());
+    }
+    t
+}
+
+/// Make sure the wheel `file` with PyPI sha256 `sha256` is in the store (the path the fixture's
+/// fixed-output derivation names): from `$KERNEL_BUILDER_TEST_WHEELS` (default
+/// `target/test-wheels`), downloaded there with pip when missing.
+fn add_wheel_to_store(file: &str, sha256: &str) {
+    let (ok, path, err) = run("nix-store", &["--print-fixed-path", "sha256", sha256, file], repo());
+    assert!(ok, "{err}");
+    if run("nix-store", &["--check-validity", path.trim()], repo()).0 {
+        return;
+    }
+    let dir = std::env::var_os("KERNEL_BUILDER_TEST_WHEELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/test-wheels"));
+    fs::create_dir_all(&dir).unwrap();
+    let local = dir.join(file);
+    if !local.is_file() {
+        let mut parts = file.split('-');
+        let (name, version) = (parts.next().unwrap(), parts.next().unwrap());
+        let spec = format!("{}=={version}", name.replace('_', "-"));
+        let (ok, _, err) = run(
+            venv_python().to_str().unwrap(),
+            &["-m", "pip", "download", "--no-deps", "-d", dir.to_str().unwrap(), &spec],
+            repo(),
+        );
+        assert!(ok, "pip download {spec}: {err}");
+    }
+    let (ok, _, err) = run("nix-store", &["--add-fixed", "sha256", local.to_str().unwrap()], repo());
+    assert!(ok, "{err}");
+}
+
+/// The overrides of a kernel flake inside this repository: the static orchestrator, the
+/// offline test package set, the stub nixpkgs; never writing a lock file; the relaxed sandbox
+/// the host package set needs.
+fn host_args(toolchain: &Path) -> Vec<String> {
+    [
+        "--option",
+        "sandbox",
+        "relaxed",
+        "--override-input",
+        "kernel-builder/orchestrator",
+        &format!("path:{}", orchestrator().display()),
+        "--override-input",
+        "kernel-builder/toolchain",
+        &format!("path:{}", toolchain.display()),
+        "--override-input",
+        "kernel-builder/nixpkgs",
+        &format!("path:{}", repo().join("tests/fixtures/nixpkgs-stub").display()),
+        "--no-write-lock-file",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn out_path(build_json: &str) -> PathBuf {
+    let v: Value = serde_json::from_str(build_json).unwrap();
+    PathBuf::from(v[0]["outputs"]["out"].as_str().unwrap())
+}
+
+/// Every file under `root`: relative path → bytes.
+fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().strip_prefix(root).unwrap().display().to_string(), fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+fn copy_kernel(name: &str, dest: &Path) -> PathBuf {
+    let from = repo().join("kernels").join(name);
+    let to = dest.join(name);
+    for e in walkdir::WalkDir::new(&from).into_iter().filter_entry(|e| {
+        let n = e.file_name().to_string_lossy();
+        e.depth() == 0 || !(n == "build" || n.starts_with("result") || n == "__pycache__")
+    }) {
+        let e = e.unwrap();
+        let d = to.join(e.path().strip_prefix(&from).unwrap());
+        if e.file_type().is_dir() {
+            fs::create_dir_all(&d).unwrap();
+        } else {
+            fs::copy(e.path(), &d).unwrap();
+        }
+    }
+    to
+}
+
+/// The toolchain record the host package set gives `cell` (a store path's bin dir etc.).
+fn host_tools(toolchain: &Path, backend: &str, backend_version: &str) -> Value {
+    let expr = format!(
+        r#"let t = (builtins.getFlake "path:{}").lib.toolchainFor {{ name = "x"; system = "x86_64-linux"; backend = "{backend}"; backend_version = {backend_version}; torch_version = "2.11"; kind = "torch"; }}; in {{ inherit (t) python cxx path nvcc; }}"#,
+        toolchain.display()
+    );
+    serde_json::from_str(&nix(repo(), &["eval", "--impure", "--json", "--expr", &expr])).unwrap()
+}
+
+/// relu's CPU cell, `nix build` of the kernel's own flake with the host package set: the NAR
+/// hash of the variant equals the native `build-and-copy --nix never` given the same tools
+/// (python, CXX, PATH) and package-set name; nothing of the build directory, the store or the
+/// time is in it; and it loads through `kernels.get_local_kernel` and equals `torch.relu`.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn relu_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
+    let tc = host_toolchain("2_34");
+    let mut args: Vec<String> =
+        ["build", "--no-link", "--json", "-L", &format!("{}/kernels/relu#{CPU_CELL}", REPO)]
+            .map(String::from)
+            .to_vec();
+    args.extend(host_args(tc.path()));
+    let out = out_path(&nix(repo(), &args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let variant = out.join(CPU_CELL);
+    let names: Vec<String> =
+        fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, [CPU_CELL]);
+    let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["build"]["package-set"], "host-test", "{meta}");
+    assert_eq!(meta["build"]["hermetic"], false);
+    assert_eq!(meta["build"]["native"], false);
+    assert_eq!(meta["build"]["toolchain"]["torch"], "2.11.0+cu130");
+    let id = meta["id"].as_str().unwrap();
+    let mut files: Vec<String> = tree(&variant).into_keys().collect();
+    files.sort();
+    assert_eq!(files, ["__init__.py", "_ops.py", &format!("{id}.abi3.so"), "metadata.json"]);
+    let so = fs::read(variant.join(format!("{id}.abi3.so"))).unwrap();
+    for leak in ["/nix/store", "/build/", "/tmp/", REPO] {
+        assert!(!so.windows(leak.len()).any(|w| w == leak.as_bytes()), "the module holds `{leak}`");
+    }
+
+    // The native build with the same tools.
+    let t = tempfile::tempdir().unwrap();
+    let kernel = copy_kernel("relu", t.path());
+    let tools = host_tools(tc.path(), "cpu", "null");
+    let path: Vec<&str> = tools["path"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    Command::new(orchestrator().join("bin/kernel-builder"))
+        .env("PATH", path.join(":"))
+        .env("CXX", tools["cxx"].as_str().unwrap())
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "never", "--variant", CPU_CELL])
+        .args(["--python", tools["python"].as_str().unwrap(), "--package-set", "host-test"])
+        .assert()
+        .success();
+    let native = kernel.join("build").join(CPU_CELL);
+    let hash = |p: &Path| nix(repo(), &["hash", "path", p.to_str().unwrap()]);
+    assert_eq!(tree(&variant), tree(&native), "the Nix and native trees differ");
+    assert_eq!(hash(&variant), hash(&native));
+
+    // The real loader.
+    let out = duct::cmd(venv_python(), ["-m", "pytest", "-q", "-rs", "tests/python/test_nix_relu_cpu.py"])
+        .dir(repo())
+        .env("KERNEL_BUILDER_NIX_RELU_CPU", &out)
+        .stderr_to_stdout()
+        .stdout_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && log.contains("1 passed") && !log.contains("skipped"), "{log}");
+}
+
+/// relu's CUDA cell compiles in Nix with PyPI's nvcc 13.0 (no GPU), and its fat binary holds
+/// exactly what `cuda-capabilities` asks for: sm_90 code, no PTX.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn relu_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
+    let tc = host_toolchain("2_34");
+    let expr = format!(
+        r#"let
+  lib = import {REPO}/nix/lib {{ }};
+  out = lib.genKernelFlakeOutputs {{
+    path = {REPO}/kernels/relu;
+    kernelBuilder = _: /. + "{orch}";
+    toolchainFor = (builtins.getFlake "path:{tc}").lib.toolchainFor;
+    mkShell = _: _: {{ }};
+    systems = [ "x86_64-linux" ];
+    torchVersions = _: [ {{ torchVersion = "2.11"; cudaVersion = "13.0"; systems = [ "x86_64-linux" ]; bundleBuild = true; }} ];
+  }};
+in out.packages.x86_64-linux.{CUDA_CELL}"#,
+        orch = orchestrator().display(),
+        tc = tc.path().display()
+    );
+    let json = nix(
+        repo(),
+        &[
+            "build",
+            "--impure",
+            "--no-link",
+            "--json",
+            "-L",
+            "--option",
+            "sandbox",
+            "relaxed",
+            "--expr",
+            &expr,
+        ],
+    );
+    let variant = out_path(&json).join(CUDA_CELL);
+    let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": ["9.0"] }));
+    assert_eq!(meta["build"]["toolchain"]["nvcc"], "13.0.88", "{meta}");
+    let so = variant.join(format!("{}.abi3.so", meta["id"].as_str().unwrap()));
+    let cuobjdump = fs::canonicalize(repo().join(".venv/lib")).unwrap();
+    let cuobjdump = walkdir::WalkDir::new(cuobjdump)
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name() == "cuobjdump" && e.file_type().is_file())
+        .expect("cuobjdump (pip install nvidia-cuda-cuobjdump) in the venv")
+        .into_path();
+    let (ok, elf, err) = run(cuobjdump.to_str().unwrap(), &["--list-elf", so.to_str().unwrap()], repo());
+    assert!(ok, "{err}");
+    let targets: Vec<&str> = elf.lines().filter_map(|l| l.rsplit('.').nth(1)).collect();
+    assert_eq!(targets, ["sm_90"], "{elf}");
+    let (_, ptx, err) = run(cuobjdump.to_str().unwrap(), &["--list-ptx", so.to_str().unwrap()], repo());
+    assert!(ptx.trim().is_empty() && err.contains("No PTX"), "{ptx}{err}");
+}
