@@ -34,8 +34,8 @@ pub struct Args {
     pub backends: Vec<String>,
 
     /// The kind of kernel. The op is the same in every template (an element-wise add), ready
-    /// to build, test and replace; the compiled template passes check-config and list-variants,
-    /// but this version does not build compiled variants yet.
+    /// to build, test and replace; the compiled template builds natively its cpu and cuda cells
+    /// (`build-and-copy --nix never`).
     #[arg(long, value_enum, default_value_t = Template::Helion)]
     pub template: Template,
 
@@ -129,12 +129,12 @@ pub fn run(args: Args) -> super::CmdResult {
     println!("Next:");
     println!("  cd {}", shell_quote(written.dir.as_str()));
     if p.template == Template::Compiled {
-        // Say so now rather than at the first build.
-        println!("  kernel-builder check-config .   (building compiled variants is not supported yet)");
+        // Native builds of compiled cells take torch from a Python environment.
+        println!("  kernel-builder build-and-copy --nix never --python <python with torch> .");
     } else {
         println!("  kernel-builder build-and-copy .");
-        println!("  python -m pytest tests");
     }
+    println!("  python -m pytest tests");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -76,8 +76,10 @@ impl Project {
 /// How one source file is compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
-    /// `.c`, `.cc`, `.cpp`, `.cxx`: the C++ compiler (icpx with SYCL for XPU).
+    /// `.cc`, `.cpp`, `.cxx`: the C++ compiler (icpx with SYCL for XPU).
     Cxx,
+    /// `.c`: the C compiler (the project enables C when a kernel has one).
+    C,
     /// `.cu`: nvcc for CUDA, hipcc/clang (as HIP) for ROCm.
     Cuda,
     /// `.hip`: HIP.
@@ -93,7 +95,8 @@ pub enum SourceKind {
 /// The kind of a source path, by extension.
 pub fn source_kind(path: &Utf8Path) -> SourceKind {
     match path.extension() {
-        Some("c" | "cc" | "cpp" | "cxx" | "C") => SourceKind::Cxx,
+        Some("cc" | "cpp" | "cxx" | "C") => SourceKind::Cxx,
+        Some("c") => SourceKind::C,
         Some("cu") => SourceKind::Cuda,
         Some("hip") => SourceKind::Hip,
         Some("mm") => SourceKind::ObjCxx,
@@ -199,6 +202,13 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
         }
         Ok(false)
     };
+    let mut has_c = false;
+    for k in config.kernels.values() {
+        has_c |= expand(kernel_dir, &k.src)?.iter().any(|p| source_kind(p) == SourceKind::C);
+    }
+    if has_c {
+        cm.push_str("enable_language(C)\n");
+    }
     for b in &compiled {
         match b {
             Backend::Cuda => cm.push_str(
@@ -264,23 +274,38 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
                 deps_seen.push(*d);
             }
         }
-        for p in expand(kernel_dir, &k.src)? {
+        let sources = expand(kernel_dir, &k.src)?;
+        // All `.metal` files of a kernel become one metallib, embedded in one header that the
+        // kernel's Objective-C++ sources include (EMBEDDED_METALLIB_HEADER).
+        let metal: Vec<String> = sources
+            .iter()
+            .filter(|p| source_kind(p) == SourceKind::Metal)
+            .map(|p| format!("\"{}\"", src_ref(p)))
+            .collect();
+        let metal_defs = if metal.is_empty() {
+            None
+        } else {
+            let header = format!("{var}_metallib.h");
+            let _ = writeln!(
+                cm,
+                "  kb_metallib(\"${{CMAKE_CURRENT_BINARY_DIR}}/{header}\" {var} {})",
+                metal.join(" ")
+            );
+            metal_headers.push(header.clone());
+            Some(format!(
+                "  set_property(SOURCE \"{{}}\" APPEND PROPERTY COMPILE_DEFINITIONS \"EMBEDDED_METALLIB_HEADER=\\\"{header}\\\"\" \"EMBEDDED_METALLIB_NAMESPACE={var}\")"
+            ))
+        };
+        for p in sources {
             let kind = source_kind(&p);
             let s = src_ref(&p);
-            match kind {
-                SourceKind::Other => continue,
-                SourceKind::Metal => {
-                    let stem = p.file_stem().unwrap_or("shaders");
-                    let header = format!("{var}_{}_metallib.h", cmake_ident(stem));
-                    let _ = writeln!(
-                        cm,
-                        "  kb_metallib(\"{s}\" \"${{CMAKE_CURRENT_BINARY_DIR}}/{header}\" {var}_{})",
-                        cmake_ident(stem)
-                    );
-                    metal_headers.push(header);
-                    continue;
+            if matches!(kind, SourceKind::Other | SourceKind::Metal) {
+                continue;
+            }
+            if kind == SourceKind::ObjCxx {
+                if let Some(d) = &metal_defs {
+                    let _ = writeln!(cm, "{}", d.replace("{}", &s));
                 }
-                _ => {}
             }
             let _ = writeln!(cm, "  list(APPEND KB_SOURCES \"{s}\")");
             if matches!(kind, SourceKind::Cuda | SourceKind::Hip) && k.backend == Backend::Rocm {
@@ -351,16 +376,20 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
 /// standard comes from `KB_METAL_STD` (kernel-builder passes it; `metal3.1` by default).
 const METALLIB_FUNCTION: &str = r#"
 set(KB_METAL_STD "metal3.1" CACHE STRING "the Metal language standard (-std=) for .metal sources")
-function(kb_metallib src header ns)
-  get_filename_component(_stem "${src}" NAME_WE)
-  set(_air "${CMAKE_CURRENT_BINARY_DIR}/${ns}.air")
+# kb_metallib(<header> <namespace> <.metal sources>...): one metallib from the sources, as a header.
+function(kb_metallib header ns)
+  set(_airs "")
+  foreach(src IN LISTS ARGN)
+    get_filename_component(_stem "${src}" NAME_WE)
+    set(_air "${CMAKE_CURRENT_BINARY_DIR}/${ns}_${_stem}.air")
+    add_custom_command(OUTPUT "${_air}" COMMAND xcrun -sdk macosx metal -std=${KB_METAL_STD} -c "${src}" -o "${_air}" DEPENDS "${src}" VERBATIM)
+    list(APPEND _airs "${_air}")
+  endforeach()
   set(_lib "${CMAKE_CURRENT_BINARY_DIR}/${ns}.metallib")
-  add_custom_command(OUTPUT "${_air}" COMMAND xcrun -sdk macosx metal -std=${KB_METAL_STD} -c "${src}" -o "${_air}" DEPENDS "${src}" VERBATIM)
-  add_custom_command(OUTPUT "${_lib}" COMMAND xcrun -sdk macosx metallib "${_air}" -o "${_lib}" DEPENDS "${_air}" VERBATIM)
+  add_custom_command(OUTPUT "${_lib}" COMMAND xcrun -sdk macosx metallib ${_airs} -o "${_lib}" DEPENDS ${_airs} VERBATIM)
   add_custom_command(OUTPUT "${header}"
     COMMAND "${CMAKE_COMMAND}" -DIN=${_lib} -DOUT=${header} -DNS=${ns} -P "${CMAKE_CURRENT_SOURCE_DIR}/cmake/kb-embed-metallib.cmake"
     DEPENDS "${_lib}" VERBATIM)
-  set_property(SOURCE ${KB_SOURCES} APPEND PROPERTY COMPILE_DEFINITIONS "EMBEDDED_METALLIB_HEADER=\"${header}\"" "EMBEDDED_METALLIB_NAMESPACE=${ns}")
 endfunction()
 "#;
 

@@ -43,8 +43,8 @@ pub const DEFAULT_LICENSE: &str = "Apache-2.0";
 /// The kind of kernel a new project holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum Template {
-    /// A compiled kernel (`[torch]`): CUDA/HIP, C++, Metal or SYCL sources per backend (not
-    /// buildable by this version yet: compiled variants come next).
+    /// A compiled kernel (`[torch]`): CUDA/HIP, C++, Metal or SYCL sources per backend (this
+    /// version builds its cpu and cuda cells natively).
     Compiled,
     /// A Helion kernel (`@helion.aot_kernel`), noarch, with AOT-tuned configurations.
     Helion,

@@ -470,9 +470,9 @@ Options:
                                xpu; torch cpu cuda; compiled cuda
       --template <TEMPLATE>    The kind of kernel. The op is the same in every template (an
                                element-wise add), ready to build, test and replace; the compiled
-                               template passes check-config and list-variants, but this version does
-                               not build compiled variants yet [default: helion] [possible values:
-                               compiled, helion, triton, torch]
+                               template builds natively its cpu and cuda cells (`build-and-copy
+                               --nix never`) [default: helion] [possible values: compiled, helion,
+                               triton, torch]
       --license <LICENSE>      Licence of the kernel, written into build.toml and the card (an SPDX
                                id) [default: Apache-2.0]
       --flake-ref <REF>        Flake reference of kernel-builder that the new kernel's flake.nix

@@ -1,6 +1,6 @@
 """The compiled template's CPU source and torch binding are real, working code (issue 4).
 
-kernel-builder does not build compiled cells yet, so this test compiles the generated
+It predates native compiled builds (tests/python/test_relu_cpu.py builds through the CLI): it compiles the generated
 `torch-ext/torch_binding.cpp` and `<name>_cpu/<name>.cpp` itself with
 `torch.utils.cpp_extension` (the op namespace and `registration.h` stand in for what the build
 generates), lays the module out as a build variant, and runs the project's generated tests on

@@ -1,0 +1,194 @@
+//! The generated build project (`create-pyproject`, `clean-pyproject`, [`kernel_builder::codegen`])
+//! over the real corpus: every `[torch]` / `[tvm-ffi]` file upstream accepts generates, and five
+//! of them are pinned as snapshots (CUDA `9.0a` with cutlass, ROCm, XPU, Metal, tvm-ffi).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use assert_cmd::Command;
+use camino::Utf8Path;
+use kernel_builder::codegen::{self, Layout, GENERATED_BY};
+
+use crate::corpus;
+
+fn kb(cwd: &Path) -> Command {
+    let mut c = Command::cargo_bin("kernel-builder").unwrap();
+    c.current_dir(cwd);
+    c
+}
+
+/// The corpus entries upstream accepts whose framework is compiled, with their loaded config.
+fn compiled_entries(
+) -> Vec<(String, tempfile::TempDir, camino::Utf8PathBuf, kernel_builder::config::BuildConfig)> {
+    let mut out = Vec::new();
+    for (name, expected) in corpus::entries() {
+        if expected.get("variants").is_none() {
+            continue; // upstream rejects it
+        }
+        let (tmp, dir) = corpus::materialize(&name);
+        let Ok(loaded) = kernel_builder::config::load(&dir) else { continue };
+        if matches!(loaded.config.framework, kernel_builder::config::Framework::TorchNoarch(_)) {
+            continue;
+        }
+        out.push((name, tmp, dir, loaded.config));
+    }
+    out
+}
+
+#[test]
+fn every_accepted_compiled_corpus_kernel_generates_a_project() {
+    let entries = compiled_entries();
+    assert!(
+        entries.len() >= 40,
+        "expected most of the corpus to be compiled kernels, found {}",
+        entries.len()
+    );
+    for (name, _tmp, dir, config) in &entries {
+        let p =
+            codegen::generate(config, dir, &Layout::default()).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        for f in &p.files {
+            let first = f.contents.lines().next().unwrap_or_default();
+            assert!(first.contains(GENERATED_BY), "{name}: {} starts with {first:?}", f.path);
+        }
+        let cm = &p.file("CMakeLists.txt").unwrap().contents;
+        let project = format!("project({} LANGUAGES CXX)", config.general.python_name());
+        assert!(cm.contains(&project), "{name}: no `{project}`");
+        for (k, kernel) in &config.kernels {
+            assert!(
+                cm.contains(&format!("\n# [kernel.{k}] ({})\n", kernel.backend)),
+                "{name}: no block for {k}"
+            );
+            if kernel.backend == kernel_builder::config::Backend::Cuda {
+                let var = format!("KB_CUDA_ARCH_FLAGS_{}", codegen::cmake_ident(k));
+                assert!(
+                    cm.contains(&format!("if(\"${{{var}}}\" STREQUAL \"\")")),
+                    "{name}: {k} has no arch check"
+                );
+            }
+        }
+    }
+}
+
+/// All files of a generated project, one after the other.
+fn render(config_dir: &Utf8Path) -> String {
+    let config = kernel_builder::config::load(config_dir).unwrap().config;
+    let p = codegen::generate(&config, config_dir, &Layout::default()).unwrap();
+    p.files.iter().map(|f| format!("=== {}\n{}", f.path, f.contents)).collect()
+}
+
+#[test]
+fn snapshots_of_five_corpus_projects() {
+    for (snap, entry) in [
+        ("flash_attn3_cuda_9_0a_cutlass", "huggingface__kernels-community__flash-attn3"),
+        ("activation_rocm_metal", "huggingface__kernels-community__activation"),
+        ("rmsnorm_xpu", "huggingface__kernels-community__rmsnorm"),
+        ("gpt_oss_metal", "huggingface__kernels-community__gpt-oss-metal-kernels"),
+        ("relu_tvm_ffi", "huggingface__kernels__examples_kernels_relu-tvm-ffi-compiler-flags"),
+    ] {
+        let (_tmp, dir) = corpus::materialize(entry);
+        insta::assert_snapshot!(snap, render(&dir));
+    }
+}
+
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            let bytes = if e.file_type().is_file() { fs::read(e.path()).unwrap() } else { b"<dir>".to_vec() };
+            (rel, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn create_then_clean_from_another_directory_leaves_the_kernel_as_it_was() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let t = tempfile::tempdir().unwrap();
+    let kernel = t.path().join("relu");
+    fs::create_dir(&kernel).unwrap();
+    for e in walkdir::WalkDir::new(repo.join("kernels/relu")).into_iter().filter_map(Result::ok) {
+        let rel = e.path().strip_prefix(repo.join("kernels/relu")).unwrap();
+        if rel.starts_with("build") {
+            continue;
+        }
+        if e.file_type().is_dir() {
+            fs::create_dir_all(kernel.join(rel)).unwrap();
+        } else {
+            fs::copy(e.path(), kernel.join(rel)).unwrap();
+        }
+    }
+    let before = tree(&kernel);
+    let elsewhere = t.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+
+    let out = kb(&elsewhere).args(["create-pyproject", "../relu"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let k = kernel.canonicalize().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "wrote {0}/CMakeLists.txt\nwrote {0}/cmake/kb-embed-metallib.cmake\nwrote {0}/pyproject.toml\nwrote {0}/torch-ext/registration.h\n",
+            k.display()
+        )
+    );
+    assert!(kernel.join(".kernel-builder-generated-v1").is_file());
+    // A second run rewrites its own files without --force.
+    assert!(kb(&elsewhere).args(["create-pyproject", "../relu"]).output().unwrap().status.success());
+    // A user's file in the way is refused, nothing written.
+    let t2 = tempfile::tempdir().unwrap();
+    fs::write(t2.path().join("CMakeLists.txt"), "mine").unwrap();
+    let out = kb(&elsewhere)
+        .args(["create-pyproject", "../relu", "--out", t2.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`CMakeLists.txt`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read_dir(t2.path()).unwrap().count(), 1);
+
+    let out = kb(&elsewhere).args(["clean-pyproject", "../relu", "--dry-run"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .starts_with(&format!("would remove {}/CMakeLists.txt\n", k.display())));
+    assert!(kernel.join("CMakeLists.txt").is_file());
+    let out = kb(&elsewhere).args(["clean-pyproject", "../relu"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "removed {0}/CMakeLists.txt\nremoved {0}/cmake/kb-embed-metallib.cmake\nremoved {0}/pyproject.toml\nremoved {0}/torch-ext/registration.h\nremoved {0}/cmake\n",
+            k.display()
+        )
+    );
+    assert_eq!(tree(&kernel), before);
+}
+
+#[test]
+fn out_elsewhere_points_the_project_at_the_kernel() {
+    let t = tempfile::tempdir().unwrap();
+    let (_tmp, dir) = corpus::materialize("huggingface__kernels-community__activation");
+    let out = kb(t.path()).args(["create-pyproject", dir.as_str(), "--out", "."]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cm = fs::read_to_string(t.path().join("CMakeLists.txt")).unwrap();
+    let target = Utf8Path::from_path(t.path()).unwrap().canonicalize_utf8().unwrap();
+    let rel = pathdiff(&target, &dir.canonicalize_utf8().unwrap());
+    assert!(
+        cm.contains(&format!("set(KB_SOURCE_DIR \"${{CMAKE_CURRENT_SOURCE_DIR}}/{rel}\" CACHE PATH")),
+        "{cm}"
+    );
+}
+
+fn pathdiff(from: &Utf8Path, to: &Utf8Path) -> String {
+    let f: Vec<_> = from.components().collect();
+    let t: Vec<_> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = (common..f.len()).map(|_| "..".to_owned()).collect();
+    parts.extend(t[common..].iter().map(|c| c.as_str().to_owned()));
+    parts.join("/")
+}

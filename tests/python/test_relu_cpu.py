@@ -1,0 +1,88 @@
+"""kernels/relu's CPU cell, built for real: `kernel-builder build-and-copy --nix never` runs the
+generated CMake project with this venv's torch, cmake, ninja and the system C++ compiler, and
+the result loads through `kernels.get_local_kernel` and equals `torch.relu`.
+
+The variant is the one this venv's torch gives (`torch<XY>-cxx11-cpu-<arch>-linux`), and a
+second build with nothing changed is byte-identical, as `verify` (a fresh rebuild) confirms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import copy_kernel, kernel_builder
+
+MAJOR, MINOR = torch.__version__.split(".")[:2]
+CPU_VARIANT = f"torch{MAJOR}{MINOR}-cxx11-cpu-{platform.machine()}-linux"
+
+
+def kb(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(kernel_builder()), *args], capture_output=True, text=True, check=False, env=env)
+    assert proc.returncode == 0, f"kernel-builder {' '.join(args)}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def relu_build(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("relu")
+    kernel = copy_kernel("relu", tmp)
+    env = dict(os.environ, KERNEL_BUILDER_CACHE_DIR=str(tmp / "cache"))
+    args = ["build-and-copy", str(kernel), "--nix", "never", "--python", sys.executable, "--variant", CPU_VARIANT]
+    first = kb(args, env)
+    return kernel, env, args, first
+
+
+def test_builds_the_cpu_cell_the_venv_gives(relu_build) -> None:
+    kernel, _, _, first = relu_build
+    variant = kernel / "build" / CPU_VARIANT
+    meta = json.loads((variant / "metadata.json").read_text())
+    ops_name = meta["id"]
+    assert ops_name.startswith("_relu_cpu_") and len(ops_name) == len("_relu_cpu_") + 7
+    assert sorted(p.name for p in variant.iterdir()) == sorted(
+        ["__init__.py", "_ops.py", f"{ops_name}.abi3.so", "metadata.json"]
+    )
+    assert first.stdout == f"built {CPU_VARIANT} (4 files, id {ops_name}) -> {kernel}/build/{CPU_VARIANT}\n"
+    assert meta["backend"] == {"type": "cpu"}
+    assert meta["build"]["native"] is True and meta["build"]["hermetic"] is False
+    assert meta["build"]["toolchain"]["torch"] == torch.__version__
+    assert set(meta["build"]["toolchain"]) == {"cmake", "cxx", "ninja", "python", "torch"}
+    assert f"from . import {ops_name}" in (variant / "_ops.py").read_text()
+
+
+def test_loads_with_kernels_and_equals_torch_relu(relu_build) -> None:
+    from kernels import get_local_kernel
+
+    kernel, *_ = relu_build
+    relu = get_local_kernel(kernel / "build", backend="cpu")
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.randn(4099, dtype=dtype)
+        assert torch.equal(relu.relu(x), torch.relu(x))
+
+
+def test_unchanged_rebuild_is_byte_identical_and_verify_says_same(relu_build) -> None:
+    kernel, env, args, _ = relu_build
+    so = next((kernel / "build" / CPU_VARIANT).glob("*.abi3.so"))
+    before = so.read_bytes()
+    kb(args, env)
+    assert so.read_bytes() == before
+    out = kb(["verify", str(kernel), "--python", sys.executable, "--variant", CPU_VARIANT], env)
+    assert out.stdout.startswith(f"{CPU_VARIANT}: same (sha256-"), out.stdout
+
+
+def test_the_project_tests_pass(relu_build) -> None:
+    kernel, *_ = relu_build
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=kernel, capture_output=True, text=True, check=False, env=dict(os.environ, RELU_BACKEND="cpu"),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("14 passed")
