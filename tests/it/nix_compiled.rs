@@ -321,3 +321,255 @@ in out.packages.x86_64-linux.{CUDA_CELL}"#,
     let (_, ptx, err) = run(cuobjdump.to_str().unwrap(), &["--list-ptx", so.to_str().unwrap()], repo());
     assert!(ptx.trim().is_empty() && err.contains("No PTX"), "{ptx}{err}");
 }
+
+/// The stub nixpkgs as a flake reference.
+fn stub_nixpkgs() -> String {
+    format!("path:{}", repo().join("tests/fixtures/nixpkgs-stub").display())
+}
+
+/// A Nix expression: the compiled cells of the kernel in `dir` on every system, with the
+/// default package set (lib.nixpkgsToolchain over the stub nixpkgs), each as its drvPath,
+/// builder arguments, environment and the toolchain's wheel and `missing`.
+fn default_set_cells_expr(dirs: &[String]) -> String {
+    format!(
+        r#"let
+  lib = import {REPO}/nix/lib {{ }};
+  stub = builtins.getFlake "{stub}";
+  systems = (builtins.fromJSON (builtins.readFile {REPO}/nix/build-matrix.json)).systems;
+  toolchainFor = cell: lib.nixpkgsToolchain {{ pkgs = stub.legacyPackages.${{cell.system}}; }} cell;
+  cellsOf = dir: let
+    out = lib.genKernelFlakeOutputs {{ path = /. + dir; kernelBuilder = _: /. + "{orch}"; mkShell = _: _: {{ }}; inherit toolchainFor; }};
+    compiled = system: builtins.filter (c: !c.noarch) out.variants.${{system}};
+  in builtins.listToAttrs (builtins.concatMap (system: map (c: let d = out.packages.${{system}}.${{c.name}}; in {{
+    name = c.name;
+    value = {{
+      inherit (d) drvPath;
+      args = d.drvAttrs.args;
+      env = builtins.removeAttrs d.drvAttrs [ "args" "builder" "name" "system" "src" ];
+      missing = d.toolchain.missing;
+      wheel = d.toolchain.torchWheel;
+      manylinux = d.toolchain.manylinux;
+      kind = c.kind;
+    }};
+  }}) (compiled system)) systems);
+in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = cellsOf dir; }}) [ {dirs} ])"#,
+        stub = stub_nixpkgs(),
+        orch = orchestrator().display(),
+        dirs = dirs.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(" ")
+    )
+}
+
+/// Every compiled cell (every system) of every `[torch]` / `[tvm-ffi]` corpus file upstream
+/// accepts evaluates with the default package set against the stub nixpkgs: its derivation
+/// exists, its builder is the orchestrator's `assemble` for exactly that cell with the
+/// package set's python, `nixpkgs` and `--hermetic`; a cell whose wheel hash is not pinned
+/// evaluates too (it fails when built, with the message checked below).
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn every_compiled_corpus_cell_evaluates_with_the_default_package_set() {
+    let t = tempfile::tempdir().unwrap();
+    let mut dirs = Vec::new();
+    for (name, expected) in crate::corpus::entries() {
+        if expected["upstream"] == "rejected" {
+            continue;
+        }
+        let dir = t.path().join(&name);
+        crate::corpus::materialize_into(&name, &dir);
+        let Ok(loaded) = kernel_builder::config::load(camino::Utf8Path::from_path(&dir).unwrap()) else {
+            continue;
+        };
+        if loaded.config.generation < kernel_builder::config::Generation::V4 {
+            continue; // Nix refuses legacy files with the migration command (nix.rs tests that).
+        }
+        let compiled = kernel_builder::matrix::data::matrix()
+            .systems
+            .iter()
+            .flat_map(|s| {
+                kernel_builder::matrix::cells(&loaded.config, s, kernel_builder::matrix::Scope::All)
+            })
+            .filter(|c| !c.noarch)
+            .count();
+        if compiled > 0 {
+            dirs.push((name, dir.display().to_string(), compiled));
+        }
+    }
+    let paths: Vec<String> = dirs.iter().map(|d| d.1.clone()).collect();
+    let json = nix(repo(), &["eval", "--impure", "--json", "--expr", &default_set_cells_expr(&paths)]);
+    let all: Value = serde_json::from_str(&json).unwrap();
+    let (mut cells, mut unpinned) = (0, 0);
+    for (name, _, expected_cells) in &dirs {
+        let got = all[name].as_object().unwrap();
+        assert_eq!(got.len(), *expected_cells, "{name}: compiled cells");
+        for (variant, c) in got {
+            assert!(c["drvPath"].as_str().unwrap().ends_with(".drv"), "{name} {variant}");
+            if c["missing"].is_null() {
+                let args: Vec<&str> =
+                    c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+                assert_eq!(args[0], "assemble", "{name} {variant}");
+                let at = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
+                assert_eq!(at("--expect-variant"), variant);
+                assert_eq!(at("--package-set"), "nixpkgs");
+                assert!(at("--python").ends_with("-python3.13-env-stub/bin/python3"), "{args:?}");
+                assert_eq!(args.contains(&"--hermetic"), !variant.contains("-metal-"), "{variant}");
+            } else {
+                unpinned += 1;
+                assert!(
+                    c["missing"].as_str().unwrap().contains("has no hash pinned yet: run `nix-prefetch-url"),
+                    "{c}"
+                );
+            }
+            cells += 1;
+        }
+    }
+    eprintln!(
+        "{} corpus kernels, {cells} compiled cells evaluated, {unpinned} with unpinned torch wheels",
+        dirs.len()
+    );
+    assert!(dirs.len() >= 40, "only {} compiled corpus kernels", dirs.len());
+    assert!(cells >= 400, "{cells}");
+}
+
+/// The wiring of a representative set of relu's cells with the default package set: the wheel
+/// each takes from nix/torch-wheels.json (PyPI hash where pinned), CUDA's nvcc and toolkit
+/// root, ROCm's clr, XPU's oneAPI, Metal's impure Xcode access, the manylinux policy, and the
+/// build-time message of a cell whose wheel is not pinned.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn relu_cells_are_wired_to_the_default_package_set() {
+    let relu = repo().join("kernels/relu").display().to_string();
+    let json = nix(repo(), &["eval", "--impure", "--json", "--expr", &default_set_cells_expr(&[relu])]);
+    let all: Value = serde_json::from_str(&json).unwrap();
+    let cells = all["relu"].as_object().unwrap();
+    let wheels: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/torch-wheels.json")).unwrap()).unwrap();
+    let mut names: Vec<&str> = cells.keys().map(String::as_str).collect();
+    names.sort();
+    let expected: Vec<String> = kernel_builder::matrix::data::matrix()
+        .systems
+        .iter()
+        .flat_map(|s| {
+            let c = kernel_builder::config::load(camino::Utf8Path::new(REPO).join("kernels/relu").as_ref())
+                .unwrap()
+                .config;
+            kernel_builder::matrix::cells(&c, s, kernel_builder::matrix::Scope::All)
+        })
+        .filter(|c| !c.noarch)
+        .map(|c| c.name)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(names, expected.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // CUDA 13.0, torch 2.13, x86_64: PyPI's pinned wheel, nvcc from the joined toolkit root.
+    let c = &cells["torch213-cxx11-cu130-x86_64-linux"];
+    assert_eq!(c["wheel"], wheels["wheels"]["2.13"]["cu130"]["x86_64-linux"]);
+    assert_eq!(c["wheel"]["sha256"], "a3a9a21312872af8a26950b2c15680335a386a1f56ed03e780653d78b9607e9e");
+    assert!(c["env"]["CUDACXX"].as_str().unwrap().ends_with("-cuda-13.0-root/bin/nvcc"), "{c}");
+    assert!(c["env"]["CXX"].as_str().unwrap().ends_with("-manylinux_2_28-gcc-stub/bin/c++"), "{c}");
+    let path = c["env"]["PATH"].as_str().unwrap();
+    for tool in
+        ["-cmake-stub/bin", "-ninja-stub/bin", "-manylinux_2_28-gcc-stub-bintools/bin", "-cuda-13.0-root/bin"]
+    {
+        assert!(path.contains(tool), "{tool} not in {path}");
+    }
+    assert_eq!(c["manylinux"], "2_28");
+    assert!(c["env"].get("__noChroot").is_none());
+    // The Metal cell: the macOS CPU wheel from PyPI, the host's Xcode (impure, not hermetic).
+    let m = &cells["torch213-metal-aarch64-darwin"];
+    assert_eq!(m["wheel"]["sha256"], "33449899ce5496c1b84b4853179d94fd102028ae1407314d9fb956bb79e70d09");
+    assert_eq!(m["env"]["__noChroot"], true);
+    assert!(m["manylinux"].is_null());
+    // ROCm and XPU: their toolkits on PATH and in the environment; the wheels are only on
+    // download.pytorch.org, not pinned yet, so the cell fails when built, saying how to pin.
+    let r = &cells["torch213-cxx11-rocm71-x86_64-linux"];
+    assert_eq!(
+        r["wheel"]["url"],
+        "https://download.pytorch.org/whl/rocm71/torch-2.13.0%2Brocm71-cp313-cp313-manylinux_2_28_x86_64.whl"
+    );
+    assert_eq!(
+        r["missing"],
+        "the torch wheel https://download.pytorch.org/whl/rocm71/torch-2.13.0%2Brocm71-cp313-cp313-manylinux_2_28_x86_64.whl has no hash pinned yet: run `nix-prefetch-url 'https://download.pytorch.org/whl/rocm71/torch-2.13.0%2Brocm71-cp313-cp313-manylinux_2_28_x86_64.whl'` (or `nix store prefetch-file`) where download.pytorch.org is reachable and set its \"sha256\" in nix/torch-wheels.json (torch 2.13 / rocm71 / x86_64-linux)"
+    );
+    assert_eq!(r["args"][0], "nix-support");
+    assert_eq!(r["args"][1], "fail");
+    assert!(r["args"][3]
+        .as_str()
+        .unwrap()
+        .starts_with("kernel-builder: cell torch213-cxx11-rocm71-x86_64-linux: the torch wheel"));
+    let x = &cells["torch212-cxx11-xpu20253-x86_64-linux"];
+    assert_eq!(
+        x["wheel"]["url"],
+        "https://download.pytorch.org/whl/xpu/torch-2.12.0%2Bxpu-cp313-cp313-linux_x86_64.whl"
+    );
+}
+
+/// nix/torch-wheels.json has a wheel (URL at least) for every torch × framework × system of
+/// the matrix's bundle (and every other compiled build set), and every hash given is a
+/// well-formed base16 sha256.
+#[test]
+fn torch_wheels_cover_the_matrix_and_hashes_are_well_formed() {
+    let wheels: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/torch-wheels.json")).unwrap()).unwrap();
+    assert_eq!(wheels["format"], "kernel-builder-torch-wheels-v1");
+    let matrix: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/build-matrix.json")).unwrap()).unwrap();
+    let flat = |v: &str| v.split('.').take(2).collect::<String>();
+    let mut checked = std::collections::BTreeSet::new();
+    for set in matrix["build_sets"].as_array().unwrap() {
+        let backend = set["backend"].as_str().unwrap();
+        if backend == "tpu" {
+            continue; // TPU cells are noarch: no compiled code, no wheel.
+        }
+        let version = set["version"].as_str().unwrap_or("");
+        let framework = match backend {
+            "cuda" => format!("cu{}", flat(version)),
+            "rocm" => format!("rocm{}", flat(version)),
+            "xpu" => "xpu".to_owned(),
+            _ => "cpu".to_owned(),
+        };
+        let torch = set["torch"].as_str().unwrap();
+        for system in set["systems"].as_array().unwrap() {
+            let system = system.as_str().unwrap();
+            let w = &wheels["wheels"][torch][&framework][system];
+            assert!(w.is_object(), "no wheel for torch {torch} × {framework} × {system}");
+            let url = w["url"].as_str().unwrap();
+            assert!(url.starts_with("https://") && url.ends_with(".whl"), "{url}");
+            assert!(url.contains(&format!("torch-{torch}.")), "{url} is not torch {torch}");
+            assert!(url.contains("cp313-cp313"), "{url}");
+            checked.insert((torch.to_owned(), framework.clone(), system.to_owned()));
+        }
+    }
+    let mut hashes = 0;
+    for (torch, fws) in wheels["wheels"].as_object().unwrap() {
+        for (fw, systems) in fws.as_object().unwrap() {
+            for (system, w) in systems.as_object().unwrap() {
+                match &w["sha256"] {
+                    Value::Null => {}
+                    Value::String(h) => {
+                        assert!(
+                            h.len() == 64
+                                && h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+                            "{torch}/{fw}/{system}: {h}"
+                        );
+                        assert!(
+                            w["url"].as_str().unwrap().starts_with("https://files.pythonhosted.org/"),
+                            "a pinned hash comes from PyPI: {w}"
+                        );
+                        hashes += 1;
+                    }
+                    other => panic!("{torch}/{fw}/{system}: sha256 must be null or a string, not {other}"),
+                }
+            }
+        }
+    }
+    // Nothing but the matrix's cells: every entry was reached above.
+    let entries: usize = wheels["wheels"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|f| f.as_object().unwrap().values())
+        .map(|s| s.as_object().unwrap().len())
+        .sum();
+    assert_eq!(checked.len(), entries, "torch-wheels.json has entries the matrix does not use");
+    assert_eq!(hashes, 4);
+}
