@@ -573,3 +573,177 @@ fn torch_wheels_cover_the_matrix_and_hashes_are_well_formed() {
     assert_eq!(checked.len(), entries, "torch-wheels.json has entries the matrix does not use");
     assert_eq!(hashes, 4);
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = duct::cmd("git", args)
+        .dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A committed git repository with the root flake and kernels/relu, whose flake builds only
+/// torch 2.11's CPU cell, as a bundle cell (the cell the host package set can build), so that
+/// `nix flake check` and `build-and-copy --nix always` build it. `build_toml` edits build.toml.
+fn relu_repo(build_toml: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("repo");
+    fs::create_dir_all(&r).unwrap();
+    for f in ["flake.nix", "flake.lock", "Cargo.toml", "Cargo.lock"] {
+        fs::copy(repo().join(f), r.join(f)).unwrap();
+    }
+    for e in walkdir::WalkDir::new(repo().join("nix")) {
+        let e = e.unwrap();
+        let d = r.join(e.path().strip_prefix(repo()).unwrap());
+        if e.file_type().is_dir() {
+            fs::create_dir_all(&d).unwrap();
+        } else {
+            fs::copy(e.path(), &d).unwrap();
+        }
+    }
+    fs::create_dir_all(r.join("kernels")).unwrap();
+    let k = copy_kernel("relu", &r.join("kernels"));
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    fs::write(k.join("build.toml"), build_toml(toml)).unwrap();
+    fs::write(
+        k.join("flake.nix"),
+        r#"{
+  inputs.kernel-builder.url = "path:../..";
+  outputs = { self, kernel-builder }:
+    kernel-builder.lib.genKernelFlakeOutputs {
+      inherit self;
+      path = ./.;
+      systems = [ "x86_64-linux" ];
+      torchVersions = _: [ { torchVersion = "2.11"; cpu = true; systems = [ "x86_64-linux" ]; bundleBuild = true; } ];
+    };
+}
+"#,
+    )
+    .unwrap();
+    fs::write(r.join(".gitignore"), "build/\nresult\n").unwrap();
+    git(&r, &["init", "-q", "."]);
+    git(&r, &["add", "-A"]);
+    git(&r, &["commit", "-q", "-m", "fixture"]);
+    (t, r)
+}
+
+/// `nix flake check` of a compiled kernel builds its cell and checks it: layout, metadata and
+/// the ABI of its module, held to the package set's manylinux policy. The host package set
+/// declares manylinux_2_34 (what Debian 12's g++ meets), so the check passes; declaring
+/// manylinux_2_28 (the default package set's policy) fails it, naming the library and the
+/// symbol.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn flake_check_runs_the_abi_check_on_compiled_cells() {
+    let (_t, r) = relu_repo(|t| t);
+    let kernel = r.join("kernels/relu");
+    let tc = host_toolchain("2_34");
+    let mut args: Vec<String> = ["flake", "check", "-L"].map(String::from).to_vec();
+    args.extend(host_args(tc.path()));
+    args.push(".".into());
+    let (ok, _, log) = run("nix", &args.iter().map(String::as_str).collect::<Vec<_>>(), &kernel);
+    assert!(ok, "flake check failed:\n{log}");
+    let mut list: Vec<String> = ["eval", "--json", ".#checks.x86_64-linux", "--apply", "builtins.attrNames"]
+        .map(String::from)
+        .to_vec();
+    list.extend(host_args(tc.path()));
+    let names: Vec<String> =
+        serde_json::from_str(&nix(&kernel, &list.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
+    assert!(names.contains(&format!("cell-{CPU_CELL}")), "{names:?}");
+    let mut check_log: Vec<String> =
+        ["build", "--no-link", "--json", &format!(".#checks.x86_64-linux.cell-{CPU_CELL}")]
+            .map(String::from)
+            .to_vec();
+    check_log.extend(host_args(tc.path()));
+    let report = out_path(&nix(&kernel, &check_log.iter().map(String::as_str).collect::<Vec<_>>()));
+    let text = fs::read_to_string(report).unwrap();
+    assert!(
+        text.contains(&format!("ABI of {CPU_CELL}: ok")) && text.contains("meets manylinux_2_34"),
+        "{text}"
+    );
+
+    let strict = host_toolchain("2_28");
+    let mut args: Vec<String> = ["flake", "check", "-L"].map(String::from).to_vec();
+    args.extend(host_args(strict.path()));
+    args.push(".".into());
+    let (ok, _, log) = run("nix", &args.iter().map(String::as_str).collect::<Vec<_>>(), &kernel);
+    assert!(!ok, "flake check passed under manylinux_2_28");
+    assert!(log.contains(&format!("cell `{CPU_CELL}`")) && log.contains("fails the ABI check"), "{log}");
+    assert!(log.contains("__libc_single_threaded@GLIBC_2.32"), "{log}");
+}
+
+/// `build-and-copy --nix always` builds a compiled kernel's bundle through its Nix cells and
+/// swaps the variant into build/, the bytes of the cell; other entries of build/ stay.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn build_and_copy_through_nix_builds_compiled_cells() {
+    let (_t, r) = relu_repo(|t| t);
+    let kernel = r.join("kernels/relu");
+    fs::create_dir_all(kernel.join("build/torch-mine")).unwrap();
+    fs::write(kernel.join("build/torch-mine/keep.py"), "mine").unwrap();
+    let tc = host_toolchain("2_34");
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.env(kernel_builder::nixdrv::ORCHESTRATOR_ENV, orchestrator());
+    cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--"]);
+    cmd.args(host_args(tc.path()));
+    cmd.assert().success();
+    let mut top: Vec<String> = fs::read_dir(kernel.join("build"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["hashes.json", "torch-mine", CPU_CELL]);
+    let mut args: Vec<String> =
+        ["build", "--no-link", "--json", &format!(".#{CPU_CELL}")].map(String::from).to_vec();
+    args.extend(host_args(tc.path()));
+    let cell = out_path(&nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>()));
+    assert_eq!(tree(&kernel.join("build").join(CPU_CELL)), tree(&cell.join(CPU_CELL)));
+}
+
+/// A bad build.toml in a compiled kernel fails its Nix cell with the orchestrator's own
+/// diagnostics (the text `check-config` prints: file, line, column, the rule), not a Nix
+/// stack trace.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn bad_build_toml_fails_a_compiled_cell_with_check_config_diagnostics() {
+    let (_t, r) = relu_repo(|t| {
+        t.replace("cuda-capabilities = [\"9.0\"]", "cuda-capabilities = [\"9.0\"]\ncuda-flags = 3")
+    });
+    let kernel = r.join("kernels/relu");
+    let (ok, _, native) = run(
+        orchestrator().join("bin/kernel-builder").to_str().unwrap(),
+        &["check-config", kernel.to_str().unwrap()],
+        &r,
+    );
+    assert!(!ok);
+    let tc = host_toolchain("2_34");
+    let mut args: Vec<String> =
+        ["build", "--no-link", "-L", &format!(".#{CPU_CELL}")].map(String::from).to_vec();
+    args.extend(host_args(tc.path()));
+    let (ok, _, log) = run("nix", &args.iter().map(String::as_str).collect::<Vec<_>>(), &kernel);
+    assert!(!ok, "the cell built");
+    // The diagnostic's own text (the rule, its position, the source line, the fix) appears in
+    // the cell's log; only the glyphs of the frame differ (the sandbox is not a terminal).
+    let rule =
+        native.lines().find(|l| l.contains("cuda-flags` must be")).unwrap_or_else(|| panic!("{native}"));
+    let rule = &rule[rule.find('`').unwrap()..];
+    for expected in
+        [rule, "build.toml:29:14]", "29 │ cuda-flags = 3", "help: write it as", "1 error and 0 warnings"]
+    {
+        let expected =
+            if native.contains(expected) { expected.to_owned() } else { expected.replace('│', "|") };
+        assert!(native.contains(&expected), "check-config does not print {expected:?}:\n{native}");
+        assert!(
+            log.contains(expected.replace('|', "│").as_str()),
+            "--- nix\n{log}\n--- check-config\n{native}"
+        );
+    }
+    assert!(!log.contains("stack trace") && !log.contains("while evaluating"), "{log}");
+}
