@@ -21,7 +21,11 @@
     # whose `lib.toolchainFor` maps a cell to a toolchain record replaces it for every cell:
     #   --override-input kernel-builder/toolchain path:/abs/dir
     # (the offline tests use tests/fixtures/host-toolchain this way; it is not hermetic).
-    toolchain.follows = "nixpkgs";
+    # It names the same nixpkgs revision instead of `follows = "nixpkgs"`: with a second
+    # `follows` input, Nix 2.8 drops a kernel flake's locked `--override-input
+    # kernel-builder/orchestrator` on every build (seen). Same revision, same store path:
+    # fetched once, and only when a compiled cell takes the default package set.
+    toolchain.url = "github:nixos/nixpkgs/d38025438a6ee456758dc03188ca6873a415463b";
   };
 
   outputs =
