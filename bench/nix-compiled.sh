@@ -2,7 +2,7 @@
 # relu's CPU cell (torch211-cxx11-cpu-x86_64-linux) in Nix and natively, with the same tools:
 # the offline host-test package set (NOT hermetic: PyPI's torch wheel, this machine's g++,
 # CMake, Ninja; see tests/fixtures/host-toolchain). Times, min and median of RUNS:
-#   nix, cold:      the cell deleted from the store, then `nix build` (the toolchain
+#   nix, cold:      the cell (and what refers to it) deleted from the store, then `nix build` (the toolchain
 #                   derivations stay built: they are the package set, not the cell)
 #   nix, unchanged: `nix build` again (evaluation and a store lookup)
 #   native, cold:   `build-and-copy --nix never` into a fresh work directory
@@ -25,7 +25,7 @@ cat >"$tc/host.json" <<JSON
 JSON
 args=(--option sandbox relaxed "${OVERRIDE[@]}" --override-input kernel-builder/toolchain "path:$tc")
 out=$(nix build --no-link --json "${args[@]}" "./kernels/relu#$cell" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["outputs"]["out"])')
-cold() { nix store delete "$out" >/dev/null 2>&1 || true; nix build --no-link "${args[@]}" "./kernels/relu#$cell"; }
+cold() { nix store delete $(nix-store --query --referrers-closure "$out") >/dev/null; nix build --no-link "${args[@]}" "./kernels/relu#$cell"; }
 echo "nix build, cold:      $(time_runs "$runs" cold)"
 echo "nix build, unchanged: $(time_runs "$runs" nix build --no-link "${args[@]}" "./kernels/relu#$cell")"
 tools=$(nix eval --impure --raw --expr "(builtins.getFlake \"path:$tc\").tools.outPath")
