@@ -77,6 +77,14 @@ let
     else
       null;
   kernelDirty = self != null && !(self ? rev) && self ? dirtyRev;
+  # The C++ dependencies (`depends` but `torch`) of the kernels of a backend, each once; the
+  # orchestrator decides which kernels a cell compiles, so this may name one more than needed.
+  cppDependsFor =
+    backend:
+    let
+      all = builtins.concatMap (k: if k.backend == backend then k.depends else [ ]) config.kernels;
+    in
+    builtins.filter (d: d != "torch") (builtins.attrNames (builtins.listToAttrs (map (d: { name = d; value = null; }) all)));
   genSystems = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) checkedSystems);
 
   cellsFor =
@@ -105,7 +113,15 @@ let
                 ;
               name = "${config.name}-${cell.name}";
             }
-            // (if cell.noarch then { } else { toolchain = toolchainFor cell; })
+            // (
+              if cell.noarch then
+                { }
+              else
+                {
+                  toolchain = toolchainFor cell;
+                  cppDepends = cppDependsFor cell.backend;
+                }
+            )
           );
         }) cells
       );
@@ -122,7 +138,7 @@ let
       checkable =
         c:
         c.noarch
-        || (c.bundle && (drvs.${c.name}.toolchain.missing or null) == null);
+        || (c.bundle && (drvs.${c.name}.missing or null) == null);
       cellChecks = builtins.listToAttrs (
         map (c: {
           name = "cell-${c.name}";

@@ -2,14 +2,16 @@
 #
 # `kernel-builder assemble --source <src> --backend <b> --out $out --python <toolchain python>
 # --package-set <name> [--hermetic] --expect-variant <cell name>`, with CXX, CUDACXX and PATH
-# from the toolchain. A toolchain whose `missing` is set gives a cell that fails when built
-# (`kernel-builder nix-support fail`) with that message.
+# from the toolchain, and KERNEL_BUILDER_DEP_<NAME> for each C++ dependency (`toolchain.cppDep
+# name` = { env, path, missing }). A toolchain or dependency whose `missing` is set gives a cell
+# that fails when built (`kernel-builder nix-support fail`) with that message.
 { lib, ... }:
 {
   cell,
   src,
   orchestrator,
   toolchain,
+  cppDepends,
   kernelCommit,
   kernelDirty,
   name,
@@ -24,7 +26,16 @@ let
         kernelCommit
       ]
       ++ (if kernelDirty then [ "--kernel-dirty" ] else [ ]);
-  missing = toolchain.missing or null;
+  deps = map (d: toolchain.cppDep d) cppDepends;
+  depMissing = builtins.filter (d: d.missing != null) deps;
+  missing =
+    if toolchain.missing or null != null then
+      toolchain.missing
+    else if depMissing != [ ] then
+      (builtins.head depMissing).missing
+    else
+      null;
+  depEnv = builtins.listToAttrs (map (d: { name = d.env; value = "${d.path}"; }) deps);
   drv = derivation (
     {
       inherit name;
@@ -54,6 +65,7 @@ let
     // (if toolchain.nvcc or null == null then { } else { CUDACXX = toolchain.nvcc; })
     // (if toolchain.impure or false then { __noChroot = true; } else { })
     // (toolchain.env or { })
+    // depEnv
   );
 in
 (
@@ -66,5 +78,6 @@ in
     }
 )
 // {
-  inherit cell toolchain;
+  # Why this cell cannot be built (null when it can): its toolchain's or a dependency's.
+  inherit cell toolchain missing;
 }

@@ -18,13 +18,17 @@
 # `missing` (a message: e.g. a torch wheel whose hash is not pinned yet) gives a cell that
 # evaluates and fails when built with that message.
 #
-# Type: mkTorchCell :: { cell, src, orchestrator, toolchain, kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
+# Type: mkTorchCell :: { cell, src, orchestrator, toolchain, cppDepends ? [], kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
 #
 # Arguments:
 #   cell          a kernelCells entry with kind "torch" or "stable-abi"
 #   src           the kernelSource store path
 #   orchestrator  a store path holding bin/kernel-builder, runnable on cell.system
 #   toolchain     the cell's toolchain record (genKernelFlakeOutputs: `toolchainFor cell`)
+#   cppDepends    (default []) the C++ dependencies (`depends` but torch) of the backend's
+#                 kernels; each is `toolchain.cppDep name` (a fixed-output fetch pinned by
+#                 hash in nix/cpp-deps.json for the default set), handed to the orchestrator
+#                 as KERNEL_BUILDER_DEP_<NAME>
 #   kernelCommit, kernelDirty, name: as mkNoarchCell
 #
 # Output: `$out/<cell.name>/` (`_<name>_<backend>_<uid>.abi3.so`, the package files,
@@ -35,6 +39,7 @@
   src,
   orchestrator,
   toolchain,
+  cppDepends ? [ ],
   kernelCommit ? null,
   kernelDirty ? false,
   name ? "kernel-${cell.name}",
@@ -46,6 +51,7 @@ lib.internalCompiledCell {
     src
     orchestrator
     toolchain
+    cppDepends
     kernelCommit
     kernelDirty
     name

@@ -4,13 +4,14 @@
 # its python must hold tvm-ffi); the orchestrator decides what a tvm-ffi cell compiles, and
 # refuses with its own message what it cannot build yet.
 #
-# Type: mkTvmFfiCell :: { cell, src, orchestrator, toolchain, kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
+# Type: mkTvmFfiCell :: { cell, src, orchestrator, toolchain, cppDepends ? [], kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
 { lib, ... }:
 {
   cell,
   src,
   orchestrator,
   toolchain,
+  cppDepends ? [ ],
   kernelCommit ? null,
   kernelDirty ? false,
   name ? "kernel-${cell.name}",
@@ -22,6 +23,7 @@ lib.internalCompiledCell {
     src
     orchestrator
     toolchain
+    cppDepends
     kernelCommit
     kernelDirty
     name

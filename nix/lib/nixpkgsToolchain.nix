@@ -13,11 +13,15 @@
 # cannot reach) gives `missing`: the cell evaluates, and fails when built with "hash not
 # pinned yet: run …".
 #
-# Type: nixpkgsToolchain :: { pkgs, wheels ? <nix/torch-wheels.json> } -> Cell -> Toolchain
+# C++ dependencies (`cppDep name`) are the commit archives of nix/cpp-deps.json unpacked by
+# `pkgs.fetchzip`, pinned by their sha256; one still without a hash gives `missing`.
+#
+# Type: nixpkgsToolchain :: { pkgs, wheels ? <nix/torch-wheels.json>, cppDeps ? <nix/cpp-deps.json> } -> Cell -> Toolchain
 { lib, ... }:
 {
   pkgs,
   wheels ? builtins.fromJSON (builtins.readFile ../torch-wheels.json),
+  cppDeps ? builtins.fromJSON (builtins.readFile ../cpp-deps.json),
 }:
 cell:
 let
@@ -115,4 +119,35 @@ in
     ++ backendPath
     ++ (if cell.backend == "metal" then [ "/usr/bin" ] else [ ]);
   env = backendEnv;
+  cppDep =
+    name:
+    let
+      d = cppDeps.deps.${name} or null;
+    in
+    if d == null then
+      {
+        env = "KERNEL_BUILDER_DEP_UNKNOWN";
+        path = null;
+        missing = "unknown C++ dependency `${name}` (nix/cpp-deps.json has ${builtins.concatStringsSep ", " (builtins.attrNames cppDeps.deps)})";
+      }
+    else if d.archive == null || d.sha256 == null then
+      {
+        inherit (d) env;
+        path = null;
+        missing =
+          if d.archive == null then
+            "the C++ dependency `${name}` (${d.url}, ${d.tag}) has no pinned source yet; add an archive URL and its sha256 to nix/cpp-deps.json"
+          else
+            "the C++ dependency `${name}` (${d.url} ${d.tag}, commit ${d.commit}) has no hash pinned yet: run `nix-prefetch-url --unpack '${d.archive}'` where github.com is reachable and set its \"sha256\" in nix/cpp-deps.json";
+      }
+    else
+      {
+        inherit (d) env;
+        path = pkgs.fetchzip {
+          name = "${name}-source";
+          url = d.archive;
+          inherit (d) sha256;
+        };
+        missing = null;
+      };
 }
