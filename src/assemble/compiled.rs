@@ -32,7 +32,9 @@
 //!    hermetic, and the toolchain's versions);
 //! 5. hands the finished directory to [`check_built_variant`] (the seam for the ABI check).
 //!
-//! The work directory of `build-and-copy` is kept between runs, in the user's cache
+//! The torch probe (a Python process importing torch, seconds) is cached in
+//! `<cache>/probe-v1/`, valid while the interpreter and torch's `version.py` keep their size and
+//! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
 //! (`$KERNEL_BUILDER_CACHE_DIR`, else `$XDG_CACHE_HOME/kernel-builder`, else
 //! `~/.cache/kernel-builder`; `cmake-v1/<kernel dir hash>/<variant>`); `verify` and `assemble`
 //! use a fresh one. Source and build directories are mapped away (`-ffile-prefix-map`), there
@@ -57,7 +59,7 @@ use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
 use crate::matrix::{self, naming, CellKind, Scope};
 
 /// What `torch` in a Python environment says about itself (one `python -c` run).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TorchFacts {
     /// `torch.__version__`, e.g. `2.11.0+cu130`.
     pub version: String,
@@ -165,7 +167,72 @@ impl HostToolchain {
     }
 }
 
+/// What a cached probe is valid for: the interpreter file and torch's `version.py`, by size
+/// and modification time (a reinstall of either changes them).
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct ProbeStamp {
+    python: String,
+    python_mtime_ns: u128,
+    python_len: u64,
+    torch_version_py_mtime_ns: u128,
+    torch_version_py_len: u64,
+}
+
+fn stamp_of(python: &Utf8Path, torch_dir: &Utf8Path) -> Option<ProbeStamp> {
+    let resolved = find_program(python.as_str(), &[])?;
+    let meta = |p: &Utf8Path| -> Option<(u128, u64)> {
+        let m = std::fs::metadata(p).ok()?;
+        let t = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+        Some((t.as_nanos(), m.len()))
+    };
+    let (pm, pl) = meta(&resolved)?;
+    let (tm, tl) = meta(&torch_dir.join("version.py"))?;
+    Some(ProbeStamp {
+        python: resolved.to_string(),
+        python_mtime_ns: pm,
+        python_len: pl,
+        torch_version_py_mtime_ns: tm,
+        torch_version_py_len: tl,
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+struct CachedProbe {
+    stamp: ProbeStamp,
+    facts: serde_json::Value,
+}
+
+/// torch's facts for `python`, from the probe cache (`<cache>/probe-v1/`) when the
+/// interpreter and torch are unchanged since, else by running the probe (importing torch
+/// takes seconds) and caching the result.
 fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
+    let key: String =
+        sha2::Sha256::digest(python.as_str().as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let cache_file = cache_root().ok().map(|r| r.join("probe-v1").join(format!("{key}.json")));
+    if let Some(f) = &cache_file {
+        if let Ok(text) = std::fs::read_to_string(f) {
+            if let Ok(c) = serde_json::from_str::<CachedProbe>(&text) {
+                if let Ok(facts) = serde_json::from_value::<TorchFacts>(c.facts.clone()) {
+                    if stamp_of(python, &facts.torch_dir).as_ref() == Some(&c.stamp) {
+                        return Ok(facts);
+                    }
+                }
+            }
+        }
+    }
+    let (facts, raw) = run_probe(python)?;
+    if let (Some(f), Some(stamp)) = (&cache_file, stamp_of(python, &facts.torch_dir)) {
+        if let Some(dir) = f.parent() {
+            let _ = std::fs::create_dir_all(dir);
+            if let Ok(text) = serde_json::to_vec(&CachedProbe { stamp, facts: raw }) {
+                let _ = crate::fsutil::write_atomic(f, &text);
+            }
+        }
+    }
+    Ok(facts)
+}
+
+fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), String> {
     let out = duct::cmd(python.as_str(), ["-c", PROBE])
         .stdout_capture()
         .stderr_capture()
@@ -185,8 +252,11 @@ fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
         }
         return Err(format!("`{python}` could not report torch's build facts:\n{}", tail(&err, 20)));
     }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))
+    let raw: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
+    let facts = serde_json::from_value(raw.clone())
+        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
+    Ok((facts, raw))
 }
 
 /// The last `n` lines of `text`.
@@ -568,8 +638,7 @@ pub fn cell_facts(
     }
     if let Framework::Torch(tt) = &config.framework {
         if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
-            let v: u64 = (u64::from(abi.part(0)) << 56) | (u64::from(abi.part(1)) << 48);
-            defines.push(format!("TORCH_TARGET_VERSION=0x{v:016x}"));
+            defines.push(format!("TORCH_TARGET_VERSION={}", torch_target_version(abi)));
         }
     }
     let mut includes: Vec<Utf8PathBuf> = vec![
@@ -699,7 +768,10 @@ fn cache_file(facts: &CellFacts) -> String {
 
 /// Run a build step; on failure the error shows the command and the tail of its output.
 fn run_step(what: &str, prog: &Utf8Path, args: &[String], env: &[(String, String)]) -> anyhow::Result<()> {
-    let mut cmd = duct::cmd(prog.as_str(), args).stderr_to_stdout().stdout_capture().unchecked();
+    // One locale for every tool: messages (and anything a tool might embed) do not depend on
+    // the user's language settings.
+    let mut cmd =
+        duct::cmd(prog.as_str(), args).stderr_to_stdout().stdout_capture().unchecked().env("LC_ALL", "C");
     for (k, v) in env {
         cmd = cmd.env(k, v);
     }
@@ -938,9 +1010,48 @@ def add_op_namespace_prefix(op_name: str) -> str:
     )
 }
 
-/// Serialisable summary (for `--json` listings and notes).
+/// The `TORCH_TARGET_VERSION` of a stable-ABI target: `(major << 56) | (minor << 48)` in hex
+/// (`2.11` → `0x020b000000000000`), what torch's stable headers compare against.
+pub fn torch_target_version(abi: &Version) -> String {
+    let v: u64 = (u64::from(abi.part(0)) << 56) | (u64::from(abi.part(1)) << 48);
+    format!("0x{v:016x}")
+}
+
+/// A compiled backend this host cannot build, and why (what is missing).
 #[derive(Debug, Clone, Serialize)]
 pub struct SkippedBackend {
     pub backend: Backend,
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_abi_target_versions() {
+        let v = |s: &str| Version::parse(s).unwrap();
+        assert_eq!(torch_target_version(&v("2.11")), "0x020b000000000000");
+        assert_eq!(torch_target_version(&v("2.9")), "0x0209000000000000");
+        assert_eq!(torch_target_version(&v("3.0")), "0x0300000000000000");
+    }
+
+    #[test]
+    fn compiled_ops_py_imports_the_module() {
+        let text = compiled_ops_py("_relu_cpu_abc1234", "torch211-cxx11-cpu-x86_64-linux");
+        assert!(text.starts_with(
+            "# Generated by kernel-builder for the `torch211-cxx11-cpu-x86_64-linux` variant; do not edit.\n"
+        ));
+        assert!(text.contains("\nfrom . import _relu_cpu_abc1234  # noqa: F401\n"));
+        assert!(text.contains("\nops = torch.ops._relu_cpu_abc1234\n"));
+        assert!(text.contains("return f\"_relu_cpu_abc1234::{op_name}\""));
+    }
+
+    #[test]
+    fn error_lines_pick_the_compiler_errors() {
+        let log = "[1/3] Building\nFAILED: a.o\nx.cpp:1:2: error: bad\nnote: because\n";
+        assert_eq!(error_lines(log), "--- first errors ---\nFAILED: a.o\nx.cpp:1:2: error: bad\n");
+        assert_eq!(error_lines("all good\n"), "");
+        assert_eq!(clip_lines(&"x".repeat(10), 4), "xxxx…");
+    }
 }

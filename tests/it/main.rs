@@ -2,6 +2,7 @@
 mod abi;
 mod build;
 mod codegen;
+mod compiled;
 mod config;
 mod corpus;
 mod hash;

@@ -149,3 +149,23 @@ def test_cuda_cell_holds_exactly_the_requested_targets(tmp_path: Path, caps, elf
     assert variant.name == f"torch{''.join(torch.__version__.split('.')[:2])}-cxx11-cu{cu}-x86_64-linux"
     so = next(variant.glob("*.abi3.so"))
     assert targets(so) == (elf, ptx)
+
+
+def test_a_compile_failure_shows_the_command_and_the_error_and_leaves_build_as_it_was(tmp_path: Path) -> None:
+    env = dict(os.environ, KERNEL_BUILDER_CACHE_DIR=str(tmp_path / "cache"))
+    kernel = write_kernel(tmp_path, "broken", "cpu", {"k/k.cpp": "// fine for now\n"})
+    variant = build(kernel, env)
+    before = {p.name: p.read_bytes() for p in variant.iterdir()}
+    (kernel / "k" / "k.cpp").write_text("int f() { return undeclared_name; }\n")
+    proc = subprocess.run(
+        [str(kernel_builder()), "build-and-copy", str(kernel), "--nix", "never", "--python", sys.executable],
+        capture_output=True, text=True, check=False, env=env,
+    )
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert err.startswith(f"error: cannot build variant `{variant.name}`\n  caused by: the compile (ninja) failed (exit status: 1): `"), err
+    assert "--- first errors ---\nFAILED: " in err, err
+    assert "k/k.cpp:1:18: error: 'undeclared_name' was not declared in this scope" in err, err
+    assert "--- last lines of its output ---" in err, err
+    assert {p.name: p.read_bytes() for p in variant.iterdir()} == before
+    assert sorted(p.name for p in (kernel / "build").iterdir()) == sorted([variant.name, "hashes.json"])

@@ -1,0 +1,136 @@
+//! Native builds of compiled cells when the toolchain is incomplete or the request cannot be
+//! built: the error says what to install or change, before anything is compiled, and `build/`
+//! is left as it was. A fake toolchain (shell scripts that answer `--version` and the torch
+//! probe) stands in, with `PATH` limited to it, so these tests need no compiler.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use assert_cmd::Command;
+
+fn script(path: &Path, body: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A Python whose "torch" reports `cuda` (JSON `null` for a CPU build), in `root/env/bin`.
+fn fake_python(root: &Path, cuda: &str) -> std::path::PathBuf {
+    let py = root.join("env/bin/python");
+    let facts = format!(
+        r#"{{"version": "2.11.0", "cuda": {cuda}, "hip": null, "xpu": null, "cxx11_abi": true, "cmake_prefix_path": "{r}/torch/share/cmake", "torch_dir": "{r}/torch", "python_include": "{r}/include", "purelib": "{r}/site", "executable": "{py}", "python_version": "3.11"}}"#,
+        r = root.display(),
+        py = py.display()
+    );
+    script(&py, &format!("echo '{facts}'"));
+    py
+}
+
+fn kernel(dir: &Path, backend: &str, extra: &str) {
+    fs::create_dir_all(dir.join("torch-ext/kk")).unwrap();
+    fs::create_dir_all(dir.join("src")).unwrap();
+    fs::write(dir.join("torch-ext/kk/__init__.py"), "").unwrap();
+    fs::write(dir.join("torch-ext/b.cpp"), "").unwrap();
+    fs::write(dir.join("src/k.cu"), "").unwrap();
+    fs::write(
+        dir.join("build.toml"),
+        format!(
+            "[general]\nname = \"kk\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"{backend}\"]\n\n[torch]\nsrc = [\"torch-ext/b.cpp\"]\n\n[kernel.k]\nbackend = \"{backend}\"\ndepends = [\"torch\"]\nsrc = [\"src/k.cu\"]\n{extra}"
+        ),
+    )
+    .unwrap();
+}
+
+fn run(dir: &Path, path_dirs: &[&Path], python: &Path, extra: &[&str]) -> (i32, String) {
+    let path: Vec<String> = path_dirs.iter().map(|d| d.display().to_string()).collect();
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["build-and-copy", "--nix", "never", "--python", python.to_str().unwrap()])
+        .args(extra)
+        .arg(dir)
+        .env("PATH", path.join(":"))
+        .env_remove("CXX")
+        .env_remove("CUDACXX")
+        .env_remove("CUDA_HOME")
+        .env("KERNEL_BUILDER_CACHE_DIR", dir.join("../cache"))
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn missing_cmake_says_what_to_install() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    kernel(&k, "cpu", "");
+    let py = fake_python(t.path(), "null");
+    let (code, err) = run(&k, &[&t.path().join("env/bin")], &py, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        format!(
+            "error: `{k}/build.toml` has no variant this host can build:\n  the `cpu` variant is not built: CMake was not found next to `{py}` or on PATH; install it (`{py} -m pip install cmake`)\n",
+            py = py.display(),
+            k = k.display()
+        )
+    );
+    assert!(!k.join("build").exists());
+}
+
+#[test]
+fn missing_compiler_and_cpu_only_torch_say_what_to_install() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    kernel(&k, "cuda", "");
+    let bin = t.path().join("env/bin");
+    let py = fake_python(t.path(), "null");
+    script(&bin.join("cmake"), "echo 'cmake version 4.4.5'");
+    script(&bin.join("ninja"), "echo 1.13.2");
+    let (code, err) = run(&k, &[&bin], &py, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no C++ compiler on PATH (c++, g++, clang++); install one (e.g. `apt-get install g++`) or set CXX"), "{err}");
+    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
+    let (code, err) = run(&k, &[&bin], &py, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("torch 2.11.0 in `"), "{err}");
+    assert!(err.contains("is not a CUDA build (torch.version.cuda is None); install a CUDA torch"), "{err}");
+    // A CUDA torch without nvcc: PyPI's wheels are named.
+    let py = fake_python(t.path(), "\"13.0\"");
+    let (code, err) = run(&k, &[&bin], &py, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no nvcc for CUDA 13.0 (looked at CUDACXX, CUDA_HOME, PATH and `"), "{err}");
+    assert!(
+        err.contains("-m pip install nvidia-cuda-nvcc==13.0.* nvidia-nvvm==13.0.* nvidia-cuda-crt==13.0.*`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn capabilities_this_cuda_cannot_build_fail_before_compiling() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    kernel(&k, "cuda", "cuda-capabilities = [\"7.0\"]\n");
+    let bin = t.path().join("env/bin");
+    let py = fake_python(t.path(), "\"13.0\"");
+    // Any compile would fail: these tools only answer --version.
+    script(&bin.join("cmake"), "[ \"$1\" = --version ] && echo 'cmake version 4.4.5' || exit 3");
+    script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
+    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
+    script(
+        &t.path().join("site/nvidia/cu13/bin/nvcc"),
+        "echo 'Cuda compilation tools, release 13.0, V13.0.88'",
+    );
+    let (code, err) = run(&k, &[&bin], &py, &[]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("the `cuda` variant is not built: [kernel.k] asks for CUDA capabilities 7.0 and CUDA 13.0 builds none of them (it builds 7.5, 8.0, 8.6, 8.7, 8.8, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1); fix `cuda-capabilities`"),
+        "{err}"
+    );
+    // Named explicitly, the same reason is the error.
+    let (code, err) = run(&k, &[&bin], &py, &["--variant", "torch211-cxx11-cu130-x86_64-linux"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("\nerror: cannot build `torch211-cxx11-cu130-x86_64-linux` natively: [kernel.k] asks for CUDA capabilities 7.0"), "{err}");
+    assert!(!k.join("build").exists());
+    assert!(!t.path().join("cache").exists(), "nothing was configured or compiled");
+}
