@@ -267,46 +267,21 @@ fn relu_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
 }
 
 /// relu's CUDA cell compiles in Nix with PyPI's nvcc 13.0 (no GPU), and its fat binary holds
-/// exactly what `cuda-capabilities` asks for: sm_90 code, no PTX.
+/// exactly what `cuda-capabilities` asks for: relu's own `["9.0"]` gives sm_90 code and no
+/// PTX; `["8.0", "9.0+PTX"]` (a copy of relu) gives sm_80 and sm_90 code and the compute_90
+/// PTX (which cuobjdump lists as `sm_90.ptx`), nothing else.
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn relu_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
     let tc = host_toolchain("2_34");
-    let expr = format!(
-        r#"let
-  lib = import {REPO}/nix/lib {{ }};
-  out = lib.genKernelFlakeOutputs {{
-    path = {REPO}/kernels/relu;
-    kernelBuilder = _: /. + "{orch}";
-    toolchainFor = (builtins.getFlake "path:{tc}").lib.toolchainFor;
-    mkShell = _: _: {{ }};
-    systems = [ "x86_64-linux" ];
-    torchVersions = _: [ {{ torchVersion = "2.11"; cudaVersion = "13.0"; systems = [ "x86_64-linux" ]; bundleBuild = true; }} ];
-  }};
-in out.packages.x86_64-linux.{CUDA_CELL}"#,
-        orch = orchestrator().display(),
-        tc = tc.path().display()
-    );
-    let json = nix(
-        repo(),
-        &[
-            "build",
-            "--impure",
-            "--no-link",
-            "--json",
-            "-L",
-            "--option",
-            "sandbox",
-            "relaxed",
-            "--expr",
-            &expr,
-        ],
-    );
-    let variant = out_path(&json).join(CUDA_CELL);
-    let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
-    assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": ["9.0"] }));
-    assert_eq!(meta["build"]["toolchain"]["nvcc"], "13.0.88", "{meta}");
-    let so = variant.join(format!("{}.abi3.so", meta["id"].as_str().unwrap()));
+    let t = tempfile::tempdir().unwrap();
+    let two = copy_kernel("relu", t.path());
+    let toml = fs::read_to_string(two.join("build.toml")).unwrap();
+    fs::write(
+        two.join("build.toml"),
+        toml.replace("cuda-capabilities = [\"9.0\"]", "cuda-capabilities = [\"8.0\", \"9.0+PTX\"]"),
+    )
+    .unwrap();
     let cuobjdump = fs::canonicalize(repo().join(".venv/lib")).unwrap();
     let cuobjdump = walkdir::WalkDir::new(cuobjdump)
         .into_iter()
@@ -314,12 +289,59 @@ in out.packages.x86_64-linux.{CUDA_CELL}"#,
         .find(|e| e.file_name() == "cuobjdump" && e.file_type().is_file())
         .expect("cuobjdump (pip install nvidia-cuda-cuobjdump) in the venv")
         .into_path();
-    let (ok, elf, err) = run(cuobjdump.to_str().unwrap(), &["--list-elf", so.to_str().unwrap()], repo());
-    assert!(ok, "{err}");
-    let targets: Vec<&str> = elf.lines().filter_map(|l| l.rsplit('.').nth(1)).collect();
-    assert_eq!(targets, ["sm_90"], "{elf}");
-    let (_, ptx, err) = run(cuobjdump.to_str().unwrap(), &["--list-ptx", so.to_str().unwrap()], repo());
-    assert!(ptx.trim().is_empty() && err.contains("No PTX"), "{ptx}{err}");
+    let cases: [(PathBuf, &[&str], &[&str], &[&str]); 2] = [
+        (repo().join("kernels/relu"), &["9.0"], &["sm_90"], &[]),
+        // cuobjdump names the embedded compute_90 PTX `….sm_90.ptx`.
+        (two, &["8.0", "9.0+PTX"], &["sm_80", "sm_90"], &["sm_90"]),
+    ];
+    for (dir, archs, sass, ptx) in cases {
+        let expr = format!(
+            r#"let
+  lib = import {REPO}/nix/lib {{ }};
+  out = lib.genKernelFlakeOutputs {{
+    path = /. + "{dir}";
+    kernelBuilder = _: /. + "{orch}";
+    toolchainFor = (builtins.getFlake "path:{tc}").lib.toolchainFor;
+    mkShell = _: _: {{ }};
+    systems = [ "x86_64-linux" ];
+    torchVersions = _: [ {{ torchVersion = "2.11"; cudaVersion = "13.0"; systems = [ "x86_64-linux" ]; bundleBuild = true; }} ];
+  }};
+in out.packages.x86_64-linux.{CUDA_CELL}"#,
+            dir = dir.display(),
+            orch = orchestrator().display(),
+            tc = tc.path().display()
+        );
+        let json = nix(
+            repo(),
+            &[
+                "build",
+                "--impure",
+                "--no-link",
+                "--json",
+                "-L",
+                "--option",
+                "sandbox",
+                "relaxed",
+                "--expr",
+                &expr,
+            ],
+        );
+        let variant = out_path(&json).join(CUDA_CELL);
+        let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+        assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": archs }));
+        assert_eq!(meta["build"]["toolchain"]["nvcc"], "13.0.88", "{meta}");
+        let so = variant.join(format!("{}.abi3.so", meta["id"].as_str().unwrap()));
+        let (ok, elf, err) = run(cuobjdump.to_str().unwrap(), &["--list-elf", so.to_str().unwrap()], repo());
+        assert!(ok, "{err}");
+        let mut targets: Vec<&str> = elf.lines().filter_map(|l| l.rsplit('.').nth(1)).collect();
+        targets.sort();
+        assert_eq!(targets, sass, "{archs:?}: {elf}");
+        let (_, listed, err) =
+            run(cuobjdump.to_str().unwrap(), &["--list-ptx", so.to_str().unwrap()], repo());
+        let mut ptxs: Vec<&str> = listed.lines().filter_map(|l| l.rsplit('.').nth(1)).collect();
+        ptxs.sort();
+        assert_eq!(ptxs, ptx, "{archs:?}: {listed}{err}");
+    }
 }
 
 /// The stub nixpkgs as a flake reference.
