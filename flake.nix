@@ -85,6 +85,9 @@
           version = cargoToml.package.version;
           src = rustSource;
           cargoLock.lockFile = ./Cargo.lock;
+          # `kernel-builder init` writes this flake (its source in the store) into new kernels'
+          # flake.nix, so the kernel builds with the kernel-builder that made it, offline too.
+          KERNEL_BUILDER_DEFAULT_FLAKE_REF = "path:${self.outPath}";
           # The integration tests drive nix, python and the network; the unit tests run.
           cargoTestFlags = [ "--lib" ];
           meta.mainProgram = "kernel-builder";

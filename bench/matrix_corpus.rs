@@ -7,10 +7,12 @@
 //!
 //! Every corpus kernel (accepted by upstream or not) is materialized once into a temporary
 //! directory (build.toml plus an empty file per listed path), then for N repetitions each file
-//! goes through `config::load` (what `check-config` does, matrix checks included), once more
-//! `matrix::check` alone, and
-//! `matrix::cells` for every system in both scopes (what `list-variants --all-systems [--all]`
-//! does). Figures are wall-clock means per file per repetition. Results: BENCHMARKS.md.
+//! goes through `config::load` (what `check-config` does, matrix checks included, against the
+//! default matrix), once more `matrix::check` alone, and `matrix::cells` for every system in
+//! both scopes (what `list-variants --all-systems [--all]` does), the last two under the
+//! default matrix and under the August snapshot `upstream-2026-08` (the kernel pinned to it),
+//! interleaved so that both see the same machine load. Figures are wall-clock means per file
+//! per repetition. Results: BENCHMARKS.md.
 
 use std::time::{Duration, Instant};
 
@@ -48,7 +50,9 @@ fn materialize(entry: &Utf8Path, extra: &[String], dest: &Utf8Path) -> std::io::
 
 fn main() -> anyhow::Result<()> {
     let mut reps = 20usize;
-    let mut corpus = Utf8PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus"));
+    let mut corpus = std::env::var("KERNEL_BUILDER_CORPUS")
+        .map(Utf8PathBuf::from)
+        .unwrap_or_else(|_| Utf8PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus")));
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -79,26 +83,34 @@ fn main() -> anyhow::Result<()> {
         dirs.push(dest);
     }
 
-    let (mut t_load, mut t_check, mut t_cells) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-    let (mut loaded, mut cells_total) = (0usize, 0usize);
+    let mut t_load = Duration::ZERO;
+    // Per matrix (0: the default, 1: the August snapshot): check and cells time, cells listed.
+    let pins = [None, Some("upstream-2026-08")];
+    let mut t_check = [Duration::ZERO; 2];
+    let mut t_cells = [Duration::ZERO; 2];
+    let mut cells_total = [0usize; 2];
+    let mut loaded = 0usize;
     let start = Instant::now();
     for _ in 0..reps {
         for dir in &dirs {
             let t0 = Instant::now();
             let result = config::load(dir);
             t_load += t0.elapsed();
-            let Ok(l) = result else { continue };
+            let Ok(mut l) = result else { continue };
             loaded += 1;
-            let t1 = Instant::now();
-            std::hint::black_box(matrix::check(&l.config));
-            t_check += t1.elapsed();
-            let t2 = Instant::now();
-            for system in &matrix().systems {
-                for scope in [Scope::Bundle, Scope::All] {
-                    cells_total += std::hint::black_box(matrix::cells(&l.config, system, scope)).len();
+            for (i, pin) in pins.iter().enumerate() {
+                l.config.general.matrix = pin.map(str::to_owned);
+                let t1 = Instant::now();
+                std::hint::black_box(matrix::check(&l.config));
+                t_check[i] += t1.elapsed();
+                let t2 = Instant::now();
+                for system in &matrix().systems {
+                    for scope in [Scope::Bundle, Scope::All] {
+                        cells_total[i] += std::hint::black_box(matrix::cells(&l.config, system, scope)).len();
+                    }
                 }
+                t_cells[i] += t2.elapsed();
             }
-            t_cells += t2.elapsed();
         }
     }
     let total = start.elapsed();
@@ -107,11 +119,14 @@ fn main() -> anyhow::Result<()> {
     println!("corpus: {} files ({} load), {reps} repetitions", dirs.len(), loaded / reps.max(1));
     println!("total: {:.3} s, {:.1} µs per file", total.as_secs_f64(), per(total, files));
     println!("  config::load (check-config; includes matrix::check): {:.1} µs per file", per(t_load, files));
-    println!("  matrix::check alone:         {:.1} µs per loaded file", per(t_check, loaded));
-    println!(
-        "  matrix::cells, 3 systems x 2 scopes: {:.1} µs per loaded file ({} cells per file)",
-        per(t_cells, loaded),
-        cells_total / loaded.max(1)
-    );
+    for (i, name) in ["default matrix", "upstream-2026-08"].iter().enumerate() {
+        println!("  {name}:");
+        println!("    matrix::check alone:         {:.1} µs per loaded file", per(t_check[i], loaded));
+        println!(
+            "    matrix::cells, 3 systems x 2 scopes: {:.1} µs per loaded file ({} cells per file)",
+            per(t_cells[i], loaded),
+            cells_total[i] / loaded.max(1)
+        );
+    }
     Ok(())
 }

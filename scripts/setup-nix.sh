@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare a machine for the Nix tests, offline: Debian's nix-bin, a nix.conf with flakes on,
-# the sandbox on (no silent fallback to unsandboxed builds) and no binary cache, build users,
+# the sandbox on (no silent fallback to unsandboxed builds) and no binary cache (only those
+# settings are changed, with a backup and a note on stderr: scripts/nix-conf.sh), build users,
 # and a statically linked orchestrator that the flake's cells can run as their builder.
 #
 # Idempotent: run it as often as you like. Prints the orchestrator directory on its last line
@@ -16,17 +17,11 @@ if ! command -v nix >/dev/null 2>&1; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nix-bin >/dev/null
 fi
 
+# Only the settings the tests need are changed, each said on stderr; the file as it was is kept
+# in /etc/nix/nix.conf.before-kernel-builder (scripts/nix-conf.sh).
 conf=/etc/nix/nix.conf
-want="experimental-features = nix-command flakes
-sandbox = true
-sandbox-fallback = false
-substituters =
-build-users-group = nixbld"
-if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
-    as_root mkdir -p /etc/nix
-    printf '%s\n' "$want" | as_root tee "$conf.tmp" >/dev/null
-    as_root mv "$conf.tmp" "$conf"
-fi
+conf_before="$(cat "$conf" 2>/dev/null || true)"
+scripts/nix-conf.sh "$conf"
 
 # Build users for the sandboxed builds (Debian's package normally creates them).
 if ! getent group nixbld >/dev/null; then
@@ -39,8 +34,9 @@ for i in $(seq 1 10); do
     fi
 done
 
-# A running daemon must reread nix.conf; without one, nix runs the store locally as root.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nix-daemon 2>/dev/null; then
+# A running daemon must reread a changed nix.conf; without one, nix runs the store locally.
+if [ "$(cat "$conf" 2>/dev/null)" != "$conf_before" ] && command -v systemctl >/dev/null 2>&1 \
+    && systemctl is-active --quiet nix-daemon 2>/dev/null; then
     as_root systemctl restart nix-daemon
 fi
 

@@ -1,6 +1,8 @@
-//! Filesystem helpers shared by every module: path-aware errors and atomic writes.
+//! Filesystem helpers shared by every module: path-aware errors, atomic writes, and streaming
+//! reads (a file is never held whole in memory to copy or check it: sources may be hundreds
+//! of megabytes).
 
-use std::io::Write;
+use std::io::{Read, Write};
 
 use anyhow::Context;
 use camino::Utf8Path;
@@ -31,4 +33,129 @@ pub fn write_atomic(path: &Utf8Path, contents: &[u8]) -> anyhow::Result<()> {
     }
     tmp.persist(path).with_context(|| format!("cannot replace `{path}`"))?;
     Ok(())
+}
+
+/// The size of the buffer every streaming read in this crate uses.
+pub const STREAM_BUFFER: usize = 256 * 1024;
+
+/// Copy `src` to the new file `dest` (which must not exist) with permission bits `mode`,
+/// streaming: memory use does not grow with the file (`std::io::copy`, which uses
+/// `copy_file_range` on Linux). Returns the number of bytes copied.
+///
+/// Errors: `src` cannot be read, `dest` exists or cannot be written; each names its path.
+pub fn copy_new_file(src: &Utf8Path, dest: &Utf8Path, mode: u32) -> anyhow::Result<u64> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut from = std::fs::File::open(src).with_context(|| format!("cannot read `{src}`"))?;
+    let mut to = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(dest)
+        .with_context(|| format!("cannot create `{dest}`"))?;
+    let n = std::io::copy(&mut from, &mut to).with_context(|| format!("cannot copy `{src}` to `{dest}`"))?;
+    // The umask may have cleared bits of `mode`.
+    to.set_permissions(std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set permissions on `{dest}`"))?;
+    Ok(n)
+}
+
+/// Whether the files `a` and `b` have the same bytes, compared in [`STREAM_BUFFER`] chunks
+/// (false when either cannot be read, or their lengths differ).
+pub fn same_contents(a: &Utf8Path, b: &Utf8Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
+    if !ma.is_file() || !mb.is_file() || ma.len() != mb.len() {
+        return false;
+    }
+    let (Ok(mut fa), Ok(mut fb)) = (std::fs::File::open(a), std::fs::File::open(b)) else { return false };
+    let (mut ba, mut bb) = (vec![0u8; STREAM_BUFFER], vec![0u8; STREAM_BUFFER]);
+    loop {
+        let n = match fa.read(&mut ba) {
+            Ok(n) => n,
+            Err(_) => return false,
+        };
+        if n == 0 {
+            return true;
+        }
+        if fb.read_exact(&mut bb[..n]).is_err() || ba[..n] != bb[..n] {
+            return false;
+        }
+    }
+}
+
+/// Where a stream stops being UTF-8: the 1-based line of the first invalid byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotUtf8 {
+    /// 1-based line number of the first byte that is not part of valid UTF-8.
+    pub line: usize,
+}
+
+/// Check that `reader` yields UTF-8 text, reading it in [`STREAM_BUFFER`] chunks (a sequence
+/// split between two chunks is carried over). `Ok(Err(_))` names the line of the first
+/// invalid byte; `Err` is a read error.
+pub fn check_utf8(mut reader: impl Read) -> std::io::Result<Result<(), NotUtf8>> {
+    let mut buf = vec![0u8; STREAM_BUFFER];
+    let mut carried = 0usize; // bytes of an incomplete sequence kept at the start of `buf`
+    let mut lines = 1usize;
+    loop {
+        let n = match reader.read(&mut buf[carried..]) {
+            Ok(0) => return Ok(if carried == 0 { Ok(()) } else { Err(NotUtf8 { line: lines }) }),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = &buf[..carried + n];
+        match std::str::from_utf8(chunk) {
+            Ok(_) => {
+                lines += chunk.iter().filter(|b| **b == b'\n').count();
+                carried = 0;
+            }
+            Err(e) => {
+                let good = e.valid_up_to();
+                lines += chunk[..good].iter().filter(|b| **b == b'\n').count();
+                if e.error_len().is_some() {
+                    return Ok(Err(NotUtf8 { line: lines }));
+                }
+                // An incomplete sequence at the end of the chunk: keep it for the next read.
+                let rest = chunk.len() - good;
+                buf.copy_within(good..good + rest, 0);
+                carried = rest;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that yields at most `step` bytes per call, to split sequences across reads.
+    struct Trickle<'a>(&'a [u8], usize);
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.1.min(self.0.len()).min(out.len());
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn check_utf8_agrees_with_from_utf8_across_chunk_boundaries() {
+        let cases: [&[u8]; 6] = [
+            b"",
+            b"plain\nascii\n",
+            "h\u{e9}llo\n\u{1f600}\n".as_bytes(),
+            b"a\nb\n\xff\n",
+            b"ok\n\xe2\x82",
+            b"\xc3",
+        ];
+        for case in cases {
+            let want = std::str::from_utf8(case).map(|_| ()).map_err(|e| NotUtf8 {
+                line: case[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1,
+            });
+            for step in [1, 2, 3, 7, 1 << 20] {
+                assert_eq!(check_utf8(Trickle(case, step)).unwrap(), want, "{case:?} step {step}");
+            }
+        }
+    }
 }

@@ -6,7 +6,8 @@
 //! as the builder inside a Nix derivation, see [`nixdrv`]) → [`hash`] (NAR hashes, digests and
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
 //! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
-//! manylinux, CPython abi3 and torch stable-ABI rules.
+//! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
+//! directory. [`tune`] pre-tunes Helion kernels on a GPU.
 
 pub mod abi;
 pub mod assemble;
@@ -17,5 +18,7 @@ pub mod fsutil;
 pub mod hash;
 pub mod hub;
 pub mod init;
+pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
+pub mod tune;

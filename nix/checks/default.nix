@@ -4,12 +4,27 @@
 { lib, system }:
 let
   names = cells: map (c: c.name) cells;
-  cellsOf =
-    fixture: sys:
+  cellsOf = cellsIn null;
+  cellsIn =
+    matrix: fixture: sys:
     lib.kernelCells {
       config = lib.readKernelConfig fixture;
-      buildSets = lib.buildSetsForSystem { system = sys; };
+      buildSets = lib.buildSetsForSystem {
+        system = sys;
+        inherit matrix;
+      };
     };
+  noarchFacts = map (c: {
+    inherit (c)
+      name
+      torch_version
+      backend_version
+      bundle
+      kind
+      arch_variant
+      cuda_capabilities
+      ;
+  });
   tests = {
     flatten-versions = {
       expr = map lib.flattenVersion [
@@ -38,34 +53,25 @@ let
       ];
     };
     noarch-x86-cells = {
-      expr = map (c: {
-        inherit (c)
-          name
-          torch_version
-          backend_version
-          bundle
-          kind
-          arch_variant
-          cuda_capabilities
-          ;
-      }) (cellsOf ./fixtures/noarch "x86_64-linux");
+      # The first bundle set of each backend: torch 2.14 for cpu/cuda, 2.13 for ROCm 7.1.
+      expr = noarchFacts (cellsOf ./fixtures/noarch "x86_64-linux");
       expected = [
         {
           name = "torch-cpu";
-          torch_version = "2.12";
+          torch_version = "2.14";
           backend_version = null;
           bundle = true;
           kind = "noarch";
-          arch_variant = "torch212-cxx11-cpu-x86_64-linux";
+          arch_variant = "torch214-cxx11-cpu-x86_64-linux";
           cuda_capabilities = null;
         }
         {
           name = "torch-cuda";
-          torch_version = "2.12";
+          torch_version = "2.14";
           backend_version = "12.6";
           bundle = true;
           kind = "noarch";
-          arch_variant = "torch212-cxx11-cu126-x86_64-linux";
+          arch_variant = "torch214-cxx11-cu126-x86_64-linux";
           cuda_capabilities = [
             "9.0"
             "8.0"
@@ -73,11 +79,11 @@ let
         }
         {
           name = "torch-rocm";
-          torch_version = "2.12";
+          torch_version = "2.13";
           backend_version = "7.1";
           bundle = true;
           kind = "noarch";
-          arch_variant = "torch212-cxx11-rocm71-x86_64-linux";
+          arch_variant = "torch213-cxx11-rocm71-x86_64-linux";
           cuda_capabilities = null;
         }
         {
@@ -90,6 +96,52 @@ let
           cuda_capabilities = null;
         }
       ];
+    };
+    pinned-snapshot-cells = {
+      # `matrix = "upstream-2026-08"` gives the August cells, and every cell names its matrix.
+      expr = {
+        cells = map (c: c.arch_variant) (cellsIn "upstream-2026-08" ./fixtures/noarch "x86_64-linux");
+        matrices = map (c: "${c.matrix} ${c.matrix_revision}") (
+          cellsIn "upstream-2026-08" ./fixtures/noarch "x86_64-linux" ++ cellsOf ./fixtures/noarch "aarch64-darwin"
+        );
+      };
+      expected = {
+        cells = [
+          "torch212-cxx11-cpu-x86_64-linux"
+          "torch212-cxx11-cu126-x86_64-linux"
+          "torch212-cxx11-rocm71-x86_64-linux"
+          "torch211-cxx11-tpu-x86_64-linux"
+        ];
+        matrices = [
+          "upstream-2026-08 2026-08-20"
+          "upstream-2026-08 2026-08-20"
+          "upstream-2026-08 2026-08-20"
+          "upstream-2026-08 2026-08-20"
+          "2026-12 2026-12-01"
+        ];
+      };
+    };
+    unknown-matrix-is-an-error = {
+      expr = (builtins.tryEval (cellsIn "upstream-2099-01" ./fixtures/noarch "x86_64-linux")).success;
+      expected = false;
+    };
+    matrices-by-name = {
+      expr = {
+        names = builtins.attrNames lib.matrices;
+        default = lib.defaultMatrix;
+        revisions = builtins.mapAttrs (_: m: m.revision) lib.matrices;
+      };
+      expected = {
+        names = [
+          "2026-12"
+          "upstream-2026-08"
+        ];
+        default = "2026-12";
+        revisions = {
+          "2026-12" = "2026-12-01";
+          "upstream-2026-08" = "2026-08-20";
+        };
+      };
     };
     noarch-darwin-cells = {
       expr = names (cellsOf ./fixtures/noarch "aarch64-darwin");
@@ -109,15 +161,17 @@ let
       ];
     };
     stable-abi-uses-newest-torch = {
-      # torch-xpu: the first xpu group (2025.3.2) exists only with torch 2.12.
+      # Names sorted: torch-rocm (ROCm 7.1, newest with 2.13, the first bundle group), cpu
+      # (2.15), cu126 and cu130 (2.14), cu132 (2.15), torch-xpu (xpu 2026.0.0 with 2.13, in the
+      # bundle; the 2025.3.2 group exists only with torch 2.12, outside it).
       expr = map (c: c.torch_version) (cellsOf ./fixtures/relu "x86_64-linux");
       expected = [
         "2.13"
+        "2.15"
+        "2.14"
+        "2.14"
+        "2.15"
         "2.13"
-        "2.13"
-        "2.13"
-        "2.13"
-        "2.12"
       ];
     };
     cuda-and-torch-bounds-inclusive = {
@@ -206,9 +260,20 @@ let
     };
     default-matrix-round-trips-through-the-upstream-shape = {
       expr = lib.buildSetsForSystem { system = "x86_64-linux"; };
-      expected = map (s: (builtins.removeAttrs s [ "systems" ]) // { system = "x86_64-linux"; }) (
-        builtins.filter (s: builtins.elem "x86_64-linux" s.systems) (builtins.fromJSON (builtins.readFile ../build-matrix.json)).build_sets
-      );
+      expected =
+        map
+          (
+            s:
+            (builtins.removeAttrs s [ "systems" ])
+            // {
+              system = "x86_64-linux";
+              matrix = "2026-12";
+              matrix_revision = "2026-12-01";
+            }
+          )
+          (
+            builtins.filter (s: builtins.elem "x86_64-linux" s.systems) (builtins.fromJSON (builtins.readFile ../build-matrix.json)).build_sets
+          );
     };
     kernel-commit-from-self = {
       # rev → --kernel-commit; dirtyRev (newer Nix) → the commit and --kernel-dirty.
@@ -291,13 +356,13 @@ let
         };
       expected = {
         # backends = ["cuda", ...]: the arch variant behind the torch-cuda cell.
-        default = "noarch-demo-torch212-cxx11-cu126-x86_64-linux";
+        default = "noarch-demo-torch214-cxx11-cu126-x86_64-linux";
         shells = [
           "default"
           "torch211-cxx11-tpu-x86_64-linux"
-          "torch212-cxx11-cpu-x86_64-linux"
-          "torch212-cxx11-cu126-x86_64-linux"
-          "torch212-cxx11-rocm71-x86_64-linux"
+          "torch213-cxx11-rocm71-x86_64-linux"
+          "torch214-cxx11-cpu-x86_64-linux"
+          "torch214-cxx11-cu126-x86_64-linux"
         ];
       };
     };

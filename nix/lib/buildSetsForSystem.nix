@@ -8,28 +8,39 @@
 # `rocmVersion`, `tpu = true` or `xpuVersion`. It may return entries in that shape or in the
 # JSON shape `{ torch, backend, version?, systems, bundle, tvm_ffi? }`.
 #
-# Type: buildSetsForSystem :: { torchVersions ? ([Entry] -> [Entry]), system :: String } -> [BuildSet]
+# Type: buildSetsForSystem :: { torchVersions ? ([Entry] -> [Entry]), system :: String, matrix ? String|null } -> [BuildSet]
 #
 # Arguments:
 #   torchVersions  (default: the identity) a function from the matrix's entries to the entries
 #                  this kernel uses. It may drop, edit or add entries.
 #   system         a Nix system string, e.g. "x86_64-linux".
+#   matrix         (default: null, the default matrix) the name of the build matrix to start
+#                  from, as `[general] matrix` pins it (`readKernelConfig`'s `matrix`), e.g.
+#                  "upstream-2026-08". An unknown name throws, listing the known ones.
 #
-# Result: build sets in the JSON shape with `system` in place of `systems`, in list order.
-# A system that no entry names gives [], never an error.
+# Result: build sets in the JSON shape with `system` in place of `systems`, plus `matrix` and
+# `matrix_revision` (the name and revision of the matrix they come from), in list order. A
+# system that no entry names gives [], never an error.
 #
 # Example:
 #   buildSetsForSystem {
 #     torchVersions = _: [ { torchVersion = "2.12"; cudaVersion = "12.6"; systems = [ "x86_64-linux" ]; bundleBuild = true; } ];
 #     system = "x86_64-linux";
 #   }
-#   => [ { torch = "2.12"; backend = "cuda"; version = "12.6"; bundle = true; system = "x86_64-linux"; } ]
-{ matrix, ... }:
+#   => [ { torch = "2.12"; backend = "cuda"; version = "12.6"; bundle = true; system = "x86_64-linux";
+#          matrix = "2026-12"; matrix_revision = "2026-12-01"; } ]
+{ matrices, ... }@deps:
 {
   torchVersions ? (entries: entries),
   system,
+  matrix ? null,
 }:
 let
+  m =
+    if matrix == null then
+      deps.matrix
+    else
+      matrices.${matrix} or (throw "kernel-builder: unknown build matrix `${matrix}` (`[general] matrix` in build.toml); this kernel-builder knows ${builtins.concatStringsSep ", " (builtins.attrNames matrices)}");
   example = ''
     e.g. torchVersions = defaults: builtins.filter (e: e.torchVersion == "2.13") defaults;
      or  torchVersions = _: [ { torchVersion = "2.13"; cudaVersion = "12.6"; systems = [ "x86_64-linux" ]; bundleBuild = true; } ];'';
@@ -92,10 +103,18 @@ let
       throw "kernel-builder: a torchVersions entry must have `torchVersion` (or `torch` and `backend`)\n${example}";
   entries =
     if builtins.isFunction torchVersions then
-      map normalise (torchVersions (map toUpstream matrix.build_sets))
+      map normalise (torchVersions (map toUpstream m.build_sets))
     else
       throw "kernel-builder: `torchVersions` must be a function from the default matrix to a list\n${example}";
 in
-map (s: (builtins.removeAttrs s [ "systems" ]) // { inherit system; }) (
+map (
+  s:
+  (builtins.removeAttrs s [ "systems" ])
+  // {
+    inherit system;
+    matrix = m.name;
+    matrix_revision = m.revision;
+  }
+) (
   builtins.filter (s: builtins.elem system (s.systems or [ ])) entries
 )

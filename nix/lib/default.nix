@@ -1,8 +1,9 @@
 # The kernel-builder Nix library: one public function per file, wired into one attrset.
 #
 # Arguments:
-#   matrix                (default: nix/build-matrix.json) the build matrix, the same bytes the
-#                         Rust side embeds
+#   matrix                (default: nix/build-matrix.json) the default build matrix, the same
+#                         bytes the Rust side embeds; its `snapshots` (name -> file under nix/)
+#                         are the other matrices a kernel may pin with `[general] matrix`
 #   defaultKernelBuilder  (default: throws) system -> store path holding bin/kernel-builder
 #   defaultMkShell        (default: throws) system -> nixpkgs' mkShell
 #   defaultToolchainFor   (default: throws) cell -> the toolchain record of a compiled cell
@@ -22,10 +23,16 @@
   ),
 }:
 let
+  # Every matrix by name: the default and its snapshots (nix/matrices/<name>.json).
+  matrices = {
+    ${matrix.name} = matrix;
+  }
+  // builtins.mapAttrs (_: file: builtins.fromJSON (builtins.readFile (./.. + "/${file}"))) (matrix.snapshots or { });
   deps = {
     inherit
       lib
       matrix
+      matrices
       defaultKernelBuilder
       defaultMkShell
       defaultToolchainFor
@@ -36,6 +43,10 @@ let
     # The matrix's systems by name, so that a misspelt system is an evaluation error:
     # `systems = [ kernel-builder.lib.system.x86_64-linux ];`
     system = builtins.listToAttrs (map (s: { name = s; value = s; }) matrix.systems);
+    # The build matrices by name (`lib.matrices."upstream-2026-08".build_sets`); the default is
+    # `lib.matrices.${lib.defaultMatrix}`.
+    inherit matrices;
+    defaultMatrix = matrix.name;
     parseVersion = call ./parseVersion.nix;
     compareVersions = call ./compareVersions.nix;
     flattenVersion = call ./flattenVersion.nix;

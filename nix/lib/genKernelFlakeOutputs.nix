@@ -18,7 +18,8 @@
 #                   commit plus `dirty`. Otherwise (Nix 2.8 with a dirty tree, an
 #                   --override-input, no git) none is recorded; the op namespace's unique id
 #                   comes from the source content either way.
-#   torchVersions   (default: identity) function from the default matrix, in upstream's
+#   torchVersions   (default: identity) function from the matrix (the default, or the one
+#                   build.toml pins with `[general] matrix`), in upstream's
 #                   versions.nix shape, to the entries this kernel builds (see
 #                   buildSetsForSystem). A system it empties gets empty outputs.
 #   kernelBuilder   (default: the kernel-builder flake's choice) function from a system to a
@@ -91,7 +92,10 @@ let
     system:
     lib.kernelCells {
       inherit config;
-      buildSets = lib.buildSetsForSystem { inherit torchVersions system; };
+      buildSets = lib.buildSetsForSystem {
+        inherit torchVersions system;
+        inherit (config) matrix;
+      };
     };
 
   perSystem =

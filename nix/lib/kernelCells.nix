@@ -11,7 +11,8 @@
 #
 # A Cell has the fields of `kernel-builder list-variants --json`: name, system, backend,
 # backend_version (String|null), torch_version, noarch, bundle, kind ("noarch" | "torch" |
-# "stable-abi" | "tvm-ffi"), arch_variant, cuda_capabilities, rocm_archs ([String]|null).
+# "stable-abi" | "tvm-ffi"), arch_variant, cuda_capabilities, rocm_archs ([String]|null),
+# matrix, matrix_revision (from the build sets: buildSetsForSystem adds them).
 # Noarch cells carry `[torch-noarch]`'s cuda_capabilities / rocm_archs; compiled cells leave
 # them null (the orchestrator resolves the architectures inside the cell). Cells come sorted
 # by name. A set named by several build sets (every cuda set of a noarch kernel) gives one
@@ -116,6 +117,8 @@ let
       # toolkit tables.
       cuda_capabilities = if s.backend == "cuda" && k == "noarch" then config.noarchCudaCapabilities else null;
       rocm_archs = if s.backend == "rocm" && k == "noarch" then config.noarchRocmArchs else null;
+      matrix = s.matrix or null;
+      matrix_revision = s.matrix_revision or null;
     };
   named = map (s: { name = variantName s; set = s; }) survivors;
   # listToAttrs keeps the first entry of a name: put bundle sets first to prefer them.

@@ -16,7 +16,8 @@
 #   frameworkConfig, backends ([String], as written), kernels ([{ name, backend, src, depends }]),
 #   hasKernelFor (String -> Bool), stableAbiFor (String -> String|null), pyext ([String]),
 #   extDir ("torch-ext" | "tvm-ffi-ext"), cudaMinver, cudaMaxver, torchMinver, torchMaxver
-#   (String|null), noarchCudaCapabilities, noarchRocmArchs ([String]|null).
+#   (String|null), noarchCudaCapabilities, noarchRocmArchs ([String]|null), matrix (the
+#   `[general] matrix` pin, String|null: buildSetsForSystem's `matrix`).
 #
 # Example:
 #   (readKernelConfig ./kernels/vector-add-helion).backends  => [ "cuda" "rocm" "xpu" ]
@@ -98,6 +99,7 @@ builtins.seq edition {
       "pyi"
     ];
   extDir = if framework == "tvm-ffi" then "tvm-ffi-ext" else "torch-ext";
+  matrix = general.matrix or null;
   cudaMinver = general.cuda.minver or null;
   cudaMaxver = general.cuda.maxver or null;
   torchMinver = if framework == "torch" then frameworkConfig.minver or null else null;

@@ -13,9 +13,13 @@
 //! # All or nothing
 //!
 //! [`build_into`] assembles every requested variant into a temporary directory inside
-//! `DIR/build/` (the same filesystem, so renames are atomic), then, variant by variant, moves
-//! the old `build/<v>` aside and the new one into place; if a move fails, the ones already
-//! made are undone. Variants that were not built, and other files in `build/`, are left alone.
+//! `DIR/build/` (the same filesystem, so renames are atomic), then, variant by variant,
+//! exchanges the new one with the old `build/<v>` in one `renameat2(RENAME_EXCHANGE)`
+//! ([`swap_in`]): killed at any instant, each `build/<v>` is the whole old variant or the whole
+//! new one, never missing. If a swap fails, the ones already made are undone. A run killed
+//! between two variants leaves some variants new and some old; `build/hashes.json` still
+//! records the old ones (it is rewritten after the swaps), so `upload` refuses that tree and
+//! the next build completes it. Variants that were not built, and other files in `build/`, are left alone.
 //! If anything fails before the moves, `build/` is exactly as it was (a `build/` created for
 //! this run is removed again). The manifest `build/hashes.json` is then rewritten (see
 //! `write_manifest`): one NAR hash per variant built from this source, and the source's tree
@@ -139,6 +143,29 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
     ))
 }
 
+/// `"; did you mean `torch-cuda`?"` for the unknown names within two edits (optimal string
+/// alignment: a swap of two neighbours is one) of a valid one, else `""`. Variant names share
+/// long prefixes (`torch-`, `torch212-cxx11-`), so a similarity score would suggest
+/// `torch-rocm` for `torch-metal`; an edit distance does not.
+pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> String {
+    let near: Vec<String> = unknown
+        .iter()
+        .filter_map(|u| {
+            valid
+                .iter()
+                .map(|v| (strsim::osa_distance(u.as_ref(), v), *v))
+                .filter(|(d, _)| *d <= 2)
+                .min_by_key(|(d, _)| *d)
+                .map(|(_, v)| format!("`{v}`"))
+        })
+        .collect();
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", near.join(", "))
+    }
+}
+
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
 ///
 /// Errors: a name that is not planned; the message lists the valid names.
@@ -150,10 +177,11 @@ pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Resul
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
         anyhow::bail!(
-            "unknown variant{} {}; this kernel's variants are: {}",
+            "unknown variant{} {}; this kernel's variants are: {}{}",
             if unknown.len() == 1 { "" } else { "s" },
             unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") }
+            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") },
+            did_you_mean(&unknown, &valid)
         );
     }
     Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
@@ -330,13 +358,63 @@ pub enum Lock {
 ///
 /// Errors: `dir` cannot be opened or locked.
 pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
+    use rustix::fs::FlockOperation as Op;
     let file = std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
-    let op = match how {
-        Lock::Shared => rustix::fs::FlockOperation::LockShared,
-        Lock::Exclusive => rustix::fs::FlockOperation::LockExclusive,
+    let (now, wait) = match how {
+        Lock::Shared => (Op::NonBlockingLockShared, Op::LockShared),
+        Lock::Exclusive => (Op::NonBlockingLockExclusive, Op::LockExclusive),
     };
-    rustix::fs::flock(&file, op).with_context(|| format!("cannot lock `{dir}`"))?;
+    match rustix::fs::flock(&file, now) {
+        Ok(()) => return Ok(file),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {}
+        Err(e) => return Err(std::io::Error::from(e)).with_context(|| format!("cannot lock `{dir}`")),
+    }
+    // Someone else holds it: say who, then wait.
+    let who = lock_holder(&file).unwrap_or_else(|| "another process".to_owned());
+    let what = match how {
+        Lock::Shared => "to finish writing it",
+        Lock::Exclusive => "to finish with it",
+    };
+    eprintln!("note: `{dir}` is locked by {who}; waiting for it {what} (builds of one kernel take turns)");
+    rustix::fs::flock(&file, wait).with_context(|| format!("cannot lock `{dir}`"))?;
     Ok(file)
+}
+
+/// Who holds an `flock` on the file `file` refers to, from `/proc/locks` (Linux): `pid N
+/// (command line)`. `None` where that cannot be told.
+fn lock_holder(file: &std::fs::File) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let me = std::process::id();
+    for line in locks.lines() {
+        // `1: FLOCK  ADVISORY  WRITE 12345 08:01:123456 0 EOF` (blocked waiters have `->`).
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || f[1] != "FLOCK" || f.contains(&"->") {
+            continue;
+        }
+        let mut id = f[5].split(':');
+        let (Some(ma), Some(mi), Some(i)) = (id.next(), id.next(), id.next()) else { continue };
+        let same = u32::from_str_radix(ma, 16).ok() == Some(major)
+            && u32::from_str_radix(mi, 16).ok() == Some(minor)
+            && i.parse::<u64>().ok() == Some(ino);
+        let Ok(pid) = f[4].parse::<u32>() else { continue };
+        if same && pid != me {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .split('\0')
+                        .filter(|s| !s.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
+            return Some(if cmd.is_empty() { format!("pid {pid}") } else { format!("pid {pid} (`{cmd}`)") });
+        }
+    }
+    None
 }
 
 /// Remove the `.kernel-builder-tmp-*` directories that a killed build left in `build_dir`
@@ -349,6 +427,23 @@ fn remove_leftover_tmp_dirs(build_dir: &Utf8Path) -> Vec<Warning> {
     for e in rd.flatten() {
         if !e.file_name().starts_with(TMP_PREFIX) || !e.path().is_dir() || e.path().is_symlink() {
             continue;
+        }
+        // The fallback swap ([`swap_in`]) killed between its two renames: the old variant is
+        // in `old/`, and `build/` has none by that name. Put it back first.
+        if let Ok(old) = e.path().join("old").read_dir_utf8() {
+            for v in old.flatten() {
+                let target = build_dir.join(v.file_name());
+                if std::fs::symlink_metadata(&target).is_err() {
+                    let message = match std::fs::rename(v.path(), &target) {
+                        Ok(()) => "restored from an interrupted build".to_owned(),
+                        Err(err) => format!(
+                            "missing after an interrupted build, and cannot be restored from `{}` ({err})",
+                            v.path()
+                        ),
+                    };
+                    warnings.push(Warning { path: None, message: format!("`{target}`: {message}") });
+                }
+            }
         }
         let message = match std::fs::remove_dir_all(e.path()) {
             Ok(()) => "removed, left by an interrupted build".to_owned(),
@@ -422,6 +517,103 @@ pub fn unplanned_variant_dirs(build_dir: &Utf8Path, planned: &[PlannedVariant]) 
     out
 }
 
+/// How one variant went into `build/`, so that it can be undone.
+#[derive(Debug)]
+enum Swapped {
+    /// Exchanged atomically with the old `build/<v>`, which is now `new/<v>`.
+    Exchanged(String),
+    /// Moved into place where there was no old variant.
+    Moved(String),
+    /// Fallback (no `RENAME_EXCHANGE` on this filesystem): the old one moved to `old/<v>`,
+    /// then the new one into place.
+    TwoStep(String),
+}
+
+impl Swapped {
+    fn name(&self) -> &str {
+        match self {
+            Swapped::Exchanged(n) | Swapped::Moved(n) | Swapped::TwoStep(n) => n,
+        }
+    }
+
+    /// Put back what was there before; false when that failed.
+    fn undo(&self, build_dir: &Utf8Path, new_dir: &Utf8Path, old_dir: &Utf8Path) -> bool {
+        let target = build_dir.join(self.name());
+        match self {
+            Swapped::Exchanged(n) => exchange(&new_dir.join(n), &target).is_ok(),
+            Swapped::Moved(n) => std::fs::rename(&target, new_dir.join(n)).is_ok(),
+            Swapped::TwoStep(n) => {
+                std::fs::remove_dir_all(&target).is_ok() && std::fs::rename(old_dir.join(n), &target).is_ok()
+            }
+        }
+    }
+}
+
+/// Atomically exchange the two paths (`renameat2(RENAME_EXCHANGE)`): at every instant each
+/// name holds one of the two whole trees.
+fn exchange(a: &Utf8Path, b: &Utf8Path) -> std::io::Result<()> {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        a.as_std_path(),
+        rustix::fs::CWD,
+        b.as_std_path(),
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .map_err(std::io::Error::from)
+}
+
+/// Put the new variant `new_dir/<name>` in place of `build_dir/<name>` so that, whenever the
+/// process is killed, `build/<name>` is either the whole old variant or the whole new one:
+///
+/// - an old variant exists: one `renameat2(RENAME_EXCHANGE)`; the old one ends up in
+///   `new_dir/<name>` and is removed with the temporary directory;
+/// - no old variant: one `renameat2(RENAME_NOREPLACE)` (fails rather than replace a variant
+///   that appeared meanwhile);
+/// - a filesystem without `RENAME_EXCHANGE` (`EINVAL`, or no `renameat2` at all): the old one
+///   is renamed to `old_dir/<name>` and the new one into place. A kill between the two leaves
+///   the old variant in `old_dir`, from where the next build puts it back
+///   ([`remove_leftover_tmp_dirs`]) before doing anything else.
+fn swap_in(
+    build_dir: &Utf8Path,
+    new_dir: &Utf8Path,
+    old_dir: &Utf8Path,
+    name: &str,
+) -> anyhow::Result<Swapped> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    let target = build_dir.join(name);
+    let new = new_dir.join(name);
+    let moved = |e: std::io::Error| {
+        anyhow::Error::new(e).context(format!("cannot move the new `{name}` into `{build_dir}`"))
+    };
+    if std::fs::symlink_metadata(&target).is_err() {
+        return match renameat_with(CWD, new.as_std_path(), CWD, target.as_std_path(), RenameFlags::NOREPLACE)
+        {
+            Ok(()) => Ok(Swapped::Moved(name.to_owned())),
+            Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+                std::fs::rename(&new, &target).map_err(moved)?;
+                Ok(Swapped::Moved(name.to_owned()))
+            }
+            Err(e) => Err(moved(e.into())),
+        };
+    }
+    match exchange(&new, &target) {
+        Ok(()) => Ok(Swapped::Exchanged(name.to_owned())),
+        Err(e) if matches!(e.raw_os_error(), Some(code) if code == rustix::io::Errno::INVAL.raw_os_error() || code == rustix::io::Errno::NOSYS.raw_os_error()) =>
+        {
+            let aside = old_dir.join(name);
+            std::fs::rename(&target, &aside).with_context(|| format!("cannot move `{target}` aside"))?;
+            if let Err(e) = std::fs::rename(&new, &target) {
+                let _ = std::fs::rename(&aside, &target);
+                return Err(moved(e));
+            }
+            Ok(Swapped::TwoStep(name.to_owned()))
+        }
+        Err(e) => {
+            Err(anyhow::Error::new(e).context(format!("cannot exchange `{target}` with the new `{name}`")))
+        }
+    }
+}
+
 fn build_and_swap(
     source: &SourceSet,
     config: &BuildConfig,
@@ -451,43 +643,27 @@ fn build_and_swap(
         warnings.extend(w);
     }
 
-    // Swap in, undoing on failure.
-    let mut done: Vec<(Utf8PathBuf, Option<Utf8PathBuf>)> = Vec::new();
+    // Swap in, undoing on failure (see [`swap_in`]).
+    let mut done: Vec<Swapped> = Vec::new();
     for v in selected {
-        let target = build_dir.join(&v.name);
-        let aside = old_dir.join(&v.name);
-        let had_old = std::fs::symlink_metadata(&target).is_ok();
-        let step = (|| -> anyhow::Result<()> {
-            if had_old {
-                std::fs::rename(&target, &aside).with_context(|| format!("cannot move `{target}` aside"))?;
-            }
-            if let Err(e) = std::fs::rename(new_dir.join(&v.name), &target) {
-                if had_old {
-                    let _ = std::fs::rename(&aside, &target);
+        match swap_in(build_dir, &new_dir, &old_dir, &v.name) {
+            Ok(s) => done.push(s),
+            Err(e) => {
+                let not_restored: Vec<String> = done
+                    .iter()
+                    .rev()
+                    .filter(|s| !s.undo(build_dir, &new_dir, &old_dir))
+                    .map(|s| build_dir.join(s.name()).to_string())
+                    .collect();
+                if not_restored.is_empty() {
+                    return Err(e);
                 }
-                return Err(e)
-                    .with_context(|| format!("cannot move the new `{}` into `{build_dir}`", v.name));
+                return Err(e.context(format!(
+                    "and these variants could not be restored to their previous state: {}",
+                    not_restored.join(", ")
+                )));
             }
-            Ok(())
-        })();
-        if let Err(e) = step {
-            let mut not_restored = Vec::new();
-            for (t, a) in done.iter().rev() {
-                let undone = std::fs::remove_dir_all(t).is_ok()
-                    && a.as_ref().is_none_or(|a| std::fs::rename(a, t).is_ok());
-                if !undone {
-                    not_restored.push(t.to_string());
-                }
-            }
-            if not_restored.is_empty() {
-                return Err(e);
-            }
-            return Err(e.context(format!(
-                "and these variants could not be restored to their previous state: {}",
-                not_restored.join(", ")
-            )));
         }
-        done.push((target, had_old.then_some(aside)));
     }
 
     let built = selected
@@ -567,7 +743,7 @@ mod tests {
         let err = select(&planned, &["torch-cpu".into(), "cuda".into()]).unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu"
+            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-xpu`?"
         );
     }
 

@@ -32,6 +32,7 @@
 //!    hermetic, and the toolchain's versions);
 //! 5. hands the finished directory to [`check_built_variant`] (the seam for the ABI check).
 //!
+//! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count).
 //! The torch probe (a Python process importing torch, seconds) is cached in
 //! `<cache>/probe-v1/`, valid while the interpreter and torch's `version.py` keep their size and
 //! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
@@ -52,7 +53,7 @@ use sha2::Digest as _;
 use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
 use super::noarch::{create_dir, create_dirs_below, op_namespace, write_file};
 use super::provenance::{builder_provenance, BuildIds};
-use super::source::{read_source, Role, SourceSet};
+use super::source::{copy_source, Role, SourceSet};
 use super::Warning;
 use crate::codegen::{self, Layout};
 use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
@@ -702,10 +703,9 @@ pub fn cell_facts(
     let map = |from: &Utf8Path, to: &str| format!("-ffile-prefix-map={from}={to}");
     let mut host_opts: Vec<String> =
         vec![map(src_dir, "."), map(build_dir, "."), map(&t.torch_dir, "/torch")];
-    let gnu = cell.cxx.version.contains("g++")
-        || cell.cxx.version.contains("GCC")
-        || cell.cxx.version.contains("(Debian")
-        || cell.cxx.version.contains("gcc");
+    // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
+    // clang never does and has no such flag.
+    let gnu = !cell.cxx.version.contains("clang");
     if gnu {
         // Each kernel's function-local statics stay its own when two are loaded in one process.
         host_opts.push("-fno-gnu-unique".into());
@@ -803,6 +803,24 @@ fn sync_file(path: &Utf8Path, bytes: &[u8]) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// Copy the source file `src` to `dest` unless `dest` already has its bytes (so Ninja
+/// rebuilds nothing for unchanged files), streaming; creates parent directories.
+fn sync_copy(src: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<bool> {
+    if crate::fsutil::same_contents(src, dest) {
+        return Ok(false);
+    }
+    if let Some(p) = dest.parent() {
+        std::fs::create_dir_all(p).with_context(|| format!("cannot create `{p}`"))?;
+    }
+    match std::fs::remove_file(dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot replace `{dest}`")),
+    }
+    crate::fsutil::copy_new_file(src, dest, super::noarch::FILE_MODE)?;
+    Ok(true)
+}
+
 /// Build the compiled variant `cell` of the kernel (`source`, `config`) into
 /// `out_variant_dir` (which must not exist; its parent must). Returns warnings.
 ///
@@ -861,7 +879,7 @@ pub fn build_cell(
             });
             continue;
         }
-        sync_file(&src_dir.join(&f.rel), &read_source(f)?)?;
+        sync_copy(&f.abs, &src_dir.join(&f.rel))?;
         wanted.push(f.rel.clone());
     }
     for f in &project.files {
@@ -911,7 +929,7 @@ pub fn build_cell(
         if let Some(parent) = dest.parent() {
             create_dirs_below(out_variant_dir, parent)?;
         }
-        write_file(&dest, &read_source(f)?)?;
+        copy_source(f, &dest, super::noarch::FILE_MODE)?;
     }
     write_file(&out_variant_dir.join("_ops.py"), compiled_ops_py(&facts.ops_name, &cell.variant).as_bytes())?;
     let so = std::fs::read(&built).with_context(|| format!("cannot read `{built}`"))?;

@@ -3,14 +3,16 @@
 //!
 //! Keys, in this order: `name`, `id`, `version`, `license`, `upstream` and `source` (only when
 //! set), `python-depends`, `kernel-depends` (always, possibly `[]`), `backend` (`type`, and
-//! `archs` only when known), `digest` (the loader's per-file format, [`crate::hash::digest`]),
-//! `provenance` (`kernel-builder`, then `kernel` when known), and for compiled variants
-//! `build` (how it was built: `native`, `hermetic`, and the toolchain's versions; readers
-//! ignore unknown keys, so the `kernels` loader is unaffected). Written as pretty JSON with a
-//! two-space indent and a trailing newline.
+//! `archs` only when known), `kernels-minver` (only when the variant needs a particular
+//! loader release: computed by [`super::loader`], never set by hand), `digest` (the loader's
+//! per-file format, [`crate::hash::digest`]), `provenance` (`kernel-builder`, then `kernel`
+//! when known), and for compiled variants `build` (how it was built: `native`, `hermetic`, and
+//! the toolchain's versions; readers ignore unknown keys, so the `kernels` loader is
+//! unaffected). Written as pretty JSON with a two-space indent and a trailing newline.
 
 use serde::Serialize;
 
+use super::loader::{check_loadable, kernels_minver};
 use super::provenance::{BuilderProvenance, KernelRevision};
 use crate::config::{Backend, KernelDependency};
 use crate::hash::digest::Digest;
@@ -82,10 +84,60 @@ pub struct Provenance {
     pub kernel: Option<KernelRevision>,
 }
 
+/// The written form: [`Metadata`]'s fields with `kernels-minver` after `backend`.
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct Wire<'a> {
+    name: &'a str,
+    id: &'a str,
+    version: u64,
+    license: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'a str>,
+    python_depends: &'a [String],
+    kernel_depends: &'a [KernelDependency],
+    backend: &'a BackendInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernels_minver: Option<String>,
+    digest: &'a Digest,
+    provenance: &'a Provenance,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    build: Option<&'a BuildInfo>,
+}
+
 impl Metadata {
-    /// The file's bytes: pretty JSON (two-space indent) and a trailing newline.
+    /// The file's bytes: pretty JSON (two-space indent) and a trailing newline, with
+    /// `kernels-minver` computed from what the variant uses ([`super::loader::kernels_minver`]).
+    ///
+    /// Errors when the loader release that `kernels-minver` names could not load the variant
+    /// (a python dependency unknown to it, a kernel name it rejects): nothing is written then.
     pub fn to_json_bytes(&self) -> anyhow::Result<Vec<u8>> {
-        let mut out = serde_json::to_vec_pretty(self)?;
+        let minver = kernels_minver(self).map(|(v, _)| v);
+        if let Err(why) = check_loadable(self, minver) {
+            anyhow::bail!(
+                "refusing to write metadata.json of `{}` ({} variant): the kernels loader could not load it: {why}",
+                self.id,
+                self.backend.kind
+            );
+        }
+        let wire = Wire {
+            name: &self.name,
+            id: &self.id,
+            version: self.version,
+            license: &self.license,
+            upstream: self.upstream.as_deref(),
+            source: self.source.as_deref(),
+            python_depends: &self.python_depends,
+            kernel_depends: &self.kernel_depends,
+            backend: &self.backend,
+            kernels_minver: minver.map(|v| v.to_string()),
+            digest: &self.digest,
+            provenance: &self.provenance,
+            build: self.build.as_ref(),
+        };
+        let mut out = serde_json::to_vec_pretty(&wire)?;
         out.push(b'\n');
         Ok(out)
     }
@@ -157,6 +209,7 @@ mod tests {
       "9.0"
     ]
   }},
+  "kernels-minver": "0.17.0",
   "digest": {{
     "algorithm": "sha256",
     "files": {{
@@ -180,5 +233,35 @@ mod tests {
             b = "b".repeat(40)
         );
         assert_eq!(String::from_utf8(m.to_json_bytes().unwrap()).unwrap(), expected);
+    }
+
+    #[test]
+    fn no_kernels_minver_without_a_feature_that_needs_one_and_refusal_of_unknown_deps() {
+        let mut m = Metadata {
+            name: "relu".into(),
+            id: "_relu_cpu_abc1234".into(),
+            version: 1,
+            license: "MIT".into(),
+            upstream: None,
+            source: None,
+            python_depends: vec!["einops".into()],
+            kernel_depends: vec![],
+            backend: BackendInfo { kind: Backend::Cpu, archs: None },
+            digest: Digest { algorithm: Algorithm::Sha256, files: BTreeMap::new() },
+            provenance: Provenance {
+                kernel_builder: BuilderProvenance { version: "0.1.0".into(), commit: None, dirty: None },
+                kernel: None,
+            },
+            build: None,
+        };
+        let text = String::from_utf8(m.to_json_bytes().unwrap()).unwrap();
+        assert!(!text.contains("kernels-minver"), "{text}");
+        m.python_depends.push("nvidia-cutlass-dsl".into());
+        let err = m.to_json_bytes().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "refusing to write metadata.json of `_relu_cpu_abc1234` (cpu variant): the kernels loader could not load it: \
+             any kernels release does not know the cpu python dependency `nvidia-cutlass-dsl` (it would raise \"unsupported kernel dependency\")"
+        );
     }
 }

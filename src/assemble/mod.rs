@@ -7,7 +7,7 @@
 //! - [`provenance`]: the git state recorded in `metadata.json` (`provenance.kernel`), and the
 //!   orchestrator's own version and commit (`provenance.kernel-builder`);
 //! - [`noarch`]: one flat noarch variant directory (`torch-<backend>/`): the package files,
-//!   `_ops.py` and `metadata.json` ([`metadata`]);
+//!   `_ops.py` and `metadata.json` ([`metadata`], with `kernels-minver` from [`loader`]);
 //! - [`compiled`]: the seam where compiled (`[torch]`/`[tvm-ffi]`) variants will be built;
 //! - [`bundle`]: every requested variant built into a temporary directory inside `DIR/build/`
 //!   and renamed into place, replacing only the variants built, then `build/hashes.json`;
@@ -22,6 +22,7 @@
 pub mod bundle;
 pub mod compiled;
 pub mod gitid;
+pub mod loader;
 pub mod metadata;
 pub mod noarch;
 pub mod provenance;

@@ -41,7 +41,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use super::metadata::{BackendInfo, Metadata, Provenance};
 use super::provenance::{builder_provenance, BuildIds};
-use super::source::{read_source, Role, SourceSet};
+use super::source::{copy_source, Role, SourceSet};
 use super::Warning;
 use crate::config::{Backend, BuildConfig, Framework};
 
@@ -133,7 +133,7 @@ pub fn assemble_noarch(
         if let Some(parent) = dest.parent() {
             create_dirs_below(out_variant_dir, parent)?;
         }
-        write_file(&dest, &read_source(f)?)?;
+        copy_source(f, &dest, FILE_MODE)?;
     }
     write_file(&out_variant_dir.join("_ops.py"), ops_py(&namespace, &variant).as_bytes())?;
 

@@ -7,7 +7,9 @@
 //!   counting the kernel's own `build/` directory, which holds outputs. Untracked files never
 //!   make it dirty. The Nix path gets the same two values on the command line
 //!   (`kernel-builder assemble --kernel-commit SHA [--kernel-dirty]`), from the flake's
-//!   `self.rev` / `self.dirtyRev`. Without a commit the key is left out.
+//!   `self.rev` / `self.dirtyRev`. Without a commit the key is left out. When `git` cannot be
+//!   run inside a repository, cleanliness cannot be checked: `HEAD`'s commit is read from the
+//!   repository's files and recorded as dirty, with a warning ([`unchecked_revision`]).
 //!
 //!   It is written only for a DIRTY build (the `kernels` loader then warns that the variant
 //!   was built from a modified tree). A clean build leaves it out, so that a variant's bytes
@@ -101,12 +103,19 @@ fn git(dir: &Utf8Path, args: &[&str]) -> duct::Expression {
 /// The git state of the kernel in `kernel_dir`: `HEAD`'s commit and whether tracked files
 /// under `kernel_dir` (outside its `build/`) differ from it.
 ///
-/// `Ok(None)` when there is no git, `kernel_dir` is not in a repository, or the repository has
-/// no commit yet. Errors: `git status` fails inside a repository (its stderr is shown).
+/// When `git` cannot be run (not installed, not on `PATH`) but `kernel_dir` is inside a git
+/// repository, whether the tree is clean cannot be checked. The build must not then pass for
+/// a clean one: the commit is read from the repository's files (`HEAD`, loose and packed
+/// refs) and recorded as dirty, and a warning on stderr says why (see
+/// [`unchecked_revision`]).
+///
+/// `Ok(None)` when `kernel_dir` is not in a repository, or the repository has no commit yet.
+/// Errors: `git status` fails inside a repository (its stderr is shown).
 pub fn git_revision(kernel_dir: &Utf8Path) -> anyhow::Result<Option<KernelRevision>> {
     let head = match git(kernel_dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).run() {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-        // No git installed, not a repository, or no commit: nothing to record.
+        Err(e) => return Ok(unchecked_revision(kernel_dir, &e)),
+        // Not a repository, or no commit: nothing to record.
         _ => return Ok(None),
     };
     let Ok(commit) = parse_object_id(&head) else {
@@ -124,6 +133,71 @@ pub fn git_revision(kernel_dir: &Utf8Path) -> anyhow::Result<Option<KernelRevisi
         );
     }
     Ok(Some(KernelRevision { commit, dirty: !status.stdout.is_empty() }))
+}
+
+/// The revision recorded when `git` cannot be run (`error`): `HEAD`'s commit read from the
+/// repository's files, marked dirty because cleanliness could not be checked; `None` when
+/// `kernel_dir` is in no repository or `HEAD` cannot be resolved. Prints one warning saying
+/// which, and what was recorded.
+pub fn unchecked_revision(kernel_dir: &Utf8Path, error: &std::io::Error) -> Option<KernelRevision> {
+    let gitdir = find_gitdir(kernel_dir)?;
+    let commit = read_head(&gitdir);
+    let what = match &commit {
+        Some(c) => format!(
+            "recorded as commit {c} with `dirty: true` (provenance.kernel in metadata.json), so that the build never passes for a clean one"
+        ),
+        None => "and HEAD could not be read, so no kernel revision is recorded".to_owned(),
+    };
+    eprintln!(
+        "warning: cannot run `git` ({error}): whether `{kernel_dir}` has uncommitted changes could not be checked; {what}. Install git (or put it on PATH) to record the real state."
+    );
+    Some(KernelRevision { commit: commit?, dirty: true })
+}
+
+/// The git directory of the repository holding `dir`: the nearest `.git` directory, or the
+/// directory a `.git` file (`gitdir: …`, a worktree or submodule) names.
+fn find_gitdir(dir: &Utf8Path) -> Option<std::path::PathBuf> {
+    let start = std::fs::canonicalize(dir).ok()?;
+    for d in start.ancestors() {
+        let dot = d.join(".git");
+        if dot.is_dir() {
+            return Some(dot);
+        }
+        if let Ok(text) = std::fs::read_to_string(&dot) {
+            let target = text.strip_prefix("gitdir:")?.trim();
+            return Some(d.join(target));
+        }
+    }
+    None
+}
+
+/// `HEAD` of `gitdir` as a commit id: a detached id, or the ref it names, looked up as a loose
+/// ref and in `packed-refs`, in `gitdir` and then in its `commondir` (worktrees).
+fn read_head(gitdir: &std::path::Path) -> Option<String> {
+    let head = std::fs::read_to_string(gitdir.join("HEAD")).ok()?;
+    let head = head.trim();
+    let Some(name) = head.strip_prefix("ref:").map(str::trim) else {
+        return parse_object_id(head).ok();
+    };
+    let common = std::fs::read_to_string(gitdir.join("commondir"))
+        .ok()
+        .map(|c| gitdir.join(c.trim()))
+        .unwrap_or_else(|| gitdir.to_owned());
+    for dir in [gitdir, common.as_path()] {
+        if let Ok(id) = std::fs::read_to_string(dir.join(name)) {
+            return parse_object_id(id.trim()).ok();
+        }
+        if let Ok(packed) = std::fs::read_to_string(dir.join("packed-refs")) {
+            for line in packed.lines() {
+                if let Some((id, r)) = line.split_once(' ') {
+                    if r == name {
+                        return parse_object_id(id).ok();
+                    }
+                }
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

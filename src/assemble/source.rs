@@ -17,8 +17,8 @@
 //!    last `.` of the file name; a name like `.gitignore` has none and is never taken. Names
 //!    starting with `.` are never taken (`.x.py` neither), nor anything under a directory
 //!    whose name starts with `.` (`.ipynb_checkpoints/`, `.git/`).
-//! 4. Never taken, anywhere: a directory named `__pycache__` (with everything under it) and
-//!    files ending in `.pyc`.
+//! 4. Never taken, anywhere: Python bytecode ([`crate::layout`]: `__pycache__` with everything
+//!    under it, files ending in `.pyc`).
 //!
 //! Symbolic links are read through: a link whose target resolves inside the kernel directory
 //! counts as the file (or directory) it points to, at the link's path; a link that resolves
@@ -65,7 +65,6 @@
 //! used).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 
 use anyhow::Context;
@@ -311,6 +310,13 @@ impl Collector {
     }
 
     fn add_file(&mut self, rel: &Utf8Path, what: &str, role: Role) {
+        if rel.as_str().contains(['\n', '\r']) {
+            self.errors.push(format!(
+                "{:?} has a line break in its name, which hashes.json, the Hub and most tools cannot show on one line; rename it",
+                rel.as_str()
+            ));
+            return;
+        }
         let abs = self.root.join(rel);
         let meta = match std::fs::metadata(&abs) {
             Ok(m) => m,
@@ -329,15 +335,13 @@ impl Collector {
         let mode =
             if meta.permissions().mode() & 0o100 != 0 { FileMode::Executable } else { FileMode::Regular };
         if matches!(rel.extension(), Some("py" | "pyi")) {
-            match std::fs::read(&abs) {
-                Ok(bytes) => {
-                    if let Err(e) = std::str::from_utf8(&bytes) {
-                        let line = bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
-                        self.errors.push(format!(
-                            "`{rel}` is not UTF-8 (invalid byte on line {line}); Python reads sources as UTF-8, so re-save it as UTF-8"
-                        ));
-                        return;
-                    }
+            match std::fs::File::open(&abs).and_then(crate::fsutil::check_utf8) {
+                Ok(Ok(())) => {}
+                Ok(Err(crate::fsutil::NotUtf8 { line })) => {
+                    self.errors.push(format!(
+                        "`{rel}` is not UTF-8 (invalid byte on line {line}); Python reads sources as UTF-8, so re-save it as UTF-8"
+                    ));
+                    return;
                 }
                 Err(e) => {
                     self.errors.push(format!("cannot read `{rel}`: {e}"));
@@ -362,11 +366,10 @@ impl Collector {
         role: &dyn Fn(&Utf8Path) -> Role,
     ) {
         let top = self.root.join(rel);
-        let mut walker = walkdir::WalkDir::new(&top)
-            .follow_links(true)
-            .sort_by_file_name()
-            .into_iter()
-            .filter_entry(|e| e.file_name() != "__pycache__");
+        let mut walker =
+            walkdir::WalkDir::new(&top).follow_links(true).sort_by_file_name().into_iter().filter_entry(
+                |e| e.depth() == 0 || !crate::layout::is_bytecode(e.file_name(), e.file_type().is_dir()),
+            );
         while let Some(entry) = walker.next() {
             let entry = match entry {
                 Ok(e) => e,
@@ -405,7 +408,7 @@ impl Collector {
                 continue;
             }
             let name = entry.file_name().to_str().unwrap_or_default().to_owned();
-            if name.ends_with(".pyc") || !want(&below, &name) {
+            if crate::layout::is_bytecode(entry.file_name(), false) || !want(&below, &name) {
                 continue;
             }
             let r = role(&below);
@@ -586,13 +589,11 @@ pub fn parse_heuristic_name(name: &str) -> Option<Heuristic> {
     })
 }
 
-/// Read a source file's bytes (used by the assembler; the error names the file).
-pub fn read_source(f: &SourceFile) -> anyhow::Result<Vec<u8>> {
-    let mut buf = Vec::with_capacity(f.len as usize);
-    std::fs::File::open(&f.abs)
-        .and_then(|mut file| file.read_to_end(&mut buf))
-        .with_context(|| format!("cannot read `{}`", f.abs))?;
-    Ok(buf)
+/// Copy a source file to the new file `dest` with mode `mode`, streaming (a source file is
+/// never held whole in memory); the error names the file.
+pub fn copy_source(f: &SourceFile, dest: &Utf8Path, mode: u32) -> anyhow::Result<()> {
+    crate::fsutil::copy_new_file(&f.abs, dest, mode)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -185,7 +185,7 @@ fn recorded_revision(variant_dir: &Utf8Path) -> Option<Option<KernelRevision>> {
 }
 
 fn sri_of(dir: &Utf8Path) -> anyhow::Result<String> {
-    crate::hash::nar_hash_sri(dir.as_std_path()).with_context(|| format!("cannot hash `{dir}`"))
+    crate::hash::variant_nar_hash_sri(dir.as_std_path()).with_context(|| format!("cannot hash `{dir}`"))
 }
 
 fn check_one(
@@ -222,7 +222,7 @@ fn check_one(
 /// The first path, in NAR order, where `on_disk` differs from `rebuilt` (the rebuild is the
 /// expectation, [`crate::hash::tree_diff`]), with a short diff of a file's contents.
 fn first_difference(on_disk: &Utf8Path, rebuilt: &Utf8Path) -> anyhow::Result<Option<String>> {
-    let diff = tree_diff::first_difference(rebuilt.as_std_path(), on_disk.as_std_path())
+    let diff = tree_diff::first_variant_difference(rebuilt.as_std_path(), on_disk.as_std_path())
         .with_context(|| format!("cannot compare `{on_disk}` with its rebuild"))?;
     let Some(diff) = diff else { return Ok(None) };
     let mut msg = format!("first difference: {diff}");

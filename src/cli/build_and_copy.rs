@@ -15,7 +15,9 @@ use crate::config::Backend;
 /// How `build-and-copy` builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum NixMode {
-    /// Through Nix when `nix` is on PATH and DIR has a `flake.nix`; natively otherwise.
+    /// Through Nix when `nix` is on PATH, DIR has a `flake.nix` and the cells' orchestrator
+    /// needs no download (KERNEL_BUILDER_ORCHESTRATOR, a static kernel-builder, or one
+    /// installed through its flake); natively otherwise, saying why.
     Auto,
     /// Always through Nix (`nix build` of the kernel's flake); fails without Nix.
     Always,
@@ -109,11 +111,24 @@ pub fn run(args: Args) -> super::CmdResult {
         NixMode::Auto => {
             let has_nix = nix_on_path();
             let has_flake = dir.join("flake.nix").is_file();
-            if has_nix && has_flake {
+            let orchestrator = if has_nix && has_flake {
+                crate::nixdrv::offline_orchestrator(&args.nix_args)?
+            } else {
+                None
+            };
+            if let Some(from) = orchestrator {
                 eprintln!(
-                    "note: building through Nix (`{dir}` has a flake.nix); `--nix never` builds natively"
+                    "note: building through Nix (`{dir}` has a flake.nix; the cells run {from}); `--nix never` builds natively"
                 );
                 true
+            } else if has_nix && has_flake {
+                eprintln!(
+                    "note: building natively: Nix is on PATH, but this kernel-builder is not statically linked and \
+                     KERNEL_BUILDER_ORCHESTRATOR is not set, so Nix would first build the orchestrator from nixpkgs \
+                     (a download); `--nix always` does that, `scripts/setup-nix.sh` prints a directory for \
+                     KERNEL_BUILDER_ORCHESTRATOR"
+                );
+                false
             } else {
                 let why = if has_nix {
                     format!("`{dir}` has no flake.nix")

@@ -13,7 +13,8 @@ use crate::config::{self, BuildConfig, Framework};
 pub struct Args {
     /// Kernel directory (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
-    /// Print the summary as JSON on stdout instead of text.
+    /// Print the summary as JSON on stdout instead of text; a file with errors prints a JSON
+    /// document of its problems with their lines and columns (the text still goes to stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -33,6 +34,71 @@ pub struct Summary {
     pub kernels: Vec<KernelSummary>,
     /// Backends with no `[kernel.*]`: their variants are noarch (`torch-<backend>`).
     pub noarch_backends: Vec<String>,
+    /// The build matrix the cells come from (`[general] matrix`, else the default), e.g.
+    /// `2026-12`, and its revision date.
+    pub matrix: String,
+    pub matrix_revision: String,
+}
+
+/// The `--json` document of a file with errors (exit 1): every problem with its place.
+///
+/// ```json
+/// {"valid": false, "file": "k/build.toml", "errors": 1, "warnings": 0,
+///  "problems": [{"severity": "error", "rule": "unknown-key", "key_path": "general.bogus",
+///                "message": "…", "help": "…", "line": 7, "column": 1}]}
+/// ```
+#[derive(Debug, Serialize)]
+pub struct Invalid {
+    /// Always `false` (a valid file prints [`Summary`]).
+    pub valid: bool,
+    pub file: String,
+    pub errors: usize,
+    pub warnings: usize,
+    pub problems: Vec<ProblemJson>,
+}
+
+/// One problem of [`Invalid`]; `line` and `column` are 1-based, `null` without a place.
+#[derive(Debug, Serialize)]
+pub struct ProblemJson {
+    /// `error` or `warning`.
+    pub severity: &'static str,
+    pub rule: &'static str,
+    pub key_path: String,
+    pub message: String,
+    pub help: Option<String>,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+impl Invalid {
+    /// The document for `e`.
+    pub fn of(e: &config::ConfigErrors) -> Invalid {
+        let problems: Vec<ProblemJson> = e
+            .problems
+            .iter()
+            .zip(e.locations.iter().chain(std::iter::repeat(&None)))
+            .map(|(p, l)| ProblemJson {
+                severity: match p.severity {
+                    config::Severity::Error => "error",
+                    config::Severity::Warning => "warning",
+                },
+                rule: p.rule,
+                key_path: p.key_path.clone(),
+                message: p.message.clone(),
+                help: p.help.clone(),
+                line: l.map(|l| l.line),
+                column: l.map(|l| l.column),
+            })
+            .collect();
+        let errors = e.errors().count();
+        Invalid {
+            valid: false,
+            file: e.path.to_string(),
+            errors,
+            warnings: problems.len() - errors,
+            problems,
+        }
+    }
 }
 
 /// One `[kernel.<name>]`.
@@ -67,6 +133,8 @@ impl Summary {
                     .collect(),
                 Framework::TvmFfi(_) => Vec::new(),
             },
+            matrix: crate::matrix::data::for_config(c).name.clone(),
+            matrix_revision: crate::matrix::data::for_config(c).revision.clone(),
         }
     }
 
@@ -88,6 +156,7 @@ impl Summary {
         if !self.noarch_backends.is_empty() {
             s.push_str(&format!("noarch backends: {}\n", self.noarch_backends.join(", ")));
         }
+        s.push_str(&format!("matrix: {} (revision {})\n", self.matrix, self.matrix_revision));
         s
     }
 }
@@ -111,6 +180,9 @@ pub fn run(args: Args) -> super::CmdResult {
         }
         Err(errors) => {
             eprint!("{}", errors.render());
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&Invalid::of(&errors))?);
+            }
             Ok(ExitCode::from(1))
         }
     }

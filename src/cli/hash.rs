@@ -18,15 +18,24 @@ pub struct Args {
     pub paths: Vec<PathBuf>,
 }
 
-/// Hash each path and print its SRI hash; stops at the first path that cannot be hashed.
+/// Hash each path and print its SRI hash, in order. A path that cannot be hashed is reported
+/// on stderr (`error: cannot hash …` and its cause) and the others are still hashed; the exit status is then
+/// 1, at the end.
 ///
 /// # Errors
-/// A path that cannot be read, or that holds a socket, FIFO or device node; the error names it.
+/// Standard output cannot be written.
 pub fn run(args: Args) -> super::CmdResult {
     let stdout = std::io::stdout();
+    let mut failed = 0usize;
     for path in &args.paths {
-        let sri =
-            crate::hash::nar_hash_sri(path).with_context(|| format!("cannot hash `{}`", path.display()))?;
+        let sri = match crate::hash::nar_hash_sri(path) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: cannot hash `{}`\n  caused by: {e}", path.display());
+                failed += 1;
+                continue;
+            }
+        };
         let mut out = stdout.lock();
         if let Err(err) = writeln!(out, "{sri}").and_then(|()| out.flush()) {
             // A closed pipe (`kernel-builder hash … | head -1`) is not a failure.
@@ -35,6 +44,10 @@ pub fn run(args: Args) -> super::CmdResult {
             }
             return Err(err).context("cannot write to standard output");
         }
+    }
+    if failed > 0 {
+        eprintln!("error: {failed} of {} paths could not be hashed", args.paths.len());
+        return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
 }

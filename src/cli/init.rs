@@ -27,10 +27,10 @@ pub struct Args {
     #[arg(long, value_name = "ORG/NAME")]
     pub name: Option<String>,
 
-    /// Backends to build for: cpu, cuda, metal, rocm, xpu, or `all` (every backend the
-    /// template supports). Default: helion and triton cuda rocm xpu; torch cpu cuda; compiled
+    /// Backends to build for (`cuda rocm` or `cuda,rocm`): cpu, cuda, metal, rocm, xpu, or
+    /// `all` (every backend the template supports). Default: helion and triton cuda rocm xpu; torch cpu cuda; compiled
     /// cuda.
-    #[arg(long, num_args = 1.., value_name = "BACKEND")]
+    #[arg(long, num_args = 1.., value_delimiter = ',', value_name = "BACKEND")]
     pub backends: Vec<String>,
 
     /// The kind of kernel. The op is the same in every template (an element-wise add), ready
@@ -39,13 +39,15 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Template::Helion)]
     pub template: Template,
 
-    /// Licence of the kernel, written into build.toml and the card (an SPDX id).
+    /// License of the kernel, written into build.toml and the card (an SPDX id).
     #[arg(long, value_name = "LICENSE", default_value = init::DEFAULT_LICENSE)]
     pub license: String,
 
-    /// Flake reference of kernel-builder that the new kernel's flake.nix builds with.
-    #[arg(long, value_name = "REF", env = "KERNEL_BUILDER_FLAKE_REF", default_value = init::DEFAULT_FLAKE_REF)]
-    pub flake_ref: String,
+    /// Flake reference of kernel-builder that the new kernel's flake.nix builds with (its
+    /// `inputs.kernel-builder.url`). Default: the flake this kernel-builder was installed from,
+    /// else the checkout it was built from, else the published flake.
+    #[arg(long, value_name = "REF", env = "KERNEL_BUILDER_FLAKE_REF")]
+    pub flake_ref: Option<String>,
 
     /// Write into a non-empty directory: generated files replace files of the same name,
     /// other files are left as they are.
@@ -79,7 +81,8 @@ pub struct Plan {
 pub fn resolve(args: &Args) -> Result<Plan, UsageError> {
     let backends = resolve_backends(args.template, &args.backends, args.path.is_some())?;
     check_license(&args.license)?;
-    check_flake_ref(&args.flake_ref)?;
+    let flake_ref = args.flake_ref.clone().unwrap_or_else(|| init::default_flake_ref().0);
+    check_flake_ref(&flake_ref)?;
     let (repo, dir, repo_from_path) = resolve_repo(args.name.as_deref(), args.path.as_deref())?;
     Ok(Plan {
         project: Project {
@@ -87,7 +90,7 @@ pub fn resolve(args: &Args) -> Result<Plan, UsageError> {
             template: args.template,
             backends,
             license: args.license.clone(),
-            flake_ref: args.flake_ref.clone(),
+            flake_ref,
         },
         dir,
         repo_from_path,
@@ -126,6 +129,15 @@ pub fn run(args: Args) -> super::CmdResult {
         files.len()
     );
     println!("  {}", written.git);
+    let from = if args.flake_ref.is_some() {
+        "from --flake-ref or KERNEL_BUILDER_FLAKE_REF"
+    } else {
+        init::default_flake_ref().1
+    };
+    println!(
+        "  flake.nix takes kernel-builder from `{}` ({from}); to use another, edit `inputs.kernel-builder.url` in flake.nix (or pass --flake-ref)",
+        p.flake_ref
+    );
     println!("Next:");
     println!("  cd {}", shell_quote(written.dir.as_str()));
     if p.template == Template::Compiled {
@@ -294,7 +306,7 @@ fn check_license(license: &str) -> Result<(), UsageError> {
         Ok(())
     } else {
         Err(UsageError::new(
-            format!("`--license {license}` is not a licence id: use letters, digits, `.`, `-` and `+` (e.g. `Apache-2.0`, `MIT`)"),
+            format!("`--license {license}` is not a license id: use letters, digits, `.`, `-` and `+` (e.g. `Apache-2.0`, `MIT`)"),
             None,
         ))
     }

@@ -23,7 +23,9 @@ pub struct Args {
     pub dir: Option<Utf8PathBuf>,
 
     /// Print a JSON array of cells (name, system, backend, backend_version, torch_version,
-    /// noarch, bundle, kind, arch_variant, cuda_capabilities, rocm_archs) instead of names.
+    /// noarch, bundle, kind, arch_variant, cuda_capabilities, rocm_archs, matrix,
+    /// matrix_revision) instead of names. The matrix is the one build.toml pins
+    /// (`[general] matrix`), else the default (`kernel-builder --version` names it).
     #[arg(long)]
     pub json: bool,
 

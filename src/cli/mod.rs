@@ -14,14 +14,16 @@ pub mod create_pyproject;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
+pub mod matrix;
 pub mod nix_support;
+pub mod tune;
 pub mod update_build;
 pub mod upload;
 pub mod verify;
 
 /// Build PyTorch kernels for every cell of the compatibility matrix into Hub-ready trees.
 #[derive(Debug, Parser)]
-#[command(name = "kernel-builder", version, about, max_term_width = 100)]
+#[command(name = "kernel-builder", version = crate::matrix::data::version_line(), about, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -58,6 +60,10 @@ pub enum Command {
     Upload(upload::Args),
     /// Build the variants natively, verify them against the manifest, then upload.
     BuildAndUpload(build_and_upload::Args),
+    /// Maintainer commands about the build matrix (check it against a torch wheel).
+    Matrix(matrix::Args),
+    /// Pre-tune a Helion kernel on this GPU: heuristic files with provenance, per-shape table.
+    Tune(tune::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
@@ -94,8 +100,10 @@ pub fn main() -> ExitCode {
         Command::Verify(a) => verify::run(a),
         Command::CheckAbi(a) => check_abi::run(a),
         Command::NixSupport(a) => nix_support::run(a),
+        Command::Matrix(a) => matrix::run(a),
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
+        Command::Tune(a) => tune::run(a),
     };
     match result {
         Ok(code) => code,

@@ -161,7 +161,7 @@ pub fn run(args: Args) -> super::CmdResult {
     }
     let path = dir.join("build.toml");
     let display = if args.dir.is_some() { path.to_string() } else { "build.toml".to_owned() };
-    let text = crate::fsutil::read_to_string(&path)?;
+    let text = crate::config::read_build_toml_text(&path)?;
     if text.trim().is_empty() {
         bail!("`{display}` is empty: there is nothing to update (`kernel-builder check-config` says what it needs)");
     }
@@ -206,9 +206,7 @@ pub fn run(args: Args) -> super::CmdResult {
     print_changes(&plan.changes);
     print_problems(&display, &plan.problems);
     if plan.has_errors() {
-        bail!(
-            "`{display}` was not changed: fix the errors above and run `kernel-builder update-build` again"
-        );
+        bail!("`{display}` was not changed: fix the errors above and run this command again");
     }
     // Diagnostics about the new text name it as such: its line numbers are not the file's.
     let shown_new = format!("{display} (as upgraded, not written)");
@@ -247,8 +245,19 @@ fn print_problems(display: &str, problems: &[Problem]) {
             Severity::Error => "error",
         };
         eprintln!("{level}: {display}: {}: {} [{}]", p.key_path, p.message, p.rule);
-        if let Some(help) = &p.help {
+        if let Some(help) = p.help.as_deref().and_then(help_here) {
             eprintln!("  help: {help}");
         }
     }
+}
+
+/// A problem's help as update-build shows it: the upgrade's rules are shared with check-config,
+/// whose help says to run update-build, which is what is running. That part is dropped (or,
+/// for `--license`, said as "run again with"); a help that is nothing but it is left out.
+fn help_here(help: &str) -> Option<String> {
+    const RUN: &str = "run `kernel-builder update-build`";
+    let help = help.strip_prefix(&format!("{RUN}, then ")).map(str::to_owned).unwrap_or_else(|| {
+        help.replace(&format!("or {RUN} --license <SPDX id>`"), "or run again with `--license <SPDX id>`")
+    });
+    (!help.contains("kernel-builder update-build")).then_some(help)
 }

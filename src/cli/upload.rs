@@ -55,7 +55,19 @@ pub fn run(args: Args) -> super::CmdResult {
     run_upload(dir, &args.flags)
 }
 
-/// Prepare, upload, print and write the JSON outcome: the part `build-and-upload` shares.
+/// Fail unless a file can be written at `path`: its directory exists and takes a new file
+/// (one is created and removed), and `path` itself is not a directory.
+fn check_writable(path: &camino::Utf8Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    anyhow::ensure!(!path.is_dir(), "--output-json `{path}` is a directory; name a file");
+    let dir = path.parent().filter(|p| !p.as_str().is_empty()).unwrap_or(camino::Utf8Path::new("."));
+    tempfile::Builder::new().prefix(".kernel-builder-").tempfile_in(dir).map(drop).with_context(|| {
+        format!("--output-json `{path}` cannot be written (checked before uploading anything)")
+    })
+}
+
+/// Prepare, upload, print and write the JSON outcome (also when the upload fails: then with
+/// the commits that landed and the error): the part `build-and-upload` shares.
 pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
     let opts = UploadOptions {
         dir,
@@ -71,14 +83,34 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         eprintln!("warning: {w}");
     }
     let token = auth::find_token()?.map(|(t, _)| t);
-    let endpoint = auth::endpoint();
+    let endpoint = auth::checked_endpoint()?;
     eprintln!(
         "Uploading {} variant(s) to {} branch `{}` at {endpoint}",
         prepared.variants.len(),
         prepared.repo_id,
-        prepared.branch
+        prepared.branch,
+        endpoint = auth::redact_userinfo(&endpoint)
     );
-    let outcome = hub::upload(&prepared, &opts, &endpoint, token)?;
+    // A bad `--output-json` path fails now, before anything is committed.
+    if let Some(path) = &flags.output_json {
+        check_writable(path)?;
+    }
+    let outcome = match hub::upload(&prepared, &opts, &endpoint, token) {
+        Ok(o) => o,
+        Err(failed) => {
+            let hub::upload::Failed { outcome, error } = *failed;
+            for n in &outcome.notes {
+                eprintln!("note: {n}");
+            }
+            if let Some(path) = &flags.output_json {
+                if let Err(e) = crate::fsutil::write_atomic(path, outcome.to_json().as_bytes()) {
+                    eprintln!("warning: {e:#}");
+                }
+            }
+            eprintln!("{}", hub::upload::summary(&outcome));
+            return Err(error);
+        }
+    };
     for n in &outcome.notes {
         eprintln!("note: {n}");
     }

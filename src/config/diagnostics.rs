@@ -373,7 +373,121 @@ pub(crate) fn place(
     placed
 }
 
-/// Render placed problems one after another, then a one-line count.
+/// The longest source line (in bytes) that miette is given to draw. Its graphical handler pads
+/// with `format!("{:width$}")`, which panics when the width passes `u16::MAX` (seen: 70,000
+/// spaces before a bad key); a line this long, with tabs widened 4×, stays far below that.
+const MAX_DRAWN_LINE: usize = 4096;
+
+/// The most lines of one span that miette draws; a longer span (a value of 500,000 array
+/// entries) is cut to its first line, so one problem never prints the whole file.
+const MAX_DRAWN_SPAN_LINES: usize = 8;
+
+impl Source {
+    /// Whether miette can draw `span` safely: every line it shows (the span's lines and one of
+    /// context on each side) is at most [`MAX_DRAWN_LINE`] bytes.
+    fn renderable(&self, span: &Range<usize>) -> bool {
+        let first = self.line_of(span.start.min(self.text.len())).saturating_sub(1);
+        let last = (self.line_of(span.end.min(self.text.len())) + 1).min(self.line_starts.len() - 1);
+        (first..=last).all(|l| {
+            let start = self.line_starts[l];
+            let end = self.line_starts.get(l + 1).copied().unwrap_or(self.text.len());
+            end - start <= MAX_DRAWN_LINE
+        })
+    }
+
+    /// 1-based line and column (in characters) of byte `offset`.
+    fn line_column(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.line_of(offset);
+        let start = self.line_starts[line];
+        let column = self.text.get(start..offset).map_or(offset - start, |t| t.chars().count());
+        (line + 1, column + 1)
+    }
+
+    /// `span` cut to the end of its first line when it covers more than
+    /// [`MAX_DRAWN_SPAN_LINES`] lines.
+    fn clip(&self, span: Range<usize>) -> Range<usize> {
+        let (a, b) = (self.line_of(span.start), self.line_of(span.end));
+        if b - a < MAX_DRAWN_SPAN_LINES {
+            return span;
+        }
+        let line_end = self.line_starts.get(a + 1).map_or(self.text.len(), |e| e - 1);
+        span.start..line_end.max(span.start)
+    }
+}
+
+/// miette's rendering of one report, or `None` when it fails or panics (the fallback is
+/// [`plain_report`]). The panic hook is left alone: a panic here is a bug in the renderer that
+/// should still be visible on stderr, but it no longer ends the program.
+fn render_guarded(handler: &GraphicalReportHandler, report: &Report) -> Option<String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut s = String::new();
+        handler.render_report(&mut s, report).ok().map(|_| s)
+    }))
+    .ok()
+    .flatten()
+}
+
+/// The renderer-free form of one problem: `file:line:column: severity: message [rule]` and its
+/// `help:` line; without a source or a span, `file: severity: message [rule]`.
+fn plain_report(display_path: &str, source: Option<&Source>, p: &Placed) -> String {
+    let place = match (source, &p.span) {
+        (Some(src), Some(span)) => {
+            let (line, column) = src.line_column(span.start);
+            format!("{display_path}:{line}:{column}")
+        }
+        _ => display_path.to_owned(),
+    };
+    let severity = match p.problem.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+    };
+    let mut s = format!("{place}: {severity}: {} [{}]\n", p.problem.message, p.problem.rule);
+    if let Some(help) = &p.problem.help {
+        s.push_str(&format!("  help: {help}\n"));
+    }
+    s
+}
+
+/// A place in the file: 1-based line and column (in characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Location {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// The [`Location`] of each placed problem in `text` (same order).
+pub(crate) fn locations(text: &str, placed: &[Placed]) -> Vec<Option<Location>> {
+    let source = Source::new("", text);
+    placed
+        .iter()
+        .map(|p| {
+            p.span.as_ref().map(|s| {
+                let (line, column) = source.line_column(s.start);
+                Location { line, column }
+            })
+        })
+        .collect()
+}
+
+/// How many problems of one rule are drawn in full; the rest are one line ("… and 1,998 more").
+pub const GROUP_AFTER: usize = 3;
+
+/// `n` with a comma every three digits (`1998` → `1,998`).
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Render placed problems one after another (at most [`GROUP_AFTER`] of each rule in full, the
+/// rest counted on one line per rule), then a one-line count.
 pub(crate) fn render(
     display_path: &str,
     text: Option<&str>,
@@ -392,7 +506,27 @@ pub(crate) fn render(
     };
     let source = text.map(|t| Source::new(display_path, t));
     let mut out = String::new();
+    // Problems of one rule beyond the first GROUP_AFTER are counted, not drawn: rule → (how
+    // many were left out, first and last line of those).
+    let mut shown: std::collections::HashMap<&'static str, usize> = std::collections::HashMap::new();
+    let mut grouped: Vec<(&'static str, Severity, usize, Option<(usize, usize)>)> = Vec::new();
     for p in placed {
+        let n = shown.entry(p.problem.rule).or_insert(0);
+        *n += 1;
+        if *n > GROUP_AFTER {
+            let line = source.as_ref().zip(p.span.as_ref()).map(|(src, sp)| src.line_column(sp.start).0);
+            match grouped.iter_mut().find(|g| g.0 == p.problem.rule) {
+                Some(g) => {
+                    g.2 += 1;
+                    if let (Some((a, b)), Some(l)) = (&mut g.3, line) {
+                        *a = (*a).min(l);
+                        *b = (*b).max(l);
+                    }
+                }
+                None => grouped.push((p.problem.rule, p.problem.severity, 1, line.map(|l| (l, l)))),
+            }
+            continue;
+        }
         let report = Report {
             // With a source the header shows `[file:line:column]`; without one, name the file.
             message: if text.is_some() {
@@ -404,14 +538,32 @@ pub(crate) fn render(
             severity: p.problem.severity,
             help: p.problem.help.clone(),
             source: source.clone(),
-            span: p.span.clone(),
+            span: p.span.clone().map(|sp| source.as_ref().map_or(sp.clone(), |src| src.clip(sp))),
         };
-        let mut s = String::new();
-        if handler.render_report(&mut s, &report).is_err() {
-            s = format!("{}: {} [{}]\n", display_path, p.problem.message, p.problem.rule);
-        }
+        let s = match (&source, &p.span) {
+            (Some(src), Some(span)) if !src.renderable(span) => plain_report(display_path, Some(src), p),
+            _ => render_guarded(&handler, &report)
+                .unwrap_or_else(|| plain_report(display_path, source.as_ref(), p)),
+        };
         out.push_str(s.trim_end());
         out.push_str("\n\n");
+    }
+    for (rule, severity, count, lines) in &grouped {
+        let kind = match (severity, *count == 1) {
+            (Severity::Error, true) => "error",
+            (Severity::Error, false) => "errors",
+            (Severity::Warning, true) => "warning",
+            (Severity::Warning, false) => "warnings",
+        };
+        let place = match lines {
+            Some((a, b)) if a == b => format!(" (line {})", thousands(*a)),
+            Some((a, b)) => format!(" (lines {}–{})", thousands(*a), thousands(*b)),
+            None => String::new(),
+        };
+        out.push_str(&format!(
+            "{display_path}: … and {} more [{rule}] {kind} like the {GROUP_AFTER} above{place}\n\n",
+            thousands(*count)
+        ));
     }
     let errors = placed.iter().filter(|p| p.problem.severity == Severity::Error).count();
     let warnings = placed.len() - errors;

@@ -26,6 +26,9 @@ pub struct ConfigErrors {
     pub path: Utf8PathBuf,
     /// Every problem (errors and warnings) in file order.
     pub problems: Vec<Problem>,
+    /// Where each of `problems` is (same order): 1-based line and column in the file, `None`
+    /// when the file could not be read or the problem has no place.
+    pub locations: Vec<Option<diagnostics::Location>>,
     /// The problems rendered as `[file:line:column]`, source line, rule and help, followed by
     /// a count line (style chosen by [`diagnostics::RenderStyle::detect`] when loading).
     pub rendered: String,
@@ -67,7 +70,10 @@ pub struct Loaded {
 /// Errors: every problem of the file, rendered (also when the file cannot be read).
 pub fn load(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
     let path = kernel_dir.join("build.toml");
-    let text = match std::fs::read(&path) {
+    let text = match read_build_toml(&path) {
+        Ok(bytes) if bytes.len() as u64 > MAX_BUILD_TOML_BYTES => {
+            return Err(unreadable(&path, "file-too-large", too_large_message(&path), Some(TOO_LARGE_HELP.to_owned())));
+        }
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(t) if t.trim().is_empty() => {
                 return Err(unreadable(
@@ -102,12 +108,57 @@ pub fn load(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
     load_str(&path, &text, Some(kernel_dir))
 }
 
+/// The largest `build.toml` kernel-builder reads: 1 MiB. The largest real files (the corpus)
+/// are about 25 KB; a limit keeps time and memory bounded whatever the input (a file of
+/// 500,000 `python-depends` entries once took 24 GB).
+pub const MAX_BUILD_TOML_BYTES: u64 = 1 << 20;
+
+const TOO_LARGE_HELP: &str = "real build.toml files are a few kilobytes: check that this is the right file, or move long lists (generated sources) out of it";
+
+fn too_large_message(path: &Utf8Path) -> String {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(MAX_BUILD_TOML_BYTES + 1);
+    format!(
+        "`{path}` is {} bytes; kernel-builder reads build.toml files of at most {} bytes (1 MiB)",
+        diagnostics::thousands(size as usize),
+        diagnostics::thousands(MAX_BUILD_TOML_BYTES as usize)
+    )
+}
+
+/// Read `path`, but never more than [`MAX_BUILD_TOML_BYTES`] + 1 bytes: a longer result means
+/// the file is too large (the caller reports it without reading the rest).
+pub fn read_build_toml(path: &Utf8Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_BUILD_TOML_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_build_toml`] as UTF-8 text for commands that rewrite the file; the errors name the
+/// file and say what to do (too large, not UTF-8, unreadable).
+pub fn read_build_toml_text(path: &Utf8Path) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let bytes = read_build_toml(path).with_context(|| format!("cannot read `{path}`"))?;
+    if bytes.len() as u64 > MAX_BUILD_TOML_BYTES {
+        anyhow::bail!("{}\n  help: {TOO_LARGE_HELP}", too_large_message(path));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+        anyhow::anyhow!(
+            "`{path}` is not UTF-8 text: byte {at} (line {line}) is 0x{:02x}; save the file as UTF-8",
+            bytes[at]
+        )
+    })
+}
+
 fn unreadable(path: &Utf8Path, rule: &'static str, message: String, help: Option<String>) -> ConfigErrors {
     let problem = Problem { severity: Severity::Error, key_path: String::new(), rule, message, help };
     let placed = vec![diagnostics::Placed { problem: problem.clone(), span: None }];
     ConfigErrors {
         path: path.to_owned(),
         problems: vec![problem],
+        locations: vec![None],
         rendered: diagnostics::render(path.as_str(), None, &placed, diagnostics::RenderStyle::detect()),
     }
 }
@@ -131,6 +182,26 @@ pub fn load_str_styled(
     style: diagnostics::RenderStyle,
 ) -> Result<Loaded, ConfigErrors> {
     let shown = display_path.as_str();
+    if text.len() as u64 > MAX_BUILD_TOML_BYTES {
+        let problem = Problem {
+            severity: Severity::Error,
+            key_path: String::new(),
+            rule: "file-too-large",
+            message: format!(
+                "`{shown}` is {} bytes; kernel-builder reads build.toml files of at most {} bytes (1 MiB)",
+                diagnostics::thousands(text.len()),
+                diagnostics::thousands(MAX_BUILD_TOML_BYTES as usize)
+            ),
+            help: Some(TOO_LARGE_HELP.to_owned()),
+        };
+        let placed = vec![diagnostics::Placed { problem: problem.clone(), span: None }];
+        return Err(ConfigErrors {
+            path: display_path.to_owned(),
+            problems: vec![problem],
+            locations: vec![None],
+            rendered: diagnostics::render(shown, None, &placed, style),
+        });
+    }
     let mut doc = match text.parse::<toml_edit::DocumentMut>() {
         Ok(d) => d,
         Err(e) => {
@@ -151,6 +222,7 @@ pub fn load_str_styled(
             return Err(ConfigErrors {
                 path: display_path.to_owned(),
                 problems: vec![problem],
+                locations: diagnostics::locations(text, &placed),
                 rendered: diagnostics::render(shown, Some(text), &placed, style),
             });
         }
@@ -181,9 +253,10 @@ pub fn load_str_styled(
     let placed = diagnostics::place(problems, original.as_ref(), &up.renames);
     let has_errors = placed.iter().any(|p| p.problem.severity == Severity::Error);
     let rendered = diagnostics::render(shown, Some(text), &placed, style);
+    let locations = diagnostics::locations(text, &placed);
     let problems: Vec<Problem> = placed.into_iter().map(|p| p.problem).collect();
     if has_errors {
-        return Err(ConfigErrors { path: display_path.to_owned(), problems, rendered });
+        return Err(ConfigErrors { path: display_path.to_owned(), problems, locations, rendered });
     }
     Ok(Loaded { config, warnings: problems, rendered_warnings: rendered })
 }

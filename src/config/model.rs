@@ -236,6 +236,10 @@ pub struct General {
     pub tpu: BackendGeneral,
     pub xpu: BackendGeneral,
     pub hub: Hub,
+    /// `matrix`: the build matrix this kernel pins (a snapshot name such as
+    /// `upstream-2026-08`, see `crate::matrix::data::known_names`); `None` builds against the
+    /// default matrix of this kernel-builder.
+    pub matrix: Option<String>,
 }
 
 impl General {

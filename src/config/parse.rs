@@ -32,6 +32,7 @@ const GENERAL_KEYS: &[&str] = &[
     "tpu",
     "xpu",
     "hub",
+    "matrix",
 ];
 const TORCH_KEYS: &[&str] = &["include", "minver", "maxver", "pyext", "src", "stable-abi", "cxx-flags"];
 const NOARCH_KEYS: &[&str] = &["pyext", "cuda_capabilities", "rocm_archs", "cuda-capabilities", "rocm-archs"];
@@ -536,7 +537,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
         None if generation.is_legacy() => {}
         None => missing(cx, "license", "\"Apache-2.0\""),
         Some(i) => {
-            g.license = as_str(cx, i, "general.license", "a quoted licence id, e.g. \"Apache-2.0\"")
+            g.license = as_str(cx, i, "general.license", "a quoted license id, e.g. \"Apache-2.0\"")
                 .unwrap_or_default()
         }
     }
@@ -598,6 +599,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
     g.neuron = backend_general(cx, t, Backend::Neuron, &["kernel-depends", "python-depends"]);
     g.tpu = backend_general(cx, t, Backend::Tpu, &["python-depends"]);
     g.xpu = backend_general(cx, t, Backend::Xpu, &["kernel-depends", "python-depends"]);
+    g.matrix = t.get("matrix").and_then(|i| as_str(cx, i, "general.matrix", "\"upstream-2026-08\""));
     if let Some(item) = t.get("hub") {
         if let Some(h) = as_table(cx, item, "general.hub") {
             check_keys(cx, h, "general.hub", &["repo-id", "branch"]);

@@ -23,7 +23,8 @@ pub fn is_valid_name(name: &str) -> bool {
 /// collapsed. `None` when nothing valid is left (`fused_rms_norm` → `fused-rms-norm`).
 pub fn suggest_name(name: &str) -> Option<String> {
     let mut out = String::new();
-    for c in name.chars().flat_map(char::to_lowercase) {
+    let folded: String = name.chars().flat_map(char::to_lowercase).map(ascii_fold).collect();
+    for c in folded.chars() {
         let c = if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' };
         if out.is_empty() && !c.is_ascii_lowercase() {
             continue;
@@ -35,6 +36,102 @@ pub fn suggest_name(name: &str) -> Option<String> {
     }
     let out = out.trim_end_matches('-').to_owned();
     is_valid_name(&out).then_some(out)
+}
+
+/// The ASCII spelling of a lowercase letter for name suggestions: Latin letters with
+/// diacritics lose them (`é` → `e`, `ß` → `ss`, `æ` → `ae`), Cyrillic and Greek letters are
+/// transliterated (`я` → `ya`, `λ` → `l`); anything else is returned as it is (and becomes
+/// `-` in a name).
+fn ascii_fold(c: char) -> std::borrow::Cow<'static, str> {
+    use std::borrow::Cow;
+    const TABLE: &[(&str, &str)] = &[
+        ("àáâãäåāăą", "a"),
+        ("çćĉċč", "c"),
+        ("ďđ", "d"),
+        ("èéêëēĕėęě", "e"),
+        ("ĝğġģ", "g"),
+        ("ĥħ", "h"),
+        ("ìíîïĩīĭįı", "i"),
+        ("ĵ", "j"),
+        ("ķ", "k"),
+        ("ĺļľŀł", "l"),
+        ("ñńņňŉ", "n"),
+        ("òóôõöøōŏő", "o"),
+        ("ŕŗř", "r"),
+        ("śŝşš", "s"),
+        ("ţťŧ", "t"),
+        ("ùúûüũūŭůűų", "u"),
+        ("ŵ", "w"),
+        ("ýÿŷ", "y"),
+        ("źżž", "z"),
+        ("ß", "ss"),
+        ("æ", "ae"),
+        ("œ", "oe"),
+        ("þ", "th"),
+        ("ð", "d"),
+        ("а", "a"),
+        ("б", "b"),
+        ("в", "v"),
+        ("г", "g"),
+        ("д", "d"),
+        ("её", "e"),
+        ("ж", "zh"),
+        ("з", "z"),
+        ("ий", "i"),
+        ("к", "k"),
+        ("л", "l"),
+        ("м", "m"),
+        ("н", "n"),
+        ("о", "o"),
+        ("п", "p"),
+        ("р", "r"),
+        ("с", "s"),
+        ("т", "t"),
+        ("у", "u"),
+        ("ф", "f"),
+        ("х", "kh"),
+        ("ц", "ts"),
+        ("ч", "ch"),
+        ("ш", "sh"),
+        ("щ", "shch"),
+        ("ъь", ""),
+        ("ы", "y"),
+        ("э", "e"),
+        ("ю", "yu"),
+        ("я", "ya"),
+        ("αά", "a"),
+        ("β", "b"),
+        ("γ", "g"),
+        ("δ", "d"),
+        ("εέ", "e"),
+        ("ζ", "z"),
+        ("ηή", "e"),
+        ("θ", "th"),
+        ("ιίϊ", "i"),
+        ("κ", "k"),
+        ("λ", "l"),
+        ("μ", "m"),
+        ("ν", "n"),
+        ("ξ", "x"),
+        ("οό", "o"),
+        ("π", "p"),
+        ("ρ", "r"),
+        ("σς", "s"),
+        ("τ", "t"),
+        ("υύϋ", "y"),
+        ("φ", "f"),
+        ("χ", "ch"),
+        ("ψ", "ps"),
+        ("ωώ", "o"),
+    ];
+    if c.is_ascii() {
+        let mut b = [0u8; 4];
+        return Cow::Owned(c.encode_utf8(&mut b).to_owned());
+    }
+    TABLE
+        .iter()
+        .find(|(from, _)| from.contains(c))
+        .map_or_else(|| Cow::Owned(c.to_string()), |(_, to)| Cow::Borrowed(*to))
 }
 
 /// URL schemes accepted for `general.upstream` and `general.source`.

@@ -9,8 +9,8 @@
 //! value is the standard base64 encoding, with `=` padding, of the digest of the file's bytes.
 //! The walk follows symlinks and counts only regular files. It skips `metadata.json` and
 //! `metadata.json.sigstore` at the top level only (the digest lives inside `metadata.json`,
-//! and the signature covers it), any path with a `__pycache__` component, and any `*.pyc`
-//! file, because Python writes those at import time.
+//! and the signature covers it), and Python bytecode ([`crate::layout`]: `__pycache__/`,
+//! `*.pyc`), because Python writes those at import time.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -100,16 +100,10 @@ pub fn variant_digest_with(algorithm: Algorithm, dir: &Utf8Path) -> anyhow::Resu
 
 /// Whether the walk leaves out an entry (and, for a directory, everything below it).
 fn skipped(depth: usize, name: &[u8], kind: std::fs::FileType) -> bool {
-    if name == b"__pycache__" && depth > 0 {
+    if depth > 0 && crate::layout::is_bytecode_name(name, kind.is_dir()) {
         return true;
     }
-    if kind.is_file() {
-        if depth == 1 && (name == b"metadata.json" || name == b"metadata.json.sigstore") {
-            return true;
-        }
-        return name.ends_with(b".pyc");
-    }
-    false
+    kind.is_file() && depth == 1 && (name == b"metadata.json" || name == b"metadata.json.sigstore")
 }
 
 fn hash_file(algorithm: Algorithm, path: &Utf8Path, buf: &mut [u8]) -> anyhow::Result<String> {

@@ -88,7 +88,7 @@ impl Manifest {
         let work = || loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(name) = names.get(i) else { break };
-            let hash = super::nar_hash_sri(bundle_dir.join(name).as_std_path());
+            let hash = super::variant_nar_hash_sri(bundle_dir.join(name).as_std_path());
             // A poisoned lock means another worker panicked; the scope re-raises that.
             if let Ok(mut r) = results.lock() {
                 r.push((i, hash));

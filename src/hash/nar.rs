@@ -70,8 +70,33 @@ fn several_cpus() -> bool {
 /// being read.
 pub fn nar_hash(path: &Path) -> io::Result<[u8; 32]> {
     let mut hasher = Sha256::new();
-    dump(path, &mut HashSink(&mut hasher))?;
+    dump(path, &mut HashSink(&mut hasher), keep_all)?;
     Ok(hasher.finalize().into())
+}
+
+/// Which directory entries an archive holds: `keep(name, kind)`.
+type Keep = fn(&std::ffi::OsStr, std::fs::FileType) -> bool;
+
+fn keep_all(_: &std::ffi::OsStr, _: std::fs::FileType) -> bool {
+    true
+}
+
+fn keep_variant_files(name: &std::ffi::OsStr, kind: std::fs::FileType) -> bool {
+    !crate::layout::is_bytecode(name, kind.is_dir())
+}
+
+/// The NAR hash of the variant directory `path` as [`crate::layout`] defines a variant: Python
+/// bytecode below it (`__pycache__/`, `*.pyc`, written when the variant is imported) is left
+/// out. Equal to `nix hash path` of the same directory without the bytecode; this is the hash
+/// `hashes.json`, `verify` and `upload` use.
+///
+/// # Errors
+/// As for [`nar_hash`].
+pub fn variant_nar_hash_sri(path: &Path) -> io::Result<String> {
+    let mut hasher = Sha256::new();
+    dump(path, &mut HashSink(&mut hasher), keep_variant_files)?;
+    let hash: [u8; 32] = hasher.finalize().into();
+    Ok(sri(&hash))
 }
 
 /// [`nar_hash`] in SRI form, as `nix hash path` prints it: `sha256-<standard base64 with =>`.
@@ -96,7 +121,7 @@ pub fn sri(hash: &[u8; 32]) -> String {
 /// # Errors
 /// As for [`nar_hash`], plus any error from `out`.
 pub fn dump_to(path: &Path, out: &mut dyn Write) -> io::Result<()> {
-    dump(path, &mut WriteSink(out))
+    dump(path, &mut WriteSink(out), keep_all)
 }
 
 /// Where archive bytes go. Hashing gets its own impl so no `io::Write` indirection or error
@@ -141,14 +166,20 @@ fn at(path: &Path, what: &str, err: io::Error) -> io::Error {
     io::Error::new(err.kind(), format!("cannot {what} `{}`: {err}", path.display()))
 }
 
-fn dump(path: &Path, sink: &mut dyn Sink) -> io::Result<()> {
+fn dump(path: &Path, sink: &mut dyn Sink, keep: Keep) -> io::Result<()> {
     put_str(sink, b"nix-archive-1")?;
     let mut buf = vec![0u8; CHUNK];
     let meta = std::fs::symlink_metadata(path).map_err(|e| at(path, "read metadata of", e))?;
-    node(path, meta.file_type(), sink, &mut buf)
+    node(path, meta.file_type(), sink, &mut buf, keep)
 }
 
-fn node(path: &Path, kind: std::fs::FileType, sink: &mut dyn Sink, buf: &mut Vec<u8>) -> io::Result<()> {
+fn node(
+    path: &Path,
+    kind: std::fs::FileType,
+    sink: &mut dyn Sink,
+    buf: &mut Vec<u8>,
+    keep: Keep,
+) -> io::Result<()> {
     put_str(sink, b"(")?;
     put_str(sink, b"type")?;
     if kind.is_symlink() {
@@ -161,12 +192,15 @@ fn node(path: &Path, kind: std::fs::FileType, sink: &mut dyn Sink, buf: &mut Vec
     } else if kind.is_dir() {
         put_str(sink, b"directory")?;
         for (name, child, child_kind) in sorted_entries(path)? {
+            if !keep(&name, child_kind) {
+                continue;
+            }
             put_str(sink, b"entry")?;
             put_str(sink, b"(")?;
             put_str(sink, b"name")?;
             put_str(sink, name.as_bytes())?;
             put_str(sink, b"node")?;
-            node(&child, child_kind, sink, buf)?;
+            node(&child, child_kind, sink, buf, keep)?;
             put_str(sink, b")")?;
         }
     } else {

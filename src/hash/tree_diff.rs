@@ -131,7 +131,19 @@ impl fmt::Display for TreeDifference {
 pub fn first_difference(expected: &Path, actual: &Path) -> io::Result<Option<TreeDifference>> {
     let e = lstat(expected)?;
     let a = lstat(actual)?;
-    compare(expected, actual, PathBuf::new(), e, a)
+    compare(expected, actual, PathBuf::new(), e, a, false)
+}
+
+/// [`first_difference`] of two variant directories as [`crate::layout`] defines a variant:
+/// Python bytecode below either root is not compared (the trees then differ exactly when
+/// [`crate::hash::variant_nar_hash_sri`] differs).
+///
+/// # Errors
+/// As for [`first_difference`].
+pub fn first_variant_difference(expected: &Path, actual: &Path) -> io::Result<Option<TreeDifference>> {
+    let e = lstat(expected)?;
+    let a = lstat(actual)?;
+    compare(expected, actual, PathBuf::new(), e, a, true)
 }
 
 fn at(path: &Path, what: &str, err: io::Error) -> io::Error {
@@ -148,6 +160,7 @@ fn compare(
     rel: PathBuf,
     e_kind: FileType,
     a_kind: FileType,
+    variant: bool,
 ) -> io::Result<Option<TreeDifference>> {
     let (ek, ak) = (EntryKind::from(e_kind), EntryKind::from(a_kind));
     if ek != ak {
@@ -163,8 +176,8 @@ fn compare(
         }
         EntryKind::File => files(expected, actual, rel),
         EntryKind::Directory => {
-            let es = entries(expected)?;
-            let as_ = entries(actual)?;
+            let es = entries(expected, variant)?;
+            let as_ = entries(actual, variant)?;
             let (mut i, mut j) = (0, 0);
             while i < es.len() || j < as_.len() {
                 let order = match (es.get(i), as_.get(j)) {
@@ -185,6 +198,7 @@ fn compare(
                             rel.join(name),
                             es[i].1,
                             as_[j].1,
+                            variant,
                         )?;
                         if found.is_some() {
                             return Ok(found);
@@ -207,11 +221,15 @@ fn compare(
     }
 }
 
-fn entries(dir: &Path) -> io::Result<Vec<(OsString, FileType)>> {
+/// The entries of `dir` sorted by raw name; with `variant`, Python bytecode is left out.
+fn entries(dir: &Path, variant: bool) -> io::Result<Vec<(OsString, FileType)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| at(dir, "read directory", e))? {
         let entry = entry.map_err(|e| at(dir, "read directory", e))?;
         let kind = entry.file_type().map_err(|e| at(&entry.path(), "read metadata of", e))?;
+        if variant && crate::layout::is_bytecode(&entry.file_name(), kind.is_dir()) {
+            continue;
+        }
         out.push((entry.file_name(), kind));
     }
     out.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));

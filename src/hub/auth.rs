@@ -20,6 +20,54 @@ pub fn endpoint() -> String {
     endpoint_from(std::env::var("HF_ENDPOINT").ok())
 }
 
+/// [`endpoint`], checked: it must start with `http://` or `https://` (an endpoint without a
+/// scheme, `hub.example:8080`, would otherwise fail later as a refused connection).
+///
+/// Errors: no scheme, or another one; the message shows the value with any user information
+/// redacted ([`redact_userinfo`]).
+pub fn checked_endpoint() -> anyhow::Result<String> {
+    let e = endpoint();
+    let lower = e.to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+        let shown = redact_userinfo(&e);
+        let hint = if e.contains("://") {
+            "use an `http://` or `https://` URL".to_owned()
+        } else {
+            format!("write it with its scheme, e.g. `https://{shown}`")
+        };
+        anyhow::bail!("HF_ENDPOINT is `{shown}`, which is not an http(s) URL: {hint}");
+    }
+    Ok(e)
+}
+
+/// `s` with the user information of every URL in it (`http://user:hf_…@host/…`) replaced by
+/// `<redacted>`: `http://<redacted>@host/…`. Used on everything shown that may hold the
+/// endpoint (messages, URLs in the outcome), since a token can hide there as well as in
+/// `HF_TOKEN`.
+pub fn redact_userinfo(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the first `/`, `?`, `#` or whitespace; userinfo is up to its
+        // last `@`.
+        let end =
+            tail.find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace()).unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str("<redacted>");
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn endpoint_from(var: Option<String>) -> String {
     let raw = var
         .map(|v| v.trim().to_owned())
@@ -122,6 +170,18 @@ pub fn find_token() -> anyhow::Result<Option<(Token, TokenSource)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn userinfo_is_redacted_in_every_url() {
+        assert_eq!(
+            redact_userinfo(
+                "POST http://me:hf_secret@host:8080/api failed; see https://a@b/c and http://plain/x"
+            ),
+            "POST http://<redacted>@host:8080/api failed; see https://<redacted>@b/c and http://plain/x"
+        );
+        assert_eq!(redact_userinfo("http://u:p@w@host"), "http://<redacted>@host");
+        assert_eq!(redact_userinfo("no url here"), "no url here");
+    }
 
     #[test]
     fn endpoint_default_and_trailing_slash() {

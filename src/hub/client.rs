@@ -260,9 +260,9 @@ impl HubClient {
         HubClient { endpoint: endpoint.trim_end_matches('/').to_owned(), token, agent }
     }
 
-    /// The endpoint, without a trailing `/`.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
+    /// The endpoint as shown (user information redacted), without a trailing `/`.
+    pub fn endpoint(&self) -> String {
+        super::auth::redact_userinfo(&self.endpoint)
     }
 
     /// Whether requests carry a token.
@@ -270,10 +270,12 @@ impl HubClient {
         self.token.is_some()
     }
 
+    /// `s` without the token and without user information in URLs.
     fn redact(&self, s: &str) -> String {
+        let s = super::auth::redact_userinfo(s);
         match &self.token {
-            Some(t) => t.redact(s),
-            None => s.to_owned(),
+            Some(t) => t.redact(&s),
+            None => s,
         }
     }
 

@@ -132,11 +132,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Whether a file is left out of an upload: anything under `__pycache__`, and `*.pyc` (Python
 /// writes them at import time; the metadata digest leaves them out too).
 fn skipped(name: &[u8], is_dir: bool) -> bool {
-    if is_dir {
-        name == b"__pycache__"
-    } else {
-        name.ends_with(b".pyc")
-    }
+    crate::layout::is_bytecode_name(name, is_dir)
 }
 
 /// Every regular file under `root` (symlinks followed), published as `<prefix>/<relative

@@ -77,6 +77,23 @@ pub enum Status {
     NoChanges,
     /// `--dry-run`: nothing sent.
     DryRun,
+    /// The upload failed before any commit landed: the repository's branches are unchanged
+    /// (a repository or branch may have been created; see `notes`).
+    Failed,
+    /// The upload failed after some commits landed (listed in `commits`), e.g. the version
+    /// branch committed and then the card's commit to `main` failed.
+    PartlyUploaded,
+}
+
+/// One commit that landed (or pull request opened).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommitRecord {
+    /// The branch committed to (or that the pull request targets).
+    pub branch: String,
+    /// The commit's id, as the Hub answered it.
+    pub commit: String,
+    /// The commit's (or pull request's) URL.
+    pub url: String,
 }
 
 /// One pull request opened.
@@ -107,7 +124,14 @@ pub struct Outcome {
     pub pull_requests: Vec<PullRequest>,
     /// File content bytes sent: inline file contents (before base64) plus LFS uploads.
     pub bytes_sent: u64,
+    /// The files of the planned commits (of a failed upload: of those planned so far, landed
+    /// or not; `commits` says which landed).
     pub files: FileCounts,
+    /// Every commit that landed, in order (also on failure: what is on the Hub now).
+    pub commits: Vec<CommitRecord>,
+    /// Why the upload failed (`status` `failed` or `partly_uploaded`), with its causes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// The operations, one line each (`add build/x/a.py (12 bytes)`), in order; not in JSON.
     #[serde(skip)]
     pub plan: Vec<String>,
@@ -117,6 +141,23 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The outcome of an upload refused before contacting the Hub.
+    fn not_started(prepared: &Prepared, error: &anyhow::Error) -> Outcome {
+        Outcome {
+            status: Status::Failed,
+            repo_id: prepared.repo_id.clone(),
+            branch: prepared.branch.clone(),
+            url: None,
+            pull_requests: Vec::new(),
+            bytes_sent: 0,
+            files: FileCounts::default(),
+            commits: Vec::new(),
+            error: Some(format!("{error:#}")),
+            plan: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
     /// The `--output-json` text: pretty JSON and a trailing newline.
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
@@ -355,6 +396,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
 
     let mut files = Vec::new();
     for v in &variants {
+        eprintln!("hashing build/{v}/ …");
         files.extend(plan::collect_files(&build_dir.join(v), &format!("build/{v}"))?);
     }
     let bench = dir.join("benchmarks");
@@ -362,6 +404,11 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         files.extend(plan::collect_files(&bench, "benchmarks")?);
     }
     files.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
+    eprintln!(
+        "hashed {} files ({} bytes)",
+        files.len(),
+        crate::config::diagnostics::thousands(files.iter().map(|f| f.size as usize).sum())
+    );
     // The bundle's card (build/CARD.md, where a bundle puts a rendered one), else the
     // kernel's own CARD.md (what `kernel-builder init` writes).
     let card_path = [build_dir.join("CARD.md"), dir.join("CARD.md")]
@@ -495,6 +542,9 @@ fn commit_rev(
         let objects: Vec<(String, u64)> =
             lfs_objects.iter().map(|(oid, &i)| (oid.clone(), files[i].size)).collect();
         let answers = client.lfs_batch(repo_id, rev, &objects)?;
+        let to_send =
+            answers.iter().filter(|o| o.actions.as_ref().is_some_and(|a| a.upload.is_some())).count();
+        let mut sent = 0;
         for obj in &answers {
             let Some(&i) = lfs_objects.get(&obj.oid) else {
                 anyhow::bail!("the LFS batch answer names an object not asked for: {}", obj.oid);
@@ -516,6 +566,12 @@ fn commit_rev(
                     !up.header.contains_key("chunk_size"),
                     "the Hub asked for a multipart LFS upload of `{}`, which kernel-builder does not speak",
                     f.repo_path
+                );
+                sent += 1;
+                eprintln!(
+                    "sending {} ({} bytes, LFS object {sent} of {to_send}) …",
+                    f.repo_path,
+                    crate::config::diagnostics::thousands(f.size as usize)
                 );
                 client.lfs_put(up, &f.disk_path)?;
                 bytes += f.size;
@@ -561,14 +617,15 @@ fn commit_rev(
     if ops.is_empty() {
         return Ok((None, 0));
     }
+    eprintln!("committing {} operation(s) to `{rev}` …", ops.len());
     let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr).map_err(|e| {
         let what = if e.status == Some(412) {
             format!(
-                "`{rev}` changed while uploading (another commit landed first); nothing was \
-                     committed, run the upload again"
+                "`{rev}` changed while uploading (another commit landed first), so this \
+                     commit was refused; run the upload again"
             )
         } else {
-            format!("the commit to `{rev}` failed; nothing was committed")
+            format!("the commit to `{rev}` failed")
         };
         anyhow::Error::new(e).context(what)
     })?;
@@ -591,37 +648,86 @@ pub fn upload(
     opts: &UploadOptions,
     endpoint: &str,
     token: Option<Token>,
-) -> anyhow::Result<Outcome> {
-    let repo = &prepared.repo_id;
-    let branch = &prepared.branch;
-    let has_token = token.is_some();
-    anyhow::ensure!(
-        opts.dry_run || has_token,
-        "no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from \
-         $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one"
-    );
-    let client = HubClient::new(endpoint, token);
+) -> Result<Outcome, Box<Failed>> {
+    if !opts.dry_run && token.is_none() {
+        let error = anyhow::anyhow!(
+            "no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from \
+             $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one"
+        );
+        return Err(Box::new(Failed { outcome: Outcome::not_started(prepared, &error), error }));
+    }
     let mut outcome = Outcome {
         status: Status::NoChanges,
-        repo_id: repo.clone(),
-        branch: branch.clone(),
+        repo_id: prepared.repo_id.clone(),
+        branch: prepared.branch.clone(),
         url: None,
         pull_requests: Vec::new(),
         bytes_sent: 0,
         files: FileCounts::default(),
+        commits: Vec::new(),
+        error: None,
         plan: Vec::new(),
         notes: Vec::new(),
     };
+    match upload_into(&mut outcome, prepared, opts, endpoint, token) {
+        Ok(()) => Ok(outcome),
+        Err(e) => {
+            let landed: Vec<String> = outcome
+                .commits
+                .iter()
+                .map(|c| format!("`{}` (commit {}, {})", c.branch, c.commit, c.url))
+                .collect();
+            // Nothing landed: the summary line says so ("Upload failed: nothing was committed").
+            let e = if landed.is_empty() {
+                outcome.status = Status::Failed;
+                e
+            } else {
+                outcome.status = Status::PartlyUploaded;
+                e.context(format!(
+                    "the upload to `{}` is incomplete: committed to {}; run the upload again to finish it",
+                    outcome.repo_id,
+                    landed.join(" and ")
+                ))
+            };
+            outcome.error = Some(format!("{e:#}"));
+            Err(Box::new(Failed { outcome, error: e }))
+        }
+    }
+}
+
+/// A failed [`upload`]: the outcome so far (`status` `failed` or `partly_uploaded`, the
+/// commits that landed, `error`), for `--output-json`, and the error to report.
+#[derive(Debug)]
+pub struct Failed {
+    pub outcome: Outcome,
+    pub error: anyhow::Error,
+}
+
+fn upload_into(
+    outcome: &mut Outcome,
+    prepared: &Prepared,
+    opts: &UploadOptions,
+    endpoint: &str,
+    token: Option<Token>,
+) -> anyhow::Result<()> {
+    let repo = &prepared.repo_id;
+    let branch = &prepared.branch;
+    let client = HubClient::new(endpoint, token);
     let prefixes: Vec<String> = prepared.variants.iter().map(|v| format!("build/{v}/")).collect();
     let card: Vec<LocalFile> = prepared.card.iter().cloned().collect();
 
     if opts.dry_run {
         let (branch_tree, main_tree) = match client.refs(repo) {
+            // Planning against an empty repository would list every file as added: a plan
+            // of nothing real. Say the Hub was not reached and fail.
             Err(e) => {
-                outcome
-                    .notes
-                    .push(format!("cannot read the repository ({e}); planning against an empty repository"));
-                (Vec::new(), Vec::new())
+                let why = match e.status {
+                    None => format!("the Hub at {} was not reached", client.endpoint()),
+                    Some(s) => format!("the Hub answered HTTP {s} when asked for `{repo}`"),
+                };
+                return Err(anyhow::Error::new(e).context(format!(
+                    "cannot plan the dry run: {why}; nothing was sent (check HF_ENDPOINT, the network, or the token for a private repository)"
+                )));
             }
             Ok(None) => {
                 outcome.plan.push(format!("create repository {repo} (type kernel)"));
@@ -655,7 +761,7 @@ pub fn upload(
             count(&p.changes, &mut outcome.files);
         }
         outcome.status = Status::DryRun;
-        return Ok(outcome);
+        return Ok(());
     }
 
     // 1. The repository.
@@ -671,7 +777,12 @@ pub fn upload(
                     "the token cannot create repositories under `{owner}`; use a token with write \
                      access to `{owner}`, or ask its maintainers to create `{repo}` (type kernel)"
                 ),
-                _ => "the Hub refused to create it".to_owned(),
+                None => format!(
+                    "no answer from the Hub at {} ({}); check HF_ENDPOINT and the network",
+                    client.endpoint(),
+                    e.message
+                ),
+                Some(status) => format!("the Hub answered HTTP {status} and did not create it"),
             };
             anyhow::Error::new(e).context(format!("cannot create repository `{repo}`: {hint}"))
         })?;
@@ -735,6 +846,12 @@ pub fn upload(
     let mut committed = false;
     if let Some(a) = answer {
         committed = true;
+        let url = if opts.create_pr {
+            pr_url(endpoint, repo, &a)
+        } else {
+            super::auth::redact_userinfo(&a.commit_url)
+        };
+        outcome.commits.push(CommitRecord { branch: branch.clone(), commit: a.commit_oid.clone(), url });
         if opts.create_pr {
             outcome
                 .pull_requests
@@ -774,6 +891,16 @@ pub fn upload(
         outcome.bytes_sent += bytes;
         if let Some(a) = answer {
             committed = true;
+            let url = if opts.create_pr {
+                pr_url(endpoint, repo, &a)
+            } else {
+                super::auth::redact_userinfo(&a.commit_url)
+            };
+            outcome.commits.push(CommitRecord {
+                branch: "main".to_owned(),
+                commit: a.commit_oid.clone(),
+                url,
+            });
             if opts.create_pr {
                 outcome
                     .pull_requests
@@ -791,10 +918,15 @@ pub fn upload(
     } else {
         Status::Uploaded
     };
-    Ok(outcome)
+    Ok(())
 }
 
+/// The pull request's URL from the commit answer, user information redacted.
 fn pr_url(endpoint: &str, repo: &str, a: &super::client::CommitAnswer) -> String {
+    super::auth::redact_userinfo(&pr_url_raw(endpoint, repo, a))
+}
+
+fn pr_url_raw(endpoint: &str, repo: &str, a: &super::client::CommitAnswer) -> String {
     if let Some(u) = a.pull_request_url.as_ref().filter(|u| !u.is_empty()) {
         return u.clone();
     }
@@ -813,6 +945,13 @@ pub fn summary(o: &Outcome) -> String {
         f.added, f.updated, f.unchanged, f.deleted, o.bytes_sent
     );
     match o.status {
+        Status::Failed => {
+            let _ = write!(s, "Upload failed: nothing was committed to {}", o.repo_id);
+        }
+        Status::PartlyUploaded => {
+            let landed: Vec<String> = o.commits.iter().map(|c| format!("{} ({})", c.branch, c.url)).collect();
+            let _ = write!(s, "Upload incomplete: committed to {} only", landed.join(", "));
+        }
         Status::Uploaded => {
             let _ = write!(s, "Kernel uploaded: {} ({counts})", o.url.as_deref().unwrap_or(""));
         }

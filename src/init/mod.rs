@@ -1,6 +1,6 @@
 //! `kernel-builder init`: new kernel projects from embedded templates.
 //!
-//! A [`Project`] (repository, template, backends, licence, flake reference) is rendered into
+//! A [`Project`] (repository, template, backends, license, flake reference) is rendered into
 //! a [`FileSet`] in memory by [`render_project`], then written by [`write_project`], which
 //! refuses a non-empty directory unless asked to overwrite, writes nothing when a check fails,
 //! and stages the files in git.
@@ -33,11 +33,35 @@ pub use names::{KernelNames, NameError};
 pub use render::RenderError;
 pub use write::{write_project, GitOutcome, InitError, Written};
 
-/// The flake reference written into a new kernel's `flake.nix` when `--flake-ref` is not
-/// given: this project's flake, which provides `lib.genKernelFlakeOutputs`.
+/// The published flake reference of this project, which provides
+/// `lib.genKernelFlakeOutputs`; the last resort of [`default_flake_ref`].
 pub const DEFAULT_FLAKE_REF: &str = "github:kernel-builder/kernel-builder";
 
-/// The licence written into `build.toml` when `--license` is not given.
+/// The flake reference a new kernel's `flake.nix` takes kernel-builder from when neither
+/// `--flake-ref` nor `KERNEL_BUILDER_FLAKE_REF` is given, and where it comes from (said to
+/// the user, who can change `inputs.kernel-builder.url` in `flake.nix`):
+///
+/// 1. `KERNEL_BUILDER_DEFAULT_FLAKE_REF` at compile time: the flake's own package sets it to
+///    its source in the Nix store (`path:/nix/store/…-source`), so a kernel-builder installed
+///    through the flake writes the flake it came from, which works offline;
+/// 2. the checkout this binary was built from, when it still holds a `flake.nix`:
+///    `git+file://<dir>` when it is a git work tree (Nix then copies only tracked files, not
+///    `target/`), else `path:<dir>`; `cargo build` in a clone writes a reference to that clone;
+/// 3. [`DEFAULT_FLAKE_REF`].
+pub fn default_flake_ref() -> (String, &'static str) {
+    if let Some(r) = option_env!("KERNEL_BUILDER_DEFAULT_FLAKE_REF").filter(|r| !r.is_empty()) {
+        return (r.to_owned(), "the flake this kernel-builder was installed from");
+    }
+    let checkout = env!("CARGO_MANIFEST_DIR");
+    let dir = std::path::Path::new(checkout);
+    if dir.join("flake.nix").is_file() {
+        let scheme = if dir.join(".git").exists() { "git+file://" } else { "path:" };
+        return (format!("{scheme}{checkout}"), "the checkout this kernel-builder was built from");
+    }
+    (DEFAULT_FLAKE_REF.to_owned(), "the published kernel-builder flake")
+}
+
+/// The license written into `build.toml` when `--license` is not given.
 pub const DEFAULT_LICENSE: &str = "Apache-2.0";
 
 /// The kind of kernel a new project holds.
@@ -134,7 +158,7 @@ pub struct Project {
     pub template: Template,
     /// Distinct backends, each one of `template.supported_backends()`, sorted.
     pub backends: Vec<Backend>,
-    /// A licence id such as `Apache-2.0` (letters, digits, `.`, `-`, `+`).
+    /// A license id such as `Apache-2.0` (letters, digits, `.`, `-`, `+`).
     pub license: String,
     /// The flake reference of kernel-builder written into `flake.nix`.
     pub flake_ref: String,
@@ -487,7 +511,7 @@ mod tests {
     }
 
     #[test]
-    fn licence_is_escaped_in_toml() {
+    fn license_is_escaped_in_toml() {
         assert_eq!(toml_string("Apache-2.0"), "\"Apache-2.0\"");
         assert_eq!(toml_string("a\"b"), "'a\"b'");
     }

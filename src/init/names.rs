@@ -156,6 +156,10 @@ mod tests {
 
     #[test]
     fn suggestions() {
+        assert_eq!(suggest_kernel_name("Café-Kernel").as_deref(), Some("cafe-kernel"));
+        assert_eq!(suggest_kernel_name("Straße").as_deref(), Some("strasse"));
+        assert_eq!(suggest_kernel_name("ядро").as_deref(), Some("yadro"));
+        assert_eq!(suggest_kernel_name("λ-attn").as_deref(), Some("l-attn"));
         assert_eq!(suggest_kernel_name("My_Kernel").as_deref(), Some("my-kernel"));
         assert_eq!(suggest_kernel_name("my_kernel").as_deref(), Some("my-kernel"));
         assert_eq!(suggest_kernel_name("Flash.Attn 3").as_deref(), Some("flash-attn-3"));

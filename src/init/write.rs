@@ -81,6 +81,16 @@ pub enum GitOutcome {
     /// The project directory is inside an existing work tree (its top level given); the files
     /// were staged there and no nested repository was made.
     Reused(Utf8PathBuf),
+    /// The project directory is inside a work tree (its top level given) that ignores it, so
+    /// the files cannot be staged there: `git init` made the kernel's own repository.
+    InitializedInsideIgnored(Utf8PathBuf),
+}
+
+impl GitOutcome {
+    /// Whether `git init` made a repository in the project directory.
+    pub fn made_repository(&self) -> bool {
+        matches!(self, GitOutcome::Initialized | GitOutcome::InitializedInsideIgnored(_))
+    }
 }
 
 impl fmt::Display for GitOutcome {
@@ -90,6 +100,10 @@ impl fmt::Display for GitOutcome {
             GitOutcome::Reused(top) => {
                 write!(f, "staged the files in the existing git repository at `{top}`")
             }
+            GitOutcome::InitializedInsideIgnored(top) => write!(
+                f,
+                "initialized a new git repository and staged the files (the repository at `{top}` ignores this directory)"
+            ),
         }
     }
 }
@@ -208,16 +222,19 @@ pub fn write_project(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result
     }
 
     let had_git = dir.join(".git").exists();
+    // A directory the enclosing repository ignores cannot be staged there (`git add` refuses
+    // ignored paths): the kernel gets its own repository instead.
     let outcome = match git.toplevel(dir) {
+        Some(top) if git.is_ignored(dir) => GitOutcome::InitializedInsideIgnored(top),
         Some(top) => GitOutcome::Reused(top),
         None => GitOutcome::Initialized,
     };
     let undo_init = |outcome: &GitOutcome| {
-        if *outcome == GitOutcome::Initialized && !had_git {
+        if outcome.made_repository() && !had_git {
             let _ = std::fs::remove_dir_all(dir.join(".git"));
         }
     };
-    if outcome == GitOutcome::Initialized {
+    if outcome.made_repository() {
         if let Err(e) = git.run(dir, &["init", "--quiet"]) {
             undo_init(&outcome);
             return Err(e);
@@ -349,6 +366,17 @@ impl Git {
                 output: format!("{e} (is git installed and on PATH?)"),
             }),
         }
+    }
+
+    /// Whether the work tree holding `dir` ignores it (`git check-ignore`).
+    fn is_ignored(&self, dir: &Utf8Path) -> bool {
+        let out = duct::cmd("git", ["check-ignore", "-q", "."])
+            .dir(dir)
+            .stdin_null()
+            .stdout_null()
+            .stderr_null()
+            .unchecked();
+        GIT_REDIRECTS.iter().fold(out, |e, v| e.env_remove(v)).run().is_ok_and(|o| o.status.success())
     }
 
     /// The top level of the work tree holding `dir`, if any.

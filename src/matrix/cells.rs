@@ -19,9 +19,9 @@ use serde::Serialize;
 use crate::config::{Backend, BuildConfig, Framework, Kernel, Version};
 
 use super::cuda::{default_list, json_version, normalize, resolve_list, toolkit};
-use super::data::{matrix, BuildSet};
+use super::data::{for_config, BuildSet, MatrixData};
 use super::naming;
-use super::rocm::resolve_rocm_archs;
+use super::rocm::resolve_rocm_archs_in;
 
 /// Which build sets to consider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +77,10 @@ pub struct Cell {
     /// Compiled ROCm cells: the gfx targets compiled (union, sorted). Noarch ROCm cells: the
     /// `[torch-noarch] rocm_archs` when set. Otherwise `None`.
     pub rocm_archs: Option<Vec<String>>,
+    /// The name of the matrix the cell comes from (`2026-12`, `upstream-2026-08`).
+    pub matrix: String,
+    /// That matrix's revision date (`2026-12-01`).
+    pub matrix_revision: String,
 }
 
 /// The nix system this program runs on, e.g. `x86_64-linux` or `aarch64-darwin`.
@@ -118,9 +122,14 @@ pub(crate) fn set_applies(config: &BuildConfig, set: &BuildSet) -> bool {
     !(min.is_some_and(|m| torch < *m) || max.is_some_and(|m| torch > *m))
 }
 
-/// Steps 1 and 2: the sets of `system` the kernel builds, in matrix order (bundle or not).
-pub(crate) fn applicable_sets(config: &BuildConfig, system: &str) -> Vec<&'static BuildSet> {
-    let sets: Vec<&BuildSet> = matrix()
+/// Steps 1 and 2: the sets of `system` of matrix `m` the kernel builds, in matrix order
+/// (bundle or not).
+pub(crate) fn applicable_sets<'m>(
+    m: &'m MatrixData,
+    config: &BuildConfig,
+    system: &str,
+) -> Vec<&'m BuildSet> {
+    let sets: Vec<&BuildSet> = m
         .build_sets
         .iter()
         .filter(|s| s.systems.iter().any(|x| x == system) && set_applies(config, s))
@@ -140,14 +149,14 @@ pub(crate) fn applicable_sets(config: &BuildConfig, system: &str) -> Vec<&'stati
                     && o.version.as_deref().map(json_version) == key
                     && !std::ptr::eq(*o, *s)
                     && (json_version(&o.torch) > torch
-                        || (json_version(&o.torch) == torch && position(o) < position(s)))
+                        || (json_version(&o.torch) == torch && position(m, o) < position(m, s)))
             })
         })
         .collect()
 }
 
-fn position(set: &BuildSet) -> usize {
-    matrix().build_sets.iter().position(|s| std::ptr::eq(s, set)).unwrap_or(usize::MAX)
+fn position(m: &MatrixData, set: &BuildSet) -> usize {
+    m.build_sets.iter().position(|s| std::ptr::eq(s, set)).unwrap_or(usize::MAX)
 }
 
 /// The kernels of `backend` that a cell with backend version `version` compiles: CUDA kernels
@@ -167,7 +176,7 @@ pub(crate) fn kernels_in_cell<'c>(
     })
 }
 
-fn cell_for(config: &BuildConfig, set: &BuildSet, system: &str) -> Cell {
+fn cell_for(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) -> Cell {
     let backend = set.backend;
     let version = set.version.as_deref().map(json_version);
     let torch = json_version(&set.torch);
@@ -198,10 +207,10 @@ fn cell_for(config: &BuildConfig, set: &BuildSet, system: &str) -> Cell {
         }
     } else if backend == Backend::Cuda {
         let mut all = Vec::new();
-        if let Some((cuda, tk)) = set.version.as_deref().and_then(toolkit) {
+        if let Some((cuda, tk)) = set.version.as_deref().and_then(|v| toolkit(m, v)) {
             for (_, k) in kernels_in_cell(config, backend, Some(&cuda)) {
                 match &k.cuda_capabilities {
-                    Some(caps) => all.extend(resolve_list(caps, &cuda, tk)),
+                    Some(caps) => all.extend(resolve_list(m, caps, &cuda, tk)),
                     None => all.extend(default_list(tk)),
                 }
             }
@@ -211,7 +220,7 @@ fn cell_for(config: &BuildConfig, set: &BuildSet, system: &str) -> Cell {
         let mut all: Vec<String> = Vec::new();
         if let Some(v) = set.version.as_deref() {
             for (_, k) in kernels_in_cell(config, backend, None) {
-                all.extend(resolve_rocm_archs(k.rocm_archs.as_deref(), v).unwrap_or_default());
+                all.extend(resolve_rocm_archs_in(m, k.rocm_archs.as_deref(), v).unwrap_or_default());
             }
         }
         all.sort_by(|a, b| gfx_key(a).cmp(&gfx_key(b)));
@@ -231,6 +240,8 @@ fn cell_for(config: &BuildConfig, set: &BuildSet, system: &str) -> Cell {
         arch_variant,
         cuda_capabilities,
         rocm_archs,
+        matrix: m.name.clone(),
+        matrix_revision: m.revision.clone(),
     }
 }
 
@@ -240,14 +251,21 @@ fn gfx_key(arch: &str) -> (usize, &str) {
 }
 
 /// The cells `config` builds on `system` (a Nix system such as `x86_64-linux`), sorted by name,
-/// one per name. An unknown system has no cells.
+/// one per name, from the matrix the kernel pins (`[general] matrix`, else the default:
+/// [`for_config`]). An unknown system has no cells.
 pub fn cells(config: &BuildConfig, system: &str, scope: Scope) -> Vec<Cell> {
+    cells_in(for_config(config), config, system, scope)
+}
+
+/// [`cells`] from matrix `m`, whatever the kernel pins (the corpus tests compare the August
+/// snapshot's cells with upstream's lists this way).
+pub fn cells_in(m: &MatrixData, config: &BuildConfig, system: &str, scope: Scope) -> Vec<Cell> {
     let mut out: Vec<Cell> = Vec::new();
-    for set in applicable_sets(config, system) {
+    for set in applicable_sets(m, config, system) {
         if scope == Scope::Bundle && !set.bundle {
             continue;
         }
-        let cell = cell_for(config, set, system);
+        let cell = cell_for(m, config, set, system);
         match out.iter_mut().find(|c| c.name == cell.name) {
             Some(existing) if !existing.bundle && cell.bundle => *existing = cell,
             Some(_) => {}
@@ -260,12 +278,122 @@ pub fn cells(config: &BuildConfig, system: &str, scope: Scope) -> Vec<Cell> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::data::named;
     use super::super::testutil::*;
     use super::*;
     use crate::config::{Backend::*, StableAbi};
 
+    // The rules are tested on the August snapshot, whose data never changes; tests of the
+    // default matrix (below, `default_matrix_*`) call `super::cells`.
+    fn cells(config: &BuildConfig, system: &str, scope: Scope) -> Vec<Cell> {
+        cells_in(named("upstream-2026-08").unwrap(), config, system, scope)
+    }
+
     fn names(config: &BuildConfig, system: &str, scope: Scope) -> Vec<String> {
         cells(config, system, scope).into_iter().map(|c| c.name).collect()
+    }
+
+    fn default_names(config: &BuildConfig, system: &str, scope: Scope) -> Vec<String> {
+        super::cells(config, system, scope).into_iter().map(|c| c.name).collect()
+    }
+
+    #[test]
+    fn default_matrix_bundle_is_torch_2_14_and_2_15() {
+        let c = torch_config(&[Cpu, Cuda, Metal, Rocm, Xpu], &[Cpu, Cuda, Metal, Rocm, Xpu]);
+        assert_eq!(
+            default_names(&c, "x86_64-linux", Scope::Bundle),
+            [
+                "torch213-cxx11-rocm71-x86_64-linux",
+                "torch213-cxx11-rocm72-x86_64-linux",
+                "torch213-cxx11-xpu20260-x86_64-linux",
+                "torch214-cxx11-cpu-x86_64-linux",
+                "torch214-cxx11-cu126-x86_64-linux",
+                "torch214-cxx11-cu130-x86_64-linux",
+                "torch214-cxx11-cu132-x86_64-linux",
+                "torch214-cxx11-rocm72-x86_64-linux",
+                "torch215-cxx11-cpu-x86_64-linux",
+                "torch215-cxx11-cu132-x86_64-linux",
+            ]
+        );
+        assert_eq!(
+            default_names(&c, "aarch64-linux", Scope::Bundle),
+            [
+                "torch214-cxx11-cpu-aarch64-linux",
+                "torch214-cxx11-cu126-aarch64-linux",
+                "torch214-cxx11-cu130-aarch64-linux",
+                "torch214-cxx11-cu132-aarch64-linux",
+                "torch215-cxx11-cpu-aarch64-linux",
+                "torch215-cxx11-cu132-aarch64-linux",
+            ]
+        );
+        assert_eq!(
+            default_names(&c, "aarch64-darwin", Scope::Bundle),
+            [
+                "torch214-cpu-aarch64-darwin",
+                "torch214-metal-aarch64-darwin",
+                "torch215-cpu-aarch64-darwin",
+                "torch215-metal-aarch64-darwin",
+            ]
+        );
+        // Outside the bundle: torch 2.11 cpu, every 2.12 set, 2.13 cpu/cuda.
+        assert_eq!(default_names(&c, "x86_64-linux", Scope::All).len(), 10 + 1 + 7 + 4);
+        let all = super::cells(&c, "x86_64-linux", Scope::All);
+        let cu132 = all.iter().find(|c| c.name == "torch215-cxx11-cu132-x86_64-linux").unwrap();
+        assert_eq!((cu132.matrix.as_str(), cu132.matrix_revision.as_str()), ("2026-12", "2026-12-01"));
+        assert!(cu132.bundle);
+        let rocm = all.iter().find(|c| c.name == "torch214-cxx11-rocm72-x86_64-linux").unwrap();
+        assert!(rocm.rocm_archs.as_deref().unwrap().contains(&"gfx1151".to_owned()));
+        assert_eq!(rocm.rocm_archs.as_deref().unwrap().len(), 15);
+    }
+
+    #[test]
+    fn default_matrix_noarch_and_stable_abi_cells() {
+        let c = noarch_config(&[Cpu, Cuda, Rocm, Xpu]);
+        let x86 = super::cells(&c, "x86_64-linux", Scope::Bundle);
+        let facts: Vec<(&str, &str, Option<&str>)> = x86
+            .iter()
+            .map(|c| (c.name.as_str(), c.torch_version.as_str(), c.backend_version.as_deref()))
+            .collect();
+        assert_eq!(
+            facts,
+            [
+                ("torch-cpu", "2.14", None),
+                ("torch-cuda", "2.14", Some("12.6")),
+                ("torch-rocm", "2.13", Some("7.1")),
+                ("torch-xpu", "2.13", Some("2026.0.0")),
+            ]
+        );
+        let mut s = torch_config(&[Cpu, Cuda, Metal, Rocm, Xpu], &[Cpu, Cuda, Metal, Rocm, Xpu]);
+        if let Framework::Torch(t) = &mut s.framework {
+            t.stable_abi = StableAbi::All(v("2.11"));
+        }
+        let x86 = super::cells(&s, "x86_64-linux", Scope::Bundle);
+        let facts: Vec<(&str, &str)> =
+            x86.iter().map(|c| (c.name.as_str(), c.torch_version.as_str())).collect();
+        assert_eq!(
+            facts,
+            [
+                ("torch-stable-abi211-cpu-x86_64-linux", "2.15"),
+                ("torch-stable-abi211-cu126-x86_64-linux", "2.14"),
+                ("torch-stable-abi211-cu130-x86_64-linux", "2.14"),
+                ("torch-stable-abi211-cu132-x86_64-linux", "2.15"),
+                ("torch-stable-abi211-rocm71-x86_64-linux", "2.13"),
+                ("torch-stable-abi211-rocm72-x86_64-linux", "2.14"),
+                ("torch-stable-abi211-xpu20260-x86_64-linux", "2.13"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pinned_snapshot_gives_its_cells() {
+        let mut c = torch_config(&[Cuda], &[Cuda]);
+        c.general.matrix = Some("upstream-2026-08".into());
+        assert_eq!(
+            default_names(&c, "aarch64-linux", Scope::Bundle),
+            names(&c, "aarch64-linux", Scope::Bundle)
+        );
+        assert_eq!(super::cells(&c, "aarch64-linux", Scope::Bundle)[0].matrix, "upstream-2026-08");
+        assert_eq!(super::cells(&c, "aarch64-linux", Scope::Bundle)[0].matrix_revision, "2026-08-20");
     }
 
     #[test]

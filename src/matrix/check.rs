@@ -1,68 +1,214 @@
 //! Checks of a `build.toml` against the build matrix: what the parser cannot know because it
-//! depends on which CUDA toolkits and ROCm releases the kernel is built with.
+//! depends on which CUDA toolkits and ROCm releases the kernel is built with, and what the
+//! `kernels` loader will do with the architectures the variants declare.
 //!
-//! Rules (`Problem::rule`):
+//! The matrix is the one the kernel pins (`[general] matrix`), else the default. Rules
+//! (`Problem::rule`):
 //!
+//! - `unknown-matrix` (error): `general.matrix` names a matrix this build does not carry; the
+//!   help lists the known ones. No other matrix check runs then;
 //! - `capability-suffix` (error): an `a` / `f` suffix on a capability below the first one that
 //!   has it (`a` from 9.0, `f` from 10.0);
-//! - `capability-out-of-range` (error): no CUDA toolkit the kernel is built with can compile
-//!   the capability, and it lies outside the range they build (`3.5`, `99999.0`) or its suffix
-//!   needs a newer CUDA (`10.0f` when only CUDA 12.6 is built);
+//! - `capability-out-of-range` (error): no CUDA toolkit of the matrix can compile the
+//!   capability and it lies outside the range the kernel's toolkits build (`3.5`, `99999.0`);
+//!   the help names the capabilities those toolkits know;
+//! - `capability-needs-newer-cuda` (warning): only a toolkit newer than the kernel's CUDA
+//!   bounds allow compiles it (`10.0` in a kernel limited to CUDA 12.6, `10.0f` before 12.9);
+//!   names the variants that skip it and what they build instead;
 //! - `capability-not-built` (warning): a capability inside that range that no toolkit has
 //!   (`11.8`), with a did-you-mean; it is ignored, the rest of the list is built;
-//! - `no-buildable-capability` (error): nothing in the kernel's list can be built by any toolkit;
+//! - `no-buildable-capability` (error): nothing in the kernel's list can be built by any of
+//!   its toolkits, so its variants would be left with nothing to build;
 //! - `kernel-skipped` (warning): some CUDA versions (or ROCm releases) build nothing of the
 //!   kernel's list; the kernel is left out of those variants, never built for a default instead;
 //! - `empty-capabilities` / `empty-rocm-archs` (error): the list is empty, or nothing in it can be
-//!   built by any ROCm release;
+//!   built by any of the kernel's ROCm releases;
 //! - `kernel-never-built` (warning): the kernel's `cuda-minver` is above every CUDA it would
 //!   be built with;
-//! - `unknown-rocm-arch` (error): a gfx target we do not know (a typo), with a suggestion;
+//! - `unknown-rocm-arch` (error): a gfx target no ROCm release of the matrix knows (a typo),
+//!   with a suggestion and the targets the kernel's ROCm releases build;
 //! - `rocm-arch-skipped` (warning): a known target that some ROCm releases do not build;
+//! - `loader-refuses-gpus` (warning): a noarch kernel's `cuda_capabilities` / `rocm_archs`
+//!   become `backend.archs` in metadata.json, and the loader's arch check ([`loader_covers`])
+//!   then refuses GPUs that torch's wheels support and the (run-time compiled) code runs on;
 //! - `backend-without-variants` (warning): a backend of `general.backends` that no cell of the
-//!   matrix builds, naming the bounds that exclude it.
+//!   matrix builds, naming the bounds that exclude it;
+//! - `no-bundle-variants` (warning): a backend whose cells all lie outside the default bundle
+//!   (`build-and-copy` and `nix build .#bundle` build none of them), naming a matrix to pin;
+//!   not for a backend that no matrix bundles (`tpu`).
 
 use crate::config::{
     Backend, BuildConfig, CapabilitySuffix, CudaCapability, Framework, Kernel, Problem, Severity, Version,
 };
 
-use super::cells::{cells, Cell, Scope};
+use super::cells::{cells_in, Cell, Scope};
 use super::cuda::{
     buildable_range, json_version, resolve_list, resolve_one, suffix_min_cuda, suffix_violation, toolkit,
     SuffixRule,
 };
-use super::data::matrix;
+use super::data::{all as all_matrices, for_config, named, MatrixData};
 use super::rocm::{is_known_arch, release, suggest_arch};
 
-/// Check `config` against the matrix; every finding, errors and warnings, in file order
-/// (backends first, then kernels, then `[torch-noarch]`). Key paths use edition-5 names, e.g.
-/// `kernel.relu.cuda-capabilities[1]`.
+/// Check `config` against its matrix; every finding, errors and warnings, in file order
+/// (the matrix pin and backends first, then kernels, then `[torch-noarch]`). Key paths use
+/// edition-5 names, e.g. `kernel.relu.cuda-capabilities[1]`.
 pub fn check(config: &BuildConfig) -> Vec<Problem> {
-    let all: Vec<Cell> = matrix().systems.iter().flat_map(|s| cells(config, s, Scope::All)).collect();
     let mut out = Vec::new();
-    backends_without_cells(config, &all, &mut out);
+    if let Some(name) = &config.general.matrix {
+        if named(name).is_err() {
+            let known: Vec<String> = all_matrices()
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    format!(
+                        "`{}` ({}revision {})",
+                        m.name,
+                        if i == 0 { "the default, " } else { "" },
+                        m.revision
+                    )
+                })
+                .collect();
+            out.push(problem(
+                Severity::Error,
+                "general.matrix".to_owned(),
+                "unknown-matrix",
+                format!("`general.matrix` pins the build matrix `{name}`, which this kernel-builder does not know"),
+                Some(format!(
+                    "known matrices: {}; pin one of them, or remove `matrix` to build with the default",
+                    known.join(", ")
+                )),
+            ));
+            return out;
+        }
+    }
+    let m = for_config(config);
+    let all: Vec<Cell> = m.systems.iter().flat_map(|s| cells_in(m, config, s, Scope::All)).collect();
+    backends_without_cells(m, config, &all, &mut out);
     let cudas = compiled_versions(&all, Backend::Cuda);
     let rocms = compiled_versions(&all, Backend::Rocm);
     for (name, kernel) in &config.kernels {
         match kernel.backend {
-            Backend::Cuda => check_cuda_kernel(name, kernel, &cudas, &mut out),
-            Backend::Rocm => check_rocm_kernel(name, kernel, &rocms, &mut out),
+            Backend::Cuda => check_cuda_kernel(m, name, kernel, &cudas, &all, &mut out),
+            Backend::Rocm => check_rocm_kernel(m, name, kernel, &rocms, &mut out),
             _ => {}
         }
     }
     if let Framework::TorchNoarch(t) = &config.framework {
-        let every: Vec<String> = matrix().cuda.keys().cloned().collect();
+        let every: Vec<String> = m.cuda.keys().cloned().collect();
+        let mut bad = false;
         for (i, cap) in t.cuda_capabilities.iter().flatten().enumerate() {
             let key = format!("torch-noarch.cuda_capabilities[{i}]");
-            check_capability("`[torch-noarch]`", cap, &every, key, &mut out);
+            bad |= check_capability(m, "`[torch-noarch]`", cap, &every, None, key, &mut out);
         }
+        let rocm_releases: Vec<String> = m.rocm.versions.keys().cloned().collect();
         for (i, arch) in t.rocm_archs.iter().flatten().enumerate() {
-            if !is_known_arch(arch) {
-                out.push(unknown_arch("`[torch-noarch]`", arch, format!("torch-noarch.rocm_archs[{i}]")));
+            if !is_known_arch(m, arch) {
+                bad = true;
+                out.push(unknown_arch(
+                    m,
+                    "`[torch-noarch]`",
+                    arch,
+                    &rocm_releases,
+                    format!("torch-noarch.rocm_archs[{i}]"),
+                ));
+            }
+        }
+        if !bad && config.general.backends.contains(&Backend::Cuda) {
+            if let Some(caps) = &t.cuda_capabilities {
+                noarch_cuda_refusals(m, caps, &mut out);
+            }
+        }
+        if !bad && config.general.backends.contains(&Backend::Rocm) {
+            if let Some(archs) = &t.rocm_archs {
+                noarch_rocm_refusals(m, archs, &mut out);
             }
         }
     }
     out
+}
+
+/// The loader's arch check (`check_arch`, kernels 0.17): does one declared arch of
+/// `backend.archs` cover a GPU of compute capability `gpu` (`(major, minor)`)?
+///
+/// `X.Y` covers the same major with minor ≥ Y; `X.Ya` exactly X.Y; `X.Yf` the same major
+/// (family) with minor ≥ Y; `X.Y+PTX` every capability ≥ X.Y (the suffix is looked at first,
+/// as kernels 0.17.2's `archs.py` does). A string that does not parse covers nothing here (the
+/// loader passes the check only when *no* string parses).
+pub fn loader_covers(arch: &str, gpu: (u32, u32)) -> bool {
+    let Ok(c) = CudaCapability::parse(arch) else { return false };
+    // The loader's order: the `a` suffix wins over `+PTX` (`9.0a+PTX` is still exact).
+    match c.suffix {
+        CapabilitySuffix::Arch => gpu == (c.major, c.minor),
+        CapabilitySuffix::Family => gpu.0 == c.major && gpu.1 >= c.minor,
+        CapabilitySuffix::None if c.ptx => gpu >= (c.major, c.minor),
+        CapabilitySuffix::None => gpu.0 == c.major && gpu.1 >= c.minor,
+    }
+}
+
+/// Every capability the official torch CUDA wheels of matrix `m` run on (any toolkit, any
+/// system), sorted: the GPUs a noarch CUDA kernel can meet.
+fn torch_wheel_gpus(m: &MatrixData) -> Vec<(u32, u32)> {
+    let mut v: Vec<(u32, u32)> = m
+        .cuda
+        .values()
+        .flat_map(|tk| tk.torch_wheel.values().flatten())
+        .filter_map(|c| CudaCapability::parse(c).ok().map(|c| (c.major, c.minor)))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Newer GPUs than a noarch kernel's lowest declared capability that the loader would refuse:
+/// the code is compiled at run time (Helion, Triton), so it runs on them; older ones may be
+/// excluded on purpose and are not reported.
+fn noarch_cuda_refusals(m: &MatrixData, caps: &[CudaCapability], out: &mut Vec<Problem>) {
+    let archs: Vec<String> = caps.iter().map(ToString::to_string).collect();
+    let Some(lowest) = caps.iter().map(|c| (c.major, c.minor)).min() else { return };
+    let refused: Vec<String> = torch_wheel_gpus(m)
+        .into_iter()
+        .filter(|g| *g > lowest && !archs.iter().any(|a| loader_covers(a, *g)))
+        .map(|(a, b)| format!("{a}.{b}"))
+        .collect();
+    if refused.is_empty() {
+        return;
+    }
+    let (a, b) = lowest;
+    out.push(problem(
+        Severity::Warning,
+        "torch-noarch.cuda_capabilities".to_owned(),
+        "loader-refuses-gpus",
+        format!(
+            "`[torch-noarch]`: cuda_capabilities ({}) become `backend.archs` of the torch-cuda variant, and the kernels loader (0.17 and newer) then refuses GPUs of capability {}, newer than {a}.{b}, which torch's CUDA wheels support and run-time compiled code (Helion, Triton) runs on",
+            archs.join(", "),
+            refused.join(", ")
+        ),
+        Some(format!(
+            "write `{a}.{b}+PTX` to accept {a}.{b} and every newer GPU, or remove cuda_capabilities to load on every GPU"
+        )),
+    ));
+}
+
+fn noarch_rocm_refusals(m: &MatrixData, archs: &[String], out: &mut Vec<Problem>) {
+    let mut known: Vec<&str> =
+        m.rocm.versions.values().flat_map(|r| r.archs.iter().map(String::as_str)).collect();
+    known.sort_by_key(|a| (a.len(), *a));
+    known.dedup();
+    let refused: Vec<&str> = known.iter().copied().filter(|a| !archs.iter().any(|x| x == a)).collect();
+    if refused.is_empty() {
+        return;
+    }
+    out.push(problem(
+        Severity::Warning,
+        "torch-noarch.rocm_archs".to_owned(),
+        "loader-refuses-gpus",
+        format!(
+            "`[torch-noarch]`: rocm_archs ({}) become `backend.archs` of the torch-rocm variant, and the kernels loader needs an exact gfx match, so it refuses {}, which torch's ROCm wheels support",
+            archs.join(", "),
+            refused.join(", ")
+        ),
+        Some("remove rocm_archs to load on every GPU, or list every target the code runs on".to_owned()),
+    ));
 }
 
 /// The backend versions of the compiled cells of `backend`, numerically sorted and unique.
@@ -95,12 +241,39 @@ fn problem(
     Problem { severity, key_path, rule, message, help }
 }
 
-fn backends_without_cells(config: &BuildConfig, all: &[Cell], out: &mut Vec<Problem>) {
+fn backends_without_cells(m: &MatrixData, config: &BuildConfig, all: &[Cell], out: &mut Vec<Problem>) {
     for (i, &backend) in config.general.backends.iter().enumerate() {
         if all.iter().any(|c| c.backend == backend) {
+            // A backend no matrix bundles at all (torch-tpu: gated wheels) is outside the
+            // bundle by design, not because of this kernel or this matrix.
+            let bundled_somewhere =
+                all_matrices().iter().any(|o| o.build_sets.iter().any(|s| s.backend == backend && s.bundle));
+            if bundled_somewhere && !all.iter().any(|c| c.backend == backend && c.bundle) {
+                let names: Vec<&str> =
+                    all.iter().filter(|c| c.backend == backend).map(|c| c.name.as_str()).collect();
+                let other = all_matrices().iter().filter(|o| o.name != m.name).find(|o| {
+                    o.systems
+                        .iter()
+                        .any(|s| cells_in(o, config, s, Scope::Bundle).iter().any(|c| c.backend == backend))
+                });
+                out.push(problem(
+                    Severity::Warning,
+                    format!("general.backends[{i}]"),
+                    "no-bundle-variants",
+                    format!(
+                        "`{backend}` is built only outside the default bundle of build matrix {} ({}): `build-and-copy` and `nix build .#bundle` build none of them",
+                        m.name,
+                        names.join(", ")
+                    ),
+                    Some(match other {
+                        Some(o) => format!("pin the matrix whose bundle builds it: `matrix = \"{}\"` in `[general]`, or build them with `--all`", o.name),
+                        None => "widen the torch bounds, or build them with `--all`".to_owned(),
+                    }),
+                ));
+            }
             continue;
         }
-        let sets: Vec<_> = matrix().build_sets.iter().filter(|s| s.backend == backend).collect();
+        let sets: Vec<_> = m.build_sets.iter().filter(|s| s.backend == backend).collect();
         let mut reasons = Vec::new();
         if sets.is_empty() {
             reasons.push(format!("the build matrix has no build set for `{backend}`"));
@@ -158,20 +331,52 @@ fn bounds(section: &str, min: Option<&Version>, max: Option<&Version>) -> String
     parts.join(" and ")
 }
 
+/// The cells that skip capability `cap` of one CUDA kernel, and what each group of them
+/// builds: `"torch214-cxx11-cu126-x86_64-linux, … build 8.0, 9.0"`.
+fn skipping_cells(
+    m: &MatrixData,
+    cap: &CudaCapability,
+    kernel_caps: &[CudaCapability],
+    cells: &[Cell],
+) -> String {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for c in cells.iter().filter(|c| c.backend == Backend::Cuda && !c.noarch) {
+        let Some((ver, tk)) = c.backend_version.as_deref().and_then(|v| toolkit(m, v)) else { continue };
+        if resolve_one(m, cap, &ver, tk).is_some() {
+            continue;
+        }
+        let builds: Vec<String> =
+            resolve_list(m, kernel_caps, &ver, tk).iter().map(ToString::to_string).collect();
+        let builds = if builds.is_empty() { "nothing of this kernel".to_owned() } else { builds.join(", ") };
+        match groups.iter_mut().find(|(b, _)| *b == builds) {
+            Some((_, names)) => names.push(&c.name),
+            None => groups.push((builds, vec![&c.name])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(builds, names)| format!("{} build {builds}", names.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Check one capability against the toolkits `toolkits`; true when an error was reported.
+/// `context` is the kernel's whole list and its compiled cells, for kernels that have cells.
 ///
-/// A capability none of them builds is an error when it lies outside the range they build
-/// (`3.5`, `99999.0`) or when its suffix needs a newer CUDA than any of them; inside the range
-/// (`11.8`: no such GPU, while 11.0 exists) it is a warning, because the rest of the list still
-/// builds as upstream does (kernels-community/megablocks ships such a list).
+/// A capability none of them builds is a warning when a newer toolkit of the matrix builds it
+/// (naming the cells of `context` that skip it and what they build), a warning when it lies inside the range they
+/// build (`11.8`: no such GPU, while 11.0 exists; the rest of the list still builds, as
+/// upstream does for kernels-community/megablocks), and an error otherwise (`3.5`, `99999.0`).
 fn check_capability(
+    m: &MatrixData,
     who: &str,
     cap: &CudaCapability,
     toolkits: &[String],
+    context: Option<(&[CudaCapability], &[Cell])>,
     key: String,
     out: &mut Vec<Problem>,
 ) -> bool {
-    if let Some(SuffixRule::MinCapability(min)) = suffix_violation(cap) {
+    if let Some(SuffixRule::MinCapability(min)) = suffix_violation(m, cap) {
         let (letter, what) = match cap.suffix {
             CapabilitySuffix::Arch => ("a", "architecture-specific"),
             _ => ("f", "family"),
@@ -185,19 +390,45 @@ fn check_capability(
         ));
         return true;
     }
-    let builds = |c: &CudaCapability| {
-        toolkits.iter().any(|k| toolkit(k).is_some_and(|(ver, tk)| resolve_one(c, &ver, tk).is_some()))
+    let builds_with = |k: &str, c: &CudaCapability| {
+        toolkit(m, k).is_some_and(|(ver, tk)| resolve_one(m, c, &ver, tk).is_some())
     };
-    if builds(cap) {
+    if toolkits.iter().any(|k| builds_with(k, cap)) {
         return false;
     }
     let refs: Vec<&str> = toolkits.iter().map(String::as_str).collect();
-    let range = buildable_range(&refs);
+    let newest = refs.iter().map(|k| json_version(k)).max();
+    let newer: Vec<&String> = m
+        .cuda
+        .keys()
+        .filter(|k| newest.as_ref().is_none_or(|n| json_version(k) > *n) && builds_with(k, cap))
+        .collect();
+    if let (Some(first), Some((caps, cells))) = (newer.first(), context) {
+        let needs = format!("CUDA {first} or newer");
+        out.push(problem(
+            Severity::Warning,
+            key,
+            "capability-needs-newer-cuda",
+            format!(
+                "{who}: capability `{cap}` needs {needs}, which the kernel's CUDA bounds leave out (it is built with CUDA {}); {}",
+                refs.join(", "),
+                skipping_cells(m, cap, caps, cells)
+            ),
+            Some(match suffix_min_cuda(m, cap.suffix) {
+                Some(min) => format!("the `{}` suffix needs CUDA {min} or newer; raise general.cuda.maxver to build it, or drop it", if cap.suffix == CapabilitySuffix::Arch { "a" } else { "f" }),
+                None => "raise general.cuda.maxver to build it, or remove it".to_owned(),
+            }),
+        ));
+        return false;
+    }
+    let range = buildable_range(m, &refs);
     let range_text =
         range.map(|((a, b), (c, d))| format!("; they build {a}.{b} to {c}.{d}")).unwrap_or_default();
     let plain = CudaCapability { suffix: CapabilitySuffix::None, ptx: false, ..cap.clone() };
     let too_old = |min: &Version| refs.iter().all(|k| json_version(k) < *min);
-    if let Some(min_cuda) = suffix_min_cuda(cap.suffix).filter(|m| builds(&plain) || too_old(m)) {
+    if let Some(min_cuda) = suffix_min_cuda(m, cap.suffix)
+        .filter(|mc| toolkits.iter().any(|k| builds_with(k, &plain)) || too_old(mc))
+    {
         // The architecture exists, but the suffix needs a newer CUDA than the kernel builds with.
         let letter = if cap.suffix == CapabilitySuffix::Arch { "a" } else { "f" };
         out.push(problem(
@@ -209,7 +440,7 @@ fn check_capability(
         ));
         return true;
     }
-    let near = nearest_same_major(cap, &refs);
+    let near = nearest_same_major(m, cap, &refs);
     let in_range = range.is_some_and(|(lo, hi)| (lo..=hi).contains(&(cap.major, cap.minor)));
     if in_range {
         out.push(problem(
@@ -234,18 +465,34 @@ fn check_capability(
         format!("{who}: capability `{cap}` cannot be built by CUDA {}{range_text}", refs.join(", ")),
         Some(match near {
             Some(n) => format!("did you mean `{n}`? Otherwise remove it"),
-            None => "remove it, or use a capability those CUDA versions build".to_owned(),
+            None => format!(
+                "remove it, or use a capability those CUDA versions build: {}",
+                known_capabilities(m, &refs)
+            ),
         }),
     ));
     true
 }
 
+/// The plain capabilities any of `toolkits` compiles, sorted: `5.0, 5.2, …, 12.1`.
+fn known_capabilities(m: &MatrixData, toolkits: &[&str]) -> String {
+    let mut all: Vec<(u32, u32)> = toolkits
+        .iter()
+        .filter_map(|k| toolkit(m, k))
+        .flat_map(|(_, t)| t.capabilities.iter().filter_map(|c| CudaCapability::parse(c).ok()))
+        .map(|c| (c.major, c.minor))
+        .collect();
+    all.sort();
+    all.dedup();
+    all.iter().map(|(a, b)| format!("{a}.{b}")).collect::<Vec<_>>().join(", ")
+}
+
 /// The buildable capability of `cap`'s major version closest below it (else closest above),
 /// keeping its suffix: `11.8` → `11.0`.
-fn nearest_same_major(cap: &CudaCapability, toolkits: &[&str]) -> Option<String> {
+fn nearest_same_major(m: &MatrixData, cap: &CudaCapability, toolkits: &[&str]) -> Option<String> {
     let mut same: Vec<(u32, u32)> = toolkits
         .iter()
-        .filter_map(|k| toolkit(k))
+        .filter_map(|k| toolkit(m, k))
         .flat_map(|(_, t)| t.capabilities.iter().filter_map(|c| CudaCapability::parse(c).ok()))
         .filter(|c| c.major == cap.major)
         .map(|c| (c.major, c.minor))
@@ -257,7 +504,14 @@ fn nearest_same_major(cap: &CudaCapability, toolkits: &[&str]) -> Option<String>
     Some(near.to_string())
 }
 
-fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &mut Vec<Problem>) {
+fn check_cuda_kernel(
+    m: &MatrixData,
+    name: &str,
+    kernel: &Kernel,
+    cell_cudas: &[String],
+    cells: &[Cell],
+    out: &mut Vec<Problem>,
+) {
     let base = kernel_key(name);
     let who = format!("kernel `{name}`");
     let built: Vec<String> = cell_cudas
@@ -281,7 +535,7 @@ fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &m
     }
     let Some(caps) = &kernel.cuda_capabilities else { return };
     let from_cells = !built.is_empty();
-    let toolkits: Vec<String> = if from_cells { built } else { matrix().cuda.keys().cloned().collect() };
+    let toolkits: Vec<String> = if from_cells { built } else { m.cuda.keys().cloned().collect() };
     if caps.is_empty() {
         out.push(problem(
             Severity::Error,
@@ -295,9 +549,22 @@ fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &m
         ));
         return;
     }
+    // The cells that compile this kernel (its cuda-minver leaves the others out).
+    let kernel_cells: Vec<Cell> = cells
+        .iter()
+        .filter(|c| {
+            c.backend == Backend::Cuda
+                && !c.noarch
+                && c.backend_version
+                    .as_deref()
+                    .is_some_and(|v| toolkits.iter().any(|t| json_version(t) == json_version(v)))
+        })
+        .cloned()
+        .collect();
+    let context = from_cells.then_some((caps.as_slice(), kernel_cells.as_slice()));
     let mut errors = 0;
     for (i, cap) in caps.iter().enumerate() {
-        if check_capability(&who, cap, &toolkits, format!("{base}.cuda-capabilities[{i}]"), out) {
+        if check_capability(m, &who, cap, &toolkits, context, format!("{base}.cuda-capabilities[{i}]"), out) {
             errors += 1;
         }
     }
@@ -306,7 +573,7 @@ fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &m
     }
     let empty: Vec<&str> = toolkits
         .iter()
-        .filter(|k| toolkit(k).is_none_or(|(ver, tk)| resolve_list(caps, &ver, tk).is_empty()))
+        .filter(|k| toolkit(m, k).is_none_or(|(ver, tk)| resolve_list(m, caps, &ver, tk).is_empty()))
         .map(String::as_str)
         .collect();
     if empty.len() == toolkits.len() {
@@ -315,10 +582,10 @@ fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &m
             format!("{base}.cuda-capabilities"),
             "no-buildable-capability",
             format!(
-                "{who}: no CUDA version it is built with ({}) builds any of its cuda-capabilities",
+                "{who}: no CUDA version it is built with ({}) builds any of its cuda-capabilities, so its variants would have nothing to build",
                 toolkits.join(", ")
             ),
-            Some("list at least one capability those CUDA versions build".to_owned()),
+            Some("list at least one capability those CUDA versions build, or raise general.cuda.maxver".to_owned()),
         ));
     } else if from_cells && !empty.is_empty() {
         let list: Vec<String> = caps.iter().map(ToString::to_string).collect();
@@ -339,33 +606,49 @@ fn check_cuda_kernel(name: &str, kernel: &Kernel, cell_cudas: &[String], out: &m
     }
 }
 
-fn unknown_arch(who: &str, arch: &str, key: String) -> Problem {
-    let help = match suggest_arch(arch) {
-        Some(s) => format!("did you mean `{s}`?"),
-        None => format!("known gfx targets: {}", matrix().rocm.known_archs.join(", ")),
+/// The gfx targets the ROCm releases `releases` build, sorted (`gfx900, …, gfx1201`).
+fn release_targets(m: &MatrixData, releases: &[String]) -> Vec<String> {
+    let mut v: Vec<String> =
+        releases.iter().filter_map(|r| release(m, r)).flat_map(|r| r.archs.iter().cloned()).collect();
+    v.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
+    v.dedup();
+    v
+}
+
+fn unknown_arch(m: &MatrixData, who: &str, arch: &str, releases: &[String], key: String) -> Problem {
+    let targets = release_targets(m, releases).join(", ");
+    let help = match suggest_arch(m, arch) {
+        Some(s) => format!("did you mean `{s}`? ROCm {} builds: {targets}", releases.join(", ")),
+        None => format!("ROCm {} builds: {targets}", releases.join(", ")),
     };
     problem(
         Severity::Error,
         key,
         "unknown-rocm-arch",
-        format!("{who}: `{arch}` is not a known ROCm gfx target"),
+        format!("{who}: `{arch}` is not a gfx target that any ROCm release of build matrix {} knows", m.name),
         Some(help),
     )
 }
 
-fn check_rocm_kernel(name: &str, kernel: &Kernel, cell_rocms: &[String], out: &mut Vec<Problem>) {
+fn check_rocm_kernel(
+    m: &MatrixData,
+    name: &str,
+    kernel: &Kernel,
+    cell_rocms: &[String],
+    out: &mut Vec<Problem>,
+) {
     let Some(archs) = &kernel.rocm_archs else { return };
     let base = kernel_key(name);
     let who = format!("kernel `{name}`");
     let from_cells = !cell_rocms.is_empty();
     let releases: Vec<String> =
-        if from_cells { cell_rocms.to_vec() } else { matrix().rocm.versions.keys().cloned().collect() };
-    let supports = |rel: &str, arch: &str| release(rel).is_some_and(|r| r.archs.iter().any(|a| a == arch));
+        if from_cells { cell_rocms.to_vec() } else { m.rocm.versions.keys().cloned().collect() };
+    let supports = |rel: &str, arch: &str| release(m, rel).is_some_and(|r| r.archs.iter().any(|a| a == arch));
     let mut known = 0;
     for (i, arch) in archs.iter().enumerate() {
         let key = format!("{base}.rocm-archs[{i}]");
-        if !is_known_arch(arch) {
-            out.push(unknown_arch(&who, arch, key));
+        if !is_known_arch(m, arch) {
+            out.push(unknown_arch(m, &who, arch, &releases, key));
             continue;
         }
         known += 1;
@@ -399,8 +682,8 @@ fn check_rocm_kernel(name: &str, kernel: &Kernel, cell_rocms: &[String], out: &m
             ),
             Some(format!(
                 "targets ROCm {} builds: {}",
-                releases.first().map(String::as_str).unwrap_or("?"),
-                releases.first().and_then(|r| release(r)).map(|r| r.archs.join(", ")).unwrap_or_default()
+                releases.join(", "),
+                release_targets(m, &releases).join(", ")
             )),
         ));
     } else if from_cells && !empty.is_empty() {
@@ -419,6 +702,7 @@ fn check_rocm_kernel(name: &str, kernel: &Kernel, cell_rocms: &[String], out: &m
 
 #[cfg(test)]
 mod tests {
+    use super::super::cells::cells;
     use super::super::testutil::*;
     use super::*;
     use crate::config::Backend::*;
@@ -427,6 +711,7 @@ mod tests {
         problems.iter().map(|p| (p.severity, p.key_path.clone(), p.rule)).collect()
     }
 
+    /// A CUDA + ROCm kernel with one extra kernel, on the default matrix.
     fn with_kernel(name: &str, k: Kernel) -> BuildConfig {
         let mut c = torch_config(&[Cuda, Rocm], &[]);
         c.kernels.insert(name.into(), k);
@@ -455,7 +740,13 @@ mod tests {
             "kernel `relu`: capability `99999.0` cannot be built by CUDA 12.6, 13.0, 13.2; they build 5.0 to 12.1"
         );
         assert!(p[1].message.contains("`3.5`"));
-        assert_eq!(p[0].help.as_deref(), Some("remove it, or use a capability those CUDA versions build"));
+        assert_eq!(
+            p[0].help.as_deref(),
+            Some(
+                "remove it, or use a capability those CUDA versions build: 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, \
+                 7.5, 8.0, 8.6, 8.7, 8.8, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1"
+            )
+        );
     }
 
     #[test]
@@ -526,7 +817,7 @@ mod tests {
         // And the cells agree: nothing is claimed for cu126.
         let cu126 = cells(&c, "x86_64-linux", Scope::Bundle)
             .into_iter()
-            .find(|c| c.name == "torch212-cxx11-cu126-x86_64-linux")
+            .find(|c| c.name == "torch214-cxx11-cu126-x86_64-linux")
             .unwrap();
         assert_eq!(cu126.cuda_capabilities, Some(vec![]));
     }
@@ -538,19 +829,47 @@ mod tests {
     }
 
     #[test]
-    fn suffix_needing_a_newer_cuda_than_the_bounds_allow_is_an_error() {
+    fn suffix_needing_a_newer_cuda_than_the_bounds_allow_leaves_nothing_to_build() {
         let mut c = with_kernel("sm100", cuda_kernel(Some(&["10.0f"]), None));
         c.general.cuda.maxver = Some(v("12.6"));
         let p = check(&c);
         assert_eq!(
             summary(&p),
-            [(Severity::Error, "kernel.sm100.cuda-capabilities[0]".into(), "capability-out-of-range")]
+            [
+                (
+                    Severity::Warning,
+                    "kernel.sm100.cuda-capabilities[0]".into(),
+                    "capability-needs-newer-cuda"
+                ),
+                (Severity::Error, "kernel.sm100.cuda-capabilities".into(), "no-buildable-capability"),
+            ]
+        );
+        assert!(
+            p[0].message.starts_with("kernel `sm100`: capability `10.0f` needs CUDA 12.9 or newer"),
+            "{}",
+            p[0].message
+        );
+        assert!(p[0].help.as_deref().unwrap().contains("needs CUDA 12.9 or newer"), "{:?}", p[0].help);
+    }
+
+    #[test]
+    fn capability_of_a_newer_toolkit_than_the_bounds_is_a_warning_naming_the_cells() {
+        // 10.0 (Blackwell) needs CUDA 12.8; a kernel limited to CUDA 12.6 skips it and builds 8.0 and 9.0.
+        let mut c = with_kernel("k", cuda_kernel(Some(&["8.0", "9.0", "10.0"]), None));
+        c.general.cuda.maxver = Some(v("12.6"));
+        let p = check(&c);
+        assert_eq!(
+            summary(&p),
+            [(Severity::Warning, "kernel.k.cuda-capabilities[2]".into(), "capability-needs-newer-cuda")]
         );
         assert_eq!(
             p[0].message,
-            "kernel `sm100`: capability `10.0f` cannot be built by CUDA 12.6; they build 5.0 to 9.0"
+            "kernel `k`: capability `10.0` needs CUDA 12.8 or newer, which the kernel's CUDA bounds leave out \
+             (it is built with CUDA 12.6); torch212-cxx11-cu126-aarch64-linux, torch213-cxx11-cu126-aarch64-linux, \
+             torch214-cxx11-cu126-aarch64-linux, torch212-cxx11-cu126-x86_64-linux, torch213-cxx11-cu126-x86_64-linux, \
+             torch214-cxx11-cu126-x86_64-linux build 8.0, 9.0"
         );
-        assert!(p[0].help.as_deref().unwrap().contains("needs CUDA 12.9 or newer"), "{:?}", p[0].help);
+        assert_eq!(p[0].help.as_deref(), Some("raise general.cuda.maxver to build it, or remove it"));
     }
 
     #[test]
@@ -589,9 +908,17 @@ mod tests {
                 (Severity::Error, "kernel.r.rocm-archs[2]".into(), "unknown-rocm-arch"),
             ]
         );
-        assert_eq!(p[0].message, "kernel `r`: `gfx99999` is not a known ROCm gfx target");
-        assert!(p[0].help.as_deref().unwrap().starts_with("known gfx targets: gfx900,"), "{:?}", p[0].help);
-        assert_eq!(p[1].help.as_deref(), Some("did you mean `gfx942`?"));
+        assert_eq!(
+            p[0].message,
+            "kernel `r`: `gfx99999` is not a gfx target that any ROCm release of build matrix 2026-12 knows"
+        );
+        let targets = "gfx900, gfx906, gfx908, gfx90a, gfx942, gfx950, gfx1030, gfx1100, gfx1101, gfx1102, \
+                       gfx1103, gfx1150, gfx1151, gfx1200, gfx1201";
+        assert_eq!(p[0].help.as_deref(), Some(format!("ROCm 7.1, 7.2 builds: {targets}").as_str()));
+        assert_eq!(
+            p[1].help.as_deref(),
+            Some(format!("did you mean `gfx942`? ROCm 7.1, 7.2 builds: {targets}").as_str())
+        );
     }
 
     #[test]
@@ -661,6 +988,123 @@ mod tests {
                 (Severity::Error, "torch-noarch.rocm_archs[1]".into(), "unknown-rocm-arch"),
             ]
         );
+    }
+
+    #[test]
+    fn unknown_matrix_pin_is_an_error_listing_the_known_ones() {
+        let mut c = with_kernel("k", cuda_kernel(Some(&["3.5"]), None));
+        c.general.matrix = Some("upstream-2025-01".into());
+        let p = check(&c);
+        assert_eq!(summary(&p), [(Severity::Error, "general.matrix".into(), "unknown-matrix")]);
+        assert_eq!(
+            p[0].message,
+            "`general.matrix` pins the build matrix `upstream-2025-01`, which this kernel-builder does not know"
+        );
+        assert_eq!(
+            p[0].help.as_deref(),
+            Some(
+                "known matrices: `2026-12` (the default, revision 2026-12-01), `upstream-2026-08` (revision \
+                 2026-08-20); pin one of them, or remove `matrix` to build with the default"
+            )
+        );
+        c.general.matrix = Some("upstream-2026-08".into());
+        assert_eq!(
+            summary(&check(&c)),
+            [(Severity::Error, "kernel.k.cuda-capabilities[0]".into(), "capability-out-of-range")]
+        );
+    }
+
+    #[test]
+    fn tvm_ffi_kernels_build_outside_the_default_bundle_and_are_told_which_matrix_to_pin() {
+        let mut c = tvm_ffi_config(&[Cpu, Cuda], &[Cpu, Cuda]);
+        let p = check(&c);
+        assert_eq!(
+            summary(&p),
+            [
+                (Severity::Warning, "general.backends[0]".into(), "no-bundle-variants"),
+                (Severity::Warning, "general.backends[1]".into(), "no-bundle-variants"),
+            ]
+        );
+        assert!(
+            p[1].message.starts_with(
+                "`cuda` is built only outside the default bundle of build matrix 2026-12 (tvm-ffi01-cu126-aarch64-linux,"
+            ),
+            "{}",
+            p[1].message
+        );
+        assert_eq!(
+            p[1].help.as_deref(),
+            Some("pin the matrix whose bundle builds it: `matrix = \"upstream-2026-08\"` in `[general]`, or build them with `--all`")
+        );
+        c.general.matrix = Some("upstream-2026-08".into());
+        assert_eq!(check(&c), Vec::<Problem>::new());
+        // torch-tpu is never in a bundle: no warning for it.
+        assert_eq!(check(&noarch_config(&[Cpu, Tpu])), Vec::<Problem>::new());
+        // A torch bound that keeps only torch versions outside the bundle does warn.
+        let mut old = torch_config(&[Cuda], &[Cuda]);
+        if let Framework::Torch(t) = &mut old.framework {
+            t.maxver = Some(v("2.13"));
+        }
+        assert_eq!(
+            summary(&check(&old)),
+            [(Severity::Warning, "general.backends[0]".into(), "no-bundle-variants")]
+        );
+        assert!(check(&old)[0].help.as_deref().unwrap().contains("`matrix = \"upstream-2026-08\"`"));
+    }
+
+    #[test]
+    fn loader_arch_check_semantics() {
+        assert!(
+            loader_covers("9.0", (9, 0)) && !loader_covers("9.0", (10, 0)) && !loader_covers("9.0", (8, 6))
+        );
+        assert!(loader_covers("8.0", (8, 6)) && !loader_covers("8.6", (8, 0)));
+        assert!(loader_covers("9.0a", (9, 0)) && !loader_covers("9.0a", (9, 1)));
+        assert!(loader_covers("10.0f", (10, 3)) && !loader_covers("10.0f", (12, 0)));
+        assert!(
+            loader_covers("7.5+PTX", (12, 0))
+                && loader_covers("7.5+PTX", (7, 5))
+                && !loader_covers("7.5+PTX", (7, 0))
+        );
+        assert!(!loader_covers("sm_90", (9, 0)));
+        assert!(!loader_covers("9.0a+PTX", (10, 0)) && !loader_covers("10.0f+PTX", (12, 0)));
+    }
+
+    #[test]
+    fn noarch_capabilities_that_refuse_gpus_warn() {
+        // A noarch Helion kernel listing 9.0: the loader refuses an sm_100 card it runs on.
+        let mut c = noarch_config(&[Cuda, Rocm]);
+        if let Framework::TorchNoarch(t) = &mut c.framework {
+            t.cuda_capabilities = Some(vec![cap("9.0")]);
+            t.rocm_archs = Some(vec!["gfx942".into()]);
+        }
+        let p = check(&c);
+        assert_eq!(
+            summary(&p),
+            [
+                (Severity::Warning, "torch-noarch.cuda_capabilities".into(), "loader-refuses-gpus"),
+                (Severity::Warning, "torch-noarch.rocm_archs".into(), "loader-refuses-gpus"),
+            ]
+        );
+        assert!(
+            p[0].message.contains("refuses GPUs of capability 10.0, 11.0, 12.0, newer than 9.0,"),
+            "{}",
+            p[0].message
+        );
+        assert_eq!(
+            p[0].help.as_deref(),
+            Some("write `9.0+PTX` to accept 9.0 and every newer GPU, or remove cuda_capabilities to load on every GPU")
+        );
+        assert!(p[1].message.contains("refuses gfx900, gfx906, gfx908, gfx90a, gfx950,"), "{}", p[1].message);
+        // `+PTX` covers every newer GPU, and a list that covers each newer major does too.
+        for list in
+            [vec![cap("9.0+PTX")], vec![cap("8.0"), cap("9.0"), cap("10.0"), cap("11.0"), cap("12.0")]]
+        {
+            if let Framework::TorchNoarch(t) = &mut c.framework {
+                t.cuda_capabilities = Some(list);
+                t.rocm_archs = None;
+            }
+            assert_eq!(check(&c), Vec::<Problem>::new());
+        }
     }
 
     #[test]

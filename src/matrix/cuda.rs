@@ -13,7 +13,7 @@
 
 use crate::config::{CapabilitySuffix, CudaCapability, Version};
 
-use super::data::{matrix, CudaToolkit};
+use super::data::{matrix, CudaToolkit, MatrixData};
 
 /// Parse a version from `nix/build-matrix.json` (checked by `matrix_json_parses`).
 pub(crate) fn json_version(s: &str) -> Version {
@@ -33,38 +33,39 @@ pub(crate) enum SuffixRule {
 }
 
 /// The suffix rule a capability breaks regardless of the toolkit (`8.0a`: `a` starts at 9.0).
-pub(crate) fn suffix_violation(cap: &CudaCapability) -> Option<SuffixRule> {
+pub(crate) fn suffix_violation(m: &MatrixData, cap: &CudaCapability) -> Option<SuffixRule> {
     let key = match cap.suffix {
         CapabilitySuffix::None => return None,
         CapabilitySuffix::Arch => "a",
         CapabilitySuffix::Family => "f",
     };
-    let rule = matrix().cuda_arch_specific.get(key)?;
+    let rule = m.cuda_arch_specific.get(key)?;
     let min = json_cap(&rule.min_capability)?;
     ((cap.major, cap.minor) < min).then(|| SuffixRule::MinCapability(rule.min_capability.clone()))
 }
 
 /// The CUDA version from which a suffix is accepted (`12.0` for `a`, `12.9` for `f`).
-pub(crate) fn suffix_min_cuda(suffix: CapabilitySuffix) -> Option<Version> {
+pub(crate) fn suffix_min_cuda(m: &MatrixData, suffix: CapabilitySuffix) -> Option<Version> {
     let key = match suffix {
         CapabilitySuffix::None => return None,
         CapabilitySuffix::Arch => "a",
         CapabilitySuffix::Family => "f",
     };
-    matrix().cuda_arch_specific.get(key).map(|r| json_version(&r.min_cuda))
+    m.cuda_arch_specific.get(key).map(|r| json_version(&r.min_cuda))
 }
 
 /// What toolkit `cuda` (its version) compiles for one kernel capability, after renaming
 /// (`10.1` → `11.0` from CUDA 13); `None` when it cannot compile it.
 pub(crate) fn resolve_one(
+    m: &MatrixData,
     cap: &CudaCapability,
     cuda: &Version,
     toolkit: &CudaToolkit,
 ) -> Option<CudaCapability> {
-    if suffix_violation(cap).is_some() {
+    if suffix_violation(m, cap).is_some() {
         return None;
     }
-    if let Some(min_cuda) = suffix_min_cuda(cap.suffix) {
+    if let Some(min_cuda) = suffix_min_cuda(m, cap.suffix) {
         if *cuda < min_cuda {
             return None;
         }
@@ -87,11 +88,12 @@ pub(crate) fn resolve_one(
 /// Resolve a kernel's capability list for one toolkit: sorted, duplicates removed, and `X.Y`
 /// dropped where `X.Y+PTX` is present (the latter includes the former's machine code).
 pub(crate) fn resolve_list(
+    m: &MatrixData,
     caps: &[CudaCapability],
     cuda: &Version,
     toolkit: &CudaToolkit,
 ) -> Vec<CudaCapability> {
-    normalize(caps.iter().filter_map(|c| resolve_one(c, cuda, toolkit)).collect())
+    normalize(caps.iter().filter_map(|c| resolve_one(m, c, cuda, toolkit)).collect())
 }
 
 /// Sort, remove duplicates, and drop `X.Y` where `X.Y+PTX` is present.
@@ -117,33 +119,44 @@ pub(crate) fn default_list(toolkit: &CudaToolkit) -> Vec<CudaCapability> {
 /// (whose last entry carries `+PTX`). The result is sorted by capability and may be empty
 /// (nothing in the list can be built by this toolkit: the kernel is skipped there).
 ///
-/// Errors when `cuda` is not a toolkit of the matrix.
+/// Errors when `cuda` is not a toolkit of the matrix. Uses the default matrix; see
+/// [`resolve_cuda_capabilities_in`] for a kernel that pins another one.
 pub fn resolve_cuda_capabilities(
     kernel: Option<&[CudaCapability]>,
     cuda: &str,
 ) -> Result<Vec<String>, String> {
-    let (version, toolkit) = toolkit(cuda).ok_or_else(|| {
-        let known: Vec<&str> = matrix().cuda.keys().map(String::as_str).collect();
-        format!("CUDA `{cuda}` is not in the build matrix (known: {})", known.join(", "))
+    resolve_cuda_capabilities_in(matrix(), kernel, cuda)
+}
+
+/// [`resolve_cuda_capabilities`] with the toolkit tables of matrix `m`
+/// ([`super::data::for_config`] gives a kernel's).
+pub fn resolve_cuda_capabilities_in(
+    m: &MatrixData,
+    kernel: Option<&[CudaCapability]>,
+    cuda: &str,
+) -> Result<Vec<String>, String> {
+    let (version, toolkit) = toolkit(m, cuda).ok_or_else(|| {
+        let known: Vec<&str> = m.cuda.keys().map(String::as_str).collect();
+        format!("CUDA `{cuda}` is not in the build matrix {} (known: {})", m.name, known.join(", "))
     })?;
     Ok(match kernel {
         None => toolkit.default.clone(),
-        Some(caps) => resolve_list(caps, &version, toolkit).iter().map(ToString::to_string).collect(),
+        Some(caps) => resolve_list(m, caps, &version, toolkit).iter().map(ToString::to_string).collect(),
     })
 }
 
-/// Look a toolkit up by version, comparing numerically (`"13"` finds `"13.0"`).
-pub(crate) fn toolkit(cuda: &str) -> Option<(Version, &'static CudaToolkit)> {
+/// Look a toolkit of `m` up by version, comparing numerically (`"13"` finds `"13.0"`).
+pub(crate) fn toolkit<'m>(m: &'m MatrixData, cuda: &str) -> Option<(Version, &'m CudaToolkit)> {
     let wanted = Version::parse(cuda).ok()?;
-    matrix().cuda.iter().find(|(k, _)| json_version(k) == wanted).map(|(k, t)| (json_version(k), t))
+    m.cuda.iter().find(|(k, _)| json_version(k) == wanted).map(|(k, t)| (json_version(k), t))
 }
 
 /// The lowest and highest capability (`(major, minor)`) any of these toolkits compiles:
 /// `((5, 0), (12, 1))` for CUDA 12.6 to 13.2.
-pub(crate) fn buildable_range(toolkits: &[&str]) -> Option<((u32, u32), (u32, u32))> {
+pub(crate) fn buildable_range(m: &MatrixData, toolkits: &[&str]) -> Option<((u32, u32), (u32, u32))> {
     let mut all: Vec<(u32, u32)> = toolkits
         .iter()
-        .filter_map(|k| toolkit(k))
+        .filter_map(|k| toolkit(m, k))
         .flat_map(|(_, t)| t.capabilities.iter().filter_map(|c| json_cap(c)))
         .collect();
     all.sort();
@@ -164,7 +177,12 @@ mod tests {
 
     #[test]
     fn matrix_json_is_consistent() {
-        let m = matrix();
+        for m in super::super::data::all() {
+            toolkit_tables_are_consistent(m);
+        }
+    }
+
+    fn toolkit_tables_are_consistent(m: &MatrixData) {
         for (key, tk) in &m.cuda {
             assert!(Version::parse(key).is_ok(), "CUDA key {key}");
             for c in &tk.capabilities {
@@ -214,7 +232,7 @@ mod tests {
     #[test]
     fn unknown_toolkit_is_an_error() {
         let err = resolve_cuda_capabilities(None, "11.8").unwrap_err();
-        assert!(err.contains("`11.8` is not in the build matrix"), "{err}");
+        assert!(err.contains("`11.8` is not in the build matrix 2026-12"), "{err}");
     }
 
     #[test]
@@ -227,8 +245,8 @@ mod tests {
     #[test]
     fn arch_specific_suffix_needs_capability_9_0() {
         assert_eq!(resolve(&["8.0a"], "13.0"), Vec::<String>::new());
-        assert!(suffix_violation(&caps(&["8.0a"])[0]).is_some());
-        assert!(suffix_violation(&caps(&["9.0a"])[0]).is_none());
+        assert!(suffix_violation(matrix(), &caps(&["8.0a"])[0]).is_some());
+        assert!(suffix_violation(matrix(), &caps(&["9.0a"])[0]).is_none());
     }
 
     #[test]
@@ -274,7 +292,7 @@ mod tests {
 
     #[test]
     fn buildable_range_spans_the_toolkits() {
-        assert_eq!(buildable_range(&["12.6", "13.0", "13.2"]), Some(((5, 0), (12, 1))));
-        assert_eq!(buildable_range(&["13.0"]), Some(((7, 5), (12, 1))));
+        assert_eq!(buildable_range(matrix(), &["12.6", "13.0", "13.2"]), Some(((5, 0), (12, 1))));
+        assert_eq!(buildable_range(matrix(), &["13.0"]), Some(((7, 5), (12, 1))));
     }
 }

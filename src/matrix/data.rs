@@ -1,8 +1,12 @@
-//! The build matrix as data, read from `nix/build-matrix.json` (embedded at compile time).
+//! The build matrices as data, read from `nix/build-matrix.json` (the default matrix) and the
+//! named snapshots it lists under `snapshots` (`nix/matrices/<name>.json`), all embedded at
+//! compile time.
 //!
-//! That file is the one source of truth: the Nix library reads the same bytes with
-//! `builtins.fromJSON`. Its `format` field names the schema version (`kernel-builder-matrix-v1`).
-
+//! Those files are the one source of truth: the Nix library reads the same bytes with
+//! `builtins.fromJSON`. Their `format` field names the schema version
+//! ([`FORMAT`], `kernel-builder-matrix-v2`: v1 plus `name`, `revision`, `notes`, `snapshots`
+//! and `cuda.<v>.torch_wheel`); `name` is what a kernel pins (`[general] matrix = "…"`) and
+//! `revision` the date the matrix was last changed.
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -10,15 +14,33 @@ use serde::Deserialize;
 
 use crate::config::{Backend, Version};
 
-/// The raw JSON, exactly as committed.
+/// The raw JSON of the default matrix, exactly as committed.
 pub const MATRIX_JSON: &str = include_str!("../../nix/build-matrix.json");
+
+/// The schema every matrix file declares in `format`.
+pub const FORMAT: &str = "kernel-builder-matrix-v2";
+
+/// The named snapshots, as (name, raw JSON). Must list exactly the default matrix's
+/// `snapshots` (checked by `snapshots_match_the_default_matrix`).
+pub const SNAPSHOT_JSON: &[(&str, &str)] =
+    &[("upstream-2026-08", include_str!("../../nix/matrices/upstream-2026-08.json"))];
 
 /// The whole matrix file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatrixData {
-    /// Schema name, `kernel-builder-matrix-v1`.
+    /// Schema name, [`FORMAT`].
     pub format: String,
+    /// What a kernel pins with `[general] matrix = "<name>"`: `2026-12`, `upstream-2026-08`.
+    pub name: String,
+    /// The date (`YYYY-MM-DD`) of the matrix's last change.
+    pub revision: String,
+    /// Where the facts come from, which cells were left out and why, the bundle rule.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The default matrix only: snapshot name → its file, relative to `nix/`.
+    #[serde(default)]
+    pub snapshots: BTreeMap<String, String>,
     /// Nix system strings, e.g. `x86_64-linux`.
     pub systems: Vec<String>,
     /// Per CUDA toolkit version (`"13.0"`): what it can build.
@@ -43,6 +65,11 @@ pub struct CudaToolkit {
     /// Capabilities renamed from this version on: old → new (`10.1` → `11.0` from CUDA 13).
     #[serde(default)]
     pub renamed: BTreeMap<String, String>,
+    /// Per Nix system, the capabilities the official torch wheels built with this toolkit
+    /// carry (`X.Y`, no PTX): the GPUs a noarch (JIT) kernel's torch runs on. Absent when
+    /// not known.
+    #[serde(default)]
+    pub torch_wheel: BTreeMap<String, Vec<String>>,
 }
 
 /// When a capability suffix (`a` or `f`) is available.
@@ -102,27 +129,91 @@ impl BuildSet {
     }
 }
 
-/// The matrix, parsed once. Panics only if the committed JSON is malformed, which
+/// The default matrix, parsed once. Panics only if the committed JSON is malformed, which
 /// `matrix_json_parses` catches.
 pub fn matrix() -> &'static MatrixData {
     static DATA: OnceLock<MatrixData> = OnceLock::new();
     DATA.get_or_init(|| serde_json::from_str(MATRIX_JSON).expect("nix/build-matrix.json is valid"))
 }
 
+/// Every matrix this build knows: the default first, then the snapshots in name order.
+pub fn all() -> &'static [MatrixData] {
+    static ALL: OnceLock<Vec<MatrixData>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut v = vec![serde_json::from_str(MATRIX_JSON).expect("nix/build-matrix.json is valid")];
+        for (name, json) in SNAPSHOT_JSON {
+            let m: MatrixData = serde_json::from_str(json)
+                .unwrap_or_else(|e| panic!("nix/matrices/{name}.json is not valid: {e}"));
+            v.push(m);
+        }
+        v
+    })
+}
+
+/// The names a kernel may pin, default first: `["2026-12", "upstream-2026-08"]`.
+pub fn known_names() -> Vec<&'static str> {
+    all().iter().map(|m| m.name.as_str()).collect()
+}
+
+/// A matrix name this build does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown build matrix `{name}`; this kernel-builder knows {}", known_names().join(", "))]
+pub struct UnknownMatrix {
+    /// The name asked for.
+    pub name: String,
+}
+
+/// The matrix called `name` (the default matrix's own name finds it too).
+///
+/// Errors with [`UnknownMatrix`], whose message lists the known names.
+pub fn named(name: &str) -> Result<&'static MatrixData, UnknownMatrix> {
+    all().iter().find(|m| m.name == name).ok_or_else(|| UnknownMatrix { name: name.to_owned() })
+}
+
+/// The matrix a kernel builds against: the one `[general] matrix` pins, else the default.
+/// An unknown pin (which `config::load` refuses) also gives the default.
+pub fn for_config(config: &crate::config::BuildConfig) -> &'static MatrixData {
+    match &config.general.matrix {
+        Some(name) => named(name).unwrap_or_else(|_| matrix()),
+        None => matrix(),
+    }
+}
+
+/// One line for `kernel-builder --version`: the crate version and the matrices it carries,
+/// e.g. `0.1.0 (matrix 2026-12, revision 2026-12-01; snapshots: upstream-2026-08 (2026-08-20))`.
+pub fn version_line() -> &'static str {
+    static LINE: OnceLock<String> = OnceLock::new();
+    LINE.get_or_init(|| {
+        let d = matrix();
+        let snaps: Vec<String> = all()[1..].iter().map(|m| format!("{} ({})", m.name, m.revision)).collect();
+        format!(
+            "{} (matrix {}, revision {}; snapshots: {})",
+            env!("CARGO_PKG_VERSION"),
+            d.name,
+            d.revision,
+            if snaps.is_empty() { "none".to_owned() } else { snaps.join(", ") }
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn matrix_json_parses() {
-        let m: MatrixData = serde_json::from_str(MATRIX_JSON).unwrap();
-        assert_eq!(m.format, "kernel-builder-matrix-v1");
-        assert_eq!(m.build_sets.len(), 18);
+    fn check_consistent(m: &MatrixData) {
+        assert_eq!(m.format, FORMAT, "{}", m.name);
+        let date = m.revision.as_bytes();
+        assert!(
+            date.len() == 10 && date[4] == b'-' && date[7] == b'-',
+            "{}: revision {} is not YYYY-MM-DD",
+            m.name,
+            m.revision
+        );
         for set in &m.build_sets {
             set.torch_version();
             set.backend_version();
             for s in &set.systems {
-                assert!(m.systems.contains(s), "unknown system {s}");
+                assert!(m.systems.contains(s), "{}: unknown system {s}", m.name);
             }
             if set.backend == Backend::Cuda {
                 assert!(m.cuda.contains_key(set.version.as_deref().unwrap()));
@@ -131,7 +222,70 @@ mod tests {
                 assert!(m.rocm.versions.contains_key(set.version.as_deref().unwrap()));
             }
         }
+        for (v, tk) in &m.cuda {
+            for (system, caps) in &tk.torch_wheel {
+                assert!(m.systems.contains(system), "{}: CUDA {v}: torch_wheel system {system}", m.name);
+                for c in caps {
+                    assert!(
+                        tk.capabilities.contains(c),
+                        "{}: CUDA {v}: wheel capability {c} unknown",
+                        m.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn matrix_json_parses() {
+        let m: MatrixData = serde_json::from_str(MATRIX_JSON).unwrap();
+        check_consistent(&m);
+        assert_eq!((m.name.as_str(), m.revision.as_str()), ("2026-12", "2026-12-01"));
+        assert_eq!(m.build_sets.len(), 27);
+        let flattened: usize = m.build_sets.iter().map(|s| s.systems.len()).sum();
+        assert_eq!(flattened, 45);
+        // The bundle: torch 2.14 and 2.15, plus the newest known ROCm and XPU builds (notes).
+        let mut bundle: Vec<(String, Backend)> =
+            m.build_sets.iter().filter(|s| s.bundle).map(|s| (s.torch.clone(), s.backend)).collect();
+        bundle.dedup();
+        assert!(bundle.iter().all(|(t, b)| t == "2.14"
+            || t == "2.15"
+            || (t == "2.13" && matches!(b, Backend::Rocm | Backend::Xpu))));
+    }
+
+    #[test]
+    fn snapshots_match_the_default_matrix() {
+        let listed: Vec<&str> = matrix().snapshots.keys().map(String::as_str).collect();
+        let embedded: Vec<&str> = SNAPSHOT_JSON.iter().map(|(n, _)| *n).collect();
+        assert_eq!(listed, embedded);
+        for (name, file) in &matrix().snapshots {
+            assert_eq!(file, &format!("matrices/{name}.json"));
+            let m = named(name).unwrap();
+            assert_eq!(&m.name, name);
+            assert!(m.snapshots.is_empty(), "a snapshot lists no snapshots");
+            check_consistent(m);
+        }
+        assert_eq!(known_names(), ["2026-12", "upstream-2026-08"]);
+    }
+
+    #[test]
+    fn the_august_snapshot_is_upstreams_matrix() {
+        let m = named("upstream-2026-08").unwrap();
+        assert_eq!(m.revision, "2026-08-20");
+        assert_eq!(m.build_sets.len(), 18);
         let flattened: usize = m.build_sets.iter().map(|s| s.systems.len()).sum();
         assert_eq!(flattened, 28);
+        assert_eq!(m.build_sets.iter().filter(|s| s.bundle).map(|s| s.systems.len()).sum::<usize>(), 26);
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        let err = named("upstream-2025-01").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown build matrix `upstream-2025-01`; this kernel-builder knows 2026-12, upstream-2026-08"
+        );
+        assert!(version_line()
+            .ends_with("(matrix 2026-12, revision 2026-12-01; snapshots: upstream-2026-08 (2026-08-20))"));
     }
 }

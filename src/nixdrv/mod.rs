@@ -26,6 +26,10 @@ pub const ORCHESTRATOR_ENV: &str = "KERNEL_BUILDER_ORCHESTRATOR";
 /// Lines of Nix's output shown when a build fails.
 const LOG_TAIL_LINES: usize = 200;
 
+/// How many of the last lines of Nix's output are kept while it runs (for the error message
+/// and the offline hint).
+const KEPT_LOG_LINES: usize = 2000;
+
 /// The Nix program to run: `$KERNEL_BUILDER_NIX`, else `nix`.
 pub fn nix_program() -> String {
     std::env::var(NIX_ENV).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "nix".to_owned())
@@ -201,20 +205,46 @@ pub fn build(
     args.extend(installables.iter().cloned());
     args.extend(extra_args.iter().cloned());
     let nix = nix_program();
-    let out = duct::cmd(&nix, &args)
-        .stdout_capture()
-        .stderr_capture()
+    // Nix's progress and build log (`-L`) go to stderr as they come, so a long build is not
+    // silent; the JSON result goes to a file, and the last lines are kept for the error.
+    let json =
+        tempfile::NamedTempFile::new().context("cannot create a temporary file for `nix build --json`")?;
+    let reader = duct::cmd(&nix, &args)
+        .stdout_path(json.path())
+        .stderr_to_stdout()
         .unchecked()
-        .run()
+        .reader()
         .with_context(|| format!("cannot run `{nix} build`"))?;
+    let mut kept: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let mut seen = 0usize;
+    {
+        use std::io::{BufRead, Write};
+        let mut stderr = std::io::stderr();
+        for line in std::io::BufReader::new(&reader).split(b'\n') {
+            let line = String::from_utf8_lossy(&line.context("cannot read Nix's output")?).into_owned();
+            let _ = writeln!(stderr, "{line}");
+            seen += 1;
+            kept.push_back(line);
+            if kept.len() > KEPT_LOG_LINES {
+                kept.pop_front();
+            }
+        }
+    }
+    let status = reader
+        .try_wait()
+        .with_context(|| format!("cannot run `{nix} build`"))?
+        .map(|o| o.status)
+        .context("`nix build` did not finish")?;
+    let stdout = std::fs::read(json.path()).context("cannot read the output of `nix build --json`")?;
+    let out = std::process::Output { status, stdout, stderr: Vec::new() };
     if !out.status.success() {
-        let log = String::from_utf8_lossy(&out.stderr);
+        let log = kept.iter().cloned().collect::<Vec<_>>().join("\n");
         let lines: Vec<&str> = log.lines().collect();
         let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
         bail!(
             "`{nix} {}` failed ({version}); Nix's build log{}:\n{}{}",
             args.join(" "),
-            if tail.len() < lines.len() { " (last lines; `nix log <drv>` has the rest)" } else { "" },
+            if tail.len() < seen { " (last lines; `nix log <drv>` has the rest)" } else { "" },
             tail.join("\n"),
             offline_hint(&log)
         );
@@ -226,6 +256,27 @@ pub fn build(
         bail!("`{nix} build` reported {} outputs for {} installables", paths.len(), installables.len());
     }
     Ok(paths)
+}
+
+/// Where the Nix route gets the orchestrator its cells run, when that needs no nixpkgs
+/// download: an explicit `--override-input …/orchestrator` in `extra_args`, an
+/// [`orchestrator_override`] (`$KERNEL_BUILDER_ORCHESTRATOR`, or this executable when it is
+/// static), or this executable running from the Nix store (installed through the flake, whose
+/// locked nixpkgs built it and so is in the store). `None`: the flake would have to build the
+/// orchestrator from a nixpkgs it may not have; `build-and-copy --nix auto` then builds
+/// natively.
+pub fn offline_orchestrator(extra_args: &[String]) -> anyhow::Result<Option<&'static str>> {
+    if extra_args.windows(2).any(|w| w[0] == "--override-input" && w[1].ends_with("/orchestrator")) {
+        return Ok(Some("the `--override-input …/orchestrator` given"));
+    }
+    if std::env::var_os(ORCHESTRATOR_ENV).is_some_and(|d| !d.is_empty()) {
+        orchestrator_override(extra_args)?;
+        return Ok(Some("KERNEL_BUILDER_ORCHESTRATOR"));
+    }
+    if std::env::current_exe().is_ok_and(|e| e.starts_with("/nix/store")) {
+        return Ok(Some("this kernel-builder, installed through its flake"));
+    }
+    Ok(orchestrator_override(extra_args)?.map(|_| "this statically linked kernel-builder"))
 }
 
 /// The orchestrator directory to hand the flake, unless `extra_args` already override
@@ -417,9 +468,10 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
     let unknown: Vec<&str> = variants.iter().map(String::as_str).filter(|v| !known.contains(v)).collect();
     if !unknown.is_empty() {
         bail!(
-            "`{dir}` has no variant {} on {system}; its variants are: {}",
+            "`{dir}` has no variant {} on {system}; its variants are: {}{}",
             unknown.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", "),
-            if known.is_empty() { "(none)".to_owned() } else { known.join(", ") }
+            if known.is_empty() { "(none)".to_owned() } else { known.join(", ") },
+            crate::assemble::bundle::did_you_mean(&unknown, &known)
         );
     }
     Ok(())

@@ -246,8 +246,7 @@ pub fn check_cell(
     }
     for e in walkdir::WalkDir::new(&root).sort_by_file_name() {
         let Ok(e) = e else { continue };
-        let name = e.file_name().to_string_lossy();
-        if name == "__pycache__" || name.ends_with(".pyc") {
+        if e.depth() > 0 && crate::layout::is_bytecode(e.file_name(), e.file_type().is_dir()) {
             problems.push(format!("`{}` must not be shipped", e.path().display()));
         }
     }

@@ -220,6 +220,7 @@ fn noarch_bundle_has_the_exact_tree() {
   "backend": {{
     "type": "cuda"
   }},
+  "kernels-minver": "0.17.0",
   "digest": {{
     "algorithm": "sha256",
     "files": {{
@@ -450,6 +451,12 @@ fn unknown_variant_lists_the_valid_ones() {
         "error: unknown variant `torch-metal`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu\n"
     );
     assert!(!t.path().join("build").exists());
+    // A near miss gets a suggestion.
+    let out = build(t.path(), &["--variant", "torch-cdua"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: unknown variant `torch-cdua`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-cuda`?\n"
+    );
 }
 
 /// A build that fails part-way (the xpu variant has an unknown Python dependency, found after
@@ -640,19 +647,26 @@ fn archs_are_the_authors_statement_only() {
     fixture(t.path());
     write(
         &t.path().join("build.toml"),
-        &BUILD_TOML.replace("pyext = [\"py\", \"json\"]", "pyext = [\"py\", \"json\"]\ncuda_capabilities = [\"9.0\", \"8.0\", \"9.0\"]\nrocm_archs = [\"gfx942\"]"),
+        &BUILD_TOML
+            .replace("pyext = [\"py\", \"json\"]", "pyext = [\"py\", \"json\"]\ncuda_capabilities = [\"9.0\", \"8.0\", \"9.0\"]\nrocm_archs = [\"gfx942\"]")
+            .replace("python-depends = [\"helion\"]", "python-depends = []"),
     );
     build_ok(t.path(), &[]);
-    let backend = |v: &str| -> serde_json::Value {
-        let m: serde_json::Value = serde_json::from_str(
+    let meta = |v: &str| -> serde_json::Value {
+        serde_json::from_str(
             &fs::read_to_string(t.path().join("build").join(v).join("metadata.json")).unwrap(),
         )
-        .unwrap();
-        m["backend"].clone()
+        .unwrap()
     };
+    let backend = |v: &str| meta(v)["backend"].clone();
     assert_eq!(backend("torch-cuda"), serde_json::json!({"type": "cuda", "archs": ["8.0", "9.0"]}));
     assert_eq!(backend("torch-rocm"), serde_json::json!({"type": "rocm", "archs": ["gfx942"]}));
     assert_eq!(backend("torch-xpu"), serde_json::json!({"type": "xpu"}));
+    // kernels-minver follows what each variant uses: an arch list needs the 0.17 arch check;
+    // a variant without one (and without helion) names no loader release.
+    assert_eq!(meta("torch-cuda")["kernels-minver"], "0.17.0");
+    assert_eq!(meta("torch-rocm")["kernels-minver"], "0.17.0");
+    assert_eq!(meta("torch-xpu").get("kernels-minver"), None);
 }
 
 /// Bad input (issue 3, item 7): a clear error, and nothing written.
@@ -954,7 +968,7 @@ fn mixed_kernel_without_a_toolchain_builds_its_noarch_variant_and_says_why_not_t
     assert_eq!(files(&d.join("build/torch-metal")), ["__init__.py", "_ops.py", "metadata.json"]);
 
     let host = kernel_builder::matrix::host_system();
-    let variant = format!("torch213-cxx11-cu130-{host}");
+    let variant = format!("torch214-cxx11-cu130-{host}");
     let mut args = vec!["--variant", variant.as_str()];
     args.extend(no_python);
     let out = build(d, &args);
@@ -993,7 +1007,9 @@ Options:
           Build through Nix or natively
 
           Possible values:
-          - auto:   Through Nix when `nix` is on PATH and DIR has a `flake.nix`; natively otherwise
+          - auto:   Through Nix when `nix` is on PATH, DIR has a `flake.nix` and the cells'
+            orchestrator needs no download (KERNEL_BUILDER_ORCHESTRATOR, a static kernel-builder, or
+            one installed through its flake); natively otherwise, saying why
           - always: Always through Nix (`nix build` of the kernel's flake); fails without Nix
           - never:  Never through Nix: build the variants here with this binary (compiled ones with
             the host's toolchain)
@@ -1128,4 +1144,173 @@ fn assemble_keeps_an_existing_variant_directory() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot create `o/torch-cuda`"));
     assert_eq!(files(&t.path().join("o")), ["torch-cuda/keep.txt"]);
+}
+
+/// A 96 MiB source file is streamed through the build (UTF-8 check, copy, digest, hashes):
+/// the build succeeds with the address space capped at 48 MB, which a whole read would pass.
+#[test]
+fn a_source_file_larger_than_the_memory_limit_builds() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let big = t.path().join("torch-ext/vector_add/table.py");
+    fs::File::create(&big).unwrap().set_len(96 << 20).unwrap(); // NUL bytes are UTF-8
+    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 48000 && exec \"$0\" build-and-copy --nix never .")
+        .arg(&exe)
+        .current_dir(t.path())
+        .env_remove("GIT_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fs::metadata(t.path().join("build/torch-cuda/table.py")).unwrap().len(), 96 << 20);
+}
+
+/// Killed at each `renameat2` of the swap in turn (strace injects SIGKILL at the Nth call),
+/// an update of three variants never leaves one missing or half-made: each `build/<v>` is
+/// wholly the old build or wholly the new one, and the next build finishes the job (same tree
+/// as a clean build, nothing left over). Skipped, saying so, when strace is not installed
+/// (scripts/test.sh installs it).
+#[test]
+fn a_build_killed_at_any_rename_of_the_swap_leaves_whole_variants() {
+    if duct::cmd!("strace", "-V").stdout_null().stderr_null().run().is_err() {
+        eprintln!(
+            "SKIPPED: strace not found (apt-get install strace); the kill-at-every-rename test did not run"
+        );
+        return;
+    }
+    let variants = ["torch-cuda", "torch-rocm", "torch-xpu"];
+    let edit = |dir: &Path| {
+        let p = dir.join("torch-ext/vector_add/vector_add.py");
+        let mut text = fs::read_to_string(&p).unwrap();
+        text.push_str("# version 2\n");
+        fs::write(&p, text).unwrap();
+    };
+    // The two whole trees every variant must equal one of.
+    let reference = tempfile::tempdir().unwrap();
+    fixture(reference.path());
+    build_ok(reference.path(), &[]);
+    let old: Vec<_> = variants.iter().map(|v| tree(&reference.path().join("build").join(v))).collect();
+    edit(reference.path());
+    build_ok(reference.path(), &[]);
+    let new: Vec<_> = variants.iter().map(|v| tree(&reference.path().join("build").join(v))).collect();
+    let clean = tree(&reference.path().join("build"));
+    assert_ne!(old, new);
+
+    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let mut killed = 0;
+    for n in 1.. {
+        let t = tempfile::tempdir().unwrap();
+        fixture(t.path());
+        build_ok(t.path(), &[]);
+        edit(t.path());
+        let out = std::process::Command::new("strace")
+            .args(["-f", "-o", "/dev/null", "-e", "trace=renameat2"])
+            .arg(format!("--inject=renameat2:signal=KILL:when={n}"))
+            .arg(&exe)
+            .args(["build-and-copy", "--nix", "never", "."])
+            .current_dir(t.path())
+            .env_remove("GIT_DIR")
+            .output()
+            .unwrap();
+        if out.status.success() {
+            assert_eq!(
+                tree(&t.path().join("build")),
+                clean,
+                "the run past the last rename is a normal build"
+            );
+            break;
+        }
+        killed += 1;
+        for (i, v) in variants.iter().enumerate() {
+            let got = tree(&t.path().join("build").join(v));
+            assert!(got == old[i] || got == new[i], "kill at rename {n}: `build/{v}` is neither build");
+        }
+        let out = build(t.path(), &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("removed, left by an interrupted build"));
+        assert_eq!(tree(&t.path().join("build")), clean, "after the kill at rename {n} and a rebuild");
+    }
+    assert_eq!(killed, variants.len(), "one atomic rename per variant");
+}
+
+/// With `git` missing from PATH, an edited tree in a repository does not build as clean: the
+/// build says cleanliness could not be checked, and records HEAD's commit (read from `.git`,
+/// packed refs included) as dirty, so the loader warns about it.
+#[test]
+fn without_git_an_edited_tree_is_recorded_as_unchecked_not_clean() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    git(t.path(), &["init", "-q"]);
+    git(t.path(), &["add", "-A"]);
+    git(t.path(), &["commit", "-qm", "fixture"]);
+    git(t.path(), &["pack-refs", "--all"]);
+    let head = git(t.path(), &["rev-parse", "HEAD"]);
+    let p = t.path().join("torch-ext/vector_add/vector_add.py");
+    fs::write(&p, fs::read_to_string(&p).unwrap() + "# edited\n").unwrap();
+
+    let out =
+        kb(t.path()).env("PATH", "/nonexistent").args(["build-and-copy", "--nix", "never"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("warning: cannot run `git` ("), "{stderr}");
+    assert!(stderr.contains("has uncommitted changes could not be checked; recorded as commit"), "{stderr}");
+    let meta: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(t.path().join("build/torch-cuda/metadata.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["provenance"]["kernel"], serde_json::json!({"commit": head, "dirty": true}));
+
+    // `verify` without git rebuilds with the recorded revision and finds the same trees.
+    let out = kb(t.path()).env("PATH", "/nonexistent").arg("verify").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// A build that has to wait for another holder of `build/`'s lock says so, and who holds it
+/// (pid and command line, from /proc/locks), then goes on once the lock is released.
+#[test]
+fn a_build_waiting_for_the_lock_says_whose_it_is() {
+    use std::io::BufRead;
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    fs::create_dir(t.path().join("build")).unwrap();
+    let holder = fs::File::open(t.path().join("build")).unwrap();
+    rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kernel-builder"))
+        .current_dir(t.path())
+        .args(["build-and-copy", "--nix", "never"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let me = std::process::id();
+    assert!(
+        first.starts_with(&format!("note: `./build` is locked by pid {me} (`"))
+            && first.ends_with("waiting for it to finish with it (builds of one kernel take turns)"),
+        "{first}"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "it waits");
+    drop(holder);
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(child.wait().unwrap().success(), "{rest:?}");
+    assert!(t.path().join("build/torch-cuda/metadata.json").is_file());
+}
+
+/// A packaged file whose name holds a newline is refused, naming it, and nothing is built.
+#[test]
+fn a_file_name_with_a_newline_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    write(&t.path().join("torch-ext/vector_add/two\nlines.py"), "X = 1\n");
+    let out = build(t.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"torch-ext/vector_add/two\\nlines.py\" has a line break in its name")
+            && stderr.contains("rename it"),
+        "{stderr}"
+    );
+    assert!(!t.path().join("build").exists());
 }

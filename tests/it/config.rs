@@ -510,6 +510,10 @@ fn load_reports_a_missing_build_toml() {
 use crate::corpus::{corpus_dir, entries as corpus_entries};
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn corpus_files_upstream_accepts_load() {
     let mut failures = Vec::new();
     let mut count = 0;
@@ -533,6 +537,10 @@ fn corpus_files_upstream_accepts_load() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn corpus_files_with_real_faults_are_rejected_naming_the_rule() {
     let cases = [
         (
@@ -688,6 +696,10 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "corpus-tests"),
+        ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+    )]
     fn mutated_real_files_never_panic(
         idx in any::<prop::sample::Index>(),
         edits in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..4, "[\\[\\]\"=.,a-z0-9_ \\n-]{0,6}"), 1..6),
@@ -725,6 +737,83 @@ proptest! {
     }
 }
 
+// ---- long lines and huge columns -----------------------------------------------------------
+
+/// Whatever the padding, both renderers answer without a panic, every problem keeps its
+/// `file:line:column`, and no line drawn from the source is longer than the renderer's bound.
+fn check_long_line(text: &str) -> Result<(), TestCaseError> {
+    for style in [RenderStyle::Plain, RenderStyle::Fancy] {
+        let r = match config::load_str_styled(Utf8Path::new("build.toml"), text, None, style) {
+            Ok(l) => l.rendered_warnings,
+            Err(e) => e.render(),
+        };
+        prop_assert!(r.lines().all(|l| l.len() < 8192), "a source line of {} bytes was drawn", text.len());
+    }
+    check_outcome(text)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn long_lines_and_huge_columns_never_panic(
+        pad in prop_oneof![0usize..200, 4000usize..5000, 60_000usize..140_000],
+        fill in prop::sample::select(&[" ", "\t", "é", " \t"][..]),
+        place in 0usize..4,
+        key in prop::sample::select(KEYS),
+        value in toml_value(),
+    ) {
+        let padding = fill.repeat(pad / fill.len());
+        let text = match place {
+            // Before a key of [general], on its own line.
+            0 => BASE.replacen("version = 1\n", &format!("version = 1\n{padding}{key} = {value}\n"), 1),
+            // Inside an array value: the span starts far to the right.
+            1 => BASE.replacen("src = [\"torch-ext", &format!("src = [{padding}\"torch-ext"), 1),
+            // In a comment after a value, making the drawn context line long.
+            2 => BASE.replacen("edition = 5\n", &format!("edition = 5 #{padding}\n{key} = {value}\n"), 1),
+            // A long string value.
+            _ => BASE.replacen("license = \"Apache-2.0\"", &format!("license = \"{padding}\""), 1),
+        };
+        check_long_line(&text)?;
+    }
+}
+
+/// The reported case: 70,000 spaces before a bad key. miette panicked ("Formatting argument out
+/// of range"); now the problem is the plain `file:line:column` form, with every other problem
+/// still drawn.
+#[test]
+fn seventy_thousand_spaces_before_a_bad_key_render_as_file_line_column() {
+    let text = BASE.replacen("version = 1\n", &format!("version = 1\n{}bogus = 1\n", " ".repeat(70_000)), 1);
+    for style in [RenderStyle::Plain, RenderStyle::Fancy] {
+        let e = config::load_str_styled(Utf8Path::new("build.toml"), &text, None, style).unwrap_err();
+        let r = e.render();
+        assert!(
+            r.contains("build.toml:4:70001: error: unknown key `bogus` in `[general]` [unknown-key]\n  help: allowed keys:"),
+            "{r}"
+        );
+        assert!(r.ends_with("build.toml: 1 error and 0 warnings\n"), "{r}");
+    }
+    let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    fs::write(dir.join("build.toml"), &text).unwrap();
+    for args in [&["check-config"][..], &["check-config", "--json"], &["build-and-copy", "--nix", "never"]] {
+        let out = cmd().args(args).arg(&dir).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// A value spanning 5,000 lines is drawn by its first line only, not the whole array.
+#[test]
+fn a_problem_on_a_huge_multiline_value_draws_only_its_first_line() {
+    let entries: String = (0..5000).map(|i| format!("  \"dep-{i}\",\n")).collect();
+    let text = BASE.replacen("version = 1\n", &format!("version = 1\nbogus = [\n{entries}]\n"), 1);
+    let e = load(&text).unwrap_err();
+    let r = e.render();
+    assert!(r.contains("unknown key `bogus`"), "{r}");
+    assert!(r.lines().count() < 40, "{} lines:\n{r}", r.lines().count());
+}
+
 // ---- the command ---------------------------------------------------------------------------
 
 fn cmd() -> Command {
@@ -741,7 +830,7 @@ fn check_config_valid_prints_summary_and_exits_0() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
-        "name: relu\ngeneration: edition 5\nbackends: cuda, metal\nframework: torch\nkernels:\n  relu -> cuda\nnoarch backends: metal\n"
+        "name: relu\ngeneration: edition 5\nbackends: cuda, metal\nframework: torch\nkernels:\n  relu -> cuda\nnoarch backends: metal\nmatrix: 2026-12 (revision 2026-12-01)\n"
     );
     assert_eq!(String::from_utf8(out.stderr).unwrap(), "");
     let out = cmd().arg("check-config").arg("--json").current_dir(&dir).output().unwrap();
@@ -764,6 +853,42 @@ fn check_config_invalid_exits_1_with_every_error() {
     assert_eq!(out.stdout, b"");
     let err = String::from_utf8(out.stderr).unwrap();
     insta::assert_snapshot!("check_config_invalid", err);
+}
+
+/// `--json` on a file with errors still prints a JSON document: every problem with its rule,
+/// key path, line and column (exit 1; the rendered text stays on stderr).
+#[test]
+fn check_config_json_on_errors_lists_the_problems_with_their_places() {
+    let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    fs::write(
+        dir.join("build.toml"),
+        BASE.replace("[\"cuda\"]", "[\"mps\"]").replace("version = 1\n", "version = 1\nbogus = 2\n"),
+    )
+    .unwrap();
+    let out = cmd().args(["check-config", "--json"]).current_dir(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown key `bogus`"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["file"], "./build.toml");
+    let problems = v["problems"].as_array().unwrap();
+    let count = |sev: &str| problems.iter().filter(|p| p["severity"] == sev).count() as u64;
+    assert_eq!(
+        (v["errors"].as_u64(), v["warnings"].as_u64()),
+        (Some(count("error")), Some(count("warning")))
+    );
+    let bogus = problems.iter().find(|p| p["rule"] == "unknown-key").expect("the unknown key");
+    assert_eq!(
+        (
+            bogus["key_path"].as_str(),
+            bogus["line"].as_u64(),
+            bogus["column"].as_u64(),
+            bogus["severity"].as_str()
+        ),
+        (Some("general.bogus"), Some(4), Some(1), Some("error"))
+    );
+    let mps = problems.iter().find(|p| p["key_path"] == "general.backends[0]").expect("the bad backend");
+    assert_eq!((mps["line"].as_u64(), mps["column"].as_u64()), (Some(7), Some(13)), "{mps}");
 }
 
 #[test]
@@ -826,4 +951,54 @@ fn kernels_in_a_noarch_file_are_flagged() {
             "[build.toml:10:1]",
         ],
     );
+}
+
+// ---- size ------------------------------------------------------------------------------------
+
+/// A build.toml over 1 MiB is refused by name and size, by every command that reads it, before
+/// it is parsed (a file of 500,000 entries once took 24 GB).
+#[test]
+fn a_build_toml_over_one_mib_is_refused_with_its_size() {
+    let (_tmp, dir) = kernel_dir(&[]);
+    let text = format!("{BASE}{}", "# padding\n".repeat(110_000));
+    fs::write(dir.join("build.toml"), &text).unwrap();
+    let size = text.len().to_string();
+    let size = format!("{},{},{}", &size[..1], &size[1..4], &size[4..]);
+    let want =
+        format!("is {size} bytes; kernel-builder reads build.toml files of at most 1,048,576 bytes (1 MiB)");
+    for args in [
+        &["check-config"][..],
+        &["check-config", "--json"],
+        &["update-build"],
+        &["build-and-copy", "--nix", "never"],
+    ] {
+        let out = cmd().args(args).arg(&dir).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(&want), "{args:?}: {stderr}");
+    }
+    let e = load(&text).unwrap_err();
+    assert_eq!(rules(&e), ["file-too-large"]);
+}
+
+/// 2,000 problems of one kind print three in full and one line for the rest, with the lines
+/// they are on; the count line still counts all of them.
+#[test]
+fn many_problems_of_one_kind_are_grouped_after_three() {
+    let deps: String = (0..2000).map(|i| format!("  \"bad-dep-{i}\",\n")).collect();
+    let text = BASE.replacen(
+        "backends = [\"cuda\"]\n",
+        &format!("backends = [\"cuda\"]\npython-depends = [\n{deps}]\n"),
+        1,
+    );
+    let e = load(&text).unwrap_err();
+    assert_eq!(e.problems.len(), 2000);
+    let r = e.render();
+    assert_eq!(r.matches("unknown Python dependency `bad-dep-").count(), 3, "{r}");
+    assert!(
+        r.contains("build.toml: … and 1,997 more [unknown-python-dependency] errors like the 3 above (lines 11–2,007)\n"),
+        "{r}"
+    );
+    assert!(r.ends_with("build.toml: 2000 errors and 0 warnings\n"), "{r}");
+    assert!(r.len() < 4000, "{} bytes", r.len());
 }

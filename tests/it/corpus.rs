@@ -1,23 +1,37 @@
-//! The real build.toml corpus in `../shared/corpus` (beside the repository, or
-//! `$KERNEL_BUILDER_CORPUS`): reading `expected.json` and materializing an entry as a kernel
-//! directory (its build.toml plus an empty file at every path of `files.txt` and
-//! `sources_missing_from_files_txt`, the corpus README's recipe). A missing corpus is a
-//! failure, never a skip.
+//! The real build.toml corpus, the one locator every test uses: `$KERNEL_BUILDER_CORPUS`, else
+//! `../shared/corpus` beside the repository. Reads `expected.json` and materializes an entry as
+//! a kernel directory (its build.toml plus an empty file at every path of `files.txt` and
+//! `sources_missing_from_files_txt`, the corpus README's recipe).
+//!
+//! The corpus is not part of this repository, so the tests that read it are compiled as
+//! ignored (libtest reports them as `ignored, needs the corpus …`, counted apart from passed
+//! tests) unless the cargo feature `corpus-tests` is on. With the feature on, a missing corpus
+//! is a failure, never a skip: `scripts/test.sh` turns the feature on exactly when it finds the
+//! corpus or `$KERNEL_BUILDER_CORPUS` is set, and `.ci/run` sets it, so CI cannot pass without
+//! running them. Mark such a test with
+//! `#[cfg_attr(not(feature = "corpus-tests"), ignore = "needs the corpus: …")]`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use camino::Utf8PathBuf;
 
-/// The corpus directory.
-pub fn corpus_dir() -> PathBuf {
-    let dir = match std::env::var_os("KERNEL_BUILDER_CORPUS") {
+/// Where the corpus is looked for: `$KERNEL_BUILDER_CORPUS`, else `../shared/corpus` beside
+/// the repository. Does not check that it exists.
+pub fn corpus_location() -> PathBuf {
+    match std::env::var_os("KERNEL_BUILDER_CORPUS") {
         Some(d) => PathBuf::from(d),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
-    };
+    }
+}
+
+/// The corpus directory; panics naming the place looked at when it holds no `expected.json`
+/// (only tests compiled with `corpus-tests` call it, and for them a missing corpus is a fault).
+pub fn corpus_dir() -> PathBuf {
+    let dir = corpus_location();
     assert!(
         dir.join("expected.json").is_file(),
-        "corpus not found at {} (set KERNEL_BUILDER_CORPUS)",
+        "corpus not found at {} (set KERNEL_BUILDER_CORPUS, or build without --features corpus-tests to skip the corpus tests)",
         dir.display()
     );
     dir

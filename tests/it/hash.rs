@@ -340,11 +340,41 @@ fn cli_error_names_the_path_and_exits_1() {
         .assert()
         .code(1)
         .stdout("")
-        .stderr(format!(
-            "error: cannot hash `{0}`\n  caused by: cannot read metadata of `{0}`: No such file \
+        .stderr(
+            format!(
+                "error: cannot hash `{0}`\n  caused by: cannot read metadata of `{0}`: No such file \
              or directory (os error 2)\n",
-            missing.display()
-        ));
+                missing.display()
+            ) + "error: 1 of 1 paths could not be hashed\n",
+        );
+}
+
+/// `hash a b c` with `a` and `c` missing: `b` is still hashed and printed, both failures are
+/// reported, and the exit status is 1 at the end.
+#[test]
+fn cli_hashes_every_path_and_exits_1_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, c) = (dir.path().join("a"), dir.path().join("c"));
+    let b = dir.path().join("b");
+    std::fs::write(&b, "").unwrap();
+    let out = assert_cmd::Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .arg("hash")
+        .arg(&a)
+        .arg(&b)
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{}\n", kernel_builder::hash::nar_hash_sri(&b).unwrap())
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    for p in [&a, &c] {
+        assert!(stderr.contains(&format!("error: cannot hash `{}`\n", p.display())), "{stderr}");
+    }
+    assert!(stderr.ends_with("error: 2 of 3 paths could not be hashed\n"), "{stderr}");
 }
 
 mod digest {

@@ -129,9 +129,14 @@ fn upstream_example_command() {
     ]);
     assert_eq!(
         stdout,
-        "Created `myorg/vector-add-helion` in `vector-add-helion` (helion template; backends: cuda, rocm, xpu; 9 files)\n  \
-         initialized a new git repository and staged the files\n\
-         Next:\n  cd vector-add-helion\n  kernel-builder build-and-copy .\n  python -m pytest tests\n"
+        format!(
+            "Created `myorg/vector-add-helion` in `vector-add-helion` (helion template; backends: cuda, rocm, xpu; 9 files)\n  \
+             initialized a new git repository and staged the files\n  \
+             flake.nix takes kernel-builder from `{}` (from --flake-ref or KERNEL_BUILDER_FLAKE_REF); to use another, \
+             edit `inputs.kernel-builder.url` in flake.nix (or pass --flake-ref)\n\
+             Next:\n  cd vector-add-helion\n  kernel-builder build-and-copy .\n  python -m pytest tests\n",
+            flake_ref()
+        )
     );
     let dir = s.root.join("vector-add-helion");
     assert_eq!(tree(&dir), with_mode(&HELION_FILES));
@@ -465,19 +470,20 @@ Options:
       --name <ORG/NAME>        The Hub repository the kernel is published to, `ORG/NAME`. NAME is
                                the kernel's name: lowercase letters, digits and `-`. Default: taken
                                from PATH when PATH is `ORG/NAME`
-      --backends <BACKEND>...  Backends to build for: cpu, cuda, metal, rocm, xpu, or `all` (every
-                               backend the template supports). Default: helion and triton cuda rocm
-                               xpu; torch cpu cuda; compiled cuda
+      --backends <BACKEND>...  Backends to build for (`cuda rocm` or `cuda,rocm`): cpu, cuda, metal,
+                               rocm, xpu, or `all` (every backend the template supports). Default:
+                               helion and triton cuda rocm xpu; torch cpu cuda; compiled cuda
       --template <TEMPLATE>    The kind of kernel. The op is the same in every template (an
                                element-wise add), ready to build, test and replace; the compiled
                                template builds natively its cpu and cuda cells (`build-and-copy
                                --nix never`) [default: helion] [possible values: compiled, helion,
                                triton, torch]
-      --license <LICENSE>      Licence of the kernel, written into build.toml and the card (an SPDX
+      --license <LICENSE>      License of the kernel, written into build.toml and the card (an SPDX
                                id) [default: Apache-2.0]
       --flake-ref <REF>        Flake reference of kernel-builder that the new kernel's flake.nix
-                               builds with [env: KERNEL_BUILDER_FLAKE_REF=] [default:
-                               github:kernel-builder/kernel-builder]
+                               builds with (its `inputs.kernel-builder.url`). Default: the flake
+                               this kernel-builder was installed from, else the checkout it was
+                               built from, else the published flake [env: KERNEL_BUILDER_FLAKE_REF=]
       --overwrite              Write into a non-empty directory: generated files replace files of
                                the same name, other files are left as they are
   -h, --help                   Print help (see more with '--help')
@@ -517,7 +523,7 @@ fn license_reaches_build_toml_and_card() {
     assert_eq!(code, 2);
     assert_eq!(
         stderr,
-        "error: `--license MIT License` is not a licence id: use letters, digits, `.`, `-` and `+` (e.g. \
+        "error: `--license MIT License` is not a license id: use letters, digits, `.`, `-` and `+` (e.g. \
          `Apache-2.0`, `MIT`)\n"
     );
 }
@@ -713,13 +719,11 @@ struct Case {
     darwin: &'static [&'static str],
 }
 
-const CUDA_CELLS: [&str; 6] = [
-    "torch212-cxx11-cu126-x86_64-linux",
-    "torch212-cxx11-cu130-x86_64-linux",
-    "torch212-cxx11-cu132-x86_64-linux",
-    "torch213-cxx11-cu126-x86_64-linux",
-    "torch213-cxx11-cu130-x86_64-linux",
-    "torch213-cxx11-cu132-x86_64-linux",
+const CUDA_CELLS: [&str; 4] = [
+    "torch214-cxx11-cu126-x86_64-linux",
+    "torch214-cxx11-cu130-x86_64-linux",
+    "torch214-cxx11-cu132-x86_64-linux",
+    "torch215-cxx11-cu132-x86_64-linux",
 ];
 
 const CASES: &[Case] = &[
@@ -750,39 +754,35 @@ const CASES: &[Case] = &[
     Case {
         template: "compiled",
         backends: &["cpu"],
-        linux: &["torch212-cxx11-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"],
-        darwin: &["torch212-cpu-aarch64-darwin", "torch213-cpu-aarch64-darwin"],
+        linux: &["torch214-cxx11-cpu-x86_64-linux", "torch215-cxx11-cpu-x86_64-linux"],
+        darwin: &["torch214-cpu-aarch64-darwin", "torch215-cpu-aarch64-darwin"],
     },
     Case {
         template: "compiled",
         backends: &["metal"],
         linux: &[],
-        darwin: &["torch212-metal-aarch64-darwin", "torch213-metal-aarch64-darwin"],
+        darwin: &["torch214-metal-aarch64-darwin", "torch215-metal-aarch64-darwin"],
     },
     Case {
         template: "compiled",
         backends: &["all"],
         linux: &[
-            "torch212-cxx11-cpu-x86_64-linux",
-            "torch212-cxx11-cu126-x86_64-linux",
-            "torch212-cxx11-cu130-x86_64-linux",
-            "torch212-cxx11-cu132-x86_64-linux",
-            "torch212-cxx11-rocm71-x86_64-linux",
-            "torch212-cxx11-rocm72-x86_64-linux",
-            "torch212-cxx11-xpu20253-x86_64-linux",
-            "torch213-cxx11-cpu-x86_64-linux",
-            "torch213-cxx11-cu126-x86_64-linux",
-            "torch213-cxx11-cu130-x86_64-linux",
-            "torch213-cxx11-cu132-x86_64-linux",
             "torch213-cxx11-rocm71-x86_64-linux",
             "torch213-cxx11-rocm72-x86_64-linux",
             "torch213-cxx11-xpu20260-x86_64-linux",
+            "torch214-cxx11-cpu-x86_64-linux",
+            "torch214-cxx11-cu126-x86_64-linux",
+            "torch214-cxx11-cu130-x86_64-linux",
+            "torch214-cxx11-cu132-x86_64-linux",
+            "torch214-cxx11-rocm72-x86_64-linux",
+            "torch215-cxx11-cpu-x86_64-linux",
+            "torch215-cxx11-cu132-x86_64-linux",
         ],
         darwin: &[
-            "torch212-cpu-aarch64-darwin",
-            "torch212-metal-aarch64-darwin",
-            "torch213-cpu-aarch64-darwin",
-            "torch213-metal-aarch64-darwin",
+            "torch214-cpu-aarch64-darwin",
+            "torch214-metal-aarch64-darwin",
+            "torch215-cpu-aarch64-darwin",
+            "torch215-metal-aarch64-darwin",
         ],
     },
 ];
@@ -964,4 +964,117 @@ fn generated_flake_builds_the_bundle_with_nix() {
             assert!(result.join(v).join("metadata.json").is_file());
         }
     }
+}
+
+/// The seed workflow as README tells it, with no flake reference given: `init` writes this
+/// checkout (`git+file://`, so Nix copies tracked files only) and says how to change it, and
+/// `build-and-copy .` works with no override: natively with a note when Nix would have to
+/// download nixpkgs first, and (with Nix) through Nix, offline, once the orchestrator is
+/// known.
+#[test]
+fn init_without_a_flake_ref_takes_this_checkout_and_builds_with_no_override() {
+    let s = Scratch::new();
+    let out = s
+        .kb()
+        .env_remove("KERNEL_BUILDER_FLAKE_REF")
+        .args(["init", "--name", "myorg/vector-add-helion", "--", "vector-add-helion"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let want = format!("git+file://{repo}");
+    assert!(
+        stdout.contains(&format!(
+            "  flake.nix takes kernel-builder from `{want}` (the checkout this kernel-builder was built from); to use another, edit `inputs.kernel-builder.url` in flake.nix (or pass --flake-ref)\n"
+        )),
+        "{stdout}"
+    );
+    let dir = s.root.join("vector-add-helion");
+    assert!(read(dir.join("flake.nix")).contains(&format!("inputs.kernel-builder.url = \"{want}\";")));
+
+    let out = s
+        .kb()
+        .current_dir(&dir)
+        .env_remove("KERNEL_BUILDER_ORCHESTRATOR")
+        .args(["build-and-copy", "."])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(dir.join("build/torch-cuda/metadata.json").is_file());
+    if which_nix() {
+        assert!(
+            stderr.contains(
+                "note: building natively: Nix is on PATH, but this kernel-builder is not statically linked"
+            ),
+            "{stderr}"
+        );
+    }
+}
+
+fn which_nix() -> bool {
+    duct::cmd!("nix", "--version").stdout_null().stderr_null().run().is_ok()
+}
+
+/// The same project through Nix, offline, with the orchestrator `scripts/setup-nix.sh` made:
+/// the flake reference `init` wrote resolves without the network.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn the_flake_ref_init_writes_builds_through_nix_offline() {
+    let s = Scratch::new();
+    let out = s
+        .kb()
+        .env_remove("KERNEL_BUILDER_FLAKE_REF")
+        .args(["init", "--name", "myorg/seed-nix", "--", "seed-nix"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = s.root.join("seed-nix");
+    let out = s
+        .kb()
+        .current_dir(&dir)
+        .env("KERNEL_BUILDER_ORCHESTRATOR", orchestrator())
+        .args(["build-and-copy", "."])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("note: building through Nix"), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("built torch-cuda (through Nix) -> ./build/torch-cuda")
+    );
+}
+
+/// `--backends cuda,rocm` is the same as `--backends cuda rocm`.
+#[test]
+fn backends_separated_by_commas_or_spaces_are_the_same() {
+    let s = Scratch::new();
+    let a = s.init(&["--name", "myorg/comma", "--backends", "cuda,rocm", "--", "a"]);
+    let b = s.init(&["--name", "myorg/comma", "--backends", "cuda", "rocm", "--", "b"]);
+    assert!(a.contains("backends: cuda, rocm;"), "{a}");
+    assert_eq!(read(s.root.join("a/build.toml")), read(s.root.join("b/build.toml")));
+    assert_eq!(a.replace("`a`", "`b`").replace(" a\n", " b\n"), b);
+}
+
+/// `init` in a directory that an enclosing repository ignores: the kernel gets its own
+/// repository there, with the files staged, and says why (it used to fail: "`git add -- .`
+/// failed … The following paths are ignored").
+#[test]
+fn init_inside_an_ignored_directory_makes_the_kernels_own_repository() {
+    let s = Scratch::new();
+    let outer = s.root.join("outer");
+    std::fs::create_dir_all(outer.join("ignored")).unwrap();
+    duct::cmd!("git", "init", "-q").dir(&outer).run().unwrap();
+    std::fs::write(outer.join(".gitignore"), "ignored/\n").unwrap();
+    let out = s.init(&["--name", "myorg/vector-add-helion", "--", "outer/ignored/k"]);
+    assert!(
+        out.contains(&format!(
+            "  initialized a new git repository and staged the files (the repository at `{outer}` ignores this directory)\n"
+        )),
+        "{out}"
+    );
+    let dir = outer.join("ignored/k");
+    assert!(dir.join(".git").is_dir());
+    assert_eq!(staged(&dir), HELION_FILES);
 }

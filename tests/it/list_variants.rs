@@ -102,6 +102,13 @@ torch213-cxx11-cu132-x86_64-linux
 torch213-cxx11-rocm71-x86_64-linux
 torch213-cxx11-rocm72-x86_64-linux
 torch213-cxx11-xpu20260-x86_64-linux
+torch214-cxx11-cpu-x86_64-linux
+torch214-cxx11-cu126-x86_64-linux
+torch214-cxx11-cu130-x86_64-linux
+torch214-cxx11-cu132-x86_64-linux
+torch214-cxx11-rocm72-x86_64-linux
+torch215-cxx11-cpu-x86_64-linux
+torch215-cxx11-cu132-x86_64-linux
 "
     );
 }
@@ -112,13 +119,61 @@ fn relu_bundle_on_darwin_and_every_system() {
     let out = list_variants().arg(&dir).args(["--system", "aarch64-darwin"]).output().unwrap();
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
-        "torch212-cpu-aarch64-darwin\ntorch212-metal-aarch64-darwin\ntorch213-cpu-aarch64-darwin\ntorch213-metal-aarch64-darwin\n"
+        "torch214-cpu-aarch64-darwin\ntorch214-metal-aarch64-darwin\ntorch215-cpu-aarch64-darwin\ntorch215-metal-aarch64-darwin\n"
     );
     let out = list_variants().arg(&dir).arg("--all-systems").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 4 + 8 + 14);
-    assert!(text.starts_with("aarch64-darwin\ttorch212-cpu-aarch64-darwin\n"), "{text}");
-    assert!(text.ends_with("x86_64-linux\ttorch213-cxx11-xpu20260-x86_64-linux\n"), "{text}");
+    assert_eq!(text.lines().count(), 4 + 6 + 10);
+    assert!(text.starts_with("aarch64-darwin\ttorch214-cpu-aarch64-darwin\n"), "{text}");
+    assert!(text.ends_with("x86_64-linux\ttorch215-cxx11-cu132-x86_64-linux\n"), "{text}");
+}
+
+/// A kernel that pins the August snapshot lists upstream's 8ac69fc5 variants; the JSON cells
+/// name the matrix and its revision.
+#[test]
+fn a_pinned_snapshot_lists_its_variants() {
+    let pinned = RELU.replace("backends = [", "matrix = \"upstream-2026-08\"\nbackends = [");
+    let (_tmp, dir) = kernel_dir(&pinned, RELU_FILES);
+    let out = list_variants().arg(&dir).args(["--system", "aarch64-darwin"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "torch212-cpu-aarch64-darwin\ntorch212-metal-aarch64-darwin\ntorch213-cpu-aarch64-darwin\ntorch213-metal-aarch64-darwin\n"
+    );
+    let out = list_variants().arg(&dir).args(["--system", "x86_64-linux", "--json"]).output().unwrap();
+    let cells: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = cells.as_array().unwrap();
+    assert_eq!(cells.len(), 14);
+    assert!(cells.iter().all(|c| c["matrix"] == "upstream-2026-08" && c["matrix_revision"] == "2026-08-20"));
+}
+
+#[test]
+fn an_unknown_snapshot_is_refused_with_the_known_ones() {
+    let pinned = RELU.replace("backends = [", "matrix = \"upstream-2025-01\"\nbackends = [");
+    let (_tmp, dir) = kernel_dir(&pinned, RELU_FILES);
+    let out = list_variants().arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("build.toml:6:"), "{err}");
+    assert!(err.contains("unknown-matrix"), "{err}");
+    assert!(
+        err.contains("known matrices: `2026-12` (the default, revision 2026-12-01), `upstream-2026-08` (revision 2026-08-20)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn version_names_the_matrix_revision() {
+    let out = Command::cargo_bin("kernel-builder").unwrap().arg("--version").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!(
+            "kernel-builder {} (matrix 2026-12, revision 2026-12-01; snapshots: upstream-2026-08 (2026-08-20))\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
 }
 
 #[test]
@@ -128,25 +183,27 @@ fn json_cells_of_a_compiled_cuda_variant() {
     assert_eq!(out.status.code(), Some(0));
     let cells: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cells = cells.as_array().unwrap();
-    assert_eq!(cells.len(), 8);
-    let cu126 = cells.iter().find(|c| c["name"] == "torch213-cxx11-cu126-aarch64-linux").unwrap();
+    assert_eq!(cells.len(), 6);
+    let cu126 = cells.iter().find(|c| c["name"] == "torch214-cxx11-cu126-aarch64-linux").unwrap();
     assert_eq!(
         cu126,
         &serde_json::json!({
-            "name": "torch213-cxx11-cu126-aarch64-linux",
+            "name": "torch214-cxx11-cu126-aarch64-linux",
             "system": "aarch64-linux",
             "backend": "cuda",
             "backend_version": "12.6",
-            "torch_version": "2.13",
+            "torch_version": "2.14",
             "noarch": false,
             "bundle": true,
             "kind": "torch",
-            "arch_variant": "torch213-cxx11-cu126-aarch64-linux",
+            "arch_variant": "torch214-cxx11-cu126-aarch64-linux",
             "cuda_capabilities": ["8.0", "9.0a"],
-            "rocm_archs": null
+            "rocm_archs": null,
+            "matrix": "2026-12",
+            "matrix_revision": "2026-12-01"
         })
     );
-    let cu130 = cells.iter().find(|c| c["name"] == "torch213-cxx11-cu130-aarch64-linux").unwrap();
+    let cu130 = cells.iter().find(|c| c["name"] == "torch214-cxx11-cu130-aarch64-linux").unwrap();
     assert_eq!(cu130["cuda_capabilities"], serde_json::json!(["8.0", "9.0a", "10.0f"]));
 }
 
@@ -175,19 +232,19 @@ fn json_noarch_cells() {
             (
                 "torch-cuda".into(),
                 "noarch".into(),
-                "torch212-cxx11-cu126-x86_64-linux".into(),
+                "torch214-cxx11-cu126-x86_64-linux".into(),
                 serde_json::json!(["9.0"])
             ),
             (
                 "torch-rocm".into(),
                 "noarch".into(),
-                "torch212-cxx11-rocm71-x86_64-linux".into(),
+                "torch213-cxx11-rocm71-x86_64-linux".into(),
                 serde_json::Value::Null
             ),
             (
                 "torch-xpu".into(),
                 "noarch".into(),
-                "torch212-cxx11-xpu20253-x86_64-linux".into(),
+                "torch213-cxx11-xpu20260-x86_64-linux".into(),
                 serde_json::Value::Null
             ),
         ]
@@ -230,7 +287,9 @@ fn help_describes_every_option() {
     Options:
           --json             Print a JSON array of cells (name, system, backend, backend_version,
                              torch_version, noarch, bundle, kind, arch_variant, cuda_capabilities,
-                             rocm_archs) instead of names
+                             rocm_archs, matrix, matrix_revision) instead of names. The matrix is the
+                             one build.toml pins (`[general] matrix`), else the default (`kernel-builder
+                             --version` names it)
           --system <SYSTEM>  List the variants of this Nix system instead of the host's (e.g.
                              `aarch64-darwin`)
           --all-systems      List the variants of every system of the matrix; text output prefixes each

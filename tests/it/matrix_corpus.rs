@@ -1,13 +1,16 @@
 //! The variants of every real `build.toml` in the corpus (`../shared/corpus`) that upstream
-//! accepts, compared with what upstream's Nix builder produced (`expected.json`): `variants`
-//! (the bundle) and `list_variants` (the flake's `variants`, adding non-bundle cells), per
-//! system. Also: every cell name is unique per system and loads under the `kernels` loader's
-//! grammar, and the matrix checks report no error for a file upstream builds.
+//! accepts, under the August snapshot `upstream-2026-08` (upstream's matrix at 8ac69fc5),
+//! compared with what upstream's Nix builder produced (`expected.json`): `variants` (the
+//! bundle) and `list_variants` (the flake's `variants`, adding non-bundle cells), per system.
+//! Under the default matrix, every corpus file's lists are pinned by an insta snapshot
+//! (`snapshots/integration__matrix_corpus__default_matrix_variants.snap`). Also: every cell
+//! name is unique per system and loads under the `kernels` loader's grammar, and the matrix
+//! checks report no error for a file upstream builds, under either matrix.
 
 use std::sync::OnceLock;
 
 use kernel_builder::config::{self, Severity};
-use kernel_builder::matrix::{self, data::matrix, naming::parse_variant_name, Scope};
+use kernel_builder::matrix::{self, data::matrix, data::named, naming::parse_variant_name, Scope};
 use serde_json::Value;
 
 use super::corpus::{entries, materialize};
@@ -44,6 +47,10 @@ fn accepted() -> &'static [Entry] {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn corpus_variants_equal_upstream() {
     let mut failures = Vec::new();
     for e in accepted() {
@@ -58,8 +65,9 @@ fn corpus_variants_equal_upstream() {
             for (key, scope) in [("variants", Scope::Bundle), ("list_variants", Scope::All)] {
                 let Some(want) = e.expected.get(key).and_then(|v| v.get(system)) else { continue };
                 let want = names_of(want);
+                let august = named("upstream-2026-08").unwrap();
                 let got: Vec<String> =
-                    matrix::cells(config, system, scope).into_iter().map(|c| c.name).collect();
+                    matrix::cells_in(august, config, system, scope).into_iter().map(|c| c.name).collect();
                 if got != want {
                     failures.push(format!("{} {key} {system}:\n  got  {got:?}\n  want {want:?}", e.dir));
                 }
@@ -71,12 +79,19 @@ fn corpus_variants_equal_upstream() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
     let mut failures = Vec::new();
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
-    for e in accepted() {
+    for (e, pin) in accepted().iter().flat_map(|e| [(e, None), (e, Some("upstream-2026-08"))]) {
         let Ok(config) = &e.loaded else { continue };
+        let mut config = config.clone();
+        config.general.matrix = pin.map(str::to_owned);
+        let config = &config;
         for system in &matrix().systems {
             let cells = matrix::cells(config, system, Scope::All);
             let mut names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
@@ -94,7 +109,8 @@ fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
         for p in matrix::check(config) {
             match p.severity {
                 Severity::Error => errors.push((e.dir.clone(), p.key_path, p.rule)),
-                Severity::Warning => warnings.push((e.dir.clone(), p.key_path, p.rule)),
+                Severity::Warning if pin.is_some() => warnings.push((e.dir.clone(), p.key_path, p.rule)),
+                Severity::Warning => {}
             }
         }
     }
@@ -112,4 +128,44 @@ fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
             "capability-not-built"
         )]
     );
+}
+
+/// Every corpus file that loads, under the default matrix: its bundle and `--all` lists per
+/// system, one block per file, pinned by an insta snapshot (review changes with
+/// `cargo insta review`). Files that do not load are listed with the rules of their errors.
+#[test]
+fn default_matrix_variants() {
+    let mut out = String::new();
+    let mut loaded = 0;
+    for (dir, _) in entries() {
+        let (_tmp, root) = materialize(&dir);
+        out.push_str(&format!("## {dir}\n"));
+        match config::load(&root) {
+            Err(e) => {
+                let rules: Vec<&str> = e.errors().map(|p| p.rule).collect();
+                out.push_str(&format!("not loaded: {}\n", rules.join(", ")));
+            }
+            Ok(l) => {
+                loaded += 1;
+                for system in &matrix().systems {
+                    let bundle: Vec<String> =
+                        matrix::cells(&l.config, system, Scope::Bundle).into_iter().map(|c| c.name).collect();
+                    let extra: Vec<String> = matrix::cells(&l.config, system, Scope::All)
+                        .into_iter()
+                        .filter(|c| !c.bundle)
+                        .map(|c| c.name)
+                        .collect();
+                    if bundle.is_empty() && extra.is_empty() {
+                        continue;
+                    }
+                    out.push_str(&format!("{system} bundle: {}\n", bundle.join(" ")));
+                    if !extra.is_empty() {
+                        out.push_str(&format!("{system} also: {}\n", extra.join(" ")));
+                    }
+                }
+            }
+        }
+    }
+    assert!(loaded >= 67, "only {loaded} corpus files load");
+    insta::assert_snapshot!(out);
 }

@@ -81,7 +81,14 @@ fn gfx99999_is_an_error_naming_kernel_and_value() {
     let found = by_rule(&ps, "unknown-rocm-arch");
     assert_eq!(found.len(), 1, "{ps:#?}");
     assert_eq!(found[0].key_path, "kernel.relu_rocm.rocm-archs[1]");
-    assert_eq!(found[0].message, "kernel `relu_rocm`: `gfx99999` is not a known ROCm gfx target");
+    assert_eq!(
+        found[0].message,
+        "kernel `relu_rocm`: `gfx99999` is not a gfx target that any ROCm release of build matrix 2026-12 knows"
+    );
+    // The help names what the kernel's ROCm releases do build, gfx1151 included (kernels #834).
+    let help = found[0].help.as_deref().unwrap();
+    assert!(help.starts_with("ROCm 7.1, 7.2 builds: gfx900, gfx906,"), "{help}");
+    assert!(help.contains("gfx1151"), "{help}");
 }
 
 #[test]
@@ -92,15 +99,38 @@ fn empty_capability_list_is_an_error() {
 }
 
 #[test]
-fn family_capability_beyond_the_cuda_bounds_is_an_error() {
+fn family_capability_beyond_the_cuda_bounds_leaves_nothing_to_build() {
     let (ok, ps) =
         problems(&relu(r#"cuda-capabilities = ["10.0f"]"#, "", "[general.cuda]\nmaxver = \"12.6\""));
     assert!(!ok);
-    let found = by_rule(&ps, "capability-out-of-range");
+    let found = by_rule(&ps, "capability-needs-newer-cuda");
     assert_eq!(found.len(), 1, "{ps:#?}");
+    assert_eq!(found[0].severity, Severity::Warning);
     assert_eq!(
         found[0].help.as_deref(),
-        Some("the `f` suffix needs CUDA 12.9 or newer; raise general.cuda.maxver or drop the suffix")
+        Some("the `f` suffix needs CUDA 12.9 or newer; raise general.cuda.maxver to build it, or drop it")
+    );
+    let found = by_rule(&ps, "no-buildable-capability");
+    assert_eq!(found.len(), 1, "{ps:#?}");
+    assert_eq!(found[0].severity, Severity::Error);
+}
+
+#[test]
+fn newer_toolkit_capability_is_a_warning_naming_the_cells_that_skip_it() {
+    let (ok, ps) = problems(&relu(
+        r#"cuda-capabilities = ["8.0", "9.0", "12.0"]"#,
+        "",
+        "[general.cuda]\nmaxver = \"12.6\"",
+    ));
+    assert!(ok, "{ps:#?}");
+    let found = by_rule(&ps, "capability-needs-newer-cuda");
+    assert_eq!(found.len(), 1, "{ps:#?}");
+    assert_eq!(found[0].key_path, "kernel.relu_cuda.cuda-capabilities[2]");
+    assert!(found[0].message.contains("capability `12.0` needs CUDA 12.8 or newer"), "{}", found[0].message);
+    assert!(
+        found[0].message.ends_with("torch214-cxx11-cu126-x86_64-linux build 8.0, 9.0"),
+        "{}",
+        found[0].message
     );
 }
 
@@ -138,4 +168,32 @@ fn check_config_points_at_the_bad_capability() {
     assert!(err.contains("capability-out-of-range"), "{err}");
     assert!(err.contains("kernel `relu_cuda`: capability `3.5` cannot be built"), "{err}");
     assert!(err.contains("build.toml:16:"), "{err}");
+}
+
+#[test]
+fn check_config_points_at_an_unknown_matrix_pin_and_lists_the_known_ones() {
+    let (_tmp, dir) = kernel_dir(&relu("", "", "matrix = \"upstream-2025-03\""));
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["check-config", dir.as_str()])
+        .env("KERNEL_BUILDER_PLAIN", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("build.toml:7:"), "{err}");
+    assert!(err.contains("[unknown-matrix]") || err.contains("unknown-matrix"), "{err}");
+    assert!(err.contains("`general.matrix` pins the build matrix `upstream-2025-03`"), "{err}");
+    assert!(
+        err.contains(
+            "`2026-12` (the default, revision 2026-12-01), `upstream-2026-08` (revision 2026-08-20)"
+        ),
+        "{err}"
+    );
+    // A known pin loads, and a wrong type is an error at the same line.
+    let (ok, ps) = problems(&relu("", "", "matrix = \"upstream-2026-08\""));
+    assert!(ok, "{ps:#?}");
+    let (ok, ps) = problems(&relu("", "", "matrix = 2026"));
+    assert!(!ok);
+    assert_eq!(ps.iter().filter(|p| p.key_path == "general.matrix").count(), 1, "{ps:#?}");
 }

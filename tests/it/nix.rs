@@ -21,11 +21,6 @@ fn repo() -> &'static Path {
     Path::new(REPO)
 }
 
-/// The real build.toml corpus, `../shared/corpus` beside the repository.
-fn corpus() -> PathBuf {
-    repo().join("../shared/corpus")
-}
-
 /// The static orchestrator directory (holds `bin/kernel-builder`).
 fn orchestrator() -> PathBuf {
     let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
@@ -404,15 +399,19 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
 }
 
 /// The cells Nix computes (`variants.<system>` of genKernelFlakeOutputs, from nix/lib) equal the
-/// Rust cells (`list-variants --json --all`) for every corpus file and every system. Nix reads
+/// Rust cells (`list-variants --json --all`) for every corpus file and every system, under the
+/// default matrix (what the file pins: none do) and under the August snapshot. Nix reads
 /// edition 5 and v4 only; it must refuse exactly the older generations. Files Rust rejects are
 /// not compared (Nix leaves validation to the orchestrator, which fails those cells).
 #[test]
-#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+#[cfg_attr(
+    not(all(feature = "nix-tests", feature = "corpus-tests")),
+    ignore = "needs Nix and the corpus: cargo test --features nix-tests,corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     use kernel_builder::config::Generation;
     let t = tempfile::tempdir().unwrap();
-    let mut entries: Vec<String> = fs::read_dir(corpus())
+    let mut entries: Vec<String> = fs::read_dir(crate::corpus::corpus_dir())
         .unwrap()
         .map(|e| e.unwrap())
         .filter(|e| e.path().join("build.toml").is_file())
@@ -439,10 +438,11 @@ fn nix_variants_equal_rust_cells_for_every_corpus_file() {
         r#"let
   lib = import {repo}/nix/lib {{ }};
   systems = (builtins.fromJSON (builtins.readFile {repo}/nix/build-matrix.json)).systems;
-  cells = dir: builtins.listToAttrs (map (system: {{
+  cellsIn = pin: dir: let config = lib.readKernelConfig (/. + dir); in builtins.listToAttrs (map (system: {{
     name = system;
-    value = lib.kernelCells {{ config = lib.readKernelConfig (/. + dir); buildSets = lib.buildSetsForSystem {{ inherit system; }}; }};
+    value = lib.kernelCells {{ inherit config; buildSets = lib.buildSetsForSystem {{ inherit system; matrix = if pin == null then config.matrix else pin; }}; }};
   }}) systems);
+  cells = dir: {{ default = cellsIn null dir; august = cellsIn "upstream-2026-08" dir; }};
   one = dir: let r = builtins.tryEval (builtins.deepSeq (cells dir) (cells dir)); in if r.success then {{ cells = r.value; }} else {{ refused = true; }};
 in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}) [ {dirs} ])"#,
         repo = REPO,
@@ -470,23 +470,34 @@ in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}
             "{name}: Nix read a {} file; it must refuse it",
             generation.label()
         );
-        for system in systems {
-            let rust: Vec<Value> =
-                kernel_builder::matrix::cells(&loaded.config, system, kernel_builder::matrix::Scope::All)
-                    .iter()
-                    .map(|c| {
-                        let mut v = serde_json::to_value(c).unwrap();
-                        // Compiled cells' architectures are resolved by the orchestrator inside
-                        // the cell; Nix leaves them null.
-                        if !c.noarch {
-                            v["cuda_capabilities"] = Value::Null;
-                            v["rocm_archs"] = Value::Null;
-                        }
-                        v
-                    })
-                    .collect();
-            let nix_cells = nix_result["cells"][system].as_array().cloned().unwrap_or_default();
-            assert_eq!(nix_cells, rust, "{name} on {system}: Nix and Rust cells differ");
+        let august = kernel_builder::matrix::data::named("upstream-2026-08").unwrap();
+        for (which, system) in ["default", "august"].iter().flat_map(|w| systems.iter().map(move |s| (*w, s)))
+        {
+            let m = if which == "august" {
+                august
+            } else {
+                kernel_builder::matrix::data::for_config(&loaded.config)
+            };
+            let rust: Vec<Value> = kernel_builder::matrix::cells_in(
+                m,
+                &loaded.config,
+                system,
+                kernel_builder::matrix::Scope::All,
+            )
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap();
+                // Compiled cells' architectures are resolved by the orchestrator inside
+                // the cell; Nix leaves them null.
+                if !c.noarch {
+                    v["cuda_capabilities"] = Value::Null;
+                    v["rocm_archs"] = Value::Null;
+                }
+                v
+            })
+            .collect();
+            let nix_cells = nix_result["cells"][which][system].as_array().cloned().unwrap_or_default();
+            assert_eq!(nix_cells, rust, "{name} on {system} ({which} matrix): Nix and Rust cells differ");
             cells_compared += rust.len();
         }
         compared += 1;
@@ -679,7 +690,7 @@ fn compiled_cell_without_a_toolchain_fails_with_a_clear_message() {
         nix(repo(), &["eval", "--impure", "--json", "--expr", &format!("builtins.attrNames ({expr})")]);
     assert_eq!(
         names.trim(),
-        r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux"]"#
+        r#"["build-and-copy","bundle","default","torch212-cxx11-cu126-x86_64-linux","torch212-cxx11-cu130-x86_64-linux","torch212-cxx11-cu132-x86_64-linux","torch213-cxx11-cu126-x86_64-linux","torch213-cxx11-cu130-x86_64-linux","torch213-cxx11-cu132-x86_64-linux","torch214-cxx11-cu126-x86_64-linux","torch214-cxx11-cu130-x86_64-linux","torch214-cxx11-cu132-x86_64-linux","torch215-cxx11-cu132-x86_64-linux"]"#
     );
     let out = duct::cmd(
         "nix",
@@ -747,4 +758,51 @@ fn flake_check_compares_the_bundle_with_a_committed_manifest() {
     let (ok, log) = nix_status(&kernel, &args);
     assert!(!ok, "flake check passed with a wrong manifest");
     assert!(log.contains(&format!("variant `torch-cuda` differs: expected {bad}, got {good}")), "{log}");
+}
+
+/// README's offline recipe ("With Nix"), run as written in a copy of this repository's
+/// tracked files (a git work tree, as a clone is), except its first line: `scripts/setup-nix.sh` has already run (test.sh runs
+/// it; its output is `$KERNEL_BUILDER_ORCHESTRATOR`), so `orch` is set from that instead of
+/// rebuilding the static orchestrator in the copy.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn readme_offline_recipe_runs_as_written() {
+    let readme = fs::read_to_string(repo().join("README.md")).unwrap();
+    let first = "orch=$(./scripts/setup-nix.sh)\n";
+    let start = readme.find(&format!("```sh\n{first}")).expect("README has the offline recipe") + 6;
+    let end = start + readme[start..].find("```").unwrap();
+    let script = readme[start..end].replacen(first, "orch=$KERNEL_BUILDER_ORCHESTRATOR\n", 1);
+    assert!(script.contains("nix flake check"), "{script}");
+
+    let t = tempfile::tempdir().unwrap();
+    let copy = t.path().join("kernel-builder");
+    let files = duct::cmd!("git", "ls-files", "-z").dir(repo()).read().unwrap();
+    for rel in files.split('\0').filter(|f| !f.is_empty()) {
+        let (from, to) = (repo().join(rel), copy.join(rel));
+        if from.is_file() {
+            fs::create_dir_all(to.parent().unwrap()).unwrap();
+            fs::copy(&from, &to).unwrap();
+        }
+    }
+    // A clone is a git work tree; the kernel's `path:../..` input resolves inside it.
+    duct::cmd!("git", "init", "-q").dir(&copy).run().unwrap();
+    duct::cmd!("git", "add", "-A").dir(&copy).run().unwrap();
+    let out = duct::cmd("bash", ["-euo", "pipefail", "-c", &script])
+        .dir(&copy)
+        .env("KERNEL_BUILDER_ORCHESTRATOR", orchestrator())
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "README's recipe failed:\n{script}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kernel = copy.join("kernels/vector-add-helion");
+    for v in ["torch-cuda", "torch-rocm", "torch-xpu"] {
+        assert!(kernel.join("result").join(v).join("metadata.json").is_file(), "nix build made no {v}");
+        assert!(kernel.join("build").join(v).join("metadata.json").is_file(), "nix run made no build/{v}");
+    }
 }

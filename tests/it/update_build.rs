@@ -54,6 +54,10 @@ fn rules(u: &Upgrade) -> Vec<(Severity, &'static str)> {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn detects_the_generation_of_every_corpus_file() {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut table = String::new();
@@ -72,6 +76,10 @@ fn detects_the_generation_of_every_corpus_file() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn upstream_format_rejections_are_all_legacy_generations() {
     // Every file upstream refuses only for its format ("did not match v4 … or v3",
     // "unsupported legacy format") is detected as a legacy generation and upgraded without
@@ -101,6 +109,10 @@ fn upstream_format_rejections_are_all_legacy_generations() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn every_corpus_upgrade_is_edition5_idempotent_and_keeps_comments() {
     for (name, text) in corpus() {
         let Ok(_) = text.parse::<DocumentMut>() else { continue };
@@ -142,6 +154,10 @@ fn every_corpus_upgrade_is_edition5_idempotent_and_keeps_comments() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn v4_flash_attn3_keeps_maxver_13_0_text_and_its_comment() {
     // Upstream's migration rewrote this "13.0" as "13" and lost every cu130 cell.
     let (out, u) = up_corpus("huggingface__kernels-community__flash-attn3");
@@ -162,6 +178,10 @@ fn v4_flash_attn3_keeps_maxver_13_0_text_and_its_comment() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn v3_without_version_license_or_framework() {
     let (out, u) = up_corpus("huggingface__kernels-community__trimul-gpumode@b27d9fa6");
     assert_eq!(u.generation, Generation::V3);
@@ -178,6 +198,10 @@ fn v3_without_version_license_or_framework() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn v2_flash_attn3_moves_cuda_bounds_verbatim() {
     let (out, u) = up_corpus("huggingface__kernels-community__flash-attn3@3c02e44b");
     assert_eq!(u.generation, Generation::V2);
@@ -190,6 +214,10 @@ fn v2_flash_attn3_moves_cuda_bounds_verbatim() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn v2_universal_true_is_noarch_with_a_warning() {
     let (out, u) = up_corpus("huggingface__kernels-community__flash-attn-cute@ad74fede");
     assert_eq!(u.generation, Generation::V2);
@@ -206,6 +234,10 @@ fn v2_universal_true_is_noarch_with_a_warning() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn v2_universal_false_is_dropped_and_backends_come_from_kernels() {
     let (out, u) = up_corpus("huggingface__kernels-community__flash-attn@4922936f");
     assert_eq!(u.generation, Generation::V2);
@@ -216,6 +248,10 @@ fn v2_universal_false_is_dropped_and_backends_come_from_kernels() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn v1_hipify_makes_a_rocm_copy() {
     let (out, u) = up_corpus("huggingface__kernel-builder__examples_relu@c364004");
     assert_eq!(u.generation, Generation::V1);
@@ -232,6 +268,10 @@ fn v1_hipify_makes_a_rocm_copy() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn v1_untagged_kernel_is_cuda() {
     let (out, u) = up_corpus("huggingface__kernel-builder__examples_relu@c8df7c4e");
     assert_eq!(u.generation, Generation::V1);
@@ -240,6 +280,10 @@ fn v1_untagged_kernel_is_cuda() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn names_with_underscores_get_dashes_in_legacy_files_only() {
     let (out, u) = up_corpus("huggingface__kernels-community__causal-conv1d@32f3c1ed");
     assert!(out.contains("name = \"causal-conv1d\"\n"));
@@ -442,6 +486,24 @@ fn corpus_kernel_dir(name: &str) -> tempfile::TempDir {
     crate::corpus::materialize(name).0
 }
 
+/// `tests/fixtures/update-build/NAME` (this repository's own cases) copied into a fresh
+/// temporary directory; returns the guard and the original build.toml text.
+fn fixture_kernel_dir(name: &str) -> (tempfile::TempDir, String) {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/update-build").join(name);
+    let dir = tempfile::tempdir().unwrap();
+    for entry in walkdir::WalkDir::new(&src) {
+        let entry = entry.unwrap();
+        let dest = dir.path().join(entry.path().strip_prefix(&src).unwrap());
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+    let text = std::fs::read_to_string(src.join("build.toml")).unwrap();
+    (dir, text)
+}
+
 fn kb() -> Command {
     Command::cargo_bin("kernel-builder").unwrap()
 }
@@ -452,8 +514,7 @@ fn read(dir: &tempfile::TempDir) -> String {
 
 #[test]
 fn check_exits_1_when_an_update_is_needed_and_writes_nothing() {
-    let original = corpus_text("huggingface__kernels-community__flash-attn3");
-    let dir = corpus_kernel_dir("huggingface__kernels-community__flash-attn3");
+    let (dir, original) = fixture_kernel_dir("v4-cuda-bounds");
     let out = kb().args(["update-build", "--check"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -465,8 +526,7 @@ fn check_exits_1_when_an_update_is_needed_and_writes_nothing() {
 
 #[test]
 fn check_exits_0_on_a_current_file() {
-    let original = corpus_text("huggingface__kernels__examples_kernels_relu-torch-bounds");
-    let dir = corpus_kernel_dir("huggingface__kernels__examples_kernels_relu-torch-bounds");
+    let (dir, original) = fixture_kernel_dir("edition5-current");
     let out = kb().args(["update-build", "--check"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8(out.stdout).unwrap().ends_with("is already edition 5; nothing to change.\n"));
@@ -475,7 +535,7 @@ fn check_exits_0_on_a_current_file() {
 
 #[test]
 fn update_twice_is_a_no_op_the_second_time() {
-    let dir = corpus_kernel_dir("huggingface__kernels-community__flash-attn3");
+    let (dir, _) = fixture_kernel_dir("v4-cuda-bounds");
     kb().args(["update-build"]).arg(dir.path()).assert().code(0);
     let first = read(&dir);
     assert!(first.contains("version = 1\nedition = 5\nbackends"));
@@ -488,8 +548,7 @@ fn update_twice_is_a_no_op_the_second_time() {
 
 #[test]
 fn missing_license_refuses_to_write_until_given() {
-    let original = corpus_text("huggingface__kernels-community__flash-attn3@3c02e44b");
-    let dir = corpus_kernel_dir("huggingface__kernels-community__flash-attn3@3c02e44b");
+    let (dir, original) = fixture_kernel_dir("v2-no-license");
     let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
@@ -508,9 +567,10 @@ fn missing_license_refuses_to_write_until_given() {
     kb().args(["update-build", "--license", "BSD-3-Clause"]).arg(dir.path()).assert().code(0);
     let new = read(&dir);
     assert!(new.starts_with(
-        "[general]\nname = \"flash-attn3\"\nversion = 1\nedition = 5\nlicense = \"BSD-3-Clause\"\nbackends = [\"cuda\"]\n"
+        "[general]\nname = \"bounded-attn\"\nversion = 1\nedition = 5\nlicense = \"BSD-3-Clause\"\nbackends = [\"cuda\"]\n"
     ));
     assert!(new.contains("maxver = \"12.4\""));
+    assert!(new.contains("\"--use_fast_math\",              # keep this comment\n"));
 }
 
 #[test]
@@ -567,7 +627,9 @@ fn bad_input_is_a_clear_error() {
     std::fs::write(latin1.path().join("build.toml"), b"[general]\nname = \"caf\xe9\"\n").unwrap();
     let out = kb().args(["update-build"]).arg(latin1.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8(out.stderr).unwrap().contains("cannot read"));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("build.toml` is not UTF-8 text: byte 21 (line 2) is 0xe9; save the file as UTF-8"));
 
     let empty = tempfile::tempdir().unwrap();
     let out = kb().args(["update-build"]).arg(empty.path()).output().unwrap();
@@ -576,6 +638,10 @@ fn bad_input_is_a_clear_error() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn every_corpus_file_updates_and_then_is_current() {
     // This legacy file names the C++ dependency by its old name, which the upgrade renames.
     const RENAMED_DEP: &str = "huggingface__kernels-community__flash-attn@4922936f";
@@ -681,6 +747,10 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "corpus-tests"),
+        ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+    )]
     fn mutated_corpus_files_never_panic(
         file in 0usize..200,
         edits in proptest::collection::vec((0usize..10_000, 0..KEYS.len(), any::<bool>()), 1..6),
@@ -776,4 +846,56 @@ fn help_text() {
     let out = kb().args(["update-build", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     insta::assert_snapshot!("update_build_help", String::from_utf8(out.stdout).unwrap());
+}
+
+/// update-build's own output never tells the user to run update-build: the shared rules' help
+/// is said as what to do here (regression: "help: run `kernel-builder update-build`, then …").
+#[test]
+fn update_builds_output_does_not_tell_the_user_to_run_update_build() {
+    let dir = kernel_dir("[general]\nname = \"x-y\"\nuniversal = true\n\n[torch]\n");
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let all = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
+    assert!(!all.contains("kernel-builder update-build"), "{all}");
+    assert!(all.contains("  help: remove from `backends` the ones this kernel does not support\n"), "{all}");
+    assert!(all.contains("  help: run again with `--license <SPDX id>`"), "{all}");
+    assert!(all.contains("was not changed: fix the errors above and run this command again"), "{all}");
+
+    let out = kb().args(["update-build", "--license", "MIT"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let all = String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap();
+    assert!(!all.contains("kernel-builder update-build"), "{all}");
+}
+
+/// `[general] matrix` (the pinned build matrix) survives an upgrade, in place, and an unknown
+/// pin stops update-build before it writes, naming the known matrices.
+#[test]
+fn the_matrix_pin_is_kept_and_checked() {
+    let original = corpus_text("huggingface__kernels-community__flash-attn3");
+    let pinned =
+        original.replacen("[general]\n", "[general]\nmatrix = \"upstream-2026-08\"  # keep 2.12/2.13\n", 1);
+    assert_ne!(pinned, original, "the corpus file starts with [general]");
+    let dir = kernel_dir(&pinned);
+    crate::corpus::materialize_into("huggingface__kernels-community__flash-attn3", dir.path());
+    std::fs::write(dir.path().join("build.toml"), &pinned).unwrap();
+    kb().args(["update-build"]).arg(dir.path()).assert().code(0);
+    let new = read(&dir);
+    assert!(new.contains("[general]\nmatrix = \"upstream-2026-08\"  # keep 2.12/2.13\n"), "{new}");
+    assert!(new.contains("edition = 5"), "{new}");
+    let out = kb().args(["list-variants", "--system", "x86_64-linux"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // Upstream's August bundle for this file (expected.json `variants`), not the default's.
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "torch-stable-abi29-cu126-x86_64-linux\ntorch-stable-abi29-cu130-x86_64-linux\n"
+    );
+
+    let unknown = pinned.replace("upstream-2026-08", "upstream-2099-01");
+    std::fs::write(dir.path().join("build.toml"), &unknown).unwrap();
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("unknown-matrix"), "{stderr}");
+    assert!(stderr.contains("known matrices: `2026-12`"), "{stderr}");
+    assert_eq!(read(&dir), unknown, "nothing is written");
 }

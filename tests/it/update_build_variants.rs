@@ -34,6 +34,10 @@ fn all_cells(c: &BuildConfig) -> Vec<(String, &'static str, Vec<Cell>)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn update_build_keeps_every_variant_of_every_corpus_file() {
     const LICENSE: &str = "Apache-2.0";
     let path = Utf8Path::new("build.toml");
@@ -67,6 +71,10 @@ fn update_build_keeps_every_variant_of_every_corpus_file() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn flash_attn3_keeps_its_cu130_cells_after_update_build() {
     // Upstream's migration rewrote `maxver = "13.0"` as `"13"` and Nix then dropped cu130.
     let text = corpus()

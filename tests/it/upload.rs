@@ -278,8 +278,26 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
     let (total, binary) = sizes(&dir);
     // The same table.bin in both variants is one LFS object, sent once.
     let sent = total - binary / 2;
+    // Progress while hashing and sending.
+    for line in [
+        "hashing build/torch-cpu/ …\n",
+        "hashing build/torch-cuda/ …\n",
+        "hashed 12 files (",
+        "sending build/torch-",
+        "LFS object 1 of 1) …\n",
+        "committing 12 operation(s) to `v1` …\n",
+    ] {
+        assert!(r.stderr.contains(line), "{line:?} not in:\n{}", r.stderr);
+    }
+    let mut j = r.json.unwrap();
+    let commits = j.as_object_mut().unwrap().remove("commits").unwrap();
+    let commits = commits.as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{commits:?}");
+    assert_eq!(commits[0]["branch"], "v1");
+    assert_eq!(commits[0]["commit"].as_str().unwrap().len(), 40, "{commits:?}");
+    assert!(commits[0]["url"].as_str().unwrap().starts_with(url.as_str()), "{commits:?}");
     assert_eq!(
-        r.json.unwrap(),
+        j,
         json!({
             "status": "uploaded",
             "repo_id": "test-org/relu",
@@ -327,6 +345,7 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
             "branch": "v1",
             "url": format!("{url}/kernels/test-org/relu/tree/v1"),
             "pull_requests": [],
+            "commits": [],
             "bytes_sent": 0,
             "files": {"added": 0, "updated": 0, "unchanged": 2 * FILES_PER_VARIANT, "deleted": 0},
         })
@@ -406,7 +425,11 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
         "{}",
         r.stderr
     );
-    assert!(r.json.is_none(), "no outcome is written for a failed upload");
+    let j = r.json.expect("the outcome of a failed upload is written too");
+    assert_eq!(j["status"], "failed");
+    assert_eq!(j["commits"], json!([]));
+    assert!(j["error"].as_str().unwrap().contains("HTTP 503: storage is unavailable"), "{j}");
+    assert!(r.stderr.contains("Upload failed: nothing was committed to test-org/relu\n"), "{}", r.stderr);
     assert_eq!(env.server.repo_state(), before);
 
     // The commit fails after the LFS content went up. The server echoes the Authorization
@@ -418,7 +441,7 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
     let api = format!("POST {}/api/kernels/test-org/relu/commit/v1", env.server.url);
     assert!(
         r.stderr
-            .contains(&format!("error: the commit to `v1` failed; nothing was committed\n  caused by: {api} failed: HTTP 500: commit backend exploded (request had Authorization: Bearer <redacted>)\n")),
+            .contains(&format!("error: the commit to `v1` failed\n  caused by: {api} failed: HTTP 500: commit backend exploded (request had Authorization: Bearer <redacted>)\n")),
         "{}",
         r.stderr
     );
@@ -452,8 +475,8 @@ fn a_commit_racing_another_writer_is_refused_and_loses_nothing() {
     assert_eq!(r.code, 1);
     assert!(
         r.stderr.contains(
-            "error: `v1` changed while uploading (another commit landed first); nothing was \
-             committed, run the upload again\n"
+            "error: `v1` changed while uploading (another commit landed first), so this \
+             commit was refused; run the upload again\n"
         ) && r.stderr.contains("HTTP 412: A commit has happened since. Please refresh and try again."),
         "{}",
         r.stderr
@@ -651,11 +674,78 @@ fn dry_run_needs_no_token_and_sends_nothing() {
     assert!(r.stdout.contains("  unchanged build/torch-cpu/__init__.py ("), "{}", r.stdout);
     assert!(!r.stdout.contains("torch-cuda"), "{}", r.stdout);
 
-    // The Hub cannot be reached: plan against an empty repository, and say so.
+    // The Hub cannot be reached: no plan against an imagined empty repository; say so, exit 1.
     let r = dry("http://127.0.0.1:9");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "error: cannot plan the dry run: the Hub at http://127.0.0.1:9 was not reached; nothing was sent"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}
+
+/// A token in `HF_ENDPOINT`'s user information (`http://user:hf_…@host`) is never shown:
+/// not in the progress line, the URLs of the outcome, or errors (`run` checks every stream
+/// and the JSON for the secret).
+#[test]
+fn userinfo_in_hf_endpoint_is_never_shown() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let with_userinfo = env.server.url.replacen("http://", &format!("http://user:{SECRET}@"), 1);
+    let json_path = env.root.join("o.json");
+    let r = run(
+        kb(&with_userinfo, &env.root.join("hf"), Some(SECRET))
+            .arg("upload")
+            .arg(&dir)
+            .arg("--output-json")
+            .arg(&json_path),
+        Some(&json_path),
+    );
+    assert!(r.stderr.contains("at http://<redacted>@127.0.0.1:"), "{}", r.stderr);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("planning against an empty repository"), "{}", r.stderr);
-    assert!(r.stdout.contains("Dry run: would add 12,"), "{}", r.stdout);
+    assert!(r.json.unwrap()["url"].as_str().unwrap().starts_with("http://<redacted>@127.0.0.1:"));
+    // Unreachable, with user information: the error names the host, not the secret.
+    let r = run(
+        kb(&format!("http://user:{SECRET}@127.0.0.1:9"), &env.root.join("hf"), Some("t"))
+            .arg("upload")
+            .arg(&dir),
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("no answer from the Hub at http://<redacted>@127.0.0.1:9 ("), "{}", r.stderr);
+}
+
+/// A refused connection says that nothing answered, and an endpoint without a scheme is
+/// refused before anything is tried: neither reads "the Hub refused to create it".
+#[test]
+fn unreachable_hub_and_endpoint_without_scheme_say_what_happened() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let r = run(kb("http://127.0.0.1:9", &env.root.join("hf"), Some("t")).arg("upload").arg(&dir), None);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(
+            "error: cannot create repository `test-org/relu`: no answer from the Hub at http://127.0.0.1:9 ("
+        ) && r.stderr.contains("check HF_ENDPOINT and the network"),
+        "{}",
+        r.stderr
+    );
+    let host = env.server.url.trim_start_matches("http://").to_owned();
+    for args in [&["upload"][..], &["upload", "--dry-run"]] {
+        let r = run(kb(&host, &env.root.join("hf"), Some("t")).args(args).arg(&dir), None);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.contains(&format!(
+                "error: HF_ENDPOINT is `{host}`, which is not an http(s) URL: write it with its scheme, e.g. `https://{host}`"
+            )),
+            "{}",
+            r.stderr
+        );
+    }
+    assert_eq!(env.server.stats()["requests"], json!({}), "nothing was sent");
 }
 
 #[test]
@@ -851,4 +941,97 @@ fn variants_left_on_the_branch_are_reported() {
         r.stderr
     );
     assert!(!r.stderr.contains("`build/torch-cpu` on branch"), "{}", r.stderr);
+}
+
+/// Python writes `__pycache__/` and `*.pyc` into `build/` when the kernel is loaded from it
+/// (`kernels.get_local_kernel`). They are not part of a variant ([`kernel_builder::layout`]):
+/// `verify` finds the tree the same, `upload` neither refuses it nor sends them.
+#[test]
+fn bytecode_written_by_loading_the_build_is_not_part_of_a_variant() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let hashes = fs::read_to_string(dir.join("build/hashes.json")).unwrap();
+    for v in ["torch-cpu", "torch-cuda"] {
+        write(&dir.join(format!("build/{v}/__pycache__/op.cpython-313.pyc")), b"bytecode");
+        write(&dir.join(format!("build/{v}/stray.pyc")), b"bytecode");
+    }
+    let out = kb(&env.server.url, &env.root.join("hf"), None).arg("verify").arg(&dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("torch-cpu: same") && stdout.contains("torch-cuda: same"), "{stdout}");
+
+    let r = env.upload_ok(&dir, &[]);
+    assert_eq!(r.json.unwrap()["files"]["added"], 2 * FILES_PER_VARIANT);
+    let state = env.server.repo_state();
+    let paths: Vec<&String> = state["v1"].as_object().unwrap().keys().collect();
+    assert!(paths.iter().all(|p| !p.contains("__pycache__") && !p.ends_with(".pyc")), "{paths:?}");
+
+    // A rebuild drops them with the old variant and writes the same hashes.
+    env.build(&dir, &[]);
+    assert!(!dir.join("build/torch-cpu/__pycache__").exists());
+    assert_eq!(fs::read_to_string(dir.join("build/hashes.json")).unwrap(), hashes);
+}
+
+/// The Hub fails the second commit (the card to `main`) after the version branch's landed:
+/// the tool says exactly which commit is on the Hub, exits 1, and writes the JSON outcome
+/// with it.
+#[test]
+fn a_partial_upload_reports_the_commit_that_landed() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    write(&dir.join("CARD.md"), b"# k\n\nCard.\n");
+    env.server.fail("commit", 2, 1, 500, "main is read-only today", false);
+    let r = env.upload(&dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let j = r.json.expect("the outcome of a partial upload is written");
+    assert_eq!(j["status"], "partly_uploaded");
+    let commits = j["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{j}");
+    assert_eq!(commits[0]["branch"], "v1");
+    let oid = commits[0]["commit"].as_str().unwrap();
+    assert!(
+        r.stderr.contains(&format!(
+            "error: the upload to `test-org/relu` is incomplete: committed to `v1` (commit {oid}, "
+        )) && r
+            .stderr
+            .contains("run the upload again to finish it\n  caused by: the commit to `main` failed\n"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("Upload incomplete: committed to v1 ("), "{}", r.stderr);
+    assert!(j["error"].as_str().unwrap().contains("main is read-only today"), "{j}");
+    let state = env.server.repo_state();
+    assert!(state["v1"].as_object().unwrap().len() > 1, "the v1 commit landed");
+    assert!(state["main"].get("README.md").is_none(), "the card did not");
+}
+
+/// A `--output-json` path that cannot be written fails before anything is sent.
+#[test]
+fn a_bad_output_json_path_fails_before_the_first_commit() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let bad = env.root.join("no-such-dir/outcome.json");
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), Some(SECRET))
+            .arg("upload")
+            .arg(&dir)
+            .arg("--output-json")
+            .arg(&bad),
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(&format!(
+            "--output-json `{}` cannot be written (checked before uploading anything)",
+            bad.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.server.stats()["commits"], 0);
+    assert_eq!(
+        env.server.repo_state().as_object().map_or(0, |o| o.len()),
+        0,
+        "no repository was even created"
+    );
 }

@@ -11,12 +11,25 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = REPO / "kernels"
+
+# Users' Python writes bytecode next to what it imports, into `build/` too; a machine that sets
+# PYTHONDONTWRITEBYTECODE would hide what that does to `verify` and `upload`. So these tests
+# always write it, here and in every subprocess they start.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
+
+def is_bytecode(path: Path) -> bool:
+    """Python bytecode, which is never part of a variant (the rule of `src/layout.rs`): a
+    `__pycache__` entry with everything under it, or a non-directory named `*.pyc`."""
+    return "__pycache__" in path.parts or (path.suffix == ".pyc" and not path.is_dir())
 
 # What never belongs in a copy of a kernel's source: caches anywhere, and the output of an
 # earlier build (`build/` at the kernel's top level only).
@@ -78,10 +91,13 @@ def snapshot(tree: Path) -> dict[str, tuple[int, bytes]]:
     """Every file and directory under `tree`: relative path -> (permission bits, bytes).
 
     Directories map to (mode, b"") so that an extra empty directory is a difference too.
-    Symbolic links are reported as such, never followed.
+    Symbolic links are reported as such, never followed. Python bytecode (written when a test
+    loads the tree) is not part of a variant and is left out.
     """
     result: dict[str, tuple[int, bytes]] = {}
     for path in sorted(tree.rglob("*")):
+        if is_bytecode(path.relative_to(tree)):
+            continue
         rel = path.relative_to(tree).as_posix()
         mode = path.lstat().st_mode & 0o7777
         if path.is_symlink():

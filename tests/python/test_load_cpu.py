@@ -7,10 +7,13 @@ backend as "cuda" and would pick `torch-cuda`; `backend="cpu"` selects `torch-cp
 
 from __future__ import annotations
 
+import subprocess
+
 import kernels
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import kernel_builder
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -72,3 +75,16 @@ def test_get_kernel_by_repo_id_through_local_kernels(build, monkeypatch):
     module = kernels.get_kernel(repo_id, version=1, backend="cpu")
     x = torch.randn(5, 32, generator=torch.Generator().manual_seed(2))
     torch.testing.assert_close(module.silu_and_mul(x), reference(x), rtol=0, atol=0)
+
+
+def test_loading_the_build_writes_bytecode_that_verify_ignores(build):
+    """`get_local_kernel` on `build/` writes `__pycache__/` there (as the scaffold's own tests
+    do); `verify` still finds every variant the same as a rebuild."""
+    module = kernels.get_local_kernel(build.parent, backend="cpu")
+    assert module.silu_and_mul(torch.ones(1, 2)).shape == (1, 1)
+    assert list((build / "torch-cpu").rglob("__pycache__")), "the loader wrote no bytecode"
+    proc = subprocess.run(
+        [str(kernel_builder()), "verify", str(build.parent)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "torch-cpu: same" in proc.stdout, proc.stdout

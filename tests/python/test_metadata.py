@@ -45,6 +45,10 @@ def test_every_metadata_json_parses_with_the_loaders_parser(built_tree, name):
         assert metadata.python_depends == python_depends
         assert metadata.kernel_depends == []
         assert metadata.backend.backend_type == Backend.from_str(backend)
+        # Computed by the builder from what the variant uses: helion needs kernels 0.17.0.
+        minver = json.loads((build / variant / "metadata.json").read_text()).get("kernels-minver")
+        assert minver == ("0.17.0" if "helion" in python_depends else None), (variant, minver)
+        assert str(metadata.kernels_minver) == "0.17.0" if minver else metadata.kernels_minver is None
         # The loader imports the variant under `id`; it is also the op namespace.
         assert metadata.id.startswith(f"_{python_name}_{backend}_"), metadata.id
         ids.add(metadata.id)

@@ -86,3 +86,15 @@ def test_the_project_tests_pass(relu_build) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1].startswith("14 passed")
+
+
+def test_the_hidden_assemble_builds_the_same_bytes(relu_build, tmp_path: Path) -> None:
+    """`kernel-builder assemble` (what a Nix cell runs over its source, with an explicit
+    toolchain and output directory) writes exactly the variant build-and-copy wrote."""
+    from conftest import snapshot
+
+    kernel, env, _, _ = relu_build
+    out = tmp_path / "out"
+    proc = kb(["assemble", "--source", str(kernel), "--backend", "cpu", "--out", str(out), "--python", sys.executable], env)
+    assert proc.stdout == f"{out / CPU_VARIANT}\n"
+    assert snapshot(out / CPU_VARIANT) == snapshot(kernel / "build" / CPU_VARIANT)

@@ -1,0 +1,14 @@
+{
+  description = "attention-helion: a noarch Helion kernel built with kernel-builder";
+
+  # Inside this repository the builder is the repository's own flake. A kernel in its own
+  # repository uses `github:<owner>/kernel-builder` instead.
+  inputs.kernel-builder.url = "path:../..";
+
+  outputs =
+    { self, kernel-builder }:
+    kernel-builder.lib.genKernelFlakeOutputs {
+      inherit self;
+      path = ./.;
+    };
+}

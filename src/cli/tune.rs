@@ -1,0 +1,149 @@
+//! `kernel-builder tune [DIR] [--bench FILE] [--kernel NAME]… [--goal G] [--threshold F]
+//! [--max-configs N] [--effort quick|full] [--python PATH] [-- BENCH_ARGS…]`: pre-tune a
+//! Helion kernel on this machine's GPU with Helion's AOT runner.
+
+use std::process::ExitCode;
+
+use camino::Utf8PathBuf;
+
+use crate::tune::{self, Effort, Goal};
+
+/// Arguments of `tune`.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Runs Helion's AOT runner (python -m helion.autotuner.aot_runner) over the kernel's bench \
+script on this machine's GPU: every distinct call of the script is autotuned, every tuned \
+config is timed on every call, and a decision tree that picks among the fewest configs meeting \
+the goal is written next to the kernel source as \
+torch-ext/<package>/_helion_aot_<source stem>_<kind>_<compute>.py (for example \
+_helion_aot_attention_cuda_sm90.py on an H100 or H200). Each file starts with a header naming \
+the GPU, driver, CUDA, python, torch, triton and helion versions, the shapes tuned and this \
+command. The runner's records and the per-shape table (tuned config against Helion's default \
+config, also printed) go to DIR/tuning/<kind>_<compute>/ (tune.json, tuned_configs.json, \
+measurements.csv, heuristic_summary.json).
+
+Everything runs in a scratch copy of DIR; DIR changes only at the very end, so a failed or \
+interrupted run leaves the earlier heuristic in place. Tuning the same GPU kind again replaces \
+that kind's heuristic and records, starting from the shapes recorded there (not searched \
+again, unless --fresh): tune in slices by growing the bench script's list of shapes.
+
+Environment: HELION_AUTOTUNE_BUDGET_SECONDS caps each shape's search; \
+HELION_AUTOTUNE_BENCHMARK_SUBPROCESS=0 benchmarks in-process (needed where Helion's \
+benchmark worker dies). HELION_AOT_MODE, HELION_HEURISTIC_DIR, HELION_FORCE_AUTOTUNE and \
+similar variables are removed from the runner's environment.")]
+pub struct Args {
+    /// Kernel directory, holding build.toml and torch-ext/ (default: the current directory).
+    pub dir: Option<Utf8PathBuf>,
+    /// The bench script: a Python file inside DIR that calls the kernel with the shapes to
+    /// tune for (default: DIR/bench.py, as `init --template helion` writes it).
+    #[arg(long, value_name = "FILE")]
+    pub bench: Option<Utf8PathBuf>,
+    /// Tune only this kernel (the Helion function's name; repeatable). Default: every Helion
+    /// kernel the bench script calls.
+    #[arg(long = "kernel", value_name = "NAME")]
+    pub kernels: Vec<String>,
+    /// What the chosen configs must achieve on the tuned shapes, against the best tuned config
+    /// of each shape.
+    #[arg(long, value_enum, default_value_t = Goal::MaxSlowdown)]
+    pub goal: Goal,
+    /// The goal's bound, as a slowdown factor: 1.01 allows 1% over the best config per shape.
+    #[arg(long, default_value_t = 1.01, value_parser = parse_threshold)]
+    pub threshold: f64,
+    /// At most this many configs per kernel in the heuristic (Helion's default: 10).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_configs: Option<u32>,
+    /// How hard the autotuner searches each shape: quick (about a minute a shape) or full
+    /// (Helion's default search, often ten minutes or more a shape).
+    #[arg(long, value_enum, default_value_t = Effort::Full)]
+    pub effort: Effort,
+    /// Search every shape again, instead of starting from the configs the last tune of this
+    /// GPU kind recorded in DIR/tuning/<kind>_<compute>/tuned_configs.json.
+    #[arg(long)]
+    pub fresh: bool,
+    /// The Python that has torch, triton and helion; it runs the runner and the bench script.
+    #[arg(long, value_name = "PATH", env = "KERNEL_BUILDER_PYTHON", default_value = "python3")]
+    pub python: String,
+    /// Arguments for the bench script (after `--`), e.g. `-- --shapes 0-3`.
+    #[arg(last = true, value_name = "BENCH_ARGS")]
+    pub bench_args: Vec<String>,
+}
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v.is_finite() && v >= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("the threshold is a slowdown factor, at least 1.0 (got {s})"))
+    }
+}
+
+/// The command line as typed, with the program shown as `kernel-builder` and arguments
+/// quoted where a shell would need it.
+fn command_line() -> String {
+    let quote = |a: &str| {
+        if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c)) {
+            a.to_owned()
+        } else {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        }
+    };
+    std::iter::once("kernel-builder".to_owned())
+        .chain(std::env::args().skip(1).map(|a| quote(&a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Run `tune`.
+pub fn run(args: Args) -> super::CmdResult {
+    let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
+    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let loaded = super::load_config(&dir)?;
+    let general = &loaded.config.general;
+    if !general.python_depends.iter().any(|d| d == "helion") {
+        eprintln!(
+            "warning: {}/build.toml does not list `helion` in general.python-depends; users \
+             loading this kernel will need helion to use the heuristic",
+            dir
+        );
+    }
+    let bench = args.bench.unwrap_or_else(|| dir.join("bench.py"));
+    let opts = tune::Options {
+        dir: dir.clone(),
+        package: general.python_name(),
+        bench,
+        bench_args: args.bench_args,
+        kernels: args.kernels,
+        goal: args.goal,
+        threshold: args.threshold,
+        max_configs: args.max_configs,
+        effort: args.effort,
+        python: args.python,
+        command_line: command_line(),
+        fresh: args.fresh,
+    };
+    let outcome = tune::tune(&opts)?;
+    print!("{}", outcome.report.render_table());
+    for h in &outcome.heuristics {
+        println!("wrote {}", dir.join(h));
+    }
+    println!(
+        "wrote {}/ (tune.json: the table above as JSON, with the runner's records)",
+        dir.join(&outcome.records)
+    );
+    if let Some(summary) = outcome.report.runner_summary.as_object() {
+        for (kernel, s) in summary {
+            let stat = |k: &str| s.pointer(&format!("/performance_stats/{k}")).and_then(|v| v.as_f64());
+            if let Some(max) = stat(args.goal.as_str()).or_else(|| stat("max_slowdown")) {
+                if max > args.threshold {
+                    eprintln!(
+                        "warning: {kernel}: the heuristic's {} is {max:.3}, above the goal {}: \
+                         raise --max-configs or the threshold, or tune with --effort full",
+                        args.goal.as_str(),
+                        args.threshold
+                    );
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,681 @@
+//! Pre-tuning Helion kernels on the GPU they will run on (`kernel-builder tune`).
+//!
+//! The search itself is Helion's: its AOT runner (`python -m helion.autotuner.aot_runner`)
+//! runs the kernel's bench script once per phase (collect: autotune every distinct call;
+//! measure: time every tuned config on every call; build: pick a config subset that meets the
+//! goal and fit a decision tree) and writes `_helion_aot_<source stem>_<kind>_<compute>.py`
+//! next to the kernel's source file. This module drives it so that a user's tree never holds a
+//! half-made result:
+//!
+//! 1. [`probe`] the Python that will tune: torch, helion and triton importable, a GPU visible;
+//!    its versions, driver and device become the heuristic's provenance header.
+//! 2. Copy the kernel directory (without `build/` and `tuning/`) into a scratch directory and
+//!    run the runner's phases there, one at a time, so that the header can list the shapes the
+//!    collect phase saw.
+//! 3. Time, per shape, the config the heuristic picks against Helion's default config
+//!    (`measure.py`, run with `HELION_AOT_MODE=evaluate`).
+//! 4. Only then write into the kernel directory: the records under
+//!    `tuning/<kind>_<compute>/` (swapped in whole), then each heuristic file (written to a
+//!    temporary file beside it and renamed). An error or an interrupt before that point leaves
+//!    the directory exactly as it was.
+
+mod report;
+mod run;
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+
+pub use report::{describe_features, ShapeRow, TuneReport};
+use run::{Finished, Runner};
+
+/// The environment probe, run by the tuning Python (prints one JSON object).
+const PROBE_PY: &str = include_str!("probe.py");
+/// The per-shape timing harness (see its docstring).
+const MEASURE_PY: &str = include_str!("measure.py");
+
+/// What the config subset must achieve on the tuned shapes, as the runner's `--goal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Goal {
+    /// No tuned shape slower than `threshold` times its own best config.
+    #[value(name = "max_slowdown")]
+    MaxSlowdown,
+    /// The geometric mean of the slowdowns at most `threshold`.
+    #[value(name = "geomean_slowdown")]
+    GeomeanSlowdown,
+    /// The arithmetic mean of the slowdowns at most `threshold`.
+    #[value(name = "avg_slowdown")]
+    AvgSlowdown,
+}
+
+impl Goal {
+    /// The runner's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Goal::MaxSlowdown => "max_slowdown",
+            Goal::GeomeanSlowdown => "geomean_slowdown",
+            Goal::AvgSlowdown => "avg_slowdown",
+        }
+    }
+}
+
+/// How hard Helion's autotuner searches each shape (`HELION_AUTOTUNE_EFFORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effort {
+    /// Small populations seeded from known-good configs: about a minute per shape.
+    Quick,
+    /// Helion's default search: often ten minutes or more per shape.
+    Full,
+}
+
+impl Effort {
+    /// The value of `HELION_AUTOTUNE_EFFORT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effort::Quick => "quick",
+            Effort::Full => "full",
+        }
+    }
+}
+
+/// Everything `tune` needs, resolved by the CLI.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The kernel directory (holds build.toml and `torch-ext/<package>/`).
+    pub dir: Utf8PathBuf,
+    /// The Python package name (`general.python_name()`).
+    pub package: String,
+    /// The bench script; must lie inside `dir` (it is run from a copy of `dir`).
+    pub bench: Utf8PathBuf,
+    /// Arguments for the bench script.
+    pub bench_args: Vec<String>,
+    /// Tune only these kernels (function names; the runner's `-k`). Empty: all.
+    pub kernels: Vec<String>,
+    /// The runner's `--goal`.
+    pub goal: Goal,
+    /// The runner's `--threshold` (a slowdown factor, e.g. 1.01).
+    pub threshold: f64,
+    /// The runner's `--max-configs`; `None` keeps Helion's default (10).
+    pub max_configs: Option<u32>,
+    /// `HELION_AUTOTUNE_EFFORT`.
+    pub effort: Effort,
+    /// The Python that has torch, triton and helion (a name on PATH or a path).
+    pub python: String,
+    /// The command line as the user typed it, for the provenance header.
+    pub command_line: String,
+    /// Start from nothing instead of the configs the last tune of this GPU kind recorded
+    /// (`tuning/<kind>_<compute>/tuned_configs.json`).
+    pub fresh: bool,
+}
+
+/// Why `tune` stopped. Every variant means the kernel directory was left unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    /// `--bench` (or DIR/bench.py) is missing.
+    #[error(
+        "bench script `{0}` does not exist: pass --bench FILE, or write the calls to tune for \
+         in DIR/bench.py (`kernel-builder init --template helion` writes one)"
+    )]
+    BenchMissing(Utf8PathBuf),
+    /// The bench script is outside the kernel directory.
+    #[error(
+        "bench script `{bench}` is not inside the kernel directory `{dir}`: tune runs it from a \
+         scratch copy of that directory, so move it there"
+    )]
+    BenchOutsideDir { bench: Utf8PathBuf, dir: Utf8PathBuf },
+    /// No `torch-ext/<package>/`.
+    #[error(
+        "`{0}` does not exist: a Helion kernel's source lives in torch-ext/<python name>/, and \
+         the heuristic files go next to it"
+    )]
+    NoPackage(Utf8PathBuf),
+    /// The Python could not be started or its probe crashed.
+    #[error("cannot run `{python}` to probe the tuning environment: {detail}")]
+    PythonNotRunnable { python: String, detail: String },
+    /// A package the runner needs is not importable.
+    #[error(
+        "`{python}` cannot import {package}: {detail}\n  hint: install it into that Python \
+         ({hint}), or pass --python PATH to one that has torch, triton and helion"
+    )]
+    MissingPackage { python: String, package: &'static str, detail: String, hint: &'static str },
+    /// No GPU visible.
+    #[error(
+        "no GPU: {detail}\n  hint: Helion tunes on the GPU it measures; run `tune` on a machine \
+         with the GPU you are tuning for"
+    )]
+    NoGpu { detail: String },
+    /// The collect phase recorded nothing.
+    #[error(
+        "the bench script `{bench}` called no Helion kernel{filter}: the collect phase recorded \
+         no configuration\n  hint: the script must call the kernel (an `@helion.aot_kernel` or \
+         `@helion.kernel` function) with the shapes to tune for when run as `python {bench}`"
+    )]
+    NoKernelCalled { bench: String, filter: String },
+    /// The bench script exited non-zero.
+    #[error("the bench script failed in the {phase} phase (exit status {code}); its last lines:\n{tail}")]
+    BenchFailed { phase: &'static str, code: i32, tail: String },
+    /// SIGINT/SIGTERM during a phase.
+    #[error(
+        "tuning was interrupted ({how}) in the {phase} phase; `{dir}` is unchanged (an earlier \
+         heuristic there stays as it was)"
+    )]
+    Interrupted { phase: &'static str, how: String, dir: Utf8PathBuf },
+    /// The runner failed for another reason.
+    #[error("Helion's AOT runner failed in the {phase} phase ({status}); its last lines:\n{tail}")]
+    RunnerFailed { phase: &'static str, status: String, tail: String },
+    /// The build phase finished without writing a heuristic next to the source.
+    #[error(
+        "Helion's AOT runner wrote no heuristic file `_helion_aot_*_{kind}_{compute}.py` next to \
+         the kernel source; its last lines:\n{tail}"
+    )]
+    NoHeuristic { kind: String, compute: String, tail: String },
+}
+
+/// What [`probe`] found: the versions and device that tuning runs on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Environment {
+    /// Python version (`3.12.3`).
+    pub python: String,
+    /// `torch.__version__`.
+    pub torch: String,
+    /// triton's distribution version.
+    pub triton: String,
+    /// helion's distribution version.
+    pub helion: String,
+    /// `torch.version.cuda` (or HIP's version).
+    pub cuda: String,
+    /// The NVIDIA driver version (`unknown` where nvidia-smi does not answer).
+    pub driver: String,
+    /// `torch.cuda.get_device_name()`.
+    pub device_name: String,
+    /// Helion's device kind (`cuda`, `rocm`, `xpu`).
+    pub device_kind: String,
+    /// Helion's compute id (`sm90`, `gfx942`).
+    pub compute: String,
+    /// Helion's hardware id, the suffix of the runner's record files.
+    pub hardware_id: String,
+    /// When the probe ran, `YYYY-MM-DD HH:MM:SS` UTC.
+    pub utc: String,
+}
+
+#[derive(Deserialize)]
+struct ProbeOutput {
+    ok: bool,
+    problem: Option<String>,
+    detail: Option<String>,
+    #[serde(flatten)]
+    env: Option<Environment>,
+}
+
+/// Run the probe with `python`: torch, helion and triton importable and a GPU visible.
+///
+/// # Errors
+/// [`TuneError::PythonNotRunnable`], [`TuneError::MissingPackage`], [`TuneError::NoGpu`].
+pub fn probe(python: &str, scratch: &Utf8Path) -> anyhow::Result<Environment> {
+    let script = scratch.join("kb_probe.py");
+    crate::fsutil::write_atomic(&script, PROBE_PY.as_bytes())?;
+    let out = duct::cmd(python, [script.as_str()])
+        .stdin_null()
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| TuneError::PythonNotRunnable { python: python.into(), detail: e.to_string() })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let parsed: Option<ProbeOutput> = stdout.lines().rev().find_map(|l| serde_json::from_str(l.trim()).ok());
+    let Some(parsed) = parsed.filter(|_| out.status.success()) else {
+        return Err(TuneError::PythonNotRunnable {
+            python: python.into(),
+            detail: format!(
+                "the probe exited with {} and printed no result\n--- stdout\n{}--- stderr\n{}",
+                out.status,
+                stdout,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+        .into());
+    };
+    let detail = parsed.detail.clone().unwrap_or_default();
+    if !parsed.ok {
+        let missing = |package, hint| TuneError::MissingPackage {
+            python: python.into(),
+            package,
+            detail: detail.clone(),
+            hint,
+        };
+        return Err(match parsed.problem.as_deref() {
+            Some("no-torch") => missing("torch", "pip install torch"),
+            Some("no-helion") => missing("helion", "pip install helion; with torch 2.11 use helion==1.4.0"),
+            Some("no-triton") => missing("triton", "it comes with torch's CUDA wheels"),
+            Some("no-gpu") => TuneError::NoGpu { detail },
+            other => TuneError::PythonNotRunnable {
+                python: python.into(),
+                detail: format!("the probe reported an unknown problem {other:?}: {detail}"),
+            },
+        }
+        .into());
+    }
+    parsed.env.with_context(|| format!("the probe run by `{python}` printed an incomplete result"))
+}
+
+/// Top-level entries of the kernel directory that are not copied to the scratch directory.
+const SKIP_TOP: &[&str] = &["build", "tuning", ".git", ".helion_aot"];
+
+/// Copy `from` into `to` (created), leaving out [`SKIP_TOP`], `result*` links and
+/// `__pycache__` folders. Symbolic links are copied as links.
+fn copy_kernel_dir(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
+    let walk = walkdir::WalkDir::new(from).min_depth(1).into_iter().filter_entry(|e| {
+        let name = e.file_name().to_string_lossy();
+        let top = e.depth() == 1 && (SKIP_TOP.contains(&name.as_ref()) || name.starts_with("result"));
+        !top && name != "__pycache__"
+    });
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create `{to}`"))?;
+    for entry in walk {
+        let entry = entry.with_context(|| format!("cannot read `{from}`"))?;
+        let rel = entry.path().strip_prefix(from.as_std_path()).expect("walkdir yields children");
+        let dest = to.as_std_path().join(rel);
+        let ft = entry.file_type();
+        if ft.is_dir() {
+            std::fs::create_dir_all(&dest).with_context(|| format!("cannot create `{}`", dest.display()))?;
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(entry.path())
+                .with_context(|| format!("cannot read link `{}`", entry.path().display()))?;
+            std::os::unix::fs::symlink(&target, &dest)
+                .with_context(|| format!("cannot create link `{}`", dest.display()))?;
+        } else {
+            std::fs::copy(entry.path(), &dest)
+                .with_context(|| format!("cannot copy `{}`", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// `_helion_aot_<stem>_<kind>_<compute>.py` files under `root` (recursively), relative.
+fn heuristic_files(root: &Utf8Path, kind: &str, compute: &str) -> anyhow::Result<Vec<Utf8PathBuf>> {
+    let suffix = format!("_{kind}_{compute}.py");
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
+        let entry = entry.with_context(|| format!("cannot read `{root}`"))?;
+        let name = entry.file_name().to_string_lossy();
+        if entry.file_type().is_file() && name.starts_with("_helion_aot_") && name.ends_with(&suffix) {
+            let rel = entry.path().strip_prefix(root.as_std_path()).expect("under root");
+            out.push(Utf8PathBuf::try_from(rel.to_path_buf()).context("non-UTF-8 file name")?);
+        }
+    }
+    Ok(out)
+}
+
+/// One kernel and the features of one call, from the runner's `tuned_configs_<hw>.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TunedShape {
+    /// Kernel (function) name.
+    pub kernel: String,
+    /// Helion's shape features of the call (`arg0_dim0`, `arg0_dtype`, …).
+    pub features: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The distinct (kernel, shape) pairs of a `tuned_configs_<hw>.json`, in file order.
+pub fn tuned_shapes(tuned_configs: &serde_json::Value) -> Vec<TunedShape> {
+    let mut out: Vec<TunedShape> = Vec::new();
+    if let Some(kernels) = tuned_configs.as_object() {
+        for (kernel, entries) in kernels {
+            for entry in entries.as_array().into_iter().flatten() {
+                let features =
+                    entry.get("shape_features").and_then(|f| f.as_object()).cloned().unwrap_or_default();
+                let shape = TunedShape { kernel: kernel.clone(), features };
+                if !out.contains(&shape) {
+                    out.push(shape);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The provenance header written at the top of every heuristic file (Python comments).
+pub fn provenance_header(opts: &Options, env: &Environment, shapes: &[TunedShape]) -> String {
+    let mut h = String::new();
+    h.push_str(&format!(
+        "# Generated by `kernel-builder tune` through helion {}'s AOT runner. Do not edit: re-run\n\
+         # the command below on the same kind of GPU.\n",
+        env.helion
+    ));
+    h.push_str(&format!("# Command: {}\n", opts.command_line));
+    h.push_str(&format!(
+        "# GPU: {} ({} {}, hardware id {}), driver {}, CUDA {}\n",
+        env.device_name, env.device_kind, env.compute, env.hardware_id, env.driver, env.cuda
+    ));
+    h.push_str(&format!(
+        "# Software: python {}, torch {}, triton {}, helion {}\n",
+        env.python, env.torch, env.triton, env.helion
+    ));
+    h.push_str(&format!(
+        "# Search: effort {}, goal {} <= {}, at most {} configs per kernel\n",
+        opts.effort.as_str(),
+        opts.goal.as_str(),
+        opts.threshold,
+        opts.max_configs.map_or("10 (Helion's default)".to_owned(), |n| n.to_string()),
+    ));
+    h.push_str(&format!("# Tuned {} UTC on {} shapes:\n", env.utc, shapes.len()));
+    for s in shapes {
+        h.push_str(&format!("#   {}: {}\n", s.kernel, describe_features(&s.features)));
+    }
+    h
+}
+
+/// Rewrite every `kernel_source_file` of a tuned-configs document with `f` (paths that `f`
+/// maps to `None` stay as they are).
+fn map_sources(tuned: &mut serde_json::Value, f: impl Fn(&str) -> Option<String>) {
+    if let Some(kernels) = tuned.as_object_mut() {
+        for entries in kernels.values_mut() {
+            for entry in entries.as_array_mut().into_iter().flatten() {
+                if let Some(src) = entry.get_mut("kernel_source_file") {
+                    if let Some(new) = src.as_str().and_then(&f) {
+                        *src = serde_json::Value::String(new);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Make every `kernel_source_file` relative to `root` (the scratch copy of the kernel
+/// directory), so the committed records name no temporary path.
+fn relativize_sources(tuned: &mut serde_json::Value, root: &Utf8Path) {
+    let prefix = format!("{root}/");
+    map_sources(tuned, |s| s.strip_prefix(&prefix).map(str::to_owned));
+}
+
+/// The inverse of [`relativize_sources`]: relative paths become paths under `root`, where the
+/// runner's build phase looks for the source files to write the heuristics beside.
+fn absolutize_sources(tuned: &mut serde_json::Value, root: &Utf8Path) {
+    map_sources(tuned, |s| (!s.starts_with('/')).then(|| format!("{root}/{s}")));
+}
+
+/// What [`tune`] wrote, for the CLI to print.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The per-shape table and provenance (also written as `tune.json`).
+    pub report: TuneReport,
+    /// Heuristic files written, relative to the kernel directory.
+    pub heuristics: Vec<Utf8PathBuf>,
+    /// The records directory, relative to the kernel directory (`tuning/cuda_sm90`).
+    pub records: Utf8PathBuf,
+}
+
+/// Tune the kernel in `opts.dir` on this machine's GPU and install the heuristic.
+///
+/// Progress (the runner's and the bench script's output) goes to stderr as it comes.
+///
+/// # Errors
+/// A [`TuneError`] for everything a user can fix; I/O errors name their path. In every error
+/// case the kernel directory is unchanged.
+pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
+    let dir = &opts.dir;
+    if !opts.bench.is_file() {
+        return Err(TuneError::BenchMissing(opts.bench.clone()).into());
+    }
+    let abs = |p: &Utf8Path| -> anyhow::Result<Utf8PathBuf> {
+        let c = p.canonicalize_utf8().with_context(|| format!("cannot resolve `{p}`"))?;
+        Ok(c)
+    };
+    let dir_abs = abs(dir)?;
+    let bench_rel = abs(&opts.bench)?
+        .strip_prefix(&dir_abs)
+        .map(Utf8Path::to_owned)
+        .map_err(|_| TuneError::BenchOutsideDir { bench: opts.bench.clone(), dir: dir.clone() })?;
+    let package_dir = dir.join("torch-ext").join(&opts.package);
+    if !package_dir.is_dir() {
+        return Err(TuneError::NoPackage(package_dir).into());
+    }
+
+    let scratch_tmp = tempfile::Builder::new()
+        .prefix("kernel-builder-tune-")
+        .tempdir()
+        .context("cannot create a scratch directory")?;
+    let scratch = Utf8PathBuf::try_from(scratch_tmp.path().to_owned())
+        .context("the temporary directory's path is not UTF-8")?;
+    let env = probe(&opts.python, &scratch)?;
+    eprintln!(
+        "tune: {} ({} {}), driver {}, CUDA {}; torch {}, triton {}, helion {}",
+        env.device_name,
+        env.device_kind,
+        env.compute,
+        env.driver,
+        env.cuda,
+        env.torch,
+        env.triton,
+        env.helion
+    );
+
+    // The scratch copy: heuristics for this device removed, so whatever is there after the
+    // build phase is the runner's new output.
+    let work = scratch.join("kernel");
+    copy_kernel_dir(&dir_abs, &work)?;
+    for old in heuristic_files(&work.join("torch-ext"), &env.device_kind, &env.compute)? {
+        let p = work.join("torch-ext").join(&old);
+        std::fs::remove_file(&p).with_context(|| format!("cannot remove `{p}`"))?;
+    }
+    let aot_dir = scratch.join("aot");
+    let run_id = "kernel-builder-tune";
+    let run_dir = aot_dir.join(run_id);
+    let hw = &env.hardware_id;
+    let records_rel = Utf8PathBuf::from("tuning").join(format!("{}_{}", env.device_kind, env.compute));
+
+    // Shapes a previous tune of this GPU kind already searched are not searched again: the
+    // collect phase reuses a recorded config for a call with the same shape key.
+    let previous = dir.join(&records_rel).join("tuned_configs.json");
+    if !opts.fresh && previous.is_file() {
+        let mut earlier: serde_json::Value = serde_json::from_str(&crate::fsutil::read_to_string(&previous)?)
+            .with_context(|| format!("`{previous}` is not JSON (tune with --fresh to ignore it)"))?;
+        let n = tuned_shapes(&earlier).len();
+        absolutize_sources(&mut earlier, &work);
+        std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
+        crate::fsutil::write_atomic(
+            &run_dir.join(format!("tuned_configs_{hw}.json")),
+            serde_json::to_string_pretty(&earlier)?.as_bytes(),
+        )?;
+        eprintln!(
+            "tune: starting from the {n} shapes recorded in `{previous}` (they are not searched \
+             again; --fresh starts over)"
+        );
+    }
+
+    let runner = Runner::new(&opts.python, &work, dir)?;
+    let mut runner_args: Vec<String> = vec![
+        "-m".into(),
+        "helion.autotuner.aot_runner".into(),
+        "--output-dir".into(),
+        aot_dir.to_string(),
+        "--run-id".into(),
+        run_id.into(),
+        "--goal".into(),
+        opts.goal.as_str().into(),
+        "--threshold".into(),
+        opts.threshold.to_string(),
+        "--no-score-matrix".into(),
+    ];
+    if let Some(n) = opts.max_configs {
+        runner_args.extend(["--max-configs".into(), n.to_string()]);
+    }
+    for k in &opts.kernels {
+        runner_args.extend(["--kernel".into(), k.clone()]);
+    }
+    let bench_cmd: Vec<String> = [opts.python.clone(), bench_rel.to_string()]
+        .into_iter()
+        .chain(opts.bench_args.iter().cloned())
+        .collect();
+    let phase_args = |phase: &str, extra: &[String]| -> Vec<String> {
+        let mut a = runner_args.clone();
+        a.extend(["--phase".into(), phase.into()]);
+        a.extend(extra.iter().cloned());
+        a.push("--".into());
+        a.extend(bench_cmd.iter().cloned());
+        a
+    };
+    let effort_env = [("HELION_AUTOTUNE_EFFORT", opts.effort.as_str())];
+
+    // 1. collect
+    let fin = runner.run("collect", &phase_args("collect", &[]), &effort_env)?;
+    let configs_file = run_dir.join(format!("tuned_configs_{hw}.json"));
+    if let Some(code) = fin.failed_bench_code("Collect phase failed with return code") {
+        return Err(TuneError::BenchFailed { phase: "collect", code, tail: fin.tail() }.into());
+    }
+    if !configs_file.is_file() {
+        let filter = if opts.kernels.is_empty() {
+            String::new()
+        } else {
+            format!(" named {}", opts.kernels.join(", "))
+        };
+        return Err(TuneError::NoKernelCalled { bench: bench_rel.to_string(), filter }.into());
+    }
+    fin.ensure_success("collect")?;
+    let mut tuned_configs: serde_json::Value =
+        serde_json::from_str(&crate::fsutil::read_to_string(&configs_file)?)
+            .with_context(|| format!("`{configs_file}` is not JSON"))?;
+    let shapes = tuned_shapes(&tuned_configs);
+
+    // 2. measure
+    let fin = runner.run("measure", &phase_args("measure", &[]), &effort_env)?;
+    if let Some(code) = fin.failed_bench_code("Measure phase failed with return code") {
+        return Err(TuneError::BenchFailed { phase: "measure", code, tail: fin.tail() }.into());
+    }
+    fin.ensure_success("measure")?;
+
+    // 3. build, with the provenance header
+    let header_file = scratch.join("header.txt");
+    crate::fsutil::write_atomic(&header_file, provenance_header(opts, &env, &shapes).as_bytes())?;
+    let fin = runner.run(
+        "build",
+        &phase_args("build", &["--file-header".into(), format!("@{header_file}")]),
+        &effort_env,
+    )?;
+    fin.ensure_success("build")?;
+    let produced = heuristic_files(&work.join("torch-ext"), &env.device_kind, &env.compute)?;
+    if produced.is_empty() {
+        return Err(TuneError::NoHeuristic {
+            kind: env.device_kind.clone(),
+            compute: env.compute.clone(),
+            tail: fin.tail(),
+        }
+        .into());
+    }
+
+    // 4. the per-shape table, with the new heuristic in evaluate mode
+    let measure_script = scratch.join("kb_measure.py");
+    crate::fsutil::write_atomic(&measure_script, MEASURE_PY.as_bytes())?;
+    let table_file = scratch.join("table.json");
+    let mut args: Vec<String> = vec![
+        measure_script.to_string(),
+        "--bench".into(),
+        bench_rel.to_string(),
+        "--out".into(),
+        table_file.to_string(),
+    ];
+    for k in &opts.kernels {
+        args.extend(["--kernel".into(), k.clone()]);
+    }
+    args.push("--".into());
+    args.extend(opts.bench_args.iter().cloned());
+    let run_dir_s = run_dir.to_string();
+    let fin = runner.run_python(
+        "table",
+        &args,
+        &[("HELION_AOT_MODE", "evaluate"), ("HELION_AOT_DATA_DIR", run_dir_s.as_str())],
+    )?;
+    match fin.code() {
+        Some(0) => {}
+        Some(3) => {
+            return Err(
+                TuneError::NoKernelCalled { bench: bench_rel.to_string(), filter: String::new() }.into()
+            )
+        }
+        Some(code) => return Err(TuneError::BenchFailed { phase: "table", code, tail: fin.tail() }.into()),
+        None => fin.ensure_success("table")?,
+    }
+    let table: report::MeasureTable = serde_json::from_str(&crate::fsutil::read_to_string(&table_file)?)
+        .with_context(|| format!("`{table_file}` is not the table measure.py writes"))?;
+
+    let summary_file = run_dir.join(format!("heuristic_summary_{hw}.json"));
+    let summary: serde_json::Value = match std::fs::read_to_string(&summary_file) {
+        Ok(s) => serde_json::from_str(&s).with_context(|| format!("`{summary_file}` is not JSON"))?,
+        Err(_) => serde_json::Value::Null,
+    };
+    let report = TuneReport::new(opts, &env, &produced, table, summary, &bench_rel);
+
+    // 5. install: records first (one rename), the heuristics last (one rename each).
+    relativize_sources(&mut tuned_configs, &work);
+    let mut records: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+    records.insert("tune.json", report.to_json().into_bytes());
+    records.insert("tuned_configs.json", (serde_json::to_string_pretty(&tuned_configs)? + "\n").into_bytes());
+    for (src, name) in [
+        (format!("measurements_{hw}.csv"), "measurements.csv"),
+        (format!("heuristic_summary_{hw}.json"), "heuristic_summary.json"),
+        ("run_metadata.json".to_owned(), "run_metadata.json"),
+    ] {
+        if let Ok(bytes) = std::fs::read(run_dir.join(&src)) {
+            records.insert(name, bytes);
+        }
+    }
+    install_records(&dir.join(&records_rel), &records)?;
+    for rel in &produced {
+        let bytes = std::fs::read(work.join("torch-ext").join(rel))
+            .with_context(|| format!("cannot read the new heuristic `{rel}`"))?;
+        crate::fsutil::write_atomic(&dir.join("torch-ext").join(rel), &bytes)?;
+    }
+    Ok(Outcome {
+        report,
+        heuristics: produced.iter().map(|p| Utf8PathBuf::from("torch-ext").join(p)).collect(),
+        records: records_rel,
+    })
+}
+
+/// Replace directory `target` by one holding `files`: written in a sibling temporary
+/// directory, the old one renamed aside, the new one renamed in, the old one removed.
+fn install_records(target: &Utf8Path, files: &BTreeMap<&str, Vec<u8>>) -> anyhow::Result<()> {
+    let parent = target.parent().context("records directory has no parent")?;
+    std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{parent}`"))?;
+    let fresh = tempfile::Builder::new()
+        .prefix(".kernel-builder-tune-")
+        .tempdir_in(parent)
+        .with_context(|| format!("cannot create a temporary directory in `{parent}`"))?;
+    for (name, bytes) in files {
+        let p = fresh.path().join(name);
+        std::fs::write(&p, bytes).with_context(|| format!("cannot write `{}`", p.display()))?;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(fresh.path(), std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot set permissions in `{parent}`"))?;
+    let fresh = fresh.keep();
+    let old = parent.join(format!(".kernel-builder-tune-old-{}", std::process::id()));
+    let had_old = target.exists();
+    if had_old {
+        std::fs::rename(target, &old).with_context(|| format!("cannot move `{target}` aside"))?;
+    }
+    if let Err(e) = std::fs::rename(&fresh, target) {
+        if had_old {
+            let _ = std::fs::rename(&old, target);
+        }
+        let _ = std::fs::remove_dir_all(&fresh);
+        return Err(e).with_context(|| format!("cannot write `{target}`"));
+    }
+    if had_old {
+        std::fs::remove_dir_all(&old).with_context(|| format!("cannot remove `{old}`"))?;
+    }
+    Ok(())
+}
+
+impl Finished {
+    /// `Err(RunnerFailed)` unless the process exited 0.
+    fn ensure_success(&self, phase: &'static str) -> Result<(), TuneError> {
+        if self.code() == Some(0) {
+            Ok(())
+        } else {
+            Err(TuneError::RunnerFailed { phase, status: self.status_text(), tail: self.tail() })
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Running the tuning Python: output streamed to stderr as it comes (a phase can take many
+//! minutes) and its tail kept for the error; SIGINT, SIGTERM and SIGHUP caught so that an
+//! interrupted run ends as [`TuneError::Interrupted`] with the scratch directory removed,
+//! instead of killing this process with the kernel directory half-written.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, IsTerminal};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+
+use super::TuneError;
+
+/// Lines of output kept for an error message.
+const TAIL_LINES: usize = 40;
+
+/// Environment variables that would change what the runner does behind our back: a fixed
+/// AOT mode or data directory, another heuristic directory, forced or forbidden searches.
+const SCRUBBED_ENV: &[&str] = &[
+    "HELION_AOT_MODE",
+    "HELION_AOT_DATA_DIR",
+    "HELION_HEURISTIC_DIR",
+    "HELION_AOT_KERNELS",
+    "HELION_FORCE_AUTOTUNE",
+    "HELION_SKIP_CACHE",
+    "HELION_DISALLOW_AUTOTUNING",
+    "HELION_AUTOTUNE_EFFORT",
+];
+
+/// Signal bookkeeping shared with the watcher thread.
+struct Signals {
+    /// Set once any of the watched signals arrived.
+    interrupted: AtomicBool,
+    /// The signal that arrived first.
+    first: AtomicU32,
+    /// The running child's pid (0: none).
+    child: AtomicU32,
+}
+
+fn signals() -> anyhow::Result<&'static Arc<Signals>> {
+    static STATE: OnceLock<Arc<Signals>> = OnceLock::new();
+    if let Some(s) = STATE.get() {
+        return Ok(s);
+    }
+    let state = Arc::new(Signals {
+        interrupted: AtomicBool::new(false),
+        first: AtomicU32::new(0),
+        child: AtomicU32::new(0),
+    });
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut watched = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .context("cannot install signal handlers")?;
+    let shared = Arc::clone(&state);
+    // A terminal sends SIGINT to the whole foreground group, the child included: forwarding
+    // it would interrupt the child twice. Outside a terminal only we got it: pass it on.
+    let terminal = std::io::stdin().is_terminal();
+    std::thread::spawn(move || {
+        for sig in watched.forever() {
+            let _ = shared.first.compare_exchange(0, sig as u32, Ordering::SeqCst, Ordering::SeqCst);
+            shared.interrupted.store(true, Ordering::SeqCst);
+            let pid = shared.child.load(Ordering::SeqCst);
+            if pid != 0 && !(sig == SIGINT && terminal) {
+                if let (Some(pid), Some(signal)) =
+                    (rustix::process::Pid::from_raw(pid as i32), rustix::process::Signal::from_named_raw(sig))
+                {
+                    let _ = rustix::process::kill_process(pid, signal);
+                }
+            }
+        }
+    });
+    Ok(STATE.get_or_init(|| state))
+}
+
+fn signal_name(sig: u32) -> String {
+    match sig as i32 {
+        signal_hook::consts::SIGINT => "SIGINT".into(),
+        signal_hook::consts::SIGTERM => "SIGTERM".into(),
+        signal_hook::consts::SIGHUP => "SIGHUP".into(),
+        signal_hook::consts::SIGKILL => "SIGKILL".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// A finished child: its exit status and the last lines it printed.
+pub(super) struct Finished {
+    status: ExitStatus,
+    tail: VecDeque<String>,
+}
+
+impl Finished {
+    /// The exit code; `None` when a signal ended it.
+    pub(super) fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// `exit status 1` / `killed by SIGKILL`.
+    pub(super) fn status_text(&self) -> String {
+        match (self.status.code(), self.status.signal()) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(s)) => format!("killed by {}", signal_name(s as u32)),
+            _ => self.status.to_string(),
+        }
+    }
+
+    /// The kept output, indented, for an error message.
+    pub(super) fn tail(&self) -> String {
+        let mut s = String::new();
+        for l in &self.tail {
+            s.push_str("  | ");
+            s.push_str(l);
+            s.push('\n');
+        }
+        s
+    }
+
+    /// The bench script's exit code when the runner logged `<marker> N` (the runner's own
+    /// report of a failed benchmark command).
+    pub(super) fn failed_bench_code(&self, marker: &str) -> Option<i32> {
+        self.tail.iter().find_map(|l| {
+            let rest = &l[l.find(marker)? + marker.len()..];
+            rest.trim().split(|c: char| !c.is_ascii_digit() && c != '-').next()?.parse().ok()
+        })
+    }
+}
+
+/// Runs the tuning Python in the scratch copy of the kernel.
+pub(super) struct Runner {
+    python: String,
+    cwd: Utf8PathBuf,
+    /// The user's kernel directory, named in [`TuneError::Interrupted`].
+    dir: Utf8PathBuf,
+    signals: &'static Arc<Signals>,
+}
+
+impl Runner {
+    /// A runner of `python` in `cwd`; installs the signal watcher.
+    pub(super) fn new(python: &str, cwd: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<Runner> {
+        Ok(Runner { python: python.into(), cwd: cwd.into(), dir: dir.into(), signals: signals()? })
+    }
+
+    /// One phase of Helion's AOT runner (`args` start with `-m helion.autotuner.aot_runner`).
+    pub(super) fn run(
+        &self,
+        phase: &'static str,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Finished> {
+        eprintln!("tune: {phase} phase");
+        self.run_python(phase, args, env)
+    }
+
+    /// `python ARGS…` in the scratch kernel directory, with [`SCRUBBED_ENV`] removed, then
+    /// `env` set. Its stdout and stderr are streamed to our stderr.
+    ///
+    /// # Errors
+    /// [`TuneError::Interrupted`] when a signal arrived or ended the child;
+    /// [`TuneError::PythonNotRunnable`] when it cannot be started.
+    pub(super) fn run_python(
+        &self,
+        phase: &'static str,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Finished> {
+        let interrupted = |how: String| TuneError::Interrupted { phase, how, dir: self.dir.clone() };
+        if self.signals.interrupted.load(Ordering::SeqCst) {
+            return Err(interrupted(signal_name(self.signals.first.load(Ordering::SeqCst))).into());
+        }
+        let mut expr = duct::cmd(&self.python, args)
+            .dir(&self.cwd)
+            .stdin_null()
+            .stderr_to_stdout()
+            .env("PYTHONUNBUFFERED", "1")
+            .unchecked();
+        // duct applies inner settings last, so a removal and a setting of the same variable
+        // would depend on their order: remove only what is not set here.
+        for k in SCRUBBED_ENV.iter().filter(|k| !env.iter().any(|(set, _)| set == *k)) {
+            expr = expr.env_remove(k);
+        }
+        for (k, v) in env {
+            expr = expr.env(k, v);
+        }
+        let reader = expr.reader().map_err(|e| TuneError::PythonNotRunnable {
+            python: self.python.clone(),
+            detail: e.to_string(),
+        })?;
+        if let Some(pid) = reader.pids().first() {
+            self.signals.child.store(*pid, Ordering::SeqCst);
+        }
+        let mut tail: VecDeque<String> = VecDeque::with_capacity(TAIL_LINES);
+        let mut lines = BufReader::new(&reader);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match lines.read_until(b'\n', &mut buf) {
+                Ok(0) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf);
+                    let line = line.trim_end_matches(['\n', '\r']);
+                    eprintln!("{line}");
+                    if tail.len() == TAIL_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line.to_owned());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.signals.child.store(0, Ordering::SeqCst);
+                    let _ = reader.kill();
+                    return Err(e).with_context(|| format!("cannot read the output of `{}`", self.python));
+                }
+            }
+        }
+        let output = reader
+            .try_wait()
+            .with_context(|| format!("cannot wait for `{}`", self.python))?
+            .context("the child closed its output but has not exited")?;
+        self.signals.child.store(0, Ordering::SeqCst);
+        let fin = Finished { status: output.status, tail };
+        if self.signals.interrupted.load(Ordering::SeqCst) {
+            return Err(interrupted(signal_name(self.signals.first.load(Ordering::SeqCst))).into());
+        }
+        // A child killed by a signal, or one that reports it (the runner exits 130 on SIGINT,
+        // 128 + n on signal n).
+        let by_signal = match (fin.status.signal(), fin.status.code()) {
+            (Some(s), _) if [libc_sigint(), libc_sigterm(), libc_sighup()].contains(&s) => {
+                Some(signal_name(s as u32))
+            }
+            (_, Some(130)) => Some("the child exited 130, SIGINT".into()),
+            (_, Some(143)) => Some("the child exited 143, SIGTERM".into()),
+            _ => None,
+        };
+        if let Some(how) = by_signal {
+            return Err(interrupted(how).into());
+        }
+        Ok(fin)
+    }
+}
+
+fn libc_sigint() -> i32 {
+    signal_hook::consts::SIGINT
+}
+fn libc_sigterm() -> i32 {
+    signal_hook::consts::SIGTERM
+}
+fn libc_sighup() -> i32 {
+    signal_hook::consts::SIGHUP
+}
