@@ -387,7 +387,10 @@ in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = cellsOf dir
 /// package set's python, `nixpkgs` and `--hermetic`; a cell whose wheel hash is not pinned
 /// evaluates too (it fails when built, with the message checked below).
 #[test]
-#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+#[cfg_attr(
+    not(all(feature = "nix-tests", feature = "corpus-tests")),
+    ignore = "needs Nix and the corpus: cargo test --features nix-tests,corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn every_compiled_corpus_cell_evaluates_with_the_default_package_set() {
     let t = tempfile::tempdir().unwrap();
     let mut dirs = Vec::new();
