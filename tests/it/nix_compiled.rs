@@ -289,7 +289,9 @@ fn relu_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
         .find(|e| e.file_name() == "cuobjdump" && e.file_type().is_file())
         .expect("cuobjdump (pip install nvidia-cuda-cuobjdump) in the venv")
         .into_path();
-    let cases: [(PathBuf, &[&str], &[&str], &[&str]); 2] = [
+    // (kernel dir, metadata archs, SASS targets, PTX targets)
+    type Case = (PathBuf, &'static [&'static str], &'static [&'static str], &'static [&'static str]);
+    let cases: [Case; 2] = [
         (repo().join("kernels/relu"), &["9.0"], &["sm_90"], &[]),
         // cuobjdump names the embedded compute_90 PTX `….sm_90.ptx`.
         (two, &["8.0", "9.0+PTX"], &["sm_80", "sm_90"], &["sm_90"]),
