@@ -15,6 +15,17 @@
     # built from this source. (A relative `path:` input here cannot be fetched when this flake
     # is itself an input of a kernel flake, so the default must not be one.)
     orchestrator.follows = "nixpkgs";
+    # The package set of compiled cells. By default it follows nixpkgs and every compiled cell
+    # takes its toolchain from nixpkgs (lib.nixpkgsToolchain: official torch wheels pinned in
+    # nix/torch-wheels.json, CUDA/ROCm/oneAPI packages, a manylinux_2_28 compiler). A flake
+    # whose `lib.toolchainFor` maps a cell to a toolchain record replaces it for every cell:
+    #   --override-input kernel-builder/toolchain path:/abs/dir
+    # (the offline tests use tests/fixtures/host-toolchain this way; it is not hermetic).
+    # It names the same nixpkgs revision instead of `follows = "nixpkgs"`: with a second
+    # `follows` input, Nix 2.8 drops a kernel flake's locked `--override-input
+    # kernel-builder/orchestrator` on every build (seen). Same revision, same store path:
+    # fetched once, and only when a compiled cell takes the default package set.
+    toolchain.url = "github:nixos/nixpkgs/d38025438a6ee456758dc03188ca6873a415463b";
   };
 
   outputs =
@@ -22,6 +33,7 @@
       self,
       nixpkgs,
       orchestrator,
+      toolchain,
     }:
     let
       matrix = builtins.fromJSON (builtins.readFile ./nix/build-matrix.json);
@@ -31,10 +43,16 @@
       kernelBuilderFor = system: if prebuilt then orchestrator else self.packages.${system}.kernel-builder;
       pkgsFor = system: nixpkgs.legacyPackages.${system};
       cargoToml = builtins.fromTOML (builtins.readFile ./Cargo.toml);
+      toolchainFor =
+        if toolchain ? lib && toolchain.lib ? toolchainFor then
+          toolchain.lib.toolchainFor
+        else
+          cell: lib.nixpkgsToolchain { pkgs = pkgsFor cell.system; } cell;
       lib = import ./nix/lib {
         inherit matrix;
         defaultKernelBuilder = kernelBuilderFor;
         defaultMkShell = system: (pkgsFor system).mkShell;
+        defaultToolchainFor = toolchainFor;
       };
       # Only what the Rust build reads enters the store.
       rustSource = builtins.path {

@@ -6,6 +6,9 @@
 #                         are the other matrices a kernel may pin with `[general] matrix`
 #   defaultKernelBuilder  (default: throws) system -> store path holding bin/kernel-builder
 #   defaultMkShell        (default: throws) system -> nixpkgs' mkShell
+#   defaultToolchainFor   (default: throws) cell -> the toolchain record of a compiled cell
+#                         (the flake passes nixpkgsToolchain over nixpkgs, or its `toolchain`
+#                         input's `lib.toolchainFor`)
 #
 # Every file takes the injected `{ lib, matrix, ... }` first, then the caller's argument.
 # Names starting with `internal` are private helpers.
@@ -15,6 +18,9 @@
     system: throw "kernel-builder: no orchestrator for ${system}; pass `kernelBuilder = system: <path with bin/kernel-builder>;`"
   ),
   defaultMkShell ? (system: throw "kernel-builder: dev shells need nixpkgs; pass `mkShell = system: pkgs.mkShell;`"),
+  defaultToolchainFor ? (
+    cell: throw "kernel-builder: compiled cell ${cell.name} needs a toolchain; pass `toolchainFor = cell: <toolchain record>;` (see nix/API.md)"
+  ),
 }:
 let
   # Every matrix by name: the default and its snapshots (nix/matrices/<name>.json).
@@ -29,6 +35,7 @@ let
       matrices
       defaultKernelBuilder
       defaultMkShell
+      defaultToolchainFor
       ;
   };
   call = file: import file deps;
@@ -51,6 +58,7 @@ let
     mkNoarchCell = call ./mkNoarchCell.nix;
     mkTorchCell = call ./mkTorchCell.nix;
     mkTvmFfiCell = call ./mkTvmFfiCell.nix;
+    nixpkgsToolchain = call ./nixpkgsToolchain.nix;
     mkBundle = call ./mkBundle.nix;
     mkBuildAndCopy = call ./mkBuildAndCopy.nix;
     mkCellCheck = call ./mkCellCheck.nix;
@@ -60,6 +68,7 @@ let
     internalStripDotSlash = call ./internalStripDotSlash.nix;
     internalStripLeadingDot = call ./internalStripLeadingDot.nix;
     internalFailingCell = call ./internalFailingCell.nix;
+    internalCompiledCell = call ./internalCompiledCell.nix;
     internalDevShells = call ./internalDevShells.nix;
   };
 in

@@ -28,6 +28,10 @@
 #                   prebuilt one handed to its `orchestrator` input (see flake.nix).
 #   mkShell         (default: the kernel-builder flake's nixpkgs mkShell per system) function
 #                   from a system to nixpkgs' mkShell; only the dev shells use it.
+#   toolchainFor    (default: the kernel-builder flake's choice: nixpkgsToolchain over its
+#                   nixpkgs, or its `toolchain` input's `lib.toolchainFor`) function from a
+#                   compiled cell (a kernelCells record) to its toolchain record (nix/API.md,
+#                   "Toolchains"); noarch cells need none.
 #   systems         (default: the matrix's systems) the systems to generate outputs for; a
 #                   system the matrix does not know throws (use `lib.system.<name>`).
 #   extraChecks     (default: system -> cells -> {}) more checks per system.
@@ -36,7 +40,9 @@
 #   packages.<variant>      one derivation per cell
 #   packages.bundle         the bundle cells joined as `<variant>/…` (also packages.default)
 #   packages.build-and-copy `nix run .#build-and-copy` refreshes ./build from the bundle
-#   checks.cell-<variant>   layout and metadata of every cell (builds the cell)
+#   checks.cell-<variant>   layout and metadata of every cell (builds the cell); for a
+#                           compiled cell also the ABI check, held to the toolchain's
+#                           manylinux policy (and the torch stable ABI for stable-ABI cells)
 #   checks.manifest         when the kernel commits build/hashes.json: the bundle's variants
 #                           have exactly the NAR hashes it records (mkManifestCheck)
 #   devShells.<arch variant>, devShells.default (the best cell of the first backend)
@@ -50,6 +56,7 @@
   torchVersions ? (entries: entries),
   kernelBuilder ? deps.defaultKernelBuilder,
   mkShell ? deps.defaultMkShell,
+  toolchainFor ? deps.defaultToolchainFor,
   systems ? matrix.systems,
   extraChecks ? (system: cells: { }),
 }:
@@ -71,6 +78,14 @@ let
     else
       null;
   kernelDirty = self != null && !(self ? rev) && self ? dirtyRev;
+  # The C++ dependencies (`depends` but `torch`) of the kernels of a backend, each once; the
+  # orchestrator decides which kernels a cell compiles, so this may name one more than needed.
+  cppDependsFor =
+    backend:
+    let
+      all = builtins.concatMap (k: if k.backend == backend then k.depends else [ ]) config.kernels;
+    in
+    builtins.filter (d: d != "torch") (builtins.attrNames (builtins.listToAttrs (map (d: { name = d; value = null; }) all)));
   genSystems = f: builtins.listToAttrs (map (system: { name = system; value = f system; }) checkedSystems);
 
   cellsFor =
@@ -91,16 +106,27 @@ let
       drvs = builtins.listToAttrs (
         map (cell: {
           name = cell.name;
-          value = lib.mkCell {
-            inherit
-              cell
-              src
-              orchestrator
-              kernelCommit
-              kernelDirty
-              ;
-            name = "${config.name}-${cell.name}";
-          };
+          value = lib.mkCell (
+            {
+              inherit
+                cell
+                src
+                orchestrator
+                kernelCommit
+                kernelDirty
+                ;
+              name = "${config.name}-${cell.name}";
+            }
+            // (
+              if cell.noarch then
+                { }
+              else
+                {
+                  toolchain = toolchainFor cell;
+                  cppDepends = cppDependsFor cell.backend;
+                }
+            )
+          );
         }) cells
       );
       bundleCells = builtins.filter (c: c.bundle) cells;
@@ -110,14 +136,32 @@ let
         cells = map (c: drvs.${c.name}) bundleCells;
         source = src;
       };
-      noarchChecks = builtins.listToAttrs (
+      # Every noarch cell, and every compiled bundle cell whose toolchain can build it (not
+      # `missing`): other systems' cells cannot run here, and unpinned wheels cannot be
+      # fetched, so `nix flake check` builds what can be built.
+      checkable =
+        c:
+        c.noarch
+        || (c.bundle && (drvs.${c.name}.missing or null) == null);
+      cellChecks = builtins.listToAttrs (
         map (c: {
           name = "cell-${c.name}";
-          value = lib.mkCellCheck {
-            cell = drvs.${c.name};
-            inherit orchestrator;
-          };
-        }) (builtins.filter (c: c.noarch) cells)
+          value = lib.mkCellCheck (
+            {
+              cell = drvs.${c.name};
+              inherit orchestrator;
+            }
+            // (
+              if c.noarch then
+                { }
+              else
+                {
+                  manylinux = drvs.${c.name}.toolchain.manylinux or null;
+                  torchStableAbi = if c.kind == "stable-abi" then config.stableAbiFor c.backend else null;
+                }
+            )
+          );
+        }) (builtins.filter checkable cells)
       );
       # A committed build/hashes.json (force-added: build/ is usually ignored) is checked
       # against the bundle; without one there is nothing to compare with.
@@ -148,7 +192,7 @@ let
           default = bundle;
           build-and-copy = lib.mkBuildAndCopy { inherit bundle orchestrator system; };
         };
-        checks = noarchChecks // manifestChecks // extraChecks system cells;
+        checks = cellChecks // manifestChecks // extraChecks system cells;
         devShells = shells;
       };
   outputs = genSystems perSystem;

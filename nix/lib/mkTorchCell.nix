@@ -1,24 +1,59 @@
 # mkTorchCell: the derivation of one compiled torch cell (arch or stable-ABI variant).
 #
-# Seam for the compiled-kernels work: it evaluates (so variant lists, `nix flake show` and
-# drvPath benchmarks cover compiled kernels) but fails when built, with a message that says
-# so. The compiled cell will run the generated CMake project with the set's toolchain from
-# nixpkgs (CUDA/ROCm/XPU, torch wheels pinned by hash).
+# The builder is the orchestrator itself, `kernel-builder assemble`, as for noarch cells: it
+# loads and validates build.toml (a bad file fails the cell with `check-config`'s
+# diagnostics), computes everything the compile depends on (the `-gencode` pairs of each CUDA
+# kernel, gfx targets, defines, flags, C++ dependencies, the generated CMake project) and runs
+# CMake and Ninja in a fresh work directory, the same code as the native `build-and-copy`.
+# Nix passes only the cell and its toolchain, never a flag it derived itself.
 #
-# Type: mkTorchCell :: { cell, src, orchestrator, name ? String, ... } -> Derivation
+# The toolchain (see nix/API.md, "Toolchains") is a record from a package set:
+#   { name, hermetic, impure, manylinux, python, cxx, path, nvcc, env, torchWheel, missing }
+# `python` is an interpreter whose torch is the cell's (the orchestrator reads torch's version,
+# CUDA/ROCm/XPU build and C++ ABI from it, and refuses with both names when they give another
+# variant than `cell.name`); `cxx` becomes CXX, `nvcc` CUDACXX, `path` PATH (CMake, Ninja,
+# binutils); `env` is extra environment. `name` and `hermetic` are recorded in metadata.json
+# (`build.package-set`, `build.hermetic`). `impure = true` sets `__noChroot` (the offline test
+# package set, which uses the host's tools; needs `sandbox = relaxed`). A toolchain with
+# `missing` (a message: e.g. a torch wheel whose hash is not pinned yet) gives a cell that
+# evaluates and fails when built with that message.
 #
-# Arguments: as mkNoarchCell; `cell.kind` is "torch" or "stable-abi".
+# Type: mkTorchCell :: { cell, src, orchestrator, toolchain, cppDepends ? [], kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
+#
+# Arguments:
+#   cell          a kernelCells entry with kind "torch" or "stable-abi"
+#   src           the kernelSource store path
+#   orchestrator  a store path holding bin/kernel-builder, runnable on cell.system
+#   toolchain     the cell's toolchain record (genKernelFlakeOutputs: `toolchainFor cell`)
+#   cppDepends    (default []) the C++ dependencies (`depends` but torch) of the backend's
+#                 kernels; each is `toolchain.cppDep name` (a fixed-output fetch pinned by
+#                 hash in nix/cpp-deps.json for the default set), handed to the orchestrator
+#                 as KERNEL_BUILDER_DEP_<NAME>
+#   kernelCommit, kernelDirty, name: as mkNoarchCell
+#
+# Output: `$out/<cell.name>/` (`_<name>_<backend>_<uid>.abi3.so`, the package files,
+# `_ops.py`, `metadata.json`). The result carries `cell` and `toolchain`.
 { lib, ... }:
 {
   cell,
   src,
   orchestrator,
+  toolchain,
+  cppDepends ? [ ],
+  kernelCommit ? null,
+  kernelDirty ? false,
   name ? "kernel-${cell.name}",
   ...
 }:
-lib.internalFailingCell {
-  inherit cell src orchestrator name;
-  message = "kernel-builder: cell ${cell.name} (${cell.kind}, torch ${cell.torch_version}, ${cell.backend} ${
-    if cell.backend_version == null then "" else cell.backend_version
-  }) is compiled code; compiled cells arrive with the compiled-kernels work. Noarch cells (backends without a [kernel.*]) build today.";
+lib.internalCompiledCell {
+  inherit
+    cell
+    src
+    orchestrator
+    toolchain
+    cppDepends
+    kernelCommit
+    kernelDirty
+    name
+    ;
 }

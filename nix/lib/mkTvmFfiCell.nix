@@ -1,18 +1,31 @@
-# mkTvmFfiCell: the derivation of one compiled tvm-ffi cell.
+# mkTvmFfiCell: the derivation of one compiled tvm-ffi cell (`tvm-ffi<v>-<compute>-<system>`).
 #
-# Seam for the compiled-kernels work, like mkTorchCell: evaluates, fails when built with a
-# message that says so.
+# The same derivation as mkTorchCell (the orchestrator's `assemble` with the cell's toolchain;
+# its python must hold tvm-ffi); the orchestrator decides what a tvm-ffi cell compiles, and
+# refuses with its own message what it cannot build yet.
 #
-# Type: mkTvmFfiCell :: { cell, src, orchestrator, name ? String, ... } -> Derivation
+# Type: mkTvmFfiCell :: { cell, src, orchestrator, toolchain, cppDepends ? [], kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
 { lib, ... }:
 {
   cell,
   src,
   orchestrator,
+  toolchain,
+  cppDepends ? [ ],
+  kernelCommit ? null,
+  kernelDirty ? false,
   name ? "kernel-${cell.name}",
   ...
 }:
-lib.internalFailingCell {
-  inherit cell src orchestrator name;
-  message = "kernel-builder: cell ${cell.name} (tvm-ffi, ${cell.backend}) is compiled code; compiled cells arrive with the compiled-kernels work.";
+lib.internalCompiledCell {
+  inherit
+    cell
+    src
+    orchestrator
+    toolchain
+    cppDepends
+    kernelCommit
+    kernelDirty
+    name
+    ;
 }

@@ -13,7 +13,7 @@
 #
 # Result attributes:
 #   toml, name, pythonName, edition (5 or 4), framework ("torch" | "torch-noarch" | "tvm-ffi"),
-#   frameworkConfig, backends ([String], as written), kernels ([{ name, backend, src }]),
+#   frameworkConfig, backends ([String], as written), kernels ([{ name, backend, src, depends }]),
 #   hasKernelFor (String -> Bool), stableAbiFor (String -> String|null), pyext ([String]),
 #   extDir ("torch-ext" | "tvm-ffi-ext"), cudaMinver, cudaMaxver, torchMinver, torchMaxver
 #   (String|null), noarchCudaCapabilities, noarchRocmArchs ([String]|null), matrix (the
@@ -67,6 +67,7 @@ let
     name = n;
     backend = toml.kernel.${n}.backend or null;
     src = toml.kernel.${n}.src or [ ];
+    depends = toml.kernel.${n}.depends or [ ];
   }) (builtins.attrNames (toml.kernel or { }));
   kernelBackends = map (k: k.backend) kernels;
   stableAbi = if framework == "torch" then frameworkConfig.stable-abi or null else null;

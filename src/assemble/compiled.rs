@@ -129,13 +129,29 @@ pub struct Tool {
 pub struct HostToolchain {
     /// The Python interpreter given (`--python`), as typed.
     pub python: Utf8PathBuf,
+    /// Where the tools come from: `None` for the host's own (PATH, `--python`); the name of
+    /// a declared package set (a Nix cell's, e.g. `nixpkgs`) otherwise. Recorded in
+    /// `metadata.json` (`build.package-set`), with [`HostToolchain::hermetic`].
+    pub package_set: Option<String>,
+    /// Whether that package set is hermetic (pinned inputs only). Never true without one.
+    pub hermetic: bool,
     torch: OnceLock<Result<TorchFacts, String>>,
 }
 
 impl HostToolchain {
     /// A toolchain that takes torch from the interpreter `python` (a path or a name on PATH).
     pub fn new(python: impl Into<Utf8PathBuf>) -> HostToolchain {
-        HostToolchain { python: python.into(), torch: OnceLock::new() }
+        HostToolchain { python: python.into(), package_set: None, hermetic: false, torch: OnceLock::new() }
+    }
+
+    /// The same toolchain, declared to come from the package set `name` (hermetic or not).
+    /// The tools are still found the same way (`--python`, `CXX`, `CUDACXX`, PATH); only what
+    /// `metadata.json` says about them changes, so a native build given a Nix cell's tools and
+    /// package-set name writes the same bytes as the cell.
+    pub fn with_package_set(mut self, name: impl Into<String>, hermetic: bool) -> HostToolchain {
+        self.package_set = Some(name.into());
+        self.hermetic = hermetic;
+        self
     }
 
     /// torch's facts, or why torch cannot be used (no such interpreter, no torch, …).
@@ -400,6 +416,10 @@ pub struct NativeCell {
     pub cuda_capabilities: BTreeMap<String, Vec<String>>,
     /// Warning when the cell is not one of the bundle matrix.
     pub outside_bundle: Option<String>,
+    /// [`HostToolchain::package_set`].
+    pub package_set: Option<String>,
+    /// [`HostToolchain::hermetic`].
+    pub hermetic: bool,
 }
 
 /// Decide the cell this host builds for `backend`, or say why it cannot.
@@ -554,6 +574,8 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         kernels,
         cuda_capabilities,
         outside_bundle,
+        package_set: host.package_set.clone(),
+        hermetic: host.package_set.is_some() && host.hermetic,
     })
 }
 
@@ -950,7 +972,12 @@ pub fn build_cell(
             kernel_builder: builder_provenance(),
             kernel: ids.kernel.clone().filter(|k| k.dirty),
         },
-        build: Some(BuildInfo { native: true, hermetic: false, toolchain }),
+        build: Some(BuildInfo {
+            native: cell.package_set.is_none(),
+            hermetic: cell.hermetic,
+            package_set: cell.package_set.clone(),
+            toolchain,
+        }),
     };
     write_file(&out_variant_dir.join("metadata.json"), &metadata.to_json_bytes()?)?;
     warnings.extend(check_built_variant(out_variant_dir, cell)?);

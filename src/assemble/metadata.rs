@@ -45,14 +45,22 @@ pub struct Metadata {
 }
 
 /// `build`: how a compiled variant was built. A native build uses the host's toolchain, so it
-/// says `"hermetic": false`; the toolchain map holds each tool's version (`torch`, `python`,
-/// `cxx`, `cmake`, `ninja`, `nvcc`), never a path.
+/// says `"native": true, "hermetic": false`; a Nix cell names its package set
+/// (`"package-set": "nixpkgs"`, `"native": false`) and says whether that set is hermetic (the
+/// offline test set built from the host's tools is not). What is recorded depends on the
+/// toolchain only, never on whether the build ran inside Nix, so a native build given a cell's
+/// tools and package-set name is byte for byte the cell. The toolchain map holds each tool's
+/// version (`torch`, `python`, `cxx`, `cmake`, `ninja`, `nvcc`), never a path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct BuildInfo {
-    /// Built outside Nix with the host's tools.
+    /// The tools were the host's own (PATH, `--python`), not a declared package set.
     pub native: bool,
-    /// Built in a sandbox from pinned inputs only.
+    /// Built from pinned inputs only (a hermetic package set).
     pub hermetic: bool,
+    /// The declared package set the tools came from (`nixpkgs`, …), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package_set: Option<String>,
     pub toolchain: std::collections::BTreeMap<String, String>,
 }
 

@@ -35,12 +35,25 @@ pub struct ToolchainArgs {
     /// it first, then on PATH.
     #[arg(long, value_name = "PATH", default_value = "python3")]
     pub python: Utf8PathBuf,
+    /// Record in metadata.json that the tools (--python, CXX, CUDACXX, PATH) come from the
+    /// declared package set NAME rather than the host (`build.package-set`, `native: false`).
+    /// A Nix cell passes its package set's name; pass the same name and tools to a native
+    /// build to get the cell's bytes.
+    #[arg(long, value_name = "NAME")]
+    pub package_set: Option<String>,
+    /// The package set is hermetic (pinned inputs only); recorded as `build.hermetic`.
+    #[arg(long, requires = "package_set")]
+    pub hermetic: bool,
 }
 
 impl ToolchainArgs {
     /// The host toolchain these arguments describe.
     pub fn host(&self) -> HostToolchain {
-        HostToolchain::new(self.python.clone())
+        let host = HostToolchain::new(self.python.clone());
+        match &self.package_set {
+            Some(name) => host.with_package_set(name.clone(), self.hermetic),
+            None => host,
+        }
     }
 }
 
@@ -208,6 +221,10 @@ pub struct AssembleArgs {
     /// The kernel's work tree differed from `--kernel-commit`.
     #[arg(long, requires = "kernel_commit")]
     pub kernel_dirty: bool,
+    /// The variant the caller expects (a Nix cell's name): fail, naming both, when the
+    /// toolchain given builds another one (e.g. a torch wheel of the wrong version).
+    #[arg(long, value_name = "VARIANT")]
+    pub expect_variant: Option<String>,
 }
 
 /// Assemble one variant of the kernel in `source` into `out/<variant>/` (`out` is created),
@@ -218,6 +235,7 @@ pub fn assemble_one(
     out: &Utf8Path,
     kernel: Option<KernelRevision>,
     host: &HostToolchain,
+    expect_variant: Option<&str>,
 ) -> anyhow::Result<Utf8PathBuf> {
     let loaded = super::load_config(source)?;
     let cfg = &loaded.config;
@@ -233,6 +251,15 @@ pub fn assemble_one(
             plan_cell(cfg, backend, host).map_err(|e| anyhow::anyhow!("cannot build `{backend}`: {e}"))?;
         PlannedVariant { name: cell.variant.clone(), backend, compiled: true, cell: Some(Box::new(cell)) }
     };
+    if let Some(want) = expect_variant {
+        anyhow::ensure!(
+            variant.name == want,
+            "the toolchain given builds `{}`, not the expected `{want}` (torch {} from `{}`); give this cell a toolchain whose torch, backend version and system name it",
+            variant.name,
+            variant.cell.as_ref().map(|c| c.torch.version.as_str()).unwrap_or("-"),
+            host.python
+        );
+    }
     let set = SourceSet::collect(source, cfg)?;
     for w in set.warnings() {
         eprintln!("warning: {w}");
@@ -285,7 +312,14 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
         Some(c) => Some(KernelRevision::new(c, args.kernel_dirty)?),
         None => None,
     };
-    let written = assemble_one(&args.source, args.backend, &args.out, kernel, &args.toolchain.host())?;
+    let written = assemble_one(
+        &args.source,
+        args.backend,
+        &args.out,
+        kernel,
+        &args.toolchain.host(),
+        args.expect_variant.as_deref(),
+    )?;
     println!("{written}");
     Ok(ExitCode::SUCCESS)
 }

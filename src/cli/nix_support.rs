@@ -37,12 +37,19 @@ pub enum Job {
     },
     /// Replace DEST/<variant> with each variant of FROM (a bundle or a cell), atomically.
     CopyVariants { from: Utf8PathBuf, dest: Utf8PathBuf },
-    /// Check a built cell's layout and metadata; write OUT on success.
+    /// Check a built cell's layout and metadata (and, for a compiled cell, the ABI of its
+    /// shared objects, as `check-abi`); write OUT on success.
     CheckCell {
         #[arg(long)]
         out: Utf8PathBuf,
         #[arg(long)]
         variant: String,
+        /// Also check the ABI, enforcing this manylinux policy (the cell's package set's).
+        #[arg(long, value_name = "POLICY")]
+        manylinux: Option<String>,
+        /// With --manylinux: the variant is a torch stable-ABI one targeting this torch.
+        #[arg(long, value_name = "VERSION", requires = "manylinux")]
+        torch_stable_abi: Option<String>,
         cell: Utf8PathBuf,
     },
     /// Check that BUNDLE's variants have the NAR hashes of the committed manifest EXPECTED.
@@ -68,7 +75,19 @@ pub fn run(args: Args) -> super::CmdResult {
         Job::CopyVariants { from, dest } => {
             support::copy_variants(&from, &dest)?;
         }
-        Job::CheckCell { out, variant, cell } => support::check_cell(&out, &variant, &cell)?,
+        Job::CheckCell { out, variant, manylinux, torch_stable_abi, cell } => {
+            let policy = match manylinux {
+                Some(m) => Some(super::check_abi::policy_of(&super::check_abi::Args {
+                    dir: None,
+                    manylinux: Some(m),
+                    python_abi: "3.9".into(),
+                    torch_stable_abi,
+                    json: false,
+                })?),
+                None => None,
+            };
+            support::check_cell(&out, &variant, &cell, policy.as_ref())?
+        }
         Job::CheckManifest { out, expected, bundle } => support::check_manifest(&out, &expected, &bundle)?,
         Job::Fail { message } => anyhow::bail!("{message}"),
     }

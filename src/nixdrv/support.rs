@@ -11,6 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use anyhow::{bail, Context};
 use camino::{Utf8Path, Utf8PathBuf};
 
+use crate::abi::AbiPolicy;
+
 /// The sorted top-level entries of `dir`; errors name the directory.
 fn entries(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
     let mut out = Vec::new();
@@ -196,7 +198,12 @@ fn make_writable(path: &Utf8Path) -> anyhow::Result<()> {
 /// anywhere. On success writes `OUT` (a file naming the checks passed).
 ///
 /// Errors list every problem found, naming the files.
-pub fn check_cell(out: &Utf8Path, variant: &str, cell: &Utf8Path) -> anyhow::Result<()> {
+pub fn check_cell(
+    out: &Utf8Path,
+    variant: &str,
+    cell: &Utf8Path,
+    abi: Option<&AbiPolicy>,
+) -> anyhow::Result<()> {
     let mut problems = Vec::new();
     let names: Vec<String> =
         entries(cell)?.iter().map(|p| p.file_name().unwrap_or_default().to_owned()).collect();
@@ -246,8 +253,16 @@ pub fn check_cell(out: &Utf8Path, variant: &str, cell: &Utf8Path) -> anyhow::Res
     if !problems.is_empty() {
         bail!("cell `{variant}` ({cell}) fails the layout check:\n  {}", problems.join("\n  "));
     }
-    fs::write(out, format!("layout and metadata of {variant}: ok\n"))
-        .with_context(|| format!("cannot write `{out}`"))?;
+    let mut report = format!("layout and metadata of {variant}: ok\n");
+    if let Some(policy) = abi {
+        let r = crate::abi::check_variant(&root, policy)?;
+        let text = r.render_text();
+        if !r.is_ok() {
+            bail!("cell `{variant}` ({cell}) fails the ABI check:\n{text}");
+        }
+        report.push_str(&format!("ABI of {variant}: ok\n{text}"));
+    }
+    fs::write(out, report).with_context(|| format!("cannot write `{out}`"))?;
     Ok(())
 }
 
@@ -318,7 +333,7 @@ mod tests {
             r#"{"name":"x","id":"_x_cuda_1","license":"mit","version":1,"backend":{"type":"rocm"}}"#,
         );
         write(&cell.join("torch-cuda/__pycache__/a.pyc"), "");
-        let err = check_cell(&root.join("ok"), "torch-cuda", &cell).unwrap_err().to_string();
+        let err = check_cell(&root.join("ok"), "torch-cuda", &cell, None).unwrap_err().to_string();
         assert!(err.contains("`torch-cuda/_ops.py` is missing"), "{err}");
         assert!(err.contains("`backend.type` is `rocm`, expected `cuda`"), "{err}");
         assert!(err.contains("__pycache__"), "{err}");
@@ -328,7 +343,7 @@ mod tests {
             &cell.join("torch-cuda/metadata.json"),
             r#"{"name":"x","id":"_x_cuda_1","license":"mit","version":1,"backend":{"type":"cuda"}}"#,
         );
-        check_cell(&root.join("ok"), "torch-cuda", &cell).unwrap();
+        check_cell(&root.join("ok"), "torch-cuda", &cell, None).unwrap();
         assert_eq!(fs::read_to_string(root.join("ok")).unwrap(), "layout and metadata of torch-cuda: ok\n");
     }
 

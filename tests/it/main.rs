@@ -12,6 +12,7 @@ mod matrix_check_wheel;
 mod matrix_corpus;
 mod matrix_user_reports;
 mod nix;
+mod nix_compiled;
 mod scripts;
 mod tune;
 mod update_build;

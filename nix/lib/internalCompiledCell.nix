@@ -1,0 +1,83 @@
+# internalCompiledCell (private): the derivation behind mkTorchCell and mkTvmFfiCell.
+#
+# `kernel-builder assemble --source <src> --backend <b> --out $out --python <toolchain python>
+# --package-set <name> [--hermetic] --expect-variant <cell name>`, with CXX, CUDACXX and PATH
+# from the toolchain, and KERNEL_BUILDER_DEP_<NAME> for each C++ dependency (`toolchain.cppDep
+# name` = { env, path, missing }). A toolchain or dependency whose `missing` is set gives a cell
+# that fails when built (`kernel-builder nix-support fail`) with that message.
+{ lib, ... }:
+{
+  cell,
+  src,
+  orchestrator,
+  toolchain,
+  cppDepends,
+  kernelCommit,
+  kernelDirty,
+  name,
+}:
+let
+  provenance =
+    if kernelCommit == null then
+      [ ]
+    else
+      [
+        "--kernel-commit"
+        kernelCommit
+      ]
+      ++ (if kernelDirty then [ "--kernel-dirty" ] else [ ]);
+  deps = map (d: toolchain.cppDep d) cppDepends;
+  depMissing = builtins.filter (d: d.missing != null) deps;
+  missing =
+    if toolchain.missing or null != null then
+      toolchain.missing
+    else if depMissing != [ ] then
+      (builtins.head depMissing).missing
+    else
+      null;
+  depEnv = builtins.listToAttrs (map (d: { name = d.env; value = "${d.path}"; }) deps);
+  drv = derivation (
+    {
+      inherit name;
+      system = cell.system;
+      builder = "${orchestrator}/bin/kernel-builder";
+      args = [
+        "assemble"
+        "--source"
+        "${src}"
+        "--backend"
+        cell.backend
+        "--out"
+        (builtins.placeholder "out")
+        "--python"
+        toolchain.python
+        "--package-set"
+        toolchain.name
+        "--expect-variant"
+        cell.name
+      ]
+      ++ (if toolchain.hermetic then [ "--hermetic" ] else [ ])
+      ++ provenance;
+      PATH = builtins.concatStringsSep ":" toolchain.path;
+      CXX = toolchain.cxx;
+      allowSubstitutes = false;
+    }
+    // (if toolchain.nvcc or null == null then { } else { CUDACXX = toolchain.nvcc; })
+    // (if toolchain.impure or false then { __noChroot = true; } else { })
+    // (toolchain.env or { })
+    // depEnv
+  );
+in
+(
+  if missing == null then
+    drv
+  else
+    lib.internalFailingCell {
+      inherit cell src orchestrator name;
+      message = "kernel-builder: cell ${cell.name}: ${missing}";
+    }
+)
+// {
+  # Why this cell cannot be built (null when it can): its toolchain's or a dependency's.
+  inherit cell toolchain missing;
+}

@@ -1,0 +1,867 @@
+//! Compiled cells in Nix (`mkTorchCell` / `mkTvmFfiCell`), against real Nix, offline.
+//!
+//! Two package sets:
+//! - the default one (nixpkgs, `lib.nixpkgsToolchain`), which these machines cannot fetch: its
+//!   cells are evaluated against the stub nixpkgs (`tests/fixtures/nixpkgs-stub`) and their
+//!   wiring checked;
+//! - the offline test package set (`tests/fixtures/host-toolchain`), NOT HERMETIC: the PyPI
+//!   torch and nvcc wheels added to the store by their PyPI sha256, and the host's python,
+//!   g++, CMake and Ninja through derivations marked `__noChroot` (so these builds pass
+//!   `--option sandbox relaxed`). With it, relu's CPU and CUDA cells are built in Nix for real.
+//!
+//! The host set needs this repository's venv (`.venv`: torch 2.11.0, cmake, ninja), Debian's
+//! `/usr/bin/python3` of the same minor version (the venv's interpreter lives under /root,
+//! which the build users cannot read), g++, and the static orchestrator (scripts/setup-nix.sh).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+const CPU_CELL: &str = "torch211-cxx11-cpu-x86_64-linux";
+const CUDA_CELL: &str = "torch211-cxx11-cu130-x86_64-linux";
+
+fn repo() -> &'static Path {
+    Path::new(REPO)
+}
+
+fn orchestrator() -> PathBuf {
+    let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/nix-orchestrator"));
+    assert!(
+        dir.join("bin/kernel-builder").is_file(),
+        "no static orchestrator in {}: run scripts/setup-nix.sh",
+        dir.display()
+    );
+    dir
+}
+
+fn run(prog: &str, args: &[&str], cwd: &Path) -> (bool, String, String) {
+    let out = duct::cmd(prog, args).dir(cwd).stdout_capture().stderr_capture().unchecked().run().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn nix(cwd: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = run("nix", args, cwd);
+    assert!(ok, "nix {} failed:\n{err}", args.join(" "));
+    out
+}
+
+fn venv_python() -> PathBuf {
+    let p = repo().join(".venv/bin/python");
+    assert!(p.exists(), "no venv at {}: run scripts/setup-venv.sh", p.display());
+    p
+}
+
+/// The offline test package set, copied into a temp dir with `host.json` describing this
+/// host (and its wheels in the store). `manylinux` is the policy it declares.
+fn host_toolchain(manylinux: &str) -> tempfile::TempDir {
+    let py = venv_python();
+    let (ok, purelib, err) = run(
+        py.to_str().unwrap(),
+        &["-c", "import sysconfig, sys; print(sysconfig.get_paths()['purelib']); print('%d.%d' % sys.version_info[:2])"],
+        repo(),
+    );
+    assert!(ok, "{err}");
+    let mut lines = purelib.lines();
+    let purelib = lines.next().unwrap().to_owned();
+    let venv_minor = lines.next().unwrap().to_owned();
+    let (ok, sys_minor, _) =
+        run("/usr/bin/python3", &["-c", "import sys; print('%d.%d' % sys.version_info[:2])"], repo());
+    assert!(
+        ok && sys_minor.trim() == venv_minor,
+        "/usr/bin/python3 must be Python {venv_minor}, like the venv"
+    );
+    // Resolve through the venv's symlink: the build users must be able to read every path.
+    let purelib = fs::canonicalize(&purelib).unwrap().display().to_string();
+    let venv_bin = fs::canonicalize(repo().join(".venv/bin")).unwrap();
+    let host = serde_json::json!({
+        "python": "/usr/bin/python3",
+        "pythonpath": [purelib],
+        "cxx": "/usr/bin/g++",
+        "cc": "/usr/bin/gcc",
+        "cmake": format!("{purelib}/cmake/data/bin/cmake"),
+        "ninja": venv_bin.join("ninja").display().to_string(),
+        "bin": ["/usr/bin", "/bin"],
+        "manylinux": manylinux,
+    });
+    let t = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/host-toolchain");
+    for f in ["flake.nix", "wheels.json"] {
+        fs::copy(fixture.join(f), t.path().join(f)).unwrap();
+    }
+    fs::write(t.path().join("host.json"), serde_json::to_string_pretty(&host).unwrap()).unwrap();
+    let wheels: Value = serde_json::from_slice(&fs::read(fixture.join("wheels.json")).unwrap()).unwrap();
+    let mut all = vec![&wheels["torch"]];
+    all.extend(wheels["cuda"]["wheels"].as_array().unwrap());
+    for w in all {
+        add_wheel_to_store(w["file"].as_str().unwrap(), w["sha256"].as_str().unwrap());
+    }
+    t
+}
+
+/// Make sure the wheel `file` with PyPI sha256 `sha256` is in the store (the path the fixture's
+/// fixed-output derivation names): from `$KERNEL_BUILDER_TEST_WHEELS` (default
+/// `target/test-wheels`), downloaded there with pip when missing.
+fn add_wheel_to_store(file: &str, sha256: &str) {
+    let (ok, path, err) = run("nix-store", &["--print-fixed-path", "sha256", sha256, file], repo());
+    assert!(ok, "{err}");
+    if run("nix-store", &["--check-validity", path.trim()], repo()).0 {
+        return;
+    }
+    let dir = std::env::var_os("KERNEL_BUILDER_TEST_WHEELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/test-wheels"));
+    fs::create_dir_all(&dir).unwrap();
+    let local = dir.join(file);
+    if !local.is_file() {
+        let mut parts = file.split('-');
+        let (name, version) = (parts.next().unwrap(), parts.next().unwrap());
+        let spec = format!("{}=={version}", name.replace('_', "-"));
+        let (ok, _, err) = run(
+            venv_python().to_str().unwrap(),
+            &["-m", "pip", "download", "--no-deps", "-d", dir.to_str().unwrap(), &spec],
+            repo(),
+        );
+        assert!(ok, "pip download {spec}: {err}");
+    }
+    let (ok, _, err) = run("nix-store", &["--add-fixed", "sha256", local.to_str().unwrap()], repo());
+    assert!(ok, "{err}");
+}
+
+/// The overrides of a kernel flake inside this repository: the static orchestrator, the
+/// offline test package set, the stub nixpkgs; never writing a lock file; the relaxed sandbox
+/// the host package set needs.
+fn host_args(toolchain: &Path) -> Vec<String> {
+    [
+        "--option",
+        "sandbox",
+        "relaxed",
+        "--override-input",
+        "kernel-builder/orchestrator",
+        &format!("path:{}", orchestrator().display()),
+        "--override-input",
+        "kernel-builder/toolchain",
+        &format!("path:{}", toolchain.display()),
+        "--override-input",
+        "kernel-builder/nixpkgs",
+        &format!("path:{}", repo().join("tests/fixtures/nixpkgs-stub").display()),
+        "--no-write-lock-file",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn out_path(build_json: &str) -> PathBuf {
+    let v: Value = serde_json::from_str(build_json).unwrap();
+    PathBuf::from(v[0]["outputs"]["out"].as_str().unwrap())
+}
+
+/// Every file under `root`: relative path → bytes.
+fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().strip_prefix(root).unwrap().display().to_string(), fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+fn copy_kernel(name: &str, dest: &Path) -> PathBuf {
+    let from = repo().join("kernels").join(name);
+    let to = dest.join(name);
+    for e in walkdir::WalkDir::new(&from).into_iter().filter_entry(|e| {
+        let n = e.file_name().to_string_lossy();
+        e.depth() == 0 || !(n == "build" || n.starts_with("result") || n == "__pycache__")
+    }) {
+        let e = e.unwrap();
+        let d = to.join(e.path().strip_prefix(&from).unwrap());
+        if e.file_type().is_dir() {
+            fs::create_dir_all(&d).unwrap();
+        } else {
+            fs::copy(e.path(), &d).unwrap();
+        }
+    }
+    to
+}
+
+/// The toolchain record the host package set gives `cell` (a store path's bin dir etc.).
+fn host_tools(toolchain: &Path, backend: &str, backend_version: &str) -> Value {
+    let expr = format!(
+        r#"let t = (builtins.getFlake "path:{}").lib.toolchainFor {{ name = "x"; system = "x86_64-linux"; backend = "{backend}"; backend_version = {backend_version}; torch_version = "2.11"; kind = "torch"; }}; in {{ inherit (t) python cxx path nvcc; }}"#,
+        toolchain.display()
+    );
+    serde_json::from_str(&nix(repo(), &["eval", "--impure", "--json", "--expr", &expr])).unwrap()
+}
+
+/// relu's CPU cell, `nix build` of the kernel's own flake with the host package set: the NAR
+/// hash of the variant equals the native `build-and-copy --nix never` given the same tools
+/// (python, CXX, PATH) and package-set name; nothing of the build directory, the store or the
+/// time is in it; and it loads through `kernels.get_local_kernel` and equals `torch.relu`.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn relu_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
+    let tc = host_toolchain("2_34");
+    let mut args: Vec<String> =
+        ["build", "--no-link", "--json", "-L", &format!("{}/kernels/relu#{CPU_CELL}", REPO)]
+            .map(String::from)
+            .to_vec();
+    args.extend(host_args(tc.path()));
+    let out = out_path(&nix(repo(), &args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let variant = out.join(CPU_CELL);
+    let names: Vec<String> =
+        fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, [CPU_CELL]);
+    let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["build"]["package-set"], "host-test", "{meta}");
+    assert_eq!(meta["build"]["hermetic"], false);
+    assert_eq!(meta["build"]["native"], false);
+    assert_eq!(meta["build"]["toolchain"]["torch"], "2.11.0+cu130");
+    let id = meta["id"].as_str().unwrap();
+    let mut files: Vec<String> = tree(&variant).into_keys().collect();
+    files.sort();
+    assert_eq!(files, ["__init__.py", "_ops.py", &format!("{id}.abi3.so"), "metadata.json"]);
+    let so = fs::read(variant.join(format!("{id}.abi3.so"))).unwrap();
+    for leak in ["/nix/store", "/build/", "/tmp/", REPO] {
+        assert!(!so.windows(leak.len()).any(|w| w == leak.as_bytes()), "the module holds `{leak}`");
+    }
+
+    // The native build with the same tools.
+    let t = tempfile::tempdir().unwrap();
+    let kernel = copy_kernel("relu", t.path());
+    let tools = host_tools(tc.path(), "cpu", "null");
+    let path: Vec<&str> = tools["path"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    Command::new(orchestrator().join("bin/kernel-builder"))
+        .env("PATH", path.join(":"))
+        .env("CXX", tools["cxx"].as_str().unwrap())
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "never", "--variant", CPU_CELL])
+        .args(["--python", tools["python"].as_str().unwrap(), "--package-set", "host-test"])
+        .assert()
+        .success();
+    let native = kernel.join("build").join(CPU_CELL);
+    let hash = |p: &Path| nix(repo(), &["hash", "path", p.to_str().unwrap()]);
+    assert_eq!(tree(&variant), tree(&native), "the Nix and native trees differ");
+    assert_eq!(hash(&variant), hash(&native));
+
+    // The real loader.
+    let out = duct::cmd(venv_python(), ["-m", "pytest", "-q", "-rs", "tests/python/test_nix_relu_cpu.py"])
+        .dir(repo())
+        .env("KERNEL_BUILDER_NIX_RELU_CPU", &out)
+        .stderr_to_stdout()
+        .stdout_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && log.contains("1 passed") && !log.contains("skipped"), "{log}");
+}
+
+/// relu's CUDA cell compiles in Nix with PyPI's nvcc 13.0 (no GPU), and its fat binary holds
+/// exactly what `cuda-capabilities` asks for: relu's own `["9.0"]` gives sm_90 code and no
+/// PTX; `["8.0", "9.0+PTX"]` (a copy of relu) gives sm_80 and sm_90 code and the compute_90
+/// PTX (which cuobjdump lists as `sm_90.ptx`), nothing else.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn relu_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
+    let tc = host_toolchain("2_34");
+    let t = tempfile::tempdir().unwrap();
+    let two = copy_kernel("relu", t.path());
+    let toml = fs::read_to_string(two.join("build.toml")).unwrap();
+    fs::write(
+        two.join("build.toml"),
+        toml.replace("cuda-capabilities = [\"9.0\"]", "cuda-capabilities = [\"8.0\", \"9.0+PTX\"]"),
+    )
+    .unwrap();
+    let cuobjdump = fs::canonicalize(repo().join(".venv/lib")).unwrap();
+    let cuobjdump = walkdir::WalkDir::new(cuobjdump)
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name() == "cuobjdump" && e.file_type().is_file())
+        .expect("cuobjdump (pip install nvidia-cuda-cuobjdump) in the venv")
+        .into_path();
+    // (kernel dir, metadata archs, SASS targets, PTX targets)
+    type Case = (PathBuf, &'static [&'static str], &'static [&'static str], &'static [&'static str]);
+    let cases: [Case; 2] = [
+        (repo().join("kernels/relu"), &["9.0"], &["sm_90"], &[]),
+        // cuobjdump names the embedded compute_90 PTX `….sm_90.ptx`.
+        (two, &["8.0", "9.0+PTX"], &["sm_80", "sm_90"], &["sm_90"]),
+    ];
+    for (dir, archs, sass, ptx) in cases {
+        let expr = format!(
+            r#"let
+  lib = import {REPO}/nix/lib {{ }};
+  out = lib.genKernelFlakeOutputs {{
+    path = /. + "{dir}";
+    kernelBuilder = _: /. + "{orch}";
+    toolchainFor = (builtins.getFlake "path:{tc}").lib.toolchainFor;
+    mkShell = _: _: {{ }};
+    systems = [ "x86_64-linux" ];
+    torchVersions = _: [ {{ torchVersion = "2.11"; cudaVersion = "13.0"; systems = [ "x86_64-linux" ]; bundleBuild = true; }} ];
+  }};
+in out.packages.x86_64-linux.{CUDA_CELL}"#,
+            dir = dir.display(),
+            orch = orchestrator().display(),
+            tc = tc.path().display()
+        );
+        let json = nix(
+            repo(),
+            &[
+                "build",
+                "--impure",
+                "--no-link",
+                "--json",
+                "-L",
+                "--option",
+                "sandbox",
+                "relaxed",
+                "--expr",
+                &expr,
+            ],
+        );
+        let variant = out_path(&json).join(CUDA_CELL);
+        let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+        assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": archs }));
+        assert_eq!(meta["build"]["toolchain"]["nvcc"], "13.0.88", "{meta}");
+        let so = variant.join(format!("{}.abi3.so", meta["id"].as_str().unwrap()));
+        let (ok, elf, err) = run(cuobjdump.to_str().unwrap(), &["--list-elf", so.to_str().unwrap()], repo());
+        assert!(ok, "{err}");
+        let mut targets: Vec<&str> = elf.lines().filter_map(|l| l.rsplit('.').nth(1)).collect();
+        targets.sort();
+        assert_eq!(targets, sass, "{archs:?}: {elf}");
+        let (_, listed, err) =
+            run(cuobjdump.to_str().unwrap(), &["--list-ptx", so.to_str().unwrap()], repo());
+        let mut ptxs: Vec<&str> = listed.lines().filter_map(|l| l.rsplit('.').nth(1)).collect();
+        ptxs.sort();
+        assert_eq!(ptxs, ptx, "{archs:?}: {listed}{err}");
+    }
+}
+
+/// The stub nixpkgs as a flake reference.
+fn stub_nixpkgs() -> String {
+    format!("path:{}", repo().join("tests/fixtures/nixpkgs-stub").display())
+}
+
+/// A Nix expression: the compiled cells of the kernel in `dir` on every system, with the
+/// default package set (lib.nixpkgsToolchain over the stub nixpkgs), each as its drvPath,
+/// builder arguments, environment and the toolchain's wheel and `missing`.
+fn default_set_cells_expr(dirs: &[String]) -> String {
+    format!(
+        r#"let
+  lib = import {REPO}/nix/lib {{ }};
+  stub = builtins.getFlake "{stub}";
+  systems = (builtins.fromJSON (builtins.readFile {REPO}/nix/build-matrix.json)).systems;
+  toolchainFor = cell: lib.nixpkgsToolchain {{ pkgs = stub.legacyPackages.${{cell.system}}; }} cell;
+  cellsOf = dir: let
+    out = lib.genKernelFlakeOutputs {{ path = /. + dir; kernelBuilder = _: /. + "{orch}"; mkShell = _: _: {{ }}; inherit toolchainFor; }};
+    compiled = system: builtins.filter (c: !c.noarch) out.variants.${{system}};
+  in builtins.listToAttrs (builtins.concatMap (system: map (c: let d = out.packages.${{system}}.${{c.name}}; in {{
+    name = c.name;
+    value = {{
+      inherit (d) drvPath;
+      args = d.drvAttrs.args;
+      env = builtins.removeAttrs d.drvAttrs [ "args" "builder" "name" "system" "src" ];
+      missing = d.missing;
+      wheel = d.toolchain.torchWheel;
+      manylinux = d.toolchain.manylinux;
+      kind = c.kind;
+    }};
+  }}) (compiled system)) systems);
+in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = cellsOf dir; }}) [ {dirs} ])"#,
+        stub = stub_nixpkgs(),
+        orch = orchestrator().display(),
+        dirs = dirs.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(" ")
+    )
+}
+
+/// Every compiled cell (every system) of every `[torch]` / `[tvm-ffi]` corpus file upstream
+/// accepts evaluates with the default package set against the stub nixpkgs: its derivation
+/// exists, its builder is the orchestrator's `assemble` for exactly that cell with the
+/// package set's python, `nixpkgs` and `--hermetic`; a cell whose wheel hash is not pinned
+/// evaluates too (it fails when built, with the message checked below).
+#[test]
+#[cfg_attr(
+    not(all(feature = "nix-tests", feature = "corpus-tests")),
+    ignore = "needs Nix and the corpus: cargo test --features nix-tests,corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
+fn every_compiled_corpus_cell_evaluates_with_the_default_package_set() {
+    let t = tempfile::tempdir().unwrap();
+    let mut dirs = Vec::new();
+    for (name, expected) in crate::corpus::entries() {
+        if expected["upstream"] == "rejected" {
+            continue;
+        }
+        let dir = t.path().join(&name);
+        crate::corpus::materialize_into(&name, &dir);
+        let Ok(loaded) = kernel_builder::config::load(camino::Utf8Path::from_path(&dir).unwrap()) else {
+            continue;
+        };
+        if loaded.config.generation < kernel_builder::config::Generation::V4 {
+            continue; // Nix refuses legacy files with the migration command (nix.rs tests that).
+        }
+        let compiled = kernel_builder::matrix::data::matrix()
+            .systems
+            .iter()
+            .flat_map(|s| {
+                kernel_builder::matrix::cells(&loaded.config, s, kernel_builder::matrix::Scope::All)
+            })
+            .filter(|c| !c.noarch)
+            .count();
+        if compiled > 0 {
+            dirs.push((name, dir.display().to_string(), compiled));
+        }
+    }
+    let paths: Vec<String> = dirs.iter().map(|d| d.1.clone()).collect();
+    let json = nix(repo(), &["eval", "--impure", "--json", "--expr", &default_set_cells_expr(&paths)]);
+    let all: Value = serde_json::from_str(&json).unwrap();
+    let (mut cells, mut unpinned) = (0, 0);
+    for (name, _, expected_cells) in &dirs {
+        let got = all[name].as_object().unwrap();
+        assert_eq!(got.len(), *expected_cells, "{name}: compiled cells");
+        for (variant, c) in got {
+            assert!(c["drvPath"].as_str().unwrap().ends_with(".drv"), "{name} {variant}");
+            if c["missing"].is_null() {
+                let args: Vec<&str> =
+                    c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+                assert_eq!(args[0], "assemble", "{name} {variant}");
+                let at = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
+                assert_eq!(at("--expect-variant"), variant);
+                assert_eq!(at("--package-set"), "nixpkgs");
+                assert!(at("--python").ends_with("-python3.13-env-stub/bin/python3"), "{args:?}");
+                assert_eq!(args.contains(&"--hermetic"), !variant.contains("-metal-"), "{variant}");
+            } else {
+                unpinned += 1;
+                // The wheel or a C++ dependency has no hash yet (metal-cpp: no source yet).
+                let m = c["missing"].as_str().unwrap();
+                assert!(
+                    m.contains("has no hash pinned yet: run `nix-prefetch-url")
+                        || (m.contains("`metal-cpp`") && m.contains("has no pinned source yet")),
+                    "{c}"
+                );
+            }
+            cells += 1;
+        }
+    }
+    eprintln!(
+        "{} corpus kernels, {cells} compiled cells evaluated, {unpinned} unbuildable until a hash is pinned",
+        dirs.len()
+    );
+    assert!(dirs.len() >= 40, "only {} compiled corpus kernels", dirs.len());
+    assert!(cells >= 400, "{cells}");
+}
+
+/// The wiring of a representative set of relu's cells with the default package set: the wheel
+/// each takes from nix/torch-wheels.json (PyPI hash where pinned), CUDA's nvcc and toolkit
+/// root, ROCm's clr, XPU's oneAPI, Metal's impure Xcode access, the manylinux policy, and the
+/// build-time message of a cell whose wheel is not pinned.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn relu_cells_are_wired_to_the_default_package_set() {
+    let relu = repo().join("kernels/relu").display().to_string();
+    let json = nix(repo(), &["eval", "--impure", "--json", "--expr", &default_set_cells_expr(&[relu])]);
+    let all: Value = serde_json::from_str(&json).unwrap();
+    let cells = all["relu"].as_object().unwrap();
+    let wheels: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/torch-wheels.json")).unwrap()).unwrap();
+    let mut names: Vec<&str> = cells.keys().map(String::as_str).collect();
+    names.sort();
+    let expected: Vec<String> = kernel_builder::matrix::data::matrix()
+        .systems
+        .iter()
+        .flat_map(|s| {
+            let c = kernel_builder::config::load(camino::Utf8Path::new(REPO).join("kernels/relu").as_ref())
+                .unwrap()
+                .config;
+            kernel_builder::matrix::cells(&c, s, kernel_builder::matrix::Scope::All)
+        })
+        .filter(|c| !c.noarch)
+        .map(|c| c.name)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(names, expected.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // CUDA 13.0, torch 2.13, x86_64: PyPI's pinned wheel, nvcc from the joined toolkit root.
+    let c = &cells["torch213-cxx11-cu130-x86_64-linux"];
+    assert_eq!(c["wheel"], wheels["wheels"]["2.13"]["cu130"]["x86_64-linux"]);
+    assert_eq!(c["wheel"]["sha256"], "a3a9a21312872af8a26950b2c15680335a386a1f56ed03e780653d78b9607e9e");
+    assert!(c["env"]["CUDACXX"].as_str().unwrap().ends_with("-cuda-13.0-root/bin/nvcc"), "{c}");
+    assert!(c["env"]["CXX"].as_str().unwrap().ends_with("-manylinux_2_28-gcc-stub/bin/c++"), "{c}");
+    let path = c["env"]["PATH"].as_str().unwrap();
+    for tool in
+        ["-cmake-stub/bin", "-ninja-stub/bin", "-manylinux_2_28-gcc-stub-bintools/bin", "-cuda-13.0-root/bin"]
+    {
+        assert!(path.contains(tool), "{tool} not in {path}");
+    }
+    assert_eq!(c["manylinux"], "2_28");
+    assert!(c["env"].get("__noChroot").is_none());
+    // The Metal cell: the macOS CPU wheel from PyPI, the host's Xcode (impure, not hermetic).
+    let m = &cells["torch213-metal-aarch64-darwin"];
+    assert_eq!(m["wheel"]["sha256"], "33449899ce5496c1b84b4853179d94fd102028ae1407314d9fb956bb79e70d09");
+    assert_eq!(m["env"]["__noChroot"], true);
+    assert!(m["manylinux"].is_null());
+    // ROCm and XPU: their toolkits on PATH and in the environment; the wheels are only on
+    // download.pytorch.org, not pinned yet, so the cell fails when built, saying how to pin.
+    let r = &cells["torch213-cxx11-rocm71-x86_64-linux"];
+    assert_eq!(
+        r["wheel"]["url"],
+        "https://download.pytorch.org/whl/rocm71/torch-2.13.0%2Brocm71-cp313-cp313-manylinux_2_28_x86_64.whl"
+    );
+    assert_eq!(
+        r["missing"],
+        "the torch wheel https://download.pytorch.org/whl/rocm71/torch-2.13.0%2Brocm71-cp313-cp313-manylinux_2_28_x86_64.whl has no hash pinned yet: run `nix-prefetch-url 'https://download.pytorch.org/whl/rocm71/torch-2.13.0%2Brocm71-cp313-cp313-manylinux_2_28_x86_64.whl'` (or `nix store prefetch-file`) where download.pytorch.org is reachable and set its \"sha256\" in nix/torch-wheels.json (torch 2.13 / rocm71 / x86_64-linux)"
+    );
+    assert_eq!(r["args"][0], "nix-support");
+    assert_eq!(r["args"][1], "fail");
+    assert!(r["args"][3]
+        .as_str()
+        .unwrap()
+        .starts_with("kernel-builder: cell torch213-cxx11-rocm71-x86_64-linux: the torch wheel"));
+    let x = &cells["torch212-cxx11-xpu20253-x86_64-linux"];
+    assert_eq!(
+        x["wheel"]["url"],
+        "https://download.pytorch.org/whl/xpu/torch-2.12.0%2Bxpu-cp313-cp313-linux_x86_64.whl"
+    );
+}
+
+/// nix/torch-wheels.json has a wheel (URL at least) for every torch × framework × system of
+/// the matrix's bundle (and every other compiled build set), and every hash given is a
+/// well-formed base16 sha256.
+#[test]
+fn torch_wheels_cover_the_matrix_and_hashes_are_well_formed() {
+    let wheels: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/torch-wheels.json")).unwrap()).unwrap();
+    assert_eq!(wheels["format"], "kernel-builder-torch-wheels-v1");
+    let matrix: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/build-matrix.json")).unwrap()).unwrap();
+    let flat = |v: &str| v.split('.').take(2).collect::<String>();
+    let mut checked = std::collections::BTreeSet::new();
+    for set in matrix["build_sets"].as_array().unwrap() {
+        let backend = set["backend"].as_str().unwrap();
+        if backend == "tpu" {
+            continue; // TPU cells are noarch: no compiled code, no wheel.
+        }
+        let version = set["version"].as_str().unwrap_or("");
+        let framework = match backend {
+            "cuda" => format!("cu{}", flat(version)),
+            "rocm" => format!("rocm{}", flat(version)),
+            "xpu" => "xpu".to_owned(),
+            _ => "cpu".to_owned(),
+        };
+        let torch = set["torch"].as_str().unwrap();
+        for system in set["systems"].as_array().unwrap() {
+            let system = system.as_str().unwrap();
+            let w = &wheels["wheels"][torch][&framework][system];
+            assert!(w.is_object(), "no wheel for torch {torch} × {framework} × {system}");
+            let url = w["url"].as_str().unwrap();
+            assert!(url.starts_with("https://") && url.ends_with(".whl"), "{url}");
+            assert!(url.contains(&format!("torch-{torch}.")), "{url} is not torch {torch}");
+            assert!(url.contains("cp313-cp313"), "{url}");
+            checked.insert((torch.to_owned(), framework.clone(), system.to_owned()));
+        }
+    }
+    let mut hashes = 0;
+    for (torch, fws) in wheels["wheels"].as_object().unwrap() {
+        for (fw, systems) in fws.as_object().unwrap() {
+            for (system, w) in systems.as_object().unwrap() {
+                match &w["sha256"] {
+                    Value::Null => {}
+                    Value::String(h) => {
+                        assert!(
+                            h.len() == 64
+                                && h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+                            "{torch}/{fw}/{system}: {h}"
+                        );
+                        assert!(
+                            w["url"].as_str().unwrap().starts_with("https://files.pythonhosted.org/"),
+                            "a pinned hash comes from PyPI: {w}"
+                        );
+                        hashes += 1;
+                    }
+                    other => panic!("{torch}/{fw}/{system}: sha256 must be null or a string, not {other}"),
+                }
+            }
+        }
+    }
+    // Nothing but the matrix's cells: every entry was reached above.
+    let entries: usize = wheels["wheels"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|f| f.as_object().unwrap().values())
+        .map(|s| s.as_object().unwrap().len())
+        .sum();
+    assert_eq!(checked.len(), entries, "torch-wheels.json has entries the matrix does not use");
+    assert_eq!(hashes, 10);
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = duct::cmd("git", args)
+        .dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A committed git repository with the root flake and kernels/relu, whose flake builds only
+/// torch 2.11's CPU cell, as a bundle cell (the cell the host package set can build), so that
+/// `nix flake check` and `build-and-copy --nix always` build it. `build_toml` edits build.toml.
+fn relu_repo(build_toml: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("repo");
+    fs::create_dir_all(&r).unwrap();
+    for f in ["flake.nix", "flake.lock", "Cargo.toml", "Cargo.lock"] {
+        fs::copy(repo().join(f), r.join(f)).unwrap();
+    }
+    for e in walkdir::WalkDir::new(repo().join("nix")) {
+        let e = e.unwrap();
+        let d = r.join(e.path().strip_prefix(repo()).unwrap());
+        if e.file_type().is_dir() {
+            fs::create_dir_all(&d).unwrap();
+        } else {
+            fs::copy(e.path(), &d).unwrap();
+        }
+    }
+    fs::create_dir_all(r.join("kernels")).unwrap();
+    let k = copy_kernel("relu", &r.join("kernels"));
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    fs::write(k.join("build.toml"), build_toml(toml)).unwrap();
+    fs::write(
+        k.join("flake.nix"),
+        r#"{
+  inputs.kernel-builder.url = "path:../..";
+  outputs = { self, kernel-builder }:
+    kernel-builder.lib.genKernelFlakeOutputs {
+      inherit self;
+      path = ./.;
+      systems = [ "x86_64-linux" ];
+      torchVersions = _: [ { torchVersion = "2.11"; cpu = true; systems = [ "x86_64-linux" ]; bundleBuild = true; } ];
+    };
+}
+"#,
+    )
+    .unwrap();
+    fs::write(r.join(".gitignore"), "build/\nresult\n").unwrap();
+    git(&r, &["init", "-q", "."]);
+    git(&r, &["add", "-A"]);
+    git(&r, &["commit", "-q", "-m", "fixture"]);
+    (t, r)
+}
+
+/// `nix flake check` of a compiled kernel builds its cell and checks it: layout, metadata and
+/// the ABI of its module, held to the package set's manylinux policy. The host package set
+/// declares manylinux_2_34 (what Debian 12's g++ meets), so the check passes; declaring
+/// manylinux_2_28 (the default package set's policy) fails it, naming the library and the
+/// symbol.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn flake_check_runs_the_abi_check_on_compiled_cells() {
+    let (_t, r) = relu_repo(|t| t);
+    let kernel = r.join("kernels/relu");
+    let tc = host_toolchain("2_34");
+    let mut args: Vec<String> = ["flake", "check", "-L"].map(String::from).to_vec();
+    args.extend(host_args(tc.path()));
+    args.push(".".into());
+    let (ok, _, log) = run("nix", &args.iter().map(String::as_str).collect::<Vec<_>>(), &kernel);
+    assert!(ok, "flake check failed:\n{log}");
+    let mut list: Vec<String> = ["eval", "--json", ".#checks.x86_64-linux", "--apply", "builtins.attrNames"]
+        .map(String::from)
+        .to_vec();
+    list.extend(host_args(tc.path()));
+    let names: Vec<String> =
+        serde_json::from_str(&nix(&kernel, &list.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
+    assert!(names.contains(&format!("cell-{CPU_CELL}")), "{names:?}");
+    let mut check_log: Vec<String> =
+        ["build", "--no-link", "--json", &format!(".#checks.x86_64-linux.cell-{CPU_CELL}")]
+            .map(String::from)
+            .to_vec();
+    check_log.extend(host_args(tc.path()));
+    let report = out_path(&nix(&kernel, &check_log.iter().map(String::as_str).collect::<Vec<_>>()));
+    let text = fs::read_to_string(report).unwrap();
+    assert!(
+        text.contains(&format!("ABI of {CPU_CELL}: ok")) && text.contains("meets manylinux_2_34"),
+        "{text}"
+    );
+
+    let strict = host_toolchain("2_28");
+    let mut args: Vec<String> = ["flake", "check", "-L"].map(String::from).to_vec();
+    args.extend(host_args(strict.path()));
+    args.push(".".into());
+    let (ok, _, log) = run("nix", &args.iter().map(String::as_str).collect::<Vec<_>>(), &kernel);
+    assert!(!ok, "flake check passed under manylinux_2_28");
+    assert!(log.contains(&format!("cell `{CPU_CELL}`")) && log.contains("fails the ABI check"), "{log}");
+    assert!(log.contains("__libc_single_threaded@GLIBC_2.32"), "{log}");
+}
+
+/// `build-and-copy --nix always` builds a compiled kernel's bundle through its Nix cells and
+/// swaps the variant into build/, the bytes of the cell; other entries of build/ stay.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn build_and_copy_through_nix_builds_compiled_cells() {
+    let (_t, r) = relu_repo(|t| t);
+    let kernel = r.join("kernels/relu");
+    fs::create_dir_all(kernel.join("build/torch-mine")).unwrap();
+    fs::write(kernel.join("build/torch-mine/keep.py"), "mine").unwrap();
+    let tc = host_toolchain("2_34");
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.env(kernel_builder::nixdrv::ORCHESTRATOR_ENV, orchestrator());
+    cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--"]);
+    cmd.args(host_args(tc.path()));
+    cmd.assert().success();
+    let mut top: Vec<String> = fs::read_dir(kernel.join("build"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["hashes.json", "torch-mine", CPU_CELL]);
+    let mut args: Vec<String> =
+        ["build", "--no-link", "--json", &format!(".#{CPU_CELL}")].map(String::from).to_vec();
+    args.extend(host_args(tc.path()));
+    let cell = out_path(&nix(&kernel, &args.iter().map(String::as_str).collect::<Vec<_>>()));
+    assert_eq!(tree(&kernel.join("build").join(CPU_CELL)), tree(&cell.join(CPU_CELL)));
+}
+
+/// A bad build.toml in a compiled kernel fails its Nix cell with the orchestrator's own
+/// diagnostics (the text `check-config` prints: file, line, column, the rule), not a Nix
+/// stack trace.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn bad_build_toml_fails_a_compiled_cell_with_check_config_diagnostics() {
+    let (_t, r) = relu_repo(|t| {
+        t.replace("cuda-capabilities = [\"9.0\"]", "cuda-capabilities = [\"9.0\"]\ncuda-flags = 3")
+    });
+    let kernel = r.join("kernels/relu");
+    let (ok, _, native) = run(
+        orchestrator().join("bin/kernel-builder").to_str().unwrap(),
+        &["check-config", kernel.to_str().unwrap()],
+        &r,
+    );
+    assert!(!ok);
+    let tc = host_toolchain("2_34");
+    let mut args: Vec<String> =
+        ["build", "--no-link", "-L", &format!(".#{CPU_CELL}")].map(String::from).to_vec();
+    args.extend(host_args(tc.path()));
+    let (ok, _, log) = run("nix", &args.iter().map(String::as_str).collect::<Vec<_>>(), &kernel);
+    assert!(!ok, "the cell built");
+    // The diagnostic's own text (the rule, its position, the source line, the fix) appears in
+    // the cell's log; only the glyphs of the frame differ (the sandbox is not a terminal).
+    let rule =
+        native.lines().find(|l| l.contains("cuda-flags` must be")).unwrap_or_else(|| panic!("{native}"));
+    let rule = &rule[rule.find('`').unwrap()..];
+    for expected in
+        [rule, "build.toml:29:14]", "29 │ cuda-flags = 3", "help: write it as", "1 error and 0 warnings"]
+    {
+        let expected =
+            if native.contains(expected) { expected.to_owned() } else { expected.replace('│', "|") };
+        assert!(native.contains(&expected), "check-config does not print {expected:?}:\n{native}");
+        assert!(
+            log.contains(expected.replace('|', "│").as_str()),
+            "--- nix\n{log}\n--- check-config\n{native}"
+        );
+    }
+    assert!(!log.contains("stack trace") && !log.contains("while evaluating"), "{log}");
+}
+
+/// nix/cpp-deps.json names the same C++ dependency sources as the orchestrator's table
+/// (src/codegen/deps.rs: repository, tag, commit, environment variable), and every hash given
+/// is a well-formed base32/base16 sha256.
+#[test]
+fn cpp_deps_json_equals_the_orchestrators_pins() {
+    use kernel_builder::codegen::deps;
+    let json: Value = serde_json::from_slice(&fs::read(repo().join("nix/cpp-deps.json")).unwrap()).unwrap();
+    assert_eq!(json["format"], "kernel-builder-cpp-deps-v1");
+    let nix = json["deps"].as_object().unwrap();
+    let mut names: Vec<&str> = nix.keys().map(String::as_str).collect();
+    names.sort();
+    let mut pinned: Vec<&str> = deps::PINNED.iter().map(|p| p.name).collect();
+    pinned.sort();
+    assert_eq!(names, pinned);
+    for p in deps::PINNED {
+        let d = &nix[p.name];
+        assert_eq!(d["url"], p.url, "{}", p.name);
+        assert_eq!(d["tag"], p.tag, "{}", p.name);
+        assert_eq!(d["commit"].as_str(), p.commit, "{}", p.name);
+        let dep = kernel_builder::config::CppDependency::from_name(p.name).unwrap();
+        assert_eq!(d["env"], deps::env_var(dep), "{}", p.name);
+        match (p.commit, p.url.strip_prefix("https://github.com/")) {
+            (Some(c), Some(_)) => assert_eq!(d["archive"], format!("{}/archive/{c}.tar.gz", p.url)),
+            _ => assert!(d["archive"].is_null(), "{}", p.name),
+        }
+        match &d["sha256"] {
+            Value::Null => {}
+            Value::String(h) => assert!(
+                (h.len() == 52 && h.bytes().all(|b| b"0123456789abcdfghijklmnpqrsvwxyz".contains(&b)))
+                    || (h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())),
+                "{}: {h}",
+                p.name
+            ),
+            other => panic!("{}: sha256 must be null or a string, not {other}", p.name),
+        }
+    }
+}
+
+/// A cell whose kernels depend on cutlass gets it as a fixed-output fetch of the pinned commit
+/// (KERNEL_BUILDER_DEP_CUTLASS_3_8 in its environment) once nix/cpp-deps.json has its hash;
+/// until then it evaluates and fails when built, naming the command that gives the hash.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn cpp_dependencies_reach_the_cell_as_pinned_fetches() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    fs::create_dir_all(k.join("torch-ext/k")).unwrap();
+    fs::write(k.join("torch-ext/k/__init__.py"), "").unwrap();
+    fs::write(k.join("g.cu"), "").unwrap();
+    fs::write(
+        k.join("build.toml"),
+        "[general]\nname = \"k\"\nversion = 1\nedition = 5\nlicense = \"mit\"\nbackends = [\"cuda\"]\n\n[torch]\n\n[kernel.g]\nbackend = \"cuda\"\ndepends = [\"torch\", \"cutlass_3_8\"]\nsrc = [\"g.cu\"]\n",
+    )
+    .unwrap();
+    let cell = "torch213-cxx11-cu130-x86_64-linux";
+    let eval = |cpp_deps: &str| -> Value {
+        let expr = format!(
+            r#"let
+  lib = import {REPO}/nix/lib {{ }};
+  stub = (builtins.getFlake "{stub}").legacyPackages.x86_64-linux;
+  cppDeps = {cpp_deps};
+  out = lib.genKernelFlakeOutputs {{ path = /. + "{k}"; kernelBuilder = _: /. + "{orch}"; mkShell = _: _: {{ }};
+    systems = [ "x86_64-linux" ];
+    toolchainFor = cell: lib.nixpkgsToolchain {{ pkgs = stub; inherit cppDeps; }} cell; }};
+  d = out.packages.x86_64-linux.{cell};
+in {{ args = d.drvAttrs.args; dep = d.drvAttrs.KERNEL_BUILDER_DEP_CUTLASS_3_8 or null; }}"#,
+            stub = stub_nixpkgs(),
+            k = k.display(),
+            orch = orchestrator().display()
+        );
+        serde_json::from_str(&nix(repo(), &["eval", "--impure", "--json", "--expr", &expr])).unwrap()
+    };
+    let pins = format!("builtins.fromJSON (builtins.readFile {REPO}/nix/cpp-deps.json)");
+    let unpinned = eval(&pins);
+    assert_eq!(unpinned["args"][1], "fail", "{unpinned}");
+    assert_eq!(
+        unpinned["args"][3],
+        format!("kernel-builder: cell {cell}: the C++ dependency `cutlass_3_8` (https://github.com/NVIDIA/cutlass v3.8.0, commit afa1772203677c5118fcd82537a9c8fefbcc7008) has no hash pinned yet: run `nix-prefetch-url --unpack 'https://github.com/NVIDIA/cutlass/archive/afa1772203677c5118fcd82537a9c8fefbcc7008.tar.gz'` where github.com is reachable and set its \"sha256\" in nix/cpp-deps.json")
+    );
+    // With a hash (a stand-in: the stub fetches nothing), the fetch is wired in.
+    let with_hash = eval(&format!(
+        "let p = {pins}; in p // {{ deps = p.deps // {{ cutlass_3_8 = p.deps.cutlass_3_8 // {{ sha256 = \"{}\"; }}; }}; }}",
+        "0".repeat(52)
+    ));
+    assert_eq!(with_hash["args"][0], "assemble", "{with_hash}");
+    assert!(with_hash["dep"].as_str().unwrap().ends_with("-cutlass_3_8-source"), "{with_hash}");
+}
