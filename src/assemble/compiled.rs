@@ -30,7 +30,8 @@
 //! 4. writes the variant directory: the package files, `_ops.py` importing the module,
 //!    `_<pkg>_<backend>_<uid>.abi3.so`, and `metadata.json` (with `build`: native, not
 //!    hermetic, and the toolchain's versions);
-//! 5. hands the finished directory to [`check_built_variant`] (the seam for the ABI check).
+//! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
+//!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
 //! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count).
 //! The torch probe (a Python process importing torch, seconds) is cached in
@@ -135,13 +136,31 @@ pub struct HostToolchain {
     pub package_set: Option<String>,
     /// Whether that package set is hermetic (pinned inputs only). Never true without one.
     pub hermetic: bool,
+    /// The manylinux policy every compiled variant must meet (`manylinux_2_28`, `2_28`):
+    /// a violation fails the build naming the library and the symbol. `None`: the policy met
+    /// is recorded, and what keeps a variant from manylinux_2_28 (the bundle's policy) is a
+    /// warning.
+    pub manylinux: Option<String>,
     torch: OnceLock<Result<TorchFacts, String>>,
 }
 
 impl HostToolchain {
     /// A toolchain that takes torch from the interpreter `python` (a path or a name on PATH).
     pub fn new(python: impl Into<Utf8PathBuf>) -> HostToolchain {
-        HostToolchain { python: python.into(), package_set: None, hermetic: false, torch: OnceLock::new() }
+        HostToolchain {
+            python: python.into(),
+            package_set: None,
+            hermetic: false,
+            manylinux: None,
+            torch: OnceLock::new(),
+        }
+    }
+
+    /// The same toolchain, holding every compiled variant to the manylinux policy `policy`
+    /// (see [`HostToolchain::manylinux`]).
+    pub fn with_manylinux(mut self, policy: Option<String>) -> HostToolchain {
+        self.manylinux = policy;
+        self
     }
 
     /// The same toolchain, declared to come from the package set `name` (hermetic or not).
@@ -159,10 +178,13 @@ impl HostToolchain {
         self.torch.get_or_init(|| probe_torch(&self.python)).as_ref().map_err(String::as_str)
     }
 
-    /// The directory of the interpreter (`.venv/bin`), where pip puts `cmake` and `ninja`.
+    /// The directory of the interpreter (`.venv/bin`), where pip puts `cmake` and `ninja`;
+    /// absolute (symlinks kept: a venv's `python` links outside the venv), because CMake runs
+    /// the tools found there from its own build directory.
     fn python_bin_dir(&self) -> Option<Utf8PathBuf> {
         if self.python.as_str().contains('/') {
-            return self.python.parent().map(Utf8Path::to_owned);
+            let abs = std::path::absolute(self.python.as_std_path()).ok()?;
+            return Utf8PathBuf::from_path_buf(abs).ok()?.parent().map(Utf8Path::to_owned);
         }
         self.torch().ok().and_then(|t| t.executable.parent().map(Utf8Path::to_owned))
     }
@@ -420,6 +442,8 @@ pub struct NativeCell {
     pub package_set: Option<String>,
     /// [`HostToolchain::hermetic`].
     pub hermetic: bool,
+    /// The manylinux policy the variant must meet ([`HostToolchain::manylinux`]).
+    pub manylinux: Option<String>,
 }
 
 /// Decide the cell this host builds for `backend`, or say why it cannot.
@@ -576,6 +600,7 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         outside_bundle,
         package_set: host.package_set.clone(),
         hermetic: host.package_set.is_some() && host.hermetic,
+        manylinux: host.manylinux.clone(),
     })
 }
 
@@ -938,6 +963,8 @@ pub fn build_cell(
     write_file(&out_variant_dir.join("_ops.py"), compiled_ops_py(&facts.ops_name, &cell.variant).as_bytes())?;
     let so = std::fs::read(&built).with_context(|| format!("cannot read `{built}`"))?;
     write_file(&out_variant_dir.join(&module), &so)?;
+    let (manylinux, abi_warnings) = check_abi(out_variant_dir, config, cell)?;
+    warnings.extend(abi_warnings);
 
     let digest = crate::hash::digest::variant_digest(out_variant_dir)
         .with_context(|| format!("cannot compute the digest of `{out_variant_dir}`"))?;
@@ -976,21 +1003,68 @@ pub fn build_cell(
             native: cell.package_set.is_none(),
             hermetic: cell.hermetic,
             package_set: cell.package_set.clone(),
+            manylinux,
             toolchain,
         }),
     };
     write_file(&out_variant_dir.join("metadata.json"), &metadata.to_json_bytes()?)?;
-    warnings.extend(check_built_variant(out_variant_dir, cell)?);
     Ok(warnings)
 }
 
-/// The seam for the ABI check (issue 11, item 3): called with every finished compiled variant
-/// directory before it is swapped into `build/`. An `Err` fails the build (nothing is
-/// swapped); warnings are printed. Today it checks nothing beyond the module being there.
-pub fn check_built_variant(variant_dir: &Utf8Path, cell: &NativeCell) -> anyhow::Result<Vec<Warning>> {
-    let _ = cell;
-    anyhow::ensure!(variant_dir.join("metadata.json").is_file(), "`{variant_dir}` has no metadata.json");
-    Ok(Vec::new())
+/// The manylinux policy a native build without `--manylinux` is compared with: the one the
+/// published bundle's cells are held to (reference: nix-builder.md §4.1).
+pub const BUNDLE_MANYLINUX: &str = "manylinux_2_28";
+
+/// The ABI check of a finished compiled variant ([`crate::abi`]), before its metadata is
+/// written: every shared object against the CPython abi3 table (Python 3.9), against the torch
+/// C shim for stable-ABI cells, and against the manylinux policy the cell is held to.
+///
+/// Returns the oldest manylinux policy every library meets (recorded in `metadata.json` as
+/// `build.manylinux`) and warnings: without a requested policy, each reference that keeps the
+/// variant from [`BUNDLE_MANYLINUX`], naming the symbol and the distributions it will not load
+/// on.
+///
+/// Errors: an abi3 or torch stable-ABI violation; with a requested policy
+/// ([`NativeCell::manylinux`]), any violation of it; each names the library and the symbol.
+pub fn check_abi(
+    variant_dir: &Utf8Path,
+    config: &BuildConfig,
+    cell: &NativeCell,
+) -> anyhow::Result<(Option<String>, Vec<Warning>)> {
+    let torch_stable_abi = match (&config.framework, cell.kind) {
+        (Framework::Torch(t), CellKind::StableAbi) => t.stable_abi.for_backend(cell.backend).cloned(),
+        _ => None,
+    };
+    let enforced = cell.manylinux.is_some();
+    let policy = crate::abi::AbiPolicy {
+        manylinux: Some(cell.manylinux.clone().unwrap_or_else(|| BUNDLE_MANYLINUX.to_owned())),
+        python_abi: Some((3, 9)),
+        torch_stable_abi,
+    };
+    let report = crate::abi::check_variant(variant_dir, &policy)
+        .with_context(|| format!("the ABI check of `{}` failed", cell.variant))?;
+    let mut warnings = Vec::new();
+    let mut errors = Vec::new();
+    for (lib, v) in report.violations() {
+        let name = lib.file_name().unwrap_or(lib.as_str());
+        if v.is_manylinux() && !enforced {
+            warnings.push(Warning { path: None, message: format!("`{}`: `{name}` is {v}", cell.variant) });
+        } else {
+            errors.push(format!("`{name}`: {v}"));
+        }
+    }
+    if !errors.is_empty() {
+        let asked = match &cell.manylinux {
+            Some(p) => format!(" (asked for {p})"),
+            None => String::new(),
+        };
+        anyhow::bail!(
+            "the ABI check of `{}` failed{asked}; nothing was swapped into build/:\n  {}",
+            cell.variant,
+            errors.join("\n  ")
+        );
+    }
+    Ok((report.manylinux_met(), warnings))
 }
 
 /// Remove files under `dir` that are not in `wanted` (left from an earlier source set), so

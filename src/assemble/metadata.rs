@@ -61,6 +61,10 @@ pub struct BuildInfo {
     /// The declared package set the tools came from (`nixpkgs`, …), when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package_set: Option<String>,
+    /// The oldest manylinux policy every shared object of the variant meets, from the ABI
+    /// check (`manylinux_2_34`); absent when none does (or on macOS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manylinux: Option<String>,
     pub toolchain: std::collections::BTreeMap<String, String>,
 }
 

@@ -44,12 +44,24 @@ pub struct ToolchainArgs {
     /// The package set is hermetic (pinned inputs only); recorded as `build.hermetic`.
     #[arg(long, requires = "package_set")]
     pub hermetic: bool,
+    /// Hold every compiled variant to this manylinux policy (`2_28`, `manylinux_2_28`): a
+    /// shared object that needs a newer glibc/libstdc++ symbol fails the build, naming the
+    /// library and the symbol. Without it the policy met is recorded in metadata.json
+    /// (`build.manylinux`) and what keeps a variant from manylinux_2_28 is a warning.
+    #[arg(long, value_name = "POLICY", value_parser = parse_manylinux)]
+    pub manylinux: Option<String>,
+}
+
+/// A manylinux policy name of the embedded table, normalised (`2_28` → `manylinux_2_28`);
+/// the error lists the known names.
+fn parse_manylinux(s: &str) -> Result<String, String> {
+    crate::abi::policy::PolicyTable::embedded().find(s).map(|p| p.name.clone())
 }
 
 impl ToolchainArgs {
     /// The host toolchain these arguments describe.
     pub fn host(&self) -> HostToolchain {
-        let host = HostToolchain::new(self.python.clone());
+        let host = HostToolchain::new(self.python.clone()).with_manylinux(self.manylinux.clone());
         match &self.package_set {
             Some(name) => host.with_package_set(name.clone(), self.hermetic),
             None => host,

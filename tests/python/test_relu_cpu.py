@@ -98,3 +98,51 @@ def test_the_hidden_assemble_builds_the_same_bytes(relu_build, tmp_path: Path) -
     proc = kb(["assemble", "--source", str(kernel), "--backend", "cpu", "--out", str(out), "--python", sys.executable], env)
     assert proc.stdout == f"{out / CPU_VARIANT}\n"
     assert snapshot(out / CPU_VARIANT) == snapshot(kernel / "build" / CPU_VARIANT)
+
+
+def test_abi_check_records_the_policy_met_and_a_requested_policy_is_enforced(relu_build) -> None:
+    """The build runs the ABI check on the module: metadata.json records the oldest manylinux
+    policy it meets (the same answer as `kernel-builder check-abi`), a host build that misses
+    manylinux_2_28 warns with the symbol, and `--manylinux 2_28` then fails the build naming
+    the library and the symbol, leaving build/ as it was."""
+    kernel, env, args, first = relu_build
+    variant = kernel / "build" / CPU_VARIANT
+    meta = json.loads((variant / "metadata.json").read_text())
+    (report,) = json.loads(kb(["check-abi", "--json", str(variant)], env).stdout)
+    assert report["manylinux_met"] == meta["build"]["manylinux"]
+    libs = report["libraries"]
+    assert len(libs) == 1 and libs[0]["path"].endswith(".abi3.so")
+    assert meta["build"]["manylinux"] == libs[0]["manylinux"]
+    met = meta["build"]["manylinux"]
+    assert met is not None and met.startswith("manylinux_2_")
+
+    so = next(variant.glob("*.abi3.so"))
+    before = {p.name: p.read_bytes() for p in variant.iterdir() if p.is_file()}
+    if int(met.split("_")[2]) > 28:
+        assert f"`{so.name}` is not manylinux_2_28: " in first.stderr, first.stderr
+        proc = subprocess.run(
+            [str(kernel_builder()), *args, "--manylinux", "2_28"], capture_output=True, text=True, check=False, env=env
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert "(asked for manylinux_2_28); nothing was swapped into build/" in proc.stderr, proc.stderr
+        assert f"`{so.name}`: not manylinux_2_28: " in proc.stderr, proc.stderr
+        assert {p.name: p.read_bytes() for p in variant.iterdir() if p.is_file()} == before
+    # The policy it meets is accepted, and the bytes do not change.
+    kb([*args, "--manylinux", met], env)
+    assert {p.name: p.read_bytes() for p in variant.iterdir() if p.is_file()} == before
+
+
+def test_a_relative_python_path_finds_its_tools(relu_build) -> None:
+    """`--python .venv/bin/python` (README's recipe) is relative to where the command runs; the
+    CMake and Ninja found beside it must still run from CMake's own build directory
+    (regression: CMake failed with "Running '.venv/bin/ninja' '--version' failed")."""
+    kernel, env, args, _ = relu_build
+    rel = os.path.relpath(sys.executable, kernel.parent)
+    assert not os.path.isabs(rel)
+    rel_args = [a if a != sys.executable else rel for a in args]
+    env = dict(env, KERNEL_BUILDER_CACHE_DIR=str(kernel.parent / "cache-relative"))
+    proc = subprocess.run(
+        [str(kernel_builder()), *rel_args], capture_output=True, text=True, check=False, env=env, cwd=kernel.parent
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"built {CPU_VARIANT} (4 files, id _relu_cpu_"), proc.stdout
