@@ -17,12 +17,12 @@ use serde_json::Value;
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const FIXTURE: &str = "tests/fixtures/nix-kernel";
 
-fn repo() -> &'static Path {
+pub(crate) fn repo() -> &'static Path {
     Path::new(REPO)
 }
 
 /// The static orchestrator directory (holds `bin/kernel-builder`).
-fn orchestrator() -> PathBuf {
+pub(crate) fn orchestrator() -> PathBuf {
     let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target/nix-orchestrator"));
@@ -34,7 +34,7 @@ fn orchestrator() -> PathBuf {
     dir
 }
 
-fn stub_nixpkgs() -> String {
+pub(crate) fn stub_nixpkgs() -> String {
     format!("path:{}", repo().join("tests/fixtures/nixpkgs-stub").display())
 }
 
@@ -91,7 +91,7 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
+pub(crate) fn git(dir: &Path, args: &[&str]) {
     let out = duct::cmd("git", args)
         .dir(dir)
         .env("GIT_AUTHOR_NAME", "t")

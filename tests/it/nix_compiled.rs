@@ -20,25 +20,11 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
+use super::nix::{git, orchestrator, repo, stub_nixpkgs};
+
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const CPU_CELL: &str = "torch211-cxx11-cpu-x86_64-linux";
 const CUDA_CELL: &str = "torch211-cxx11-cu130-x86_64-linux";
-
-fn repo() -> &'static Path {
-    Path::new(REPO)
-}
-
-fn orchestrator() -> PathBuf {
-    let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/nix-orchestrator"));
-    assert!(
-        dir.join("bin/kernel-builder").is_file(),
-        "no static orchestrator in {}: run scripts/setup-nix.sh",
-        dir.display()
-    );
-    dir
-}
 
 fn run(prog: &str, args: &[&str], cwd: &Path) -> (bool, String, String) {
     let out = duct::cmd(prog, args).dir(cwd).stdout_capture().stderr_capture().unchecked().run().unwrap();
@@ -346,11 +332,6 @@ in out.packages.x86_64-linux.{CUDA_CELL}"#,
     }
 }
 
-/// The stub nixpkgs as a flake reference.
-fn stub_nixpkgs() -> String {
-    format!("path:{}", repo().join("tests/fixtures/nixpkgs-stub").display())
-}
-
 /// A Nix expression: the compiled cells of the kernel in `dir` on every system, with the
 /// default package set (lib.nixpkgsToolchain over the stub nixpkgs), each as its drvPath,
 /// builder arguments, environment and the toolchain's wheel and `missing`.
@@ -602,21 +583,6 @@ fn torch_wheels_cover_the_matrix_and_hashes_are_well_formed() {
         .sum();
     assert_eq!(checked.len(), entries, "torch-wheels.json has entries the matrix does not use");
     assert_eq!(hashes, 10);
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = duct::cmd("git", args)
-        .dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A committed git repository with the root flake and kernels/relu, whose flake builds only
