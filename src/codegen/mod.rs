@@ -12,7 +12,9 @@
 //! - `torch-ext/registration.h` (`[torch]` only): `TORCH_LIBRARY_EXPAND`,
 //!   `TORCH_LIBRARY_IMPL_EXPAND` (and `STABLE_` forms), and `REGISTER_EXTENSION(NAME)`, an empty
 //!   Python module so that the shared object imports;
-//! - `pyproject.toml`: the Python package's name and build requirements, saying how it builds.
+//! - `pyproject.toml`: the Python package's name and build requirements, saying how it builds;
+//! - `setup.py`: the Python build entry, `python setup.py build_kernel`, which runs
+//!   `kernel-builder build-and-copy --nix never` with that Python's torch (the same build).
 //!
 //! Everything that depends on the cell and the toolchain comes in as CMake cache variables
 //! (`KB_*`, listed in [`CACHE_VARIABLES`]), computed by the orchestrator: the backend, the
@@ -367,6 +369,7 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
         });
     }
     files.push(GeneratedFile { path: "pyproject.toml".into(), contents: pyproject_toml(config) });
+    files.push(GeneratedFile { path: "setup.py".into(), contents: setup_py(layout) });
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Project { files })
 }
@@ -537,6 +540,54 @@ fn registration_h() -> String {
     )
 }
 
+/// `setup.py`: `python setup.py build_kernel` builds the kernel's variants into its `build/`
+/// with kernel-builder (`$KERNEL_BUILDER`, else `kernel-builder` on PATH), passing the running
+/// interpreter as `--python`, so the variant is the one that Python's torch gives. The kernel
+/// directory is [`Layout::source_dir`], relative to this file.
+fn setup_py(layout: &Layout) -> String {
+    let dir = match layout.source_dir.as_str() {
+        "" => ".",
+        s => s,
+    };
+    let dir = serde_json::to_string(dir).unwrap_or_else(|_| "\".\"".to_owned());
+    format!(
+        r#"# {GENERATED_BY}.
+"""`python setup.py build_kernel`: build this kernel's variants into its build/ directory.
+
+It runs `kernel-builder build-and-copy --nix never --python <this Python>` (the same build as
+on the command line), so the variants are the cells this interpreter's torch gives. Arguments
+after `--` go to kernel-builder, e.g. `python setup.py build_kernel -- --variant V`.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+KERNEL_DIR = (Path(__file__).resolve().parent / {dir}).resolve()
+
+
+def build_kernel(extra):
+    kb = os.environ.get("KERNEL_BUILDER") or shutil.which("kernel-builder")
+    if not kb:
+        sys.exit(
+            "kernel-builder is not on PATH: install it (`cargo install --path <kernel-builder checkout>`) "
+            "or set KERNEL_BUILDER to its path"
+        )
+    cmd = [kb, "build-and-copy", "--nix", "never", "--python", sys.executable, str(KERNEL_DIR), *extra]
+    return subprocess.call(cmd)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] != ["build_kernel"] or (len(args) > 1 and args[1] != "--"):
+        sys.exit("usage: python setup.py build_kernel [-- KERNEL_BUILDER_ARGS...]")
+    sys.exit(build_kernel(args[2:]))
+"#
+    )
+}
+
 /// `pyproject.toml`: the package and what building it needs.
 fn pyproject_toml(config: &BuildConfig) -> String {
     let g = &config.general;
@@ -554,9 +605,9 @@ fn pyproject_toml(config: &BuildConfig) -> String {
     };
     format!(
         "# {GENERATED_BY}.\n\
-         # The kernel's Python package. Build its variants with `kernel-builder build-and-copy`, which\n\
-         # configures CMakeLists.txt for each cell; they land in build/<variant>/ and load with\n\
-         # `kernels.get_local_kernel(Path(\"build\"), ...)`.\n\
+         # The kernel's Python package. Build its variants with `kernel-builder build-and-copy` (or\n\
+         # `python setup.py build_kernel`, which runs it), which configures CMakeLists.txt for each\n\
+         # cell; they land in build/<variant>/ and load with `kernels.get_local_kernel(Path(\"build\"), ...)`.\n\
          [project]\nname = \"{}\"\nversion = \"{}.0.0\"\nrequires-python = \">=3.9\"\ndependencies = [{}]\n\n\
          [build-system]\nrequires = [\"cmake>=3.26\", \"ninja\", {}]\n",
         g.python_name(),

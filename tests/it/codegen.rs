@@ -131,7 +131,7 @@ fn create_then_clean_from_another_directory_leaves_the_kernel_as_it_was() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!(
-            "wrote {0}/CMakeLists.txt\nwrote {0}/cmake/kb-embed-metallib.cmake\nwrote {0}/pyproject.toml\nwrote {0}/torch-ext/registration.h\n",
+            "wrote {0}/CMakeLists.txt\nwrote {0}/cmake/kb-embed-metallib.cmake\nwrote {0}/pyproject.toml\nwrote {0}/setup.py\nwrote {0}/torch-ext/registration.h\n",
             k.display()
         )
     );
@@ -162,7 +162,7 @@ fn create_then_clean_from_another_directory_leaves_the_kernel_as_it_was() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!(
-            "removed {0}/CMakeLists.txt\nremoved {0}/cmake/kb-embed-metallib.cmake\nremoved {0}/pyproject.toml\nremoved {0}/torch-ext/registration.h\nremoved {0}/cmake\n",
+            "removed {0}/CMakeLists.txt\nremoved {0}/cmake/kb-embed-metallib.cmake\nremoved {0}/pyproject.toml\nremoved {0}/setup.py\nremoved {0}/torch-ext/registration.h\nremoved {0}/cmake\n",
             k.display()
         )
     );
