@@ -31,6 +31,10 @@ if ! command -v strace >/dev/null 2>&1; then
     fi
 fi
 
+# The Python venv (torch, kernels, cmake, ninja, PyPI's nvcc) comes first: the Rust tests that
+# build compiled cells (natively and in Nix, with the host test package set) use it too.
+scripts/setup-venv.sh
+
 KERNEL_BUILDER_ORCHESTRATOR="$(./scripts/setup-nix.sh)"
 export KERNEL_BUILDER_ORCHESTRATOR
 
@@ -53,7 +57,6 @@ cargo test --locked --features "$features" 2>&1
 # pytest exits 5 when it collects no test and tests/python/conftest.py turns "nothing passed"
 # into 1; under `set -e` either fails this script, so an empty run can never pass.
 cargo build --locked 2>&1
-scripts/setup-venv.sh
 # Without PYTHONDONTWRITEBYTECODE: loading a built tree writes bytecode into it, as it does for
 # users, and the tests must show that verify and upload still accept it.
 env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest tests/python -ra -p no:cacheprovider

@@ -1027,6 +1027,21 @@ Options:
           
           [default: python3]
 
+      --package-set <NAME>
+          Record in metadata.json that the tools (--python, CXX, CUDACXX, PATH) come from the
+          declared package set NAME rather than the host (`build.package-set`, `native: false`). A
+          Nix cell passes its package set's name; pass the same name and tools to a native build to
+          get the cell's bytes
+
+      --hermetic
+          The package set is hermetic (pinned inputs only); recorded as `build.hermetic`
+
+      --manylinux <POLICY>
+          Hold every compiled variant to this manylinux policy (`2_28`, `manylinux_2_28`): a shared
+          object that needs a newer glibc/libstdc++ symbol fails the build, naming the library and
+          the symbol. Without it the policy met is recorded in metadata.json (`build.manylinux`) and
+          what keeps a variant from manylinux_2_28 is a warning
+
   -h, --help
           Print help (see a summary with '-h')
 
