@@ -376,11 +376,20 @@ fn base_tools(host: &HostToolchain) -> Result<(Tool, Tool, Tool), String> {
 fn find_nvcc(torch: &TorchFacts, cuda: &str) -> Result<Tool, String> {
     let major = cuda.split('.').next().unwrap_or(cuda);
     let mut candidates: Vec<Utf8PathBuf> = Vec::new();
-    if let Ok(c) = std::env::var("CUDACXX") {
-        candidates.push(Utf8PathBuf::from(c));
-    }
-    if let Ok(h) = std::env::var("CUDA_HOME") {
-        candidates.push(Utf8PathBuf::from(h).join("bin/nvcc"));
+    // A toolkit the user named is used or refused, never passed over for another one.
+    for (var, path) in [
+        ("CUDACXX", std::env::var("CUDACXX").ok().map(Utf8PathBuf::from)),
+        ("CUDA_HOME", std::env::var("CUDA_HOME").ok().map(|h| Utf8PathBuf::from(h).join("bin/nvcc"))),
+    ] {
+        let Some(path) = path.filter(|p| !p.as_str().is_empty() && p.as_str() != "bin/nvcc") else {
+            continue;
+        };
+        if find_program(path.as_str(), &[]).is_none() {
+            return Err(format!(
+                "`{var}` names `{path}`, which is not an executable nvcc; point it at nvcc of CUDA {cuda}, or unset it to use the one on PATH or in the Python environment"
+            ));
+        }
+        candidates.push(path);
     }
     if let Some(p) = find_program("nvcc", &[]) {
         candidates.push(p);
@@ -577,10 +586,13 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
             .collect();
         near.sort();
         let names: Vec<&str> = near.iter().take(2).map(|(_, n)| *n).collect();
+        let in_matrix = matrix::cells(config, &system, Scope::All).iter().any(|c| c.name == variant);
+        let which = matrix::data::for_config(config).name.clone();
         format!(
-            "`{variant}` (torch {} from `{}`) is not a cell of the bundle matrix; it builds, but the published bundle holds {}",
+            "`{variant}` (torch {} from `{}`) is {} of matrix {which}; it builds, but the published bundle holds {}",
             torch.version,
             host.python,
+            if in_matrix { "not a bundle cell" } else { "not a cell at all" },
             if names.is_empty() { "no compiled cell of this backend".to_owned() } else { format!("e.g. {}", names.join(", ")) }
         )
     });
@@ -942,7 +954,12 @@ pub fn build_cell(
     if let Ok(j) = std::env::var("KERNEL_BUILDER_JOBS") {
         ninja_args.extend(["-j".to_owned(), j]);
     }
-    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env)?;
+    // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
+    // editor can jump to them.
+    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env).map_err(|e| {
+        let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
+        anyhow::anyhow!("{}", e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/")))
+    })?;
     let module = format!("{}.abi3.so", facts.ops_name);
     let built = build_dir.join(&module);
     anyhow::ensure!(built.is_file(), "the build wrote no `{built}`");

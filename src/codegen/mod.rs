@@ -299,6 +299,11 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
             ))
         };
         for p in sources {
+            anyhow::ensure!(
+                !p.as_str().contains(';'),
+                "`{p}` (a source of [kernel.{name}] in `{}`) has a `;` in its name, which CMake reads as a list separator; rename the file",
+                config.path
+            );
             let kind = source_kind(&p);
             let s = src_ref(&p);
             if matches!(kind, SourceKind::Other | SourceKind::Metal) {
@@ -323,7 +328,13 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
             if kind == SourceKind::Cuda && k.backend == Backend::Cuda {
                 // nvcc names internal-linkage entities with a hash of a random seed and the
                 // source's absolute path: a fixed seed and the kernel-relative path keep two
-                // builds of the same source byte-identical wherever they run.
+                // builds of the same source byte-identical wherever they run. nvcc splits the
+                // options it hands on (-Xcudafe) at whitespace, so such a path cannot be passed.
+                anyhow::ensure!(
+                    !p.as_str().contains(char::is_whitespace),
+                    "`{p}` (a CUDA source of [kernel.{name}] in `{}`) has whitespace in its name, which nvcc cannot pass on to its front end; rename the file",
+                    config.path
+                );
                 let rel = cmake_escape(p.as_str());
                 extra.push(format!("\"-frandom-seed={rel}\""));
                 extra.push(format!("\"-Xcudafe=--orig_src_path_name={rel}\""));

@@ -192,3 +192,38 @@ fn pathdiff(from: &Utf8Path, to: &Utf8Path) -> String {
     parts.extend(t[common..].iter().map(|c| c.as_str().to_owned()));
     parts.join("/")
 }
+
+/// Source names the generated project cannot pass on are refused before anything is written,
+/// naming the file and the kernel (from a user's report: a `;` became a CMake list separator;
+/// a space in a CUDA source split nvcc's `-Xcudafe` option).
+#[test]
+fn source_names_cmake_or_nvcc_would_split_are_refused() {
+    for (file, backend, why) in [
+        ("relu_cpu/a;b.cpp", "cpu", "has a `;` in its name, which CMake reads as a list separator"),
+        (
+            "relu_cuda/my relu.cu",
+            "cuda",
+            "has whitespace in its name, which nvcc cannot pass on to its front end",
+        ),
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        fs::write(
+            d.join("build.toml"),
+            format!(
+                "[general]\nname = \"relu\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"{backend}\"]\n\n[torch]\nsrc = [\"torch-ext/b.cpp\"]\n\n[kernel.k]\nbackend = \"{backend}\"\ndepends = [\"torch\"]\nsrc = [\"{file}\"]\n"
+            ),
+        )
+        .unwrap();
+        for f in ["torch-ext/b.cpp", file, "torch-ext/relu/__init__.py"] {
+            fs::create_dir_all(d.join(f).parent().unwrap()).unwrap();
+            fs::write(d.join(f), "").unwrap();
+        }
+        let out = kb(d).args(["create-pyproject", "."]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("`{file}` (a ")), "{err}");
+        assert!(err.contains("of [kernel.k]") && err.contains(why), "{err}");
+        assert!(!d.join("CMakeLists.txt").exists());
+    }
+}

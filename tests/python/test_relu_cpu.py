@@ -165,3 +165,17 @@ def test_the_generated_setup_py_builds_the_kernel(relu_build, tmp_path: Path) ->
     assert proc.stdout.startswith(f"built {CPU_VARIANT} (4 files, id _relu_cpu_"), proc.stdout
     bad = subprocess.run([sys.executable, str(out_dir / "setup.py"), "install"], capture_output=True, text=True, check=False)
     assert bad.returncode == 1 and "usage: python setup.py build_kernel" in bad.stderr
+
+
+def test_a_cudacxx_that_is_not_nvcc_is_refused_not_passed_over(relu_build) -> None:
+    """`CUDACXX=/nonexistent` names a toolkit: the build refuses it instead of silently using the
+    nvcc on PATH or in the venv (as `CXX=/nonexistent` is refused)."""
+    kernel, env, _, _ = relu_build
+    cuda_variant = f"torch{MAJOR}{MINOR}-cxx11-cu{torch.version.cuda.replace('.', '')}-{platform.machine()}-linux"
+    proc = subprocess.run(
+        [str(kernel_builder()), "build-and-copy", str(kernel), "--nix", "never", "--python", sys.executable,
+         "--variant", cuda_variant],
+        capture_output=True, text=True, check=False, env=dict(env, CUDACXX="/nonexistent"),
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "`CUDACXX` names `/nonexistent`, which is not an executable nvcc" in proc.stderr, proc.stderr
