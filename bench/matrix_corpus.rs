@@ -11,12 +11,15 @@
 //! default matrix), once more `matrix::check` alone, and `matrix::cells` for every system in
 //! both scopes (what `list-variants --all-systems [--all]` does), the last two under the
 //! default matrix and under the August snapshot `upstream-2026-08` (the kernel pinned to it),
-//! interleaved so that both see the same machine load. Figures are wall-clock means per file
-//! per repetition. Results: BENCHMARKS.md.
+//! interleaved so that both see the same machine load; and, for every loaded `[torch]` /
+//! `[tvm-ffi]` kernel, `codegen::generate` (what `create-pyproject` computes before writing,
+//! and what a compiled build generates). Figures are wall-clock means per file per repetition.
+//! Results: BENCHMARKS.md.
 
 use std::time::{Duration, Instant};
 
 use camino::{Utf8Path, Utf8PathBuf};
+use kernel_builder::codegen::{self, Layout};
 use kernel_builder::config;
 use kernel_builder::matrix::{self, data::matrix, Scope};
 
@@ -90,6 +93,7 @@ fn main() -> anyhow::Result<()> {
     let mut t_cells = [Duration::ZERO; 2];
     let mut cells_total = [0usize; 2];
     let mut loaded = 0usize;
+    let (mut t_gen, mut generated, mut gen_files) = (Duration::ZERO, 0usize, 0usize);
     let start = Instant::now();
     for _ in 0..reps {
         for dir in &dirs {
@@ -98,6 +102,15 @@ fn main() -> anyhow::Result<()> {
             t_load += t0.elapsed();
             let Ok(mut l) = result else { continue };
             loaded += 1;
+            if !matches!(l.config.framework, config::Framework::TorchNoarch(_)) {
+                let t3 = Instant::now();
+                let project = codegen::generate(&l.config, dir, &Layout::default());
+                t_gen += t3.elapsed();
+                if let Ok(p) = project {
+                    generated += 1;
+                    gen_files += std::hint::black_box(p.files).len();
+                }
+            }
             for (i, pin) in pins.iter().enumerate() {
                 l.config.general.matrix = pin.map(str::to_owned);
                 let t1 = Instant::now();
@@ -119,6 +132,12 @@ fn main() -> anyhow::Result<()> {
     println!("corpus: {} files ({} load), {reps} repetitions", dirs.len(), loaded / reps.max(1));
     println!("total: {:.3} s, {:.1} µs per file", total.as_secs_f64(), per(total, files));
     println!("  config::load (check-config; includes matrix::check): {:.1} µs per file", per(t_load, files));
+    println!(
+        "  codegen::generate (create-pyproject's project): {:.1} µs per compiled kernel ({} kernels, {} files each)",
+        per(t_gen, generated),
+        generated / reps.max(1),
+        gen_files / generated.max(1)
+    );
     for (i, name) in ["default matrix", "upstream-2026-08"].iter().enumerate() {
         println!("  {name}:");
         println!("    matrix::check alone:         {:.1} µs per loaded file", per(t_check[i], loaded));
