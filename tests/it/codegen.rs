@@ -37,6 +37,10 @@ fn compiled_entries(
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn every_accepted_compiled_corpus_kernel_generates_a_project() {
     let entries = compiled_entries();
     assert!(
@@ -78,6 +82,10 @@ fn render(config_dir: &Utf8Path) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn snapshots_of_five_corpus_projects() {
     for (snap, entry) in [
         ("flash_attn3_cuda_9_0a_cutlass", "huggingface__kernels-community__flash-attn3"),
@@ -170,6 +178,10 @@ fn create_then_clean_from_another_directory_leaves_the_kernel_as_it_was() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "corpus-tests"),
+    ignore = "needs the corpus: cargo test --features corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
 fn out_elsewhere_points_the_project_at_the_kernel() {
     let t = tempfile::tempdir().unwrap();
     let (_tmp, dir) = corpus::materialize("huggingface__kernels-community__activation");
