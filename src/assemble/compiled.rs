@@ -576,11 +576,20 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
             .iter()
             .map(|c| {
                 let ct = Version::parse(&c.torch_version).ok();
-                let dt = ct.map(|c| (c.part(0) as i64 * 100 + c.part(1) as i64 - (tv.part(0) as i64 * 100 + tv.part(1) as i64)).unsigned_abs()).unwrap_or(999);
-                let db = match (c.backend_version.as_deref().and_then(|v| Version::parse(v).ok()), bv.as_ref()) {
-                    (Some(a), Some(b)) => (a.part(0) as i64 * 100 + a.part(1) as i64 - (b.part(0) as i64 * 100 + b.part(1) as i64)).unsigned_abs(),
-                    _ => 0,
-                };
+                let dt = ct
+                    .map(|c| {
+                        (c.part(0) as i64 * 100 + c.part(1) as i64
+                            - (tv.part(0) as i64 * 100 + tv.part(1) as i64))
+                            .unsigned_abs()
+                    })
+                    .unwrap_or(999);
+                let db =
+                    match (c.backend_version.as_deref().and_then(|v| Version::parse(v).ok()), bv.as_ref()) {
+                        (Some(a), Some(b)) => (a.part(0) as i64 * 100 + a.part(1) as i64
+                            - (b.part(0) as i64 * 100 + b.part(1) as i64))
+                            .unsigned_abs(),
+                        _ => 0,
+                    };
                 (dt * 1000 + db, c.name.as_str())
             })
             .collect();
@@ -589,11 +598,19 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         let in_matrix = matrix::cells(config, &system, Scope::All).iter().any(|c| c.name == variant);
         let which = matrix::data::for_config(config).name.clone();
         format!(
-            "`{variant}` (torch {} from `{}`) is {} of matrix {which}; it builds, but the published bundle holds {}",
+            "`{variant}` (torch {} from `{}`) is {}; it builds, but the published bundle holds {}",
             torch.version,
             host.python,
-            if in_matrix { "not a bundle cell" } else { "not a cell at all" },
-            if names.is_empty() { "no compiled cell of this backend".to_owned() } else { format!("e.g. {}", names.join(", ")) }
+            if in_matrix {
+                format!("not a bundle cell of matrix {which}")
+            } else {
+                format!("not a cell of matrix {which} at all")
+            },
+            if names.is_empty() {
+                "no compiled cell of this backend".to_owned()
+            } else {
+                format!("e.g. {}", names.join(", "))
+            }
         )
     });
 
