@@ -384,14 +384,17 @@ const MAX_DRAWN_SPAN_LINES: usize = 8;
 
 impl Source {
     /// Whether miette can draw `span` safely: every line it shows (the span's lines and one of
-    /// context on each side) is at most [`MAX_DRAWN_LINE`] bytes.
+    /// context on each side) is at most [`MAX_DRAWN_LINE`] columns wide once its tabs are
+    /// widened (a line of 4,000 tabs is 16,000 columns drawn).
     fn renderable(&self, span: &Range<usize>) -> bool {
         let first = self.line_of(span.start.min(self.text.len())).saturating_sub(1);
         let last = (self.line_of(span.end.min(self.text.len())) + 1).min(self.line_starts.len() - 1);
         (first..=last).all(|l| {
             let start = self.line_starts[l];
             let end = self.line_starts.get(l + 1).copied().unwrap_or(self.text.len());
-            end - start <= MAX_DRAWN_LINE
+            // Bound what is drawn: miette widens each tab to 4 columns.
+            let tabs = self.text.as_bytes()[start..end].iter().filter(|b| **b == b'\t').count();
+            end - start + 3 * tabs <= MAX_DRAWN_LINE
         })
     }
 

@@ -778,6 +778,16 @@ proptest! {
     }
 }
 
+/// Found by the property above in CI: 4,000 tabs before a key (4,013 bytes, under the
+/// byte bound) were drawn 16,000 columns wide, because miette widens every tab to four
+/// columns; the bound is on the drawn width now.
+#[test]
+fn four_thousand_tabs_before_a_key_are_not_drawn_wide() {
+    let text =
+        BASE.replacen("version = 1\n", &format!("version = 1\n{}name = \"cuda\"\n", "\t".repeat(4000)), 1);
+    check_long_line(&text).unwrap();
+}
+
 /// The reported case: 70,000 spaces before a bad key. miette panicked ("Formatting argument out
 /// of range"); now the problem is the plain `file:line:column` form, with every other problem
 /// still drawn.
