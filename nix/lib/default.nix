@@ -68,6 +68,7 @@ let
     internalStripDotSlash = call ./internalStripDotSlash.nix;
     internalStripLeadingDot = call ./internalStripLeadingDot.nix;
     internalFailingCell = call ./internalFailingCell.nix;
+    internalAssembleArgs = call ./internalAssembleArgs.nix;
     internalCompiledCell = call ./internalCompiledCell.nix;
     internalDevShells = call ./internalDevShells.nix;
   };

@@ -17,15 +17,7 @@
   name,
 }:
 let
-  provenance =
-    if kernelCommit == null then
-      [ ]
-    else
-      [
-        "--kernel-commit"
-        kernelCommit
-      ]
-      ++ (if kernelDirty then [ "--kernel-dirty" ] else [ ]);
+  assembleArgs = lib.internalAssembleArgs { inherit cell src kernelCommit kernelDirty; };
   deps = map (d: toolchain.cppDep d) cppDepends;
   depMissing = builtins.filter (d: d.missing != null) deps;
   missing =
@@ -41,23 +33,18 @@ let
       inherit name;
       system = cell.system;
       builder = "${orchestrator}/bin/kernel-builder";
-      args = [
-        "assemble"
-        "--source"
-        "${src}"
-        "--backend"
-        cell.backend
-        "--out"
-        (builtins.placeholder "out")
-        "--python"
-        toolchain.python
-        "--package-set"
-        toolchain.name
-        "--expect-variant"
-        cell.name
-      ]
-      ++ (if toolchain.hermetic then [ "--hermetic" ] else [ ])
-      ++ provenance;
+      args =
+        assembleArgs.head
+        ++ [
+          "--python"
+          toolchain.python
+          "--package-set"
+          toolchain.name
+          "--expect-variant"
+          cell.name
+        ]
+        ++ (if toolchain.hermetic then [ "--hermetic" ] else [ ])
+        ++ assembleArgs.provenance;
       PATH = builtins.concatStringsSep ":" toolchain.path;
       CXX = toolchain.cxx;
       allowSubstitutes = false;

@@ -19,7 +19,7 @@
 #   name          (default "<kernel>-<variant>") the derivation name
 #
 # The result carries `cell` (the cell record) next to the derivation attributes.
-{ ... }:
+{ lib, ... }:
 {
   cell,
   src,
@@ -29,30 +29,13 @@
   name ? "kernel-${cell.name}",
 }:
 let
-  provenance =
-    if kernelCommit == null then
-      [ ]
-    else
-      [
-        "--kernel-commit"
-        kernelCommit
-      ]
-      ++ (if kernelDirty then [ "--kernel-dirty" ] else [ ]);
+  assembleArgs = lib.internalAssembleArgs { inherit cell src kernelCommit kernelDirty; };
 in
 (derivation {
   inherit name;
   system = cell.system;
   builder = "${orchestrator}/bin/kernel-builder";
-  args = [
-    "assemble"
-    "--source"
-    "${src}"
-    "--backend"
-    cell.backend
-    "--out"
-    (builtins.placeholder "out")
-  ]
-  ++ provenance;
+  args = assembleArgs.head ++ assembleArgs.provenance;
   # No network, no host paths; the variant directory carries no timestamps to fix.
   allowSubstitutes = false;
 })
