@@ -44,7 +44,7 @@ pub enum Command {
     UpdateBuild(update_build::Args),
     /// List the build variants (matrix cells) of a kernel.
     ListVariants(list_variants::Args),
-    /// Print the build jobs a CI system runs for every variant (GitHub Actions matrix or JSON).
+    /// Print the CI build jobs of every variant: a GitHub Actions matrix, or JSON.
     CiMatrix(ci_matrix::Args),
     /// Build every variant of a kernel into DIR/build/<variant>/.
     #[command(visible_alias = "build")]
