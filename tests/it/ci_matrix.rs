@@ -370,3 +370,199 @@ fn every_attribute_is_a_package_of_the_flake() {
         assert_eq!(n, bundle_variants(&dir).len(), "{k}");
     }
 }
+
+/// Run `script` with bash -e in `cwd` as a GitHub Actions step would, each `${{ matrix.KEY }}`
+/// replaced by `entry[KEY]` (no other expression may appear), with `path_dir` first on PATH
+/// and `$GITHUB_OUTPUT` set.
+fn run_step(script: &str, entry: &Value, cwd: &Utf8Path, path_dir: &Utf8Path, output: &Utf8Path) {
+    let mut text = String::new();
+    let mut rest = script;
+    while let Some(i) = rest.find("${{") {
+        text.push_str(&rest[..i]);
+        let end = rest[i..].find("}}").unwrap() + i;
+        let key = rest[i + 3..end].trim().strip_prefix("matrix.").unwrap_or_else(|| panic!("{script}"));
+        text.push_str(entry[key].as_str().unwrap());
+        rest = &rest[end + 2..];
+    }
+    text.push_str(rest);
+    let path = format!("{path_dir}:{}", std::env::var("PATH").unwrap());
+    let out = duct::cmd!("bash", "-e", "-c", &text)
+        .dir(cwd)
+        .env("PATH", path)
+        .env("GITHUB_OUTPUT", output)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "step failed in {cwd}:\n{text}\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The generated workflow, run here job by job: every `run` step of the matrix job, of one
+/// build job per matrix entry (each in a fresh clone, as actions/checkout gives) and of the
+/// join job (with the artifacts laid out as actions/download-artifact lays them), but the
+/// upload. `nix` is real (offline, so a shim on PATH adds the orchestrator override to `nix
+/// build` and stands this kernel-builder in for `nix run --inputs-from . kernel-builder` and
+/// its `nix build`). The joined build/ passes upload's local checks and has the NAR hashes of
+/// a native build; an artifact downloaded twice fails the join.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn the_generated_workflow_runs_here() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = Utf8Path::from_path(tmp.path()).unwrap();
+    let project = init_project(root, &["--name", "myorg/vadd", "--", "vadd"]);
+    super::nix::git(project.as_std_path(), &["commit", "-q", "-m", "init"]);
+    let wf_text = std::fs::read_to_string(project.join(".github/workflows/build.yml")).unwrap();
+    let wf: Value = serde_norway::from_str(&wf_text).unwrap();
+
+    // The shim: bin/nix, and kb/bin/kernel-builder (this build) for `--inputs-from` links.
+    let kb_bin = Utf8PathBuf::from_path_buf(assert_cmd::cargo::cargo_bin("kernel-builder")).unwrap();
+    let kb_dir = root.join("kb");
+    std::fs::create_dir_all(kb_dir.join("bin")).unwrap();
+    std::os::unix::fs::symlink(&kb_bin, kb_dir.join("bin/kernel-builder")).unwrap();
+    let shim = root.join("shim");
+    std::fs::create_dir(&shim).unwrap();
+    let real_nix = duct::cmd!("bash", "-c", "command -v nix").read().unwrap();
+    let orch = super::nix::orchestrator();
+    std::fs::write(
+        shim.join("nix"),
+        format!(
+            r#"#!/bin/bash
+set -e
+case " $* " in
+  *" run --inputs-from . kernel-builder -- "*)
+    args=("$@"); for i in "${{!args[@]}}"; do [ "${{args[$i]}}" = -- ] && break; done
+    exec {kb_bin} "${{args[@]:$((i + 1))}}" ;;
+  *" build --inputs-from . kernel-builder --out-link "*)
+    ln -sfn {kb_dir} "${{@: -1}}"; exit 0 ;;
+  *" build "*)
+    shift; exec {real_nix} build --override-input kernel-builder/orchestrator path:{orch} "$@" ;;
+esac
+echo "shim: unexpected nix $*" >&2; exit 1
+"#,
+            orch = orch.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(shim.join("nix"), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let clone = |name: &str| -> Utf8PathBuf {
+        let dir = root.join(name);
+        super::nix::git(root.as_std_path(), &["clone", "-q", project.as_str(), dir.as_str()]);
+        dir
+    };
+    let no_matrix = serde_json::json!({});
+    let output = root.join("github-output");
+
+    // matrix
+    let m_dir = clone("job-matrix");
+    for script in runs(&wf["jobs"]["matrix"]) {
+        run_step(&script, &no_matrix, &m_dir, &shim, &output);
+    }
+    let out_text = std::fs::read_to_string(&output).unwrap();
+    let line = out_text.lines().find_map(|l| l.strip_prefix("matrix=")).unwrap();
+    let matrix: Value = serde_json::from_str(line).unwrap();
+    let entries = matrix["include"].as_array().unwrap();
+    assert_eq!(
+        entries.iter().map(|e| e["id"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["torch-cuda", "torch-rocm", "torch-xpu"]
+    );
+
+    // build, one clone per entry; the artifact goes where download-artifact puts it.
+    let artifacts = root.join("artifacts");
+    for entry in entries {
+        let id = entry["id"].as_str().unwrap();
+        let dir = clone(&format!("job-build-{id}"));
+        for script in runs(&wf["jobs"]["build"]) {
+            run_step(&script, entry, &dir, &shim, &output);
+        }
+        let a = artifacts.join(format!("cells-{id}"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::copy(dir.join("cells.tar"), a.join("cells.tar")).unwrap();
+    }
+
+    // join, without the upload (it needs the Hub and a token; its local checks run below).
+    let join = &wf["jobs"]["join"];
+    let run_join = |dir: &Utf8Path| {
+        for step in join["steps"].as_array().unwrap() {
+            if let Some(script) = step["run"].as_str() {
+                if step.get("if").is_none() {
+                    run_step(script, &no_matrix, dir, &shim, &output);
+                }
+            }
+        }
+    };
+    let j_dir = clone("job-join");
+    copy_tree(&artifacts, &j_dir.join("artifacts"));
+    run_join(&j_dir);
+    let built: Value =
+        serde_json::from_str(&std::fs::read_to_string(j_dir.join("build/hashes.json")).unwrap()).unwrap();
+    let variants: Vec<&String> = built["variants"].as_object().unwrap().keys().collect();
+    assert_eq!(variants, ["torch-cuda", "torch-rocm", "torch-xpu"]);
+    let prepared = kernel_builder::hub::prepare(&kernel_builder::hub::UploadOptions {
+        dir: j_dir.clone(),
+        repo_id: None,
+        branch: None,
+        create_pr: false,
+        dry_run: true,
+        force: false,
+        private: false,
+    })
+    .unwrap();
+    assert_eq!(prepared.variants, ["torch-cuda", "torch-rocm", "torch-xpu"]);
+    assert_eq!(prepared.repo_id, "myorg/vadd");
+
+    // The same NAR hashes as a native build of the same source.
+    let native = clone("native");
+    run_ok(&native, &["build-and-copy", "--nix", "never", "."]);
+    let native_manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(native.join("build/hashes.json")).unwrap()).unwrap();
+    assert_eq!(built["variants"], native_manifest["variants"]);
+    assert_eq!(built["source"], native_manifest["source"]);
+
+    // A variant that two artifacts hold fails the join.
+    let j2 = clone("job-join-twice");
+    copy_tree(&artifacts, &j2.join("artifacts"));
+    copy_tree(&artifacts.join("cells-torch-cuda"), &j2.join("artifacts/cells-torch-cuda-again"));
+    let steps: Vec<&str> =
+        join["steps"].as_array().unwrap().iter().filter_map(|s| s["run"].as_str()).collect();
+    let join_step = steps.iter().find(|s| s.contains("nix-support join")).unwrap();
+    for s in &steps[..steps.iter().position(|s| s == join_step).unwrap()] {
+        run_step(s, &no_matrix, &j2, &shim, &output);
+    }
+    let text = join_step.to_string();
+    let out = duct::cmd!("bash", "-e", "-c", &text)
+        .dir(&j2)
+        .env("PATH", format!("{shim}:{}", std::env::var("PATH").unwrap()))
+        .stderr_capture()
+        .stdout_null()
+        .unchecked()
+        .run()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`torch-cuda` is in both"), "{err}");
+    assert!(
+        !j2.join("build").exists() || !j2.join("build/hashes.json").exists(),
+        "no manifest for a bad join"
+    );
+}
+
+/// Copy the directory tree `from` to `to` (files and directories).
+fn copy_tree(from: &Utf8Path, to: &Utf8Path) {
+    for e in walkdir::WalkDir::new(from) {
+        let e = e.unwrap();
+        let dest = to.as_std_path().join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
