@@ -23,8 +23,7 @@ kb="$(realpath "${2:-target/debug/kernel-builder}")"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-"$kb" init --template compiled --name bench/every-backend --backends all \
-    --flake-ref "path:$PWD" -- "$work/kernel" >/dev/null
+"$kb" init --template compiled --name bench/every-backend --backends all -- "$work/kernel" >/dev/null
 kernel="$work/kernel"
 stub="path:$PWD/tests/fixtures/nixpkgs-stub"
 
