@@ -147,7 +147,9 @@ pub struct CiMatrix {
     /// The matrix the cells come from and its revision.
     pub matrix: String,
     pub matrix_revision: String,
+    /// How the cells were grouped (`cell`, `backend`, `system`).
     pub group_by: GroupBy,
+    /// The jobs, sorted by `id`.
     pub jobs: Vec<Job>,
 }
 
@@ -157,6 +159,7 @@ pub struct CiMatrix {
     "no runner is known for system `{system}` (cells {cells}); pass `--runner {system}=LABEL` (GitHub runners are known for {known})"
 )]
 pub struct NoRunner {
+    /// The system without a label.
     pub system: String,
     /// The cells of that system, comma-separated.
     pub cells: String,

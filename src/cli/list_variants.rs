@@ -61,7 +61,9 @@ pub struct MatrixFileArg {
 
 /// The matrix a command lists: a built-in one (`'static`) or one read from `--matrix-file`.
 pub enum ChosenMatrix {
+    /// The matrix build.toml pins, else the default.
     BuiltIn(&'static MatrixData),
+    /// The matrix read from `--matrix-file`.
     File(Box<MatrixData>),
 }
 
