@@ -11,6 +11,7 @@
 
 pub mod abi;
 pub mod assemble;
+pub mod ci;
 pub mod cli;
 pub mod codegen;
 pub mod config;

@@ -9,6 +9,7 @@ pub mod build_and_copy;
 pub mod build_and_upload;
 pub mod check_abi;
 pub mod check_config;
+pub mod ci_matrix;
 pub mod clean_pyproject;
 pub mod create_pyproject;
 pub mod hash;
@@ -43,6 +44,8 @@ pub enum Command {
     UpdateBuild(update_build::Args),
     /// List the build variants (matrix cells) of a kernel.
     ListVariants(list_variants::Args),
+    /// Print the CI build jobs of every variant: a GitHub Actions matrix, or JSON.
+    CiMatrix(ci_matrix::Args),
     /// Build every variant of a kernel into DIR/build/<variant>/.
     #[command(visible_alias = "build")]
     BuildAndCopy(build_and_copy::Args),
@@ -94,6 +97,7 @@ pub fn main() -> ExitCode {
         Command::CleanPyproject(a) => clean_pyproject::run(a),
         Command::UpdateBuild(a) => update_build::run(a),
         Command::ListVariants(a) => list_variants::run(a),
+        Command::CiMatrix(a) => ci_matrix::run(a),
         Command::BuildAndCopy(a) => build_and_copy::run(a),
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),

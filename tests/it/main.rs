@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per concern.
 mod abi;
 mod build;
+mod ci_matrix;
 mod codegen;
 mod compiled;
 mod config;
