@@ -78,7 +78,9 @@ plain torch) there is one torch-<backend> directory per backend. A compiled back
 natively the one cell the host toolchain gives (torch from --python, the system C++ \
 compiler, nvcc for CUDA), through a generated CMake project; a backend whose toolchain is \
 missing is skipped with a note saying what to install. Nothing in DIR/build/ changes when \
-the build fails.")]
+the build fails. A native build reuses a cell built before from the same sources with the same \
+toolchain from the native cell cache (the line then says `reused`, not `built`; see \
+`kernel-builder native-cache`); `--jobs N` builds N cells at once.")]
 pub struct Args {
     /// Kernel directory, holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
@@ -152,7 +154,10 @@ impl CellBar {
 impl bundle::Progress for CellBar {
     fn planned(&self, names: &[String]) {
         self.bar.set_length(names.len() as u64);
-        self.bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        // The ticker is a thread: none when nothing is drawn.
+        if !self.bar.is_hidden() {
+            self.bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        }
     }
 
     fn started(&self, name: &str) {
