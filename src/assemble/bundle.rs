@@ -25,6 +25,16 @@
 //! `write_manifest`): one NAR hash per variant built from this source, and the source's tree
 //! id.
 //!
+//! # Cells: cache and parallel jobs
+//!
+//! [`build_into_with`] takes [`BuildOptions`]: with a [`CellCache`], each cell is first looked
+//! up by its key ([`CellKey::of`]: source tree id, cell, toolchain) and, when a sound entry is
+//! there, copied out instead of built, its build's warnings replayed; a cell built is stored.
+//! With `jobs` > 1 that many threads take the cells in plan order. The cells are independent
+//! (each writes its own directory, a compiled one in its own work directory), and what comes
+//! out is gathered in plan order, so `build/`, the report and the output are the same for every
+//! `jobs`. The swap into `build/` starts only after every cell succeeded.
+//!
 //! Concurrent builds of the same kernel take turns: each holds an exclusive `flock` on
 //! `build/` while it builds, swaps and writes the manifest ([`lock_dir`]); `verify` holds a
 //! shared one while it compares. Nothing is written into `build/` for the lock. A run that is
@@ -852,7 +862,12 @@ fn build_and_swap(
         std::fs::create_dir(d).with_context(|| format!("cannot create `{d}`"))?;
     }
 
-    let work = WorkDir::Cache { kernel_dir: kernel_dir.to_owned() };
+    // Cells built at once share the cores: each Ninja gets its part.
+    let ninja_jobs = (options.jobs > 1).then(|| {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        (cores / options.jobs).max(1)
+    });
+    let work = WorkDir::Cache { kernel_dir: kernel_dir.to_owned(), ninja_jobs };
     let cells = build_cells(source, config, selected, ids, &new_dir, &work, options)?;
     let mut warnings = Vec::new();
     for c in &cells {

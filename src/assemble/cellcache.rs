@@ -242,6 +242,8 @@ fn compiled_inputs(
         "package-set": cell.package_set,
         "hermetic": cell.hermetic,
         "manylinux": cell.manylinux,
+        // Names the interpreter as given; the reused cell replays this warning.
+        "outside-bundle": cell.outside_bundle,
         "torch": {
             "facts": t,
             "version.py": stamp(&t.torch_dir.join("version.py")),

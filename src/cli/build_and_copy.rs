@@ -107,8 +107,9 @@ pub struct Args {
 /// How a native build runs its cells (shared by `build-and-copy` and `build-and-upload`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct NativeArgs {
-    /// Native builds: build up to N cells at once (0: one per CPU core). The variants, their
-    /// bytes and the output are the same for every N.
+    /// Native builds: build up to N cells at once (0: one per CPU core); each compiled cell's
+    /// Ninja then runs the CPU count divided by N jobs (KERNEL_BUILDER_JOBS overrides). The
+    /// variants, their bytes and the output are the same for every N.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub jobs: usize,
     /// Native builds: build every cell, neither reusing nor storing cells in the native cell
@@ -185,7 +186,14 @@ pub(crate) fn run_native(
     native: &NativeArgs,
     quiet: bool,
 ) -> anyhow::Result<bundle::BundleReport> {
-    let cache = if native.no_cache { None } else { Some(CellCache::user()?) };
+    let cache = match CellCache::user() {
+        _ if native.no_cache => None,
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("note: {e:#}; building every cell without the native cell cache");
+            None
+        }
+    };
     let jobs = match native.jobs {
         0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         n => n,

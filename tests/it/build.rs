@@ -1053,8 +1053,9 @@ Options:
           what keeps a variant from manylinux_2_28 is a warning
 
       --jobs <N>
-          Native builds: build up to N cells at once (0: one per CPU core). The variants, their
-          bytes and the output are the same for every N
+          Native builds: build up to N cells at once (0: one per CPU core); each compiled cell's
+          Ninja then runs the CPU count divided by N jobs (KERNEL_BUILDER_JOBS overrides). The
+          variants, their bytes and the output are the same for every N
           
           [default: 1]
 
