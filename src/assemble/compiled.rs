@@ -33,7 +33,9 @@
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
-//! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count).
+//! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
+//! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
+//! share the cores).
 //! The torch probe (a Python process importing torch, seconds) is cached in
 //! `<cache>/probe-v1/`, valid while the interpreter and torch's `version.py` keep their size and
 //! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
@@ -637,7 +639,9 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
 #[derive(Debug, Clone)]
 pub enum WorkDir {
     /// The per-kernel directory in the user's cache, kept between builds (incremental).
-    Cache { kernel_dir: Utf8PathBuf },
+    /// `ninja_jobs` is Ninja's `-j` when `KERNEL_BUILDER_JOBS` is not set (`None`: Ninja's
+    /// default).
+    Cache { kernel_dir: Utf8PathBuf, ninja_jobs: Option<usize> },
     /// A fresh temporary directory, removed afterwards (verify, Nix cells).
     Fresh,
 }
@@ -900,7 +904,7 @@ pub fn build_cell(
     }
     let _fresh;
     let work_dir: Utf8PathBuf = match work {
-        WorkDir::Cache { kernel_dir } => {
+        WorkDir::Cache { kernel_dir, .. } => {
             let canon =
                 kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
             let key: String =
@@ -968,8 +972,12 @@ pub fn build_cell(
         )?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
-    if let Ok(j) = std::env::var("KERNEL_BUILDER_JOBS") {
-        ninja_args.extend(["-j".to_owned(), j]);
+    match (std::env::var("KERNEL_BUILDER_JOBS"), work) {
+        (Ok(j), _) => ninja_args.extend(["-j".to_owned(), j]),
+        (Err(_), WorkDir::Cache { ninja_jobs: Some(n), .. }) => {
+            ninja_args.extend(["-j".to_owned(), n.to_string()])
+        }
+        _ => {}
     }
     // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
     // editor can jump to them.

@@ -16,6 +16,7 @@ pub mod hash;
 pub mod init;
 pub mod list_variants;
 pub mod matrix;
+pub mod native_cache;
 pub mod nix_support;
 pub mod tune;
 pub mod update_build;
@@ -56,6 +57,8 @@ pub enum Command {
     Hash(hash::Args),
     /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
     Verify(verify::Args),
+    /// Show or prune the native cell cache that native builds reuse cells from.
+    NativeCache(native_cache::Args),
     /// Check the shared objects of built variants: manylinux policy, CPython abi3, torch
     /// stable ABI.
     CheckAbi(check_abi::Args),
@@ -102,6 +105,7 @@ pub fn main() -> ExitCode {
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::NativeCache(a) => native_cache::run(a),
         Command::CheckAbi(a) => check_abi::run(a),
         Command::NixSupport(a) => nix_support::run(a),
         Command::Matrix(a) => matrix::run(a),
