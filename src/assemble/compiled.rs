@@ -700,14 +700,24 @@ pub fn cell_facts(
             defines.push(format!("TORCH_TARGET_VERSION={}", torch_target_version(abi)));
         }
     }
-    let mut includes: Vec<Utf8PathBuf> = vec![
-        t.torch_dir.join("include"),
-        t.torch_dir.join("include/torch/csrc/api/include"),
-        t.python_include.clone(),
-    ];
+    let stable = cell.kind == CellKind::StableAbi;
     let lib = t.torch_dir.join("lib");
-    let mut libs: Vec<Utf8PathBuf> =
-        vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")];
+    // A stable-ABI cell sees torch's stable headers and links its C shim only (`stable_abi`).
+    let (mut includes, mut libs): (Vec<Utf8PathBuf>, Vec<Utf8PathBuf>) = if stable {
+        (
+            vec![super::stable_abi::include_root(build_dir), t.python_include.clone()],
+            super::stable_abi::link_libraries(&lib, cell.backend),
+        )
+    } else {
+        (
+            vec![
+                t.torch_dir.join("include"),
+                t.torch_dir.join("include/torch/csrc/api/include"),
+                t.python_include.clone(),
+            ],
+            vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")],
+        )
+    };
     let mut env = Vec::new();
     let mut cache = BTreeMap::new();
     let mut gencode = BTreeMap::new();
@@ -718,7 +728,9 @@ pub fn cell_facts(
         if root.join("include/cccl").is_dir() {
             includes.push(root.join("include/cccl"));
         }
-        libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
+        if !stable {
+            libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
+        }
         let libdir =
             ["lib64", "lib"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or(root.join("lib"));
         let cudart = find_versioned(&libdir, "libcudart.so").with_context(|| {
@@ -767,6 +779,9 @@ pub fn cell_facts(
     if gnu {
         // Each kernel's function-local statics stay its own when two are loaded in one process.
         host_opts.push("-fno-gnu-unique".into());
+    }
+    if stable {
+        host_opts.extend(super::stable_abi::compile_options(build_dir, gnu));
     }
     let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
     if cell.backend == Backend::Cuda {
@@ -948,6 +963,9 @@ pub fn build_cell(
 
     // Configure when the facts changed or nothing is configured yet; then build.
     std::fs::create_dir_all(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
+    if cell.kind == CellKind::StableAbi {
+        super::stable_abi::prepare_include_root(&build_dir, &cell.torch.torch_dir.join("include"))?;
+    }
     let cell_file = build_dir.join("kernel-builder-cell.cmake");
     let changed = sync_file(&cell_file, cache_file(&facts).as_bytes())?;
     if changed || !build_dir.join("build.ninja").is_file() {
@@ -975,7 +993,11 @@ pub fn build_cell(
     // editor can jump to them.
     run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env).map_err(|e| {
         let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
-        anyhow::anyhow!("{}", e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/")))
+        let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
+        match super::stable_abi::compile_hint(&text).filter(|_| cell.kind == CellKind::StableAbi) {
+            Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
+            None => anyhow::anyhow!("{text}"),
+        }
     })?;
     let module = format!("{}.abi3.so", facts.ops_name);
     let built = build_dir.join(&module);

@@ -9,6 +9,7 @@
 //! - [`noarch`]: one flat noarch variant directory (`torch-<backend>/`): the package files,
 //!   `_ops.py` and `metadata.json` ([`metadata`], with `kernels-minver` from [`loader`]);
 //! - [`compiled`]: the seam where compiled (`[torch]`/`[tvm-ffi]`) variants will be built;
+//!   [`stable_abi`]: what a torch stable-ABI cell compiles and links against (the C shim only);
 //! - [`bundle`]: every requested variant built into a temporary directory inside `DIR/build/`
 //!   and renamed into place, replacing only the variants built, then `build/hashes.json`;
 //! - [`verify`]: variants rebuilt in a scratch directory and compared with `build/` and the
@@ -27,6 +28,7 @@ pub mod metadata;
 pub mod noarch;
 pub mod provenance;
 pub mod source;
+pub mod stable_abi;
 pub mod verify;
 
 use std::fmt;

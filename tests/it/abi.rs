@@ -256,6 +256,50 @@ fn torch_cxx_symbols_are_refused_under_the_stable_abi() {
     assert!(!stdout.contains("torch_new_stable_ivalue"), "{stdout}");
 }
 
+/// A variant directory named `torch-stable-abi<MAJ><MIN>-…` gets the torch rule without
+/// `--torch-stable-abi`, targeting the version in its name; the same library under a
+/// versioned torch variant's name does not.
+#[test]
+fn stable_abi_variant_names_bring_the_torch_rule() {
+    let (_t, dir) = tempdir();
+    let stable = dir.join("build/torch-stable-abi212-cpu-x86_64-linux");
+    let versioned = dir.join("build/torch212-cxx11-cpu-x86_64-linux");
+    for v in [&stable, &versioned] {
+        std::fs::create_dir_all(v).unwrap();
+        compile(v, "_ops.abi3.so", "c++", TORCH);
+        std::fs::write(v.join("metadata.json"), "{}").unwrap();
+    }
+    let check = |args: &[&str]| {
+        let out = Command::cargo_bin("kernel-builder").unwrap().arg("check-abi").args(args).output().unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (code, stdout) = check(&[stable.as_str()]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("  - torch stable ABI: _ZN3c103fooEv [c10::foo] is a libtorch C++ symbol"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "  - torch stable ABI 2.12: torch_new_stable_ivalue was added to the C shim in torch 2.13.0\n"
+        ),
+        "{stdout}"
+    );
+    // The flag overrides the name; the whole build directory checks each variant by its own name.
+    let (code, stdout) = check(&[stable.as_str(), "--torch-stable-abi", "2.13"]);
+    assert_eq!(code, Some(1));
+    assert!(!stdout.contains("torch_new_stable_ivalue"), "{stdout}");
+    let (code, stdout) = check(&["--json", dir.join("build").as_str()]);
+    assert_eq!(code, Some(1));
+    let reports: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let targets: Vec<&serde_json::Value> =
+        reports.as_array().unwrap().iter().map(|r| &r["torch_stable_abi"]).collect();
+    assert_eq!(targets, [&serde_json::json!("2.12"), &serde_json::Value::Null]);
+    let (code, stdout) = check(&[versioned.as_str()]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(!stdout.contains("torch stable ABI"), "{stdout}");
+}
+
 /// (e) A file named `.so` that is not one, and a truncated ELF: errors naming the file, exit 1,
 /// no panic.
 #[test]
