@@ -967,8 +967,15 @@ pub fn build_cell(
         super::stable_abi::prepare_include_root(&build_dir, &cell.torch.torch_dir.join("include"))?;
     }
     let cell_file = build_dir.join("kernel-builder-cell.cmake");
-    let changed = sync_file(&cell_file, cache_file(&facts).as_bytes())?;
-    if changed || !build_dir.join("build.ninja").is_file() {
+    let cell_text = cache_file(&facts);
+    sync_file(&cell_file, cell_text.as_bytes())?;
+    // What the last configure that succeeded was given: a configure that failed or was
+    // interrupted leaves the old build.ninja (for the old facts), which must not be used.
+    let configured = build_dir.join("kernel-builder-cell.configured");
+    if !std::fs::read(&configured).is_ok_and(|c| c == cell_text.as_bytes())
+        || !build_dir.join("build.ninja").is_file()
+    {
+        let _ = std::fs::remove_file(&configured);
         run_step(
             "CMake configure",
             &cell.cmake.path,
@@ -984,6 +991,7 @@ pub fn build_cell(
             ],
             &facts.env,
         )?;
+        sync_file(&configured, cell_text.as_bytes())?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
     if let Ok(j) = std::env::var("KERNEL_BUILDER_JOBS") {
