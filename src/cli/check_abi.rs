@@ -26,8 +26,8 @@ pub struct Args {
     /// Enforce this manylinux policy: `2_28`, `manylinux_2_28`, `manylinux2014`, …
     #[arg(short = 'm', long, value_name = "POLICY")]
     pub manylinux: Option<String>,
-    /// The oldest Python the abi3 modules must load on.
-    #[arg(short = 'p', long, value_name = "X.Y", default_value = "3.9")]
+    /// The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) or newer.
+    #[arg(short = 'p', long, value_name = "X.Y", default_value = "3.9", value_parser = abi3_python)]
     pub python_abi: String,
     /// Check a stable-ABI variant: no libtorch C++ symbols, and only C shim functions that
     /// exist in this torch (e.g. 2.11). Default: for `torch-stable-abi<MAJ><MIN>-…` variant
@@ -90,6 +90,18 @@ fn subdirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// `--python-abi`'s value parser: `3.Y` with `Y ≥ 2`, the Pythons that have a stable ABI
+/// (CPython's abi3 starts at 3.2). The error says what is accepted.
+pub fn abi3_python(s: &str) -> Result<String, String> {
+    let (major, minor) = abi::python_abi::parse_python_version(s)?;
+    if major != 3 || minor < 2 {
+        return Err(format!(
+            "Python {major}.{minor} has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9"
+        ));
+    }
+    Ok(s.trim().to_owned())
 }
 
 /// Turn the command-line flags into an [`AbiPolicy`]; errors say which flag is wrong.

@@ -335,14 +335,11 @@ fn non_elf_and_truncated_files_are_clear_errors() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.starts_with("error: --manylinux: unknown manylinux policy `2_29`"), "{stderr}");
-    for (flag, value, message) in [
-        ("--python-abi", "3", "error: --python-abi: Python version `3` must be MAJOR.MINOR, e.g. 3.9\n"),
-        (
-            "--torch-stable-abi",
-            "2.x",
-            "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n",
-        ),
-    ] {
+    for (flag, value, message) in [(
+        "--torch-stable-abi",
+        "2.x",
+        "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n",
+    )] {
         let out = Command::cargo_bin("kernel-builder")
             .unwrap()
             .args(["check-abi", dir.as_str(), flag, value])
@@ -351,6 +348,45 @@ fn non_elf_and_truncated_files_are_clear_errors() {
         assert_eq!(out.status.code(), Some(1));
         assert_eq!(String::from_utf8(out.stderr).unwrap(), message);
     }
+}
+
+/// `--python-abi` takes only Pythons with a stable ABI (3.2 on): anything else is a usage error
+/// (exit 2) saying what is accepted, before any file is read.
+#[test]
+fn python_abi_values_without_a_stable_abi_are_usage_errors() {
+    for (value, why) in [
+        (
+            "2.7",
+            "Python 2.7 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
+        ),
+        (
+            "3.1",
+            "Python 3.1 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
+        ),
+        (
+            "4.0",
+            "Python 4.0 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
+        ),
+        ("3", "Python version `3` must be MAJOR.MINOR, e.g. 3.9"),
+    ] {
+        let out = Command::cargo_bin("kernel-builder")
+            .unwrap()
+            .args(["check-abi", "/nonexistent", "--python-abi", value])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{value}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.starts_with(&format!("error: invalid value '{value}' for '--python-abi <X.Y>': {why}\n")),
+            "{stderr}"
+        );
+    }
+    let out = Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains("The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) or newer"),
+        "{help}"
+    );
 }
 
 /// A kernel directory: every build/<variant>/ is checked, libraries found recursively and
