@@ -666,6 +666,8 @@ pub struct CellFacts {
     pub gencode: BTreeMap<String, Vec<String>>,
     /// Extra environment for CMake and Ninja (`LIBRARY_PATH` for PyPI's CUDA layout).
     pub env: Vec<(String, String)>,
+    /// Findings that do not stop the build (a dependency checkout at another commit).
+    pub warnings: Vec<String>,
 }
 
 /// Compute [`CellFacts`] for `cell` with the project in `src_dir` and the build in
@@ -747,6 +749,8 @@ pub fn cell_facts(
             gencode.insert(k.clone(), flags);
         }
     }
+    let mut warnings = Vec::new();
+    let mut dep_maps: Vec<(Utf8PathBuf, String)> = Vec::new();
     for (name, k) in &config.kernels {
         if !cell.kernels.contains(name) {
             continue;
@@ -755,24 +759,20 @@ pub fn cell_facts(
             if *d == CppDependency::Torch {
                 continue;
             }
-            let var = codegen::deps::env_var(*d);
-            let pin = codegen::deps::pinned(*d).expect("pinned");
-            let dir = std::env::var(&var).ok().filter(|v| !v.is_empty()).with_context(|| {
-                format!(
-                    "[kernel.{name}] depends on `{}`: set {var} to a checkout of {} at {} ({}); the native build downloads nothing",
-                    d.name(),
-                    pin.url,
-                    pin.tag,
-                    pin.commit.map(|c| format!("commit {c}")).unwrap_or_else(|| "no pinned commit yet".into())
-                )
-            })?;
-            let dirs: Vec<String> = pin.include_dirs.iter().map(|i| format!("{dir}/{i}")).collect();
+            let value = std::env::var(codegen::deps::env_var(*d)).ok();
+            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
             cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));
+            warnings.extend(checkout.warning);
+            // Where the checkout lies does not reach the binary (Nix and native builds agree).
+            dep_maps.push((checkout.dir, format!("/{}", d.name())));
         }
     }
     let map = |from: &Utf8Path, to: &str| format!("-ffile-prefix-map={from}={to}");
     let mut host_opts: Vec<String> =
         vec![map(src_dir, "."), map(build_dir, "."), map(&t.torch_dir, "/torch")];
+    host_opts.extend(dep_maps.iter().map(|(dir, to)| map(dir, to)));
     // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
     // clang never does and has no such flag.
     let gnu = !cell.cxx.version.contains("clang");
@@ -805,7 +805,7 @@ pub fn cell_facts(
     cache.insert("CMAKE_CXX_COMPILER".into(), cell.cxx.path.to_string());
     cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
     cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
-    Ok(CellFacts { ops_name, cache, gencode, env })
+    Ok(CellFacts { ops_name, cache, gencode, env, warnings })
 }
 
 /// `dir/<name>` or the first `dir/<name>.N…` (sorted), for libraries without the plain link.
@@ -938,6 +938,7 @@ pub fn build_cell(
     let src_dir = work_dir.join("src");
     let build_dir = work_dir.join("build");
     let facts = cell_facts(config, cell, &ids.uid, &src_dir, &build_dir)?;
+    warnings.extend(facts.warnings.iter().map(|w| Warning { path: None, message: w.clone() }));
 
     // The project: the source set plus the generated files.
     let project = codegen::generate(config, source.root(), &Layout::default())?;
