@@ -192,6 +192,8 @@ pub fn find_checkout(dep: CppDependency, who: &str, value: Option<&str>) -> Resu
     if !dir.is_dir() {
         return Err(format!("{var} is `{dir}`, which is not a directory; it must name {what}; {fetch}"));
     }
+    // CMake and the compilers run elsewhere: a relative path is taken from where this runs.
+    let dir = std::path::absolute(&dir).ok().and_then(|p| Utf8PathBuf::from_path_buf(p).ok()).unwrap_or(dir);
     let mut include_dirs = Vec::new();
     for rel in pin.include_dirs {
         let inc = if *rel == "." { dir.clone() } else { dir.join(rel) };
