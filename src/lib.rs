@@ -7,7 +7,7 @@
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
 //! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
-//! directory. [`tune`] pre-tunes Helion kernels on a GPU.
+//! directory. [`tune`] pre-tunes Helion kernels on a GPU. [`interrupt`] cleans up after Ctrl-C.
 
 pub mod abi;
 pub mod assemble;
@@ -19,6 +19,7 @@ pub mod fsutil;
 pub mod hash;
 pub mod hub;
 pub mod init;
+pub mod interrupt;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;

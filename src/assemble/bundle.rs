@@ -38,8 +38,10 @@
 //! Concurrent builds of the same kernel take turns: each holds an exclusive `flock` on
 //! `build/` while it builds, swaps and writes the manifest ([`lock_dir`]); `verify` holds a
 //! shared one while it compares. Nothing is written into `build/` for the lock. A run that is
-//! killed part-way can leave a `build/.kernel-builder-tmp-*` directory (never a variant); the
-//! `kernels` loader ignores it, and the next build removes it (with a warning).
+//! interrupted (SIGINT, SIGTERM, SIGHUP) removes its `build/.kernel-builder-tmp-*` directory and
+//! exits with `128 + signal`, letting a swap in progress finish first ([`crate::interrupt`]). A
+//! run killed outright can leave that directory (never a variant); the `kernels` loader ignores
+//! it, and the next build removes it (with a warning).
 
 use std::collections::BTreeSet;
 
@@ -407,6 +409,9 @@ pub fn build_into_with(
             Err(e) => return Err(e).with_context(|| format!("cannot create `{build_dir}`")),
         },
     };
+    // Interrupted (Ctrl-C, SIGTERM): a `build/` made for this run goes again if still empty.
+    let _build_registered = created_build
+        .then(|| crate::interrupt::remove_on_interrupt(&build_dir, crate::interrupt::Removal::IfEmpty));
     // One build at a time swaps variants in `build/` (a second run waits here).
     let _lock = lock_dir(&build_dir, Lock::Exclusive)?;
     // The manifest is written after the swap: refuse now what would fail then.
@@ -425,7 +430,8 @@ pub fn build_into_with(
         // Only removes it when empty, i.e. when nothing was moved in.
         let _ = std::fs::remove_dir(&build_dir);
     }
-    let (built, mut warnings) = result?;
+    // `_swapping`: an interruption lets the swap and the manifest finish first.
+    let (built, mut warnings, _swapping) = result?;
     warnings.extend(leftovers);
 
     warnings.extend(write_manifest(&build_dir, &built, planned, &source.tree_id())?);
@@ -848,7 +854,7 @@ fn build_and_swap(
     build_dir: &Utf8Path,
     kernel_dir: &Utf8Path,
     options: &BuildOptions<'_>,
-) -> anyhow::Result<(Vec<BuiltVariant>, Vec<Warning>)> {
+) -> anyhow::Result<(Vec<BuiltVariant>, Vec<Warning>, crate::interrupt::Hold)> {
     let tmp = tempfile::Builder::new()
         .prefix(TMP_PREFIX)
         .tempdir_in(build_dir)
@@ -856,6 +862,7 @@ fn build_and_swap(
     let tmp_path = Utf8Path::from_path(tmp.path())
         .with_context(|| format!("the temporary directory in `{build_dir}` has a non-UTF-8 path"))?
         .to_owned();
+    let _tmp_registered = crate::interrupt::remove_on_interrupt(&tmp_path, crate::interrupt::Removal::All);
     let new_dir = tmp_path.join("new");
     let old_dir = tmp_path.join("old");
     for d in [&new_dir, &old_dir] {
@@ -874,7 +881,8 @@ fn build_and_swap(
         warnings.extend(c.warnings.iter().cloned());
     }
 
-    // Swap in, undoing on failure (see [`swap_in`]).
+    // Swap in, undoing on failure (see [`swap_in`]); an interruption waits for the swap.
+    let swapping = crate::interrupt::hold();
     let mut done: Vec<Swapped> = Vec::new();
     for v in selected {
         match swap_in(build_dir, &new_dir, &old_dir, &v.name) {
@@ -913,7 +921,7 @@ fn build_and_swap(
         .collect();
     // `tmp` (with the old variants) is removed here.
     tmp.close().with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
-    Ok((built, warnings))
+    Ok((built, warnings, swapping))
 }
 
 #[cfg(test)]

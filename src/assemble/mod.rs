@@ -9,7 +9,8 @@
 //! - [`noarch`]: one flat noarch variant directory (`torch-<backend>/`): the package files,
 //!   `_ops.py` and `metadata.json` ([`metadata`], with `kernels-minver` from [`loader`]);
 //! - [`compiled`]: compiled (`[torch]`) variants, built natively for the cell the host
-//!   toolchain gives;
+//!   toolchain gives; [`stable_abi`]: what a torch stable-ABI cell compiles and links against
+//!   (the C shim only);
 //! - [`bundle`]: every requested variant built into a temporary directory inside `DIR/build/`
 //!   (cells in parallel with `--jobs`) and renamed into place, replacing only the variants
 //!   built, then `build/hashes.json`;
@@ -35,6 +36,7 @@ pub mod native;
 pub mod noarch;
 pub mod provenance;
 pub mod source;
+pub mod stable_abi;
 pub mod verify;
 
 use std::fmt;

@@ -309,6 +309,31 @@ fn bench_script_missing() {
     f.assert_untouched(&before);
 }
 
+/// A compiled kernel (kernels/relu's build.toml) is not a Helion kernel: `tune` says so,
+/// instead of asking for a bench script, and changes nothing.
+#[test]
+fn compiled_kernel_is_not_a_helion_kernel() {
+    let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
+    std::fs::remove_dir_all(&f.kernel).unwrap();
+    let relu = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/relu");
+    for e in walkdir::WalkDir::new(&relu).into_iter().map(|e| e.unwrap()) {
+        let rel = e.path().strip_prefix(&relu).unwrap();
+        if e.file_type().is_file() && !rel.starts_with("build") && !rel.starts_with("gpu-check") {
+            write(&f.kernel.join(rel.to_str().unwrap()), &std::fs::read_to_string(e.path()).unwrap());
+        }
+    }
+    let before = f.snapshot();
+    let (code, stderr) = f.fails(&[], true);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "error: `toy-helion/build.toml` is a compiled `[torch]` kernel, not a Helion kernel: `tune` pre-tunes the \
+         Helion kernels of a `[torch-noarch]` kernel (Python with `@helion.kernel` functions, as `kernel-builder \
+         init --template helion` writes) and a compiled kernel has nothing for it to tune\n"
+    );
+    assert_eq!(f.snapshot(), before);
+}
+
 #[test]
 fn bench_script_outside_the_kernel_directory() {
     let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
