@@ -94,7 +94,9 @@ fn lint_package(pkg: &Package, config: &BuildConfig) -> Vec<Warning> {
             let has = pkg.heuristics.iter().any(|h| {
                 h.dir == src.dir
                     && h.stem.as_deref() == Some(src.stem.as_str())
-                    && h.kind_compute.as_ref().is_some_and(|(k, _)| k == kind)
+                    && h.kind_compute
+                        .as_ref()
+                        .is_some_and(|(k, c)| k == kind && lookup::compute_is_reported(k, c))
             });
             if !has {
                 out.push(Warning {

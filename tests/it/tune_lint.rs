@@ -213,6 +213,16 @@ fn untuned_and_non_helion_cards() {
          config for each kernel (correct, not tuned). `kernel-builder tune` on a GPU makes one.\n\
          <!-- /kernel-builder: tuned-for -->\n"
     );
+    // A heuristic without its tune record: listed, with the GPUs that use it, figures unknown.
+    write(dir, "torch-ext/toy_helion/_helion_aot_op_cuda_sm80.py", &heuristic(&["scale", "shift"]));
+    let card = card_of(dir);
+    assert!(
+        card.contains(
+            "| unknown (no `tuning/cuda_sm80/tune.json`) | cuda sm80 | sm80, sm86, sm87, sm89, sm90, sm100, sm103, \
+             sm110, sm120, sm121 | | | | | | | | |\n"
+        ),
+        "{card}"
+    );
     write(dir, "build.toml", &HELION_TOML.replace("python-depends = [\"helion\"]\n", ""));
     assert_eq!(card_of(dir), "# card\n");
 }
