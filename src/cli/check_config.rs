@@ -38,6 +38,9 @@ pub struct Summary {
     /// `2026-12`, and its revision date.
     pub matrix: String,
     pub matrix_revision: String,
+    /// The Helion lint's warnings (`crate::tune::lint`), also on stderr; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub helion_warnings: Vec<crate::tune::lint::Warning>,
 }
 
 /// The `--json` document of a file with errors (exit 1): every problem with its place.
@@ -135,6 +138,7 @@ impl Summary {
             },
             matrix: crate::matrix::data::for_config(c).name.clone(),
             matrix_revision: crate::matrix::data::for_config(c).revision.clone(),
+            helion_warnings: Vec::new(),
         }
     }
 
@@ -170,7 +174,9 @@ pub fn run(args: Args) -> super::CmdResult {
             if !loaded.rendered_warnings.is_empty() {
                 eprint!("{}", loaded.rendered_warnings);
             }
-            let summary = Summary::of(&loaded.config);
+            let mut summary = Summary::of(&loaded.config);
+            summary.helion_warnings = crate::tune::lint::lint(&dir, &loaded.config)?;
+            eprint!("{}", crate::tune::lint::render(&summary.helion_warnings));
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
             } else {

@@ -63,6 +63,8 @@ pub struct Prepared {
     pub card: Option<LocalFile>,
     /// Warnings to show (manifest problems under `--force`, dirty builds).
     pub warnings: Vec<String>,
+    /// The rendered card `card` points at, when it is one (removed when the last clone drops).
+    pub card_tmp: Option<std::sync::Arc<tempfile::TempPath>>,
 }
 
 /// How an upload ended.
@@ -415,9 +417,23 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         .into_iter()
         .find(|p| p.is_file())
         .unwrap_or_else(|| build_dir.join("CARD.md"));
-    let card =
-        if card_path.is_file() { Some(LocalFile::read(&card_path, "README.md".to_owned())?) } else { None };
-    Ok(Prepared { repo_id, branch, variants, files, card, warnings })
+    // A Helion kernel's card gets its "Tuned for" section (crate::tune::card), rendered into a
+    // temporary file that `Prepared` keeps alive.
+    let card_tmp = match &loaded {
+        Ok(l) if card_path.is_file() => {
+            crate::tune::card::rendered_card_file(dir, &l.config, &card_path)?.map(std::sync::Arc::new)
+        }
+        _ => None,
+    };
+    let card = match &card_tmp {
+        Some(tmp) => {
+            let path = Utf8PathBuf::try_from(tmp.to_path_buf()).context("a non-UTF-8 temporary directory")?;
+            Some(LocalFile::read(&path, "README.md".to_owned())?)
+        }
+        None if card_path.is_file() => Some(LocalFile::read(&card_path, "README.md".to_owned())?),
+        None => None,
+    };
+    Ok(Prepared { repo_id, branch, variants, files, card, card_tmp, warnings })
 }
 
 /// The plan for one revision, with the remote ids known.

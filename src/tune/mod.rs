@@ -19,6 +19,9 @@
 //!    temporary file beside it and renamed). An error or an interrupt before that point leaves
 //!    the directory exactly as it was.
 
+pub mod card;
+pub mod lint;
+pub mod lookup;
 mod report;
 mod run;
 

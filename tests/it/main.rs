@@ -17,6 +17,7 @@ mod nix;
 mod nix_compiled;
 mod scripts;
 mod tune;
+mod tune_lint;
 mod update_build;
 mod update_build_variants;
 mod upload;

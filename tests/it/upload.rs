@@ -1064,3 +1064,62 @@ fn upload_json_prints_the_outcome_on_stdout() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.starts_with("built torch-cpu (6 files, id _relu_cpu_"), "{}", r.stdout);
 }
+
+/// A Helion kernel's card goes to `main` with its "Tuned for" section: the GPU and figures
+/// of `tuning/cuda_sm90/tune.json`, rendered into the README.md that is committed (the
+/// kernel's CARD.md itself is left as it is).
+#[test]
+fn a_helion_kernels_card_is_published_with_its_tuning() {
+    let env = Env::new();
+    let dir = env.root.join("h");
+    fixture(
+        &dir,
+        &BUILD_TOML
+            .replace("[\"cpu\", \"cuda\"]", "[\"cuda\"]")
+            .replace("[general.hub]", "python-depends = [\"helion\"]\n\n[general.hub]"),
+    );
+    write(
+        &dir.join("torch-ext/relu/_helion_aot_op_cuda_sm90.py"),
+        b"# Tuned 2026-12-01 11:45:35 UTC on 1 shapes:\n#   relu: fp32[1048576]\ndef key_relu(*args):\n    return 0\n\n\ndef autotune_relu(*args):\n    return {}\n",
+    );
+    let record = json!({
+        "format": 1,
+        "command": "kernel-builder tune h --effort quick",
+        "kernel_builder": "0.1.0",
+        "environment": {
+            "python": "3.12.3", "torch": "2.11.0+cu130", "triton": "3.6.0", "helion": "1.4.0",
+            "cuda": "13.0", "driver": "580.159.04", "device_name": "NVIDIA H200", "device_kind": "cuda",
+            "compute": "sm90", "hardware_id": "cuda_NVIDIA_H200_13.0", "utc": "2026-12-01 11:45:35"
+        },
+        "bench": ["bench.py"], "effort": "quick", "goal": "max_slowdown", "threshold": 1.01, "max_configs": null,
+        "heuristic_files": ["relu/_helion_aot_op_cuda_sm90.py"],
+        "shapes": [{"kernel": "relu", "shape": "fp32[1048576]", "default_ms": 0.02, "tuned_ms": 0.01, "speedup": 2.0}],
+        "geomean_speedup": 2.0,
+        "runner_summary": {}
+    });
+    write(&dir.join("tuning/cuda_sm90/tune.json"), serde_json::to_string_pretty(&record).unwrap().as_bytes());
+    let card = "# relu\n\nA Helion card.\n";
+    write(&dir.join("CARD.md"), card.as_bytes());
+    env.build(&dir, &[]);
+    env.upload_ok(&dir, &[]);
+
+    let udir = camino::Utf8PathBuf::from_path_buf(dir.clone()).unwrap();
+    let loaded = kernel_builder::config::load(&udir).unwrap();
+    let published = kernel_builder::tune::card::with_tuning(&udir, &loaded.config, card).unwrap();
+    assert!(
+        published.contains(
+            "| NVIDIA H200 | cuda sm90 | sm90, sm100, sm103, sm110, sm120, sm121 | 580.159.04 | 13.0 | 2.11.0+cu130 | \
+             3.6.0 | 1.4.0 | 2026-12-01 11:45:35 | 1 | 2.00x |\n"
+        ) && published.contains("| relu | fp32[1048576] | 0.0200 | 0.0100 | 2.00x |\n"),
+        "{published}"
+    );
+    let state = env.server.repo_state();
+    assert_eq!(
+        state["main"]["README.md"],
+        json!({"sha256": sha256_hex(published.as_bytes()), "size": published.len(), "lfs": false})
+    );
+    assert_eq!(fs::read_to_string(dir.join("CARD.md")).unwrap(), card);
+    // Nothing changed: a second upload sends no new card.
+    let r = env.upload_ok(&dir, &[]);
+    assert_eq!(r.json.unwrap()["status"], "no_changes", "{}", r.stderr);
+}

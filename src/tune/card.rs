@@ -1,0 +1,283 @@
+//! The "Tuned for" section of a Helion kernel's card (the Hub `README.md`): which GPUs the
+//! shipped heuristics were tuned on, with what software, on which shapes, and the figures of the
+//! last tune, read from `tuning/<kind>_<compute>/tune.json` (format 1, written by
+//! [`super::TuneReport`]), plus, from Helion's lookup ([`super::lookup`]), the GPUs that use
+//! each heuristic.
+//!
+//! The section sits between [`BEGIN`] and [`END`] marker lines; [`with_tuning`] replaces a
+//! section already in the card (so rendering is idempotent) or appends one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use camino::Utf8Path;
+use serde::Deserialize;
+
+use super::lookup;
+use crate::config::{BuildConfig, Framework};
+
+/// The line that opens the generated section.
+pub const BEGIN: &str =
+    "<!-- kernel-builder: tuned-for (generated from tuning/*/tune.json; edits here are replaced) -->";
+/// The line that closes it.
+pub const END: &str = "<!-- /kernel-builder: tuned-for -->";
+
+/// The part of `tune.json` the card shows (other fields are ignored).
+#[derive(Debug, Deserialize)]
+pub struct TuneRecord {
+    /// Must be 1.
+    pub format: u32,
+    pub command: String,
+    pub environment: RecordEnvironment,
+    pub effort: String,
+    pub goal: String,
+    pub threshold: f64,
+    pub max_configs: Option<u32>,
+    pub shapes: Vec<RecordShape>,
+    pub geomean_speedup: Option<f64>,
+}
+
+/// `environment` of `tune.json` (see [`super::Environment`]).
+#[derive(Debug, Deserialize)]
+pub struct RecordEnvironment {
+    pub torch: String,
+    pub triton: String,
+    pub helion: String,
+    pub cuda: String,
+    pub driver: String,
+    pub device_name: String,
+    pub device_kind: String,
+    pub compute: String,
+    pub utc: String,
+}
+
+/// One row of `shapes` of `tune.json` (times in ms).
+#[derive(Debug, Deserialize)]
+pub struct RecordShape {
+    pub kernel: String,
+    pub shape: String,
+    pub default_ms: Option<f64>,
+    pub tuned_ms: Option<f64>,
+    pub speedup: Option<f64>,
+}
+
+/// Read `kernel_dir/tuning/<kind>_<compute>/tune.json` (`None`: absent).
+///
+/// # Errors
+/// It cannot be read, is not JSON of format 1, or names another kind or compute; the error names
+/// the file.
+pub fn read_record(kernel_dir: &Utf8Path, kind: &str, compute: &str) -> anyhow::Result<Option<TuneRecord>> {
+    let path = kernel_dir.join("tuning").join(format!("{kind}_{compute}")).join("tune.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = crate::fsutil::read_to_string(&path)?;
+    let rec: TuneRecord = serde_json::from_str(&text)
+        .with_context(|| format!("`{path}` is not a tune record (`kernel-builder tune` writes it)"))?;
+    anyhow::ensure!(
+        rec.format == 1,
+        "`{path}` has format {}; this kernel-builder reads format 1",
+        rec.format
+    );
+    anyhow::ensure!(
+        rec.environment.device_kind == kind && rec.environment.compute == compute,
+        "`{path}` records a tune on {} {}, not {kind} {compute}: re-run `kernel-builder tune` there",
+        rec.environment.device_kind,
+        rec.environment.compute
+    );
+    Ok(Some(rec))
+}
+
+/// The section for the kernel in `kernel_dir` (markers included, ending in a newline), or `None`
+/// for a kernel that does not depend on helion. A Helion kernel with no heuristic says it is not
+/// pre-tuned.
+///
+/// # Errors
+/// A package file or a tune record cannot be read (see [`read_record`]).
+pub fn section(kernel_dir: &Utf8Path, config: &BuildConfig) -> anyhow::Result<Option<String>> {
+    if !super::lint::is_helion(config) {
+        return Ok(None);
+    }
+    let pkg = lookup::scan(kernel_dir, &config.general.python_name())?;
+    let declared = match &config.framework {
+        Framework::TorchNoarch(t) => t.cuda_capabilities.as_deref(),
+        _ => None,
+    };
+    // (kind, compute) → shipped file names; (dir, stem, kind) → computes, for the lookup.
+    let mut by_target: BTreeMap<(String, String), Vec<&lookup::HeuristicFile>> = BTreeMap::new();
+    let mut shipped: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
+    for h in &pkg.heuristics {
+        let (Some(stem), Some((kind, compute))) = (&h.stem, &h.kind_compute) else { continue };
+        if !lookup::compute_is_reported(kind, compute) {
+            continue;
+        }
+        by_target.entry((kind.clone(), compute.clone())).or_default().push(h);
+        shipped.entry((h.dir.to_string(), stem.clone(), kind.clone())).or_default().insert(compute.clone());
+    }
+
+    let mut s = format!("{BEGIN}\n## Tuned for\n\n");
+    if by_target.is_empty() {
+        s.push_str(
+            "Not pre-tuned: no Helion heuristic is shipped, so on every GPU Helion runs its default config for each \
+             kernel (correct, not tuned). `kernel-builder tune` on a GPU makes one.\n",
+        );
+        s.push_str(END);
+        s.push('\n');
+        return Ok(Some(s));
+    }
+    s.push_str(
+        "Helion picks a heuristic by the GPU's exact compute capability, then falls back to older ones (CUDA sm100 \
+         down to sm70, ROCm gfx950 down to gfx900); a GPU that reaches none runs Helion's default config.\n\n",
+    );
+    s.push_str("| GPU | compute | Helion uses it on | driver | runtime | torch | triton | helion | tuned (UTC) | shapes tuned | last tune geomean speedup |\n");
+    s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: | ---: |\n");
+    let mut details = String::new();
+    for ((kind, compute), files) in &by_target {
+        // The devices that use this compute's files (any stem; usually one).
+        let mut used: Vec<String> = Vec::new();
+        for ((_, _, k), set) in &shipped {
+            if k == kind && set.contains(compute) {
+                let picking =
+                    lookup::devices_picking(kind, set, if kind == "cuda" { declared } else { None });
+                for d in &picking[compute] {
+                    if !used.contains(d) {
+                        used.push(d.clone());
+                    }
+                }
+            }
+        }
+        let used = if used.is_empty() { "none".to_owned() } else { used.join(", ") };
+        match read_record(kernel_dir, kind, compute)? {
+            None => {
+                let _ = writeln!(
+                    s,
+                    "| unknown (no `tuning/{kind}_{compute}/tune.json`) | {kind} {compute} | {used} | | | | | | | | |"
+                );
+            }
+            Some(r) => {
+                let e = &r.environment;
+                let geo = r.geomean_speedup.map_or("-".to_owned(), |g| format!("{g:.2}x"));
+                let tuned: Vec<&String> = files.iter().flat_map(|h| &h.tuned_shapes).collect();
+                let n_tuned = if tuned.is_empty() { r.shapes.len() } else { tuned.len() };
+                let _ = writeln!(
+                    s,
+                    "| {} | {kind} {compute} | {used} | {} | {} | {} | {} | {} | {} | {n_tuned} | {geo} |",
+                    e.device_name, e.driver, e.cuda, e.torch, e.triton, e.helion, e.utc,
+                );
+                let _ = write!(details, "\n### {} ({kind} {compute})\n\n", e.device_name);
+                for h in files {
+                    if h.tuned_shapes.is_empty() {
+                        let _ = writeln!(details, "`{}` (its header lists no shapes).", h.name);
+                    } else {
+                        let _ =
+                            writeln!(details, "`{}`, tuned on {} shapes:\n", h.name, h.tuned_shapes.len());
+                        for shape in &h.tuned_shapes {
+                            let _ = writeln!(details, "- {shape}");
+                        }
+                    }
+                    details.push('\n');
+                }
+                let _ = write!(
+                    details,
+                    "The last tune, {} UTC (`{}`; effort {}, goal {} <= {}{}), timed {} shapes with Helion's default \
+                     config and with the config the heuristic picks:\n\n",
+                    e.utc,
+                    r.command,
+                    r.effort,
+                    r.goal,
+                    r.threshold,
+                    r.max_configs.map_or(String::new(), |n| format!(", at most {n} configs per kernel")),
+                    r.shapes.len(),
+                );
+                details.push_str("| kernel | shape | default config (ms) | tuned (ms) | speedup |\n");
+                details.push_str("| --- | --- | ---: | ---: | ---: |\n");
+                let ms = |v: Option<f64>| v.map_or("failed".to_owned(), |v| format!("{v:.4}"));
+                for row in &r.shapes {
+                    let _ = writeln!(
+                        details,
+                        "| {} | {} | {} | {} | {} |",
+                        row.kernel,
+                        row.shape,
+                        ms(row.default_ms),
+                        ms(row.tuned_ms),
+                        row.speedup.map_or("-".to_owned(), |v| format!("{v:.2}x"))
+                    );
+                }
+                let _ = writeln!(details, "| geomean | | | | {geo} |");
+            }
+        }
+    }
+    s.push_str(&details);
+    s.push_str(END);
+    s.push('\n');
+    Ok(Some(s))
+}
+
+/// `card` with `section` in place of the one between [`BEGIN`] and [`END`], or appended after a
+/// blank line when the card has none.
+pub fn splice(card: &str, section: &str) -> String {
+    if let Some(b) = card.find(BEGIN) {
+        if let Some(e) = card[b..].find(END) {
+            let mut after = &card[b + e + END.len()..];
+            after = after.strip_prefix('\n').unwrap_or(after);
+            return format!("{}{section}{after}", &card[..b]);
+        }
+    }
+    let mut out = card.trim_end_matches('\n').to_owned();
+    out.push_str("\n\n");
+    out.push_str(section);
+    out
+}
+
+/// The card text to publish for the kernel in `kernel_dir`: `card` with the "Tuned for"
+/// section spliced in ([`splice`]) for a Helion kernel, unchanged otherwise.
+///
+/// # Errors
+/// See [`section`].
+pub fn with_tuning(kernel_dir: &Utf8Path, config: &BuildConfig, card: &str) -> anyhow::Result<String> {
+    Ok(match section(kernel_dir, config)? {
+        Some(sec) => splice(card, &sec),
+        None => card.to_owned(),
+    })
+}
+
+/// For `upload`: the card file at `card_path` with the "Tuned for" section spliced in, written
+/// to a temporary file that lives as long as the returned path (`None`: publish `card_path`
+/// as it is: not a Helion kernel, not UTF-8, or already up to date).
+///
+/// # Errors
+/// The card cannot be read or the temporary file written; see also [`section`].
+pub fn rendered_card_file(
+    kernel_dir: &Utf8Path,
+    config: &BuildConfig,
+    card_path: &Utf8Path,
+) -> anyhow::Result<Option<tempfile::TempPath>> {
+    let bytes = std::fs::read(card_path).with_context(|| format!("cannot read `{card_path}`"))?;
+    let Ok(text) = String::from_utf8(bytes) else { return Ok(None) };
+    let rendered = with_tuning(kernel_dir, config, &text)?;
+    if rendered == text {
+        return Ok(None);
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix("kernel-builder-card-")
+        .suffix(".md")
+        .tempfile()
+        .context("cannot create a temporary file for the rendered card")?;
+    std::io::Write::write_all(&mut tmp, rendered.as_bytes()).context("cannot write the rendered card")?;
+    Ok(Some(tmp.into_temp_path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splice_replaces_or_appends() {
+        let sec = format!("{BEGIN}\nnew\n{END}\n");
+        assert_eq!(splice("# k\n", &sec), format!("# k\n\n{sec}"));
+        let old = format!("# k\n\n{BEGIN}\nold\n{END}\n\n## More\n");
+        assert_eq!(splice(&old, &sec), format!("# k\n\n{sec}\n## More\n"));
+        assert_eq!(splice(&splice("# k\n", &sec), &sec), splice("# k\n", &sec));
+    }
+}
