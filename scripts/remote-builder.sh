@@ -20,6 +20,10 @@
 #                                            STORE     DIR/nix/store, the builder's store
 #   scripts/remote-builder.sh stop DIR     stop it (its sshd and every session), by process id
 #
+# With KB_REMOTE_TMPFS=SIZE (e.g. 4g) the builder's store is a tmpfs of at most SIZE mounted on
+# DIR/nix (unmounted by `stop`), so a test does not need disk for the second copy of the
+# cells' inputs. KB_REMOTE_MAX_JOBS (default 2) is the builder's max-jobs and the spec's.
+#
 # Needs root (mount namespaces, sshd, build users).
 set -euo pipefail
 
@@ -58,7 +62,11 @@ start() {
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     [ -z "$(ls -A "$dir")" ] || { echo "remote-builder.sh: $dir is not empty" >&2; exit 1; }
-    mkdir -p "$dir/nix/store" "$dir/nix/var" "$dir/etc-nix" "$dir/run"
+    mkdir -p "$dir/nix" "$dir/etc-nix" "$dir/run"
+    if [ -n "${KB_REMOTE_TMPFS:-}" ]; then
+        as_root mount -t tmpfs -o "size=$KB_REMOTE_TMPFS,mode=0755" kb-remote-store "$dir/nix"
+    fi
+    mkdir -p "$dir/nix/store" "$dir/nix/var"
     ssh-keygen -q -t ed25519 -N '' -C kernel-builder-test-host -f "$dir/host_key"
     ssh-keygen -q -t ed25519 -N '' -C kernel-builder-test-client -f "$dir/client_key"
     cp "$dir/client_key.pub" "$dir/authorized_keys"
@@ -124,12 +132,16 @@ EOF
 
 stop() {
     local dir="$1" pid
-    [ -f "$dir/pid" ] || return 0
-    pid="$(cat "$dir/pid")"
-    # One kill for all of them, the listener first: no session outlives it to finish a build.
-    # shellcheck disable=SC2046
-    kill -9 "$pid" $(descendants "$pid") 2>/dev/null || true
-    rm -f "$dir/pid"
+    if [ -f "$dir/pid" ]; then
+        pid="$(cat "$dir/pid")"
+        # One kill for all of them, the listener first: no session outlives it to finish a build.
+        # shellcheck disable=SC2046
+        kill -9 "$pid" $(descendants "$pid") 2>/dev/null || true
+        rm -f "$dir/pid"
+    fi
+    if mountpoint -q "$dir/nix"; then
+        as_root umount -l "$dir/nix"
+    fi
 }
 
 case "${1:-}" in
