@@ -102,7 +102,11 @@ fn parse_machine(line: &str) -> anyhow::Result<Builder> {
         match get(i) {
             None => Ok(1),
             Some(f) => f.parse().map_err(|_| {
-                anyhow::anyhow!("builder `{}`: {what} `{f}` is not a whole number (field {})", fields[0], i + 1)
+                anyhow::anyhow!(
+                    "builder `{}`: {what} `{f}` is not a whole number (field {})",
+                    fields[0],
+                    i + 1
+                )
             }),
         }
     };
@@ -347,7 +351,10 @@ building '/nix/store/ccc-k-cell.drv' on 'ssh://b'...
                 ("/nix/store/ccc-k-cell.drv".to_owned(), "ssh://b".to_owned())
             ]
         );
-        assert_eq!(summary(LOG), ["k-torch-cpu was built on ssh-ng://root@127.0.0.1", "k-cell was built on ssh://b"]);
+        assert_eq!(
+            summary(LOG),
+            ["k-torch-cpu was built on ssh-ng://root@127.0.0.1", "k-cell was built on ssh://b"]
+        );
         assert_eq!(explain_failure("building '/nix/store/x-y.drv'...\nerror: boom"), None);
     }
 
@@ -364,6 +371,9 @@ building '/nix/store/ccc-k-cell.drv' on 'ssh://b'...
         let e = explain_failure(&format!("{LOG}error: unexpected end-of-file\n")).unwrap();
         assert!(e.contains("k-torch-cpu on ssh-ng://root@127.0.0.1, k-cell on ssh://b"), "{e}");
         // A local failure after remote successes names no builder.
-        assert_eq!(explain_failure(&format!("{LOG}error: builder for '/nix/store/bbb-k-torch-cuda.drv' failed")), None);
+        assert_eq!(
+            explain_failure(&format!("{LOG}error: builder for '/nix/store/bbb-k-torch-cuda.drv' failed")),
+            None
+        );
     }
 }

@@ -209,7 +209,8 @@ pub fn pull(
     }
     extra.extend(substitute_args(from, public_key));
     let dir = kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
-    let mut dry: Vec<String> = vec!["build".into(), "--dry-run".into(), "--no-link".into(), format!("{dir}#bundle")];
+    let mut dry: Vec<String> =
+        vec!["build".into(), "--dry-run".into(), "--no-link".into(), format!("{dir}#bundle")];
     dry.extend(extra.iter().cloned());
     let nixp = super::nix_program();
     let out = duct::cmd(&nixp, &dry)
@@ -240,9 +241,8 @@ pub fn pull(
     // Nix 2.8's dry run does not look at signatures (a wrong key shows up only when the
     // substitution is refused): check them now, with the key given as the only trusted one.
     if !fetched.is_empty() {
-        let mut verify: Vec<String> = ["store", "verify", "--no-contents", "--store", from]
-            .map(String::from)
-            .to_vec();
+        let mut verify: Vec<String> =
+            ["store", "verify", "--no-contents", "--store", from].map(String::from).to_vec();
         verify.extend(["--option".into(), "trusted-public-keys".into(), public_key.to_owned()]);
         verify.extend(fetched.iter().cloned());
         let out = duct::cmd(&nixp, &verify)
@@ -282,9 +282,15 @@ mod tests {
         let log = "these 2 derivations will be built:\n  /nix/store/a-x.drv\n  /nix/store/b-y.drv\nthese 3 paths will be fetched (0.01 MiB download, 0.05 MiB unpacked):\n  /nix/store/c-z\n";
         assert_eq!(
             dry_run_lists(log),
-            (vec!["/nix/store/a-x.drv".to_owned(), "/nix/store/b-y.drv".to_owned()], vec!["/nix/store/c-z".to_owned()])
+            (
+                vec!["/nix/store/a-x.drv".to_owned(), "/nix/store/b-y.drv".to_owned()],
+                vec!["/nix/store/c-z".to_owned()]
+            )
         );
-        assert_eq!(dry_run_lists("this derivation will be built:\n  /nix/store/a-x.drv\n").0, ["/nix/store/a-x.drv"]);
+        assert_eq!(
+            dry_run_lists("this derivation will be built:\n  /nix/store/a-x.drv\n").0,
+            ["/nix/store/a-x.drv"]
+        );
         assert_eq!(dry_run_lists("warning: x\n  not a list\n"), (vec![], vec![]));
     }
 

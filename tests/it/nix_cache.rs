@@ -95,7 +95,9 @@ fn a_signed_cache_fills_a_fresh_store_by_substitution_only() {
     assert!(out.status.success(), "{log}");
     let pushed: Vec<PathBuf> = log
         .lines()
-        .filter_map(|l| l.strip_prefix("pushed ")?.split_once(" (signed by kb-test-cache-1) -> ").map(|(p, _)| p.into()))
+        .filter_map(|l| {
+            l.strip_prefix("pushed ")?.split_once(" (signed by kb-test-cache-1) -> ").map(|(p, _)| p.into())
+        })
         .collect();
     let names: Vec<String> = pushed
         .iter()
@@ -103,7 +105,13 @@ fn a_signed_cache_fills_a_fresh_store_by_substitution_only() {
         .collect();
     assert_eq!(
         names,
-        ["nix-fixture-bundle", "nix-fixture-torch-cpu", "nix-fixture-torch-cuda", "nix-fixture-torch-rocm", "nix-fixture-torch-xpu"]
+        [
+            "nix-fixture-bundle",
+            "nix-fixture-torch-cpu",
+            "nix-fixture-torch-cuda",
+            "nix-fixture-torch-rocm",
+            "nix-fixture-torch-xpu"
+        ]
     );
     for p in &pushed {
         let info: serde_json::Value = serde_json::from_str(&nix(&[
@@ -122,8 +130,7 @@ fn a_signed_cache_fills_a_fresh_store_by_substitution_only() {
 
     // A fresh store would fetch the bundle and build nothing.
     let fresh = t.path().join("fresh/nix");
-    let mut dry: Vec<String> =
-        ["build", "--dry-run", "--no-link"].map(String::from).to_vec();
+    let mut dry: Vec<String> = ["build", "--dry-run", "--no-link"].map(String::from).to_vec();
     dry.push(format!("{}#bundle", kernel.display()));
     dry.extend(override_orchestrator());
     dry.extend(["--option".into(), "substituters".into(), uri.clone()]);
@@ -152,7 +159,11 @@ fn a_signed_cache_fills_a_fresh_store_by_substitution_only() {
     let missing = format!("file://{}", t.path().join("no-cache").display());
     let cases: [(&str, String, &str); 4] = [
         (&uri, wrong_same_name, "signed by `kb-test-cache-1`, but not with the public key given"),
-        (&uri, format!("someone-else-1:{key}"), "signed by `kb-test-cache-1`, not by the key given (`someone-else-1`)"),
+        (
+            &uri,
+            format!("someone-else-1:{key}"),
+            "signed by `kb-test-cache-1`, not by the key given (`someone-else-1`)",
+        ),
         (&missing, public.clone(), "no binary cache at"),
         (&format!("file://{}", empty.display()), public.clone(), "the cache has no"),
     ];

@@ -6,8 +6,8 @@
 //! Needs what the other `nix-tests` need (scripts/setup-nix.sh), root, and openssh-server
 //! (`scripts/remote-builder.sh setup` installs it with apt; only when that fails do these tests
 //! say SKIPPED and check nothing). Each builder's store gets the cells' inputs copied in (for
-//! relu's CPU cell, the unpacked torch wheel of the host package set, about 1.5 GB), so the
-//! tests take turns.
+//! relu's CPU cell, the unpacked torch wheel of the host package set, about 1.1 GB); it is a
+//! tmpfs (`KB_REMOTE_TMPFS=4g`, memory, not disk), and the tests take turns.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -62,13 +62,14 @@ impl RemoteBuilder {
         }
         assert!(ok, "scripts/remote-builder.sh setup failed:\n{err}");
         let dir = tempfile::Builder::new().prefix("kb-remote-builder-").tempdir().unwrap();
-        let out = duct::cmd(repo().join("scripts/remote-builder.sh"), ["start", dir.path().to_str().unwrap()])
-            .env("KB_REMOTE_TMPFS", "4g")
-            .stdout_capture()
-            .stderr_capture()
-            .unchecked()
-            .run()
-            .unwrap();
+        let out =
+            duct::cmd(repo().join("scripts/remote-builder.sh"), ["start", dir.path().to_str().unwrap()])
+                .env("KB_REMOTE_TMPFS", "4g")
+                .stdout_capture()
+                .stderr_capture()
+                .unchecked()
+                .run()
+                .unwrap();
         let (ok, out, err) = (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
