@@ -97,7 +97,9 @@ for i in $(seq "$runs"); do
         "$n" >"$work/$n.log" 2>&1 || { cat "$work/$n.log" >&2; exit 1; }
         end=$(date +%s%N)
         where=$(grep -c "was built on ssh-ng" "$work/$n.log" || true)
-        echo "run $i, $n builder(s): $(seconds "$start" "$end") s (derivations built on the SSH builder: $where)"
+        label="1 builder (this machine)"
+        [ "$n" = one ] || label="2 builders (this machine + SSH)"
+        echo "run $i, $label: $(seconds "$start" "$end") s (derivations built on the SSH builder: $where)"
     done
 done
 
@@ -109,6 +111,7 @@ start=$(date +%s%N)
     || { cat "$work/push.log" >&2; exit 1; }
 end=$(date +%s%N)
 echo "push (bundle and 2 cells, signed, to file://): $(seconds "$start" "$end") s, cache $(du -sh "$work/cache" | cut -f1)"
+bundle=$(sed -n 's/^pushed \(.*-bundle\) (signed.*/\1/p' "$work/push.log")
 for i in $(seq "$runs"); do
     fresh="$work/fresh-$i/nix"
     mkdir -p "$fresh"
@@ -119,6 +122,12 @@ for i in $(seq "$runs"); do
         >"$work/pull.log" 2>&1 || { cat "$work/pull.log" >&2; exit 1; }
     end=$(date +%s%N)
     built=$(grep -c "^building '" "$work/pull.log" || true)
-    echo "run $i, pull into a fresh store: $(seconds "$start" "$end") s (derivations built: $built)"
+    fetched=$(grep -c "^fetched " "$work/pull.log" || true)
+    same=no
+    if [ "$(nix hash path "$kernel/build/torch211-cxx11-cpu-x86_64-linux")" = "$(nix hash path "$bundle/torch211-cxx11-cpu-x86_64-linux")" ] \
+        && [ "$(nix hash path "$kernel/build/torch211-cxx11-cu130-x86_64-linux")" = "$(nix hash path "$bundle/torch211-cxx11-cu130-x86_64-linux")" ]; then
+        same=yes
+    fi
+    echo "run $i, pull into a fresh store: $(seconds "$start" "$end") s (derivations built: $built, variants fetched: $fetched, NAR hashes equal to the pushed bundle's: $same)"
     rm -rf "$work/fresh-$i"
 done

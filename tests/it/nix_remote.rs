@@ -313,3 +313,52 @@ fn a_builder_that_dies_mid_build_fails_naming_it_and_leaves_build_alone() {
     assert!(last.contains("the connection to the builder ended"), "{last}");
     assert_eq!(tree(&kernel.join("build")), before, "build/ changed");
 }
+
+/// A builder that cannot be reached (nothing listens on port 1) is an error naming it before
+/// anything is built: Nix itself would skip it and build everything here. `--builders` with
+/// `--nix never` is refused.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn an_unreachable_builder_is_named_before_the_build() {
+    let (_t, r) = clean_repo_with("tests/fixtures/nix-kernel");
+    let kernel = r.join("tests/fixtures/nix-kernel");
+    let exe = std::process::Command::cargo_bin("kernel-builder").unwrap().get_program().to_owned();
+    let mut args: Vec<String> = vec![
+        "build-and-copy".into(),
+        kernel.display().to_string(),
+        "--nix".into(),
+        "always".into(),
+        "--builders".into(),
+        format!("{BUILDER_URI} x86_64-linux - 1 1"),
+        "--".into(),
+    ];
+    args.extend(override_orchestrator());
+    let out = duct::cmd(&exe, &args)
+        .env("NIX_SSHOPTS", "-p 1 -o BatchMode=yes")
+        .env(kernel_builder::nixdrv::ORCHESTRATOR_ENV, orchestrator())
+        .stderr_to_stdout()
+        .stdout_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{log}");
+    assert!(log.contains(&format!("error: remote builder `{BUILDER_URI}` cannot be reached")), "{log}");
+    assert!(log.contains("port 1: Connection refused"), "{log}");
+    assert!(!log.contains("building '"), "{log}");
+    assert!(!kernel.join("build").exists());
+
+    let out = duct::cmd(
+        &exe,
+        ["build-and-copy", kernel.to_str().unwrap(), "--nix", "never", "--builders", "ssh://x"],
+    )
+    .stderr_to_stdout()
+    .stdout_capture()
+    .unchecked()
+    .run()
+    .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{log}");
+    assert!(log.contains("--builders spreads a build through Nix, but this build does not use Nix"), "{log}");
+    assert!(!kernel.join("build").exists());
+}
