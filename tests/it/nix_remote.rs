@@ -307,7 +307,7 @@ fn a_builder_that_dies_mid_build_fails_naming_it_and_leaves_build_alone() {
     let out = handle.wait().unwrap();
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "the build succeeded although its builder died:\n{log}");
-    let last = log.lines().filter(|l| l.contains("remote build failed:")).last();
+    let last = log.lines().rfind(|l| l.contains("remote build failed:"));
     let last = last.unwrap_or_else(|| panic!("no `remote build failed` line:\n{log}"));
     assert!(last.contains(&format!("{CPU_CELL} on {BUILDER_URI}")), "{last}");
     assert!(last.contains("the connection to the builder ended"), "{last}");
