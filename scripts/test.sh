@@ -2,7 +2,8 @@
 # The whole test suite, on a fresh Debian machine or an already set-up one:
 #   1. Nix (Debian's nix-bin: flakes, sandbox on, no substituters) and the statically linked
 #      orchestrator that Nix cells run as their builder (scripts/setup-nix.sh);
-#   2. every Rust test, the ones that compare with real Nix included (feature nix-tests);
+#   2. every Rust test, the ones that compare with real Nix included (feature nix-tests; the
+#      remote-builder tests need openssh-server, installed by scripts/remote-builder.sh setup);
 #   3. the Python tests: the example kernels built by the CLI and loaded by the real `kernels`
 #      loader (kernels 0.17.2, torch from PyPI, in .venv made by scripts/setup-venv.sh).
 set -euo pipefail
@@ -30,6 +31,10 @@ if ! command -v strace >/dev/null 2>&1; then
         sudo apt-get update -qq && sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
     fi
 fi
+
+# openssh-server and the kbremote build users: the remote-builder tests (tests/it/nix_remote.rs)
+# run a second sshd and Nix store on 127.0.0.1 (scripts/remote-builder.sh; idempotent).
+scripts/remote-builder.sh setup
 
 # The Python venv (torch, kernels, cmake, ninja, PyPI's nvcc) comes first: the Rust tests that
 # build compiled cells (natively and in Nix, with the host test package set) use it too.

@@ -47,7 +47,7 @@ let
         ++ assembleArgs.provenance;
       PATH = builtins.concatStringsSep ":" toolchain.path;
       CXX = toolchain.cxx;
-      allowSubstitutes = false;
+      # Substitutable: a binary cache (`kernel-builder cache push`) spares the compile.
     }
     // (if toolchain.nvcc or null == null then { } else { CUDACXX = toolchain.nvcc; })
     // (if toolchain.impure or false then { __noChroot = true; } else { })

@@ -33,6 +33,7 @@ derivation {
   ]
   ++ (if source == null then [ ] else [ "--source" "${source}" ])
   ++ map (c: "${c}") cells;
-  allowSubstitutes = false;
+  # Substitutable (no `allowSubstitutes = false`): `kernel-builder cache pull` fetches the
+  # bundle from a binary cache.
   preferLocalBuild = true;
 }

@@ -37,7 +37,8 @@ in
   builder = "${orchestrator}/bin/kernel-builder";
   args = assembleArgs.head ++ assembleArgs.provenance;
   # No network, no host paths; the variant directory carries no timestamps to fix.
-  allowSubstitutes = false;
+  # Substitutable: `kernel-builder cache pull` fetches cells from a binary cache (Nix 2.8 has
+  # no `always-allow-substitutes` to override `allowSubstitutes = false`).
 })
 // {
   inherit cell;

@@ -1,4 +1,4 @@
-//! `kernel-builder build-and-copy [DIR] [--variant V]... [--nix auto|always|never] [-- NIX_ARGS...]`
+//! `kernel-builder build-and-copy [DIR] [--variant V]... [--nix auto|always|never] [--builders SPEC] [-- NIX_ARGS...]`
 //! (alias `build`), and the hidden `kernel-builder assemble`, the builder a Nix cell runs.
 
 use std::process::ExitCode;
@@ -95,6 +95,14 @@ pub struct Args {
     /// "id", "reused"}]}` (`files`, `id` and `reused` are null for a Nix build).
     #[arg(long)]
     pub json: bool,
+    /// Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),
+    /// e.g. `'ssh-ng://me@big x86_64-linux /root/.ssh/id_builder 8'` (machines separated by
+    /// `;`, `@FILE` for a machines file). Every machine must answer before the build starts;
+    /// afterwards each cell built elsewhere is named with its builder, and a builder that
+    /// fails or dies fails the build naming it (DIR/build/ is left as it was). Without it,
+    /// nix.conf's `builders` apply as usual. Add `-- --max-jobs 0` to build nothing here.
+    #[arg(long, value_name = "SPEC")]
+    pub builders: Option<String>,
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
     #[command(flatten)]
@@ -268,8 +276,14 @@ pub fn run(args: Args) -> super::CmdResult {
             }
         }
     };
+    anyhow::ensure!(
+        use_nix || args.builders.is_none(),
+        "--builders spreads a build through Nix, but this build does not use Nix (see the note above); add `--nix always`"
+    );
     if use_nix {
-        let paths = crate::nixdrv::build_and_copy(&dir, &args.variants, &args.nix_args)?;
+        let mut nix_args = crate::nixdrv::builders::prepare(args.builders.as_deref())?;
+        nix_args.extend(args.nix_args.iter().cloned());
+        let paths = crate::nixdrv::build_and_copy(&dir, &args.variants, &nix_args)?;
         if args.json {
             let variants: Vec<serde_json::Value> = paths
                 .iter()

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 pub mod build_and_copy;
 pub mod build_and_upload;
+pub mod cache;
 pub mod check_abi;
 pub mod check_config;
 pub mod ci_matrix;
@@ -53,6 +54,8 @@ pub enum Command {
     /// Build one variant directory from a kernel source (the builder a Nix cell runs).
     #[command(hide = true)]
     Assemble(build_and_copy::AssembleArgs),
+    /// Push the cells and bundle to a signed Nix binary cache, or fill build/ from one.
+    Cache(cache::Args),
     /// Print the NAR hash of each path, as `nix hash path` does.
     Hash(hash::Args),
     /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
@@ -103,6 +106,7 @@ pub fn main() -> ExitCode {
         Command::CiMatrix(a) => ci_matrix::run(a),
         Command::BuildAndCopy(a) => build_and_copy::run(a),
         Command::Assemble(a) => build_and_copy::run_assemble(a),
+        Command::Cache(a) => cache::run(a),
         Command::Hash(a) => hash::run(a),
         Command::Verify(a) => verify::run(a),
         Command::NativeCache(a) => native_cache::run(a),

@@ -7,9 +7,13 @@
 //! from `PATH`, or the one named by `KERNEL_BUILDER_NIX`. Every subprocess runs through `duct`
 //! with its output captured, and Nix's build log is shown when a build fails.
 //!
+//! [`builders`] checks and reports Nix remote builders (`build-and-copy --builders`), [`cache`]
+//! pushes built cells to a signed binary cache and pulls them back (`kernel-builder cache`).
 //! [`support`] holds the small jobs that the Nix library's derivations run with the
 //! orchestrator as their builder (`kernel-builder nix-support …`).
 
+pub mod builders;
+pub mod cache;
 pub mod support;
 
 use anyhow::{bail, Context};
@@ -237,17 +241,21 @@ pub fn build(
         .context("`nix build` did not finish")?;
     let stdout = std::fs::read(json.path()).context("cannot read the output of `nix build --json`")?;
     let out = std::process::Output { status, stdout, stderr: Vec::new() };
+    let log = kept.iter().cloned().collect::<Vec<_>>().join("\n");
     if !out.status.success() {
-        let log = kept.iter().cloned().collect::<Vec<_>>().join("\n");
         let lines: Vec<&str> = log.lines().collect();
         let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
         bail!(
-            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}{}",
+            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}{}{}",
             args.join(" "),
             if tail.len() < seen { " (last lines; `nix log <drv>` has the rest)" } else { "" },
             tail.join("\n"),
+            builders::explain_failure(&log).map(|e| format!("\n{e}")).unwrap_or_default(),
             offline_hint(&log)
         );
+    }
+    for line in builders::summary(&log) {
+        eprintln!("note: {line}");
     }
     let results: Vec<BuildResult> = serde_json::from_slice(&out.stdout)
         .with_context(|| format!("`{nix} build --json` printed something that is not its JSON"))?;
@@ -479,7 +487,7 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
 
 /// The `nix build` arguments that `nix eval` needs too: `--override-input A B`, `--impure`,
 /// `--no-write-lock-file`, `--recreate-lock-file`, `--no-update-lock-file`, `--offline`.
-fn eval_flags(extra_args: &[String]) -> Vec<String> {
+pub(crate) fn eval_flags(extra_args: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < extra_args.len() {

@@ -1030,6 +1030,14 @@ Options:
           Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files", "id",
           "reused"}]}` (`files`, `id` and `reused` are null for a Nix build)
 
+      --builders <SPEC>
+          Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),
+          e.g. `'ssh-ng://me@big x86_64-linux /root/.ssh/id_builder 8'` (machines separated by `;`,
+          `@FILE` for a machines file). Every machine must answer before the build starts;
+          afterwards each cell built elsewhere is named with its builder, and a builder that fails
+          or dies fails the build naming it (DIR/build/ is left as it was). Without it, nix.conf's
+          `builders` apply as usual. Add `-- --max-jobs 0` to build nothing here
+
       --python <PATH>
           The Python interpreter whose torch compiled variants are built against; its torch version,
           CUDA build and C++ ABI name the variant. CMake and Ninja are looked up beside it first,

@@ -57,7 +57,7 @@ fn nix(cwd: &Path, args: &[&str]) -> String {
 }
 
 /// Every file under `root`: relative path → (bytes, executable). Directories are implied.
-fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
+pub(crate) fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
     walkdir::WalkDir::new(root)
         .sort_by_file_name()
         .into_iter()
@@ -111,7 +111,7 @@ pub(crate) fn git(dir: &Path, args: &[&str]) {
 /// A fresh, committed git repository holding the root flake (flake.nix, flake.lock, nix/,
 /// Cargo.toml) and the kernel directory `kernel_rel` at the same relative path, as a clean
 /// checkout has them. Returns (temp dir, repository path).
-fn clean_repo_with(kernel_rel: &str) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn clean_repo_with(kernel_rel: &str) -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let r = t.path().join("repo");
     fs::create_dir_all(&r).unwrap();
@@ -127,7 +127,7 @@ fn clean_repo_with(kernel_rel: &str) -> (tempfile::TempDir, PathBuf) {
     (t, r)
 }
 
-fn override_orchestrator() -> Vec<String> {
+pub(crate) fn override_orchestrator() -> Vec<String> {
     vec![
         "--override-input".into(),
         "kernel-builder/orchestrator".into(),

@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::nix::{git, orchestrator, repo, stub_nixpkgs};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
-const CPU_CELL: &str = "torch211-cxx11-cpu-x86_64-linux";
+pub(crate) const CPU_CELL: &str = "torch211-cxx11-cpu-x86_64-linux";
 const CUDA_CELL: &str = "torch211-cxx11-cu130-x86_64-linux";
 
 fn run(prog: &str, args: &[&str], cwd: &Path) -> (bool, String, String) {
@@ -49,7 +49,7 @@ fn venv_python() -> PathBuf {
 
 /// The offline test package set, copied into a temp dir with `host.json` describing this
 /// host (and its wheels in the store). `manylinux` is the policy it declares.
-fn host_toolchain(manylinux: &str) -> tempfile::TempDir {
+pub(crate) fn host_toolchain(manylinux: &str) -> tempfile::TempDir {
     let py = venv_python();
     let (ok, purelib, err) = run(
         py.to_str().unwrap(),
@@ -126,7 +126,7 @@ fn add_wheel_to_store(file: &str, sha256: &str) {
 /// The overrides of a kernel flake inside this repository: the static orchestrator, the
 /// offline test package set, the stub nixpkgs; never writing a lock file; the relaxed sandbox
 /// the host package set needs.
-fn host_args(toolchain: &Path) -> Vec<String> {
+pub(crate) fn host_args(toolchain: &Path) -> Vec<String> {
     [
         "--option",
         "sandbox",
@@ -588,7 +588,7 @@ fn torch_wheels_cover_the_matrix_and_hashes_are_well_formed() {
 /// A committed git repository with the root flake and kernels/relu, whose flake builds only
 /// torch 2.11's CPU cell, as a bundle cell (the cell the host package set can build), so that
 /// `nix flake check` and `build-and-copy --nix always` build it. `build_toml` edits build.toml.
-fn relu_repo(build_toml: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn relu_repo(build_toml: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let r = t.path().join("repo");
     fs::create_dir_all(&r).unwrap();

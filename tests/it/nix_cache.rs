@@ -1,0 +1,188 @@
+//! `kernel-builder cache push` and `cache pull` against real Nix: a `file://` binary cache
+//! signed with a key from `nix key generate-secret`, pulled into a fresh store (an empty
+//! directory mounted on /nix in a private mount namespace, so Nix there has nothing built and
+//! no other substituter).
+//!
+//! Needs what the other `nix-tests` need (scripts/setup-nix.sh) and root (the mount namespace).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::cargo::CommandCargoExt;
+
+use super::nix::{clean_repo_with, git, orchestrator, override_orchestrator, tree};
+
+fn kb() -> PathBuf {
+    PathBuf::from(std::process::Command::cargo_bin("kernel-builder").unwrap().get_program())
+}
+
+/// Run `prog ARGS` with /nix replaced by `fresh_nix` (created empty when missing): stdout and
+/// stderr together, and whether it succeeded.
+fn in_fresh_store(fresh_nix: &Path, prog: &Path, args: &[String]) -> (bool, String) {
+    fs::create_dir_all(fresh_nix).unwrap();
+    let mut a: Vec<String> = vec![
+        "--mount".into(),
+        "--propagation".into(),
+        "private".into(),
+        "--".into(),
+        "sh".into(),
+        "-c".into(),
+        "mount --bind \"$1\" /nix && shift && exec \"$@\"".into(),
+        "sh".into(),
+        fresh_nix.display().to_string(),
+        prog.display().to_string(),
+    ];
+    a.extend(args.iter().cloned());
+    let out = duct::cmd("unshare", a)
+        .env(kernel_builder::nixdrv::ORCHESTRATOR_ENV, orchestrator())
+        .stderr_to_stdout()
+        .stdout_capture()
+        .unchecked()
+        .run()
+        .expect("cannot run unshare (util-linux)");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn nix(args: &[&str]) -> String {
+    let out = duct::cmd("nix", args).stdout_capture().stderr_capture().unchecked().run().unwrap();
+    assert!(out.status.success(), "nix {args:?}:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Push the noarch fixture (four cells and the bundle, made new by a nonce) to a `file://`
+/// cache signed with a fresh key: the cache holds every cell and the bundle with its
+/// signature. A fresh store given that cache and the public key would fetch, not build (the
+/// dry run lists the bundle to fetch and no derivation to build), and `cache pull` fills
+/// `build/` with exactly the pushed bundle while its log builds nothing. A wrong key of the
+/// same name, another key, a missing cache and an empty cache each fail before anything is
+/// built, saying why, with `build/` untouched.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn a_signed_cache_fills_a_fresh_store_by_substitution_only() {
+    let (t, r) = clean_repo_with("tests/fixtures/nix-kernel");
+    let kernel = r.join("tests/fixtures/nix-kernel");
+    let nonce = format!("{:?}-{}", std::time::SystemTime::now(), std::process::id());
+    fs::write(kernel.join("torch-ext/nix_fixture/_nonce.py"), format!("NONCE = {nonce:?}\n")).unwrap();
+    git(&r, &["add", "-A"]);
+    git(&r, &["commit", "-q", "-m", "nonce"]);
+    let keys = t.path().join("keys");
+    fs::create_dir_all(&keys).unwrap();
+    let secret = keys.join("secret");
+    fs::write(&secret, nix(&["key", "generate-secret", "--key-name", "kb-test-cache-1"])).unwrap();
+    let public = duct::cmd!("nix", "key", "convert-secret-to-public")
+        .stdin_path(&secret)
+        .read()
+        .unwrap()
+        .trim()
+        .to_owned();
+    let cache = t.path().join("cache");
+    let uri = format!("file://{}", cache.display());
+    let mut nix_args = vec!["--".to_owned()];
+    nix_args.extend(override_orchestrator());
+
+    // Push.
+    let mut push: Vec<String> = vec!["cache".into(), "push".into(), kernel.display().to_string()];
+    push.extend(["--to".into(), uri.clone(), "--key-file".into(), secret.display().to_string()]);
+    push.extend(nix_args.iter().cloned());
+    let out = duct::cmd(kb(), &push)
+        .env(kernel_builder::nixdrv::ORCHESTRATOR_ENV, orchestrator())
+        .stderr_to_stdout()
+        .stdout_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{log}");
+    let pushed: Vec<PathBuf> = log
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("pushed ")?.split_once(" (signed by kb-test-cache-1) -> ").map(|(p, _)| p.into())
+        })
+        .collect();
+    let names: Vec<String> = pushed
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().split_once('-').unwrap().1.to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "nix-fixture-bundle",
+            "nix-fixture-torch-cpu",
+            "nix-fixture-torch-cuda",
+            "nix-fixture-torch-rocm",
+            "nix-fixture-torch-xpu"
+        ]
+    );
+    for p in &pushed {
+        let info: serde_json::Value = serde_json::from_str(&nix(&[
+            "path-info",
+            "--json",
+            "--sigs",
+            "--store",
+            &uri,
+            p.to_str().unwrap(),
+        ]))
+        .unwrap();
+        let sigs = info[0]["signatures"].as_array().unwrap();
+        assert!(sigs.iter().any(|s| s.as_str().unwrap().starts_with("kb-test-cache-1:")), "{info}");
+    }
+    let bundle = &pushed[0];
+
+    // A fresh store would fetch the bundle and build nothing.
+    let fresh = t.path().join("fresh/nix");
+    let mut dry: Vec<String> = ["build", "--dry-run", "--no-link"].map(String::from).to_vec();
+    dry.push(format!("{}#bundle", kernel.display()));
+    dry.extend(override_orchestrator());
+    dry.extend(["--option".into(), "substituters".into(), uri.clone()]);
+    dry.extend(["--option".into(), "trusted-public-keys".into(), public.clone()]);
+    let (ok, log) = in_fresh_store(&fresh, Path::new("/usr/bin/nix"), &dry);
+    assert!(ok, "{log}");
+    let (built, fetched) = kernel_builder::nixdrv::cache::dry_run_lists(&log);
+    assert_eq!(built, Vec::<String>::new(), "{log}");
+    assert_eq!(fetched, [bundle.display().to_string()], "{log}");
+    assert!(!fresh.join("store").join(bundle.file_name().unwrap()).exists());
+
+    // Errors first: nothing is built and build/ is not touched.
+    let pull = |from: &str, key: &str| {
+        let mut a: Vec<String> = vec!["cache".into(), "pull".into(), kernel.display().to_string()];
+        a.extend(["--from".into(), from.to_owned(), "--public-key".into(), key.to_owned()]);
+        a.extend(nix_args.iter().cloned());
+        in_fresh_store(&fresh, &kb(), &a)
+    };
+    let (_, key) = public.split_once(':').unwrap();
+    let mut wrong: Vec<char> = key.chars().collect();
+    wrong[0] = if wrong[0] == 'A' { 'B' } else { 'A' };
+    let wrong_same_name = format!("kb-test-cache-1:{}", wrong.into_iter().collect::<String>());
+    let empty = t.path().join("empty-cache");
+    fs::create_dir_all(&empty).unwrap();
+    fs::write(empty.join("nix-cache-info"), "StoreDir: /nix/store\n").unwrap();
+    let missing = format!("file://{}", t.path().join("no-cache").display());
+    let cases: [(&str, String, &str); 4] = [
+        (&uri, wrong_same_name, "signed by `kb-test-cache-1`, but not with the public key given"),
+        (
+            &uri,
+            format!("someone-else-1:{key}"),
+            "signed by `kb-test-cache-1`, not by the key given (`someone-else-1`)",
+        ),
+        (&missing, public.clone(), "no binary cache at"),
+        (&format!("file://{}", empty.display()), public.clone(), "the cache has no"),
+    ];
+    for (from, key, says) in &cases {
+        let (ok, log) = pull(from, key);
+        assert!(!ok, "pull from {from} with {key} succeeded:\n{log}");
+        let error = log.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("{log}"));
+        assert!(error.contains(says), "{error}");
+        assert!(!log.contains("building '"), "{log}");
+        assert!(!kernel.join("build").exists(), "{log}");
+    }
+
+    // The pull.
+    let (ok, log) = pull(&uri, &public);
+    assert!(ok, "{log}");
+    assert!(!log.contains("building '"), "the pull built something:\n{log}");
+    assert!(log.contains(&format!("copying path '{}' from '{uri}'", bundle.display())), "{log}");
+    assert!(fresh.join("store").join(bundle.file_name().unwrap()).is_dir());
+    let build = tree(&kernel.join("build"));
+    let pushed_tree = tree(bundle);
+    assert_eq!(build, pushed_tree, "build/ is not the pushed bundle");
+}
