@@ -239,15 +239,21 @@ fn relu_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
     assert_eq!(tree(&variant), tree(&native), "the Nix and native trees differ");
     assert_eq!(hash(&variant), hash(&native));
 
-    // The real loader.
-    let out = duct::cmd(venv_python(), ["-m", "pytest", "-q", "-rs", "tests/python/test_nix_relu_cpu.py"])
-        .dir(repo())
-        .env("KERNEL_BUILDER_NIX_RELU_CPU", &out)
-        .stderr_to_stdout()
-        .stdout_capture()
-        .unchecked()
-        .run()
-        .unwrap();
+    // The real loader. No bytecode: Python running as root would write `__pycache__/` into
+    // the store path itself (root ignores its read-only mode), and every later build that
+    // reuses this output would then differ from the native tree.
+    let out = duct::cmd(
+        venv_python(),
+        ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/python/test_nix_relu_cpu.py"],
+    )
+    .dir(repo())
+    .env("PYTHONDONTWRITEBYTECODE", "1")
+    .env("KERNEL_BUILDER_NIX_RELU_CPU", &out)
+    .stderr_to_stdout()
+    .stdout_capture()
+    .unchecked()
+    .run()
+    .unwrap();
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && log.contains("1 passed") && !log.contains("skipped"), "{log}");
 }

@@ -9,7 +9,12 @@ it and runs this file. Run alone without it, the test is skipped, saying so.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+
+# The kernel is imported from a Nix store path: as root, Python would write __pycache__/ into
+# it (root ignores the store's read-only mode) and corrupt the output for every later build.
+sys.dont_write_bytecode = True
 
 import pytest
 import torch
