@@ -18,6 +18,7 @@ pub mod fsutil;
 pub mod hash;
 pub mod hub;
 pub mod init;
+pub mod kernel;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use camino::Utf8PathBuf;
 
 use crate::config;
+use crate::kernel;
 use crate::matrix::{self, data::matrix, Cell, Scope};
 
 /// Arguments.
@@ -84,7 +85,7 @@ pub fn listing(
 /// has errors (all of them rendered on stderr).
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    let loaded = match config::load(&dir) {
+    let loaded = match kernel::load(&dir) {
         Ok(loaded) => loaded,
         Err(errors) => {
             eprint!("{}", errors.render());
