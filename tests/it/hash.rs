@@ -170,6 +170,23 @@ const FIXTURES: &[Fixture] = &[
         },
         nix_sri: "sha256-bJtVy3mmLgPgJqJtaPjveFo0xWdFnFuHhKX2OyrEdZs=",
     },
+    Fixture {
+        name: "archive framing and contents across the 1 MiB buffers of the hashing thread",
+        build: |d| {
+            // 1,500 entries with long names (about 1.4 MB of archive), so buffer boundaries
+            // fall inside length prefixes, names, padding and contents; then a file 4 bytes
+            // short of a whole buffer and one of exactly 2 MiB.
+            let t = d.join("t");
+            for i in 0..1500u64 {
+                let name = format!("{i:04}-{}", "n".repeat((i % 97) as usize));
+                write(&t.join("many").join(name), &pattern((i as usize * 37) % 1500, i), 0o644);
+            }
+            write(&t.join("near"), &pattern((1 << 20) - 4, 5), 0o644);
+            write(&t.join("whole"), &pattern(2 << 20, 6), 0o755);
+            t
+        },
+        nix_sri: "sha256-MXK1xdc4/FcuEU6OXi2P4RMpvKClNAlxLc/G8fc0MMU=",
+    },
 ];
 
 #[test]
