@@ -7,7 +7,8 @@
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
 //! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
-//! directory. [`tune`] pre-tunes Helion kernels on a GPU.
+//! directory. [`tune`] pre-tunes Helion kernels on a GPU. [`kernel`] is where a kernel is loaded:
+//! its `build.toml` through [`config`], then the [`matrix`] checks, then its source set.
 
 pub mod abi;
 pub mod assemble;
