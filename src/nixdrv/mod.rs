@@ -7,10 +7,10 @@
 //! from `PATH`, or the one named by `KERNEL_BUILDER_NIX`. Every subprocess runs through `duct`
 //! with its output captured, and Nix's build log is shown when a build fails.
 //!
-//! [`support`] holds the small jobs that the Nix library's derivations run with the
+//! [`jobs`] holds the small jobs that the Nix library's derivations run with the
 //! orchestrator as their builder (`kernel-builder nix-support …`).
 
-pub mod support;
+pub mod jobs;
 
 use anyhow::{bail, Context};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -156,7 +156,7 @@ pub fn build_and_copy(
     let dest = kernel_dir.join("build");
     let mut copied = Vec::new();
     for out in &outputs {
-        copied.extend(support::copy_variants(out, &dest)?.into_iter().map(|n| dest.join(n)));
+        copied.extend(jobs::copy_variants(out, &dest)?.into_iter().map(|n| dest.join(n)));
     }
     if !variants.is_empty() {
         // Single cells carry no manifest (the bundle does): record them as a native build would.
