@@ -133,31 +133,56 @@ pub fn dump_to(path: &Path, out: &mut dyn Write) -> io::Result<()> {
 
 /// The SHA-256 of the archive of `path` (entries chosen by `keep`): written on a second thread
 /// into [`BUFFERS`] rotating buffers of [`CHUNK`] bytes and hashed on this one, or both on this
-/// thread when there is one CPU or no thread can be started.
+/// thread when there is one CPU, or the buffers or the thread cannot be had.
 fn hash_archive(path: &Path, keep: Keep) -> io::Result<[u8; 32]> {
     if !several_cpus() {
         return hash_archive_inline(path, keep);
     }
+    match hash_archive_threaded(path, keep) {
+        Some(result) => result,
+        // Everything of the attempt is freed by now, so the inline hash has its memory.
+        None => hash_archive_inline(path, keep),
+    }
+}
+
+/// A zeroed [`CHUNK`]-byte buffer, or `None` when the memory cannot be had (a process under
+/// `ulimit -v`, say): the caller then uses fewer buffers or none, instead of aborting.
+fn try_buffer() -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(CHUNK).ok()?;
+    buf.resize(CHUNK, 0);
+    Some(buf)
+}
+
+/// [`hash_archive`] on two threads; `None` when the buffers (at least two) or the thread
+/// cannot be had, before anything was read.
+fn hash_archive_threaded(path: &Path, keep: Keep) -> Option<io::Result<[u8; 32]>> {
+    let mut buffers: Vec<Vec<u8>> = std::iter::from_fn(try_buffer).take(BUFFERS).collect();
+    if buffers.len() < 2 {
+        return None;
+    }
+    let first = buffers.pop()?;
     // Full buffers (with the number of bytes used) travel writer → hasher, empty ones back.
     // Both channels can hold every buffer, so no send ever blocks: only the receives wait.
     let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(BUFFERS);
     let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(BUFFERS);
-    for _ in 1..BUFFERS {
+    for buf in buffers {
         // Cannot fail: the receiver is alive and the channel has room.
-        let _ = empty_tx.send(vec![0u8; CHUNK]);
+        let _ = empty_tx.send(buf);
     }
     std::thread::scope(|scope| {
         let writer = std::thread::Builder::new()
-            // As deep as the main thread's stack: the walk recurses once per directory level.
-            .stack_size(8 << 20)
+            // Half the main thread's stack: the walk recurses once per directory level, and a
+            // path of at most 4,096 bytes has at most 2,048 of them.
+            .stack_size(4 << 20)
             .spawn_scoped(scope, move || {
-                let mut sink = ChunkSink { buf: vec![0u8; CHUNK], used: 0, full: full_tx, empty: empty_rx };
+                let mut sink = ChunkSink { buf: first, used: 0, full: full_tx, empty: empty_rx };
                 dump(path, &mut sink, keep)?;
                 sink.send_current()
             });
-        let Ok(writer) = writer else {
-            return hash_archive_inline(path, keep);
-        };
+        // On failure the closure, its channel ends and its buffer are dropped here; the
+        // buffers still in `empty_rx`'s channel go when this scope ends.
+        let writer = writer.ok()?;
         let mut hasher = Sha256::new();
         // Ends when the writer drops its sender: the archive is complete, or it failed.
         for (buf, used) in &full_rx {
@@ -165,11 +190,11 @@ fn hash_archive(path: &Path, keep: Keep) -> io::Result<[u8; 32]> {
             // The writer may have finished already; then the buffer is simply dropped.
             let _ = empty_tx.send(buf);
         }
-        match writer.join() {
+        Some(match writer.join() {
             Ok(Ok(())) => Ok(hasher.finalize().into()),
             Ok(Err(e)) => Err(e),
             Err(panic) => std::panic::resume_unwind(panic),
-        }
+        })
     })
 }
 
