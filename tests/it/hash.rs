@@ -1111,3 +1111,33 @@ mod nix_tests {
         }
     }
 }
+
+/// A tree as deep as a path allows (2,000 levels: 4,000 bytes of `d/`) is hashed on the
+/// archive-writer thread without running out of stack, equal to the SHA-256 of its archive.
+#[test]
+fn a_tree_two_thousand_levels_deep_hashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = dir.path().join("t");
+    for _ in 0..2000 {
+        p.push("d");
+    }
+    fs::create_dir_all(&p).unwrap();
+    write(&p.join("f"), b"bottom", 0o644);
+    let root = dir.path().join("t");
+    // Called from a thread with the main thread's 8 MiB of stack (test threads have 2): that is
+    // what `dump_to`, and the hash with one CPU, recurse on; with more, the writer has its own.
+    let (hash, archive) = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn_scoped(s, || {
+                let mut archive = Vec::new();
+                dump_to(&root, &mut archive).unwrap();
+                (nar_hash(&root).unwrap(), archive)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    let of_dump: [u8; 32] = Sha256::digest(&archive).into();
+    assert_eq!(hash, of_dump);
+}
