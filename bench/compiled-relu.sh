@@ -52,8 +52,8 @@ kb_cold=() kb_same=() b_cold=() b_same=()
 for r in $(seq "$rounds"); do
   export KERNEL_BUILDER_CACHE_DIR=$scratch/cache-$r
   rm -rf "$k/build"
-  kb_cold+=("$(ms_of "$kb" build-and-copy --nix never --python "$py" --variant "$variant_cpu" "$k")")
-  kb_same+=("$(ms_of "$kb" build-and-copy --nix never --python "$py" --variant "$variant_cpu" "$k")")
+  kb_cold+=("$(ms_of "$kb" build-and-copy --nix never --no-cache --python "$py" --variant "$variant_cpu" "$k")")
+  kb_same+=("$(ms_of "$kb" build-and-copy --nix never --no-cache --python "$py" --variant "$variant_cpu" "$k")")
   rm -rf "$base/tmp-$r" "$base"/*.so
   b_cold+=("$(ms_of baseline "tmp-$r")")
   b_same+=("$(ms_of baseline "tmp-$r")")
@@ -70,6 +70,6 @@ if [[ $cuda == 1 ]]; then
   for caps in '"9.0"' '"8.0", "9.0"' '"8.0", "9.0", "10.0"'; do
     sed -i "s/^cuda-capabilities = .*/cuda-capabilities = [$caps]/" "$k/build.toml"
     export KERNEL_BUILDER_CACHE_DIR=$scratch/cache-cuda-$RANDOM
-    echo "  cuda-capabilities = [$caps]: $(ms_of "$kb" build-and-copy --nix never --python "$py" --variant "$variant_cuda" "$k") ms"
+    echo "  cuda-capabilities = [$caps]: $(ms_of "$kb" build-and-copy --nix never --no-cache --python "$py" --variant "$variant_cuda" "$k") ms"
   done
 fi

@@ -25,10 +25,12 @@
 #   BENCH_SHAPES   attention_h200.py --shapes (default all)
 #   BENCH_DEADLINE seconds after which attention_h200.py starts no new shape (default 150)
 #   REPEATS        timed calls per implementation and shape (default 30)
+#   COLD_START     1: also run bench/attention_cold_start.py (get_local_kernel to first result,
+#                  shipped heuristic against autotuning on the first call) into cold-start.json
 #
 # What comes back under $OUT (at most 8 files, the device tool's limit): env.txt, tune.log,
 # the heuristic _helion_aot_attention_cuda_sm90.py, tuning.tar.gz (tuning/cuda_sm90/ with
-# tune.json), attention-h200.json, bench.log.
+# tune.json), attention-h200.json, bench.log, cold-start.json.
 set -euo pipefail
 
 prepare() {
@@ -50,7 +52,7 @@ prepare() {
   cp "$kb" "$stage/bin/kernel-builder"
   cp -r "$root/kernels/attention-helion" "$stage/kernels/"
   rm -rf "$stage/kernels/attention-helion/build"
-  cp "$root/bench/attention_h200.py" "$stage/bench/"
+  cp "$root/bench/attention_h200.py" "$root/bench/attention_cold_start.py" "$stage/bench/"
   cp "$root/scripts/gpu-attention.sh" "$stage/scripts/"
   if ! compgen -G "$stage/.whl/helion-1.4.0-*.whl" >/dev/null; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
@@ -106,15 +108,22 @@ device() {
 
   echo "== build"
   "$kb" build-and-copy --nix never "$work"
-  echo "== bench (after $((SECONDS - t0)) s)"
   set +e
+  local crc=0
+  if [ "${COLD_START:-0}" = 1 ]; then
+    echo "== cold start (after $((SECONDS - t0)) s)"
+    python3 "$stage/bench/attention_cold_start.py" "$work/build" --out "$out/cold-start.json" \
+      --timeout "${COLD_START_TIMEOUT:-300}" 2>&1 | grep -v '^\[AOT\]'
+    crc=${PIPESTATUS[0]}
+  fi
+  echo "== bench (after $((SECONDS - t0)) s)"
   python3 "$stage/bench/attention_h200.py" "$work/build" --out "$out/attention-h200.json" \
     --shapes "${BENCH_SHAPES:-all}" --deadline "${BENCH_DEADLINE:-150}" \
     --repeats "${REPEATS:-30}" 2>&1 | tee "$out/bench.log" | grep -v '^\[AOT\]'
   local brc=${PIPESTATUS[0]}
   set -e
-  echo "gpu-attention: tune $rc, bench $brc, $((SECONDS - t0)) s in all"
-  [ "$rc" = 0 ] && [ "$brc" = 0 ]
+  echo "gpu-attention: tune $rc, cold start $crc, bench $brc, $((SECONDS - t0)) s in all"
+  [ "$rc" = 0 ] && [ "$crc" = 0 ] && [ "$brc" = 0 ]
 }
 
 case "${1:-}" in

@@ -7,11 +7,13 @@
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
 //! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
-//! directory. [`tune`] pre-tunes Helion kernels on a GPU. [`kernel`] is where a kernel is loaded:
-//! its `build.toml` through [`config`], then the [`matrix`] checks, then its source set.
+//! directory. [`tune`] pre-tunes Helion kernels on a GPU. [`interrupt`] cleans up after Ctrl-C.
+//! [`kernel`] is where a kernel is loaded: its `build.toml` through [`config`], then the
+//! [`matrix`] checks, then its source set.
 
 pub mod abi;
 pub mod assemble;
+pub mod ci;
 pub mod cli;
 pub mod codegen;
 pub mod config;
@@ -19,6 +21,7 @@ pub mod fsutil;
 pub mod hash;
 pub mod hub;
 pub mod init;
+pub mod interrupt;
 pub mod kernel;
 pub mod layout;
 pub mod matrix;

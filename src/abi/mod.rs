@@ -400,8 +400,12 @@ impl AbiReport {
             s.push_str("no shared objects (.so, .pyd) found\n");
         } else if n == 0 {
             let met = self.manylinux_met().unwrap_or_else(|| "no manylinux policy".to_owned());
+            let torch = match &self.torch_stable_abi {
+                Some(v) => format!(" and the torch stable ABI {v} (C shim only)"),
+                None => String::new(),
+            };
             s.push_str(&format!(
-                "ABI check passed: {}, variant meets {met}\n",
+                "ABI check passed: {}, variant meets {met}{torch}\n",
                 plural(libs, "library", "libraries")
             ));
         } else {

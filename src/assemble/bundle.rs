@@ -25,17 +25,30 @@
 //! `write_manifest`): one NAR hash per variant built from this source, and the source's tree
 //! id.
 //!
+//! # Cells: cache and parallel jobs
+//!
+//! [`build_into_with`] takes [`BuildOptions`]: with a [`CellCache`], each cell is first looked
+//! up by its key ([`CellKey::of`]: source tree id, cell, toolchain) and, when a sound entry is
+//! there, copied out instead of built, its build's warnings replayed; a cell built is stored.
+//! With `jobs` > 1 that many threads take the cells in plan order. The cells are independent
+//! (each writes its own directory, a compiled one in its own work directory), and what comes
+//! out is gathered in plan order, so `build/`, the report and the output are the same for every
+//! `jobs`. The swap into `build/` starts only after every cell succeeded.
+//!
 //! Concurrent builds of the same kernel take turns: each holds an exclusive `flock` on
 //! `build/` while it builds, swaps and writes the manifest ([`lock_dir`]); `verify` holds a
 //! shared one while it compares. Nothing is written into `build/` for the lock. A run that is
-//! killed part-way can leave a `build/.kernel-builder-tmp-*` directory (never a variant); the
-//! `kernels` loader ignores it, and the next build removes it (with a warning).
+//! interrupted (SIGINT, SIGTERM, SIGHUP) removes its `build/.kernel-builder-tmp-*` directory and
+//! exits with `128 + signal`, letting a swap in progress finish first ([`crate::interrupt`]). A
+//! run killed outright can leave that directory (never a variant); the `kernels` loader ignores
+//! it, and the next build removes it (with a warning).
 
 use std::collections::BTreeSet;
 
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
+use super::cellcache::{CellCache, CellKey, Fetched};
 use super::compiled::{build_cell, plan_cell, HostToolchain, NativeCell, SkippedBackend, WorkDir};
 use super::noarch::{assemble_noarch, op_namespace};
 use super::provenance::{BuildIds, KernelRevision};
@@ -258,6 +271,67 @@ pub struct BuiltVariant {
     pub id: Option<String>,
     /// Number of files in it, `metadata.json` included.
     pub files: usize,
+    /// True when it came out of the native cell cache ([`super::cellcache`]) instead of a
+    /// build.
+    pub reused: bool,
+}
+
+/// How one cell of a build went, for [`Progress::finished`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellOutcome {
+    /// Assembled (noarch) or compiled (compiled) by this run.
+    Built,
+    /// Copied out of the native cell cache, checked against its recorded NAR hash.
+    Reused,
+    /// The cell failed; the build fails.
+    Failed,
+}
+
+/// Told what the cells of a build do, as they do it (the CLI draws a progress display). Called
+/// from the threads that build the cells, so it must be `Sync`. Every method does nothing by
+/// default.
+pub trait Progress: Sync {
+    /// The cells about to be built, in plan order (before any starts).
+    fn planned(&self, _names: &[String]) {}
+    /// Work on a cell began (cache lookup, then build).
+    fn started(&self, _name: &str) {}
+    /// A cell is done.
+    fn finished(&self, _name: &str, _outcome: CellOutcome) {}
+}
+
+/// A [`Progress`] that shows nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// How [`build_into_with`] builds the cells; [`BuildOptions::default`] is what [`build_into`]
+/// does: no cache, one cell at a time, no progress.
+#[derive(Clone, Copy)]
+pub struct BuildOptions<'a> {
+    /// Reuse cells from this cache and store the cells built in it; `None` builds every cell
+    /// and stores nothing.
+    pub cache: Option<&'a CellCache>,
+    /// How many cells are built at once (`0` counts as 1). Cells are independent; the result
+    /// (`build/`, the report, its order) does not depend on this.
+    pub jobs: usize,
+    /// Told when each cell starts and finishes.
+    pub progress: &'a dyn Progress,
+}
+
+impl Default for BuildOptions<'_> {
+    fn default() -> Self {
+        BuildOptions { cache: None, jobs: 1, progress: &NoProgress }
+    }
+}
+
+impl std::fmt::Debug for BuildOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildOptions")
+            .field("cache", &self.cache)
+            .field("jobs", &self.jobs)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Build the variants of the kernel in `kernel_dir` named in `requested` (all planned ones
@@ -275,6 +349,27 @@ pub fn build_into(
     requested: &[String],
     kernel: Option<KernelRevision>,
     host: &HostToolchain,
+) -> anyhow::Result<BundleReport> {
+    build_into_with(kernel_dir, config, requested, kernel, host, &BuildOptions::default())
+}
+
+/// [`build_into`] with `options`: the native cell cache, cells built in parallel, progress.
+///
+/// With a cache, each cell is first looked up by its key ([`CellKey::of`]); a cell found is
+/// copied out and checked instead of built ([`BuiltVariant::reused`]), a cell built is stored.
+/// A corrupt entry is a warning, and the cell is built. With `jobs` > 1 the cells are built
+/// by that many threads; when one fails no further cell starts, and the error is that of the
+/// first failed cell in plan order (naming it). Either way the variants are swapped into
+/// `build/` only after every cell succeeded, in plan order.
+///
+/// Errors: as for [`build_into`].
+pub fn build_into_with(
+    kernel_dir: &Utf8Path,
+    config: &BuildConfig,
+    requested: &[String],
+    kernel: Option<KernelRevision>,
+    host: &HostToolchain,
+    options: &BuildOptions<'_>,
 ) -> anyhow::Result<BundleReport> {
     let the_plan = plan(config, host);
     let planned = &the_plan.variants;
@@ -314,6 +409,9 @@ pub fn build_into(
             Err(e) => return Err(e).with_context(|| format!("cannot create `{build_dir}`")),
         },
     };
+    // Interrupted (Ctrl-C, SIGTERM): a `build/` made for this run goes again if still empty.
+    let _build_registered = created_build
+        .then(|| crate::interrupt::remove_on_interrupt(&build_dir, crate::interrupt::Removal::IfEmpty));
     // One build at a time swaps variants in `build/` (a second run waits here).
     let _lock = lock_dir(&build_dir, Lock::Exclusive)?;
     // The manifest is written after the swap: refuse now what would fail then.
@@ -327,17 +425,21 @@ pub fn build_into(
     }
     // Under the lock no other build runs, so a temporary directory here is a killed run's.
     let leftovers = remove_leftover_tmp_dirs(&build_dir);
-    let result = build_and_swap(&source, config, &selected, &ids, &build_dir, kernel_dir);
+    let result = build_and_swap(&source, config, &selected, &ids, &build_dir, kernel_dir, options);
     if result.is_err() && created_build {
         // Only removes it when empty, i.e. when nothing was moved in.
         let _ = std::fs::remove_dir(&build_dir);
     }
-    let (built, mut warnings) = result?;
+    // `_swapping`: an interruption lets the swap and the manifest finish first.
+    let (built, mut warnings, _swapping) = result?;
     warnings.extend(leftovers);
 
     warnings.extend(write_manifest(&build_dir, &built, planned, &source.tree_id())?);
 
     warnings.extend(source.warnings().iter().cloned());
+    if let Some(cache) = options.cache.filter(|_| built.iter().any(|b| !b.reused)) {
+        warnings.extend(prune_after_store(cache));
+    }
     warnings.sort();
     warnings.dedup();
     Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings, notes })
@@ -614,6 +716,136 @@ fn swap_in(
     }
 }
 
+/// What one cell of [`build_cells`] gave.
+struct CellResult {
+    /// The warnings of its build (replayed from the cache entry when reused), then the cache's.
+    warnings: Vec<Warning>,
+    reused: bool,
+}
+
+/// Build (or reuse) each of `selected` into `new_dir/<name>`, `options.jobs` cells at a time,
+/// and return their results in the order of `selected`. Once a cell fails no further cell
+/// starts (those running finish); the error is the first failed cell's in that order.
+fn build_cells(
+    source: &SourceSet,
+    config: &BuildConfig,
+    selected: &[PlannedVariant],
+    ids: &BuildIds,
+    new_dir: &Utf8Path,
+    work: &WorkDir,
+    options: &BuildOptions<'_>,
+) -> anyhow::Result<Vec<CellResult>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    let names: Vec<String> = selected.iter().map(|v| v.name.clone()).collect();
+    options.progress.planned(&names);
+    let jobs = options.jobs.clamp(1, selected.len().max(1));
+    // Cells are taken in plan order, so every cell before a failed one has been started.
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Vec<Mutex<Option<anyhow::Result<CellResult>>>> =
+        selected.iter().map(|_| Mutex::new(None)).collect();
+    let worker = || {
+        while !failed.load(Ordering::SeqCst) {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(v) = selected.get(i) else { break };
+            options.progress.started(&v.name);
+            let r = build_one(source, config, v, ids, new_dir, work, options.cache);
+            let outcome = match &r {
+                Ok(c) if c.reused => CellOutcome::Reused,
+                Ok(_) => CellOutcome::Built,
+                Err(_) => {
+                    failed.store(true, Ordering::SeqCst);
+                    CellOutcome::Failed
+                }
+            };
+            options.progress.finished(&v.name, outcome);
+            *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        }
+    };
+    if jobs == 1 {
+        worker();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..jobs {
+                s.spawn(worker);
+            }
+        });
+    }
+    let mut out = Vec::with_capacity(selected.len());
+    for (v, r) in selected.iter().zip(results) {
+        match r.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(Ok(c)) => out.push(c),
+            Some(Err(e)) => return Err(e.context(format!("cannot build variant `{}`", v.name))),
+            None => anyhow::bail!("variant `{}` was not built", v.name),
+        }
+    }
+    Ok(out)
+}
+
+/// One cell into `new_dir/<name>`: from `cache` when it holds a sound entry for the cell's key,
+/// else built (and then stored there).
+fn build_one(
+    source: &SourceSet,
+    config: &BuildConfig,
+    v: &PlannedVariant,
+    ids: &BuildIds,
+    new_dir: &Utf8Path,
+    work: &WorkDir,
+    cache: Option<&CellCache>,
+) -> anyhow::Result<CellResult> {
+    let dest = new_dir.join(&v.name);
+    let mut warnings = Vec::new();
+    // A key that cannot be computed means a fact of the cell is missing: the build says what.
+    let cached = match cache {
+        Some(c) => {
+            check_python_depends(config, v.backend)?;
+            CellKey::of(source, config, v, ids).ok().map(|k| (c, k))
+        }
+        None => None,
+    };
+    if let Some((cache, key)) = &cached {
+        match cache.fetch(key, &v.name, &dest) {
+            Fetched::Hit(w) => return Ok(CellResult { warnings: w, reused: true }),
+            Fetched::Miss => {}
+            Fetched::Corrupt(why) => warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "the native cell cache entry `{}` for `{}` could not be used ({why}); it was removed and the cell rebuilt",
+                    cache.entry_dir(key),
+                    v.name
+                ),
+            }),
+        }
+    }
+    let built = assemble_variant(source, config, v, ids, new_dir, work)?;
+    if let Some((cache, key)) = &cached {
+        if let Err(e) = cache.store(key, &v.name, &dest, &built) {
+            warnings.push(Warning {
+                path: None,
+                message: format!("`{}` was not stored in the native cell cache: {e:#}", v.name),
+            });
+        }
+    }
+    warnings.extend(built);
+    Ok(CellResult { warnings, reused: false })
+}
+
+/// Prune `cache` to the bound of [`super::cellcache::build_max_bytes`]; a warning when that
+/// fails.
+fn prune_after_store(cache: &CellCache) -> Vec<Warning> {
+    let warn = |message: String| vec![Warning { path: None, message }];
+    let max = match super::cellcache::build_max_bytes() {
+        Ok(n) => n,
+        Err(e) => return warn(format!("{e}; the native cell cache was not pruned")),
+    };
+    match cache.prune(max) {
+        Ok(_) => Vec::new(),
+        Err(e) => warn(format!("the native cell cache was not pruned: {e:#}")),
+    }
+}
+
 fn build_and_swap(
     source: &SourceSet,
     config: &BuildConfig,
@@ -621,7 +853,8 @@ fn build_and_swap(
     ids: &BuildIds,
     build_dir: &Utf8Path,
     kernel_dir: &Utf8Path,
-) -> anyhow::Result<(Vec<BuiltVariant>, Vec<Warning>)> {
+    options: &BuildOptions<'_>,
+) -> anyhow::Result<(Vec<BuiltVariant>, Vec<Warning>, crate::interrupt::Hold)> {
     let tmp = tempfile::Builder::new()
         .prefix(TMP_PREFIX)
         .tempdir_in(build_dir)
@@ -629,21 +862,27 @@ fn build_and_swap(
     let tmp_path = Utf8Path::from_path(tmp.path())
         .with_context(|| format!("the temporary directory in `{build_dir}` has a non-UTF-8 path"))?
         .to_owned();
+    let _tmp_registered = crate::interrupt::remove_on_interrupt(&tmp_path, crate::interrupt::Removal::All);
     let new_dir = tmp_path.join("new");
     let old_dir = tmp_path.join("old");
     for d in [&new_dir, &old_dir] {
         std::fs::create_dir(d).with_context(|| format!("cannot create `{d}`"))?;
     }
 
+    // Cells built at once share the cores: each Ninja gets its part.
+    let ninja_jobs = (options.jobs > 1).then(|| {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        (cores / options.jobs).max(1)
+    });
+    let work = WorkDir::Cache { kernel_dir: kernel_dir.to_owned(), ninja_jobs };
+    let cells = build_cells(source, config, selected, ids, &new_dir, &work, options)?;
     let mut warnings = Vec::new();
-    let work = WorkDir::Cache { kernel_dir: kernel_dir.to_owned() };
-    for v in selected {
-        let w = assemble_variant(source, config, v, ids, &new_dir, &work)
-            .with_context(|| format!("cannot build variant `{}`", v.name))?;
-        warnings.extend(w);
+    for c in &cells {
+        warnings.extend(c.warnings.iter().cloned());
     }
 
-    // Swap in, undoing on failure (see [`swap_in`]).
+    // Swap in, undoing on failure (see [`swap_in`]); an interruption waits for the swap.
+    let swapping = crate::interrupt::hold();
     let mut done: Vec<Swapped> = Vec::new();
     for v in selected {
         match swap_in(build_dir, &new_dir, &old_dir, &v.name) {
@@ -668,7 +907,8 @@ fn build_and_swap(
 
     let built = selected
         .iter()
-        .map(|v| {
+        .zip(&cells)
+        .map(|(v, cell)| {
             let path = build_dir.join(&v.name);
             let files = walkdir::WalkDir::new(&path)
                 .into_iter()
@@ -676,12 +916,12 @@ fn build_and_swap(
                 .filter(|e| e.file_type().is_file())
                 .count();
             let id = Some(op_namespace(source.python_name(), v.backend, &ids.uid));
-            BuiltVariant { name: v.name.clone(), path, id, files }
+            BuiltVariant { name: v.name.clone(), path, id, files, reused: cell.reused }
         })
         .collect();
     // `tmp` (with the old variants) is removed here.
     tmp.close().with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
-    Ok((built, warnings))
+    Ok((built, warnings, swapping))
 }
 
 #[cfg(test)]

@@ -33,7 +33,9 @@
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
-//! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count).
+//! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
+//! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
+//! share the cores).
 //! The torch probe (a Python process importing torch, seconds) is cached in
 //! `<cache>/probe-v1/`, valid while the interpreter and torch's `version.py` keep their size and
 //! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
@@ -637,7 +639,9 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
 #[derive(Debug, Clone)]
 pub enum WorkDir {
     /// The per-kernel directory in the user's cache, kept between builds (incremental).
-    Cache { kernel_dir: Utf8PathBuf },
+    /// `ninja_jobs` is Ninja's `-j` when `KERNEL_BUILDER_JOBS` is not set (`None`: Ninja's
+    /// default).
+    Cache { kernel_dir: Utf8PathBuf, ninja_jobs: Option<usize> },
     /// A fresh temporary directory, removed afterwards (verify, Nix cells).
     Fresh,
 }
@@ -666,6 +670,8 @@ pub struct CellFacts {
     pub gencode: BTreeMap<String, Vec<String>>,
     /// Extra environment for CMake and Ninja (`LIBRARY_PATH` for PyPI's CUDA layout).
     pub env: Vec<(String, String)>,
+    /// Findings that do not stop the build (a dependency checkout at another commit).
+    pub warnings: Vec<String>,
 }
 
 /// Compute [`CellFacts`] for `cell` with the project in `src_dir` and the build in
@@ -700,14 +706,24 @@ pub fn cell_facts(
             defines.push(format!("TORCH_TARGET_VERSION={}", torch_target_version(abi)));
         }
     }
-    let mut includes: Vec<Utf8PathBuf> = vec![
-        t.torch_dir.join("include"),
-        t.torch_dir.join("include/torch/csrc/api/include"),
-        t.python_include.clone(),
-    ];
+    let stable = cell.kind == CellKind::StableAbi;
     let lib = t.torch_dir.join("lib");
-    let mut libs: Vec<Utf8PathBuf> =
-        vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")];
+    // A stable-ABI cell sees torch's stable headers and links its C shim only (`stable_abi`).
+    let (mut includes, mut libs): (Vec<Utf8PathBuf>, Vec<Utf8PathBuf>) = if stable {
+        (
+            vec![super::stable_abi::include_root(build_dir), t.python_include.clone()],
+            super::stable_abi::link_libraries(&lib, cell.backend),
+        )
+    } else {
+        (
+            vec![
+                t.torch_dir.join("include"),
+                t.torch_dir.join("include/torch/csrc/api/include"),
+                t.python_include.clone(),
+            ],
+            vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")],
+        )
+    };
     let mut env = Vec::new();
     let mut cache = BTreeMap::new();
     let mut gencode = BTreeMap::new();
@@ -718,7 +734,9 @@ pub fn cell_facts(
         if root.join("include/cccl").is_dir() {
             includes.push(root.join("include/cccl"));
         }
-        libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
+        if !stable {
+            libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
+        }
         let libdir =
             ["lib64", "lib"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or(root.join("lib"));
         let cudart = find_versioned(&libdir, "libcudart.so").with_context(|| {
@@ -735,6 +753,8 @@ pub fn cell_facts(
             gencode.insert(k.clone(), flags);
         }
     }
+    let mut warnings = Vec::new();
+    let mut dep_maps: Vec<(Utf8PathBuf, String)> = Vec::new();
     for (name, k) in &config.kernels {
         if !cell.kernels.contains(name) {
             continue;
@@ -743,30 +763,29 @@ pub fn cell_facts(
             if *d == CppDependency::Torch {
                 continue;
             }
-            let var = codegen::deps::env_var(*d);
-            let pin = codegen::deps::pinned(*d).expect("pinned");
-            let dir = std::env::var(&var).ok().filter(|v| !v.is_empty()).with_context(|| {
-                format!(
-                    "[kernel.{name}] depends on `{}`: set {var} to a checkout of {} at {} ({}); the native build downloads nothing",
-                    d.name(),
-                    pin.url,
-                    pin.tag,
-                    pin.commit.map(|c| format!("commit {c}")).unwrap_or_else(|| "no pinned commit yet".into())
-                )
-            })?;
-            let dirs: Vec<String> = pin.include_dirs.iter().map(|i| format!("{dir}/{i}")).collect();
+            let value = std::env::var(codegen::deps::env_var(*d)).ok();
+            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
             cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));
+            warnings.extend(checkout.warning);
+            // Where the checkout lies does not reach the binary (Nix and native builds agree).
+            dep_maps.push((checkout.dir, format!("/{}", d.name())));
         }
     }
     let map = |from: &Utf8Path, to: &str| format!("-ffile-prefix-map={from}={to}");
     let mut host_opts: Vec<String> =
         vec![map(src_dir, "."), map(build_dir, "."), map(&t.torch_dir, "/torch")];
+    host_opts.extend(dep_maps.iter().map(|(dir, to)| map(dir, to)));
     // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
     // clang never does and has no such flag.
     let gnu = !cell.cxx.version.contains("clang");
     if gnu {
         // Each kernel's function-local statics stay its own when two are loaded in one process.
         host_opts.push("-fno-gnu-unique".into());
+    }
+    if stable {
+        host_opts.extend(super::stable_abi::compile_options(build_dir, gnu));
     }
     let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
     if cell.backend == Backend::Cuda {
@@ -790,7 +809,7 @@ pub fn cell_facts(
     cache.insert("CMAKE_CXX_COMPILER".into(), cell.cxx.path.to_string());
     cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
     cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
-    Ok(CellFacts { ops_name, cache, gencode, env })
+    Ok(CellFacts { ops_name, cache, gencode, env, warnings })
 }
 
 /// `dir/<name>` or the first `dir/<name>.N…` (sorted), for libraries without the plain link.
@@ -900,7 +919,7 @@ pub fn build_cell(
     }
     let _fresh;
     let work_dir: Utf8PathBuf = match work {
-        WorkDir::Cache { kernel_dir } => {
+        WorkDir::Cache { kernel_dir, .. } => {
             let canon =
                 kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
             let key: String =
@@ -923,6 +942,7 @@ pub fn build_cell(
     let src_dir = work_dir.join("src");
     let build_dir = work_dir.join("build");
     let facts = cell_facts(config, cell, &ids.uid, &src_dir, &build_dir)?;
+    warnings.extend(facts.warnings.iter().map(|w| Warning { path: None, message: w.clone() }));
 
     // The project: the source set plus the generated files.
     let project = codegen::generate(config, source.root(), &Layout::default())?;
@@ -948,9 +968,19 @@ pub fn build_cell(
 
     // Configure when the facts changed or nothing is configured yet; then build.
     std::fs::create_dir_all(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
+    if cell.kind == CellKind::StableAbi {
+        super::stable_abi::prepare_include_root(&build_dir, &cell.torch.torch_dir.join("include"))?;
+    }
     let cell_file = build_dir.join("kernel-builder-cell.cmake");
-    let changed = sync_file(&cell_file, cache_file(&facts).as_bytes())?;
-    if changed || !build_dir.join("build.ninja").is_file() {
+    let cell_text = cache_file(&facts);
+    sync_file(&cell_file, cell_text.as_bytes())?;
+    // What the last configure that succeeded was given: a configure that failed or was
+    // interrupted leaves the old build.ninja (for the old facts), which must not be used.
+    let configured = build_dir.join("kernel-builder-cell.configured");
+    if !std::fs::read(&configured).is_ok_and(|c| c == cell_text.as_bytes())
+        || !build_dir.join("build.ninja").is_file()
+    {
+        let _ = std::fs::remove_file(&configured);
         run_step(
             "CMake configure",
             &cell.cmake.path,
@@ -966,16 +996,25 @@ pub fn build_cell(
             ],
             &facts.env,
         )?;
+        sync_file(&configured, cell_text.as_bytes())?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
-    if let Ok(j) = std::env::var("KERNEL_BUILDER_JOBS") {
-        ninja_args.extend(["-j".to_owned(), j]);
+    match (std::env::var("KERNEL_BUILDER_JOBS"), work) {
+        (Ok(j), _) => ninja_args.extend(["-j".to_owned(), j]),
+        (Err(_), WorkDir::Cache { ninja_jobs: Some(n), .. }) => {
+            ninja_args.extend(["-j".to_owned(), n.to_string()])
+        }
+        _ => {}
     }
     // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
     // editor can jump to them.
     run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env).map_err(|e| {
         let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
-        anyhow::anyhow!("{}", e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/")))
+        let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
+        match super::stable_abi::compile_hint(&text).filter(|_| cell.kind == CellKind::StableAbi) {
+            Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
+            None => anyhow::anyhow!("{text}"),
+        }
     })?;
     let module = format!("{}.abi3.so", facts.ops_name);
     let built = build_dir.join(&module);

@@ -8,9 +8,16 @@
 //!   orchestrator's own version and commit (`provenance.kernel-builder`);
 //! - [`noarch`]: one flat noarch variant directory (`torch-<backend>/`): the package files,
 //!   `_ops.py` and `metadata.json` ([`metadata`], with `kernels-minver` from [`loader`]);
-//! - [`compiled`]: the seam where compiled (`[torch]`/`[tvm-ffi]`) variants will be built;
+//! - [`compiled`]: compiled (`[torch]`) variants, built natively for the cell the host
+//!   toolchain gives; [`stable_abi`]: what a torch stable-ABI cell compiles and links against
+//!   (the C shim only);
 //! - [`bundle`]: every requested variant built into a temporary directory inside `DIR/build/`
-//!   and renamed into place, replacing only the variants built, then `build/hashes.json`;
+//!   (cells in parallel with `--jobs`) and renamed into place, replacing only the variants
+//!   built, then `build/hashes.json`;
+//! - [`cellcache`]: the native cell cache, which gives a later build an identical cell's
+//!   variant directory instead of building it again;
+//! - [`native`]: the entry points the command line calls (a bundle into `DIR/build/`, one
+//!   variant for a Nix cell);
 //! - [`verify`]: variants rebuilt in a scratch directory and compared with `build/` and the
 //!   manifest.
 //!
@@ -20,13 +27,16 @@
 //! so both paths write the same bytes for the same source and provenance.
 
 pub mod bundle;
+pub mod cellcache;
 pub mod compiled;
 pub mod gitid;
 pub mod loader;
 pub mod metadata;
+pub mod native;
 pub mod noarch;
 pub mod provenance;
 pub mod source;
+pub mod stable_abi;
 pub mod verify;
 
 use std::fmt;

@@ -3,13 +3,13 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8PathBuf;
 
-use crate::assemble::bundle::{self, PlannedVariant};
-use crate::assemble::compiled::{plan_cell, HostToolchain, WorkDir};
-use crate::assemble::provenance::{git_revision, BuildIds, KernelRevision};
-use crate::assemble::SourceSet;
+use crate::assemble::bundle;
+use crate::assemble::cellcache::CellCache;
+use crate::assemble::compiled::HostToolchain;
+use crate::assemble::native::{assemble_one, build_native};
+use crate::assemble::provenance::KernelRevision;
 use crate::config::Backend;
 
 /// How `build-and-copy` builds.
@@ -78,7 +78,9 @@ plain torch) there is one torch-<backend> directory per backend. A compiled back
 natively the one cell the host toolchain gives (torch from --python, the system C++ \
 compiler, nvcc for CUDA), through a generated CMake project; a backend whose toolchain is \
 missing is skipped with a note saying what to install. Nothing in DIR/build/ changes when \
-the build fails.")]
+the build fails. A native build reuses a cell built before from the same sources with the same \
+toolchain from the native cell cache (the line then says `reused`, not `built`; see \
+`kernel-builder native-cache`); `--jobs N` builds N cells at once.")]
 pub struct Args {
     /// Kernel directory, holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
@@ -90,14 +92,124 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = NixMode::Auto)]
     pub nix: NixMode,
     /// Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files",
-    /// "id"}]}` (`files` and `id` are null for a Nix build).
+    /// "id", "reused"}]}` (`files`, `id` and `reused` are null for a Nix build).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
+    #[command(flatten)]
+    pub native: NativeArgs,
     /// Extra arguments for `nix build` (after `--`), e.g. `-- -L --max-jobs 4`.
     #[arg(last = true, value_name = "NIX_ARGS")]
     pub nix_args: Vec<String>,
+}
+
+/// How a native build runs its cells (shared by `build-and-copy` and `build-and-upload`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct NativeArgs {
+    /// Native builds: build up to N cells at once (0: one per CPU core); each compiled cell's
+    /// Ninja then runs the CPU count divided by N jobs (KERNEL_BUILDER_JOBS overrides). The
+    /// variants, their bytes and the output are the same for every N.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub jobs: usize,
+    /// Native builds: build every cell, neither reusing nor storing cells in the native cell
+    /// cache (`native-cells-v1/` in the cache directory: $KERNEL_BUILDER_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/kernel-builder, else ~/.cache/kernel-builder; see `kernel-builder
+    /// native-cache`).
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+/// A progress display of a native build on stderr: one bar, cells done of cells planned, and
+/// the cells being built. Drawn only when stderr is a terminal.
+struct CellBar {
+    bar: indicatif::ProgressBar,
+    running: std::sync::Mutex<Vec<String>>,
+}
+
+impl CellBar {
+    fn new(hidden: bool) -> CellBar {
+        let target = if hidden {
+            indicatif::ProgressDrawTarget::hidden()
+        } else {
+            indicatif::ProgressDrawTarget::stderr()
+        };
+        let bar = indicatif::ProgressBar::with_draw_target(None, target);
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{spinner} [{pos}/{len}] {elapsed} {wide_msg}")
+        {
+            bar.set_style(style);
+        }
+        CellBar { bar, running: std::sync::Mutex::new(Vec::new()) }
+    }
+
+    fn show_running(&self, running: &[String]) {
+        self.bar.set_message(if running.is_empty() {
+            String::new()
+        } else {
+            format!("building {}", running.join(", "))
+        });
+    }
+}
+
+impl bundle::Progress for CellBar {
+    fn planned(&self, names: &[String]) {
+        self.bar.set_length(names.len() as u64);
+        // The ticker is a thread: none when nothing is drawn.
+        if !self.bar.is_hidden() {
+            self.bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        }
+    }
+
+    fn started(&self, name: &str) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.push(name.to_owned());
+        self.show_running(&running);
+    }
+
+    fn finished(&self, name: &str, _outcome: bundle::CellOutcome) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.retain(|n| n != name);
+        self.bar.inc(1);
+        self.show_running(&running);
+    }
+}
+
+/// Build natively with the cache and jobs of `native`, a progress bar on stderr unless
+/// `quiet`, and print the build's warnings and notes to stderr (`build-and-copy`,
+/// `build-and-upload`).
+pub(crate) fn run_native(
+    dir: &camino::Utf8Path,
+    config: &crate::config::BuildConfig,
+    variants: &[String],
+    host: &HostToolchain,
+    native: &NativeArgs,
+    quiet: bool,
+) -> anyhow::Result<bundle::BundleReport> {
+    let cache = match CellCache::user() {
+        _ if native.no_cache => None,
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("note: {e:#}; building every cell without the native cell cache");
+            None
+        }
+    };
+    let jobs = match native.jobs {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n,
+    };
+    let bar = CellBar::new(quiet);
+    let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar };
+    let report = build_native(dir, config, variants, host, &options);
+    bar.bar.finish_and_clear();
+    let report = report?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    for n in &report.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(report)
 }
 
 /// Whether an executable `nix` is on PATH.
@@ -161,7 +273,7 @@ pub fn run(args: Args) -> super::CmdResult {
         if args.json {
             let variants: Vec<serde_json::Value> = paths
                 .iter()
-                .map(|p| serde_json::json!({"name": p.file_name().unwrap_or_default(), "path": p, "files": null, "id": null}))
+                .map(|p| serde_json::json!({"name": p.file_name().unwrap_or_default(), "path": p, "files": null, "id": null, "reused": null}))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "variants": variants }))?);
         } else {
@@ -178,29 +290,36 @@ pub fn run(args: Args) -> super::CmdResult {
     );
 
     let loaded = super::load_config(&dir)?;
-    let report = build_native(&dir, &loaded.config, &args.variants, &args.toolchain.host())?;
+    let report =
+        run_native(&dir, &loaded.config, &args.variants, &args.toolchain.host(), &args.native, args.json)?;
     print_built(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Print the variants a native build wrote on stdout, one `built NAME (N files, id ID) ->
-/// PATH` line each, or with `json` the `{"variants": [...]}` document; `build-and-copy` and
-/// `build-and-upload` both print this.
+/// Print the variants a native build wrote on stdout, one [`built_line`] each, or with `json`
+/// the `{"variants": [...]}` document; `build-and-copy` and `build-and-upload` both print this.
 pub(crate) fn print_built(report: &bundle::BundleReport, json: bool) -> anyhow::Result<()> {
     if json {
         let variants: Vec<serde_json::Value> = report
             .built
             .iter()
-            .map(|v| serde_json::json!({"name": v.name, "path": v.path, "files": v.files, "id": v.id}))
+            .map(|v| serde_json::json!({"name": v.name, "path": v.path, "files": v.files, "id": v.id, "reused": v.reused}))
             .collect();
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "variants": variants }))?);
         return Ok(());
     }
     for v in &report.built {
-        let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
-        println!("built {} ({} files{id}) -> {}", v.name, v.files, v.path);
+        println!("{}", built_line(v));
     }
     Ok(())
+}
+
+/// `built NAME (N files, id ID) -> PATH`, or `reused …` for a cell that came out of the
+/// native cell cache.
+pub(crate) fn built_line(v: &bundle::BuiltVariant) -> String {
+    let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
+    let verb = if v.reused { "reused" } else { "built" };
+    format!("{verb} {} ({} files{id}) -> {}", v.name, v.files, v.path)
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {
@@ -239,98 +358,22 @@ pub struct AssembleArgs {
     pub expect_variant: Option<String>,
 }
 
-/// Assemble one variant of the kernel in `source` into `out/<variant>/` (`out` is created),
-/// with the kernel revision given. The library path shared with `build-and-copy`.
-pub fn assemble_one(
-    source: &Utf8Path,
-    backend: Backend,
-    out: &Utf8Path,
-    kernel: Option<KernelRevision>,
-    host: &HostToolchain,
-    expect_variant: Option<&str>,
-) -> anyhow::Result<Utf8PathBuf> {
-    let loaded = super::load_config(source)?;
-    let cfg = &loaded.config;
-    let variant = if cfg.is_noarch_for(backend) {
-        PlannedVariant { name: backend.noarch_variant(), backend, compiled: false, cell: None }
-    } else {
-        anyhow::ensure!(
-            cfg.general.backends.contains(&backend),
-            "cannot build `{backend}`: it is not in `general.backends` of `{}`",
-            cfg.path
-        );
-        let cell =
-            plan_cell(cfg, backend, host).map_err(|e| anyhow::anyhow!("cannot build `{backend}`: {e}"))?;
-        PlannedVariant { name: cell.variant.clone(), backend, compiled: true, cell: Some(Box::new(cell)) }
-    };
-    if let Some(want) = expect_variant {
-        anyhow::ensure!(
-            variant.name == want,
-            "the toolchain given builds `{}`, not the expected `{want}` (torch {} from `{}`); give this cell a toolchain whose torch, backend version and system name it",
-            variant.name,
-            variant.cell.as_ref().map(|c| c.torch.version.as_str()).unwrap_or("-"),
-            host.python
-        );
-    }
-    let set = SourceSet::collect(source, cfg)?;
-    for w in set.warnings() {
-        eprintln!("warning: {w}");
-    }
-    let ids = BuildIds { uid: set.uid(), kernel };
-    let created = !out.exists();
-    let variant_existed = out.join(&variant.name).exists();
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
-    match bundle::assemble_variant(&set, cfg, &variant, &ids, out, &WorkDir::Fresh) {
-        Ok(warnings) => {
-            for w in warnings {
-                eprintln!("warning: {w}");
-            }
-            Ok(out.join(&variant.name))
-        }
-        Err(e) => {
-            // Leave nothing behind: the output directory if this run made it, else the
-            // partly written variant.
-            if created {
-                let _ = std::fs::remove_dir_all(out);
-            } else if !variant_existed {
-                let _ = std::fs::remove_dir_all(out.join(&variant.name));
-            }
-            Err(e)
-        }
-    }
-}
-
-/// Build `variants` (all when empty) of the kernel in `dir` natively into `dir/build/`
-/// ([`bundle::build_into`], with the kernel's git revision), printing the build's warnings.
-pub(crate) fn build_native(
-    dir: &Utf8Path,
-    config: &crate::config::BuildConfig,
-    variants: &[String],
-    host: &HostToolchain,
-) -> anyhow::Result<bundle::BundleReport> {
-    let report = bundle::build_into(dir, config, variants, git_revision(dir)?, host)?;
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
-    for n in &report.notes {
-        eprintln!("note: {n}");
-    }
-    Ok(report)
-}
-
 /// Run the hidden `assemble` command.
 pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
     let kernel = match &args.kernel_commit {
         Some(c) => Some(KernelRevision::new(c, args.kernel_dirty)?),
         None => None,
     };
+    let loaded = super::load_config(&args.source)?;
     let written = assemble_one(
         &args.source,
+        &loaded.config,
         args.backend,
         &args.out,
         kernel,
         &args.toolchain.host(),
         args.expect_variant.as_deref(),
+        &mut |w| eprintln!("warning: {w}"),
     )?;
     println!("{written}");
     Ok(ExitCode::SUCCESS)

@@ -24,6 +24,8 @@ pub struct Args {
     #[command(flatten)]
     pub toolchain: super::build_and_copy::ToolchainArgs,
     #[command(flatten)]
+    pub native: super::build_and_copy::NativeArgs,
+    #[command(flatten)]
     pub flags: UploadFlags,
 }
 
@@ -33,13 +35,19 @@ pub fn run(args: Args) -> super::CmdResult {
     anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
     let loaded = super::load_config(&dir)?;
     let host = args.toolchain.host();
-    let report = super::build_and_copy::build_native(&dir, &loaded.config, &args.variants, &host)?;
+    let report = super::build_and_copy::run_native(
+        &dir,
+        &loaded.config,
+        &args.variants,
+        &host,
+        &args.native,
+        args.flags.json,
+    )?;
     // The same lines as build-and-copy, on the same stream; with --json the upload's document
     // is the one on stdout, so the build lines go to stderr.
     if args.flags.json {
         for v in &report.built {
-            let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
-            eprintln!("built {} ({} files{id}) -> {}", v.name, v.files, v.path);
+            eprintln!("{}", super::build_and_copy::built_line(v));
         }
     } else {
         super::build_and_copy::print_built(&report, false)?;

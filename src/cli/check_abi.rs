@@ -26,11 +26,12 @@ pub struct Args {
     /// Enforce this manylinux policy: `2_28`, `manylinux_2_28`, `manylinux2014`, …
     #[arg(short = 'm', long, value_name = "POLICY")]
     pub manylinux: Option<String>,
-    /// The oldest Python the abi3 modules must load on.
-    #[arg(short = 'p', long, value_name = "X.Y", default_value = "3.9")]
+    /// The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) or newer.
+    #[arg(short = 'p', long, value_name = "X.Y", default_value = "3.9", value_parser = abi3_python)]
     pub python_abi: String,
     /// Check a stable-ABI variant: no libtorch C++ symbols, and only C shim functions that
-    /// exist in this torch (e.g. 2.11).
+    /// exist in this torch (e.g. 2.11). Default: for `torch-stable-abi<MAJ><MIN>-…` variant
+    /// directories, the version in the name; for others, no such check.
     #[arg(long, value_name = "VERSION")]
     pub torch_stable_abi: Option<String>,
     /// Print the reports as JSON on stdout instead of text.
@@ -91,6 +92,18 @@ fn subdirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
     Ok(out)
 }
 
+/// `--python-abi`'s value parser: `3.Y` with `Y ≥ 2`, the Pythons that have a stable ABI
+/// (CPython's abi3 starts at 3.2). The error says what is accepted.
+pub fn abi3_python(s: &str) -> Result<String, String> {
+    let (major, minor) = abi::python_abi::parse_python_version(s)?;
+    if major != 3 || minor < 2 {
+        return Err(format!(
+            "Python {major}.{minor} has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9"
+        ));
+    }
+    Ok(s.trim().to_owned())
+}
+
 /// Turn the command-line flags into an [`AbiPolicy`]; errors say which flag is wrong.
 pub fn policy_of(args: &Args) -> anyhow::Result<AbiPolicy> {
     let python_abi = abi::python_abi::parse_python_version(&args.python_abi)
@@ -107,18 +120,36 @@ pub fn policy_of(args: &Args) -> anyhow::Result<AbiPolicy> {
     Ok(AbiPolicy { manylinux: args.manylinux.clone(), python_abi: Some(python_abi), torch_stable_abi })
 }
 
+/// The policy for the variant in `variant_dir`: `policy`, with the torch stable-ABI target
+/// taken from the directory's name (`torch-stable-abi211-…` → 2.11) when `--torch-stable-abi`
+/// was not given, so a stable-ABI variant is never checked without its torch rule.
+pub fn policy_for(variant_dir: &Utf8Path, policy: &AbiPolicy) -> AbiPolicy {
+    let mut policy = policy.clone();
+    if policy.torch_stable_abi.is_none() {
+        let name = variant_dir.file_name().unwrap_or("");
+        if let Some(crate::matrix::naming::ParsedVariant::StableAbi { abi, .. }) =
+            crate::matrix::naming::parse_variant_name(name)
+        {
+            // `211`: the major version is the first digit, as the `kernels` loader reads it.
+            policy.torch_stable_abi = Version::parse(&format!("{}.{}", &abi[..1], &abi[1..])).ok();
+        }
+    }
+    policy
+}
+
 /// Run `check-abi`.
 pub fn run(args: Args) -> super::CmdResult {
     let policy = policy_of(&args)?;
     let dir = args.dir.clone().unwrap_or_else(|| Utf8PathBuf::from("."));
     let mut reports = Vec::new();
     if dir.is_file() {
+        let policy = policy_for(dir.parent().unwrap_or(Utf8Path::new("")), &policy);
         let library = abi::check_library(&dir, &policy)?;
         let report = AbiReport::new(&policy, vec![library]);
         reports.push(VariantReport { manylinux_met: report.manylinux_met(), variant: dir.clone(), report });
     } else {
         for variant in variant_dirs(&dir)? {
-            let report = abi::check_variant(&variant, &policy)?;
+            let report = abi::check_variant(&variant, &policy_for(&variant, &policy))?;
             reports.push(VariantReport { manylinux_met: report.manylinux_met(), variant, report });
         }
     }

@@ -6,11 +6,12 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::config;
 use crate::kernel;
-use crate::matrix::{self, data::matrix, Cell, Scope};
+use crate::matrix::data::{matrix, MatrixData};
+use crate::matrix::{self, Cell, Scope};
 
 /// Arguments.
 ///
@@ -43,6 +44,69 @@ pub struct Args {
     /// `torch-tpu`), as Nix's `redistributable` outputs do.
     #[arg(long)]
     pub all: bool,
+
+    #[command(flatten)]
+    pub matrix_file: MatrixFileArg,
+}
+
+/// `--matrix-file FILE`, shared by `list-variants` and `ci-matrix` so that both list the same
+/// cells.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MatrixFileArg {
+    /// Take the cells from this matrix file (the schema of nix/build-matrix.json: a draft of
+    /// the next matrix, or a generated one) instead of the matrix build.toml pins or the
+    /// default. Nix does not read it; the flake uses nix/build-matrix.json.
+    #[arg(long, value_name = "FILE")]
+    pub matrix_file: Option<Utf8PathBuf>,
+}
+
+/// The matrix a command lists: a built-in one (`'static`) or one read from `--matrix-file`.
+pub enum ChosenMatrix {
+    /// The matrix build.toml pins, else the default.
+    BuiltIn(&'static MatrixData),
+    /// The matrix read from `--matrix-file`.
+    File(Box<MatrixData>),
+}
+
+impl std::ops::Deref for ChosenMatrix {
+    type Target = MatrixData;
+    fn deref(&self) -> &MatrixData {
+        match self {
+            ChosenMatrix::BuiltIn(m) => m,
+            ChosenMatrix::File(m) => m,
+        }
+    }
+}
+
+impl MatrixFileArg {
+    /// The matrix to list `config`'s cells from: the file, else the one the kernel pins, else
+    /// the default ([`matrix::data::for_config`]).
+    ///
+    /// # Errors
+    /// The file cannot be read or is not a consistent matrix ([`matrix::data::load_file`]).
+    pub fn choose(&self, config: &config::BuildConfig) -> anyhow::Result<ChosenMatrix> {
+        Ok(match self.matrix_file.as_deref() {
+            Some(path) => ChosenMatrix::File(Box::new(matrix::data::load_file(path)?)),
+            None => ChosenMatrix::BuiltIn(matrix::data::for_config(config)),
+        })
+    }
+}
+
+/// Load `dir/build.toml`, printing its warnings on stderr; `None` (after printing every error
+/// on stderr) when it has errors, for the caller to exit 1.
+pub(crate) fn load_or_report(dir: &Utf8Path) -> Option<config::Loaded> {
+    match kernel::load(dir) {
+        Ok(loaded) => {
+            if !loaded.rendered_warnings.is_empty() {
+                eprint!("{}", loaded.rendered_warnings);
+            }
+            Some(loaded)
+        }
+        Err(errors) => {
+            eprint!("{}", errors.render());
+            None
+        }
+    }
 }
 
 /// Accept only systems of the build matrix (a bad value is a command-line error, exit 2).
@@ -59,12 +123,13 @@ fn parse_system(s: &str) -> Result<String, String> {
 ///
 /// `systems` are listed in order; `prefix_system` puts `<system>\t` before each name.
 pub fn listing(
+    m: &MatrixData,
     config: &config::BuildConfig,
     systems: &[String],
     scope: Scope,
     json: bool,
 ) -> anyhow::Result<String> {
-    let cells: Vec<Cell> = systems.iter().flat_map(|s| matrix::cells(config, s, scope)).collect();
+    let cells: Vec<Cell> = matrix::cells_on(m, config, systems, scope);
     if json {
         let mut s = serde_json::to_string_pretty(&cells)?;
         s.push('\n');
@@ -85,21 +150,13 @@ pub fn listing(
 /// has errors (all of them rendered on stderr).
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    let loaded = match kernel::load(&dir) {
-        Ok(loaded) => loaded,
-        Err(errors) => {
-            eprint!("{}", errors.render());
-            return Ok(ExitCode::from(1));
-        }
-    };
-    if !loaded.rendered_warnings.is_empty() {
-        eprint!("{}", loaded.rendered_warnings);
-    }
+    let Some(loaded) = load_or_report(&dir) else { return Ok(ExitCode::from(1)) };
+    let m = args.matrix_file.choose(&loaded.config)?;
     let systems: Vec<String> = if args.all_systems {
-        matrix().systems.clone()
+        m.systems.clone()
     } else {
         let system = args.system.unwrap_or_else(matrix::host_system);
-        if !matrix().systems.contains(&system) {
+        if !m.systems.contains(&system) {
             eprintln!(
                 "warning: this machine's system `{system}` has no build sets in the matrix; pass --system or --all-systems"
             );
@@ -107,7 +164,7 @@ pub fn run(args: Args) -> super::CmdResult {
         vec![system]
     };
     let scope = if args.all { Scope::All } else { Scope::Bundle };
-    let text = listing(&loaded.config, &systems, scope, args.json)?;
+    let text = listing(&m, &loaded.config, &systems, scope, args.json)?;
     if !args.json && text.is_empty() {
         // An empty stdout alone reads like a failure; say why there is nothing.
         eprintln!(

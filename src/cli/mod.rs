@@ -9,12 +9,14 @@ pub mod build_and_copy;
 pub mod build_and_upload;
 pub mod check_abi;
 pub mod check_config;
+pub mod ci_matrix;
 pub mod clean_pyproject;
 pub mod create_pyproject;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
 pub mod matrix;
+pub mod native_cache;
 pub mod nix_support;
 pub mod tune;
 pub mod update_build;
@@ -43,6 +45,8 @@ pub enum Command {
     UpdateBuild(update_build::Args),
     /// List the build variants (matrix cells) of a kernel.
     ListVariants(list_variants::Args),
+    /// Print the CI build jobs of every variant: a GitHub Actions matrix, or JSON.
+    CiMatrix(ci_matrix::Args),
     /// Build every variant of a kernel into DIR/build/<variant>/.
     #[command(visible_alias = "build")]
     BuildAndCopy(build_and_copy::Args),
@@ -53,6 +57,8 @@ pub enum Command {
     Hash(hash::Args),
     /// Rebuild variants in a scratch directory and compare with build/ and build/hashes.json.
     Verify(verify::Args),
+    /// Show or prune the native cell cache that native builds reuse cells from.
+    NativeCache(native_cache::Args),
     /// Check the shared objects of built variants: manylinux policy, CPython abi3, torch
     /// stable ABI.
     CheckAbi(check_abi::Args),
@@ -94,10 +100,12 @@ pub fn main() -> ExitCode {
         Command::CleanPyproject(a) => clean_pyproject::run(a),
         Command::UpdateBuild(a) => update_build::run(a),
         Command::ListVariants(a) => list_variants::run(a),
+        Command::CiMatrix(a) => ci_matrix::run(a),
         Command::BuildAndCopy(a) => build_and_copy::run(a),
         Command::Assemble(a) => build_and_copy::run_assemble(a),
         Command::Hash(a) => hash::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::NativeCache(a) => native_cache::run(a),
         Command::CheckAbi(a) => check_abi::run(a),
         Command::NixSupport(a) => nix_support::run(a),
         Command::Matrix(a) => matrix::run(a),

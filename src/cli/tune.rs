@@ -98,6 +98,17 @@ pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
     anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
     let loaded = super::load_config(&dir)?;
+    let section = match &loaded.config.framework {
+        crate::config::Framework::TorchNoarch(_) => None,
+        crate::config::Framework::Torch(_) => Some("[torch]"),
+        crate::config::Framework::TvmFfi(_) => Some("[tvm-ffi]"),
+    };
+    if let Some(section) = section {
+        anyhow::bail!(
+            "`{}` is a compiled `{section}` kernel, not a Helion kernel: `tune` pre-tunes the Helion kernels of a `[torch-noarch]` kernel (Python with `@helion.kernel` functions, as `kernel-builder init --template helion` writes) and a compiled kernel has nothing for it to tune",
+            loaded.config.path
+        );
+    }
     let general = &loaded.config.general;
     if !general.python_depends.iter().any(|d| d == "helion") {
         eprintln!(

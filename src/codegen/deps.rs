@@ -5,7 +5,10 @@
 //! A build finds a dependency's source in the directory named by
 //! `KERNEL_BUILDER_DEP_<NAME>` (upper case, `-` as `_`: `KERNEL_BUILDER_DEP_CUTLASS_3_6`), a
 //! checkout of the pinned commit; the generated project receives its include directories as
-//! `KB_DEP_<name>_INCLUDE_DIRS`. Nothing is downloaded by the native build.
+//! `KB_DEP_<name>_INCLUDE_DIRS`. Nothing is downloaded by the native build: [`find_checkout`]
+//! checks the directory, and its errors say what to fetch and how ([`fetch_hint`]).
+
+use camino::Utf8PathBuf;
 
 use crate::config::CppDependency;
 
@@ -124,6 +127,105 @@ pub fn cmake_var(dep: CppDependency) -> String {
     format!("KB_DEP_{}_INCLUDE_DIRS", dep.name().replace('-', "_"))
 }
 
+/// How to get `dep`'s source for a native build, as lines to run: for a pinned commit, a
+/// `git clone` of the repository, a checkout of that commit and the `export` of
+/// [`env_var`]; for an archive without a commit (metal-cpp), where to download it from.
+pub fn fetch_hint(dep: CppDependency) -> String {
+    let var = env_var(dep);
+    let Some(pin) = pinned(dep) else {
+        return format!("{} is the cell's torch; nothing to fetch", dep.name());
+    };
+    let repo = pin.url.trim_end_matches('/').rsplit('/').next().unwrap_or(pin.name);
+    let dir = format!("{repo}-{}", pin.tag.trim_start_matches('v'));
+    match pin.commit {
+        Some(commit) => format!(
+            "git clone {url} {dir} && git -C {dir} checkout --detach {commit}   # {tag}\n    export {var}=\"$PWD/{dir}\"",
+            url = pin.url,
+            tag = pin.tag
+        ),
+        None => format!(
+            "download {} ({}) from {} (an archive; no commit is pinned), unpack it, then\n    export {var}=<the unpacked directory>",
+            pin.name, pin.tag, pin.url
+        ),
+    }
+}
+
+/// A dependency's source as the native build found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    /// The directory [`env_var`] names.
+    pub dir: Utf8PathBuf,
+    /// Its include directories ([`PinnedSource::include_dirs`]), each checked to exist.
+    pub include_dirs: Vec<Utf8PathBuf>,
+    /// Set when the directory is a git checkout whose `HEAD` is not the pinned commit.
+    pub warning: Option<String>,
+}
+
+/// Find `dep`'s checkout for a native build from `value`, the value of its [`env_var`]
+/// (`std::env::var(env_var(dep)).ok()`), for the kernel `who` (`[kernel.gemm]`, for messages).
+///
+/// Errors (each naming the variable, the pinned repository, tag and commit, and the commands
+/// that fetch it, [`fetch_hint`]): the variable unset or empty, naming no directory, or a
+/// directory without the dependency's include directories. A checkout at another commit is
+/// used, with [`Checkout::warning`].
+pub fn find_checkout(dep: CppDependency, who: &str, value: Option<&str>) -> Result<Checkout, String> {
+    let var = env_var(dep);
+    let Some(pin) = pinned(dep) else {
+        return Err(format!("{who}: `{}` has no pinned source", dep.name()));
+    };
+    let what = format!(
+        "a checkout of {} at {}{}",
+        pin.url,
+        pin.tag,
+        pin.commit.map(|c| format!(" (commit {c})")).unwrap_or_default()
+    );
+    let fetch = format!("fetch it with:\n    {}", fetch_hint(dep));
+    let dir = match value {
+        Some(v) if !v.is_empty() => Utf8PathBuf::from(v),
+        _ => {
+            return Err(format!(
+                "{who} depends on `{}`, and a native build downloads nothing: set {var} to {what}; {fetch}",
+                dep.name()
+            ))
+        }
+    };
+    if !dir.is_dir() {
+        return Err(format!("{var} is `{dir}`, which is not a directory; it must name {what}; {fetch}"));
+    }
+    // CMake and the compilers run elsewhere: a relative path is taken from where this runs.
+    let dir = std::path::absolute(&dir).ok().and_then(|p| Utf8PathBuf::from_path_buf(p).ok()).unwrap_or(dir);
+    let mut include_dirs = Vec::new();
+    for rel in pin.include_dirs {
+        let inc = if *rel == "." { dir.clone() } else { dir.join(rel) };
+        if !inc.is_dir() {
+            return Err(format!(
+                "{var} is `{dir}`, which has no `{rel}/`: it must name {what} (the `{}` source itself, not a directory above it); {fetch}",
+                dep.name()
+            ));
+        }
+        include_dirs.push(inc);
+    }
+    let warning = pin.commit.and_then(|pinned_commit| {
+        let head = duct::cmd("git", ["-C", dir.as_str(), "rev-parse", "HEAD"])
+            .stdout_capture()
+            .stderr_null()
+            .unchecked()
+            .run()
+            .ok()
+            .filter(|o| o.status.success())?;
+        let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+        (head.len() == 40 && head != pinned_commit).then(|| {
+            format!(
+                "{var} (`{dir}`) is at commit {head}, not {pinned_commit} ({} {}) that `{}` is pinned to; the build uses it as it is",
+                pin.url,
+                pin.tag,
+                dep.name()
+            )
+        })
+    });
+    Ok(Checkout { dir, include_dirs, warning })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +246,69 @@ mod tests {
         }
         assert_eq!(env_var(CppDependency::MetalCpp), "KERNEL_BUILDER_DEP_METAL_CPP");
         assert_eq!(cmake_var(CppDependency::Cutlass(3, 6)), "KB_DEP_cutlass_3_6_INCLUDE_DIRS");
+    }
+
+    const CUTLASS_3_6_FETCH: &str = "fetch it with:\n    git clone https://github.com/NVIDIA/cutlass cutlass-3.6.0 && git -C cutlass-3.6.0 checkout --detach bf9da7b76c766d7ee7d536afc77880a4ef1f1156   # v3.6.0\n    export KERNEL_BUILDER_DEP_CUTLASS_3_6=\"$PWD/cutlass-3.6.0\"";
+
+    #[test]
+    fn a_missing_checkout_says_which_variable_and_what_to_fetch() {
+        let dep = CppDependency::Cutlass(3, 6);
+        for unset in [None, Some("")] {
+            assert_eq!(
+                find_checkout(dep, "[kernel.gemm]", unset).unwrap_err(),
+                format!("[kernel.gemm] depends on `cutlass_3_6`, and a native build downloads nothing: set KERNEL_BUILDER_DEP_CUTLASS_3_6 to a checkout of https://github.com/NVIDIA/cutlass at v3.6.0 (commit bf9da7b76c766d7ee7d536afc77880a4ef1f1156); {CUTLASS_3_6_FETCH}")
+            );
+        }
+        let t = tempfile::tempdir().unwrap();
+        let d = camino::Utf8Path::from_path(t.path()).unwrap();
+        assert_eq!(
+            find_checkout(dep, "[kernel.gemm]", Some(d.join("nope").as_str())).unwrap_err(),
+            format!("KERNEL_BUILDER_DEP_CUTLASS_3_6 is `{d}/nope`, which is not a directory; it must name a checkout of https://github.com/NVIDIA/cutlass at v3.6.0 (commit bf9da7b76c766d7ee7d536afc77880a4ef1f1156); {CUTLASS_3_6_FETCH}")
+        );
+        // A directory above the checkout (or another project) has no include/.
+        assert_eq!(
+            find_checkout(dep, "[kernel.gemm]", Some(d.as_str())).unwrap_err(),
+            format!("KERNEL_BUILDER_DEP_CUTLASS_3_6 is `{d}`, which has no `include/`: it must name a checkout of https://github.com/NVIDIA/cutlass at v3.6.0 (commit bf9da7b76c766d7ee7d536afc77880a4ef1f1156) (the `cutlass_3_6` source itself, not a directory above it); {CUTLASS_3_6_FETCH}")
+        );
+        // metal-cpp comes as an archive: no git commands.
+        assert_eq!(
+            fetch_hint(CppDependency::MetalCpp),
+            "download metal-cpp (macOS26) from https://developer.apple.com/metal/cpp/ (an archive; no commit is pinned), unpack it, then\n    export KERNEL_BUILDER_DEP_METAL_CPP=<the unpacked directory>"
+        );
+    }
+
+    #[test]
+    fn a_checkout_is_found_and_another_commit_is_a_warning() {
+        let dep = CppDependency::Cutlass(3, 6);
+        let t = tempfile::tempdir().unwrap();
+        let d = camino::Utf8Path::from_path(t.path()).unwrap();
+        std::fs::create_dir_all(d.join("include/cutlass")).unwrap();
+        std::fs::create_dir_all(d.join("tools/util/include")).unwrap();
+        let c = find_checkout(dep, "[kernel.gemm]", Some(d.as_str())).unwrap();
+        assert_eq!(c.include_dirs, [d.join("include"), d.join("tools/util/include")]);
+        assert_eq!(c.warning, None, "not a git checkout: nothing to compare");
+        let git = |args: &[&str]| {
+            let out = duct::cmd("git", args)
+                .dir(d)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t")
+                .stdout_capture()
+                .stderr_capture()
+                .run()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        git(&["init", "-q"]);
+        std::fs::write(d.join("include/cutlass/cutlass.h"), "// not cutlass\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "x"]);
+        let head = git(&["rev-parse", "HEAD"]);
+        let c = find_checkout(dep, "[kernel.gemm]", Some(d.as_str())).unwrap();
+        assert_eq!(
+            c.warning.unwrap(),
+            format!("KERNEL_BUILDER_DEP_CUTLASS_3_6 (`{d}`) is at commit {head}, not bf9da7b76c766d7ee7d536afc77880a4ef1f1156 (https://github.com/NVIDIA/cutlass v3.6.0) that `cutlass_3_6` is pinned to; the build uses it as it is")
+        );
     }
 }

@@ -14,6 +14,10 @@
 //! | `torch` | `[torch-noarch]` | cpu cuda | plain PyTorch |
 //! | `compiled` | `[torch]` + one `[kernel.*]` per backend | cuda | CUDA/HIP, C++, Metal, SYCL |
 //!
+//! Every project also gets `.github/workflows/build.yml` ([`GITHUB_WORKFLOW`], written as it
+//! is): a GitHub Actions workflow that builds the bundle with one job per entry of
+//! `kernel-builder ci-matrix`, joins the variants, checks them and uploads.
+//!
 //! Helion is the default because a Helion kernel is this project's main job (a noarch kernel
 //! that builds without a compiler); upstream's default, a compiled kernel, is `--template
 //! compiled`. Every template's op is the same, `<python_name>(x, y) = x + y`, so its tests
@@ -60,6 +64,11 @@ pub fn default_flake_ref() -> (String, &'static str) {
     }
     (DEFAULT_FLAKE_REF.to_owned(), "the published kernel-builder flake")
 }
+
+/// The GitHub Actions workflow every project gets: `kernel-builder ci-matrix` fans the bundle
+/// out to one job per cell, a last job joins, checks and uploads (the file's comments say
+/// how).
+pub const GITHUB_WORKFLOW: &str = ".github/workflows/build.yml";
 
 /// The license written into `build.toml` when `--license` is not given.
 pub const DEFAULT_LICENSE: &str = "Apache-2.0";
@@ -175,6 +184,8 @@ mod tpl {
     pub const CARD: &str = include_str!("templates/common/CARD.md");
     pub const README: &str = include_str!("templates/common/README.md");
     pub const TEST: &str = include_str!("templates/common/test.py");
+    /// Written as it is, not rendered: GitHub's `${{ … }}` is not a placeholder.
+    pub const GITHUB_BUILD: &str = include_str!("templates/common/github-build.yml");
 
     pub const NOARCH_BUILD: &str = include_str!("templates/noarch/build.toml");
     pub const NOARCH_INIT: &str = include_str!("templates/noarch/__init__.py");
@@ -357,6 +368,7 @@ pub fn render_project(p: &Project) -> Result<FileSet, RenderError> {
     for (path, name, text) in files {
         out.insert(Utf8PathBuf::from(path), render::render(name, text, &v)?);
     }
+    out.insert(Utf8PathBuf::from(GITHUB_WORKFLOW), tpl::GITHUB_BUILD.to_owned());
     Ok(out)
 }
 
@@ -415,12 +427,16 @@ mod tests {
             for b in t.supported_backends() {
                 let fs = render_project(&project(t, &[*b])).unwrap();
                 for (path, text) in &fs {
-                    assert!(!text.contains("{{"), "{t} {b}: placeholder left in {path}");
+                    // The workflow's `${{ … }}` are GitHub's expressions, written as they are.
+                    if path != GITHUB_WORKFLOW {
+                        assert!(!text.contains("{{"), "{t} {b}: placeholder left in {path}");
+                    }
                 }
+                assert_eq!(fs[camino::Utf8Path::new(GITHUB_WORKFLOW)], tpl::GITHUB_BUILD);
                 check_rendered(t, &fs).unwrap();
             }
             let fs = render_project(&project(t, t.supported_backends())).unwrap();
-            assert!(fs.values().all(|s| !s.contains("{{")));
+            assert!(fs.iter().all(|(p, s)| p == GITHUB_WORKFLOW || !s.contains("{{")));
             check_rendered(t, &fs).unwrap();
         }
     }
@@ -432,6 +448,7 @@ mod tests {
         assert_eq!(
             paths(&fs),
             [
+                ".github/workflows/build.yml",
                 ".gitignore",
                 "CARD.md",
                 "README.md",
@@ -466,6 +483,7 @@ mod tests {
         assert_eq!(
             paths(&fs),
             [
+                ".github/workflows/build.yml",
                 ".gitignore",
                 "CARD.md",
                 "README.md",

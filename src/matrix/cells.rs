@@ -276,6 +276,13 @@ pub fn cells_in(m: &MatrixData, config: &BuildConfig, system: &str, scope: Scope
     out
 }
 
+/// [`cells_in`] for each of `systems` in turn: the cells of the first system (sorted by name),
+/// then the second's, … A noarch name (`torch-cuda`) comes once per system that has a cell for
+/// it. This is what `list-variants` prints and what `ci-matrix` fans out.
+pub fn cells_on(m: &MatrixData, config: &BuildConfig, systems: &[String], scope: Scope) -> Vec<Cell> {
+    systems.iter().flat_map(|s| cells_in(m, config, s, scope)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::data::named;

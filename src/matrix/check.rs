@@ -414,7 +414,9 @@ fn check_capability(
                 refs.join(", "),
                 skipping_cells(m, cap, caps, cells)
             ),
-            Some(match suffix_min_cuda(m, cap.suffix) {
+            // The suffix is named only when it is what needs the newer CUDA (`10.0f`: 12.9);
+            // `12.0a` needs 12.8 for the architecture itself, though `a` exists from 12.0.
+            Some(match suffix_min_cuda(m, cap.suffix).filter(|min| json_version(first) <= *min) {
                 Some(min) => format!("the `{}` suffix needs CUDA {min} or newer; raise general.cuda.maxver to build it, or drop it", if cap.suffix == CapabilitySuffix::Arch { "a" } else { "f" }),
                 None => "raise general.cuda.maxver to build it, or remove it".to_owned(),
             }),

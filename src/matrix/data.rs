@@ -179,6 +179,69 @@ pub fn for_config(config: &crate::config::BuildConfig) -> &'static MatrixData {
     }
 }
 
+/// Read a matrix file that is not built in (a draft of the next matrix, or a generated one for
+/// a benchmark): `list-variants --matrix-file FILE` and `ci-matrix --matrix-file FILE` list
+/// the cells of it instead of the kernel's matrix. Nix does not see such a file: the flake
+/// reads `nix/build-matrix.json` (or give `nix/lib` the same file as its `matrix` argument).
+///
+/// The file has the schema of `nix/build-matrix.json` ([`FORMAT`]); its `snapshots` are not
+/// read.
+///
+/// # Errors
+/// The file cannot be read or is not a matrix of this schema (serde's message, with line and
+/// column), or it is inconsistent: every problem found, one per line (a build set on a system
+/// the file does not list, a CUDA or ROCm version without its table, a version that does not
+/// parse).
+pub fn load_file(path: &camino::Utf8Path) -> anyhow::Result<MatrixData> {
+    use anyhow::Context;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read the matrix file `{path}`"))?;
+    let m: MatrixData = serde_json::from_str(&text)
+        .with_context(|| format!("`{path}` is not a build matrix (the schema of nix/build-matrix.json)"))?;
+    let problems = problems(&m);
+    anyhow::ensure!(
+        problems.is_empty(),
+        "the matrix file `{path}` is inconsistent:\n  {}",
+        problems.join("\n  ")
+    );
+    Ok(m)
+}
+
+/// What is wrong with `m`, one sentence each (empty when it is consistent): the `format`, the
+/// systems of each build set, the CUDA and ROCm versions having their tables, versions that
+/// parse.
+pub fn problems(m: &MatrixData) -> Vec<String> {
+    let mut out = Vec::new();
+    if m.format != FORMAT {
+        out.push(format!("`format` is `{}`, expected `{FORMAT}`", m.format));
+    }
+    for (i, set) in m.build_sets.iter().enumerate() {
+        let at = format!("build_sets[{i}] (torch {}, {})", set.torch, set.backend);
+        if let Err(e) = Version::parse(&set.torch) {
+            out.push(format!("{at}: torch version: {e}"));
+        }
+        if let Some(Err(e)) = set.version.as_deref().map(Version::parse) {
+            out.push(format!("{at}: backend version: {e}"));
+        }
+        for s in &set.systems {
+            if !m.systems.contains(s) {
+                out.push(format!("{at}: system `{s}` is not in `systems`"));
+            }
+        }
+        match (set.backend, set.version.as_deref()) {
+            (Backend::Cuda, Some(v)) if !m.cuda.contains_key(v) => {
+                out.push(format!("{at}: CUDA {v} has no entry in `cuda`"))
+            }
+            (Backend::Rocm, Some(v)) if !m.rocm.versions.contains_key(v) => {
+                out.push(format!("{at}: ROCm {v} has no entry in `rocm`"))
+            }
+            (Backend::Cuda | Backend::Rocm | Backend::Xpu, None) => out.push(format!("{at}: no `version`")),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// One line for `kernel-builder --version`: the crate version and the matrices it carries,
 /// e.g. `0.1.0 (matrix 2026-12, revision 2026-12-01; snapshots: upstream-2026-08 (2026-08-20))`.
 pub fn version_line() -> &'static str {
@@ -276,6 +339,36 @@ mod tests {
         let flattened: usize = m.build_sets.iter().map(|s| s.systems.len()).sum();
         assert_eq!(flattened, 28);
         assert_eq!(m.build_sets.iter().filter(|s| s.bundle).map(|s| s.systems.len()).sum::<usize>(), 26);
+    }
+
+    #[test]
+    fn matrix_files_are_checked_when_loaded() {
+        for m in all() {
+            assert_eq!(problems(m), Vec::<String>::new(), "{}", m.name);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = camino::Utf8PathBuf::from_path_buf(dir.path().join("m.json")).unwrap();
+        std::fs::write(&path, MATRIX_JSON).unwrap();
+        assert_eq!(load_file(&path).unwrap().build_sets.len(), matrix().build_sets.len());
+        let broken = MATRIX_JSON
+            .replacen(
+                "\"systems\": [\"aarch64-darwin\", \"aarch64-linux\", \"x86_64-linux\"]",
+                "\"systems\": [\"x86_64-linux\"]",
+                1,
+            )
+            .replacen("\"version\": \"12.6\"", "\"version\": \"12.5\"", 1);
+        assert_ne!(broken, MATRIX_JSON);
+        std::fs::write(&path, broken).unwrap();
+        let err = format!("{:#}", load_file(&path).unwrap_err());
+        assert!(err.starts_with(&format!("the matrix file `{path}` is inconsistent:\n  ")), "{err}");
+        assert!(
+            err.contains("\n  build_sets[3] (torch 2.12, cuda): CUDA 12.5 has no entry in `cuda`\n"),
+            "{err}"
+        );
+        assert!(err.contains("system `aarch64-linux` is not in `systems`"), "{err}");
+        std::fs::write(&path, "{\"format\": 1}").unwrap();
+        let err = format!("{:#}", load_file(&path).unwrap_err());
+        assert!(err.contains("is not a build matrix") && err.contains("line 1 column"), "{err}");
     }
 
     #[test]

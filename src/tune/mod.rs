@@ -22,7 +22,7 @@
 mod report;
 mod run;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -173,6 +173,15 @@ pub enum TuneError {
          the kernel source; its last lines:\n{tail}"
     )]
     NoHeuristic { kind: String, compute: String, tail: String },
+    /// The new heuristic lacks kernels the installed one has (the bench run did not call them).
+    #[error(
+        "the new heuristic would drop {dropped}, which the installed heuristic tunes: the bench \
+         run called only {called}, and Helion's runner writes heuristics for the kernels a run \
+         calls; `{dir}` is unchanged\n  hint: include shapes that call the dropped kernels in the \
+         run (shapes recorded in tuning/ are not searched again), or pass --fresh to replace the \
+         heuristic with this run's kernels only"
+    )]
+    WouldDropKernels { dropped: String, called: String, dir: Utf8PathBuf },
 }
 
 /// What [`probe`] found: the versions and device that tuning runs on.
@@ -304,6 +313,25 @@ fn heuristic_files(root: &Utf8Path, kind: &str, compute: &str) -> anyhow::Result
         if entry.file_type().is_file() && name.starts_with("_helion_aot_") && name.ends_with(&suffix) {
             let rel = entry.path().strip_prefix(root.as_std_path()).expect("under root");
             out.push(Utf8PathBuf::try_from(rel.to_path_buf()).context("non-UTF-8 file name")?);
+        }
+    }
+    Ok(out)
+}
+
+/// The kernels a heuristic file selects configs for, as `(file, kernel)` pairs: Helion's runner
+/// writes one `def key_<kernel>(*args)` per kernel into `_helion_aot_<stem>_<kind>_<compute>.py`.
+fn heuristic_kernels(
+    root: &Utf8Path,
+    files: &[Utf8PathBuf],
+) -> anyhow::Result<BTreeSet<(Utf8PathBuf, String)>> {
+    let mut out = BTreeSet::new();
+    for rel in files {
+        let text = crate::fsutil::read_to_string(&root.join(rel))?;
+        for line in text.lines() {
+            if let Some(name) = line.strip_prefix("def key_").and_then(|r| r.split_once('(')).map(|(n, _)| n)
+            {
+                out.insert((rel.clone(), name.to_owned()));
+            }
         }
     }
     Ok(out)
@@ -563,6 +591,27 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
             tail: fin.tail(),
         }
         .into());
+    }
+
+    // A run that calls only some kernels gets a heuristic for those only; installing it would
+    // silently send the others back to Helion's default config (seen on the H200: every
+    // non-causal shape fell to 0.31x FLASH after a causal-only slice).
+    if !opts.fresh {
+        let installed_root = dir.join("torch-ext");
+        let installed = heuristic_files(&installed_root, &env.device_kind, &env.compute)?;
+        let before = heuristic_kernels(&installed_root, &installed)?;
+        let after = heuristic_kernels(&work.join("torch-ext"), &produced)?;
+        let dropped: Vec<&str> = before.difference(&after).map(|(_, k)| k.as_str()).collect();
+        if !dropped.is_empty() {
+            let called: BTreeSet<&str> = after.iter().map(|(_, k)| k.as_str()).collect();
+            let list = |v: Vec<&str>| v.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+            return Err(TuneError::WouldDropKernels {
+                dropped: list(dropped),
+                called: list(called.into_iter().collect()),
+                dir: dir.to_owned(),
+            }
+            .into());
+        }
     }
 
     // 4. the per-shape table, with the new heuristic in evaluate mode

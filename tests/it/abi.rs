@@ -256,6 +256,50 @@ fn torch_cxx_symbols_are_refused_under_the_stable_abi() {
     assert!(!stdout.contains("torch_new_stable_ivalue"), "{stdout}");
 }
 
+/// A variant directory named `torch-stable-abi<MAJ><MIN>-…` gets the torch rule without
+/// `--torch-stable-abi`, targeting the version in its name; the same library under a
+/// versioned torch variant's name does not.
+#[test]
+fn stable_abi_variant_names_bring_the_torch_rule() {
+    let (_t, dir) = tempdir();
+    let stable = dir.join("build/torch-stable-abi212-cpu-x86_64-linux");
+    let versioned = dir.join("build/torch212-cxx11-cpu-x86_64-linux");
+    for v in [&stable, &versioned] {
+        std::fs::create_dir_all(v).unwrap();
+        compile(v, "_ops.abi3.so", "c++", TORCH);
+        std::fs::write(v.join("metadata.json"), "{}").unwrap();
+    }
+    let check = |args: &[&str]| {
+        let out = Command::cargo_bin("kernel-builder").unwrap().arg("check-abi").args(args).output().unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (code, stdout) = check(&[stable.as_str()]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("  - torch stable ABI: _ZN3c103fooEv [c10::foo] is a libtorch C++ symbol"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "  - torch stable ABI 2.12: torch_new_stable_ivalue was added to the C shim in torch 2.13.0\n"
+        ),
+        "{stdout}"
+    );
+    // The flag overrides the name; the whole build directory checks each variant by its own name.
+    let (code, stdout) = check(&[stable.as_str(), "--torch-stable-abi", "2.13"]);
+    assert_eq!(code, Some(1));
+    assert!(!stdout.contains("torch_new_stable_ivalue"), "{stdout}");
+    let (code, stdout) = check(&["--json", dir.join("build").as_str()]);
+    assert_eq!(code, Some(1));
+    let reports: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let targets: Vec<&serde_json::Value> =
+        reports.as_array().unwrap().iter().map(|r| &r["torch_stable_abi"]).collect();
+    assert_eq!(targets, [&serde_json::json!("2.12"), &serde_json::Value::Null]);
+    let (code, stdout) = check(&[versioned.as_str()]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(!stdout.contains("torch stable ABI"), "{stdout}");
+}
+
 /// (e) A file named `.so` that is not one, and a truncated ELF: errors naming the file, exit 1,
 /// no panic.
 #[test]
@@ -291,14 +335,11 @@ fn non_elf_and_truncated_files_are_clear_errors() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.starts_with("error: --manylinux: unknown manylinux policy `2_29`"), "{stderr}");
-    for (flag, value, message) in [
-        ("--python-abi", "3", "error: --python-abi: Python version `3` must be MAJOR.MINOR, e.g. 3.9\n"),
-        (
-            "--torch-stable-abi",
-            "2.x",
-            "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n",
-        ),
-    ] {
+    for (flag, value, message) in [(
+        "--torch-stable-abi",
+        "2.x",
+        "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n",
+    )] {
         let out = Command::cargo_bin("kernel-builder")
             .unwrap()
             .args(["check-abi", dir.as_str(), flag, value])
@@ -307,6 +348,45 @@ fn non_elf_and_truncated_files_are_clear_errors() {
         assert_eq!(out.status.code(), Some(1));
         assert_eq!(String::from_utf8(out.stderr).unwrap(), message);
     }
+}
+
+/// `--python-abi` takes only Pythons with a stable ABI (3.2 on): anything else is a usage error
+/// (exit 2) saying what is accepted, before any file is read.
+#[test]
+fn python_abi_values_without_a_stable_abi_are_usage_errors() {
+    for (value, why) in [
+        (
+            "2.7",
+            "Python 2.7 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
+        ),
+        (
+            "3.1",
+            "Python 3.1 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
+        ),
+        (
+            "4.0",
+            "Python 4.0 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
+        ),
+        ("3", "Python version `3` must be MAJOR.MINOR, e.g. 3.9"),
+    ] {
+        let out = Command::cargo_bin("kernel-builder")
+            .unwrap()
+            .args(["check-abi", "/nonexistent", "--python-abi", value])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{value}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.starts_with(&format!("error: invalid value '{value}' for '--python-abi <X.Y>': {why}\n")),
+            "{stderr}"
+        );
+    }
+    let out = Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains("The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) or newer"),
+        "{help}"
+    );
 }
 
 /// A kernel directory: every build/<variant>/ is checked, libraries found recursively and

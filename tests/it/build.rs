@@ -70,10 +70,20 @@ const SOURCE_SET: [&str; 5] = [
     "torch-ext/vector_add/vector_add.py",
 ];
 
-/// The `kernel-builder` binary with git's redirecting variables removed.
+/// The cache directory of these tests' builds (the native cell cache, among others): in
+/// target/tmp, not the user's cache. Shared by the tests, so a test that asserts `built` passes
+/// `--no-cache`.
+const IT_CACHE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/kernel-builder-cache");
+
+/// The `kernel-builder` binary with git's redirecting variables removed, caching in
+/// [`IT_CACHE`].
 fn kb(cwd: &Path) -> Command {
     let mut c = Command::cargo_bin("kernel-builder").unwrap();
-    c.current_dir(cwd).env_remove("GIT_DIR").env_remove("GIT_WORK_TREE").env_remove("GIT_INDEX_FILE");
+    c.current_dir(cwd)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env("KERNEL_BUILDER_CACHE_DIR", IT_CACHE);
     c
 }
 
@@ -150,7 +160,7 @@ fn ops_py(ns: &str, variant: &str) -> String {
 fn noarch_bundle_has_the_exact_tree() {
     let t = tempfile::tempdir().unwrap();
     fixture(t.path());
-    let stdout = build_ok(t.path(), &[]);
+    let stdout = build_ok(t.path(), &["--no-cache"]);
     let u = uid();
     assert_eq!(
         stdout,
@@ -313,7 +323,7 @@ fn variant_filter_rebuilds_only_the_named_variants() {
     let xpu_before = tree(&build.join("torch-xpu"));
 
     write(&t.path().join("torch-ext/vector_add/vector_add.py"), "def vector_add(x, y):\n    return y + x\n");
-    let stdout = build_ok(t.path(), &["--variant", "torch-cuda"]);
+    let stdout = build_ok(t.path(), &["--variant", "torch-cuda", "--no-cache"]);
     assert!(stdout.starts_with("built torch-cuda (6 files, id _vector_add_cuda_"), "{stdout}");
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert_eq!(tree(&build.join("torch-rocm")), rocm_before);
@@ -957,7 +967,7 @@ fn mixed_kernel_without_a_toolchain_builds_its_noarch_variant_and_says_why_not_t
     let no_python = ["--python", "/nonexistent/python3"];
     let why = "cannot run the Python interpreter `/nonexistent/python3` (No such file or directory (os error 2)); pass --python PATH to a Python with torch";
 
-    let out = build(d, &no_python);
+    let out = build(d, &[&no_python[..], &["--no-cache"]].concat());
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -1017,8 +1027,8 @@ Options:
           [default: auto]
 
       --json
-          Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files", "id"}]}`
-          (`files` and `id` are null for a Nix build)
+          Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files", "id",
+          "reused"}]}` (`files`, `id` and `reused` are null for a Nix build)
 
       --python <PATH>
           The Python interpreter whose torch compiled variants are built against; its torch version,
@@ -1042,6 +1052,19 @@ Options:
           the symbol. Without it the policy met is recorded in metadata.json (`build.manylinux`) and
           what keeps a variant from manylinux_2_28 is a warning
 
+      --jobs <N>
+          Native builds: build up to N cells at once (0: one per CPU core); each compiled cell's
+          Ninja then runs the CPU count divided by N jobs (KERNEL_BUILDER_JOBS overrides). The
+          variants, their bytes and the output are the same for every N
+          
+          [default: 1]
+
+      --no-cache
+          Native builds: build every cell, neither reusing nor storing cells in the native cell
+          cache (`native-cells-v1/` in the cache directory: $KERNEL_BUILDER_CACHE_DIR, else
+          $XDG_CACHE_HOME/kernel-builder, else ~/.cache/kernel-builder; see `kernel-builder
+          native-cache`)
+
   -h, --help
           Print help (see a summary with '-h')
 
@@ -1050,7 +1073,10 @@ DIR/build/hashes.json (the NAR hash of each variant). For a noarch kernel (Helio
 torch) there is one torch-<backend> directory per backend. A compiled backend builds natively the
 one cell the host toolchain gives (torch from --python, the system C++ compiler, nvcc for CUDA),
 through a generated CMake project; a backend whose toolchain is missing is skipped with a note
-saying what to install. Nothing in DIR/build/ changes when the build fails.
+saying what to install. Nothing in DIR/build/ changes when the build fails. A native build reuses a
+cell built before from the same sources with the same toolchain from the native cell cache (the line
+then says `reused`, not `built`; see `kernel-builder native-cache`); `--jobs N` builds N cells at
+once.
 "#;
 
 #[test]
@@ -1173,6 +1199,7 @@ fn a_source_file_larger_than_the_memory_limit_builds() {
     fixture(t.path());
     let big = t.path().join("torch-ext/vector_add/table.py");
     fs::File::create(&big).unwrap().set_len(96 << 20).unwrap(); // NUL bytes are UTF-8
+    let cache = tempfile::tempdir().unwrap();
     let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
     let out = std::process::Command::new("sh")
         .arg("-c")
@@ -1180,6 +1207,8 @@ fn a_source_file_larger_than_the_memory_limit_builds() {
         .arg(&exe)
         .current_dir(t.path())
         .env_remove("GIT_DIR")
+        // Its own cache: the cells (3 × 96 MiB) are stored, streamed too.
+        .env("KERNEL_BUILDER_CACHE_DIR", cache.path())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -1231,6 +1260,7 @@ fn a_build_killed_at_any_rename_of_the_swap_leaves_whole_variants() {
             .args(["build-and-copy", "--nix", "never", "."])
             .current_dir(t.path())
             .env_remove("GIT_DIR")
+            .env("KERNEL_BUILDER_CACHE_DIR", IT_CACHE)
             .output()
             .unwrap();
         if out.status.success() {

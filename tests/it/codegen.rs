@@ -239,3 +239,50 @@ fn source_names_cmake_or_nvcc_would_split_are_refused() {
         assert!(!d.join("CMakeLists.txt").exists());
     }
 }
+
+/// `create-pyproject --out DIR` creates DIR (and its parents) when missing, as `mkdir -p`
+/// would, and `clean-pyproject --out DIR` then empties it; when the project cannot be written
+/// (a bad build.toml), the directories it created are removed again.
+#[test]
+fn create_pyproject_out_creates_the_directory() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let t = tempfile::tempdir().unwrap();
+    let out_dir = t.path().join("projects/relu");
+    let out = kb(t.path())
+        .args(["create-pyproject", repo.join("kernels/relu").to_str().unwrap(), "--out", "projects/relu"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let o = out_dir.canonicalize().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "created projects\nwrote {0}/CMakeLists.txt\nwrote {0}/cmake/kb-embed-metallib.cmake\nwrote {0}/pyproject.toml\nwrote {0}/setup.py\nwrote {0}/torch-ext/registration.h\n",
+            o.display()
+        )
+    );
+    let cmake = fs::read_to_string(out_dir.join("CMakeLists.txt")).unwrap();
+    let rel = Utf8Path::new(repo.to_str().unwrap()).join("kernels/relu");
+    assert!(cmake.contains("set(KB_SOURCE_DIR \"${CMAKE_CURRENT_SOURCE_DIR}/"), "{cmake}");
+    assert!(Utf8Path::new(out_dir.to_str().unwrap()).join("../..").exists() && rel.is_dir());
+    let out =
+        kb(t.path()).args(["clean-pyproject", rel.as_str(), "--out", "projects/relu"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fs::read_dir(&out_dir).unwrap().count(), 0);
+
+    // A kernel whose build.toml is broken: nothing is created.
+    let bad = t.path().join("bad");
+    fs::create_dir(&bad).unwrap();
+    fs::write(bad.join("build.toml"), "[general]\nname = 1\n").unwrap();
+    let out = kb(t.path()).args(["create-pyproject", "bad", "--out", "new/deeper"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!t.path().join("new").exists(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Something in the way that is not a directory.
+    fs::write(t.path().join("file"), "x").unwrap();
+    let out = kb(t.path())
+        .args(["create-pyproject", repo.join("kernels/relu").to_str().unwrap(), "--out", "file"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "error: `file` (--out) exists and is not a directory\n");
+}

@@ -134,3 +134,33 @@ fn capabilities_this_cuda_cannot_build_fail_before_compiling() {
     assert!(!k.join("build").exists());
     assert!(!t.path().join("cache").exists(), "nothing was configured or compiled");
 }
+
+/// A native build of a kernel that depends on cutlass, without the checkout: before anything
+/// is configured, the error names the variable to set, the pinned repository, tag and commit,
+/// and the commands that fetch it; `build/` is left as it was.
+#[test]
+fn missing_cpp_dependency_says_what_to_fetch() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    kernel(&k, "cpu", "");
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    fs::write(
+        k.join("build.toml"),
+        toml.replace("depends = [\"torch\"]", "depends = [\"torch\", \"cutlass_3_6\"]"),
+    )
+    .unwrap();
+    let bin = t.path().join("env/bin");
+    let py = fake_python(t.path(), "null");
+    script(&bin.join("cmake"), "[ \"$1\" = --version ] && echo 'cmake version 4.4.5' || exit 3");
+    script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
+    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
+    let (code, err) = run(&k, &[&bin], &py, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "[kernel.k] depends on `cutlass_3_6`, and a native build downloads nothing: set KERNEL_BUILDER_DEP_CUTLASS_3_6 to a checkout of https://github.com/NVIDIA/cutlass at v3.6.0 (commit bf9da7b76c766d7ee7d536afc77880a4ef1f1156); fetch it with:\n    git clone https://github.com/NVIDIA/cutlass cutlass-3.6.0 && git -C cutlass-3.6.0 checkout --detach bf9da7b76c766d7ee7d536afc77880a4ef1f1156   # v3.6.0\n    export KERNEL_BUILDER_DEP_CUTLASS_3_6=\"$PWD/cutlass-3.6.0\"\n"
+        ),
+        "{err}"
+    );
+    assert!(!k.join("build").exists());
+}

@@ -101,7 +101,8 @@ fn with_mode(files: &[&str]) -> Vec<String> {
     files.iter().map(|f| format!("644 {f}")).collect()
 }
 
-const HELION_FILES: [&str; 9] = [
+const HELION_FILES: [&str; 10] = [
+    ".github/workflows/build.yml",
     ".gitignore",
     "CARD.md",
     "README.md",
@@ -130,7 +131,7 @@ fn upstream_example_command() {
     assert_eq!(
         stdout,
         format!(
-            "Created `myorg/vector-add-helion` in `vector-add-helion` (helion template; backends: cuda, rocm, xpu; 9 files)\n  \
+            "Created `myorg/vector-add-helion` in `vector-add-helion` (helion template; backends: cuda, rocm, xpu; 10 files)\n  \
              initialized a new git repository and staged the files\n  \
              flake.nix takes kernel-builder from `{}` (from --flake-ref or KERNEL_BUILDER_FLAKE_REF); to use another, \
              edit `inputs.kernel-builder.url` in flake.nix (or pass --flake-ref)\n\
@@ -225,6 +226,7 @@ fn triton_files() {
     assert_eq!(
         tree(&dir),
         with_mode(&[
+            ".github/workflows/build.yml",
             ".gitignore",
             "CARD.md",
             "README.md",
@@ -249,6 +251,7 @@ fn torch_files_cpu_only() {
     assert_eq!(
         tree(&dir),
         with_mode(&[
+            ".github/workflows/build.yml",
             ".gitignore",
             "CARD.md",
             "README.md",
@@ -271,6 +274,7 @@ fn compiled_files_every_backend() {
     assert_eq!(
         tree(&dir),
         with_mode(&[
+            ".github/workflows/build.yml",
             ".gitignore",
             "CARD.md",
             "README.md",
@@ -403,7 +407,7 @@ fn empty_directory_and_existing_repo_are_reused() {
         .unwrap()
         .success());
     s.init(&["--name", "myorg/repo", "--template", "torch", "repo"]);
-    assert_eq!(staged(&repo).len(), 8);
+    assert_eq!(staged(&repo).len(), 9);
 }
 
 /// A project inside an existing work tree is staged there, without a nested repository.
@@ -426,7 +430,7 @@ fn project_inside_a_work_tree_is_staged_there() {
     let out = std::process::Command::new("git").args(["ls-files"]).current_dir(&mono).output().unwrap();
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
-        "kernels/inner/.gitignore\nkernels/inner/CARD.md\nkernels/inner/README.md\nkernels/inner/build.toml\n\
+        "kernels/inner/.github/workflows/build.yml\nkernels/inner/.gitignore\nkernels/inner/CARD.md\nkernels/inner/README.md\nkernels/inner/build.toml\n\
          kernels/inner/flake.nix\nkernels/inner/tests/test_inner.py\nkernels/inner/torch-ext/inner/__init__.py\n\
          kernels/inner/torch-ext/inner/op.py\n"
     );
@@ -442,7 +446,7 @@ fn overwrite_replaces_generated_files_and_keeps_others() {
     s.init(&["--name", "myorg/kk", "--template", "torch", "--overwrite", "kk"]);
     assert_eq!(read(dir.join("notes.txt")), "mine\n");
     assert!(read(dir.join("build.toml")).starts_with("[general]\nname = \"kk\"\n"));
-    assert_eq!(tree(&dir).len(), 9);
+    assert_eq!(tree(&dir).len(), 10);
 }
 
 /// The short help, as users see it (the long help adds the templates' descriptions).

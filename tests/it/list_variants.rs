@@ -285,18 +285,22 @@ fn help_describes_every_option() {
       [DIR]  Kernel directory containing build.toml (default: the current directory)
 
     Options:
-          --json             Print a JSON array of cells (name, system, backend, backend_version,
-                             torch_version, noarch, bundle, kind, arch_variant, cuda_capabilities,
-                             rocm_archs, matrix, matrix_revision) instead of names. The matrix is the
-                             one build.toml pins (`[general] matrix`), else the default (`kernel-builder
-                             --version` names it)
-          --system <SYSTEM>  List the variants of this Nix system instead of the host's (e.g.
-                             `aarch64-darwin`)
-          --all-systems      List the variants of every system of the matrix; text output prefixes each
-                             name with its system and a tab
-          --all              Include variants outside the default bundle (for example torch 2.11 CPU and
-                             `torch-tpu`), as Nix's `redistributable` outputs do
-      -h, --help             Print help
+          --json                Print a JSON array of cells (name, system, backend, backend_version,
+                                torch_version, noarch, bundle, kind, arch_variant, cuda_capabilities,
+                                rocm_archs, matrix, matrix_revision) instead of names. The matrix is the
+                                one build.toml pins (`[general] matrix`), else the default
+                                (`kernel-builder --version` names it)
+          --system <SYSTEM>     List the variants of this Nix system instead of the host's (e.g.
+                                `aarch64-darwin`)
+          --all-systems         List the variants of every system of the matrix; text output prefixes
+                                each name with its system and a tab
+          --all                 Include variants outside the default bundle (for example torch 2.11 CPU
+                                and `torch-tpu`), as Nix's `redistributable` outputs do
+          --matrix-file <FILE>  Take the cells from this matrix file (the schema of
+                                nix/build-matrix.json: a draft of the next matrix, or a generated one)
+                                instead of the matrix build.toml pins or the default. Nix does not read
+                                it; the flake uses nix/build-matrix.json
+      -h, --help                Print help
     ");
 }
 

@@ -1,6 +1,8 @@
 //! Integration tests: one binary, one module per concern.
 mod abi;
 mod build;
+mod cellcache;
+mod ci_matrix;
 mod codegen;
 mod compiled;
 mod config;

@@ -116,6 +116,22 @@ fn family_capability_beyond_the_cuda_bounds_leaves_nothing_to_build() {
     assert_eq!(found[0].severity, Severity::Error);
 }
 
+/// `12.0a` beyond CUDA 12.6: the `a` suffix exists from CUDA 12.0, but sm_120 itself needs
+/// 12.8; the help must not say the suffix needs 12.0 while the message says 12.8.
+#[test]
+fn arch_specific_capability_help_agrees_with_the_cuda_it_needs() {
+    let (_, ps) =
+        problems(&relu(r#"cuda-capabilities = ["9.0", "12.0a"]"#, "", "[general.cuda]\nmaxver = \"12.6\""));
+    let found = by_rule(&ps, "capability-needs-newer-cuda");
+    assert_eq!(found.len(), 1, "{ps:#?}");
+    assert!(
+        found[0].message.starts_with("kernel `relu_cuda`: capability `12.0a` needs CUDA 12.8 or newer,"),
+        "{}",
+        found[0].message
+    );
+    assert_eq!(found[0].help.as_deref(), Some("raise general.cuda.maxver to build it, or remove it"));
+}
+
 #[test]
 fn newer_toolkit_capability_is_a_warning_naming_the_cells_that_skip_it() {
     let (ok, ps) = problems(&relu(

@@ -309,6 +309,31 @@ fn bench_script_missing() {
     f.assert_untouched(&before);
 }
 
+/// A compiled kernel (kernels/relu's build.toml) is not a Helion kernel: `tune` says so,
+/// instead of asking for a bench script, and changes nothing.
+#[test]
+fn compiled_kernel_is_not_a_helion_kernel() {
+    let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
+    std::fs::remove_dir_all(&f.kernel).unwrap();
+    let relu = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/relu");
+    for e in walkdir::WalkDir::new(&relu).into_iter().map(|e| e.unwrap()) {
+        let rel = e.path().strip_prefix(&relu).unwrap();
+        if e.file_type().is_file() && !rel.starts_with("build") && !rel.starts_with("gpu-check") {
+            write(&f.kernel.join(rel.to_str().unwrap()), &std::fs::read_to_string(e.path()).unwrap());
+        }
+    }
+    let before = f.snapshot();
+    let (code, stderr) = f.fails(&[], true);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "error: `toy-helion/build.toml` is a compiled `[torch]` kernel, not a Helion kernel: `tune` pre-tunes the \
+         Helion kernels of a `[torch-noarch]` kernel (Python with `@helion.kernel` functions, as `kernel-builder \
+         init --template helion` writes) and a compiled kernel has nothing for it to tune\n"
+    );
+    assert_eq!(f.snapshot(), before);
+}
+
 #[test]
 fn bench_script_outside_the_kernel_directory() {
     let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
@@ -428,6 +453,39 @@ fn bench_arguments_reach_the_script() {
     let f = Fixture::new(Stubs::Full, "import sys\nprint('bench args:', sys.argv[1:])\n");
     let (_, stderr) = f.fails(&["--", "--shapes", "0-3"], true);
     assert!(stderr.contains("bench args: ['--shapes', '0-3']\n"), "{stderr}");
+}
+
+/// A run that calls only some of the kernels the installed heuristic tunes would install a
+/// heuristic without the others (Helion's runner writes the kernels a run calls), sending them
+/// back to the default config; `tune` refuses and names them, unless `--fresh`. (Seen on the
+/// H200: a causal-only slice dropped the non-causal kernel's heuristic.)
+#[test]
+fn a_run_that_would_drop_a_tuned_kernel_is_refused() {
+    let f = Fixture::new(Stubs::Full, CALLING_BENCH);
+    let heuristic = f.kernel.join("torch-ext/toy_helion/_helion_aot_op_cuda_sm90.py");
+    let two_kernels = format!(
+        "{OLD_HEURISTIC}\n\ndef key_other(*args):\n    return 0\n\n\ndef autotune_other(*args):\n    return {{}}\n"
+    );
+    write(&heuristic, &two_kernels);
+    let before = f.snapshot();
+    let (code, stderr) = f.fails(&[], true);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(
+            "the new heuristic would drop `other`, which the installed heuristic tunes: the bench \
+             run called only `op`"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("or pass --fresh to replace the heuristic"), "{stderr}");
+    assert_eq!(f.snapshot(), before);
+    let left: Vec<_> = std::fs::read_dir(&f.tmpdir).unwrap().collect();
+    assert!(left.is_empty(), "scratch left behind");
+
+    let out = f.kb().env("FAKE_GPU", "1").arg("--fresh").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&heuristic).unwrap();
+    assert!(text.contains("def key_op(") && !text.contains("def key_other("), "{text}");
 }
 
 /// SIGINT to `tune` alone (not from a terminal, so it forwards it): the runner stops its

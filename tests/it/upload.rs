@@ -1054,10 +1054,11 @@ fn upload_json_prints_the_outcome_on_stdout() {
     let dir2 = env.root.join("k2");
     fixture(&dir2, BUILD_TOML);
     let r = run(
-        kb(&env.server.url, &env.root.join("hf"), Some(SECRET))
-            .arg("build-and-upload")
-            .arg(&dir2)
-            .args(["--variant", "torch-cpu"]),
+        kb(&env.server.url, &env.root.join("hf"), Some(SECRET)).arg("build-and-upload").arg(&dir2).args([
+            "--variant",
+            "torch-cpu",
+            "--no-cache",
+        ]),
         None,
     );
     assert_eq!(r.code, 0, "{}", r.stderr);

@@ -1,0 +1,191 @@
+"""The Helion kernels behind ``attention``: flash attention (online softmax), forward only.
+
+Keep this file's name: Helion looks up the shipped heuristic by the source file's stem
+(``_helion_aot_attention_<kind>_<capability>.py`` in this directory), and both kernels'
+decision trees live in that one file (``key_attention_fwd`` / ``autotune_attention_fwd`` and
+``key_causal_attention_fwd`` / ``autotune_causal_attention_fwd``).
+
+Layout: ``q``, ``k`` and ``v`` are ``[batch, heads, seq, head_dim]``; batch and heads are
+flattened into one dimension that the outer tile loop (the launch grid) walks, one (batch,
+head) pair and one block of queries per program. Scores and the running softmax state stay in float32; ``p`` is cast to the
+input dtype before the ``p @ v`` product, as FlashAttention does. The softmax runs in base 2:
+the scores are scaled by ``log2(e) / sqrt(head_dim)`` inside the exponent (one multiply-add per
+score, in float32), so the result equals ``softmax(q k^T / sqrt(head_dim)) v``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import helion
+import helion.language as hl
+import torch
+
+# Inside the kernels, log2(e) (exp(x) == exp2(x * log2(e))) is written as a literal: Helion's
+# generated code reaches module globals through `import attention_helion.attention`, which
+# names the `attention` function re-exported by the package, not this module.
+
+
+# static_shapes=True: every (batch, heads, seq, head_dim) compiles its own Triton kernel with
+# the sizes as constants (no bound masks where blocks divide the sequence, constant strides
+# for the tensor descriptors). Helion's own attention examples do the same; the price is one
+# compilation (about a second) per new shape, not a new search: the heuristic still picks the
+# configuration.
+#
+# Each program owns one (batch, head) pair (block size 1 on the flattened dimension) and one
+# block of queries, so every tile is 2-D: [queries, head_dim], [queries, keys].
+@helion.aot_kernel(static_shapes=True)
+def attention_fwd(q_in: torch.Tensor, k_in: torch.Tensor, v_in: torch.Tensor) -> torch.Tensor:
+    """Non-causal attention: ``softmax(q k^T / sqrt(d)) v``.
+
+    Args:
+        q_in: ``[batch, heads, seq_q, head_dim]``, float16 or bfloat16, on a GPU.
+        k_in: ``[batch, heads, seq_k, head_dim]``, same dtype and device.
+        v_in: ``[batch, heads, seq_k, head_dim]``, same dtype and device.
+
+    Returns:
+        ``[batch, heads, seq_q, head_dim]`` in the input dtype.
+    """
+    m_dim = q_in.size(-2)
+    n_dim = k_in.size(-2)
+    head_dim = hl.specialize(q_in.size(-1))
+    q_view = q_in.reshape([-1, m_dim, head_dim])
+    k_view = k_in.reshape([-1, n_dim, head_dim])
+    v_view = v_in.reshape([-1, n_dim, head_dim])
+    out = torch.empty_like(q_view)
+    qk_scale = 1.4426950408889634 / math.sqrt(head_dim)
+    for tile_b, tile_m in hl.tile([q_view.size(0), m_dim], block_size=[1, None]):
+        bh = tile_b.begin
+        m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)
+        l_i = hl.full([tile_m], 1.0, dtype=torch.float32)
+        acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
+        q = q_view[bh, tile_m, :]
+        for tile_n in hl.tile(n_dim):
+            k = k_view[bh, tile_n, :]
+            qk = hl.dot(q, k.T, out_dtype=torch.float32)
+            m_ij = torch.maximum(m_i, torch.amax(qk, -1) * qk_scale)
+            p = torch.exp2(qk * qk_scale - m_ij[:, None])
+            alpha = torch.exp2(m_i - m_ij)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            acc = acc * alpha[:, None]
+            v = v_view[bh, tile_n, :]
+            acc = hl.dot(p.to(v.dtype), v, acc=acc)
+            m_i = m_ij
+        out[bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)
+    return out.view(q_in.size())
+
+
+@helion.aot_kernel(static_shapes=True)
+def causal_attention_fwd(
+    q_in: torch.Tensor, k_in: torch.Tensor, v_in: torch.Tensor
+) -> torch.Tensor:
+    """Causal attention (query ``i`` sees keys ``0..=i``; ``seq_q == seq_k``).
+
+    Two key loops per query block: the blocks left of the diagonal unmasked, then the
+    diagonal block masked; key blocks above the diagonal are never loaded. Same arguments and
+    result as :func:`attention_fwd`.
+    """
+    m_dim = q_in.size(-2)
+    n_dim = k_in.size(-2)
+    head_dim = hl.specialize(q_in.size(-1))
+    q_view = q_in.reshape([-1, m_dim, head_dim])
+    k_view = k_in.reshape([-1, n_dim, head_dim])
+    v_view = v_in.reshape([-1, n_dim, head_dim])
+    out = torch.empty_like(q_view)
+    qk_scale = 1.4426950408889634 / math.sqrt(head_dim)
+    for tile_b, tile_m in hl.tile([q_view.size(0), m_dim], block_size=[1, None]):
+        bh = tile_b.begin
+        m_i = hl.full([tile_m], float("-inf"), dtype=torch.float32)
+        l_i = hl.full([tile_m], 1.0, dtype=torch.float32)
+        acc = hl.zeros([tile_m, head_dim], dtype=torch.float32)
+        q = q_view[bh, tile_m, :]
+        # Key blocks left of this query block's diagonal: every query sees every key, so no
+        # causal mask (FlashAttention's first stage). Empty for the first query block.
+        for tile_n in hl.tile(0, tile_m.begin):
+            k = k_view[bh, tile_n, :]
+            qk = hl.dot(q, k.T, out_dtype=torch.float32)
+            m_ij = torch.maximum(m_i, torch.amax(qk, -1) * qk_scale)
+            p = torch.exp2(qk * qk_scale - m_ij[:, None])
+            alpha = torch.exp2(m_i - m_ij)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            acc = acc * alpha[:, None]
+            v = v_view[bh, tile_n, :]
+            acc = hl.dot(p.to(v.dtype), v, acc=acc)
+            m_i = m_ij
+        # The diagonal: keys of this query block, masked. Its first key block holds the key at
+        # the query block's start, which every query of the block sees, so no row's running
+        # maximum stays -inf. The index is spelled `begin + arange(block_size)`: with
+        # `tile_m.index` Helion 1.4 sized the masked reductions by head_dim (generated code
+        # read `[_RDIM_SIZE_2, _BLOCK_SIZE_4]`), wrong whenever the query block is not head_dim.
+        for tile_n in hl.tile(tile_m.begin, tile_m.end):
+            k = k_view[bh, tile_n, :]
+            qk = hl.dot(q, k.T, out_dtype=torch.float32)
+            qk = torch.where(
+                (tile_m.begin + hl.arange(tile_m.block_size))[:, None]
+                >= (tile_n.begin + hl.arange(tile_n.block_size))[None, :],
+                qk * qk_scale,
+                float("-inf"),
+            )
+            # keepdim: a plain amax of the masked scores is rejected by Helion 1.4's check
+            # that a reduction is broadcast back along the axis it reduced.
+            m_ij_keepdim = torch.maximum(m_i[:, None], torch.amax(qk, -1, keepdim=True))
+            p = torch.exp2(qk - m_ij_keepdim)
+            m_ij = m_ij_keepdim.squeeze(-1)
+            alpha = torch.exp2(m_i - m_ij)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            acc = acc * alpha[:, None]
+            v = v_view[bh, tile_n, :]
+            acc = hl.dot(p.to(v.dtype), v, acc=acc)
+            m_i = m_ij
+        out[bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)
+    return out.view(q_in.size())
+
+
+HEAD_DIMS = (64, 128)
+DTYPES = (torch.float16, torch.bfloat16)
+
+
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
+) -> torch.Tensor:
+    """Scaled dot-product attention, as ``F.scaled_dot_product_attention(q, k, v,
+    is_causal=causal)`` with the default scale ``1 / sqrt(head_dim)``.
+
+    Args:
+        q: ``[batch, heads, seq_q, head_dim]``, float16 or bfloat16, on a CUDA GPU;
+            ``head_dim`` is 64 or 128.
+        k: ``[batch, heads, seq_k, head_dim]``, same dtype and device as ``q``.
+        v: same shape as ``k``, same dtype and device.
+        causal: mask key ``j > i`` for query ``i`` (needs ``seq_q == seq_k``).
+
+    Returns:
+        ``[batch, heads, seq_q, head_dim]``, dtype of ``q``.
+
+    Raises:
+        ValueError: shapes, dtypes or devices that the kernels do not cover.
+    """
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(
+            f"attention: q, k and v must be 4-D [batch, heads, seq, head_dim]; got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if k.shape != v.shape or q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+        raise ValueError(
+            f"attention: k and v must be [batch, heads, seq_k, head_dim] matching q's batch, "
+            f"heads and head_dim; got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if q.shape[3] not in HEAD_DIMS:
+        raise ValueError(f"attention: head_dim must be one of {HEAD_DIMS}; got {q.shape[3]}")
+    if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(
+            f"attention: q, k and v must all be float16 or all bfloat16; got "
+            f"{q.dtype}, {k.dtype}, {v.dtype}"
+        )
+    if causal and q.shape[2] != k.shape[2]:
+        raise ValueError(
+            f"attention: causal=True needs seq_q == seq_k; got {q.shape[2]} and {k.shape[2]}"
+        )
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    if causal:
+        return causal_attention_fwd(q, k, v)
+    return attention_fwd(q, k, v)

@@ -1,0 +1,93 @@
+//! `kernel-builder native-cache [show|prune --max-size SIZE]`: the native cell cache
+//! ([`crate::assemble::cellcache`]) that native builds reuse cells from.
+
+use std::process::ExitCode;
+
+use crate::assemble::cellcache::{build_max_bytes, parse_size, CellCache};
+
+/// Arguments of `native-cache`.
+#[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+A native build (`build-and-copy --nix never`, `build-and-upload`) keeps each cell it builds in \
+native-cells-v1/ in the cache directory ($KERNEL_BUILDER_CACHE_DIR, else \
+$XDG_CACHE_HOME/kernel-builder, else ~/.cache/kernel-builder), keyed by the source set's tree \
+id, the cell and the toolchain, and reuses it when all three are the same (the build then says \
+`reused`). Each entry is checked against its NAR hash before it is used. After storing cells a \
+build removes the least recently used entries beyond 5 GiB \
+($KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE changes that bound). `build-and-copy --no-cache` \
+bypasses the cache; `verify` never reads it.")]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+}
+
+/// What to do with the cache.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Print where the cache is, its entries (least recently used first) and their total size
+    /// (the default).
+    Show,
+    /// Remove the least recently used entries until the cache holds at most SIZE.
+    Prune {
+        /// The most the cache may hold after pruning: bytes, or a number with K, M, G or T
+        /// (powers of 1024), e.g. `500M`; `0` empties it.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "5G")]
+        max_size: u64,
+    },
+}
+
+/// `1.5 MiB`-style size for people.
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+/// Run `native-cache`.
+pub fn run(args: Args) -> super::CmdResult {
+    let cache = CellCache::user()?;
+    match args.action.unwrap_or(Action::Show) {
+        Action::Show => {
+            let entries = cache.entries()?;
+            let total: u64 = entries.iter().map(|e| e.size).sum();
+            println!("{}", cache.dir());
+            for e in &entries {
+                println!(
+                    "  {}  {:>10}  {}",
+                    e.dir.file_name().unwrap_or_default(),
+                    human(e.size),
+                    e.variant.as_deref().unwrap_or("(unreadable entry)")
+                );
+            }
+            println!(
+                "{} entr{}, {} (builds prune to {})",
+                entries.len(),
+                if entries.len() == 1 { "y" } else { "ies" },
+                human(total),
+                build_max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+            );
+        }
+        Action::Prune { max_size } => {
+            let r = cache.prune(max_size)?;
+            println!(
+                "removed {} entr{} ({}); {} left ({}) in {}",
+                r.removed,
+                if r.removed == 1 { "y" } else { "ies" },
+                human(r.removed_bytes),
+                r.kept,
+                human(r.kept_bytes),
+                cache.dir()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

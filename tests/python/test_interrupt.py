@@ -1,0 +1,126 @@
+"""Ctrl-C during `kernel-builder build-and-copy`: SIGINT (or SIGTERM) sent to a real compiled
+build (kernels/relu-stable-abi's CPU cell, while CMake/Ninja/g++ run) ends it with status
+128 + signal, the temporary directory in build/ removed, build/ exactly as it was (or gone
+again when this run created it), and the compile it started stopped too; the next build then
+finds nothing left over.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_kernel, kernel_builder
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid`, from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def snapshot(build: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(build)): p.read_bytes() for p in sorted(build.rglob("*")) if p.is_file()}
+
+
+def tmp_dirs(build: Path) -> list[str]:
+    return sorted(p.name for p in build.iterdir() if p.name.startswith(".kernel-builder-tmp-")) if build.is_dir() else []
+
+
+def args(kernel: Path) -> list[str]:
+    return [str(kernel_builder()), "build-and-copy", str(kernel), "--nix", "never", "--python", sys.executable]
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def interrupt_while_compiling(kernel: Path, env: dict[str, str], sig: int, child: str | None = None) -> tuple[int, str]:
+    """Start a build, wait until its temporary directory exists and it runs a child (`child`:
+    `cmake` configuring, `ninja` compiling; None: either), send `sig` to the build alone, and
+    return its status and stderr. Also checks that the child it ran is gone soon after."""
+    proc = subprocess.Popen(args(kernel), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    build = kernel / "build"
+    deadline = time.monotonic() + 120
+    kids: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        kids = [k for k in children_of(proc.pid) if child is None or comm(k) == child]
+        if tmp_dirs(build) and kids:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None and kids, "the build ended before it could be interrupted"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while any(alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(k) for k in kids), f"the build's children {kids} still run"
+    return proc.returncode, err
+
+
+@pytest.fixture
+def kernel(tmp_path: Path):
+    k = copy_kernel("relu-stable-abi", tmp_path)
+    env = dict(os.environ, KERNEL_BUILDER_CACHE_DIR=str(tmp_path / "cache"))
+    return k, env
+
+
+def test_sigint_on_a_first_build_removes_the_build_dir_it_made(kernel) -> None:
+    k, env = kernel
+    code, err = interrupt_while_compiling(k, env, signal.SIGINT)
+    assert code == 130, err
+    assert err.splitlines()[-1].startswith("interrupted (SIGINT); removed `"), err
+    assert ".kernel-builder-tmp-" in err.splitlines()[-1] and err.splitlines()[-1].endswith(f", `{k}/build`"), err
+    assert not (k / "build").exists()
+
+
+def test_sigint_and_sigterm_leave_build_as_it_was(kernel) -> None:
+    k, env = kernel
+    first = subprocess.run(args(k), capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    build = k / "build"
+    before = snapshot(build)
+    src = k / "relu_cpu" / "relu.cpp"
+    # Interrupted while CMake configures (the next build must configure again, not reuse the
+    # old build.ninja), then while Ninja compiles.
+    for sig, code, child in ((signal.SIGINT, 130, "cmake"), (signal.SIGTERM, 143, "ninja")):
+        # A changed source, so that the build configures and compiles again (an unchanged
+        # one is instant).
+        src.write_text(src.read_text() + f"// changed before {sig.name}\n")
+        got, err = interrupt_while_compiling(k, env, sig, child)
+        assert got == code, err
+        (tmp,) = [line for line in err.splitlines() if line.startswith(f"interrupted ({sig.name}); removed `")]
+        assert tmp.startswith(f"interrupted ({sig.name}); removed `{build}/.kernel-builder-tmp-"), tmp
+        assert tmp_dirs(build) == []
+        assert snapshot(build) == before
+    # Nothing left over for the next build to clean up (it would warn "left by an interrupted build").
+    again = subprocess.run(args(k), capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "interrupted build" not in again.stderr, again.stderr
+    assert tmp_dirs(build) == []
