@@ -8,6 +8,8 @@
 #        KB          the kernel-builder binary (default: target/release/kernel-builder)
 #        BIG_FILES   number of large files (default 4), BIG_MIB their size (default 256)
 #        SMALL_FILES number of small files (default 3000)
+#        KB_REF      a second kernel-builder binary (an older build) timed in every round too, so
+#                    a before/after comparison is paired like the others
 #
 # Needs: a release build (`cargo build --release`), `nix` with nix-command enabled, openssl.
 # Not part of `cargo test`. Don't run it while other hashing tests run: both tools are
@@ -17,6 +19,7 @@ cd "$(dirname "$0")/.."
 
 rounds=${1:-5}
 kb=${KB:-target/release/kernel-builder}
+kb_ref=${KB_REF:-}
 big_files=${BIG_FILES:-4}
 big_mib=${BIG_MIB:-256}
 small_files=${SMALL_FILES:-3000}
@@ -81,6 +84,9 @@ theirs=$(nix --extra-experimental-features nix-command hash path "$tree")
 echo "kernel-builder: $ours"
 echo "nix:            $theirs"
 [[ $ours == "$theirs" ]] || { echo "error: the hashes differ" >&2; exit 1; }
+if [[ -n $kb_ref ]]; then
+    [[ $("$kb_ref" hash "$tree") == "$theirs" ]] || { echo "error: $kb_ref gives another hash" >&2; exit 1; }
+fi
 
 # Each round: ours, nix, then a 1-second wall-clock openssl run, so all three see about the same
 # machine load (on a shared machine it moves; the ratios are taken within a round).
@@ -90,10 +96,16 @@ for r in $(seq 1 "$rounds"); do
     read -r nw nu ns < <(timed nix --extra-experimental-features nix-command hash path "$tree")
     oc=$(awk -v u="$ou" -v s="$os" 'BEGIN {printf "%.3f", u + s}')
     nc=$(awk -v u="$nu" -v s="$ns" 'BEGIN {printf "%.3f", u + s}')
+    rw=0
+    if [[ -n $kb_ref ]]; then
+        read -r rw ru rs < <(timed "$kb_ref" hash "$tree")
+    fi
     lw=$(openssl_gbps 1 -elapsed)
-    rows+=("$ow $oc $nw $nc $lw $ou $nu")
-    printf 'round %2d: kernel-builder %s s (user %s, sys %s), nix %s s (user %s, sys %s), openssl -elapsed %s GB/s\n' \
+    rows+=("$ow $oc $nw $nc $lw $ou $nu $rw")
+    printf 'round %2d: kernel-builder %s s (user %s, sys %s), nix %s s (user %s, sys %s), openssl -elapsed %s GB/s' \
         "$r" "$ow" "$ou" "$os" "$nw" "$nu" "$ns" "$lw"
+    [[ -n $kb_ref ]] && printf ', KB_REF %s s (user %s, sys %s)' "$rw" "$ru" "$rs"
+    printf '\n'
 done
 lc=$(openssl_gbps 3)
 
@@ -104,7 +116,8 @@ function median(a, n,   i, j, t) {
 }
 {
     n++
-    ow[n] = $1; oc[n] = $2; nw[n] = $3; nc[n] = $4; lw[n] = $5; ou[n] = $6; nu[n] = $7
+    ow[n] = $1; oc[n] = $2; nw[n] = $3; nc[n] = $4; lw[n] = $5; ou[n] = $6; nu[n] = $7; rw[n] = $8
+    if ($8 > 0) { refratio[n] = $8 / $1; rfrac[n] = (b / $8 / 1e9) / $5; have_ref = 1 }
     ratio[n] = $3 / $1                      # nix time / our time, this round
     frac[n] = (b / $1 / 1e9) / $5           # our wall speed / openssl wall speed, this round
     best_frac = (frac[n] > best_frac) ? frac[n] : best_frac
@@ -118,6 +131,9 @@ END {
     printf "  openssl sha256 16 KiB: %.2f GB/s wall-clock (same rounds), %.2f GB/s per cpu-second\n", mlw, lc
     printf "nix time / kernel-builder time (median of per-round ratios): %.2f\n", r
     printf "kernel-builder wall speed / openssl wall speed in the same round: median %.0f%%, best %.0f%%\n", 100 * f, 100 * best_frac
+    if (have_ref) {
+        printf "KB_REF: wall %.3f s; KB_REF time / kernel-builder time (median of per-round ratios): %.2f; KB_REF wall speed / openssl: median %.0f%%\n", median(rw, n), median(refratio, n), 100 * median(rfrac, n)
+    }
     printf "kernel-builder speed per cpu-second / openssl per cpu-second: %.0f%%\n", 100 * (b / moc / 1e9) / lc
     # User time is the hashing (the page-cache copy is system time, on the reader thread for
     # large files): with a free second core, the wall time of kernel-builder approaches it.

@@ -7,7 +7,7 @@
 //!
 //! Every corpus kernel (accepted by upstream or not) is materialized once into a temporary
 //! directory (build.toml plus an empty file per listed path), then for N repetitions each file
-//! goes through `config::load` (what `check-config` does, matrix checks included, against the
+//! goes through `kernel::load` (what `check-config` does, matrix checks included, against the
 //! default matrix), once more `matrix::check` alone, and `matrix::cells` for every system in
 //! both scopes (what `list-variants --all-systems [--all]` does), the last two under the
 //! default matrix and under the August snapshot `upstream-2026-08` (the kernel pinned to it),
@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use camino::{Utf8Path, Utf8PathBuf};
 use kernel_builder::codegen::{self, Layout};
 use kernel_builder::config;
+use kernel_builder::kernel;
 use kernel_builder::matrix::{self, data::matrix, Scope};
 
 fn materialize(entry: &Utf8Path, extra: &[String], dest: &Utf8Path) -> std::io::Result<()> {
@@ -98,7 +99,7 @@ fn main() -> anyhow::Result<()> {
     for _ in 0..reps {
         for dir in &dirs {
             let t0 = Instant::now();
-            let result = config::load(dir);
+            let result = kernel::load(dir);
             t_load += t0.elapsed();
             let Ok(mut l) = result else { continue };
             loaded += 1;
@@ -131,7 +132,7 @@ fn main() -> anyhow::Result<()> {
     let files = dirs.len() * reps;
     println!("corpus: {} files ({} load), {reps} repetitions", dirs.len(), loaded / reps.max(1));
     println!("total: {:.3} s, {:.1} µs per file", total.as_secs_f64(), per(total, files));
-    println!("  config::load (check-config; includes matrix::check): {:.1} µs per file", per(t_load, files));
+    println!("  kernel::load (check-config; includes matrix::check): {:.1} µs per file", per(t_load, files));
     println!(
         "  codegen::generate (create-pyproject's project): {:.1} µs per compiled kernel ({} kernels, {} files each)",
         per(t_gen, generated),

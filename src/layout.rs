@@ -9,7 +9,7 @@
 //! them, `verify` and `upload` ignore them, and a Nix cell that holds one fails its check (a
 //! build must not write bytecode). Nix cannot call this code at evaluation time, so
 //! `nix/lib/kernelSource.nix` (`isBytecode`) states the same rule for the source set; the
-//! cell check (`nix-support check-cell`, [`crate::nixdrv::support`]) uses this one.
+//! cell check (`nix-support check-cell`, [`crate::nixdrv::jobs`]) uses this one.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

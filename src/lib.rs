@@ -8,6 +8,8 @@
 //! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
 //! directory. [`tune`] pre-tunes Helion kernels on a GPU. [`interrupt`] cleans up after Ctrl-C.
+//! [`kernel`] is where a kernel is loaded: its `build.toml` through [`config`], then the
+//! [`matrix`] checks, then its source set.
 
 pub mod abi;
 pub mod assemble;
@@ -20,6 +22,7 @@ pub mod hash;
 pub mod hub;
 pub mod init;
 pub mod interrupt;
+pub mod kernel;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;

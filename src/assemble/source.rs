@@ -601,7 +601,7 @@ mod tests {
     use super::*;
 
     fn config(text: &str) -> BuildConfig {
-        crate::config::load_str(Utf8Path::new("build.toml"), text, None).unwrap().config
+        crate::kernel::load_str(Utf8Path::new("build.toml"), text, None).unwrap().config
     }
 
     fn put(root: &Utf8Path, rel: &str) {

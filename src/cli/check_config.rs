@@ -7,6 +7,7 @@ use camino::Utf8PathBuf;
 use serde::Serialize;
 
 use crate::config::{self, BuildConfig, Framework};
+use crate::kernel;
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
@@ -169,7 +170,7 @@ impl Summary {
 /// rendered on stderr otherwise.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    match config::load(&dir) {
+    match kernel::load(&dir) {
         Ok(loaded) => {
             if !loaded.rendered_warnings.is_empty() {
                 eprint!("{}", loaded.rendered_warnings);

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::config;
+use crate::kernel;
 use crate::matrix::data::{matrix, MatrixData};
 use crate::matrix::{self, Cell, Scope};
 
@@ -94,7 +95,7 @@ impl MatrixFileArg {
 /// Load `dir/build.toml`, printing its warnings on stderr; `None` (after printing every error
 /// on stderr) when it has errors, for the caller to exit 1.
 pub(crate) fn load_or_report(dir: &Utf8Path) -> Option<config::Loaded> {
-    match config::load(dir) {
+    match kernel::load(dir) {
         Ok(loaded) => {
             if !loaded.rendered_warnings.is_empty() {
                 eprint!("{}", loaded.rendered_warnings);

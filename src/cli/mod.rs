@@ -78,10 +78,10 @@ pub enum Command {
     NixSupport(nix_support::Args),
 }
 
-/// Read `dir/build.toml` ([`crate::config::load`]) and print its warnings to stderr; errors
+/// Read `dir/build.toml` ([`crate::kernel::load`]) and print its warnings to stderr; errors
 /// come back rendered, for [`report_error`].
 pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
-    let loaded = crate::config::load(dir)?;
+    let loaded = crate::kernel::load(dir)?;
     if !loaded.rendered_warnings.is_empty() {
         eprint!("{}", loaded.rendered_warnings);
     }

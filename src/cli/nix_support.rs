@@ -1,10 +1,11 @@
-//! `kernel-builder nix-support …` (hidden): the jobs the Nix library's derivations run with the
-//! orchestrator as their builder, inside the sandbox (no shell there). See `nix/lib/`.
+//! `kernel-builder nix-support …` (hidden): the command line of the jobs the Nix library's
+//! derivations run with the orchestrator as their builder, inside the sandbox (no shell there).
+//! The jobs themselves are [`crate::nixdrv::jobs`]; see `nix/lib/` for the derivations.
 
 use camino::Utf8PathBuf;
 use clap::Subcommand;
 
-use crate::nixdrv::support;
+use crate::nixdrv::jobs;
 
 /// Arguments of the hidden `nix-support` command.
 #[derive(Debug, clap::Args)]
@@ -70,10 +71,10 @@ pub enum Job {
 /// Run the job.
 pub fn run(args: Args) -> super::CmdResult {
     match args.job {
-        Job::Join { out, source, dirs } => support::join(&out, &dirs, source.as_deref())?,
-        Job::Runner { out, orchestrator, bundle } => support::write_runner(&out, &orchestrator, &bundle)?,
+        Job::Join { out, source, dirs } => jobs::join(&out, &dirs, source.as_deref())?,
+        Job::Runner { out, orchestrator, bundle } => jobs::write_runner(&out, &orchestrator, &bundle)?,
         Job::CopyVariants { from, dest } => {
-            support::copy_variants(&from, &dest)?;
+            jobs::copy_variants(&from, &dest)?;
         }
         Job::CheckCell { out, variant, manylinux, torch_stable_abi, cell } => {
             let policy = match manylinux {
@@ -86,9 +87,9 @@ pub fn run(args: Args) -> super::CmdResult {
                 })?),
                 None => None,
             };
-            support::check_cell(&out, &variant, &cell, policy.as_ref())?
+            jobs::check_cell(&out, &variant, &cell, policy.as_ref())?
         }
-        Job::CheckManifest { out, expected, bundle } => support::check_manifest(&out, &expected, &bundle)?,
+        Job::CheckManifest { out, expected, bundle } => jobs::check_manifest(&out, &expected, &bundle)?,
         Job::Fail { message } => anyhow::bail!("{message}"),
     }
     Ok(std::process::ExitCode::SUCCESS)

@@ -148,7 +148,7 @@ fn insert_license(general: &mut toml_edit::Item, spdx: &str) {
 /// Check that `text` is a valid edition-5 `build.toml` for the kernel in `kernel_dir`, with the
 /// same validator every other command uses.
 fn validate_new_text(display_path: &str, text: &str, kernel_dir: &Utf8Path) -> anyhow::Result<()> {
-    crate::config::load_str(Utf8Path::new(display_path), text, Some(kernel_dir))
+    crate::kernel::load_str(Utf8Path::new(display_path), text, Some(kernel_dir))
         .map(|_| ())
         .map_err(anyhow::Error::from)
 }

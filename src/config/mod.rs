@@ -1,12 +1,17 @@
 //! `build.toml`: every generation read into one typed model ([`model`]), validated with source
 //! spans, and migrated to edition 5.
 //!
-//! Reading a file ([`load`], [`load_str`]):
+//! Reading a file ([`read_kernel_build_toml`], [`parse_str`], [`Parsed::finish`]):
 //! 1. the text is parsed with `toml_edit` (a syntax error is reported with its position);
 //! 2. [`upgrade::upgrade`] turns any generation into an edition-5 document in place;
 //! 3. [`parse`] reads that document into [`BuildConfig`], collecting every [`Problem`]
 //!    (validation rules in [`validate`], dependency tables in [`deps`]);
-//! 4. [`diagnostics`] locates each problem's key path in the original text and renders it.
+//! 4. [`Parsed::finish`] takes the problems of checks on the complete model made by the
+//!    caller, and [`diagnostics`] locates each problem's key path in the original text and
+//!    renders it.
+//!
+//! This module knows nothing of the build matrix: the `kernel` module above it is the one place that
+//! reads a kernel (this module, then the matrix checks, then the source set).
 
 pub mod deps;
 pub mod diagnostics;
@@ -64,11 +69,11 @@ pub struct Loaded {
     pub rendered_warnings: String,
 }
 
-/// Read `kernel_dir/build.toml` (any generation), validate it and check that every `src` and
-/// `include` path exists inside `kernel_dir`.
+/// Read `kernel_dir/build.toml` as text, refusing a missing, empty, too large or non-UTF-8
+/// file. Returns the path as shown in messages and the text, for [`parse_str`].
 ///
-/// Errors: every problem of the file, rendered (also when the file cannot be read).
-pub fn load(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
+/// Errors: the one problem, rendered (also when the file cannot be read).
+pub fn read_kernel_build_toml(kernel_dir: &Utf8Path) -> Result<(Utf8PathBuf, String), ConfigErrors> {
     let path = kernel_dir.join("build.toml");
     let text = match read_build_toml(&path) {
         Ok(bytes) if bytes.len() as u64 > MAX_BUILD_TOML_BYTES => {
@@ -105,7 +110,7 @@ pub fn load(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
             return Err(unreadable(&path, "no-build-toml", format!("cannot read `{path}`: {e}"), Some(help)));
         }
     };
-    load_str(&path, &text, Some(kernel_dir))
+    Ok((path, text))
 }
 
 /// The largest `build.toml` kernel-builder reads: 1 MiB. The largest real files (the corpus)
@@ -163,24 +168,64 @@ fn unreadable(path: &Utf8Path, rule: &'static str, message: String, help: Option
     }
 }
 
-/// Read `text` as the `build.toml` shown as `display_path`. With `kernel_dir`, `src` and
-/// `include` paths are checked on disk relative to it; with `None` only their shape is.
-/// Rendering uses [`diagnostics::RenderStyle::detect`].
-pub fn load_str(
-    display_path: &Utf8Path,
-    text: &str,
-    kernel_dir: Option<&Utf8Path>,
-) -> Result<Loaded, ConfigErrors> {
-    load_str_styled(display_path, text, kernel_dir, diagnostics::RenderStyle::detect())
+/// A `build.toml` read into the model, with the problems found so far, before the checks that
+/// need a complete model (the build-matrix checks, which live above this module) have run.
+/// [`Parsed::finish`] adds their problems, places every problem in the source text and renders
+/// them.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// The model (complete only when [`Parsed::is_sound`]).
+    pub config: BuildConfig,
+    display_path: Utf8PathBuf,
+    text: String,
+    style: diagnostics::RenderStyle,
+    problems: Vec<Problem>,
+    /// The `legacy-format` warning, reported after every other problem.
+    legacy: Option<Problem>,
+    renames: Vec<(String, String)>,
 }
 
-/// [`load_str`] with an explicit rendering style.
-pub fn load_str_styled(
+impl Parsed {
+    /// Whether the file itself has no error, so checks on the complete model may run.
+    pub fn is_sound(&self) -> bool {
+        !self.problems.iter().any(|p| p.severity == Severity::Error)
+    }
+
+    /// Add `more` (problems located by key path, found on the complete model), then place and
+    /// render every problem against the original text.
+    ///
+    /// Errors: every problem (errors and warnings), when at least one is an error.
+    pub fn finish(self, more: Vec<Problem>) -> Result<Loaded, ConfigErrors> {
+        let Parsed { config, display_path, text, style, mut problems, legacy, renames } = self;
+        problems.extend(more);
+        problems.extend(legacy);
+        let shown = display_path.as_str();
+        // Parsing the original text again keeps the spans (DocumentMut drops them).
+        let original = toml_edit::ImDocument::parse(text.clone()).ok();
+        let placed = diagnostics::place(problems, original.as_ref(), &renames);
+        let has_errors = placed.iter().any(|p| p.problem.severity == Severity::Error);
+        let rendered = diagnostics::render(shown, Some(&text), &placed, style);
+        let locations = diagnostics::locations(&text, &placed);
+        let problems: Vec<Problem> = placed.into_iter().map(|p| p.problem).collect();
+        if has_errors {
+            return Err(ConfigErrors { path: display_path, problems, locations, rendered });
+        }
+        Ok(Loaded { config, warnings: problems, rendered_warnings: rendered })
+    }
+}
+
+/// Read `text` as the `build.toml` shown as `display_path`: upgrade it to edition 5 and read it
+/// into the model. With `kernel_dir`, `src` and `include` paths are checked on disk relative to
+/// it; with `None` only their shape is. Problems are rendered in `style`.
+///
+/// Errors: a file over [`MAX_BUILD_TOML_BYTES`] or one that is not TOML (the problem rendered).
+/// Every other problem is kept in the [`Parsed`] for [`Parsed::finish`].
+pub fn parse_str(
     display_path: &Utf8Path,
     text: &str,
     kernel_dir: Option<&Utf8Path>,
     style: diagnostics::RenderStyle,
-) -> Result<Loaded, ConfigErrors> {
+) -> Result<Parsed, ConfigErrors> {
     let shown = display_path.as_str();
     if text.len() as u64 > MAX_BUILD_TOML_BYTES {
         let problem = Problem {
@@ -232,40 +277,25 @@ pub fn load_str_styled(
     let config = parse::read(&mut cx, doc.as_table(), display_path, up.generation);
     let mut problems = up.problems;
     problems.extend(cx.problems);
-    // Checks that need a complete model run only when the file itself is sound.
-    if !problems.iter().any(|p| p.severity == Severity::Error) {
-        problems.extend(model_checks(&config));
-    }
-    if up.generation.is_legacy() {
-        problems.push(Problem {
-            severity: Severity::Warning,
-            key_path: "general".to_owned(),
-            rule: "legacy-format",
-            message: format!(
-                "build.toml uses the {} format; it was upgraded to edition 5 in memory",
-                up.generation.label()
-            ),
-            help: Some("run `kernel-builder update-build` to rewrite it as edition 5".to_owned()),
-        });
-    }
-    // Parsing the original text again keeps the spans (DocumentMut drops them).
-    let original = toml_edit::ImDocument::parse(text.to_owned()).ok();
-    let placed = diagnostics::place(problems, original.as_ref(), &up.renames);
-    let has_errors = placed.iter().any(|p| p.problem.severity == Severity::Error);
-    let rendered = diagnostics::render(shown, Some(text), &placed, style);
-    let locations = diagnostics::locations(text, &placed);
-    let problems: Vec<Problem> = placed.into_iter().map(|p| p.problem).collect();
-    if has_errors {
-        return Err(ConfigErrors { path: display_path.to_owned(), problems, locations, rendered });
-    }
-    Ok(Loaded { config, warnings: problems, rendered_warnings: rendered })
-}
-
-/// Checks on a complete model, located by key path like the parser's: the build-matrix checks
-/// (capabilities against CUDA toolkits, gfx targets against ROCm releases, backends with no
-/// cell).
-fn model_checks(config: &BuildConfig) -> Vec<Problem> {
-    crate::matrix::check(config)
+    let legacy = up.generation.is_legacy().then(|| Problem {
+        severity: Severity::Warning,
+        key_path: "general".to_owned(),
+        rule: "legacy-format",
+        message: format!(
+            "build.toml uses the {} format; it was upgraded to edition 5 in memory",
+            up.generation.label()
+        ),
+        help: Some("run `kernel-builder update-build` to rewrite it as edition 5".to_owned()),
+    });
+    Ok(Parsed {
+        config,
+        display_path: display_path.to_owned(),
+        text: text.to_owned(),
+        style,
+        problems,
+        legacy,
+        renames: up.renames,
+    })
 }
 
 /// How serious a [`Problem`] is.
@@ -276,7 +306,7 @@ pub enum Severity {
 }
 
 /// One finding about a `build.toml`, located by its key path rather than by byte offset, so
-/// that checks outside the parser (for example the matrix checks in [`crate::matrix`]) can
+/// that checks outside the parser (for example the build-matrix checks) can
 /// report problems that the diagnostics renderer then points at in the source file.
 ///
 /// `key_path` uses dots between keys and `[i]` for array items, with the edition-5 key names:

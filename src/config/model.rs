@@ -2,7 +2,7 @@
 //!
 //! Every generation of the format (edition 5, the unversioned "v4" and "v3" forms, the
 //! `universal` form "v2" and the oldest form "v1") is read into these types by
-//! [`crate::config::load`]; nothing downstream ever looks at the TOML again. Field names follow
+//! [`crate::config::parse_str`]; nothing downstream ever looks at the TOML again. Field names follow
 //! edition 5 (see `../shared/reference/kernel-builder-cli.md`, section 2).
 
 use std::fmt;

@@ -5,7 +5,7 @@
 //! moved one at a time, so the author's comments, blank lines, quoting, array layout and key
 //! order survive, and version strings keep their exact text (`maxver = "13.0"` stays `"13.0"`;
 //! upstream's migration re-serialised it as `"13"` and Nix's `compareVersions` then dropped
-//! every cu130 cell). The parser ([`crate::config::load_str`]) calls [`upgrade`] first and
+//! every cu130 cell). The parser ([`crate::config::parse_str`]) calls [`upgrade`] first and
 //! reads the result with the edition-5 rules; `kernel-builder update-build` writes the same
 //! document back. One transformation serves both, so the model read in memory and the model
 //! read from the rewritten file are the same, and so are the build variants.

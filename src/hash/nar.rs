@@ -26,10 +26,11 @@
 //! its README states that only UTF-8 paths are supported, while a NAR must carry any name Unix
 //! allows; and it decides executability through the `is_executable` crate, while Nix looks only
 //! at the owner-execute bit. The format is small and fixed (the grammar above), so this module
-//! writes it directly into SHA-256: file contents go from the kernel to the hasher through one
-//! reusable 1 MiB buffer (files of 8 MiB or more are read on a second thread into three
-//! rotating buffers, so reading overlaps hashing), only the sorted listing of each directory
-//! on the current path is held in memory, and the archive itself is never built. Tests compare
+//! writes it directly into SHA-256: with more than one CPU a second thread walks the tree and
+//! writes the archive into eight rotating 1 MiB buffers, reading file contents straight into them
+//! (one copy, out of the page cache), while the calling thread does nothing but hash; only the
+//! sorted listing of each directory on the current path is held in memory, and the archive
+//! itself is never built. Tests compare
 //! the result with real Nix on fixed and generated trees (feature `nix-tests`).
 //!
 //! Names are handled as raw bytes (`OsStr`), not UTF-8: a store path may hold any name Unix
@@ -46,14 +47,20 @@ use std::sync::mpsc;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-/// Size of one read from a file: large enough that syscall overhead vanishes, small enough to
-/// stay in L2/L3 cache while the hasher consumes it.
+/// Size of one buffer of the archive stream, and of the largest single read from a file: large
+/// enough that syscalls and hand-offs between the threads cost almost nothing (about 1,100
+/// buffers for 1 GiB), small enough to stay in the last-level cache between the copy out of the
+/// page cache and the hashing.
 const CHUNK: usize = 1 << 20;
 
-/// Files at least this large are read on a helper thread so that reading overlaps hashing.
-const PIPELINE_MIN: u64 = 8 << 20;
+/// Buffers in rotation between the archive writer and the hasher: the writer fills one while
+/// the hasher consumes another, and the spares (8 MiB in all, within the last-level cache)
+/// absorb the writer's stalls: opening small files, or losing its CPU on a busy machine. With
+/// four, the hasher of `bench/hash.sh`'s tree waited 120–260 ms for data on a shared machine;
+/// with eight, about 10 ms.
+const BUFFERS: usize = 8;
 
-/// Whether this process may run on more than one CPU (read once): with one CPU a reader thread
+/// Whether this process may run on more than one CPU (read once): with one CPU a second thread
 /// cannot overlap with hashing and only adds switches.
 fn several_cpus() -> bool {
     static SEVERAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -64,14 +71,17 @@ fn several_cpus() -> bool {
 ///
 /// `path` itself is not followed if it is a symlink (the archive then holds one symlink).
 ///
+/// With more than one CPU the archive is written on a second thread (directory listings,
+/// opening and reading every file, into rotating buffers) while this thread only hashes, so the
+/// whole hash costs about the SHA-256 time of the archive rather than that plus the I/O. The
+/// hash itself is one sequential stream either way.
+///
 /// # Errors
 /// Any I/O error while walking or reading (the message names the path that failed), an entry
 /// that is not a regular file, directory or symlink, or a file that changed size while it was
 /// being read.
 pub fn nar_hash(path: &Path) -> io::Result<[u8; 32]> {
-    let mut hasher = Sha256::new();
-    dump(path, &mut HashSink(&mut hasher), keep_all)?;
-    Ok(hasher.finalize().into())
+    hash_archive(path, keep_all)
 }
 
 /// Which directory entries an archive holds: `keep(name, kind)`.
@@ -93,10 +103,7 @@ fn keep_variant_files(name: &std::ffi::OsStr, kind: std::fs::FileType) -> bool {
 /// # Errors
 /// As for [`nar_hash`].
 pub fn variant_nar_hash_sri(path: &Path) -> io::Result<String> {
-    let mut hasher = Sha256::new();
-    dump(path, &mut HashSink(&mut hasher), keep_variant_files)?;
-    let hash: [u8; 32] = hasher.finalize().into();
-    Ok(sri(&hash))
+    hash_archive(path, keep_variant_files).map(|h| sri(&h))
 }
 
 /// [`nar_hash`] in SRI form, as `nix hash path` prints it: `sha256-<standard base64 with =>`.
@@ -121,30 +128,217 @@ pub fn sri(hash: &[u8; 32]) -> String {
 /// # Errors
 /// As for [`nar_hash`], plus any error from `out`.
 pub fn dump_to(path: &Path, out: &mut dyn Write) -> io::Result<()> {
-    dump(path, &mut WriteSink(out), keep_all)
+    dump(path, &mut WriteSink { out, buf: vec![0u8; CHUNK] }, keep_all)
 }
 
-/// Where archive bytes go. Hashing gets its own impl so no `io::Write` indirection or error
-/// plumbing sits between a file buffer and the compression function.
+/// The SHA-256 of the archive of `path` (entries chosen by `keep`): written on a second thread
+/// into [`BUFFERS`] rotating buffers of [`CHUNK`] bytes and hashed on this one, or both on this
+/// thread when there is one CPU, or the buffers or the thread cannot be had.
+fn hash_archive(path: &Path, keep: Keep) -> io::Result<[u8; 32]> {
+    if !several_cpus() {
+        return hash_archive_inline(path, keep);
+    }
+    match hash_archive_threaded(path, keep) {
+        Some(result) => result,
+        // Everything of the attempt is freed by now, so the inline hash has its memory.
+        None => hash_archive_inline(path, keep),
+    }
+}
+
+/// A zeroed [`CHUNK`]-byte buffer, or `None` when the memory cannot be had (a process under
+/// `ulimit -v`, say): the caller then uses fewer buffers or none, instead of aborting.
+fn try_buffer() -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(CHUNK).ok()?;
+    buf.resize(CHUNK, 0);
+    Some(buf)
+}
+
+/// [`hash_archive`] on two threads; `None` when the buffers (at least two) or the thread
+/// cannot be had, before anything was read.
+fn hash_archive_threaded(path: &Path, keep: Keep) -> Option<io::Result<[u8; 32]>> {
+    let mut buffers: Vec<Vec<u8>> = std::iter::from_fn(try_buffer).take(BUFFERS).collect();
+    if buffers.len() < 2 {
+        return None;
+    }
+    let first = buffers.pop()?;
+    // Full buffers (with the number of bytes used) travel writer → hasher, empty ones back.
+    // Both channels can hold every buffer, so no send ever blocks: only the receives wait.
+    let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(BUFFERS);
+    let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(BUFFERS);
+    for buf in buffers {
+        // Cannot fail: the receiver is alive and the channel has room.
+        let _ = empty_tx.send(buf);
+    }
+    std::thread::scope(|scope| {
+        let writer = std::thread::Builder::new()
+            // Half the main thread's stack: the walk recurses once per directory level, and a
+            // path of at most 4,096 bytes has at most 2,048 of them.
+            .stack_size(4 << 20)
+            .spawn_scoped(scope, move || {
+                let mut sink = ChunkSink { buf: first, used: 0, full: full_tx, empty: empty_rx };
+                dump(path, &mut sink, keep)?;
+                sink.send_current()
+            });
+        // On failure the closure, its channel ends and its buffer are dropped here; the
+        // buffers still in `empty_rx`'s channel go when this scope ends.
+        let writer = writer.ok()?;
+        let mut hasher = Sha256::new();
+        // Ends when the writer drops its sender: the archive is complete, or it failed.
+        for (buf, used) in &full_rx {
+            hasher.update(&buf[..used]);
+            // The writer may have finished already; then the buffer is simply dropped.
+            let _ = empty_tx.send(buf);
+        }
+        Some(match writer.join() {
+            Ok(Ok(())) => Ok(hasher.finalize().into()),
+            Ok(Err(e)) => Err(e),
+            Err(panic) => std::panic::resume_unwind(panic),
+        })
+    })
+}
+
+/// [`hash_archive`] on this thread alone.
+fn hash_archive_inline(path: &Path, keep: Keep) -> io::Result<[u8; 32]> {
+    let mut hasher = Sha256::new();
+    dump(path, &mut HashSink { hasher: &mut hasher, buf: vec![0u8; CHUNK] }, keep)?;
+    Ok(hasher.finalize().into())
+}
+
+/// Where archive bytes go: small framing strings through [`Sink::put`], file contents through
+/// [`Sink::contents`], so each sink reads a file the cheapest way it can.
 trait Sink {
     fn put(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// Append the contents of `file` (expected `len` bytes). Returns the bytes read, which
+    /// differs from `len` only if the file changed; reading stops at `len + 1` bytes.
+    fn contents(&mut self, file: &mut File, len: u64) -> io::Result<u64>;
 }
 
-struct HashSink<'a>(&'a mut Sha256);
+/// Hashing on this thread, reading through one reused buffer.
+struct HashSink<'a> {
+    hasher: &'a mut Sha256,
+    buf: Vec<u8>,
+}
 
 impl Sink for HashSink<'_> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.0.update(bytes);
+        self.hasher.update(bytes);
+        Ok(())
+    }
+
+    fn contents(&mut self, file: &mut File, len: u64) -> io::Result<u64> {
+        let hasher = &mut *self.hasher;
+        read_through(file, len, &mut self.buf, |b| {
+            hasher.update(b);
+            Ok(())
+        })
+    }
+}
+
+struct WriteSink<'a> {
+    out: &'a mut dyn Write,
+    buf: Vec<u8>,
+}
+
+impl Sink for WriteSink<'_> {
+    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_all(bytes)
+    }
+
+    fn contents(&mut self, file: &mut File, len: u64) -> io::Result<u64> {
+        let out = &mut *self.out;
+        read_through(file, len, &mut self.buf, |b| out.write_all(b))
+    }
+}
+
+/// Read `file` (expected `len` bytes) through `buf`, handing each piece to `each`. Returns the
+/// bytes read; stops once past `len`.
+fn read_through(
+    file: &mut File,
+    len: u64,
+    buf: &mut [u8],
+    mut each: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let n = match file.read(buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        total += n as u64;
+        if total > len {
+            return Ok(total);
+        }
+        each(&buf[..n])?;
+    }
+}
+
+/// The archive as a stream of [`CHUNK`]-byte buffers for the hashing thread: framing strings
+/// are copied in, file contents are read straight into the buffer (one copy, out of the page
+/// cache), and a full buffer is sent and replaced by an empty one.
+struct ChunkSink {
+    buf: Vec<u8>,
+    /// Bytes of `buf` that hold archive data.
+    used: usize,
+    full: mpsc::SyncSender<(Vec<u8>, usize)>,
+    empty: mpsc::Receiver<Vec<u8>>,
+}
+
+impl ChunkSink {
+    /// Send the current buffer (if it holds anything) and take an empty one.
+    fn send_current(&mut self) -> io::Result<()> {
+        if self.used == 0 {
+            return Ok(());
+        }
+        // The hasher only stops receiving when it panicked.
+        let gone = || io::Error::other("the hashing thread stopped");
+        let next = self.empty.recv().map_err(|_| gone())?;
+        let full = std::mem::replace(&mut self.buf, next);
+        self.full.send((full, self.used)).map_err(|_| gone())?;
+        self.used = 0;
         Ok(())
     }
 }
 
-struct WriteSink<'a>(&'a mut dyn Write);
+impl Sink for ChunkSink {
+    fn put(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            if self.used == CHUNK {
+                self.send_current()?;
+            }
+            let n = bytes.len().min(CHUNK - self.used);
+            self.buf[self.used..self.used + n].copy_from_slice(&bytes[..n]);
+            self.used += n;
+            bytes = &bytes[n..];
+        }
+        Ok(())
+    }
 
-impl Sink for WriteSink<'_> {
-    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.0.write_all(bytes)
+    fn contents(&mut self, file: &mut File, len: u64) -> io::Result<u64> {
+        let mut total = 0u64;
+        loop {
+            if self.used == CHUNK {
+                self.send_current()?;
+            }
+            // Never more than one byte past `len`, so a grown file is seen without reading
+            // (or sending) the rest of it.
+            let want = (CHUNK - self.used).min(usize::try_from(len + 1 - total).unwrap_or(usize::MAX));
+            let n = match file.read(&mut self.buf[self.used..self.used + want]) {
+                Ok(0) => return Ok(total),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            total += n as u64;
+            if total > len {
+                return Ok(total);
+            }
+            self.used += n;
+        }
     }
 }
 
@@ -168,18 +362,11 @@ fn at(path: &Path, what: &str, err: io::Error) -> io::Error {
 
 fn dump(path: &Path, sink: &mut dyn Sink, keep: Keep) -> io::Result<()> {
     put_str(sink, b"nix-archive-1")?;
-    let mut buf = vec![0u8; CHUNK];
     let meta = std::fs::symlink_metadata(path).map_err(|e| at(path, "read metadata of", e))?;
-    node(path, meta.file_type(), sink, &mut buf, keep)
+    node(path, meta.file_type(), sink, keep)
 }
 
-fn node(
-    path: &Path,
-    kind: std::fs::FileType,
-    sink: &mut dyn Sink,
-    buf: &mut Vec<u8>,
-    keep: Keep,
-) -> io::Result<()> {
+fn node(path: &Path, kind: std::fs::FileType, sink: &mut dyn Sink, keep: Keep) -> io::Result<()> {
     put_str(sink, b"(")?;
     put_str(sink, b"type")?;
     if kind.is_symlink() {
@@ -188,7 +375,7 @@ fn node(
         let target = std::fs::read_link(path).map_err(|e| at(path, "read symlink", e))?;
         put_str(sink, target.as_os_str().as_bytes())?;
     } else if kind.is_file() {
-        regular(path, sink, buf)?;
+        regular(path, sink)?;
     } else if kind.is_dir() {
         put_str(sink, b"directory")?;
         for (name, child, child_kind) in sorted_entries(path)? {
@@ -200,7 +387,7 @@ fn node(
             put_str(sink, b"name")?;
             put_str(sink, name.as_bytes())?;
             put_str(sink, b"node")?;
-            node(&child, child_kind, sink, buf, keep)?;
+            node(&child, child_kind, sink, keep)?;
             put_str(sink, b")")?;
         }
     } else {
@@ -229,7 +416,7 @@ fn sorted_entries(dir: &Path) -> io::Result<Vec<(OsString, PathBuf, std::fs::Fil
     Ok(entries)
 }
 
-fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
+fn regular(path: &Path, sink: &mut dyn Sink) -> io::Result<()> {
     let mut file = File::open(path).map_err(|e| at(path, "open", e))?;
     let meta = file.metadata().map_err(|e| at(path, "read metadata of", e))?;
     if !meta.is_file() {
@@ -244,12 +431,7 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
     put_str(sink, b"contents")?;
     let len = meta.len();
     sink.put(&len.to_le_bytes())?;
-    let read = if len >= PIPELINE_MIN && several_cpus() {
-        contents_pipelined(&mut file, len, sink, buf)
-    } else {
-        contents_inline(&mut file, len, sink, buf)
-    }
-    .map_err(|e| at(path, "read", e))?;
+    let read = sink.contents(&mut file, len).map_err(|e| at(path, "read", e))?;
     if read != len {
         return Err(io::Error::other(format!(
             "`{}` changed size while it was being hashed ({len} bytes expected, {read} read)",
@@ -257,95 +439,6 @@ fn regular(path: &Path, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<()> {
         )));
     }
     sink.put(padding(len))
-}
-
-/// Read `file` (expected `len` bytes) into `sink` on this thread. Returns the bytes read, which
-/// differs from `len` only if the file changed; reading stops at `len + 1` bytes.
-fn contents_inline(file: &mut File, len: u64, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<u64> {
-    let mut total = 0u64;
-    loop {
-        let n = match file.read(buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        total += n as u64;
-        if total > len {
-            return Ok(total);
-        }
-        sink.put(&buf[..n])?;
-    }
-}
-
-/// Like [`contents_inline`], but a scoped thread reads into rotating buffers while this thread
-/// hashes the previous one, so a large file costs max(read, hash) rather than the sum. Falls
-/// back to [`contents_inline`] when no thread can be started.
-fn contents_pipelined(file: &mut File, len: u64, sink: &mut dyn Sink, buf: &mut [u8]) -> io::Result<u64> {
-    // The reader gets its own descriptor (same open file, same offset), so `file` stays usable
-    // here if the thread cannot start.
-    let Ok(mut reader) = file.try_clone() else {
-        return contents_inline(file, len, sink, buf);
-    };
-    // Full buffers travel reader → hasher, empty ones travel back.
-    let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<(Vec<u8>, usize)>>(2);
-    let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
-    for _ in 0..3 {
-        // Cannot fail: the receiver is alive and the channel has room for three.
-        let _ = empty_tx.send(vec![0u8; CHUNK]);
-    }
-    std::thread::scope(|scope| {
-        let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
-            let mut total = 0u64;
-            while let Ok(mut b) = empty_rx.recv() {
-                let n = loop {
-                    match reader.read(&mut b) {
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        other => break other,
-                    }
-                };
-                let done = !matches!(n, Ok(k) if k > 0);
-                if let Ok(k) = n {
-                    total += k as u64;
-                }
-                // Stop once past `len`: the hasher reports the size change.
-                let done = done || total > len;
-                if full_tx.send(n.map(|k| (b, k))).is_err() || done {
-                    return;
-                }
-            }
-        });
-        if spawned.is_err() {
-            return contents_inline(file, len, sink, buf);
-        }
-        let mut total = 0u64;
-        let mut result = Ok(());
-        for msg in &full_rx {
-            match msg {
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-                Ok((_, 0)) => break,
-                Ok((b, n)) => {
-                    total += n as u64;
-                    if total > len {
-                        break;
-                    }
-                    if let Err(e) = sink.put(&b[..n]) {
-                        result = Err(e);
-                        break;
-                    }
-                    // The reader may have stopped already; then the buffer is simply dropped.
-                    let _ = empty_tx.send(b);
-                }
-            }
-        }
-        // Dropping our ends stops the reader if it is still waiting.
-        drop(full_rx);
-        drop(empty_tx);
-        result.map(|()| total)
-    })
 }
 
 #[cfg(test)]

@@ -325,7 +325,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
     let mut warnings = Vec::new();
 
     // Repository and branch: flags first, then build.toml.
-    let loaded = crate::config::load(dir);
+    let loaded = crate::kernel::load(dir);
     let hub = loaded.as_ref().ok().map(|l| l.config.general.hub.clone());
     let repo_id = match (&opts.repo_id, hub.as_ref().and_then(|h| h.repo_id.clone())) {
         (Some(r), _) => r.clone(),

@@ -389,7 +389,7 @@ pub fn check_rendered(template: Template, files: &FileSet) -> Result<(), Invalid
     let Some(text) = files.get(path) else {
         return Err(InvalidScaffold { template, rendered: "no build.toml was generated".to_owned() });
     };
-    let loaded = crate::config::load_str(path, text, None)
+    let loaded = crate::kernel::load_str(path, text, None)
         .map_err(|e| InvalidScaffold { template, rendered: e.render() })?;
     if !loaded.warnings.is_empty() {
         return Err(InvalidScaffold { template, rendered: loaded.rendered_warnings });

@@ -171,7 +171,7 @@ pub fn named(name: &str) -> Result<&'static MatrixData, UnknownMatrix> {
 }
 
 /// The matrix a kernel builds against: the one `[general] matrix` pins, else the default.
-/// An unknown pin (which `config::load` refuses) also gives the default.
+/// An unknown pin (which loading build.toml refuses) also gives the default.
 pub fn for_config(config: &crate::config::BuildConfig) -> &'static MatrixData {
     match &config.general.matrix {
         Some(name) => named(name).unwrap_or_else(|_| matrix()),

@@ -9,12 +9,12 @@
 //!
 //! [`builders`] checks and reports Nix remote builders (`build-and-copy --builders`), [`cache`]
 //! pushes built cells to a signed binary cache and pulls them back (`kernel-builder cache`).
-//! [`support`] holds the small jobs that the Nix library's derivations run with the
+//! [`jobs`] holds the small jobs that the Nix library's derivations run with the
 //! orchestrator as their builder (`kernel-builder nix-support …`).
 
 pub mod builders;
 pub mod cache;
-pub mod support;
+pub mod jobs;
 
 use anyhow::{bail, Context};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -160,12 +160,11 @@ pub fn build_and_copy(
     let dest = kernel_dir.join("build");
     let mut copied = Vec::new();
     for out in &outputs {
-        copied.extend(support::copy_variants(out, &dest)?.into_iter().map(|n| dest.join(n)));
+        copied.extend(jobs::copy_variants(out, &dest)?.into_iter().map(|n| dest.join(n)));
     }
     if !variants.is_empty() {
         // Single cells carry no manifest (the bundle does): record them as a native build would.
-        let config = crate::config::load(kernel_dir).map_err(|e| anyhow::anyhow!("{}", e.render()))?.config;
-        let set = crate::assemble::source::SourceSet::collect(kernel_dir, &config)?;
+        let (_config, set) = crate::kernel::load_with_sources(kernel_dir)?;
         crate::hash::manifest::Manifest::for_bundle(&dest, variants, &set.tree_id())?.update_in(&dest)?;
     }
     Ok(copied)

@@ -480,7 +480,7 @@ fn failing_build_leaves_build_unchanged() {
     let before = tree(&t.path().join("build"));
 
     let dir = Utf8Path::from_path(t.path()).unwrap();
-    let mut config = kernel_builder::config::load(dir).unwrap().config;
+    let mut config = kernel_builder::kernel::load(dir).unwrap().config;
     config.general.xpu.python_depends.push("not-a-package".into());
     write(&t.path().join("torch-ext/vector_add/vector_add.py"), "changed = True\n");
     let err = kernel_builder::assemble::bundle::build_into(
@@ -522,7 +522,7 @@ fn uid_is_gits_tree_id() {
     git(t.path(), &["commit", "-qm", "source set only"]);
     let expected = git(t.path(), &["rev-parse", "HEAD:kernels/vector-add"]);
 
-    let loaded = kernel_builder::config::load(Utf8Path::from_path(&k).unwrap()).unwrap();
+    let loaded = kernel_builder::kernel::load(Utf8Path::from_path(&k).unwrap()).unwrap();
     let got = SourceSet::collect(Utf8Path::from_path(&k).unwrap(), &loaded.config).unwrap();
     assert_eq!(got.tree_id(), expected);
     assert_eq!(got.uid(), &expected[..7]);

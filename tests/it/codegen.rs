@@ -27,7 +27,7 @@ fn compiled_entries(
             continue; // upstream rejects it
         }
         let (tmp, dir) = corpus::materialize(&name);
-        let Ok(loaded) = kernel_builder::config::load(&dir) else { continue };
+        let Ok(loaded) = kernel_builder::kernel::load(&dir) else { continue };
         if matches!(loaded.config.framework, kernel_builder::config::Framework::TorchNoarch(_)) {
             continue;
         }
@@ -76,7 +76,7 @@ fn every_accepted_compiled_corpus_kernel_generates_a_project() {
 
 /// All files of a generated project, one after the other.
 fn render(config_dir: &Utf8Path) -> String {
-    let config = kernel_builder::config::load(config_dir).unwrap().config;
+    let config = kernel_builder::kernel::load(config_dir).unwrap().config;
     let p = codegen::generate(&config, config_dir, &Layout::default()).unwrap();
     p.files.iter().map(|f| format!("=== {}\n{}", f.path, f.contents)).collect()
 }

@@ -7,6 +7,7 @@ use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use kernel_builder::config::diagnostics::RenderStyle;
 use kernel_builder::config::{self, Backend, ConfigErrors, Framework, Generation, Loaded, Severity};
+use kernel_builder::kernel;
 use proptest::prelude::*;
 
 /// A valid edition-5 file the cases below start from.
@@ -27,7 +28,7 @@ src = ["relu/relu.cu"]
 "#;
 
 fn load(text: &str) -> Result<Loaded, ConfigErrors> {
-    config::load_str_styled(Utf8Path::new("build.toml"), text, None, RenderStyle::Plain)
+    kernel::load_str_styled(Utf8Path::new("build.toml"), text, None, RenderStyle::Plain)
 }
 
 fn errors(text: &str) -> ConfigErrors {
@@ -474,7 +475,7 @@ fn paths_dotdot_absolute_missing_and_symlink_out() {
         "src = [\"relu/relu.cu\", \"../secret.h\", \"/etc/hostname\", \"relu/missing.cu\", \"relu/link.h\"]",
     );
     fs::write(dir.join("build.toml"), &text).unwrap();
-    let e = config::load(&dir).unwrap_err();
+    let e = kernel::load(&dir).unwrap_err();
     assert_eq!(rules(&e), ["path-outside-kernel", "absolute-path", "missing-path", "path-outside-kernel"]);
     let paths: Vec<&str> = e.errors().map(|p| p.key_path.as_str()).collect();
     assert_eq!(
@@ -493,21 +494,21 @@ fn paths_dotdot_absolute_missing_and_symlink_out() {
     );
     // Without a kernel directory only the shape is checked.
     let e =
-        config::load_str_styled(Utf8Path::new("build.toml"), &text, None, RenderStyle::Plain).unwrap_err();
+        kernel::load_str_styled(Utf8Path::new("build.toml"), &text, None, RenderStyle::Plain).unwrap_err();
     assert_eq!(rules(&e), ["path-outside-kernel", "absolute-path"]);
 }
 
 #[test]
 fn load_reports_a_missing_build_toml() {
     let (_tmp, dir) = kernel_dir(&[]);
-    let e = config::load(&dir).unwrap_err();
+    let e = kernel::load(&dir).unwrap_err();
     assert_eq!(rules(&e), ["no-build-toml"]);
     assert!(e.render().contains("cannot read"), "{}", e.render());
 }
 
 // ---- the corpus ----------------------------------------------------------------------------
 
-use crate::corpus::{corpus_dir, entries as corpus_entries};
+use crate::corpus::entries as corpus_entries;
 
 #[test]
 #[cfg_attr(
@@ -523,7 +524,7 @@ fn corpus_files_upstream_accepts_load() {
         }
         count += 1;
         let (_tmp, dir) = crate::corpus::materialize(&name);
-        match config::load(&dir) {
+        match kernel::load(&dir) {
             Ok(l) => {
                 let text = fs::read_to_string(dir.join("build.toml")).unwrap();
                 let expect = if text.contains("edition = 5") { Generation::Edition5 } else { Generation::V4 };
@@ -559,7 +560,7 @@ fn corpus_files_with_real_faults_are_rejected_naming_the_rule() {
     for (name, rule, text) in cases {
         assert!(entries.iter().any(|(n, _)| n == name), "{name} is not in expected.json");
         let (_tmp, dir) = crate::corpus::materialize(name);
-        let e = config::load(&dir).unwrap_err();
+        let e = kernel::load(&dir).unwrap_err();
         assert!(rules(&e).contains(&rule), "{name}: {:?}", rules(&e));
         assert!(e.render().contains(text), "{name}:\n{}", e.render());
     }
@@ -571,10 +572,7 @@ fn corpus_files_with_real_faults_are_rejected_naming_the_rule() {
 fn corpus_texts() -> &'static [String] {
     static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     TEXTS.get_or_init(|| {
-        let mut v: Vec<String> = corpus_entries()
-            .iter()
-            .filter_map(|(n, _)| fs::read_to_string(corpus_dir().join(n).join("build.toml")).ok())
-            .collect();
+        let mut v: Vec<String> = crate::corpus::build_tomls().into_iter().map(|(_, t)| t).collect();
         v.push(BASE.to_owned());
         v
     })
@@ -743,7 +741,7 @@ proptest! {
 /// `file:line:column`, and no line drawn from the source is longer than the renderer's bound.
 fn check_long_line(text: &str) -> Result<(), TestCaseError> {
     for style in [RenderStyle::Plain, RenderStyle::Fancy] {
-        let r = match config::load_str_styled(Utf8Path::new("build.toml"), text, None, style) {
+        let r = match kernel::load_str_styled(Utf8Path::new("build.toml"), text, None, style) {
             Ok(l) => l.rendered_warnings,
             Err(e) => e.render(),
         };
@@ -795,7 +793,7 @@ fn four_thousand_tabs_before_a_key_are_not_drawn_wide() {
 fn seventy_thousand_spaces_before_a_bad_key_render_as_file_line_column() {
     let text = BASE.replacen("version = 1\n", &format!("version = 1\n{}bogus = 1\n", " ".repeat(70_000)), 1);
     for style in [RenderStyle::Plain, RenderStyle::Fancy] {
-        let e = config::load_str_styled(Utf8Path::new("build.toml"), &text, None, style).unwrap_err();
+        let e = kernel::load_str_styled(Utf8Path::new("build.toml"), &text, None, style).unwrap_err();
         let r = e.render();
         assert!(
             r.contains("build.toml:4:70001: error: unknown key `bogus` in `[general]` [unknown-key]\n  help: allowed keys:"),

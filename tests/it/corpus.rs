@@ -1,6 +1,7 @@
 //! The real build.toml corpus, the one locator every test uses: `$KERNEL_BUILDER_CORPUS`, else
-//! `../shared/corpus` beside the repository. Reads `expected.json` and materializes an entry as
-//! a kernel directory (its build.toml plus an empty file at every path of `files.txt` and
+//! `../shared/corpus` beside the repository. The entries are those of `expected.json` (no test
+//! lists the directory itself); this module reads their build.toml texts and materializes an
+//! entry as a kernel directory (its build.toml plus an empty file at every path of `files.txt` and
 //! `sources_missing_from_files_txt`, the corpus README's recipe).
 //!
 //! The corpus is not part of this repository, so the tests that read it are compiled as
@@ -46,6 +47,33 @@ pub fn entries() -> Vec<(String, serde_json::Value)> {
     out.sort_by(|a, b| a.0.cmp(&b.0));
     assert!(out.len() >= 100, "expected the whole corpus, found {} entries", out.len());
     out
+}
+
+/// The name of every corpus entry (from `expected.json`, sorted) whose directory holds a
+/// build.toml.
+pub fn names() -> Vec<String> {
+    entries()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| corpus_dir().join(n).join("build.toml").is_file())
+        .collect()
+}
+
+/// Every corpus entry that has a build.toml: (directory name, its text), sorted by name.
+pub fn build_tomls() -> Vec<(String, String)> {
+    names()
+        .into_iter()
+        .map(|n| {
+            let text = build_toml(&n);
+            (n, text)
+        })
+        .collect()
+}
+
+/// The build.toml text of corpus entry `name`; panics when it cannot be read.
+pub fn build_toml(name: &str) -> String {
+    let path = corpus_dir().join(name).join("build.toml");
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
 /// The expected.json entry of one corpus directory.

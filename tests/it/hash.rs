@@ -170,6 +170,23 @@ const FIXTURES: &[Fixture] = &[
         },
         nix_sri: "sha256-bJtVy3mmLgPgJqJtaPjveFo0xWdFnFuHhKX2OyrEdZs=",
     },
+    Fixture {
+        name: "archive framing and contents across the 1 MiB buffers of the hashing thread",
+        build: |d| {
+            // 1,500 entries with long names (about 1.4 MB of archive), so buffer boundaries
+            // fall inside length prefixes, names, padding and contents; then a file 4 bytes
+            // short of a whole buffer and one of exactly 2 MiB.
+            let t = d.join("t");
+            for i in 0..1500u64 {
+                let name = format!("{i:04}-{}", "n".repeat((i % 97) as usize));
+                write(&t.join("many").join(name), &pattern((i as usize * 37) % 1500, i), 0o644);
+            }
+            write(&t.join("near"), &pattern((1 << 20) - 4, 5), 0o644);
+            write(&t.join("whole"), &pattern(2 << 20, 6), 0o755);
+            t
+        },
+        nix_sri: "sha256-MXK1xdc4/FcuEU6OXi2P4RMpvKClNAlxLc/G8fc0MMU=",
+    },
 ];
 
 #[test]
@@ -1093,4 +1110,34 @@ mod nix_tests {
             prop_assert_eq!(ours, nix_hash_path(&path));
         }
     }
+}
+
+/// A tree as deep as a path allows (2,000 levels: 4,000 bytes of `d/`) is hashed on the
+/// archive-writer thread without running out of stack, equal to the SHA-256 of its archive.
+#[test]
+fn a_tree_two_thousand_levels_deep_hashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = dir.path().join("t");
+    for _ in 0..2000 {
+        p.push("d");
+    }
+    fs::create_dir_all(&p).unwrap();
+    write(&p.join("f"), b"bottom", 0o644);
+    let root = dir.path().join("t");
+    // Called from a thread with the main thread's 8 MiB of stack (test threads have 2): that is
+    // what `dump_to`, and the hash with one CPU, recurse on; with more, the writer has its own.
+    let (hash, archive) = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn_scoped(s, || {
+                let mut archive = Vec::new();
+                dump_to(&root, &mut archive).unwrap();
+                (nar_hash(&root).unwrap(), archive)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    let of_dump: [u8; 32] = Sha256::digest(&archive).into();
+    assert_eq!(hash, of_dump);
 }

@@ -850,7 +850,7 @@ fn generated_projects_pass_check_config() {
         let stdout = String::from_utf8(out.stdout).unwrap();
         assert!(stdout.contains("generation: edition 5\n"), "{stdout}");
         // And the library agrees: no problem from the build-matrix checks either.
-        let loaded = kernel_builder::config::load(&dir).unwrap();
+        let loaded = kernel_builder::kernel::load(&dir).unwrap();
         assert_eq!(loaded.warnings, []);
         assert_eq!(kernel_builder::matrix::check(&loaded.config), [], "{dir}");
     }
@@ -886,7 +886,7 @@ fn generated_noarch_projects_build() {
             String::from_utf8_lossy(&out.stderr)
         );
         // Every backend of build.toml gets its noarch variant, whatever the system.
-        let config = kernel_builder::config::load(&dir).unwrap().config;
+        let config = kernel_builder::kernel::load(&dir).unwrap().config;
         let expected: Vec<String> = config.general.backends.iter().map(|b| format!("torch-{b}")).collect();
         // The variant directories (build/ also holds the build's hash manifest).
         let mut built: Vec<String> = std::fs::read_dir(dir.join("build"))

@@ -10,6 +10,7 @@
 use std::sync::OnceLock;
 
 use kernel_builder::config::{self, Severity};
+use kernel_builder::kernel;
 use kernel_builder::matrix::{self, data::matrix, data::named, naming::parse_variant_name, Scope};
 use serde_json::Value;
 
@@ -39,7 +40,7 @@ fn accepted() -> &'static [Entry] {
             .filter(|(_, exp)| exp.get("variants").is_some()) // upstream rejects the others
             .map(|(dir, expected)| {
                 let (_tmp, root) = materialize(&dir);
-                let loaded = config::load(&root).map(|l| l.config).map_err(|e| e.render());
+                let loaded = kernel::load(&root).map(|l| l.config).map_err(|e| e.render());
                 Entry { dir, expected, loaded }
             })
             .collect()
@@ -144,7 +145,7 @@ fn default_matrix_variants() {
     for (dir, _) in entries() {
         let (_tmp, root) = materialize(&dir);
         out.push_str(&format!("## {dir}\n"));
-        match config::load(&root) {
+        match kernel::load(&root) {
             Err(e) => {
                 let rules: Vec<&str> = e.errors().map(|p| p.rule).collect();
                 out.push_str(&format!("not loaded: {}\n", rules.join(", ")));

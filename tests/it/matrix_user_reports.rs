@@ -1,9 +1,10 @@
 //! Users' reports about capabilities and gfx targets, each kept as a test, end to end: a
-//! build.toml on disk, `config::load` (which runs the matrix checks), and `check-config`.
+//! build.toml on disk, `kernel::load` (config, then the matrix checks), and `check-config`.
 
 use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
-use kernel_builder::config::{self, Problem, Severity};
+use kernel_builder::config::{Problem, Severity};
+use kernel_builder::kernel;
 
 fn kernel_dir(build_toml: &str) -> (tempfile::TempDir, Utf8PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
@@ -47,10 +48,10 @@ src = ["relu_rocm/relu.hip"]
     )
 }
 
-/// Every problem `config::load` reports for the file: errors, or warnings when it loads.
+/// Every problem `kernel::load` reports for the file: errors, or warnings when it loads.
 fn problems(toml: &str) -> (bool, Vec<Problem>) {
     let (_tmp, dir) = kernel_dir(toml);
-    match config::load(&dir) {
+    match kernel::load(&dir) {
         Ok(l) => (true, l.warnings),
         Err(e) => (false, e.problems),
     }

@@ -214,7 +214,7 @@ fn vector_add_helion_bundle_builds_offline_and_equals_the_native_build() {
         repo().join(dir).join("build.toml").is_file(),
         "{dir}/build.toml is missing (it comes with the `kernels` branch)"
     );
-    let config = kernel_builder::config::load(Utf8Path::new(REPO).join(dir).as_ref()).unwrap().config;
+    let config = kernel_builder::kernel::load(Utf8Path::new(REPO).join(dir).as_ref()).unwrap().config;
     let expected: Vec<String> =
         kernel_builder::matrix::cells(&config, "x86_64-linux", kernel_builder::matrix::Scope::Bundle)
             .into_iter()
@@ -411,13 +411,7 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
 fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     use kernel_builder::config::Generation;
     let t = tempfile::tempdir().unwrap();
-    let mut entries: Vec<String> = fs::read_dir(crate::corpus::corpus_dir())
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.path().join("build.toml").is_file())
-        .map(|e| e.file_name().into_string().unwrap())
-        .collect();
-    entries.sort();
+    let entries = crate::corpus::names();
     assert!(entries.len() >= 100, "corpus has {} entries", entries.len());
     for name in &entries {
         crate::corpus::materialize_into(name, &t.path().join(name));
@@ -428,7 +422,7 @@ fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     let mut rust_rejected = 0;
     for name in &entries {
         let dir = camino::Utf8PathBuf::from_path_buf(t.path().join(name)).unwrap();
-        match kernel_builder::config::load(&dir) {
+        match kernel_builder::kernel::load(&dir) {
             Ok(l) => loaded_all.push((name.clone(), dir, l)),
             Err(_) => rust_rejected += 1,
         }

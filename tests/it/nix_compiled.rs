@@ -389,7 +389,7 @@ fn every_compiled_corpus_cell_evaluates_with_the_default_package_set() {
         }
         let dir = t.path().join(&name);
         crate::corpus::materialize_into(&name, &dir);
-        let Ok(loaded) = kernel_builder::config::load(camino::Utf8Path::from_path(&dir).unwrap()) else {
+        let Ok(loaded) = kernel_builder::kernel::load(camino::Utf8Path::from_path(&dir).unwrap()) else {
             continue;
         };
         if loaded.config.generation < kernel_builder::config::Generation::V4 {
@@ -465,7 +465,7 @@ fn relu_cells_are_wired_to_the_default_package_set() {
         .systems
         .iter()
         .flat_map(|s| {
-            let c = kernel_builder::config::load(camino::Utf8Path::new(REPO).join("kernels/relu").as_ref())
+            let c = kernel_builder::kernel::load(camino::Utf8Path::new(REPO).join("kernels/relu").as_ref())
                 .unwrap()
                 .config;
             kernel_builder::matrix::cells(&c, s, kernel_builder::matrix::Scope::All)

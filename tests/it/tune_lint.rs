@@ -182,7 +182,7 @@ fn declared_capabilities_leave_a_heuristic_unused() {
 }
 
 fn card_of(dir: &Utf8Path) -> String {
-    let loaded = kernel_builder::config::load(dir).unwrap();
+    let loaded = kernel_builder::kernel::load(dir).unwrap();
     let card = fs::read_to_string(dir.join("CARD.md")).unwrap_or_else(|_| "# card\n".to_owned());
     kernel_builder::tune::card::with_tuning(dir, &loaded.config, &card).unwrap()
 }
@@ -194,7 +194,7 @@ fn attention_helion_card_lists_the_h200_tune() {
     let dir = repo_kernel("attention-helion");
     let card = card_of(&dir);
     insta::assert_snapshot!("attention_helion_card", card);
-    let loaded = kernel_builder::config::load(&dir).unwrap();
+    let loaded = kernel_builder::kernel::load(&dir).unwrap();
     assert_eq!(kernel_builder::tune::card::with_tuning(&dir, &loaded.config, &card).unwrap(), card);
 }
 
@@ -236,7 +236,7 @@ fn a_broken_tune_record_is_an_error_naming_it() {
     write(dir, "torch-ext/toy_helion/op.py", OP_PY);
     write(dir, "torch-ext/toy_helion/_helion_aot_op_cuda_sm90.py", &heuristic(&["scale", "shift"]));
     write(dir, "tuning/cuda_sm90/tune.json", "{\"format\": 2}");
-    let loaded = kernel_builder::config::load(dir).unwrap();
+    let loaded = kernel_builder::kernel::load(dir).unwrap();
     let e = kernel_builder::tune::card::with_tuning(dir, &loaded.config, "# card\n").unwrap_err();
     assert_eq!(
         format!("{e:#}").split(": missing field").next().unwrap(),

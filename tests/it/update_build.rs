@@ -11,28 +11,8 @@ use kernel_builder::config::{Generation, Severity};
 use proptest::prelude::*;
 use toml_edit::DocumentMut;
 
-pub use crate::corpus::corpus_dir;
-
-/// Every corpus entry that has a build.toml: (directory name, text), sorted by name.
-pub fn corpus() -> Vec<(String, String)> {
-    let dir = corpus_dir();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("read corpus") {
-        let entry = entry.expect("corpus entry");
-        let path = entry.path().join("build.toml");
-        if path.is_file() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            out.push((name, std::fs::read_to_string(&path).expect("read build.toml")));
-        }
-    }
-    out.sort();
-    assert!(out.len() >= 100, "expected the whole corpus, found {} files", out.len());
-    out
-}
-
-fn corpus_text(name: &str) -> String {
-    std::fs::read_to_string(corpus_dir().join(name).join("build.toml")).expect("corpus file")
-}
+use crate::corpus::build_toml as corpus_text;
+use crate::corpus::build_tomls as corpus;
 
 /// Upgrade a text; panics on a TOML parse error (callers pass valid TOML).
 fn up(text: &str) -> (String, Upgrade) {
@@ -84,11 +64,9 @@ fn upstream_format_rejections_are_all_legacy_generations() {
     // Every file upstream refuses only for its format ("did not match v4 … or v3",
     // "unsupported legacy format") is detected as a legacy generation and upgraded without
     // errors.
-    let expected: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(corpus_dir().join("expected.json")).unwrap()).unwrap();
     let mut n = 0;
     for (name, text) in corpus() {
-        let e = &expected[&name];
+        let e = &crate::corpus::entry(&name);
         if e["upstream"] != "rejected" {
             continue;
         }

@@ -1,16 +1,16 @@
 //! `update-build` never changes what is built: for every corpus file, the build variants of
 //! the in-memory read equal those of the rewritten file, on every system and in both scopes.
 //!
-//! Needs `config::load_str` (the edition-5 parser) and `matrix::cells` (the variant function),
-//! which live on other branches: enable at merge by adding `mod update_build_variants;` to
-//! `tests/it/main.rs` (it uses `super::update_build::corpus`).
+//! Uses `kernel::load_str` (the edition-5 parser and the matrix checks), `matrix::cells` (the
+//! variant function) and the corpus through `crate::corpus`.
 
 use camino::Utf8Path;
 use kernel_builder::cli::update_build::plan;
-use kernel_builder::config::{load_str, BuildConfig};
+use kernel_builder::config::BuildConfig;
+use kernel_builder::kernel::load_str;
 use kernel_builder::matrix::{cells, data::matrix, Cell, Scope};
 
-use super::update_build::corpus;
+use crate::corpus::build_tomls as corpus;
 
 /// The model with the fields that may legitimately differ after a rewrite made equal: the
 /// generation read, and a license that `--license` supplied.

@@ -1104,7 +1104,7 @@ fn a_helion_kernels_card_is_published_with_its_tuning() {
     env.upload_ok(&dir, &[]);
 
     let udir = camino::Utf8PathBuf::from_path_buf(dir.clone()).unwrap();
-    let loaded = kernel_builder::config::load(&udir).unwrap();
+    let loaded = kernel_builder::kernel::load(&udir).unwrap();
     let published = kernel_builder::tune::card::with_tuning(&udir, &loaded.config, card).unwrap();
     assert!(
         published.contains(
