@@ -127,18 +127,8 @@ fn parse_machine(line: &str) -> anyhow::Result<Builder> {
 ///
 /// Errors: `nix show-config` fails.
 pub fn configured_spec() -> anyhow::Result<String> {
-    let nix = super::nix_program();
-    let out = duct::cmd!(&nix, "show-config", "--json")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nix} show-config --json`"))?;
-    if !out.status.success() {
-        bail!("`{nix} show-config --json` failed:\n{}", String::from_utf8_lossy(&out.stderr).trim_end());
-    }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("`nix show-config --json` did not print JSON")?;
+    let v: serde_json::Value = serde_json::from_str(&super::show_config_json()?)
+        .context("`nix show-config --json` did not print JSON")?;
     Ok(v.get("builders").and_then(|b| b.get("value")).and_then(|b| b.as_str()).unwrap_or("").to_owned())
 }
 

@@ -71,10 +71,10 @@ pub enum Sandbox {
     Off(String),
 }
 
-/// Read `sandbox` from `nix show-config --json` (`{"sandbox": {"value": true, …}, …}`).
+/// `nix show-config --json` as printed (`{"<setting>": {"value": …, …}, …}`).
 ///
-/// Errors: the command fails or its JSON has no `sandbox` setting.
-pub fn sandbox_setting() -> anyhow::Result<Sandbox> {
+/// Errors: the command cannot run or fails (the message suggests the nix.conf line it needs).
+pub fn show_config_json() -> anyhow::Result<String> {
     let nix = nix_program();
     let out = duct::cmd!(&nix, "show-config", "--json")
         .stdout_capture()
@@ -89,7 +89,14 @@ pub fn sandbox_setting() -> anyhow::Result<Sandbox> {
             String::from_utf8_lossy(&out.stderr).trim_end()
         );
     }
-    parse_sandbox(&String::from_utf8_lossy(&out.stdout))
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Read `sandbox` from `nix show-config --json` (`{"sandbox": {"value": true, …}, …}`).
+///
+/// Errors: the command fails or its JSON has no `sandbox` setting.
+pub fn sandbox_setting() -> anyhow::Result<Sandbox> {
+    parse_sandbox(&show_config_json()?)
 }
 
 /// Parse the `sandbox` value out of `nix show-config --json` output.

@@ -29,27 +29,14 @@ pub struct TuneRecord {
     /// Must be 1.
     pub format: u32,
     pub command: String,
-    pub environment: RecordEnvironment,
+    /// What `tune` probed (the same struct it wrote).
+    pub environment: super::Environment,
     pub effort: String,
     pub goal: String,
     pub threshold: f64,
     pub max_configs: Option<u32>,
     pub shapes: Vec<RecordShape>,
     pub geomean_speedup: Option<f64>,
-}
-
-/// `environment` of `tune.json` (see [`super::Environment`]).
-#[derive(Debug, Deserialize)]
-pub struct RecordEnvironment {
-    pub torch: String,
-    pub triton: String,
-    pub helion: String,
-    pub cuda: String,
-    pub driver: String,
-    pub device_name: String,
-    pub device_kind: String,
-    pub compute: String,
-    pub utc: String,
 }
 
 /// One row of `shapes` of `tune.json` (times in ms).
