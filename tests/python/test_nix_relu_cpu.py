@@ -12,10 +12,6 @@ import os
 import sys
 from pathlib import Path
 
-# The kernel is imported from a Nix store path: as root, Python would write __pycache__/ into
-# it (root ignores the store's read-only mode) and corrupt the output for every later build.
-sys.dont_write_bytecode = True
-
 import pytest
 import torch
 
@@ -23,7 +19,11 @@ CELL = os.environ.get("KERNEL_BUILDER_NIX_RELU_CPU")
 
 
 @pytest.mark.skipif(CELL is None, reason="set KERNEL_BUILDER_NIX_RELU_CPU to the Nix-built cell")
-def test_nix_built_cpu_cell_loads_and_equals_torch_relu() -> None:
+def test_nix_built_cpu_cell_loads_and_equals_torch_relu(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel is imported from a Nix store path: as root, Python would write __pycache__/
+    # into it (root ignores the store's read-only mode) and corrupt the output for every later
+    # build. Only for this test: the others check that loading a build/ tree writes bytecode.
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     from kernels import get_local_kernel
 
     relu = get_local_kernel(Path(CELL), backend="cpu")
