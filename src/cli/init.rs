@@ -129,6 +129,23 @@ pub fn run(args: Args) -> super::CmdResult {
         files.len()
     );
     println!("  {}", written.git);
+    let same_dir = |a: &camino::Utf8Path, b: &camino::Utf8Path| {
+        std::fs::canonicalize(a).ok().zip(std::fs::canonicalize(b).ok()).is_some_and(|(a, b)| a == b)
+    };
+    if let init::GitOutcome::Reused(top) = written.git.clone() {
+        // GitHub reads workflows only from the repository root, and the workflow's steps run
+        // in the kernel's directory as `.`: inside a larger repository it never runs as written.
+        if !same_dir(&top, &written.dir) {
+            eprintln!(
+                "warning: `{}` is inside the repository at `{top}`; GitHub only runs workflows from \
+             `{top}/.github/workflows/`, so the generated `{}` does not run there: move it to the \
+             repository root and set `working-directory` to the kernel's directory in its steps, or \
+             give the kernel its own repository",
+                written.dir,
+                init::GITHUB_WORKFLOW
+            );
+        }
+    }
     let from = if args.flake_ref.is_some() {
         "from --flake-ref or KERNEL_BUILDER_FLAKE_REF"
     } else {

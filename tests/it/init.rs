@@ -411,6 +411,42 @@ fn empty_directory_and_existing_repo_are_reused() {
 }
 
 /// A project inside an existing work tree is staged there, without a nested repository.
+/// A project inside a larger repository gets a workflow GitHub never runs (it reads
+/// `.github/workflows/` at the repository root only): `init` says so and what to do.
+#[test]
+fn a_workflow_inside_a_larger_repository_is_warned_about() {
+    let s = Scratch::new();
+    let mono = s.root.join("mono");
+    std::fs::create_dir(&mono).unwrap();
+    assert!(std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&mono)
+        .status()
+        .unwrap()
+        .success());
+    let out = s
+        .kb()
+        .args(["init", "--name", "myorg/inner", "--template", "torch", "mono/kernels/inner"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let top = std::fs::canonicalize(&mono).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "; GitHub only runs workflows from `{}/.github/workflows/`, so the generated \
+             `.github/workflows/build.yml` does not run there: move it to the repository root",
+            top.display()
+        )),
+        "{stderr}"
+    );
+    // At a repository's own root there is nothing to say.
+    let out =
+        s.kb().args(["init", "--name", "myorg/alone", "--template", "torch", "alone"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8(out.stderr).unwrap().contains("GitHub only runs workflows"));
+}
+
 #[test]
 fn project_inside_a_work_tree_is_staged_there() {
     let s = Scratch::new();
