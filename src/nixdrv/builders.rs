@@ -90,11 +90,13 @@ pub fn parse_spec(spec: &str, missing: MissingFile) -> anyhow::Result<Vec<Builde
             match std::fs::read_to_string(file) {
                 Ok(text) => out.extend(parse_spec(&text, missing).with_context(|| format!("in `{file}`"))?),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && missing == MissingFile::NoMachines => {}
-                Err(e) => return Err(e).with_context(|| {
-                    format!(
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
                         "cannot read the builders file `{file}` (named by `@{file}` in the builders spec)"
                     )
-                }),
+                    })
+                }
             }
             continue;
         }
