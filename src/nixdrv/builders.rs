@@ -6,7 +6,9 @@
 //!
 //! A spec is Nix's machine list (the `builders` setting, see the Nix manual's "Remote Builds"):
 //! machines separated by `;` or newlines, `#` starting a comment, `@FILE` reading more machines
-//! from FILE. Each machine is whitespace-separated fields, `-` for a default:
+//! from FILE (`build-and-copy --builders @FILE` with a FILE that cannot be read is an error;
+//! nix.conf's default `@/etc/nix/machines` may be missing). Each machine is whitespace-separated
+//! fields, `-` for a default:
 //!
 //! ```text
 //! URI [SYSTEMS [SSH-KEY [MAX-JOBS [SPEED-FACTOR [SUPPORTED-FEATURES [MANDATORY-FEATURES [HOST-KEY-BASE64]]]]]]]
@@ -61,13 +63,22 @@ impl Builder {
     }
 }
 
+/// What to do with an `@FILE` entry whose FILE does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingFile {
+    /// An error naming the file: a spec the user gave (`--builders @FILE`).
+    Error,
+    /// No machines, as Nix does for nix.conf's default `@/etc/nix/machines`.
+    NoMachines,
+}
+
 /// Parse a builders spec (see the module docs); `@FILE` entries are read relative to the
-/// current directory (as Nix does), a missing FILE counts as no machines (as Nix does for the
-/// default `@/etc/nix/machines`).
+/// current directory (as Nix does), a missing FILE is handled as `missing` says.
 ///
-/// Errors: a machine line whose MAX-JOBS or SPEED-FACTOR is not a number, or one with more than
-/// eight fields, naming the line.
-pub fn parse_spec(spec: &str) -> anyhow::Result<Vec<Builder>> {
+/// Errors: an `@FILE` that cannot be read (or, with [`MissingFile::Error`], does not exist),
+/// naming the file; a machine line whose MAX-JOBS or SPEED-FACTOR is not a number, or one
+/// with more than eight fields, naming the line.
+pub fn parse_spec(spec: &str, missing: MissingFile) -> anyhow::Result<Vec<Builder>> {
     let mut out = Vec::new();
     for line in spec.split(['\n', ';']) {
         let line = line.split('#').next().unwrap_or("").trim();
@@ -77,9 +88,15 @@ pub fn parse_spec(spec: &str) -> anyhow::Result<Vec<Builder>> {
         if let Some(file) = line.strip_prefix('@') {
             let file = Utf8Path::new(file.trim());
             match std::fs::read_to_string(file) {
-                Ok(text) => out.extend(parse_spec(&text).with_context(|| format!("in `{file}`"))?),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e).with_context(|| format!("cannot read the builders file `{file}`")),
+                Ok(text) => out.extend(parse_spec(&text, missing).with_context(|| format!("in `{file}`"))?),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && missing == MissingFile::NoMachines => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                        "cannot read the builders file `{file}` (named by `@{file}` in the builders spec)"
+                    )
+                    })
+                }
             }
             continue;
         }
@@ -162,23 +179,35 @@ pub fn ping(builder: &Builder) -> anyhow::Result<()> {
 /// nix.conf's `builders` are pinged and one that does not answer is a warning (Nix skips it),
 /// and nothing is added. Prints a note naming the machines used.
 ///
-/// Errors: SPEC does not parse, or one of its machines does not answer.
+/// An empty (or all-blank) SPEC means no remote builders at all: `["--builders", ""]`, which
+/// also turns off nix.conf's.
+///
+/// Errors: SPEC does not parse (an `@FILE` that cannot be read is named), names no machine
+/// (only separators or comments: `;;;`), or one of its machines does not answer.
 pub fn prepare(spec: Option<&str>) -> anyhow::Result<Vec<String>> {
     match spec {
+        Some(spec) if spec.trim().is_empty() => {
+            eprintln!(
+                "note: --builders '': no remote builders (not even nix.conf's): every cell builds here"
+            );
+            Ok(vec!["--builders".into(), String::new()])
+        }
         Some(spec) => {
-            let machines = parse_spec(spec)?;
+            let machines = parse_spec(spec, MissingFile::Error)?;
+            if machines.is_empty() {
+                bail!(
+                    "--builders `{spec}` names no machine; give one as `URI [SYSTEMS [SSH-KEY [MAX-JOBS …]]]` \
+                     (e.g. `ssh-ng://me@big x86_64-linux`), or `--builders ''` to build everything here"
+                );
+            }
             for m in &machines {
                 ping(m)?;
             }
-            if machines.is_empty() {
-                eprintln!("note: --builders names no machine: every cell builds here");
-            } else {
-                eprintln!("note: remote builders: {}", uris(&machines));
-            }
+            eprintln!("note: remote builders: {}", uris(&machines));
             Ok(vec!["--builders".into(), spec.to_owned()])
         }
         None => {
-            let machines = parse_spec(&configured_spec()?)?;
+            let machines = parse_spec(&configured_spec()?, MissingFile::NoMachines)?;
             let mut up = Vec::new();
             for m in machines {
                 match ping(&m) {
@@ -279,7 +308,7 @@ mod tests {
     fn a_spec_with_defaults_keys_and_several_machines() {
         let spec = "ssh-ng://root@127.0.0.1 x86_64-linux /k/key 2 1 - - aG9zdA==; \
                     ssh://b aarch64-linux,x86_64-linux - - 3 big-parallel,kvm kvm # fast\n\n# all comment\n";
-        let m = parse_spec(spec).unwrap();
+        let m = parse_spec(spec, MissingFile::Error).unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(
             m[0],
@@ -306,21 +335,42 @@ mod tests {
     }
 
     #[test]
-    fn machine_files_are_read_and_a_missing_one_is_empty() {
+    fn machine_files_are_read_and_a_missing_one_is_an_error_unless_from_nix_conf() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("machines");
         std::fs::write(&f, "ssh://a\nssh://b x86_64-linux\n").unwrap();
-        let m = parse_spec(&format!("@{}; ssh://c", f.display())).unwrap();
+        let m = parse_spec(&format!("@{}; ssh://c", f.display()), MissingFile::Error).unwrap();
         assert_eq!(m.iter().map(|b| b.uri.as_str()).collect::<Vec<_>>(), ["ssh://a", "ssh://b", "ssh://c"]);
-        assert_eq!(parse_spec(&format!("@{}", t.path().join("none").display())).unwrap(), []);
-        assert_eq!(parse_spec("").unwrap(), []);
+        let none = t.path().join("none");
+        assert_eq!(parse_spec(&format!("@{}", none.display()), MissingFile::NoMachines).unwrap(), []);
+        let e = format!("{:#}", parse_spec(&format!("@{}", none.display()), MissingFile::Error).unwrap_err());
+        assert_eq!(
+            e,
+            format!(
+                "cannot read the builders file `{0}` (named by `@{0}` in the builders spec): No such file or directory (os error 2)",
+                none.display()
+            )
+        );
+        assert_eq!(parse_spec("", MissingFile::Error).unwrap(), []);
+    }
+
+    #[test]
+    fn a_spec_of_only_separators_is_refused_and_an_empty_one_means_no_builders() {
+        let e = prepare(Some(";;;")).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--builders `;;;` names no machine; give one as `URI [SYSTEMS [SSH-KEY [MAX-JOBS …]]]` \
+             (e.g. `ssh-ng://me@big x86_64-linux`), or `--builders ''` to build everything here"
+        );
+        assert!(prepare(Some(" # only a comment\n")).unwrap_err().to_string().contains("names no machine"));
+        assert_eq!(prepare(Some("")).unwrap(), ["--builders", ""]);
     }
 
     #[test]
     fn bad_numbers_and_too_many_fields_are_named() {
-        let e = parse_spec("ssh://a x86_64-linux - four").unwrap_err().to_string();
+        let e = parse_spec("ssh://a x86_64-linux - four", MissingFile::Error).unwrap_err().to_string();
         assert!(e.contains("MAX-JOBS `four`") && e.contains("ssh://a"), "{e}");
-        let e = parse_spec("ssh://a 1 2 3 4 5 6 7 8").unwrap_err().to_string();
+        let e = parse_spec("ssh://a 1 2 3 4 5 6 7 8", MissingFile::Error).unwrap_err().to_string();
         assert!(e.contains("9 fields"), "{e}");
     }
 

@@ -8,7 +8,9 @@
 //! `s3://bucket`, `ssh://host`).
 //!
 //! Pull makes the bundle come from such a cache and from nowhere else: before anything is
-//! built it checks that the cache exists (`file://`: its `nix-cache-info`) and asks Nix what a
+//! built it checks that the URI is a store URI, that the cache exists (`file://`: its
+//! `nix-cache-info`; others: `nix store ping`), that it has the bundle signed by the key given
+//! (even when the bundle is already in the local store), and asks Nix what a
 //! build with that cache as the only substituter and the given public key as the only trusted
 //! key would do (`nix build --dry-run`). Any derivation it would build is an error naming the
 //! reason (the cache lacks the path, or its signatures are by other keys than the one given),
@@ -76,7 +78,8 @@ fn flake_variants(dir: &Utf8Path, eval_flags: &[String]) -> anyhow::Result<Vec<S
 /// and their closure with `key_file` and copy them to the store `to`. `extra_args` go to
 /// `nix build` (and the input overrides among them to `nix eval`).
 ///
-/// Errors: the key file is not a Nix secret key, a build fails, signing or copying fails (with
+/// Errors: `to` is not a store URI ([`check_store_uri`]), `kernel_dir` has no flake.nix, the
+/// key file is not a Nix secret key, a build fails, signing or copying fails (with
 /// Nix's message).
 pub fn push(
     kernel_dir: &Utf8Path,
@@ -84,6 +87,8 @@ pub fn push(
     key_file: &Utf8Path,
     extra_args: &[String],
 ) -> anyhow::Result<Pushed> {
+    check_store_uri(to)?;
+    super::require_flake(kernel_dir)?;
     let key_name = key_name(key_file)?;
     let mut extra = extra_args.to_vec();
     if let Some(o) = super::orchestrator_override(extra_args)? {
@@ -103,6 +108,24 @@ pub fn push(
     copy.extend(paths.iter().map(|p| p.to_string()));
     nix(&copy)?;
     Ok(Pushed { paths, key_name })
+}
+
+/// The URI schemes of the Nix stores a binary cache can live in (Nix 2.8).
+pub const CACHE_SCHEMES: [&str; 6] = ["file", "http", "https", "s3", "ssh", "ssh-ng"];
+
+/// Refuse what is not a Nix store URI of a binary cache (`SCHEME://…`, SCHEME one of
+/// [`CACHE_SCHEMES`]): Nix itself would take such a string for a local store path or ignore it.
+///
+/// Errors: `uri` has no `://` or another scheme; the message lists the schemes.
+pub fn check_store_uri(uri: &str) -> anyhow::Result<()> {
+    match uri.split_once("://") {
+        Some((scheme, rest)) if CACHE_SCHEMES.contains(&scheme) && !rest.is_empty() => Ok(()),
+        _ => bail!(
+            "`{uri}` is not a binary cache URI: give a Nix store URI with one of the schemes {} \
+             (`file:///srv/kernel-cache`, `https://cache.example.org`, `s3://bucket`, `ssh://host`)",
+            CACHE_SCHEMES.map(|s| format!("`{s}://`")).join(", ")
+        ),
+    }
 }
 
 /// For a `file://` URI, the cache directory it names (query and fragment dropped).
@@ -182,9 +205,14 @@ fn why_not_substitutable(from: &str, public_key: &str, path: &str) -> String {
 /// `public_key` (`NAME:BASE64`, from `nix key convert-secret-to-public`), building nothing.
 /// Returns the variant directories written, as [`super::build_and_copy`] does.
 ///
-/// Errors (all before anything is built or `build/` is touched): a `file://` cache without
-/// `nix-cache-info`; a bundle or cell the cache lacks or that is not signed by `public_key`,
-/// each said with the reason; then any failure of the build or the copy.
+/// The cache is checked even when the bundle is already in the local store (then that copy is
+/// used): it must have the bundle, signed by `public_key`.
+///
+/// Errors (all before anything is built or `build/` is touched): `from` is not a store URI
+/// ([`check_store_uri`]); `kernel_dir` has no flake.nix; no cache at `from` (`file://`: no
+/// `nix-cache-info`; others: `nix store ping` fails); a bundle or cell the cache lacks or
+/// that is not signed by `public_key`, each said with the reason; then any failure of the
+/// build or the copy.
 pub fn pull(
     kernel_dir: &Utf8Path,
     from: &str,
@@ -195,6 +223,8 @@ pub fn pull(
         public_key.split_once(':').is_some_and(|(n, k)| !n.is_empty() && !k.is_empty()),
         "`{public_key}` is not a Nix public key (`NAME:BASE64`, as `nix key convert-secret-to-public` prints)"
     );
+    check_store_uri(from)?;
+    super::require_flake(kernel_dir)?;
     if let Some(dir) = file_cache_dir(from) {
         if !dir.join("nix-cache-info").is_file() {
             bail!(
@@ -202,6 +232,24 @@ pub fn pull(
                 dir.join("nix-cache-info")
             );
         }
+    } else {
+        // (Not for `file://`: opening a local binary cache creates its `nix-cache-info`.)
+        let ping: Vec<String> = [
+            "store",
+            "ping",
+            "--store",
+            from,
+            "--option",
+            "connect-timeout",
+            "15",
+            "--option",
+            "download-attempts",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec();
+        nix(&ping)
+            .map_err(|e| anyhow::anyhow!("no binary cache at `{from}` (it cannot be opened): {e:#}"))?;
     }
     let mut extra = extra_args.to_vec();
     if let Some(o) = super::orchestrator_override(extra_args)? {
@@ -223,24 +271,39 @@ pub fn pull(
     if !out.status.success() {
         bail!("`{nixp} {}` failed:\n{}", dry.join(" "), log.trim_end());
     }
-    let (builds, fetched) = dry_run_lists(&log);
+    let (builds, mut fetched) = dry_run_lists(&log);
+    let bundle_out = nix(&[
+        vec!["eval".into(), "--raw".into(), format!("{dir}#bundle.outPath")],
+        super::eval_flags(&extra),
+    ]
+    .concat())?;
+    let bundle_out = bundle_out.trim();
     if !builds.is_empty() {
-        let bundle_out = nix(&[
-            vec!["eval".into(), "--raw".into(), format!("{dir}#bundle.outPath")],
-            super::eval_flags(&extra),
-        ]
-        .concat())?;
         bail!(
             "the bundle would be built, not fetched, from `{from}`: {}; {} derivation(s) would be built ({}); nothing was built and `{}` is unchanged",
-            why_not_substitutable(from, public_key, bundle_out.trim()),
+            why_not_substitutable(from, public_key, bundle_out),
             builds.len(),
             builds.iter().map(|d| d.rsplit('/').next().unwrap_or(d)).collect::<Vec<_>>().join(", "),
             dir.join("build")
         );
     }
+    // The bundle may already be in the local store (a dry run then lists nothing): the cache
+    // must still have it, signed by the key given, or the pull would vouch for a cache it
+    // never looked at.
+    let has: Vec<String> = ["path-info", "--store", from, bundle_out].map(String::from).to_vec();
+    if nix(&has).is_err() {
+        bail!(
+            "`{from}` does not have the bundle: {}; nothing was built and `{}` is unchanged",
+            why_not_substitutable(from, public_key, bundle_out),
+            dir.join("build")
+        );
+    }
+    if !fetched.iter().any(|p| p == bundle_out) {
+        fetched.push(bundle_out.to_owned());
+    }
     // Nix 2.8's dry run does not look at signatures (a wrong key shows up only when the
     // substitution is refused): check them now, with the key given as the only trusted one.
-    if !fetched.is_empty() {
+    {
         let mut verify: Vec<String> =
             ["store", "verify", "--no-contents", "--store", from].map(String::from).to_vec();
         verify.extend(["--option".into(), "trusted-public-keys".into(), public_key.to_owned()]);
@@ -259,7 +322,7 @@ pub fn pull(
                 .collect();
             let first = untrusted.first().copied().unwrap_or(fetched[0].as_str());
             bail!(
-                "`{from}` has the bundle, but {} of the {} path(s) to fetch are not signed by the key given: {}; nothing was built and `{}` is unchanged",
+                "`{from}` has the bundle, but {} of the {} path(s) checked are not signed by the key given: {}; nothing was built and `{}` is unchanged",
                 untrusted.len().max(1),
                 fetched.len(),
                 why_not_substitutable(from, public_key, first),
@@ -302,6 +365,23 @@ mod tests {
         assert_eq!(key_name(&f).unwrap(), "kb-test-1");
         std::fs::write(&f, "c2VjcmV0").unwrap();
         assert!(key_name(&f).unwrap_err().to_string().contains("nix key generate-secret"));
+    }
+
+    #[test]
+    fn cache_uris_need_a_store_scheme() {
+        for ok in ["file:///srv/c", "https://c.example.org/x", "s3://b", "ssh://h", "ssh-ng://u@h"] {
+            check_store_uri(ok).unwrap();
+        }
+        for bad in ["not a uri", "/srv/cache", "ftp://h/c", "file://"] {
+            assert_eq!(
+                check_store_uri(bad).unwrap_err().to_string(),
+                format!(
+                    "`{bad}` is not a binary cache URI: give a Nix store URI with one of the schemes \
+                     `file://`, `http://`, `https://`, `s3://`, `ssh://`, `ssh-ng://` \
+                     (`file:///srv/kernel-cache`, `https://cache.example.org`, `s3://bucket`, `ssh://host`)"
+                )
+            );
+        }
     }
 
     #[test]

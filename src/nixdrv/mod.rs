@@ -177,6 +177,20 @@ pub fn build_and_copy(
     Ok(copied)
 }
 
+/// Refuse a kernel directory without its own `flake.nix`: Nix would otherwise take the flake
+/// of an enclosing git repository and fail on a missing attribute.
+///
+/// Errors: `kernel_dir/flake.nix` is not a file; the message says what a kernel flake holds.
+pub fn require_flake(kernel_dir: &Utf8Path) -> anyhow::Result<()> {
+    if !kernel_dir.join("flake.nix").is_file() {
+        bail!(
+            "`{kernel_dir}` has no flake.nix; a kernel flake calls \
+             `kernel-builder.lib.genKernelFlakeOutputs {{ inherit self; path = ./.; }}` (see `kernel-builder init`)"
+        );
+    }
+    Ok(())
+}
+
 /// Build the bundle (or `variants`) of the kernel flake at `kernel_dir`; returns the output
 /// store paths in the order asked for. See [`build_and_copy`] for arguments and errors.
 pub fn build(
@@ -186,12 +200,7 @@ pub fn build(
 ) -> anyhow::Result<Vec<Utf8PathBuf>> {
     let version = nix_version()?;
     require_sandbox(&sandbox_setting()?)?;
-    if !kernel_dir.join("flake.nix").is_file() {
-        bail!(
-            "`{kernel_dir}` has no flake.nix; a kernel flake calls \
-             `kernel-builder.lib.genKernelFlakeOutputs {{ inherit self; path = ./.; }}` (see `kernel-builder init`)"
-        );
-    }
+    require_flake(kernel_dir)?;
     let dir = kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
     check_git_tracking(&dir)?;
     let mut extra: Vec<String> = extra_args.to_vec();

@@ -185,4 +185,55 @@ fn a_signed_cache_fills_a_fresh_store_by_substitution_only() {
     let build = tree(&kernel.join("build"));
     let pushed_tree = tree(bundle);
     assert_eq!(build, pushed_tree, "build/ is not the pushed bundle");
+
+    // Now the bundle is in the (fresh) local store, so Nix would fetch nothing: the cache and
+    // the key are still checked, and every bad one still fails with `build/` unchanged.
+    let mut again: Vec<(String, String, String)> =
+        cases.iter().map(|(from, key, says)| (from.to_string(), key.clone(), says.to_string())).collect();
+    again.push((
+        "not a uri".into(),
+        public.clone(),
+        "error: `not a uri` is not a binary cache URI: give a Nix store URI with one of the schemes".into(),
+    ));
+    again.push((
+        "https://nonexistent.invalid".into(),
+        public.clone(),
+        "no binary cache at `https://nonexistent.invalid`".into(),
+    ));
+    for (from, key, says) in &again {
+        let (ok, log) = pull(from, key);
+        assert!(!ok, "pull from {from} with {key} succeeded with the bundle already local:\n{log}");
+        let error = log.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("{log}"));
+        assert!(error.contains(says.as_str()), "{error}");
+        assert!(!log.contains("building '"), "{log}");
+        assert_eq!(tree(&kernel.join("build")), pushed_tree, "build/ changed");
+    }
+}
+
+/// `cache push` and `cache pull` of a directory without flake.nix (inside a repository whose
+/// root has one) stop with the same message as `build-and-copy --nix always`, before any Nix
+/// runs, instead of Nix evaluating the repository's root flake.
+#[test]
+fn cache_push_and_pull_refuse_a_kernel_without_flake_nix() {
+    let t = tempfile::tempdir().unwrap();
+    fs::write(t.path().join("flake.nix"), "{ outputs = _: { }; }\n").unwrap();
+    let kernel = t.path().join("kernels/plain");
+    fs::create_dir_all(&kernel).unwrap();
+    fs::write(kernel.join("build.toml"), "[general]\nname = \"plain\"\n").unwrap();
+    let key = t.path().join("secret");
+    fs::write(&key, "kb-test-1:c2VjcmV0\n").unwrap();
+    let k = kernel.display().to_string();
+    let says = format!(
+        "error: `{k}` has no flake.nix; a kernel flake calls `kernel-builder.lib.genKernelFlakeOutputs {{ inherit self; path = ./.; }}` (see `kernel-builder init`)"
+    );
+    let push = ["cache", "push", &k, "--to", "file:///tmp/kb-no-cache", "--key-file", key.to_str().unwrap()];
+    let pull =
+        ["cache", "pull", &k, "--from", "file:///tmp/kb-no-cache", "--public-key", "kb-test-1:cHVibGlj"];
+    for args in [&push[..], &pull[..]] {
+        let out = duct::cmd(kb(), args).stderr_to_stdout().stdout_capture().unchecked().run().unwrap();
+        let log = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{log}");
+        assert_eq!(log.lines().find(|l| l.starts_with("error: ")), Some(says.as_str()), "{log}");
+    }
+    assert!(!Path::new("/tmp/kb-no-cache").exists());
 }

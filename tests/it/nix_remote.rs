@@ -316,7 +316,7 @@ fn a_builder_that_dies_mid_build_fails_naming_it_and_leaves_build_alone() {
 
 /// A builder that cannot be reached (nothing listens on port 1) is an error naming it before
 /// anything is built: Nix itself would skip it and build everything here. `--builders` with
-/// `--nix never` is refused.
+/// `--nix never` is refused, and so are a missing `@FILE` and a spec naming no machine.
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn an_unreachable_builder_is_named_before_the_build() {
@@ -361,4 +361,35 @@ fn an_unreachable_builder_is_named_before_the_build() {
     assert!(!out.status.success(), "{log}");
     assert!(log.contains("--builders spreads a build through Nix, but this build does not use Nix"), "{log}");
     assert!(!kernel.join("build").exists());
+
+    // A machines file that does not exist, and a spec of only separators, are errors too (Nix
+    // would build everything here).
+    for (spec, says) in [
+        (
+            "@/nonexistent/machines",
+            "error: cannot read the builders file `/nonexistent/machines` (named by `@/nonexistent/machines` in the builders spec)",
+        ),
+        (
+            ";;;",
+            "error: --builders `;;;` names no machine; give one as `URI [SYSTEMS [SSH-KEY [MAX-JOBS …]]]` (e.g. `ssh-ng://me@big x86_64-linux`), or `--builders ''` to build everything here",
+        ),
+    ] {
+        let mut a = args.clone();
+        a[5] = spec.to_owned();
+        let out = duct::cmd(&exe, &a)
+            .env(kernel_builder::nixdrv::ORCHESTRATOR_ENV, orchestrator())
+            .stderr_to_stdout()
+            .stdout_capture()
+            .unchecked()
+            .run()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{log}");
+        assert_eq!(log.lines().find(|l| l.starts_with("error: ")), Some(says), "{log}");
+        if spec.starts_with('@') {
+            assert!(log.contains("caused by: No such file or directory (os error 2)"), "{log}");
+        }
+        assert!(!log.contains("building '"), "{log}");
+        assert!(!kernel.join("build").exists());
+    }
 }
