@@ -235,8 +235,7 @@ fn nix_on_path() -> bool {
 
 /// The kernel directory argument: given (must be a directory) or the current directory.
 fn kernel_dir(dir: Option<Utf8PathBuf>) -> anyhow::Result<Utf8PathBuf> {
-    let dir = dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let dir = super::kernel_dir_arg(dir)?;
     Ok(dir)
 }
 

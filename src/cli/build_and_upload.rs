@@ -31,8 +31,7 @@ pub struct Args {
 
 /// Run `build-and-upload`.
 pub fn run(args: Args) -> super::CmdResult {
-    let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config(&dir)?;
     let host = args.toolchain.host();
     let report = super::build_and_copy::run_native(

@@ -55,7 +55,7 @@ pub struct VariantReport {
 /// one with a `metadata.json` (as for `upload`), so `build/benchmarks/` is not one; a directory
 /// that neither is one nor holds any is checked as a single variant.
 pub fn variant_dirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
-    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    super::require_dir(dir)?;
     let variants_in = |d: &Utf8Path| -> anyhow::Result<Vec<Utf8PathBuf>> {
         Ok(subdirs(d)?.into_iter().filter(|v| v.join("metadata.json").is_file()).collect())
     };

@@ -52,8 +52,7 @@ pub(crate) fn dirs(
     dir: Option<Utf8PathBuf>,
     out: Option<Utf8PathBuf>,
 ) -> anyhow::Result<(Utf8PathBuf, Utf8PathBuf)> {
-    let dir = dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let dir = super::kernel_dir_arg(dir)?;
     let kernel = dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{dir}`"))?;
     let target = match out {
         Some(o) => {

@@ -138,3 +138,27 @@ pub fn report_error(err: &anyhow::Error) {
         eprintln!("  caused by: {cause}");
     }
 }
+
+/// The kernel directory argument, `.` when not given; an error that says whether it is missing
+/// or a file (with the directory to pass instead when the file is a `build.toml`).
+pub(crate) fn kernel_dir_arg(dir: Option<camino::Utf8PathBuf>) -> anyhow::Result<camino::Utf8PathBuf> {
+    let dir = dir.unwrap_or_else(|| camino::Utf8PathBuf::from("."));
+    require_dir(&dir)?;
+    Ok(dir)
+}
+
+/// `dir` must be an existing directory: otherwise an error saying it does not exist, or that it
+/// is a file (naming its directory when it is a `build.toml`).
+pub(crate) fn require_dir(dir: &camino::Utf8Path) -> anyhow::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) if dir.file_name() == Some("build.toml") => {
+            let parent =
+                dir.parent().filter(|p| !p.as_str().is_empty()).unwrap_or(camino::Utf8Path::new("."));
+            anyhow::bail!("`{dir}` is a file; pass the kernel directory that holds it: `{parent}`")
+        }
+        Ok(_) => anyhow::bail!("`{dir}` is a file, not a directory"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!("`{dir}` does not exist"),
+        Err(e) => anyhow::bail!("cannot read `{dir}`: {e}"),
+    }
+}

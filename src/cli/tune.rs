@@ -95,8 +95,7 @@ fn command_line() -> String {
 
 /// Run `tune`.
 pub fn run(args: Args) -> super::CmdResult {
-    let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config(&dir)?;
     let section = match &loaded.config.framework {
         crate::config::Framework::TorchNoarch(_) => None,

@@ -30,8 +30,7 @@ pub struct Args {
 
 /// Run `verify`.
 pub fn run(args: Args) -> super::CmdResult {
-    let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config(&dir)?;
     let report = verify(&dir, &loaded.config, &args.variants, &args.toolchain.host())?;
     for n in &report.notes {

@@ -1402,3 +1402,35 @@ fn json_flags_print_one_document_on_stdout() {
     assert!(v[0]["hash"].as_str().unwrap().starts_with("sha256-") && v[0]["error"].is_null());
     assert!(v[1]["hash"].is_null() && v[1]["error"].as_str().unwrap().contains("missing"));
 }
+
+/// A kernel directory argument that is missing or a file says which (and for a `build.toml`,
+/// the directory to pass), for every command that takes one.
+#[test]
+fn kernel_dir_arguments_say_missing_or_file() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    std::fs::write(d.join("build.toml"), "").unwrap();
+    std::fs::write(d.join("notes.txt"), "").unwrap();
+    for cmd in ["build-and-copy", "verify", "tune", "create-pyproject", "check-abi"] {
+        let run = |arg: &str| {
+            let out = assert_cmd::Command::cargo_bin("kernel-builder")
+                .unwrap()
+                .current_dir(d)
+                .args([cmd, arg])
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{cmd} {arg}");
+            String::from_utf8(out.stderr).unwrap()
+        };
+        assert_eq!(run("nonexistent"), "error: `nonexistent` does not exist\n", "{cmd}");
+        // check-abi also takes one library, so a file is checked as one.
+        if cmd != "check-abi" {
+            assert_eq!(run("notes.txt"), "error: `notes.txt` is a file, not a directory\n", "{cmd}");
+            assert_eq!(
+                run("build.toml"),
+                "error: `build.toml` is a file; pass the kernel directory that holds it: `.`\n",
+                "{cmd}"
+            );
+        }
+    }
+}
