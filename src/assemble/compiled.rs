@@ -789,7 +789,9 @@ pub fn cell_facts(
     }
     let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
     if cell.backend == Backend::Cuda {
-        opts.extend(host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler={o}>")));
+        for o in &host_opts {
+            opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o).map_err(anyhow::Error::msg)?));
+        }
     }
     cache.insert("KB_BACKEND".into(), cell.backend.as_str().into());
     cache.insert("KB_KERNELS".into(), cell.kernels.join(";"));
@@ -810,6 +812,29 @@ pub fn cell_facts(
     cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
     cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
     Ok(CellFacts { ops_name, cache, gencode, env, warnings })
+}
+
+/// nvcc's `-Xcompiler` form of the host compiler option `opt`. nvcc splits an unquoted value
+/// at whitespace and commas when it builds the host compiler's command, so an option holding
+/// a path with a space (a cache directory or TMPDIR such as `/home/a b/…`) is passed in double
+/// quotes, which nvcc strips; one without whitespace or commas is passed as it is.
+///
+/// Errors: `opt` holds `"`, `\`, `$` or a backquote, which nvcc's quoting cannot carry; the
+/// message names the option and where its paths come from.
+fn xcompiler(opt: &str) -> Result<String, String> {
+    if let Some(c) = opt.chars().find(|c| matches!(c, '"' | '\\' | '$' | '`')) {
+        return Err(format!(
+            "the host compiler option `{opt}` holds `{c}`, which nvcc cannot pass to the host compiler; \
+             its path comes from the work directory (set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for \
+             `verify`, to a directory whose path has no `\"`, `\\`, `$` or backquote), the torch \
+             installation or a dependency checkout (move it to such a path)"
+        ));
+    }
+    if opt.chars().any(|c| c.is_whitespace() || c == ',') {
+        Ok(format!("-Xcompiler=\"{opt}\""))
+    } else {
+        Ok(format!("-Xcompiler={opt}"))
+    }
 }
 
 /// `dir/<name>` or the first `dir/<name>.N…` (sorted), for libraries without the plain link.
@@ -1241,6 +1266,31 @@ pub struct SkippedBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xcompiler_quotes_spaces_and_commas_and_refuses_what_nvcc_cannot_carry() {
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/c/kb/src=.").unwrap(),
+            "-Xcompiler=-ffile-prefix-map=/c/kb/src=."
+        );
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/home/a b/kb/src=.").unwrap(),
+            "-Xcompiler=\"-ffile-prefix-map=/home/a b/kb/src=.\""
+        );
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/tmp/x,y=.").unwrap(),
+            "-Xcompiler=\"-ffile-prefix-map=/tmp/x,y=.\""
+        );
+        assert_eq!(xcompiler("-fno-gnu-unique").unwrap(), "-Xcompiler=-fno-gnu-unique");
+        for bad in ["/tmp/a\"b", "/tmp/a\\b", "/tmp/$HOME", "/tmp/a`b"] {
+            let err = xcompiler(&format!("-ffile-prefix-map={bad}=.")).unwrap_err();
+            assert!(
+                err.starts_with(&format!("the host compiler option `-ffile-prefix-map={bad}=.` holds `")),
+                "{err}"
+            );
+            assert!(err.contains("set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for `verify`"), "{err}");
+        }
+    }
 
     #[test]
     fn stable_abi_target_versions() {
