@@ -438,3 +438,40 @@ fn a_changed_compiler_or_flags_configures_the_work_directory_afresh() {
     );
     assert_eq!(entries(&cache).len(), 2);
 }
+
+/// relu's CUDA cell built with a cache directory whose path has a space (and a comma): nvcc
+/// would split `-Xcompiler=-ffile-prefix-map=<that path>=.` into two host compiler arguments,
+/// so kernel-builder passes it quoted; the cell builds and its library does not name the path.
+/// Needs the venv's CUDA torch and nvcc (`scripts/setup-venv.sh`); about 30 s.
+#[test]
+fn relu_cuda_cell_builds_from_a_cache_directory_with_a_space() {
+    let Some((py, _)) = venv_cpu_cell() else { return };
+    let o = std::process::Command::new(&py)
+        .args(["-c", "import torch; print(torch.__version__.split('+')[0], torch.version.cuda)"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    let (version, cuda) = out.trim().split_once(' ').unwrap();
+    if cuda == "None" {
+        eprintln!("SKIPPED: the venv's torch is a CPU build; the CUDA work-directory test did not run");
+        return;
+    }
+    let mut v = version.split('.');
+    let (major, minor) = (v.next().unwrap(), v.next().unwrap());
+    let cell =
+        format!("torch{major}{minor}-cxx11-cu{}-{}-linux", cuda.replace('.', ""), std::env::consts::ARCH);
+    let t = tempfile::tempdir().unwrap();
+    let (a, cache) = (t.path().join("a"), t.path().join("my cache, here"));
+    copy_kernel("relu", &a);
+    let args = ["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell];
+    let built = kb(&a, &cache, &[], &args);
+    assert_eq!(built.code, 0, "{}", built.stderr);
+    assert!(built.stdout.starts_with(&format!("built {cell} (4 files, id _relu_cuda_")), "{}", built.stdout);
+    let so = fs::read_dir(a.join("build").join(&cell))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "so"))
+        .unwrap();
+    let bytes = fs::read(so).unwrap();
+    assert!(!bytes.windows(b"my cache".len()).any(|w| w == b"my cache"), "the cache path is mapped away");
+}
