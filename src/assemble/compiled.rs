@@ -789,7 +789,9 @@ pub fn cell_facts(
     }
     let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
     if cell.backend == Backend::Cuda {
-        opts.extend(host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler={o}>")));
+        for o in &host_opts {
+            opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o).map_err(anyhow::Error::msg)?));
+        }
     }
     cache.insert("KB_BACKEND".into(), cell.backend.as_str().into());
     cache.insert("KB_KERNELS".into(), cell.kernels.join(";"));
@@ -810,6 +812,29 @@ pub fn cell_facts(
     cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
     cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
     Ok(CellFacts { ops_name, cache, gencode, env, warnings })
+}
+
+/// nvcc's `-Xcompiler` form of the host compiler option `opt`. nvcc splits an unquoted value
+/// at whitespace and commas when it builds the host compiler's command, so an option holding
+/// a path with a space (a cache directory or TMPDIR such as `/home/a b/…`) is passed in double
+/// quotes, which nvcc strips; one without whitespace or commas is passed as it is.
+///
+/// Errors: `opt` holds `"`, `\`, `$` or a backquote, which nvcc's quoting cannot carry; the
+/// message names the option and where its paths come from.
+fn xcompiler(opt: &str) -> Result<String, String> {
+    if let Some(c) = opt.chars().find(|c| matches!(c, '"' | '\\' | '$' | '`')) {
+        return Err(format!(
+            "the host compiler option `{opt}` holds `{c}`, which nvcc cannot pass to the host compiler; \
+             its path comes from the work directory (set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for \
+             `verify`, to a directory whose path has no `\"`, `\\`, `$` or backquote), the torch \
+             installation or a dependency checkout (move it to such a path)"
+        ));
+    }
+    if opt.chars().any(|c| c.is_whitespace() || c == ',') {
+        Ok(format!("-Xcompiler=\"{opt}\""))
+    } else {
+        Ok(format!("-Xcompiler={opt}"))
+    }
 }
 
 /// `dir/<name>` or the first `dir/<name>.N…` (sorted), for libraries without the plain link.
@@ -841,6 +866,42 @@ fn cache_file(facts: &CellFacts) -> String {
         ));
     }
     out
+}
+
+/// What one CMake configure of a cell's build directory was given
+/// (`<build>/kernel-builder-cell.configured`, JSON, written after the configure succeeded).
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct ConfigureRecord {
+    /// The inputs CMake reads only at the first configure of a build directory and caches
+    /// (`CMakeCache.txt`, `CMakeFiles/`): the tools' paths and versions, each of
+    /// [`super::cellcache::BUILD_ENV`] (and `CC`, `CXX`, `CUDACXX`) with its value or `null`,
+    /// the extra environment. A change starts the build directory afresh.
+    first_configure: BTreeMap<String, Option<String>>,
+    /// The `-C` cache script: a change re-runs the configure in place (incremental).
+    cache_script: String,
+}
+
+impl ConfigureRecord {
+    fn new(cell: &NativeCell, facts: &CellFacts, cache_script: &str) -> Self {
+        let mut first = BTreeMap::new();
+        let mut tool = |name: &str, t: &Tool| {
+            first.insert(format!("tool:{name}"), Some(format!("{} ({})", t.path, t.version)));
+        };
+        tool("cmake", &cell.cmake);
+        tool("ninja", &cell.ninja);
+        tool("cxx", &cell.cxx);
+        if let Some(n) = &cell.nvcc {
+            tool("nvcc", n);
+        }
+        first.insert("generator".into(), Some("Ninja".into()));
+        for k in super::cellcache::BUILD_ENV.iter().chain(&["CC", "CXX", "CUDACXX"]) {
+            first.insert(format!("env:{k}"), std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()));
+        }
+        for (k, v) in &facts.env {
+            first.insert(format!("extra-env:{k}"), Some(v.clone()));
+        }
+        ConfigureRecord { first_configure: first, cache_script: cache_script.to_owned() }
+    }
 }
 
 /// Run a build step; on failure the error shows the command and the tail of its output.
@@ -966,20 +1027,28 @@ pub fn build_cell(
     }
     remove_unwanted(&src_dir, &wanted)?;
 
-    // Configure when the facts changed or nothing is configured yet; then build.
+    // Configure when the facts changed or nothing is configured yet; then build. CMake reads
+    // the compilers, the generator and the flag variables (CXXFLAGS, …) only at the first
+    // configure of a build directory: when one of those differs from the last configure that
+    // succeeded (or none did), the build directory is started afresh.
+    let cell_text = cache_file(&facts);
+    let record = ConfigureRecord::new(cell, &facts, &cell_text);
+    let configured = build_dir.join("kernel-builder-cell.configured");
+    let last =
+        std::fs::read(&configured).ok().and_then(|b| serde_json::from_slice::<ConfigureRecord>(&b).ok());
+    if last.as_ref().is_none_or(|l| l.first_configure != record.first_configure) && build_dir.exists() {
+        std::fs::remove_dir_all(&build_dir)
+            .with_context(|| format!("cannot remove the stale build directory `{build_dir}`"))?;
+    }
     std::fs::create_dir_all(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
     if cell.kind == CellKind::StableAbi {
         super::stable_abi::prepare_include_root(&build_dir, &cell.torch.torch_dir.join("include"))?;
     }
     let cell_file = build_dir.join("kernel-builder-cell.cmake");
-    let cell_text = cache_file(&facts);
     sync_file(&cell_file, cell_text.as_bytes())?;
-    // What the last configure that succeeded was given: a configure that failed or was
-    // interrupted leaves the old build.ninja (for the old facts), which must not be used.
-    let configured = build_dir.join("kernel-builder-cell.configured");
-    if !std::fs::read(&configured).is_ok_and(|c| c == cell_text.as_bytes())
-        || !build_dir.join("build.ninja").is_file()
-    {
+    // A configure that failed or was interrupted leaves the old build.ninja (for the old
+    // facts), which must not be used.
+    if last.as_ref() != Some(&record) || !build_dir.join("build.ninja").is_file() {
         let _ = std::fs::remove_file(&configured);
         run_step(
             "CMake configure",
@@ -996,7 +1065,8 @@ pub fn build_cell(
             ],
             &facts.env,
         )?;
-        sync_file(&configured, cell_text.as_bytes())?;
+        let text = serde_json::to_vec_pretty(&record).context("cannot serialise the configure record")?;
+        sync_file(&configured, &text)?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
     match (std::env::var("KERNEL_BUILDER_JOBS"), work) {
@@ -1196,6 +1266,31 @@ pub struct SkippedBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xcompiler_quotes_spaces_and_commas_and_refuses_what_nvcc_cannot_carry() {
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/c/kb/src=.").unwrap(),
+            "-Xcompiler=-ffile-prefix-map=/c/kb/src=."
+        );
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/home/a b/kb/src=.").unwrap(),
+            "-Xcompiler=\"-ffile-prefix-map=/home/a b/kb/src=.\""
+        );
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/tmp/x,y=.").unwrap(),
+            "-Xcompiler=\"-ffile-prefix-map=/tmp/x,y=.\""
+        );
+        assert_eq!(xcompiler("-fno-gnu-unique").unwrap(), "-Xcompiler=-fno-gnu-unique");
+        for bad in ["/tmp/a\"b", "/tmp/a\\b", "/tmp/$HOME", "/tmp/a`b"] {
+            let err = xcompiler(&format!("-ffile-prefix-map={bad}=.")).unwrap_err();
+            assert!(
+                err.starts_with(&format!("the host compiler option `-ffile-prefix-map={bad}=.` holds `")),
+                "{err}"
+            );
+            assert!(err.contains("set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for `verify`"), "{err}");
+        }
+    }
 
     #[test]
     fn stable_abi_target_versions() {

@@ -396,3 +396,82 @@ fn a_failing_cell_fails_a_parallel_build_and_leaves_build_unchanged() {
         .collect();
     assert!(!left.iter().any(|n| n.starts_with(".kernel-builder-tmp")), "{left:?}");
 }
+
+/// CMake reads `CXXFLAGS` (and the other flag variables) and the compiler only at the first
+/// configure of a build directory. A build with new flags must use them, not the warm work
+/// directory's old ones, and must not reuse or store the cell under the old flags' result:
+/// relu-stable-abi's CPU cell built once, then with `CXXFLAGS=-fbogus-flag-xyz` fails
+/// naming the flag (the first build's cache entry in place, not reused); then with `CXX` a
+/// wrapper the first build did not use, it builds at the first try with the wrapper.
+#[test]
+fn a_changed_compiler_or_flags_configures_the_work_directory_afresh() {
+    let Some((py, _)) = venv_cpu_cell() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let (a, cache, log) = (t.path().join("a"), t.path().join("cache"), t.path().join("cxx.log"));
+    copy_kernel("relu-stable-abi", &a);
+    let args = ["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()];
+    let cell = format!("torch-stable-abi211-cpu-{}-linux", std::env::consts::ARCH);
+
+    let first = kb(&a, &cache, &[], &args);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stdout.starts_with(&format!("built {cell} ")), "{}", first.stdout);
+    assert_eq!(entries(&cache).len(), 1);
+    let built = nar(&a.join("build").join(&cell));
+
+    let bogus = kb(&a, &cache, &[("CXXFLAGS", Path::new("-fbogus-flag-xyz"))], &args);
+    assert_eq!(bogus.code, 1, "{}{}", bogus.stdout, bogus.stderr);
+    assert!(!bogus.stdout.contains("reused"), "{}", bogus.stdout);
+    assert!(bogus.stderr.contains("-fbogus-flag-xyz"), "{}", bogus.stderr);
+    assert!(bogus.stderr.contains("unrecognized command-line option"), "{}", bogus.stderr);
+    assert_eq!(entries(&cache).len(), 1, "nothing stored for the failed cell");
+    assert_eq!(nar(&a.join("build").join(&cell)), built, "build/ unchanged");
+
+    // Another compiler: configured afresh (no "You have changed variables" failure), and
+    // the compiles go through it.
+    let cxx = recording_cxx(t.path(), &log);
+    let other = kb(&a, &cache, &[("CXX", cxx.as_path())], &args);
+    assert_eq!(other.code, 0, "{}", other.stderr);
+    assert!(other.stdout.starts_with(&format!("built {cell} ")), "{}", other.stdout);
+    assert!(
+        compiles(&log).iter().any(|c| c.contains(" -c ") && c.contains("relu.cpp")),
+        "the wrapper compiled"
+    );
+    assert_eq!(entries(&cache).len(), 2);
+}
+
+/// relu's CUDA cell built with a cache directory whose path has a space (and a comma): nvcc
+/// would split `-Xcompiler=-ffile-prefix-map=<that path>=.` into two host compiler arguments,
+/// so kernel-builder passes it quoted; the cell builds and its library does not name the path.
+/// Needs the venv's CUDA torch and nvcc (`scripts/setup-venv.sh`); about 30 s.
+#[test]
+fn relu_cuda_cell_builds_from_a_cache_directory_with_a_space() {
+    let Some((py, _)) = venv_cpu_cell() else { return };
+    let o = std::process::Command::new(&py)
+        .args(["-c", "import torch; print(torch.__version__.split('+')[0], torch.version.cuda)"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    let (version, cuda) = out.trim().split_once(' ').unwrap();
+    if cuda == "None" {
+        eprintln!("SKIPPED: the venv's torch is a CPU build; the CUDA work-directory test did not run");
+        return;
+    }
+    let mut v = version.split('.');
+    let (major, minor) = (v.next().unwrap(), v.next().unwrap());
+    let cell =
+        format!("torch{major}{minor}-cxx11-cu{}-{}-linux", cuda.replace('.', ""), std::env::consts::ARCH);
+    let t = tempfile::tempdir().unwrap();
+    let (a, cache) = (t.path().join("a"), t.path().join("my cache, here"));
+    copy_kernel("relu", &a);
+    let args = ["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell];
+    let built = kb(&a, &cache, &[], &args);
+    assert_eq!(built.code, 0, "{}", built.stderr);
+    assert!(built.stdout.starts_with(&format!("built {cell} (4 files, id _relu_cuda_")), "{}", built.stdout);
+    let so = fs::read_dir(a.join("build").join(&cell))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "so"))
+        .unwrap();
+    let bytes = fs::read(so).unwrap();
+    assert!(!bytes.windows(b"my cache".len()).any(|w| w == b"my cache"), "the cache path is mapped away");
+}
