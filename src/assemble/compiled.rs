@@ -275,7 +275,13 @@ fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), Strin
                 "`{python}` has no torch; install it there (`{python} -m pip install torch`) or pass --python PATH to a Python that has it"
             ));
         }
-        return Err(format!("`{python}` could not report torch's build facts:\n{}", tail(&err, 20)));
+        // A Python that dies silently (`--python /bin/false`) leaves nothing to show: say what ran.
+        let detail = if err.trim().is_empty() {
+            format!("it exited with {} and printed nothing; is it a Python with torch?", out.status)
+        } else {
+            tail(&err, 20)
+        };
+        return Err(format!("`{python}` could not report torch's build facts:\n{detail}"));
     }
     let raw: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;

@@ -1434,3 +1434,36 @@ fn kernel_dir_arguments_say_missing_or_file() {
         }
     }
 }
+
+/// A `--python` that exits without a word (here `/bin/false`) is named with its exit status,
+/// not an empty reason.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_silent_failing_python_is_named_with_its_status() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("relu-stable-abi");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/relu-stable-abi");
+    for e in walkdir::WalkDir::new(&src) {
+        let e = e.unwrap();
+        let to = k.join(e.path().strip_prefix(&src).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else if !e.path().components().any(|c| c.as_os_str() == "build") {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+    let out = assert_cmd::Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["build-and-copy", "--nix", "never", "--no-cache", "--python", "/bin/false"])
+        .arg(&k)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(
+            "`/bin/false` could not report torch's build facts:\nit exited with exit status: 1 and printed nothing; is it a Python with torch?"
+        ),
+        "{stderr}"
+    );
+}
