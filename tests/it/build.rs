@@ -1036,7 +1036,9 @@ Options:
           `@FILE` for a machines file). Every machine must answer before the build starts;
           afterwards each cell built elsewhere is named with its builder, and a builder that fails
           or dies fails the build naming it (DIR/build/ is left as it was). Without it, nix.conf's
-          `builders` apply as usual. Add `-- --max-jobs 0` to build nothing here
+          `builders` apply as usual; `--builders ''` means no remote builders at all (nix.conf's are
+          off too). An `@FILE` that cannot be read, or a SPEC that names no machine (`';;;'`), is an
+          error. Add `-- --max-jobs 0` to build nothing here
 
       --python <PATH>
           The Python interpreter whose torch compiled variants are built against; its torch version,
