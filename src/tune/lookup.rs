@@ -273,6 +273,12 @@ pub fn aot_kernels(text: &str) -> Vec<String> {
     out
 }
 
+/// The names after `prefix` of a heuristic file's top-level functions: `key_` gives the kernels
+/// Helion's runner wrote a `def key_<kernel>(*args)` for (its files define no nested ones).
+pub fn top_level_functions(text: &str, prefix: &str) -> BTreeSet<String> {
+    text.lines().filter_map(|l| def_name(l).and_then(|n| n.strip_prefix(prefix)).map(str::to_owned)).collect()
+}
+
 /// `NAME` of a line `def NAME(` / `async def NAME(` (already left-trimmed).
 fn def_name(t: &str) -> Option<&str> {
     let rest = t.strip_prefix("async ").map(str::trim_start).unwrap_or(t).strip_prefix("def ")?;
@@ -335,11 +341,6 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
             Some((kind.to_owned(), compute.to_owned()))
         });
         let text = crate::fsutil::read_to_string(&path)?;
-        let top = |prefix: &str| -> BTreeSet<String> {
-            text.lines()
-                .filter_map(|l| def_name(l).and_then(|n| n.strip_prefix(prefix)).map(str::to_owned))
-                .collect()
-        };
         let tuned_shapes = text
             .lines()
             .skip_while(|l| !(l.starts_with("# Tuned ") && l.ends_with(" shapes:")))
@@ -348,8 +349,8 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
             .collect();
         pkg.heuristics.push(HeuristicFile {
             tuned_shapes,
-            key_fns: top("key_"),
-            autotune_fns: top("autotune_"),
+            key_fns: top_level_functions(&text, "key_"),
+            autotune_fns: top_level_functions(&text, "autotune_"),
             rel,
             dir,
             name,

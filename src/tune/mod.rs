@@ -330,12 +330,7 @@ fn heuristic_kernels(
     let mut out = BTreeSet::new();
     for rel in files {
         let text = crate::fsutil::read_to_string(&root.join(rel))?;
-        for line in text.lines() {
-            if let Some(name) = line.strip_prefix("def key_").and_then(|r| r.split_once('(')).map(|(n, _)| n)
-            {
-                out.insert((rel.clone(), name.to_owned()));
-            }
-        }
+        out.extend(lookup::top_level_functions(&text, "key_").into_iter().map(|k| (rel.clone(), k)));
     }
     Ok(out)
 }
