@@ -233,15 +233,9 @@ fn nix_on_path() -> bool {
     })
 }
 
-/// The kernel directory argument: given (must be a directory) or the current directory.
-fn kernel_dir(dir: Option<Utf8PathBuf>) -> anyhow::Result<Utf8PathBuf> {
-    let dir = super::kernel_dir_arg(dir)?;
-    Ok(dir)
-}
-
 /// Run `build-and-copy`.
 pub fn run(args: Args) -> super::CmdResult {
-    let dir = kernel_dir(args.dir)?;
+    let dir = super::kernel_dir_arg(args.dir)?;
     let use_nix = match args.nix {
         NixMode::Always => true,
         NixMode::Never => false,
