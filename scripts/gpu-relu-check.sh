@@ -3,11 +3,14 @@
 # the carried static kernel-builder, against that machine's torch 2.11.0+cu130 and nvcc 13.0
 # (variant torch211-cxx11-cu130-x86_64-linux), load it with kernels 0.17.2, run it on the GPU,
 # compare exactly with torch.relu, and show with cuobjdump that the .so holds sm_90 machine code
-# for capability 9.0 and nothing else.
+# for capability 9.0 and nothing else. With KERNEL=relu-stable-abi the same check runs for
+# kernels/relu-stable-abi's CUDA cell, built against torch's stable ABI (variant
+# torch-stable-abi211-cu130-x86_64-linux), and check-abi must pass its torch rule.
 #
 #   scripts/gpu-relu-check.sh prepare     here: build the static binary, fetch the kernels wheel,
 #                                          stage both in target/gpu-relu/ (ignored, carried)
-#   bash target/gpu-relu/gpu-relu-check.sh device   there: the check; $OUT/report.json, logs
+#   [KERNEL=relu-stable-abi] bash target/gpu-relu/gpu-relu-check.sh device
+#                                          there: the check; $OUT/report.json, logs
 set -euo pipefail
 
 prepare() {
@@ -27,7 +30,13 @@ prepare() {
 }
 
 device() {
-  local stage root out kb work
+  local stage root out kb work kernel variant
+  kernel=${KERNEL:-relu}
+  case "$kernel" in
+    relu) variant=torch211-cxx11-cu130-x86_64-linux ;;
+    relu-stable-abi) variant=torch-stable-abi211-cu130-x86_64-linux ;;
+    *) echo "gpu-relu-check: KERNEL must be relu or relu-stable-abi, not $kernel" >&2; exit 2 ;;
+  esac
   stage=$(cd "$(dirname "$0")" && pwd)
   root=$(cd "$stage/../.." && pwd)
   out=${OUT:-/tmp/gpu-relu-out}
@@ -48,24 +57,28 @@ device() {
     nvcc --version | tail -2
   } 2>&1 | tee "$out/toolchain.txt"
   work=$(mktemp -d)
-  cp -r "$root/kernels/relu" "$work/relu"
+  cp -r "$root/kernels/$kernel" "$work/relu"
   rm -rf "$work/relu/build"
   local t0 t1
   t0=$(date +%s.%N)
   "$kb" build-and-copy --nix never --python "$(command -v python3)" \
-    --variant torch211-cxx11-cu130-x86_64-linux "$work/relu" 2>&1 | tee "$out/build.txt"
+    --variant "$variant" "$work/relu" 2>&1 | tee "$out/build.txt"
   t1=$(date +%s.%N)
   echo "build seconds: $(python3 -c "print(round($t1-$t0,1))")" | tee -a "$out/build.txt"
-  ls -la "$work/relu/build/torch211-cxx11-cu130-x86_64-linux" | tee -a "$out/build.txt"
+  ls -la "$work/relu/build/$variant" | tee -a "$out/build.txt"
   local so
-  so=$(ls "$work"/relu/build/torch211-cxx11-cu130-x86_64-linux/*.abi3.so)
+  so=$(ls "$work"/relu/build/"$variant"/*.abi3.so)
   { echo "== cuobjdump --list-elf"; cuobjdump --list-elf "$so" || true
     echo "== cuobjdump --list-ptx"; cuobjdump --list-ptx "$so" || true; } 2>&1 | tee "$out/cuobjdump.txt"
-  "$kb" check-abi "$work/relu" 2>&1 | tee "$out/check-abi.txt" || true
-  cp "$work/relu/build/torch211-cxx11-cu130-x86_64-linux/metadata.json" "$out/metadata.json"
+  local abi_rc=0
+  "$kb" check-abi "$work/relu" 2>&1 | tee "$out/check-abi.txt" || abi_rc=$?
+  cp "$work/relu/build/$variant/metadata.json" "$out/metadata.json"
   # The kernel's own tests, on the GPU, through the same loader.
-  (cd "$work/relu" && RELU_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests) 2>&1 | tee "$out/pytest.txt" || true
-  RELU_BUILD="$work/relu/build" CUOBJDUMP_TXT="$out/cuobjdump.txt" python3 - "$out/report.json" <<'PY'
+  if [ -d "$work/relu/tests" ]; then
+    (cd "$work/relu" && RELU_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests) 2>&1 | tee "$out/pytest.txt" || true
+  fi
+  VARIANT="$variant" ABI_RC=$abi_rc RELU_BUILD="$work/relu/build" CUOBJDUMP_TXT="$out/cuobjdump.txt" \
+    python3 - "$out/report.json" <<'PY'
 import json, os, sys, time
 from pathlib import Path
 import torch, kernels
@@ -86,7 +99,9 @@ ptx = [l.split()[-1] for l in Path(os.environ["CUOBJDUMP_TXT"]).read_text().spli
 report["cuobjdump_elf"] = elf
 report["cuobjdump_ptx"] = ptx
 report["only_sm90"] = bool(elf) and all(".sm_90." in e for e in elf) and not ptx
-report["ok"] = all(checks.values()) and report["only_sm90"] and report["loaded_from"] == "torch211-cxx11-cu130-x86_64-linux"
+report["check_abi_passed"] = os.environ["ABI_RC"] == "0"
+report["ok"] = (all(checks.values()) and report["only_sm90"] and report["check_abi_passed"]
+                and report["loaded_from"] == os.environ["VARIANT"])
 Path(sys.argv[1]).write_text(json.dumps(report, indent=2) + "\n")
 print(json.dumps(report, indent=2))
 sys.exit(0 if report["ok"] else 1)

@@ -409,8 +409,8 @@ fn a_changed_compiler_or_flags_configures_the_work_directory_afresh() {
     let t = tempfile::tempdir().unwrap();
     let (a, cache, log) = (t.path().join("a"), t.path().join("cache"), t.path().join("cxx.log"));
     copy_kernel("relu-stable-abi", &a);
-    let args = ["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()];
     let cell = format!("torch-stable-abi211-cpu-{}-linux", std::env::consts::ARCH);
+    let args = ["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell];
 
     let first = kb(&a, &cache, &[], &args);
     assert_eq!(first.code, 0, "{}", first.stderr);

@@ -8,6 +8,7 @@ finds nothing left over.
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -51,7 +52,9 @@ def tmp_dirs(build: Path) -> list[str]:
 
 
 def args(kernel: Path) -> list[str]:
-    return [str(kernel_builder()), "build-and-copy", str(kernel), "--nix", "never", "--python", sys.executable]
+    # The CPU cell only: with nvcc about, a plain build would also compile the CUDA cell.
+    cell = f"torch-stable-abi211-cpu-{platform.machine()}-linux"
+    return [str(kernel_builder()), "build-and-copy", str(kernel), "--nix", "never", "--python", sys.executable, "--variant", cell]
 
 
 def comm(pid: int) -> str:

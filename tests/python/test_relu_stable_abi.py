@@ -1,4 +1,4 @@
-"""kernels/relu-stable-abi, built for real: a CPU kernel written against torch's stable ABI only
+"""kernels/relu-stable-abi, built for real: a CPU (and CUDA) kernel written against torch's stable ABI only
 (`torch/csrc/stable/library.h`, `STABLE_TORCH_LIBRARY`, `torch::stable::Tensor`), compiled by
 `kernel-builder build-and-copy --nix never` with this venv's torch against the stable headers
 and the C shim alone, named for its ABI target (`torch-stable-abi211-cpu-<arch>-linux`, not
@@ -8,6 +8,10 @@ for the torch that built it), passing `check-abi`'s torch rule, and loaded throu
 The counter-cases: a stable-ABI kernel that includes an ATen header does not compile (the
 build says which header is outside the stable API), and one that reaches a libtorch C++ symbol
 without any torch header is refused by the build's ABI check, leaving build/ as it was.
+
+The CUDA cell (compiled here without a GPU, with the venv's nvcc) is checked the same way: only
+the shim's libraries (libtorch_cpu.so, libtorch_cuda.so), the torch rule, exactly the SASS the
+capability list asks for. `scripts/gpu-relu-check.sh` runs it on an H200.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -25,6 +31,7 @@ import torch
 from conftest import copy_kernel, kernel_builder
 
 VARIANT = f"torch-stable-abi211-cpu-{platform.machine()}-linux"
+CUDA_ROOT = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13"
 
 
 def kb(args: list[str], env: dict[str, str], ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -34,8 +41,9 @@ def kb(args: list[str], env: dict[str, str], ok: bool = True) -> subprocess.Comp
     return proc
 
 
-def build_args(kernel: Path) -> list[str]:
-    return ["build-and-copy", str(kernel), "--nix", "never", "--python", sys.executable]
+def build_args(kernel: Path, variant: str = VARIANT) -> list[str]:
+    # One named cell: with nvcc about, a plain build would also compile the CUDA cell.
+    return ["build-and-copy", str(kernel), "--nix", "never", "--python", sys.executable, "--variant", variant]
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +182,30 @@ def test_a_libtorch_cxx_symbol_fails_the_build(stable_build) -> None:
         "use the C shim or torch::stable"
     ) in proc.stderr, proc.stderr
     assert _variant_files(kernel) == before
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="needs a CUDA build of torch (the CUDA cell is named after it)")
+def test_the_cuda_cell_uses_the_shim_only_and_holds_the_requested_sass(tmp_path: Path) -> None:
+    cuobjdump = CUDA_ROOT / "bin" / "cuobjdump"
+    if not cuobjdump.is_file():
+        pytest.fail(f"{cuobjdump} is missing: run scripts/setup-venv.sh (nvidia-cuda-cuobjdump)")
+    kernel = copy_kernel("relu-stable-abi", tmp_path)
+    env = dict(os.environ, KERNEL_BUILDER_CACHE_DIR=str(tmp_path / "cache"))
+    cuda = f"torch-stable-abi211-cu{torch.version.cuda.replace('.', '')}-{platform.machine()}-linux"
+    out = kb(build_args(kernel, cuda), env)
+    assert sorted(p.name for p in (kernel / "build").iterdir()) == ["hashes.json", cuda], out.stdout
+    variant = kernel / "build" / cuda
+    meta = json.loads((variant / "metadata.json").read_text())
+    assert meta["id"].startswith("_relu_stable_abi_cuda_")
+    assert meta["backend"]["type"] == "cuda"
+    so = variant / f"{meta['id']}.abi3.so"
+    dynamic = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True, check=True).stdout
+    needed = [line.split("[", 1)[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line]
+    assert [n for n in needed if n.startswith(("libtorch", "libc10"))] == ["libtorch_cpu.so", "libtorch_cuda.so"], needed
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(so)], capture_output=True, text=True, check=True)
+    assert "aoti_torch_get_current_cuda_stream" in undefined.stdout.split()
+    (report,) = json.loads(kb(["check-abi", "--json", str(variant)], env).stdout)
+    assert report["torch_stable_abi"] == "2.11"
+    assert [lib["violations"] for lib in report["libraries"]] == [[]]
+    listed = subprocess.run([str(cuobjdump), "--list-elf", str(so)], capture_output=True, text=True, check=True)
+    assert re.findall(r"\.(sm_\w+)\.cubin$", listed.stdout, re.M) == ["sm_90"], listed.stdout
