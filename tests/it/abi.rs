@@ -604,3 +604,62 @@ fn macho_libraries_get_the_python_and_torch_rules() {
         .render_text()
         .starts_with(&format!("{path}: FAILED (Mach-O aarch64, manylinux does not apply)\n")));
 }
+
+/// A compiled variant without any shared object (its extension module is missing) fails,
+/// naming the variant; a noarch variant (pure Python) has nothing to check and passes, so a
+/// noarch-only tree exits 0 and says so.
+#[test]
+fn compiled_variants_without_shared_objects_fail_and_noarch_ones_are_skipped() {
+    let (_t, dir) = tempdir();
+    std::fs::write(dir.join("build.toml"), "").unwrap();
+    let noarch = dir.join("build/torch-cuda");
+    let compiled = dir.join("build/torch211-cxx11-cpu-x86_64-linux");
+    for v in [&noarch, &compiled] {
+        std::fs::create_dir_all(v).unwrap();
+        std::fs::write(v.join("metadata.json"), "{}").unwrap();
+        std::fs::write(v.join("__init__.py"), "").unwrap();
+    }
+    let run = |args: &[&str]| {
+        let out = Command::cargo_bin("kernel-builder").unwrap().arg("check-abi").args(args).output().unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (code, stdout, stderr) = run(&[dir.as_str()]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "{noarch}:\nnothing to check: noarch variant (pure Python, no shared objects)\n{compiled}:\nno \
+             shared objects (.so, .pyd) found\n"
+        )
+    );
+    assert_eq!(
+        stderr,
+        format!(
+            "error: no shared objects (.so, .pyd) found under `{compiled}`; a compiled variant holds its \
+             kernel's extension module: rebuild it (`kernel-builder build-and-copy`), or pass a directory \
+             that has one\n"
+        )
+    );
+    // The same for the variant alone, and in --json (where `noarch` tells them apart).
+    assert_eq!(run(&[compiled.as_str()]).0, Some(1));
+    let (code, stdout, _) = run(&[dir.as_str(), "--json"]);
+    assert_eq!(code, Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let facts: Vec<(bool, usize)> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["noarch"].as_bool().unwrap(), v["libraries"].as_array().unwrap().len()))
+        .collect();
+    assert_eq!(facts, [(true, 0), (false, 0)]);
+
+    // Noarch only: nothing to check, exit 0.
+    std::fs::remove_dir_all(&compiled).unwrap();
+    let (code, stdout, stderr) = run(&[dir.as_str()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        format!("{noarch}:\nnothing to check: noarch variant (pure Python, no shared objects)\n")
+    );
+    assert_eq!(stderr, "");
+}
