@@ -29,7 +29,8 @@ pub struct Args {
     /// Enforce this manylinux policy: `2_28`, `manylinux_2_28`, `manylinux2014`, …
     #[arg(short = 'm', long, value_name = "POLICY")]
     pub manylinux: Option<String>,
-    /// The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) or newer.
+    /// The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) up to the
+    /// newest Python of the stable-ABI table kernel-builder carries (3.15).
     #[arg(short = 'p', long, value_name = "X.Y", default_value = "3.9", value_parser = abi3_python)]
     pub python_abi: String,
     /// Check a stable-ABI variant: no libtorch C++ symbols, and only C shim functions that
@@ -98,12 +99,23 @@ fn subdirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
 }
 
 /// `--python-abi`'s value parser: `3.Y` with `Y ≥ 2`, the Pythons that have a stable ABI
-/// (CPython's abi3 starts at 3.2). The error says what is accepted.
+/// (CPython's abi3 starts at 3.2), up to the newest Python the vendored stable-ABI table
+/// knows ([`abi::python_abi::StableAbiTable::newest`]): for a later one the check could not
+/// tell which symbols it has. The error says what is accepted.
 pub fn abi3_python(s: &str) -> Result<String, String> {
     let (major, minor) = abi::python_abi::parse_python_version(s)?;
+    let (newest_major, newest_minor) = abi::python_abi::StableAbiTable::embedded().newest().unwrap_or((3, 2));
     if major != 3 || minor < 2 {
         return Err(format!(
-            "Python {major}.{minor} has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9"
+            "Python {major}.{minor} has no stable ABI (abi3 starts at Python 3.2); give 3.2 to \
+             {newest_major}.{newest_minor} as 3.Y, e.g. 3.9"
+        ));
+    }
+    if (major, minor) > (newest_major, newest_minor) {
+        return Err(format!(
+            "Python {major}.{minor} is newer than the stable ABI table kernel-builder carries (it \
+             knows Python 3.2 to {newest_major}.{newest_minor}); give 3.2 to \
+             {newest_major}.{newest_minor} as 3.Y, e.g. 3.9"
         ));
     }
     Ok(s.trim().to_owned())

@@ -350,24 +350,28 @@ fn non_elf_and_truncated_files_are_clear_errors() {
     }
 }
 
-/// `--python-abi` takes only Pythons with a stable ABI (3.2 on): anything else is a usage error
-/// (exit 2) saying what is accepted, before any file is read.
+/// `--python-abi` takes only Pythons with a stable ABI (3.2 on) that the vendored stable-ABI
+/// table knows (up to 3.15, the newest `added` in it): anything else is a usage error (exit 2)
+/// saying what is accepted, before any file is read.
 #[test]
 fn python_abi_values_without_a_stable_abi_are_usage_errors() {
+    assert_eq!(kernel_builder::abi::python_abi::StableAbiTable::embedded().newest(), Some((3, 15)));
+    let no_abi3 = |v: &str| {
+        format!("Python {v} has no stable ABI (abi3 starts at Python 3.2); give 3.2 to 3.15 as 3.Y, e.g. 3.9")
+    };
+    let too_new = |v: &str| {
+        format!(
+            "Python {v} is newer than the stable ABI table kernel-builder carries (it knows Python 3.2 \
+             to 3.15); give 3.2 to 3.15 as 3.Y, e.g. 3.9"
+        )
+    };
     for (value, why) in [
-        (
-            "2.7",
-            "Python 2.7 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
-        ),
-        (
-            "3.1",
-            "Python 3.1 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
-        ),
-        (
-            "4.0",
-            "Python 4.0 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
-        ),
-        ("3", "Python version `3` must be MAJOR.MINOR, e.g. 3.9"),
+        ("2.7", no_abi3("2.7")),
+        ("3.1", no_abi3("3.1")),
+        ("4.0", no_abi3("4.0")),
+        ("3.16", too_new("3.16")),
+        ("3.99", too_new("3.99")),
+        ("3", "Python version `3` must be MAJOR.MINOR, e.g. 3.9".to_owned()),
     ] {
         let out = Command::cargo_bin("kernel-builder")
             .unwrap()
@@ -381,10 +385,20 @@ fn python_abi_values_without_a_stable_abi_are_usage_errors() {
             "{stderr}"
         );
     }
+    // The newest the table knows is accepted (the file does not exist: exit 1, not 2).
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["check-abi", "/nonexistent", "--python-abi", "3.15"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let out = Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", "--help"]).output().unwrap();
     let help = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        help.contains("The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) or newer"),
+        help.contains(
+            "The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) up to the newest \
+             Python of the stable-ABI table kernel-builder carries (3.15)"
+        ),
         "{help}"
     );
 }
