@@ -1028,7 +1028,8 @@ pub fn build_cell(
                 .context("cannot create a temporary work directory")?;
             let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
                 .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
-            _fresh = t;
+            // Interrupted while CMake or Ninja runs in it: removed before the process exits.
+            _fresh = (crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All), t);
             p
         }
     };
