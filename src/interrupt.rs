@@ -106,6 +106,22 @@ pub fn remove_on_interrupt(path: &Utf8Path, removal: Removal) -> Registered {
     Registered { id }
 }
 
+/// Pass SIGINT, SIGTERM and SIGHUP on to this process's children and exit with `128 + signal`
+/// (after removing what is registered), for a command whose children (Nix) must not outlive
+/// it. Installs the handler, as [`remove_on_interrupt`] does; a no-op when it cannot be.
+pub fn stop_children_on_interrupt() {
+    install();
+}
+
+/// For the command's thread when the command is done, before it exits with its own status:
+/// if a signal arrived, the handler is cleaning up and about to exit with `128 + signal`, so
+/// wait for it (the command most likely failed because its child was stopped).
+pub fn finish() {
+    while interrupted() {
+        std::thread::park();
+    }
+}
+
 /// A section that an interruption lets finish before it cleans up and exits. Do not nest.
 /// When it ends after a signal arrived, the thread that held it goes no further (the handler
 /// exits the process).

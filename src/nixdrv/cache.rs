@@ -100,6 +100,8 @@ pub fn push(
     key_file: &Utf8Path,
     extra_args: &[String],
 ) -> anyhow::Result<Pushed> {
+    // Interrupted: the Nix process running is stopped too, and the exit status is 128 + signal.
+    crate::interrupt::stop_children_on_interrupt();
     check_store_uri(to)?;
     super::require_flake(kernel_dir)?;
     let key_name = key_name(key_file)?;
@@ -237,6 +239,8 @@ pub fn pull(
         public_key.split_once(':').is_some_and(|(n, k)| !n.is_empty() && !k.is_empty()),
         "`{public_key}` is not a Nix public key (`NAME:BASE64`, as `nix key convert-secret-to-public` prints)"
     );
+    // Interrupted: the Nix process running is stopped too, and the exit status is 128 + signal.
+    crate::interrupt::stop_children_on_interrupt();
     check_store_uri(from)?;
     super::require_flake(kernel_dir)?;
     if let Some(dir) = file_cache_dir(from) {
