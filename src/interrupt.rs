@@ -10,8 +10,9 @@
 //!    parent pid), unless it is a terminal's SIGINT, which the children got themselves;
 //! 2. if a [`hold`] is active, that section is let finish first;
 //! 3. every registered path still registered is removed, newest first
-//!    ([`Removal::All`]: the directory and everything in it; [`Removal::IfEmpty`]: only when
-//!    nothing was moved into it), and one line on stderr says what was removed;
+//!    ([`Removal::All`]: the directory and everything in it, or the file; [`Removal::IfEmpty`]:
+//!    a directory only when nothing was moved into it), and one line on stderr says what was
+//!    removed;
 //! 4. the process exits with status `128 + signal`.
 //!
 //! A build thread that meanwhile unwinds (its child was interrupted too and failed) stops when
@@ -29,7 +30,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 /// What to do with a registered path on interruption.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Removal {
-    /// Remove the directory and everything below it.
+    /// Remove the directory and everything below it (or the file, for a registered file).
     All,
     /// Remove the directory only if it is empty (e.g. a `build/` created by this run).
     IfEmpty,
@@ -103,6 +104,22 @@ pub fn remove_on_interrupt(path: &Utf8Path, removal: Removal) -> Registered {
     let id = reg.next;
     reg.entries.push(Entry { id, path: path.to_owned(), removal });
     Registered { id }
+}
+
+/// Pass SIGINT, SIGTERM and SIGHUP on to this process's children and exit with `128 + signal`
+/// (after removing what is registered), for a command whose children (Nix) must not outlive
+/// it. Installs the handler, as [`remove_on_interrupt`] does; a no-op when it cannot be.
+pub fn stop_children_on_interrupt() {
+    install();
+}
+
+/// For the command's thread when the command is done, before it exits with its own status:
+/// if a signal arrived, the handler is cleaning up and about to exit with `128 + signal`, so
+/// wait for it (the command most likely failed because its child was stopped).
+pub fn finish() {
+    while interrupted() {
+        std::thread::park();
+    }
 }
 
 /// A section that an interruption lets finish before it cleans up and exits. Do not nest.
@@ -191,8 +208,19 @@ fn on_signal(sig: i32) -> ! {
 /// empty for [`Removal::IfEmpty`]). A directory that the build thread was still writing into
 /// can be non-empty after one pass: a few passes are made.
 fn remove(path: &Utf8Path, removal: Removal) -> std::io::Result<bool> {
-    if std::fs::symlink_metadata(path).is_err() {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
         return Ok(false);
+    };
+    if !meta.is_dir() {
+        // A registered file (a temporary file of this run); `IfEmpty` is for directories only.
+        if removal == Removal::IfEmpty {
+            return Ok(false);
+        }
+        return match std::fs::remove_file(path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        };
     }
     match removal {
         Removal::IfEmpty => Ok(std::fs::remove_dir(path).is_ok()),
@@ -255,5 +283,13 @@ mod tests {
         assert!(!remove(&full, Removal::All).unwrap(), "gone: nothing to do");
         std::fs::create_dir(&full).unwrap();
         assert!(remove(&full, Removal::IfEmpty).unwrap());
+        // A registered file (the rendered card, Nix's JSON output) goes with `All` only.
+        let file = d.join("f.json");
+        std::fs::write(&file, "{}").unwrap();
+        assert!(!remove(&file, Removal::IfEmpty).unwrap());
+        assert!(file.is_file());
+        assert!(remove(&file, Removal::All).unwrap());
+        assert!(!file.exists());
+        assert!(!remove(&file, Removal::All).unwrap());
     }
 }

@@ -101,6 +101,12 @@ impl StableAbiTable {
         self.symbols.get(name)
     }
 
+    /// The newest Python version that added a symbol: the last Python this table describes
+    /// (`(3, 15)` for the vendored one); `None` when it is empty.
+    pub fn newest(&self) -> Option<(u32, u32)> {
+        self.symbols.values().map(|e| e.added).max()
+    }
+
     /// Number of symbols.
     pub fn len(&self) -> usize {
         self.symbols.len()

@@ -965,6 +965,30 @@ fn sync_copy(src: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// The environment variable that sets Ninja's `-j` for native builds.
+pub const JOBS_VAR: &str = "KERNEL_BUILDER_JOBS";
+
+/// Ninja's `-j` from [`JOBS_VAR`] (`KERNEL_BUILDER_JOBS`): `None` when it is unset or empty,
+/// else its value, a whole number of at least 1.
+///
+/// Errors: any other value (not a number, 0, not UTF-8), naming the variable and its value.
+pub fn jobs_from_env() -> anyhow::Result<Option<usize>> {
+    parse_jobs(std::env::var_os(JOBS_VAR).as_deref())
+}
+
+/// [`jobs_from_env`] for the value `value` of the variable.
+pub fn parse_jobs(value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usize>> {
+    let Some(value) = value.filter(|v| !v.is_empty()) else { return Ok(None) };
+    match value.to_str().map(str::trim).map(str::parse::<usize>) {
+        Some(Ok(n)) if n >= 1 => Ok(Some(n)),
+        _ => anyhow::bail!(
+            "{JOBS_VAR} is `{}`, not a number of parallel jobs: set it to a whole number of 1 or \
+             more (Ninja's -j), or unset it for Ninja's default",
+            value.to_string_lossy()
+        ),
+    }
+}
+
 /// Build the compiled variant `cell` of the kernel (`source`, `config`) into
 /// `out_variant_dir` (which must not exist; its parent must). Returns warnings.
 ///
@@ -980,6 +1004,8 @@ pub fn build_cell(
     out_variant_dir: &Utf8Path,
     work: &WorkDir,
 ) -> anyhow::Result<Vec<Warning>> {
+    // Before anything is configured: a bad value would reach Ninja only after CMake ran.
+    let env_jobs = jobs_from_env()?;
     let mut warnings: Vec<Warning> = Vec::new();
     if let Some(w) = &cell.outside_bundle {
         warnings.push(Warning { path: None, message: w.clone() });
@@ -1002,7 +1028,8 @@ pub fn build_cell(
                 .context("cannot create a temporary work directory")?;
             let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
                 .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
-            _fresh = t;
+            // Interrupted while CMake or Ninja runs in it: removed before the process exits.
+            _fresh = (crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All), t);
             p
         }
     };
@@ -1075,9 +1102,8 @@ pub fn build_cell(
         sync_file(&configured, &text)?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
-    match (std::env::var("KERNEL_BUILDER_JOBS"), work) {
-        (Ok(j), _) => ninja_args.extend(["-j".to_owned(), j]),
-        (Err(_), WorkDir::Cache { ninja_jobs: Some(n), .. }) => {
+    match (env_jobs, work) {
+        (Some(n), _) | (None, &WorkDir::Cache { ninja_jobs: Some(n), .. }) => {
             ninja_args.extend(["-j".to_owned(), n.to_string()])
         }
         _ => {}
@@ -1323,5 +1349,23 @@ mod tests {
         assert_eq!(error_lines(log), "--- first errors ---\nFAILED: a.o\nx.cpp:1:2: error: bad\n");
         assert_eq!(error_lines("all good\n"), "");
         assert_eq!(clip_lines(&"x".repeat(10), 4), "xxxx…");
+    }
+
+    #[test]
+    fn kernel_builder_jobs_must_be_a_positive_number() {
+        use std::ffi::OsStr;
+        assert_eq!(parse_jobs(None).unwrap(), None);
+        assert_eq!(parse_jobs(Some(OsStr::new(""))).unwrap(), None);
+        assert_eq!(parse_jobs(Some(OsStr::new("4"))).unwrap(), Some(4));
+        assert_eq!(parse_jobs(Some(OsStr::new(" 2 "))).unwrap(), Some(2));
+        for bad in ["0", "abc", "-1", "2.5", "4 jobs"] {
+            assert_eq!(
+                parse_jobs(Some(OsStr::new(bad))).unwrap_err().to_string(),
+                format!(
+                    "KERNEL_BUILDER_JOBS is `{bad}`, not a number of parallel jobs: set it to a whole \
+                     number of 1 or more (Ninja's -j), or unset it for Ninja's default"
+                )
+            );
+        }
     }
 }

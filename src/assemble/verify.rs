@@ -12,6 +12,11 @@
 //! that the *sources* build to the published bytes, not that the work tree still sits on the
 //! same commit. A variant with no readable `metadata.json` is rebuilt with the current git
 //! state.
+//!
+//! The scratch directory (`$TMPDIR/kernel-builder-verify-*`) and each cell's work directory
+//! (`$TMPDIR/kernel-builder-cell-*`) are removed afterwards, and also when the process is
+//! interrupted (SIGINT, SIGTERM, SIGHUP: the compile is stopped and the exit status is
+//! `128 + signal`, as for `build-and-copy`; [`crate::interrupt`]).
 
 use anyhow::Context;
 use camino::Utf8Path;
@@ -124,6 +129,10 @@ pub fn verify(
         .context("cannot create a scratch directory")?;
     let scratch_dir =
         Utf8Path::from_path(scratch.path()).context("the scratch directory has a non-UTF-8 path")?.to_owned();
+    // Interrupted (Ctrl-C, SIGTERM, SIGHUP): the scratch directory is removed, the rebuild's
+    // CMake or Ninja is stopped, and the exit status is 128 + signal ([`crate::interrupt`]).
+    let _scratch_registered =
+        crate::interrupt::remove_on_interrupt(&scratch_dir, crate::interrupt::Removal::All);
     let current = git_revision(kernel_dir)?;
 
     let mut out = Vec::new();

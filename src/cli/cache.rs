@@ -69,8 +69,22 @@ pub fn run(args: Args) -> super::CmdResult {
         }
         Action::Pull { dir, from, public_key, nix_args } => {
             let dir = dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-            for p in crate::nixdrv::cache::pull(&dir, &from, &public_key, &nix_args)? {
-                println!("fetched {} from {from} -> {p}", p.file_name().unwrap_or_default());
+            let pulled = crate::nixdrv::cache::pull(&dir, &from, &public_key, &nix_args)?;
+            if pulled.fetched.is_empty() {
+                // Nothing was copied: the local store had the bundle, which the cache has too,
+                // signed by the key given.
+                println!(
+                    "{} was already in the local Nix store; {from} has it, signed by the key given, so that copy was used",
+                    pulled.bundle
+                );
+            }
+            for p in &pulled.variants {
+                let name = p.file_name().unwrap_or_default();
+                if pulled.fetched.is_empty() {
+                    println!("copied {name} from the local Nix store -> {p}");
+                } else {
+                    println!("fetched {name} from {from} -> {p}");
+                }
             }
         }
     }

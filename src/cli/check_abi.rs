@@ -17,6 +17,9 @@ use crate::config::Version;
 /// `--torch-stable-abi`, that it uses only torch's C shim. Prints one line per library with
 /// the most compatible manylinux policy it meets, or its violations. Exits 1 when a rule that
 /// was asked for is broken; without `--manylinux` the policy met is reported, never enforced.
+/// A noarch variant (`torch-<backend>`, pure Python) has nothing to check and is reported as
+/// `nothing to check: noarch variant`; any other variant without a shared object is an error
+/// (exit 1), as its extension module is missing.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A kernel directory (checks every DIR/build/<variant>/), a build directory (every
@@ -26,7 +29,8 @@ pub struct Args {
     /// Enforce this manylinux policy: `2_28`, `manylinux_2_28`, `manylinux2014`, …
     #[arg(short = 'm', long, value_name = "POLICY")]
     pub manylinux: Option<String>,
-    /// The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) or newer.
+    /// The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) up to the
+    /// newest Python of the stable-ABI table kernel-builder carries (3.15).
     #[arg(short = 'p', long, value_name = "X.Y", default_value = "3.9", value_parser = abi3_python)]
     pub python_abi: String,
     /// Check a stable-ABI variant: no libtorch C++ symbols, and only C shim functions that
@@ -46,6 +50,8 @@ pub struct VariantReport {
     pub variant: Utf8PathBuf,
     /// [`AbiReport::manylinux_met`].
     pub manylinux_met: Option<String>,
+    /// A noarch variant (`torch-<backend>`): pure Python, no shared object expected.
+    pub noarch: bool,
     /// The report.
     #[serde(flatten)]
     pub report: AbiReport,
@@ -93,12 +99,23 @@ fn subdirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
 }
 
 /// `--python-abi`'s value parser: `3.Y` with `Y ≥ 2`, the Pythons that have a stable ABI
-/// (CPython's abi3 starts at 3.2). The error says what is accepted.
+/// (CPython's abi3 starts at 3.2), up to the newest Python the vendored stable-ABI table
+/// knows ([`abi::python_abi::StableAbiTable::newest`]): for a later one the check could not
+/// tell which symbols it has. The error says what is accepted.
 pub fn abi3_python(s: &str) -> Result<String, String> {
     let (major, minor) = abi::python_abi::parse_python_version(s)?;
+    let (newest_major, newest_minor) = abi::python_abi::StableAbiTable::embedded().newest().unwrap_or((3, 2));
     if major != 3 || minor < 2 {
         return Err(format!(
-            "Python {major}.{minor} has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9"
+            "Python {major}.{minor} has no stable ABI (abi3 starts at Python 3.2); give 3.2 to \
+             {newest_major}.{newest_minor} as 3.Y, e.g. 3.9"
+        ));
+    }
+    if (major, minor) > (newest_major, newest_minor) {
+        return Err(format!(
+            "Python {major}.{minor} is newer than the stable ABI table kernel-builder carries (it \
+             knows Python 3.2 to {newest_major}.{newest_minor}); give 3.2 to \
+             {newest_major}.{newest_minor} as 3.Y, e.g. 3.9"
         ));
     }
     Ok(s.trim().to_owned())
@@ -137,6 +154,15 @@ pub fn policy_for(variant_dir: &Utf8Path, policy: &AbiPolicy) -> AbiPolicy {
     policy
 }
 
+/// Whether `variant_dir` is a noarch variant by its name (`torch-cuda`, `torch-universal`, …),
+/// as the `kernels` loader reads it.
+pub fn is_noarch(variant_dir: &Utf8Path) -> bool {
+    matches!(
+        crate::matrix::naming::parse_variant_name(variant_dir.file_name().unwrap_or("")),
+        Some(crate::matrix::naming::ParsedVariant::Noarch { .. })
+    )
+}
+
 /// Run `check-abi`.
 pub fn run(args: Args) -> super::CmdResult {
     let policy = policy_of(&args)?;
@@ -146,14 +172,26 @@ pub fn run(args: Args) -> super::CmdResult {
         let policy = policy_for(dir.parent().unwrap_or(Utf8Path::new("")), &policy);
         let library = abi::check_library(&dir, &policy)?;
         let report = AbiReport::new(&policy, vec![library]);
-        reports.push(VariantReport { manylinux_met: report.manylinux_met(), variant: dir.clone(), report });
+        reports.push(VariantReport {
+            manylinux_met: report.manylinux_met(),
+            noarch: false,
+            variant: dir.clone(),
+            report,
+        });
     } else {
         for variant in variant_dirs(&dir)? {
             let report = abi::check_variant(&variant, &policy_for(&variant, &policy))?;
-            reports.push(VariantReport { manylinux_met: report.manylinux_met(), variant, report });
+            let noarch = is_noarch(&variant);
+            reports.push(VariantReport { manylinux_met: report.manylinux_met(), noarch, variant, report });
         }
     }
-    let ok = reports.iter().all(|r| r.report.is_ok());
+    // A compiled variant without its extension module would pass every rule unseen.
+    let without_libraries: Vec<String> = reports
+        .iter()
+        .filter(|r| !r.noarch && r.report.libraries.is_empty())
+        .map(|r| format!("`{}`", r.variant))
+        .collect();
+    let ok = reports.iter().all(|r| r.report.is_ok()) && without_libraries.is_empty();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
@@ -161,8 +199,20 @@ pub fn run(args: Args) -> super::CmdResult {
             if reports.len() > 1 || r.variant != dir {
                 println!("{}:", r.variant);
             }
-            print!("{}", r.report.render_text());
+            if r.noarch && r.report.libraries.is_empty() {
+                println!("nothing to check: noarch variant (pure Python, no shared objects)");
+            } else {
+                print!("{}", r.report.render_text());
+            }
         }
+    }
+    if !without_libraries.is_empty() {
+        eprintln!(
+            "error: no shared objects (.so, .pyd) found under {}; a compiled variant holds its \
+             kernel's extension module: rebuild it (`kernel-builder build-and-copy`), or pass a \
+             directory that has one",
+            without_libraries.join(", ")
+        );
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -49,6 +49,7 @@ pub struct Args {
     pub group_by: GroupBy,
 
     /// The runner label of a system's jobs, e.g. `x86_64-linux=gpu-runner` (repeatable).
+    /// SYSTEM must be one of the matrix's systems.
     #[arg(long, value_name = "SYSTEM=LABEL", value_parser = parse_runner)]
     pub runner: Vec<(String, String)>,
 
@@ -63,6 +64,31 @@ fn parse_runner(s: &str) -> Result<(String, String), String> {
         }
         _ => Err("expected SYSTEM=LABEL, e.g. `aarch64-linux=ubuntu-24.04-arm`".to_owned()),
     }
+}
+
+/// Refuse a `--runner` whose system is not one of `known` (the matrix's systems): such a label
+/// would be silently unused.
+///
+/// # Errors
+/// The first unknown system, naming the known ones (and the closest, for a typo).
+pub fn check_runner_systems(runners: &[(String, String)], known: &[String]) -> anyhow::Result<()> {
+    for (system, label) in runners {
+        if known.contains(system) {
+            continue;
+        }
+        let closest = known
+            .iter()
+            .map(|k| (strsim::osa_distance(system, k), k))
+            .filter(|(d, _)| *d <= 3)
+            .min()
+            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default();
+        anyhow::bail!(
+            "--runner `{system}={label}`: `{system}` is not a system of the matrix{closest}; its systems are: {}",
+            known.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// The document `ci-matrix` prints for already-loaded `config` from matrix `m`.
@@ -93,6 +119,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
     let Some(loaded) = load_or_report(&dir) else { return Ok(ExitCode::from(1)) };
     let m = args.matrix_file.choose(&loaded.config)?;
+    check_runner_systems(&args.runner, &m.systems)?;
     let doc = plan(&m, &loaded.config, args.group_by, &Runners::with_overrides(&args.runner))?;
     let text = match args.format {
         Format::Json => {

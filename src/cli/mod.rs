@@ -117,6 +117,9 @@ pub fn main() -> ExitCode {
         Command::BuildAndUpload(a) => build_and_upload::run(a),
         Command::Tune(a) => tune::run(a),
     };
+    // Interrupted: the signal handler removes what the command registered and exits with
+    // 128 + signal; the command's own status (often a failure: its child was stopped) is moot.
+    crate::interrupt::finish();
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -109,6 +109,19 @@ pub fn run(args: Args) -> super::CmdResult {
         );
     }
     let general = &loaded.config.general;
+    // A noarch kernel that neither depends on helion nor imports it in its package has no
+    // Helion kernel: asking for a bench script would send the user the wrong way.
+    if !crate::tune::lint::is_helion(&loaded.config) {
+        let package = general.python_name();
+        let pkg = crate::tune::lookup::scan(&dir, &package)?;
+        if !pkg.sources.iter().any(|s| s.imports_helion) {
+            anyhow::bail!(
+                "`{}` is a noarch kernel that does not use Helion, not a Helion kernel: no Python file under `{}` imports helion and `helion` is not in `general.python-depends`; `tune` pre-tunes `@helion.kernel` functions (as `kernel-builder init --template helion` writes), and this kernel has none to tune",
+                loaded.config.path,
+                dir.join("torch-ext").join(&package)
+            );
+        }
+    }
     if !general.python_depends.iter().any(|d| d == "helion") {
         eprintln!(
             "warning: {}/build.toml does not list `helion` in general.python-depends; users \

@@ -64,7 +64,29 @@ pub struct Prepared {
     /// Warnings to show (manifest problems under `--force`, dirty builds).
     pub warnings: Vec<String>,
     /// The rendered card `card` points at, when it is one (removed when the last clone drops).
-    pub card_tmp: Option<std::sync::Arc<tempfile::TempPath>>,
+    pub card_tmp: Option<std::sync::Arc<CardFile>>,
+}
+
+/// The temporary file of a rendered card ([`crate::tune::card::rendered_card_file`]): removed
+/// when dropped, and also when the upload is interrupted (SIGINT, SIGTERM, SIGHUP), which then
+/// exits with `128 + signal` ([`crate::interrupt`]).
+#[derive(Debug)]
+pub struct CardFile {
+    /// The file (in `$TMPDIR`, `kernel-builder-card-*.md`).
+    pub path: tempfile::TempPath,
+    _interrupt: crate::interrupt::Registered,
+}
+
+impl CardFile {
+    /// Take over `path`, registering it for removal on interruption.
+    ///
+    /// # Errors
+    /// The path is not UTF-8.
+    pub fn new(path: tempfile::TempPath) -> anyhow::Result<CardFile> {
+        let p = Utf8Path::from_path(&path).context("the rendered card's temporary path is not UTF-8")?;
+        let _interrupt = crate::interrupt::remove_on_interrupt(p, crate::interrupt::Removal::All);
+        Ok(CardFile { path, _interrupt })
+    }
 }
 
 /// How an upload ended.
@@ -421,13 +443,17 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
     // temporary file that `Prepared` keeps alive.
     let card_tmp = match &loaded {
         Ok(l) if card_path.is_file() => {
-            crate::tune::card::rendered_card_file(dir, &l.config, &card_path)?.map(std::sync::Arc::new)
+            match crate::tune::card::rendered_card_file(dir, &l.config, &card_path)? {
+                Some(tmp) => Some(std::sync::Arc::new(CardFile::new(tmp)?)),
+                None => None,
+            }
         }
         _ => None,
     };
     let card = match &card_tmp {
         Some(tmp) => {
-            let path = Utf8PathBuf::try_from(tmp.to_path_buf()).context("a non-UTF-8 temporary directory")?;
+            let path =
+                Utf8PathBuf::try_from(tmp.path.to_path_buf()).context("a non-UTF-8 temporary directory")?;
             Some(LocalFile::read(&path, "README.md".to_owned())?)
         }
         None if card_path.is_file() => Some(LocalFile::read(&card_path, "README.md".to_owned())?),

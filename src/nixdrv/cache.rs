@@ -29,6 +29,19 @@ pub struct Pushed {
     pub key_name: String,
 }
 
+/// What `pull` wrote, and where the bundle came from.
+#[derive(Debug)]
+pub struct Pulled {
+    /// The variant directories written into `build/`, as [`super::build_and_copy`] returns.
+    pub variants: Vec<Utf8PathBuf>,
+    /// The bundle's store path.
+    pub bundle: String,
+    /// The paths copied from the cache into the local store (the bundle and what it needs that
+    /// the store lacked); empty when the bundle was already in the local store, so the pull
+    /// only checked that the cache has it, signed by the key given, and copied it out.
+    pub fetched: Vec<String>,
+}
+
 /// Run `nix ARGS` with captured output; the error carries Nix's stderr.
 fn nix(args: &[String]) -> anyhow::Result<String> {
     let nix = super::nix_program();
@@ -87,6 +100,8 @@ pub fn push(
     key_file: &Utf8Path,
     extra_args: &[String],
 ) -> anyhow::Result<Pushed> {
+    // Interrupted: the Nix process running is stopped too, and the exit status is 128 + signal.
+    crate::interrupt::stop_children_on_interrupt();
     check_store_uri(to)?;
     super::require_flake(kernel_dir)?;
     let key_name = key_name(key_file)?;
@@ -203,10 +218,11 @@ fn why_not_substitutable(from: &str, public_key: &str, path: &str) -> String {
 
 /// Fill `kernel_dir/build/` with the bundle from the binary cache `from` only, trusting only
 /// `public_key` (`NAME:BASE64`, from `nix key convert-secret-to-public`), building nothing.
-/// Returns the variant directories written, as [`super::build_and_copy`] does.
+/// Returns the variant directories written, as [`super::build_and_copy`] does, and what was
+/// fetched ([`Pulled`]).
 ///
 /// The cache is checked even when the bundle is already in the local store (then that copy is
-/// used): it must have the bundle, signed by `public_key`.
+/// used, and [`Pulled::fetched`] is empty): it must have the bundle, signed by `public_key`.
 ///
 /// Errors (all before anything is built or `build/` is touched): `from` is not a store URI
 /// ([`check_store_uri`]); `kernel_dir` has no flake.nix; no cache at `from` (`file://`: no
@@ -218,11 +234,13 @@ pub fn pull(
     from: &str,
     public_key: &str,
     extra_args: &[String],
-) -> anyhow::Result<Vec<Utf8PathBuf>> {
+) -> anyhow::Result<Pulled> {
     anyhow::ensure!(
         public_key.split_once(':').is_some_and(|(n, k)| !n.is_empty() && !k.is_empty()),
         "`{public_key}` is not a Nix public key (`NAME:BASE64`, as `nix key convert-secret-to-public` prints)"
     );
+    // Interrupted: the Nix process running is stopped too, and the exit status is 128 + signal.
+    crate::interrupt::stop_children_on_interrupt();
     check_store_uri(from)?;
     super::require_flake(kernel_dir)?;
     if let Some(dir) = file_cache_dir(from) {
@@ -298,6 +316,8 @@ pub fn pull(
             dir.join("build")
         );
     }
+    // What the dry run would copy in; nothing when the bundle is already in the local store.
+    let copied = fetched.clone();
     if !fetched.iter().any(|p| p == bundle_out) {
         fetched.push(bundle_out.to_owned());
     }
@@ -333,7 +353,8 @@ pub fn pull(
     // `--max-jobs 0`: should the cache change between the check and the build, Nix fails
     // instead of building.
     extra.extend(["--max-jobs".into(), "0".into()]);
-    super::build_and_copy(&dir, &[], &extra)
+    let variants = super::build_and_copy(&dir, &[], &extra)?;
+    Ok(Pulled { variants, bundle: bundle_out.to_owned(), fetched: copied })
 }
 
 #[cfg(test)]

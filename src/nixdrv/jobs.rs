@@ -158,9 +158,15 @@ pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<Vec<Str
             .with_context(|| format!("cannot create a temporary directory in `{dest}`"))?;
         let staging_path = Utf8Path::from_path(staging.path())
             .with_context(|| format!("temporary directory in `{dest}` is not UTF-8"))?;
+        // Interrupted: the staging directory goes (a swap in progress finishes first).
+        let _staging_registered =
+            crate::interrupt::remove_on_interrupt(staging_path, crate::interrupt::Removal::All);
         let new = staging_path.join(name);
         copy_tree(&e, &new)?;
         let target = dest.join(name);
+        // The old tree is moved into the staging directory: an interruption must not remove
+        // it before the new one is in place.
+        let swapping = crate::interrupt::hold();
         if fs::symlink_metadata(&target).is_ok() {
             // Move the old tree aside first: the rename below then cannot fail on a
             // non-empty directory, and the old tree goes away with the staging directory.
@@ -169,6 +175,7 @@ pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<Vec<Str
             make_writable(&old)?;
         }
         fs::rename(&new, &target).with_context(|| format!("cannot move the new `{name}` into `{dest}`"))?;
+        drop(swapping);
         staging.close().with_context(|| format!("cannot remove the old `{target}`"))?;
     }
     // The bundle's manifest covers the variants just copied; merge it into DEST's.

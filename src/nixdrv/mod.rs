@@ -228,6 +228,11 @@ pub fn build(
     // silent; the JSON result goes to a file, and the last lines are kept for the error.
     let json =
         tempfile::NamedTempFile::new().context("cannot create a temporary file for `nix build --json`")?;
+    // Interrupted (Ctrl-C, SIGTERM, SIGHUP): `nix build` is stopped, this file removed, and the
+    // exit status is 128 + signal ([`crate::interrupt`]).
+    let json_path = Utf8Path::from_path(json.path())
+        .context("the temporary file for `nix build --json` has a non-UTF-8 path")?;
+    let _json_registered = crate::interrupt::remove_on_interrupt(json_path, crate::interrupt::Removal::All);
     let reader = duct::cmd(&nix, &args)
         .stdout_path(json.path())
         .stderr_to_stdout()

@@ -208,6 +208,8 @@ pub struct SourceFile {
     pub aot_kernels: Vec<String>,
     /// Every function name the file defines (`def NAME(`, any indentation).
     pub defs: BTreeSet<String>,
+    /// Whether it imports helion ([`imports_helion`]).
+    pub imports_helion: bool,
 }
 
 /// A `_helion_aot_*.py` file of the package.
@@ -273,6 +275,23 @@ pub fn aot_kernels(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether Python source `text` imports helion: a line (any indentation) `import helion…` or
+/// `from helion… import`, as every `@helion.kernel` / `@aot_kernel` needs. A line-based
+/// reading: `importlib.import_module("helion")` is not seen.
+pub fn imports_helion(text: &str) -> bool {
+    text.lines().any(|line| {
+        let t = line.trim_start();
+        let module = t.strip_prefix("import ").or_else(|| t.strip_prefix("from "));
+        module.is_some_and(|m| {
+            m.trim_start().split(',').any(|part| {
+                let name = part.trim_start();
+                name.strip_prefix("helion")
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', ' ', '\t', '#']))
+            })
+        })
+    })
+}
+
 /// The names after `prefix` of a heuristic file's top-level functions: `key_` gives the kernels
 /// Helion's runner wrote a `def key_<kernel>(*args)` for (its files define no nested ones).
 pub fn top_level_functions(text: &str, prefix: &str) -> BTreeSet<String> {
@@ -318,6 +337,7 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
         pkg.sources.push(SourceFile {
             stem: name.strip_suffix(".py").expect(".py").to_owned(),
             aot_kernels: aot_kernels(&text),
+            imports_helion: imports_helion(&text),
             defs,
             rel,
             dir,
@@ -403,5 +423,22 @@ mod tests {
     fn aot_kernels_are_read_from_decorators() {
         let src = "import helion\n@helion.aot_kernel(\n    static_shapes=True,\n)\ndef a(x):\n    pass\n\n@helion.kernel()\ndef b(x):\n    pass\n\n@aot_kernel\n@other\nasync def c (x):\n    def inner():\n        pass\n";
         assert_eq!(aot_kernels(src), ["a", "c"]);
+    }
+
+    #[test]
+    fn helion_imports_are_seen() {
+        for yes in [
+            "import helion\n",
+            "import torch, helion\n",
+            "  import helion.language as hl\n",
+            "from helion import kernel\n",
+            "from helion.autotuner import aot_kernel\n",
+            "import helion  # the DSL\n",
+        ] {
+            assert!(imports_helion(yes), "{yes:?}");
+        }
+        for no in ["import helionx\n", "# import helion\n", "from .helion import x\n", "x = 'helion'\n", ""] {
+            assert!(!imports_helion(no), "{no:?}");
+        }
     }
 }

@@ -350,24 +350,28 @@ fn non_elf_and_truncated_files_are_clear_errors() {
     }
 }
 
-/// `--python-abi` takes only Pythons with a stable ABI (3.2 on): anything else is a usage error
-/// (exit 2) saying what is accepted, before any file is read.
+/// `--python-abi` takes only Pythons with a stable ABI (3.2 on) that the vendored stable-ABI
+/// table knows (up to 3.15, the newest `added` in it): anything else is a usage error (exit 2)
+/// saying what is accepted, before any file is read.
 #[test]
 fn python_abi_values_without_a_stable_abi_are_usage_errors() {
+    assert_eq!(kernel_builder::abi::python_abi::StableAbiTable::embedded().newest(), Some((3, 15)));
+    let no_abi3 = |v: &str| {
+        format!("Python {v} has no stable ABI (abi3 starts at Python 3.2); give 3.2 to 3.15 as 3.Y, e.g. 3.9")
+    };
+    let too_new = |v: &str| {
+        format!(
+            "Python {v} is newer than the stable ABI table kernel-builder carries (it knows Python 3.2 \
+             to 3.15); give 3.2 to 3.15 as 3.Y, e.g. 3.9"
+        )
+    };
     for (value, why) in [
-        (
-            "2.7",
-            "Python 2.7 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
-        ),
-        (
-            "3.1",
-            "Python 3.1 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
-        ),
-        (
-            "4.0",
-            "Python 4.0 has no stable ABI (abi3 starts at Python 3.2); give 3.2 or newer as 3.Y, e.g. 3.9",
-        ),
-        ("3", "Python version `3` must be MAJOR.MINOR, e.g. 3.9"),
+        ("2.7", no_abi3("2.7")),
+        ("3.1", no_abi3("3.1")),
+        ("4.0", no_abi3("4.0")),
+        ("3.16", too_new("3.16")),
+        ("3.99", too_new("3.99")),
+        ("3", "Python version `3` must be MAJOR.MINOR, e.g. 3.9".to_owned()),
     ] {
         let out = Command::cargo_bin("kernel-builder")
             .unwrap()
@@ -381,10 +385,20 @@ fn python_abi_values_without_a_stable_abi_are_usage_errors() {
             "{stderr}"
         );
     }
+    // The newest the table knows is accepted (the file does not exist: exit 1, not 2).
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["check-abi", "/nonexistent", "--python-abi", "3.15"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let out = Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", "--help"]).output().unwrap();
     let help = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        help.contains("The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) or newer"),
+        help.contains(
+            "The oldest Python the abi3 modules must load on: 3.2 (where abi3 starts) up to the newest \
+             Python of the stable-ABI table kernel-builder carries (3.15)"
+        ),
         "{help}"
     );
 }
@@ -603,4 +617,63 @@ fn macho_libraries_get_the_python_and_torch_rules() {
     assert!(report
         .render_text()
         .starts_with(&format!("{path}: FAILED (Mach-O aarch64, manylinux does not apply)\n")));
+}
+
+/// A compiled variant without any shared object (its extension module is missing) fails,
+/// naming the variant; a noarch variant (pure Python) has nothing to check and passes, so a
+/// noarch-only tree exits 0 and says so.
+#[test]
+fn compiled_variants_without_shared_objects_fail_and_noarch_ones_are_skipped() {
+    let (_t, dir) = tempdir();
+    std::fs::write(dir.join("build.toml"), "").unwrap();
+    let noarch = dir.join("build/torch-cuda");
+    let compiled = dir.join("build/torch211-cxx11-cpu-x86_64-linux");
+    for v in [&noarch, &compiled] {
+        std::fs::create_dir_all(v).unwrap();
+        std::fs::write(v.join("metadata.json"), "{}").unwrap();
+        std::fs::write(v.join("__init__.py"), "").unwrap();
+    }
+    let run = |args: &[&str]| {
+        let out = Command::cargo_bin("kernel-builder").unwrap().arg("check-abi").args(args).output().unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (code, stdout, stderr) = run(&[dir.as_str()]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "{noarch}:\nnothing to check: noarch variant (pure Python, no shared objects)\n{compiled}:\nno \
+             shared objects (.so, .pyd) found\n"
+        )
+    );
+    assert_eq!(
+        stderr,
+        format!(
+            "error: no shared objects (.so, .pyd) found under `{compiled}`; a compiled variant holds its \
+             kernel's extension module: rebuild it (`kernel-builder build-and-copy`), or pass a directory \
+             that has one\n"
+        )
+    );
+    // The same for the variant alone, and in --json (where `noarch` tells them apart).
+    assert_eq!(run(&[compiled.as_str()]).0, Some(1));
+    let (code, stdout, _) = run(&[dir.as_str(), "--json"]);
+    assert_eq!(code, Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let facts: Vec<(bool, usize)> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["noarch"].as_bool().unwrap(), v["libraries"].as_array().unwrap().len()))
+        .collect();
+    assert_eq!(facts, [(true, 0), (false, 0)]);
+
+    // Noarch only: nothing to check, exit 0.
+    std::fs::remove_dir_all(&compiled).unwrap();
+    let (code, stdout, stderr) = run(&[dir.as_str()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        format!("{noarch}:\nnothing to check: noarch variant (pure Python, no shared objects)\n")
+    );
+    assert_eq!(stderr, "");
 }

@@ -235,6 +235,27 @@ fn runner_overrides_and_bad_runner_syntax() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected SYSTEM=LABEL"));
 }
 
+/// A `--runner` for a system the matrix does not have would be silently unused: refused,
+/// naming the matrix's systems, before anything is printed.
+#[test]
+fn runner_for_an_unknown_system_is_refused() {
+    let dir = kernel("vector-add-helion");
+    for (arg, hint) in [("x86_64-linx=big", " (did you mean `x86_64-linux`?)"), ("riscv64-plan9=big", "")] {
+        let out = kb().current_dir(&dir).args(["ci-matrix", "--runner", arg]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{arg}");
+        assert!(out.stdout.is_empty());
+        let system = arg.split_once('=').unwrap().0;
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim_end(),
+            format!(
+                "error: --runner `{arg}`: `{system}` is not a system of the matrix{hint}; its systems are: \
+                 aarch64-darwin, aarch64-linux, x86_64-linux"
+            ),
+            "{arg}"
+        );
+    }
+}
+
 #[test]
 fn a_missing_dir_or_bad_build_toml_gets_the_usual_diagnostics() {
     let tmp = tempfile::tempdir().unwrap();

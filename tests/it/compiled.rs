@@ -164,3 +164,49 @@ fn missing_cpp_dependency_says_what_to_fetch() {
     );
     assert!(!k.join("build").exists());
 }
+
+/// `KERNEL_BUILDER_JOBS` that is not a whole number of 1 or more is an error naming the
+/// variable, before CMake is run (it would reach `ninja -j` only after configuring); `build/`
+/// is left as it was.
+#[test]
+fn bad_kernel_builder_jobs_is_an_error_before_configuring() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    kernel(&k, "cpu", "");
+    let bin = t.path().join("env/bin");
+    let py = fake_python(t.path(), "null");
+    let ran = t.path().join("cmake-ran");
+    script(
+        &bin.join("cmake"),
+        &format!(
+            "[ \"$1\" = --version ] && echo 'cmake version 4.4.5' && exit 0; touch '{}'; exit 3",
+            ran.display()
+        ),
+    );
+    script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
+    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
+    for bad in ["0", "four"] {
+        let out = Command::cargo_bin("kernel-builder")
+            .unwrap()
+            .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()])
+            .arg(&k)
+            .env("PATH", bin.display().to_string())
+            .env_remove("CXX")
+            .env("KERNEL_BUILDER_JOBS", bad)
+            .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!(
+                "KERNEL_BUILDER_JOBS is `{bad}`, not a number of parallel jobs: set it to a whole number \
+                 of 1 or more (Ninja's -j), or unset it for Ninja's default\n"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(!ran.exists(), "CMake was run");
+        assert!(!k.join("build").exists());
+    }
+}

@@ -9,6 +9,7 @@ mod config;
 mod corpus;
 mod hash;
 mod init;
+mod interrupt;
 mod list_variants;
 mod matrix_check_wheel;
 mod matrix_corpus;

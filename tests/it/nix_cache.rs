@@ -181,6 +181,15 @@ fn a_signed_cache_fills_a_fresh_store_by_substitution_only() {
     assert!(ok, "{log}");
     assert!(!log.contains("building '"), "the pull built something:\n{log}");
     assert!(log.contains(&format!("copying path '{}' from '{uri}'", bundle.display())), "{log}");
+    let said: Vec<&str> =
+        log.lines().filter(|l| l.starts_with("fetched ") || l.starts_with("copied ")).collect();
+    let build_dir = kernel.join("build");
+    let variants = ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"];
+    let expected: Vec<String> = variants
+        .iter()
+        .map(|v| format!("fetched {v} from {uri} -> {}", build_dir.join(v).display()))
+        .collect();
+    assert_eq!(said, expected, "{log}");
     assert!(fresh.join("store").join(bundle.file_name().unwrap()).is_dir());
     let build = tree(&kernel.join("build"));
     let pushed_tree = tree(bundle);
@@ -208,6 +217,28 @@ fn a_signed_cache_fills_a_fresh_store_by_substitution_only() {
         assert!(!log.contains("building '"), "{log}");
         assert_eq!(tree(&kernel.join("build")), pushed_tree, "build/ changed");
     }
+    // A good pull with the bundle already local fetches nothing and says so: the local copy,
+    // checked against the cache, is what fills build/.
+    let (ok, log) = pull(&uri, &public);
+    assert!(ok, "{log}");
+    assert!(!log.contains("copying path"), "{log}");
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.starts_with("fetched ") || l.starts_with("copied ") || l.contains("already in the local")
+        })
+        .collect();
+    let mut expected = vec![format!(
+        "{} was already in the local Nix store; {uri} has it, signed by the key given, so that copy was used",
+        bundle.display()
+    )];
+    expected.extend(
+        variants
+            .iter()
+            .map(|v| format!("copied {v} from the local Nix store -> {}", build_dir.join(v).display())),
+    );
+    assert_eq!(said, expected, "{log}");
+    assert_eq!(tree(&kernel.join("build")), pushed_tree);
 }
 
 /// `cache push` and `cache pull` of a directory without flake.nix (inside a repository whose

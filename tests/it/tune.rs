@@ -334,6 +334,33 @@ fn compiled_kernel_is_not_a_helion_kernel() {
     assert_eq!(f.snapshot(), before);
 }
 
+/// A noarch kernel that does not use Helion (no `helion` in python-depends, no Python file of
+/// its package imports it) is not a Helion kernel: `tune` says so instead of asking for the
+/// bench script it lacks, and changes nothing.
+#[test]
+fn noarch_kernel_without_helion_is_not_a_helion_kernel() {
+    let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
+    write(&f.kernel.join("build.toml"), &BUILD_TOML.replace("python-depends = [\"helion\"]\n", ""));
+    write(&f.kernel.join("torch-ext/toy_helion/op.py"), "import torch\n\n\ndef op(x):\n    return x\n");
+    std::fs::remove_file(f.kernel.join("bench.py")).unwrap();
+    let before = f.snapshot();
+    let (code, stderr) = f.fails(&[], true);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "error: `toy-helion/build.toml` is a noarch kernel that does not use Helion, not a Helion kernel: no \
+         Python file under `toy-helion/torch-ext/toy_helion` imports helion and `helion` is not in \
+         `general.python-depends`; `tune` pre-tunes `@helion.kernel` functions (as `kernel-builder init \
+         --template helion` writes), and this kernel has none to tune\n"
+    );
+    f.assert_untouched(&before);
+    // Importing helion is enough to be one (the missing dependency is then a warning).
+    write(&f.kernel.join("torch-ext/toy_helion/op.py"), OP_PY);
+    let (_, stderr) = f.fails(&[], true);
+    assert!(stderr.starts_with("warning: toy-helion/build.toml does not list `helion`"), "{stderr}");
+    assert!(stderr.contains("error: bench script `toy-helion/bench.py` does not exist"), "{stderr}");
+}
+
 #[test]
 fn bench_script_outside_the_kernel_directory() {
     let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);

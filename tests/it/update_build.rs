@@ -551,6 +551,44 @@ fn missing_license_refuses_to_write_until_given() {
     assert!(new.contains("\"--use_fast_math\",              # keep this comment\n"));
 }
 
+/// `--license` must be an SPDX license expression (ids from the SPDX list, `LicenseRef-…`,
+/// `AND`/`OR`/`WITH`): anything else is a usage error (exit 2) that names the bad term and,
+/// when one is near, the expression meant; the file is untouched. Valid expressions are
+/// written as given.
+#[test]
+fn license_must_be_an_spdx_expression() {
+    let original = "[general]\nname = \"ab\"\nversion = 1\nbackends = []\n\n[torch-noarch]\n";
+    let tail = "Use an id from https://spdx.org/licenses/ (e.g. `Apache-2.0`, `MIT`, `BSD-3-Clause`) or an \
+                expression such as `MIT OR Apache-2.0`";
+    for (bad, why) in [
+        ("Apache2", "(unknown term: `Apache2`). Did you mean `Apache-2.0`? "),
+        ("mit", "(unknown term: `mit`). Did you mean `MIT`? "),
+        ("BSD3", "(unknown term: `BSD3`). Did you mean `BSD-3-Clause`? "),
+        ("MIT/Apache-2.0", "(invalid character(s): `/Apache-2.0`). Did you mean `MIT OR Apache-2.0`? "),
+        ("GPL-2.0", "(a deprecated license identifier was used: `GPL-2.0`). Did you mean `GPL-2.0-only`? "),
+        ("Proprietary", "(unknown term: `Proprietary`). "),
+        ("MIT OR", "(expected one of `<license>`, `(`, at its end). "),
+    ] {
+        let dir = kernel_dir(original);
+        let out = kb().args(["update-build", "--license", bad]).arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap(),
+            format!(
+                "error: invalid value '{bad}' for '--license <SPDX>': `{bad}` is not an SPDX license \
+                 expression {why}{tail}\n\nFor more information, try '--help'.\n"
+            ),
+            "{bad}"
+        );
+        assert_eq!(read(&dir), original, "{bad}");
+    }
+    for good in ["MIT OR Apache-2.0", "Apache-2.0 WITH LLVM-exception", "LicenseRef-Acme-Internal"] {
+        let dir = kernel_dir(original);
+        kb().args(["update-build", "--license", good]).arg(dir.path()).assert().code(0);
+        assert!(read(&dir).contains(&format!("\nlicense = \"{good}\"\n")), "{good}: {}", read(&dir));
+    }
+}
+
 #[test]
 fn upgrade_errors_leave_the_file_untouched() {
     let original = "[general]\nname = \"relu\"\n\n[torch]\n\n[kernel.a]\nlanguage = \"cuda-hipify\"\nsrc = [\"a.cu\"]\ndepends = []\n\n[kernel.a_rocm]\nsrc = [\"b.cu\"]\ndepends = []\n";

@@ -117,7 +117,13 @@ impl Drop for Server {
 /// The binary, with a clean Hub environment: endpoint `endpoint`, HF_HOME in `home`, no token
 /// unless `token`.
 fn kb(endpoint: &str, home: &Path, token: Option<&str>) -> Command {
-    let mut c = Command::cargo_bin("kernel-builder").unwrap();
+    Command::from_std(kb_std(endpoint, home, token))
+}
+
+/// [`kb`] as a `std::process::Command` (which can be spawned and signalled).
+fn kb_std(endpoint: &str, home: &Path, token: Option<&str>) -> std::process::Command {
+    use assert_cmd::cargo::CommandCargoExt;
+    let mut c = std::process::Command::cargo_bin("kernel-builder").unwrap();
     for v in [
         "HF_TOKEN",
         "HF_TOKEN_PATH",
@@ -1122,4 +1128,79 @@ fn a_helion_kernels_card_is_published_with_its_tuning() {
     // Nothing changed: a second upload sends no new card.
     let r = env.upload_ok(&dir, &[]);
     assert_eq!(r.json.unwrap()["status"], "no_changes", "{}", r.stderr);
+}
+
+/// An upload interrupted while it waits for the Hub (a server that accepts and never answers)
+/// removes the rendered card's temporary file (a Helion kernel's card gets its "Tuned for"
+/// section in `$TMPDIR/kernel-builder-card-*.md`) and exits with 128 + signal, instead of
+/// dying with the file left behind.
+#[test]
+fn interrupted_upload_removes_the_rendered_card() {
+    use std::os::unix::process::ExitStatusExt;
+    let env = Env::new();
+    let dir = env.root.join("k");
+    fixture(
+        &dir,
+        &BUILD_TOML.replace(
+            "backends = [\"cpu\", \"cuda\"]\n",
+            "backends = [\"cpu\"]\npython-depends = [\"helion\"]\n",
+        ),
+    );
+    env.build(&dir, &[]);
+    write(&dir.join("CARD.md"), b"# relu\n\nA card without its tuning section.\n");
+    // Accepts every connection and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let tmp = env.root.join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    let cards = || -> Vec<String> {
+        fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    };
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let mut cmd = kb_std(&url, &env.root.join("hf"), Some(SECRET));
+        let child = cmd
+            .arg("upload")
+            .arg(&dir)
+            .env("TMPDIR", &tmp)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while cards().is_empty() || accepted.load(std::sync::atomic::Ordering::SeqCst) == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the upload never waited: {:?}",
+                child.wait_with_output()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let card = tmp.join(&cards()[0]);
+        assert!(card.file_name().unwrap().to_str().unwrap().starts_with("kernel-builder-card-"), "{card:?}");
+        // SAFETY: a pid this test started, a valid signal.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code().or_else(|| out.status.signal().map(|n| -n)),
+            Some(128 + sig),
+            "{stderr}"
+        );
+        assert_eq!(
+            stderr.lines().last(),
+            Some(format!("interrupted ({name}); removed `{}`", card.display()).as_str())
+        );
+        assert_eq!(cards(), Vec::<String>::new(), "{name}");
+    }
 }

@@ -127,3 +127,57 @@ def test_sigint_and_sigterm_leave_build_as_it_was(kernel) -> None:
     assert again.returncode == 0, again.stderr
     assert "interrupted build" not in again.stderr, again.stderr
     assert tmp_dirs(build) == []
+
+
+def scratch_dirs(tmp: Path) -> list[str]:
+    """What `verify` leaves in its temporary directory: its scratch directory
+    (`kernel-builder-verify-*`) and the cells' work directories (`kernel-builder-cell-*`)."""
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("kernel-builder-"))
+
+
+def test_interrupted_verify_removes_its_scratch_and_stops_the_compile(kernel, tmp_path: Path) -> None:
+    """`verify` rebuilds in `$TMPDIR`: SIGINT, SIGTERM or SIGHUP while CMake or Ninja runs
+    there ends it with 128 + signal, its scratch and work directories removed, the child
+    stopped, and build/ as it was."""
+    k, env = kernel
+    first = subprocess.run(args(k), capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    build = k / "build"
+    before = snapshot(build)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(env, TMPDIR=str(tmp))
+    verify = [str(kernel_builder()), "verify", str(k), "--python", sys.executable]
+    for sig, code, child in (
+        (signal.SIGINT, 130, "cmake"),
+        (signal.SIGTERM, 143, "ninja"),
+        (signal.SIGHUP, 129, None),
+    ):
+        proc = subprocess.Popen(
+            verify, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        deadline = time.monotonic() + 120
+        kids: list[int] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            kids = [c for c in children_of(proc.pid) if child is None or comm(c) == child]
+            if kids and len(scratch_dirs(tmp)) == 2:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None and kids, f"verify ended before it could be interrupted: {proc.communicate()}"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, err
+        last = err.splitlines()[-1]
+        # Newest first: the cell's work directory, then the scratch directory.
+        assert last.startswith(f"interrupted ({sig.name}); removed `{tmp}/kernel-builder-cell-"), last
+        assert f", `{tmp}/kernel-builder-verify-" in last, last
+        assert scratch_dirs(tmp) == [], err
+        deadline = time.monotonic() + 30
+        while any(alive(c) for c in kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(c) for c in kids), f"verify's children {kids} still run"
+        assert snapshot(build) == before
+    # And an uninterrupted verify still passes, leaving nothing behind.
+    done = subprocess.run(verify, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert scratch_dirs(tmp) == []
