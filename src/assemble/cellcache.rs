@@ -71,7 +71,7 @@ use serde_json::json;
 use sha2::Digest as _;
 
 use super::bundle::PlannedVariant;
-use super::compiled::{cell_facts, NativeCell, Tool};
+use super::compiled::{cell_facts, CellFramework, NativeCell, Tool};
 use super::provenance::{builder_provenance, BuildIds};
 use super::source::SourceSet;
 use super::Warning;
@@ -233,7 +233,23 @@ fn compiled_inputs(
         .iter()
         .map(|k| ((*k).to_owned(), json!(std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()))))
         .collect();
-    let t = &cell.torch;
+    // What the cell compiles against: torch, or tvm-ffi (its version, where it lies, and its
+    // version file and library, so that a reinstall of the same version is another key).
+    let framework = match &cell.framework {
+        CellFramework::Torch(t) => json!({
+            "torch": {
+                "facts": t,
+                "version.py": stamp(&t.torch_dir.join("version.py")),
+            }
+        }),
+        CellFramework::TvmFfi(f) => json!({
+            "tvm-ffi": {
+                "facts": f,
+                "_version.py": stamp(&f.version_file()),
+                "library": stamp(&f.library()),
+            }
+        }),
+    };
     Ok(json!({
         "kind": format!("{:?}", cell.kind),
         "backend-version": cell.backend_version,
@@ -244,10 +260,7 @@ fn compiled_inputs(
         "manylinux": cell.manylinux,
         // Names the interpreter as given; the reused cell replays this warning.
         "outside-bundle": cell.outside_bundle,
-        "torch": {
-            "facts": t,
-            "version.py": stamp(&t.torch_dir.join("version.py")),
-        },
+        "framework": framework,
         "cmake": tool(&cell.cmake),
         "ninja": tool(&cell.ninja),
         "cxx": tool(&cell.cxx),
