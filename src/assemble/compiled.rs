@@ -7,7 +7,10 @@
 //! `python3`), and its version, its CUDA / ROCm / XPU build and its C++ ABI name the variant
 //! ([`HostToolchain`], [`plan_cell`]): with this repository's venv (PyPI torch 2.11.0, a CUDA
 //! 13.0 build) the CPU cell is `torch211-cxx11-cpu-x86_64-linux` and the CUDA cell
-//! `torch211-cxx11-cu130-x86_64-linux`. A cell the bundle matrix does not hold builds with a
+//! `torch211-cxx11-cu130-x86_64-linux`. A `[tvm-ffi]` kernel needs no torch: its cells take
+//! tvm_ffi from the same Python environment and are named for its major.minor and, for CUDA,
+//! the version of the nvcc found ([`super::tvm_ffi`]: `tvm-ffi01-cpu-x86_64-linux`,
+//! `tvm-ffi01-cu130-x86_64-linux`). A cell the bundle matrix does not hold builds with a
 //! warning naming the nearest bundle cells. A backend whose toolchain is missing (no torch, no
 //! C++ compiler, no nvcc, a CPU-only torch for CUDA, …) is not buildable here, and the reason
 //! says what to install.
@@ -28,7 +31,8 @@
 //! 3. runs CMake (Ninja generator) with the facts as cache variables (`build/kernel-builder-cell.cmake`,
 //!    read with `cmake -C`), then `ninja`;
 //! 4. writes the variant directory: the package files, `_ops.py` importing the module,
-//!    `_<pkg>_<backend>_<uid>.abi3.so`, and `metadata.json` (with `build`: native, not
+//!    `_<pkg>_<backend>_<uid>.abi3.so` (`.so` for tvm-ffi, whose `_ops.py` opens it with
+//!    `tvm_ffi.load_module`), and `metadata.json` (with `build`: native, not
 //!    hermetic, and the toolchain's versions);
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
@@ -1328,6 +1332,12 @@ pub const BUNDLE_MANYLINUX: &str = "manylinux_2_28";
 /// The ABI check of a finished compiled variant ([`crate::abi`]), before its metadata is
 /// written: every shared object against the CPython abi3 table (Python 3.9), against the torch
 /// C shim for stable-ABI cells, and against the manylinux policy the cell is held to.
+///
+/// A tvm-ffi module is not a Python extension (tvm_ffi opens it; it calls libtvm_ffi's C API),
+/// so it references no CPython symbol and the abi3 rule finds nothing to judge. The rule still
+/// runs: a module that does reference CPython (a binding that includes `Python.h`) binds to
+/// the interpreter it is loaded in, and the variant's name promises every Python, which only
+/// the stable ABI keeps.
 ///
 /// Returns the oldest manylinux policy every library meets (recorded in `metadata.json` as
 /// `build.manylinux`) and warnings: without a requested policy, each reference that keeps the
