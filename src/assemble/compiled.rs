@@ -643,8 +643,8 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         }
     }
     let compute = naming::compute_tag(backend, bv.as_ref());
-    // The framework version the variant is named for: torch's, the stable-ABI target, or
-    // tvm-ffi's major.minor.
+    // `named_version`: what the nearest bundle cells are looked for by, torch's version (also
+    // for a stable-ABI cell) or tvm-ffi's major.minor.
     let (kind, variant, named_version) = match (&config.framework, &framework) {
         (Framework::TvmFfi(_), CellFramework::TvmFfi(f)) => {
             let v = f.major_minor()?;
@@ -665,7 +665,13 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
                 None => (CellKind::Torch, naming::torch_arch_name(&tv, &compute, &system), tv),
             }
         }
-        _ => unreachable!("the framework facts follow the kernel's framework"),
+        _ => {
+            return Err(format!(
+                "`{}` is a `[{}]` kernel, which compiles nothing for `{backend}`",
+                config.path,
+                config.framework.section()
+            ))
+        }
     };
 
     let kernels: Vec<String> =
