@@ -197,3 +197,121 @@ fn a_python_without_tvm_ffi_says_to_install_apache_tvm_ffi() {
     assert!(out.stderr.contains(&why), "{}", out.stderr);
     assert!(!kernel.join("build").exists());
 }
+
+fn script(path: &Path, body: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A Python in `root/env/bin` whose tvm_ffi (version `version`) is `root/site/tvm_ffi`, with
+/// the headers and library a build needs (empty files), and no torch at all.
+fn fake_tvm_ffi_python(root: &Path, version: &str) -> PathBuf {
+    let pkg = root.join("site/tvm_ffi");
+    for f in ["include/tvm/ffi/c_api.h", "include/dlpack/dlpack.h", "lib/libtvm_ffi.so", "_version.py"] {
+        fs::create_dir_all(pkg.join(f).parent().unwrap()).unwrap();
+        fs::write(pkg.join(f), "").unwrap();
+    }
+    let py = root.join("env/bin/python");
+    let facts = format!(
+        r#"{{"version": "{version}", "package_dir": "{pkg}", "purelib": "{site}", "executable": "{py}", "python_version": "3.11"}}"#,
+        pkg = pkg.display(),
+        site = root.join("site").display(),
+        py = py.display()
+    );
+    script(&py, &format!("echo '{facts}'"));
+    py
+}
+
+/// The CUDA of a tvm-ffi cell is the nvcc's, and its tvm-ffi tag the probe's major.minor: with
+/// CUDA 12.6's nvcc (the newest `nvidia/cu*` of the environment) the cell is `tvm-ffi02-cu126-…`,
+/// capabilities that 12.6 cannot build fail before anything is configured, and one it can
+/// build stops at the toolkit's missing CUDA runtime; without any nvcc the error says which
+/// wheels to install. Fake tools only answer `--version`.
+#[test]
+fn a_tvm_ffi_cuda_cell_takes_its_cuda_from_nvcc_and_its_name_from_tvm_ffi() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    for f in ["tvm-ffi-ext/kk/__init__.py", "tvm-ffi-ext/b.cpp", "src/k.cu"] {
+        fs::create_dir_all(k.join(f).parent().unwrap()).unwrap();
+        fs::write(k.join(f), "").unwrap();
+    }
+    fs::write(
+        k.join("build.toml"),
+        "[general]\nname = \"kk\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\"]\n\n[tvm-ffi]\nsrc = [\"tvm-ffi-ext/b.cpp\"]\n\n[kernel.k]\nbackend = \"cuda\"\ndepends = []\ncuda-capabilities = [\"12.0\"]\nsrc = [\"src/k.cu\"]\n",
+    )
+    .unwrap();
+    let bin = t.path().join("env/bin");
+    let py = fake_tvm_ffi_python(t.path(), "0.2.3");
+    script(&bin.join("cmake"), "[ \"$1\" = --version ] && echo 'cmake version 4.4.5' || exit 3");
+    script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
+    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
+    let run = |extra: &[&str]| {
+        let out = Command::cargo_bin("kernel-builder")
+            .unwrap()
+            .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()])
+            .args(extra)
+            .arg(&k)
+            .env("PATH", &bin)
+            .env_remove("CXX")
+            .env_remove("CUDACXX")
+            .env_remove("CUDA_HOME")
+            .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&[]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!(
+            "the `cuda` variant is not built: no nvcc (looked at CUDACXX, CUDA_HOME, PATH and `{site}/nvidia/cu*/bin`); install one, e.g. `{py} -m pip install nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-runtime`",
+            site = t.path().join("site").display(),
+            py = py.display()
+        )),
+        "{err}"
+    );
+    // CUDA 11's and 12's nvcc in the environment: the newer one is used.
+    script(
+        &t.path().join("site/nvidia/cu11/bin/nvcc"),
+        "echo 'Cuda compilation tools, release 11.8, V11.8.89'",
+    );
+    script(
+        &t.path().join("site/nvidia/cu12/bin/nvcc"),
+        "echo 'Cuda compilation tools, release 12.6, V12.6.85'",
+    );
+    let cell = format!("tvm-ffi02-cu126-{}-linux", std::env::consts::ARCH);
+    let (code, err) = run(&["--variant", &cell]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!(
+            "error: cannot build `{cell}` natively: [kernel.k] asks for CUDA capabilities 12.0 and CUDA 12.6 builds none of them"
+        )),
+        "{err}"
+    );
+    assert!(!k.join("build").exists());
+    assert!(!t.path().join("cache").exists(), "nothing was configured or compiled");
+    // A capability 12.6 builds: the cell is planned under that name, and stops at the missing
+    // CUDA runtime of that nvcc's toolkit.
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap().replace("[\"12.0\"]", "[\"9.0\"]");
+    fs::write(k.join("build.toml"), toml).unwrap();
+    let (code, err) = run(&[]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!(
+            "error: cannot build variant `{cell}`\n  caused by: no libcudart.so in `{}` (the CUDA runtime); install it (`pip install nvidia-cuda-runtime`)",
+            t.path().join("site/nvidia/cu12/lib").display()
+        )),
+        "{err}"
+    );
+    assert!(!k.join("build").exists());
+    // A version that names no major.minor.
+    fake_tvm_ffi_python(t.path(), "dev");
+    let (code, err) = run(&[]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("the `cuda` variant is not built: tvm_ffi in `")
+            && err.contains("reports version `dev`, which does not start with MAJOR.MINOR"),
+        "{err}"
+    );
+}
