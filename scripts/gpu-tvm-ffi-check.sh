@@ -8,6 +8,10 @@
 #   scripts/gpu-tvm-ffi-check.sh prepare    here: build the cell, fetch the wheels, stage them
 #                                           in target/gpu-tvm-ffi/ (ignored; carry it)
 #   bash target/gpu-tvm-ffi/gpu-tvm-ffi-check.sh device   there: $OUT/report.json, cuobjdump.txt
+#
+# Status: `prepare` ran here (2026-12-01); `device` has not run yet (the GPU machine was busy
+# with other work all session), so relu-tvm-ffi's CUDA kernel is compiled and checked with
+# cuobjdump, but has not run on a GPU.
 set -euo pipefail
 VARIANT=tvm-ffi01-cu130-x86_64-linux
 
