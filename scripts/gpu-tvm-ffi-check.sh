@@ -9,9 +9,11 @@
 #                                           in target/gpu-tvm-ffi/ (ignored; carry it)
 #   bash target/gpu-tvm-ffi/gpu-tvm-ffi-check.sh device   there: $OUT/report.json, cuobjdump.txt
 #
-# Status: `prepare` ran here (2026-12-01); `device` has not run yet (the GPU machine was busy
-# with other work all session), so relu-tvm-ffi's CUDA kernel is compiled and checked with
-# cuobjdump, but has not run on a GPU.
+# Status: `prepare` ran here (2026-12-01); `device` has not run yet. The GPU machine was busy
+# most of the session, and it receives a copy of the session's main checkout, which had
+# neither this script nor the staged directory. So relu-tvm-ffi's CUDA kernel is compiled and
+# checked with cuobjdump, but has not run on a GPU. Run both halves from a checkout that has
+# this branch merged.
 set -euo pipefail
 VARIANT=tvm-ffi01-cu130-x86_64-linux
 
