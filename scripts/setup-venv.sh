@@ -23,6 +23,9 @@
 #   and nvidia-cuda-cuobjdump 13.2.86 (lists the SASS/PTX in a built module): the CUDA cell
 #   compiles without a GPU. The wheels' programs are not executable after some unpackers, so
 #   bin/* and nvvm/bin/* are made executable here, once, not at build time.
+# - apache-tvm-ffi 0.1.15.post2: `[tvm-ffi]` kernels (kernels/relu-tvm-ffi) build against its
+#   headers and libtvm_ffi.so, and their variants are named for its major.minor (`tvm-ffi01`),
+#   the one kernels 0.17.2 matches against the installed `tvm_ffi.__version__`.
 #
 # Usage: scripts/setup-venv.sh            (then .venv/bin/python -m pytest tests/python)
 # Env:   PYTHON (interpreter to create the venv with, default python3), VENV (default .venv)
@@ -33,7 +36,7 @@ python=${PYTHON:-python3}
 venv=${VENV:-.venv}
 pins=(torch==2.11.0 kernels==0.17.2 pytest==9.2.0 cmake==4.4.5 ninja==1.13.2
   nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88
-  nvidia-cuda-cccl==13.0.85 nvidia-cuda-cuobjdump==13.2.86)
+  nvidia-cuda-cccl==13.0.85 nvidia-cuda-cuobjdump==13.2.86 apache-tvm-ffi==0.1.15.post2)
 helion_pin=helion==1.4.0
 stamp="$venv/.kernel-builder-setup"
 want="${pins[*]} $helion_pin"
@@ -66,7 +69,7 @@ fi
 
 "$py" - <<'PY'
 import importlib.metadata as m
-for name in ("torch", "kernels", "pytest", "huggingface_hub", "cmake", "ninja", "nvidia-cuda-nvcc"):
+for name in ("torch", "kernels", "pytest", "huggingface_hub", "cmake", "ninja", "nvidia-cuda-nvcc", "apache-tvm-ffi"):
     print(f"setup-venv: {name} {m.version(name)}")
 PY
 echo "setup-venv: $helion_state"

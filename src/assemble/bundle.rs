@@ -151,8 +151,10 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
     let built = plan.variants.iter().find(|v| v.backend == backend && v.compiled)?;
     let cell = built.cell.as_ref()?;
     Some(format!(
-        "cannot build `{name}` natively: the toolchain here (torch {} from the Python environment given) builds `{}`; pass --python with a Python environment whose torch gives `{name}`, or build it through Nix",
-        cell.torch.version, built.name
+        "cannot build `{name}` natively: the toolchain here ({} from the Python environment given) builds `{}`; pass --python with a Python environment whose {} gives `{name}`, or build it through Nix",
+        cell.framework.describe(),
+        built.name,
+        if cell.framework.torch().is_some() { "torch" } else { "tvm-ffi" }
     ))
 }
 

@@ -35,8 +35,10 @@
 //!   directories, libraries, `-gencode` pairs, compiler flags, dependency checkouts by path),
 //!   the generated CMake project's files, the toolchain (path, `--version` line, size and
 //!   modification time of CMake, Ninja, the C++ compiler and nvcc; torch's version, directory,
-//!   CUDA/HIP/XPU build, C++ ABI, its `version.py` size and modification time; the Python
-//!   version and interpreter; the package set, hermetic flag and manylinux policy), and the
+//!   CUDA/HIP/XPU build, C++ ABI, its `version.py` size and modification time, or for a
+//!   tvm-ffi cell tvm_ffi's version and package directory with the size and modification time
+//!   of its `_version.py` and `libtvm_ffi.so`; the Python version and interpreter; the package
+//!   set, hermetic flag and manylinux policy), and the
 //!   environment variables CMake and the compilers read ([`BUILD_ENV`]).
 //!
 //! Not in the key: the kernel directory's path (two checkouts of one source share entries),
@@ -71,7 +73,7 @@ use serde_json::json;
 use sha2::Digest as _;
 
 use super::bundle::PlannedVariant;
-use super::compiled::{cell_facts, NativeCell, Tool};
+use super::compiled::{cell_facts, CellFramework, NativeCell, Tool};
 use super::provenance::{builder_provenance, BuildIds};
 use super::source::SourceSet;
 use super::Warning;
@@ -233,7 +235,23 @@ fn compiled_inputs(
         .iter()
         .map(|k| ((*k).to_owned(), json!(std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()))))
         .collect();
-    let t = &cell.torch;
+    // What the cell compiles against: torch, or tvm-ffi (its version, where it lies, and its
+    // version file and library, so that a reinstall of the same version is another key).
+    let framework = match &cell.framework {
+        CellFramework::Torch(t) => json!({
+            "torch": {
+                "facts": t,
+                "version.py": stamp(&t.torch_dir.join("version.py")),
+            }
+        }),
+        CellFramework::TvmFfi(f) => json!({
+            "tvm-ffi": {
+                "facts": f,
+                "_version.py": stamp(&f.version_file()),
+                "library": stamp(&f.library()),
+            }
+        }),
+    };
     Ok(json!({
         "kind": format!("{:?}", cell.kind),
         "backend-version": cell.backend_version,
@@ -244,10 +262,7 @@ fn compiled_inputs(
         "manylinux": cell.manylinux,
         // Names the interpreter as given; the reused cell replays this warning.
         "outside-bundle": cell.outside_bundle,
-        "torch": {
-            "facts": t,
-            "version.py": stamp(&t.torch_dir.join("version.py")),
-        },
+        "framework": framework,
         "cmake": tool(&cell.cmake),
         "ninja": tool(&cell.ninja),
         "cxx": tool(&cell.cxx),
@@ -594,6 +609,88 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tvm-ffi cell's key holds tvm_ffi's version, where it lies and its files' stamps, so
+    /// another tvm_ffi (or a reinstall) is another entry; a torch cell's key has no tvm-ffi.
+    #[test]
+    fn a_tvm_ffi_cells_key_holds_tvm_ffi() {
+        use crate::assemble::compiled::{CellFramework, NativeCell, Tool};
+        use crate::assemble::tvm_ffi::TvmFfiFacts;
+        use crate::config::Backend;
+        use crate::matrix::CellKind;
+
+        let kernel = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels/relu-tvm-ffi");
+        let (config, source) = crate::kernel::load_with_sources(&kernel).unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        let install = |name: &str, version: &str| {
+            let pkg = root.join(name).join("tvm_ffi");
+            std::fs::create_dir_all(pkg.join("lib")).unwrap();
+            std::fs::write(pkg.join("_version.py"), format!("__version__ = '{version}'\n")).unwrap();
+            std::fs::write(pkg.join("lib/libtvm_ffi.so"), "not really").unwrap();
+            TvmFfiFacts {
+                version: version.into(),
+                package_dir: pkg,
+                purelib: root.join(name),
+                executable: "/venv/bin/python".into(),
+                python_version: "3.11".into(),
+            }
+        };
+        let tool = |p: &str| Tool { path: p.into(), version: "1".into() };
+        let cell = |f: TvmFfiFacts| NativeCell {
+            variant: "tvm-ffi01-cpu-x86_64-linux".into(),
+            backend: Backend::Cpu,
+            kind: CellKind::TvmFfi,
+            framework: CellFramework::TvmFfi(f),
+            backend_version: None,
+            cmake: tool("/bin/cmake"),
+            ninja: tool("/bin/ninja"),
+            cxx: tool("/bin/c++"),
+            nvcc: None,
+            kernels: vec!["relu_cpu".into()],
+            cuda_capabilities: Default::default(),
+            outside_bundle: None,
+            package_set: None,
+            hermetic: false,
+            manylinux: None,
+        };
+        let ids = BuildIds { uid: source.uid(), kernel: None };
+        let key = |f: TvmFfiFacts| {
+            let v = PlannedVariant {
+                name: "tvm-ffi01-cpu-x86_64-linux".into(),
+                backend: Backend::Cpu,
+                compiled: true,
+                cell: Some(Box::new(cell(f))),
+            };
+            CellKey::of(&source, &config, &v, &ids).unwrap()
+        };
+        let installed = install("a", "0.1.15");
+        let a = key(installed.clone());
+        let tvm = &a.inputs["cell"]["framework"]["tvm-ffi"];
+        assert_eq!(tvm["facts"]["version"], "0.1.15");
+        assert_eq!(tvm["facts"]["package_dir"], root.join("a/tvm_ffi").as_str());
+        assert_eq!(tvm["library"]["len"], 10);
+        assert!(a.inputs["cell"]["framework"].get("torch").is_none());
+        // The library is linked and its headers compiled in: both are facts of the compile.
+        let facts = a.inputs["cell"]["facts"]["cache"].clone();
+        assert_eq!(facts["KB_LINK_LIBRARIES"], root.join("a/tvm_ffi/lib/libtvm_ffi.so").as_str());
+        assert_eq!(facts["KB_MODULE_SUFFIX"], ".so");
+        assert_eq!(facts["KB_CXX_STANDARD"], "17");
+        assert!(facts["KB_DEFINES"]
+            .as_str()
+            .unwrap()
+            .starts_with("TVM_FFI_EXTENSION_NAME=_relu_tvm_ffi_cpu_"));
+
+        assert_eq!(key(installed.clone()).hex, a.hex, "the same install, the same key");
+        assert_ne!(key(install("b", "0.1.15")).hex, a.hex, "another place");
+        assert_ne!(
+            key(TvmFfiFacts { version: "0.1.16".into(), ..installed.clone() }).hex,
+            a.hex,
+            "another version"
+        );
+        // The same version reinstalled in the same place (new files): another key.
+        assert_ne!(key(install("a", "0.1.15")).hex, a.hex);
+    }
 
     #[test]
     fn sizes() {

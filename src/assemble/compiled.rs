@@ -7,7 +7,10 @@
 //! `python3`), and its version, its CUDA / ROCm / XPU build and its C++ ABI name the variant
 //! ([`HostToolchain`], [`plan_cell`]): with this repository's venv (PyPI torch 2.11.0, a CUDA
 //! 13.0 build) the CPU cell is `torch211-cxx11-cpu-x86_64-linux` and the CUDA cell
-//! `torch211-cxx11-cu130-x86_64-linux`. A cell the bundle matrix does not hold builds with a
+//! `torch211-cxx11-cu130-x86_64-linux`. A `[tvm-ffi]` kernel needs no torch: its cells take
+//! tvm_ffi from the same Python environment and are named for its major.minor and, for CUDA,
+//! the version of the nvcc found ([`super::tvm_ffi`]: `tvm-ffi01-cpu-x86_64-linux`,
+//! `tvm-ffi01-cu130-x86_64-linux`). A cell the bundle matrix does not hold builds with a
 //! warning naming the nearest bundle cells. A backend whose toolchain is missing (no torch, no
 //! C++ compiler, no nvcc, a CPU-only torch for CUDA, …) is not buildable here, and the reason
 //! says what to install.
@@ -28,7 +31,8 @@
 //! 3. runs CMake (Ninja generator) with the facts as cache variables (`build/kernel-builder-cell.cmake`,
 //!    read with `cmake -C`), then `ninja`;
 //! 4. writes the variant directory: the package files, `_ops.py` importing the module,
-//!    `_<pkg>_<backend>_<uid>.abi3.so`, and `metadata.json` (with `build`: native, not
+//!    `_<pkg>_<backend>_<uid>.abi3.so` (`.so` for tvm-ffi, whose `_ops.py` opens it with
+//!    `tvm_ffi.load_module`), and `metadata.json` (with `build`: native, not
 //!    hermetic, and the toolchain's versions);
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
@@ -57,6 +61,7 @@ use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
 use super::noarch::{create_dir, create_dirs_below, op_namespace, write_file};
 use super::provenance::{builder_provenance, BuildIds};
 use super::source::{copy_source, Role, SourceSet};
+use super::tvm_ffi::TvmFfiFacts;
 use super::Warning;
 use crate::codegen::{self, Layout};
 use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
@@ -144,6 +149,7 @@ pub struct HostToolchain {
     /// warning.
     pub manylinux: Option<String>,
     torch: OnceLock<Result<TorchFacts, String>>,
+    tvm_ffi: OnceLock<Result<TvmFfiFacts, String>>,
 }
 
 impl HostToolchain {
@@ -155,6 +161,7 @@ impl HostToolchain {
             hermetic: false,
             manylinux: None,
             torch: OnceLock::new(),
+            tvm_ffi: OnceLock::new(),
         }
     }
 
@@ -180,15 +187,22 @@ impl HostToolchain {
         self.torch.get_or_init(|| probe_torch(&self.python)).as_ref().map_err(String::as_str)
     }
 
+    /// tvm_ffi's facts (for `[tvm-ffi]` kernels), or why it cannot be used (no such
+    /// interpreter, no `tvm_ffi`: the reason says to install `apache-tvm-ffi`).
+    pub fn tvm_ffi(&self) -> Result<&TvmFfiFacts, &str> {
+        self.tvm_ffi.get_or_init(|| super::tvm_ffi::probe(&self.python)).as_ref().map_err(String::as_str)
+    }
+
     /// The directory of the interpreter (`.venv/bin`), where pip puts `cmake` and `ninja`;
     /// absolute (symlinks kept: a venv's `python` links outside the venv), because CMake runs
-    /// the tools found there from its own build directory.
-    fn python_bin_dir(&self) -> Option<Utf8PathBuf> {
+    /// the tools found there from its own build directory. `executable` is `sys.executable`
+    /// as the probe reported it, used when `--python` is a bare name.
+    fn python_bin_dir(&self, executable: &Utf8Path) -> Option<Utf8PathBuf> {
         if self.python.as_str().contains('/') {
             let abs = std::path::absolute(self.python.as_std_path()).ok()?;
             return Utf8PathBuf::from_path_buf(abs).ok()?.parent().map(Utf8Path::to_owned);
         }
-        self.torch().ok().and_then(|t| t.executable.parent().map(Utf8Path::to_owned))
+        executable.parent().map(Utf8Path::to_owned)
     }
 }
 
@@ -291,7 +305,7 @@ fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), Strin
 }
 
 /// The last `n` lines of `text`.
-fn tail(text: &str, n: usize) -> String {
+pub(crate) fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.trim_end().lines().collect();
     let start = lines.len().saturating_sub(n);
     lines[start..].join("\n")
@@ -357,9 +371,10 @@ fn version_line(prog: &Utf8Path) -> Result<String, String> {
     Ok(text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned())
 }
 
-/// The tools every compiled cell needs: CMake, Ninja and a C++ compiler.
-fn base_tools(host: &HostToolchain) -> Result<(Tool, Tool, Tool), String> {
-    let near: Vec<Utf8PathBuf> = host.python_bin_dir().into_iter().collect();
+/// The tools every compiled cell needs: CMake, Ninja and a C++ compiler (`executable`: the
+/// interpreter the framework probe ran, see [`HostToolchain::python_bin_dir`]).
+fn base_tools(host: &HostToolchain, executable: &Utf8Path) -> Result<(Tool, Tool, Tool), String> {
+    let near: Vec<Utf8PathBuf> = host.python_bin_dir(executable).into_iter().collect();
     let missing = |what: &str, install: &str| {
         format!("{what} was not found next to `{}` or on PATH; install it ({install})", host.python)
     };
@@ -379,10 +394,21 @@ fn base_tools(host: &HostToolchain) -> Result<(Tool, Tool, Tool), String> {
     Ok((v(cmake)?, v(ninja)?, v(cxx)?))
 }
 
-/// Find nvcc for a torch built with CUDA `cuda` (`13.0`): `CUDACXX`, `CUDA_HOME/bin`, PATH,
-/// then the Python environment's `nvidia/cu<major>/bin` (PyPI's `nvidia-cuda-nvcc`).
-fn find_nvcc(torch: &TorchFacts, cuda: &str) -> Result<Tool, String> {
-    let major = cuda.split('.').next().unwrap_or(cuda);
+/// The CUDA an nvcc must be: torch's (`13.0`) for a torch cell; `None` for a tvm-ffi cell,
+/// which takes the CUDA of the nvcc found.
+#[derive(Debug, Clone, Copy)]
+struct WantCuda<'a> {
+    cuda: &'a str,
+    /// `torch 2.11.0+cu130`, named when nvcc is of another CUDA.
+    torch_version: &'a str,
+}
+
+/// Find nvcc: `CUDACXX`, `CUDA_HOME/bin`, PATH, then the Python environment's
+/// `nvidia/cu<major>/bin` (PyPI's `nvidia-cuda-nvcc`; `purelib` is its site-packages). With
+/// `want` (a torch cell), the CUDA of torch's build, `cu<its major>`, and an nvcc of another
+/// CUDA is refused; without (a tvm-ffi cell), the newest `cu<major>` there, and the CUDA is
+/// the nvcc's own.
+fn find_nvcc(purelib: &Utf8Path, executable: &Utf8Path, want: Option<WantCuda<'_>>) -> Result<Tool, String> {
     let mut candidates: Vec<Utf8PathBuf> = Vec::new();
     // A toolkit the user named is used or refused, never passed over for another one.
     for (var, path) in [
@@ -393,8 +419,10 @@ fn find_nvcc(torch: &TorchFacts, cuda: &str) -> Result<Tool, String> {
             continue;
         };
         if find_program(path.as_str(), &[]).is_none() {
+            let which =
+                want.map(|w| format!("nvcc of CUDA {}", w.cuda)).unwrap_or_else(|| "an nvcc".to_owned());
             return Err(format!(
-                "`{var}` names `{path}`, which is not an executable nvcc; point it at nvcc of CUDA {cuda}, or unset it to use the one on PATH or in the Python environment"
+                "`{var}` names `{path}`, which is not an executable nvcc; point it at {which}, or unset it to use the one on PATH or in the Python environment"
             ));
         }
         candidates.push(path);
@@ -402,13 +430,40 @@ fn find_nvcc(torch: &TorchFacts, cuda: &str) -> Result<Tool, String> {
     if let Some(p) = find_program("nvcc", &[]) {
         candidates.push(p);
     }
-    candidates.push(torch.purelib.join(format!("nvidia/cu{major}/bin/nvcc")));
-    let nvcc = candidates.into_iter().find(|p| find_program(p.as_str(), &[]).is_some()).ok_or_else(|| {
-        format!(
-            "no nvcc for CUDA {cuda} (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install it, e.g. `{} -m pip install nvidia-cuda-nvcc=={cuda}.* nvidia-nvvm=={cuda}.* nvidia-cuda-crt=={cuda}.*`",
-            torch.purelib.join(format!("nvidia/cu{major}/bin")),
-            torch.executable
-        )
+    match want {
+        Some(w) => {
+            let major = w.cuda.split('.').next().unwrap_or(w.cuda);
+            candidates.push(purelib.join(format!("nvidia/cu{major}/bin/nvcc")));
+        }
+        None => {
+            // `nvidia/cu13/`, `nvidia/cu12/`, …: the newest CUDA first.
+            let mut found: Vec<(u32, Utf8PathBuf)> = purelib
+                .join("nvidia")
+                .read_dir_utf8()
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let major = e.file_name().strip_prefix("cu")?.parse::<u32>().ok()?;
+                    Some((major, e.path().join("bin/nvcc")))
+                })
+                .collect();
+            found.sort_by(|a, b| b.0.cmp(&a.0));
+            candidates.extend(found.into_iter().map(|(_, p)| p));
+        }
+    }
+    let nvcc = candidates.into_iter().find(|p| find_program(p.as_str(), &[]).is_some()).ok_or_else(|| match want {
+        Some(WantCuda { cuda, .. }) => {
+            let major = cuda.split('.').next().unwrap_or(cuda);
+            format!(
+                "no nvcc for CUDA {cuda} (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install it, e.g. `{executable} -m pip install nvidia-cuda-nvcc=={cuda}.* nvidia-nvvm=={cuda}.* nvidia-cuda-crt=={cuda}.*`",
+                purelib.join(format!("nvidia/cu{major}/bin")),
+            )
+        }
+        None => format!(
+            "no nvcc (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install one, e.g. `{executable} -m pip install nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-runtime`",
+            purelib.join("nvidia/cu*/bin"),
+        ),
     })?;
     let out = duct::cmd(nvcc.as_str(), ["--version"])
         .stdout_capture()
@@ -425,25 +480,70 @@ fn find_nvcc(torch: &TorchFacts, cuda: &str) -> Result<Tool, String> {
         .filter(|v| !v.is_empty())
         .ok_or_else(|| format!("`{nvcc} --version` printed no version:\n{}", tail(&text, 5)))?;
     let nv = Version::parse(&version).map_err(|e| format!("`{nvcc}`: {e}"))?;
-    let want = Version::parse(cuda).map_err(|e| format!("torch.version.cuda: {e}"))?;
-    if (nv.part(0), nv.part(1)) != (want.part(0), want.part(1)) {
-        return Err(format!(
-            "`{nvcc}` is CUDA {version}, but torch {} was built with CUDA {cuda}; use the nvcc of CUDA {cuda} (CUDACXX=…)",
-            torch.version
-        ));
+    if let Some(WantCuda { cuda, torch_version }) = want {
+        let want = Version::parse(cuda).map_err(|e| format!("torch.version.cuda: {e}"))?;
+        if (nv.part(0), nv.part(1)) != (want.part(0), want.part(1)) {
+            return Err(format!(
+                "`{nvcc}` is CUDA {version}, but torch {torch_version} was built with CUDA {cuda}; use the nvcc of CUDA {cuda} (CUDACXX=…)"
+            ));
+        }
     }
     Ok(Tool { path: nvcc, version })
+}
+
+/// What a cell compiles against, from the Python environment: torch for a `[torch]` kernel,
+/// tvm-ffi for a `[tvm-ffi]` one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CellFramework {
+    Torch(TorchFacts),
+    TvmFfi(TvmFfiFacts),
+}
+
+impl CellFramework {
+    /// torch's facts, for a torch (or stable-ABI) cell.
+    pub fn torch(&self) -> Option<&TorchFacts> {
+        match self {
+            CellFramework::Torch(t) => Some(t),
+            CellFramework::TvmFfi(_) => None,
+        }
+    }
+
+    /// `X.Y` of the interpreter the facts come from.
+    pub fn python_version(&self) -> &str {
+        match self {
+            CellFramework::Torch(t) => &t.python_version,
+            CellFramework::TvmFfi(f) => &f.python_version,
+        }
+    }
+
+    /// `sys.executable` of that interpreter.
+    pub fn executable(&self) -> &Utf8Path {
+        match self {
+            CellFramework::Torch(t) => &t.executable,
+            CellFramework::TvmFfi(f) => &f.executable,
+        }
+    }
+
+    /// What the variant is built against, for messages: `torch 2.11.0+cu130`,
+    /// `tvm-ffi 0.1.15.post2`.
+    pub fn describe(&self) -> String {
+        match self {
+            CellFramework::Torch(t) => format!("torch {}", t.version),
+            CellFramework::TvmFfi(f) => format!("tvm-ffi {}", f.version),
+        }
+    }
 }
 
 /// One compiled cell that this host can build, with everything it compiles with decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NativeCell {
-    /// The variant name, from what is used (`torch211-cxx11-cpu-x86_64-linux`).
+    /// The variant name, from what is used (`torch211-cxx11-cpu-x86_64-linux`,
+    /// `tvm-ffi01-cpu-x86_64-linux`).
     pub variant: String,
     pub backend: Backend,
     pub kind: CellKind,
-    pub torch: TorchFacts,
-    /// CUDA version for CUDA cells (`13.0`, torch's).
+    pub framework: CellFramework,
+    /// CUDA version for CUDA cells (`13.0`: torch's, or for tvm-ffi the nvcc's).
     pub backend_version: Option<String>,
     pub cmake: Tool,
     pub ninja: Tool,
@@ -465,55 +565,70 @@ pub struct NativeCell {
 
 /// Decide the cell this host builds for `backend`, or say why it cannot.
 ///
-/// Errors (the reason, naming what to install or change): no usable torch, no CMake, Ninja
-/// or C++ compiler, a torch without the backend (a CPU-only torch for CUDA), no nvcc of
-/// torch's CUDA version, a backend this version does not build natively (ROCm, XPU, Metal,
-/// tvm-ffi), the cell outside the kernel's `[torch]`/`[general.cuda]` bounds, or CUDA
-/// capabilities this CUDA cannot build.
+/// Errors (the reason, naming what to install or change): no usable torch (for `[torch]`) or
+/// tvm_ffi (for `[tvm-ffi]`, [`super::tvm_ffi::probe`]), no CMake, Ninja or C++ compiler, a
+/// torch without the backend (a CPU-only torch for CUDA), no nvcc (of torch's CUDA version
+/// for a torch cell), a backend this version does not build natively (ROCm, XPU, Metal), the
+/// cell outside the kernel's `[torch]`/`[general.cuda]` bounds, or CUDA capabilities this CUDA
+/// cannot build.
 pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -> Result<NativeCell, String> {
     let system = matrix::host_system();
-    if let Framework::TvmFfi(_) = config.framework {
-        return Err("native tvm-ffi builds are not supported by this version (the project is generated: `kernel-builder create-pyproject`)".to_owned());
-    }
     if !matches!(backend, Backend::Cpu | Backend::Cuda) {
-        let tool = match backend {
-            Backend::Rocm => "hipcc and a ROCm torch",
-            Backend::Xpu => "icpx and an XPU torch",
-            Backend::Metal => "xcrun metal on macOS",
+        let tool = match (backend, &config.framework) {
+            (Backend::Rocm, Framework::TvmFfi(_)) => "hipcc",
+            (Backend::Rocm, _) => "hipcc and a ROCm torch",
+            (Backend::Xpu, Framework::TvmFfi(_)) => "icpx",
+            (Backend::Xpu, _) => "icpx and an XPU torch",
+            (Backend::Metal, _) => "xcrun metal on macOS",
             _ => "a toolchain",
         };
         return Err(format!(
             "native `{backend}` builds need {tool}; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)"
         ));
     }
-    let torch = host.torch()?.clone();
-    if system.ends_with("-linux") && !torch.cxx11_abi {
-        return Err(format!(
-            "torch {} in `{}` uses the pre-C++11 ABI, which the build matrix does not build; use a torch built with the C++11 ABI",
-            torch.version, host.python
-        ));
-    }
-    let (cmake, ninja, cxx) = base_tools(host)?;
-    let (backend_version, nvcc) = match backend {
-        Backend::Cuda => {
+    let framework = match &config.framework {
+        Framework::TvmFfi(_) => CellFramework::TvmFfi(host.tvm_ffi()?.clone()),
+        _ => {
+            let torch = host.torch()?.clone();
+            if system.ends_with("-linux") && !torch.cxx11_abi {
+                return Err(format!(
+                    "torch {} in `{}` uses the pre-C++11 ABI, which the build matrix does not build; use a torch built with the C++11 ABI",
+                    torch.version, host.python
+                ));
+            }
+            CellFramework::Torch(torch)
+        }
+    };
+    let (cmake, ninja, cxx) = base_tools(host, framework.executable())?;
+    let (backend_version, nvcc) = match (backend, &framework) {
+        (Backend::Cuda, CellFramework::Torch(torch)) => {
             let cuda = torch.cuda.clone().ok_or_else(|| {
                 format!(
                     "torch {} in `{}` is not a CUDA build (torch.version.cuda is None); install a CUDA torch",
                     torch.version, host.python
                 )
             })?;
-            let nvcc = find_nvcc(&torch, &cuda)?;
+            let want = WantCuda { cuda: &cuda, torch_version: &torch.version };
+            let nvcc = find_nvcc(&torch.purelib, &torch.executable, Some(want))?;
             (Some(cuda), Some(nvcc))
+        }
+        (Backend::Cuda, CellFramework::TvmFfi(f)) => {
+            // The CUDA of a tvm-ffi cell is the nvcc's (`13.0.88` → `13.0`).
+            let nvcc = find_nvcc(&f.purelib, &f.executable, None)?;
+            let v = Version::parse(&nvcc.version).map_err(|e| format!("`{}`: {e}", nvcc.path))?;
+            (Some(format!("{}.{}", v.part(0), v.part(1))), Some(nvcc))
         }
         _ => (None, None),
     };
-    let tv = torch.public_version();
     let (min, max) = config.framework.torch_bounds();
-    if min.is_some_and(|m| tv < *m) || max.is_some_and(|m| tv > *m) {
-        return Err(format!(
-            "torch {} in `{}` is outside `[torch]` minver/maxver of `{}`; use a Python environment with a torch in range",
-            torch.version, host.python, config.path
-        ));
+    if let Some(torch) = framework.torch() {
+        let tv = torch.public_version();
+        if min.is_some_and(|m| tv < *m) || max.is_some_and(|m| tv > *m) {
+            return Err(format!(
+                "torch {} in `{}` is outside `[torch]` minver/maxver of `{}`; use a Python environment with a torch in range",
+                torch.version, host.python, config.path
+            ));
+        }
     }
     let bv = backend_version.as_deref().map(|v| Version::parse(v).map_err(|e| e.to_string())).transpose()?;
     if backend == Backend::Cuda {
@@ -521,26 +636,42 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         let cuda = bv.as_ref().expect("CUDA version");
         if g.minver.as_ref().is_some_and(|m| cuda < m) || g.maxver.as_ref().is_some_and(|m| cuda > m) {
             return Err(format!(
-                "torch's CUDA {cuda} is outside `[general.cuda]` minver/maxver of `{}`",
+                "{} CUDA {cuda} is outside `[general.cuda]` minver/maxver of `{}`",
+                if framework.torch().is_some() { "torch's" } else { "nvcc's" },
                 config.path
             ));
         }
     }
     let compute = naming::compute_tag(backend, bv.as_ref());
-    let (kind, variant) = match &config.framework {
-        Framework::Torch(t) => match t.stable_abi.for_backend(backend) {
-            Some(abi) => {
-                if tv < *abi {
-                    return Err(format!(
-                        "torch {} is older than the stable ABI target {abi} of `[torch] stable-abi`",
-                        torch.version
-                    ));
+    // `named_version`: what the nearest bundle cells are looked for by, torch's version (also
+    // for a stable-ABI cell) or tvm-ffi's major.minor.
+    let (kind, variant, named_version) = match (&config.framework, &framework) {
+        (Framework::TvmFfi(_), CellFramework::TvmFfi(f)) => {
+            let v = f.major_minor()?;
+            (CellKind::TvmFfi, naming::tvm_ffi_name(&v, &compute, &system), v)
+        }
+        (Framework::Torch(t), CellFramework::Torch(torch)) => {
+            let tv = torch.public_version();
+            match t.stable_abi.for_backend(backend) {
+                Some(abi) => {
+                    if tv < *abi {
+                        return Err(format!(
+                            "torch {} is older than the stable ABI target {abi} of `[torch] stable-abi`",
+                            torch.version
+                        ));
+                    }
+                    (CellKind::StableAbi, naming::stable_abi_name(abi, &compute, &system), tv)
                 }
-                (CellKind::StableAbi, naming::stable_abi_name(abi, &compute, &system))
+                None => (CellKind::Torch, naming::torch_arch_name(&tv, &compute, &system), tv),
             }
-            None => (CellKind::Torch, naming::torch_arch_name(&tv, &compute, &system)),
-        },
-        _ => unreachable!("checked above"),
+        }
+        _ => {
+            return Err(format!(
+                "`{}` is a `[{}]` kernel, which compiles nothing for `{backend}`",
+                config.path,
+                config.framework.section()
+            ))
+        }
     };
 
     let kernels: Vec<String> =
@@ -583,11 +714,21 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         let mut near: Vec<(u64, &str)> = bundle
             .iter()
             .map(|c| {
-                let ct = Version::parse(&c.torch_version).ok();
+                // A torch cell's torch; a tvm-ffi cell's tvm-ffi (`tvm-ffi01-…` → 0.1, the
+                // loader's reading of the digits: one for the major, the rest the minor).
+                let ct = match c.kind {
+                    CellKind::TvmFfi => match naming::parse_variant_name(&c.name) {
+                        Some(naming::ParsedVariant::TvmFfi { tvm_ffi, .. }) => {
+                            Version::parse(&format!("{}.{}", &tvm_ffi[..1], &tvm_ffi[1..])).ok()
+                        }
+                        _ => None,
+                    },
+                    _ => Version::parse(&c.torch_version).ok(),
+                };
                 let dt = ct
                     .map(|c| {
                         (c.part(0) as i64 * 100 + c.part(1) as i64
-                            - (tv.part(0) as i64 * 100 + tv.part(1) as i64))
+                            - (named_version.part(0) as i64 * 100 + named_version.part(1) as i64))
                             .unsigned_abs()
                     })
                     .unwrap_or(999);
@@ -606,8 +747,8 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         let in_matrix = matrix::cells(config, &system, Scope::All).iter().any(|c| c.name == variant);
         let which = matrix::data::for_config(config).name.clone();
         format!(
-            "`{variant}` (torch {} from `{}`) is {}; it builds, but the published bundle holds {}",
-            torch.version,
+            "`{variant}` ({} from `{}`) is {}; it builds, but the published bundle holds {}",
+            framework.describe(),
             host.python,
             if in_matrix {
                 format!("not a bundle cell of matrix {which}")
@@ -626,7 +767,7 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         variant,
         backend,
         kind,
-        torch,
+        framework,
         backend_version,
         cmake,
         ninja,
@@ -691,14 +832,54 @@ pub fn cell_facts(
 ) -> anyhow::Result<CellFacts> {
     let python_name = config.general.python_name();
     let ops_name = op_namespace(&python_name, cell.backend, uid);
-    let t = &cell.torch;
-    let tv = t.public_version();
-    let std = if tv < Version::parse("2.12").expect("version") { "17" } else { "20" };
-    let mut defines = vec![
-        format!("TORCH_EXTENSION_NAME={ops_name}"),
-        "Py_LIMITED_API=0x03090000".to_owned(),
-        format!("_GLIBCXX_USE_CXX11_ABI={}", u8::from(t.cxx11_abi)),
-    ];
+    let stable = cell.kind == CellKind::StableAbi;
+    // What the framework brings: the C++ standard, definitions, include directories,
+    // libraries, and its installation directory, mapped away in the binaries.
+    let (std, mut defines, mut includes, mut libs, framework_map) = match &cell.framework {
+        CellFramework::Torch(t) => {
+            let tv = t.public_version();
+            let std = if tv < Version::parse("2.12").expect("version") { "17" } else { "20" };
+            let mut defines = vec![
+                format!("TORCH_EXTENSION_NAME={ops_name}"),
+                "Py_LIMITED_API=0x03090000".to_owned(),
+                format!("_GLIBCXX_USE_CXX11_ABI={}", u8::from(t.cxx11_abi)),
+            ];
+            if let Framework::Torch(tt) = &config.framework {
+                if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
+                    defines.push(format!("TORCH_TARGET_VERSION={}", torch_target_version(abi)));
+                }
+            }
+            let lib = t.torch_dir.join("lib");
+            // A stable-ABI cell sees torch's stable headers and links its C shim only (`stable_abi`).
+            let (includes, mut libs) = if stable {
+                (
+                    vec![super::stable_abi::include_root(build_dir), t.python_include.clone()],
+                    super::stable_abi::link_libraries(&lib, cell.backend),
+                )
+            } else {
+                (
+                    vec![
+                        t.torch_dir.join("include"),
+                        t.torch_dir.join("include/torch/csrc/api/include"),
+                        t.python_include.clone(),
+                    ],
+                    vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")],
+                )
+            };
+            if cell.backend == Backend::Cuda && !stable {
+                libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
+            }
+            (std, defines, includes, libs, (t.torch_dir.clone(), "/torch"))
+        }
+        // A tvm-ffi cell sees tvm-ffi's headers and links libtvm_ffi.so (`tvm_ffi`).
+        CellFramework::TvmFfi(f) => (
+            super::tvm_ffi::CXX_STANDARD,
+            super::tvm_ffi::defines(&ops_name),
+            vec![f.include_dir()],
+            f.link_libraries(),
+            (f.package_dir.clone(), "/tvm_ffi"),
+        ),
+    };
     match cell.backend {
         Backend::Cpu => defines.push("CPU_KERNEL".into()),
         Backend::Cuda => defines.extend(["CUDA_KERNEL".into(), "USE_CUDA=1".into()]),
@@ -707,29 +888,6 @@ pub fn cell_facts(
         Backend::Xpu => defines.extend(["XPU_KERNEL".into(), "USE_XPU".into()]),
         _ => {}
     }
-    if let Framework::Torch(tt) = &config.framework {
-        if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
-            defines.push(format!("TORCH_TARGET_VERSION={}", torch_target_version(abi)));
-        }
-    }
-    let stable = cell.kind == CellKind::StableAbi;
-    let lib = t.torch_dir.join("lib");
-    // A stable-ABI cell sees torch's stable headers and links its C shim only (`stable_abi`).
-    let (mut includes, mut libs): (Vec<Utf8PathBuf>, Vec<Utf8PathBuf>) = if stable {
-        (
-            vec![super::stable_abi::include_root(build_dir), t.python_include.clone()],
-            super::stable_abi::link_libraries(&lib, cell.backend),
-        )
-    } else {
-        (
-            vec![
-                t.torch_dir.join("include"),
-                t.torch_dir.join("include/torch/csrc/api/include"),
-                t.python_include.clone(),
-            ],
-            vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")],
-        )
-    };
     let mut env = Vec::new();
     let mut cache = BTreeMap::new();
     let mut gencode = BTreeMap::new();
@@ -739,9 +897,6 @@ pub fn cell_facts(
         includes.push(root.join("include"));
         if root.join("include/cccl").is_dir() {
             includes.push(root.join("include/cccl"));
-        }
-        if !stable {
-            libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
         }
         let libdir =
             ["lib64", "lib"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or(root.join("lib"));
@@ -781,7 +936,7 @@ pub fn cell_facts(
     }
     let map = |from: &Utf8Path, to: &str| format!("-ffile-prefix-map={from}={to}");
     let mut host_opts: Vec<String> =
-        vec![map(src_dir, "."), map(build_dir, "."), map(&t.torch_dir, "/torch")];
+        vec![map(src_dir, "."), map(build_dir, "."), map(&framework_map.0, framework_map.1)];
     host_opts.extend(dep_maps.iter().map(|(dir, to)| map(dir, to)));
     // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
     // clang never does and has no such flag.
@@ -802,7 +957,7 @@ pub fn cell_facts(
     cache.insert("KB_BACKEND".into(), cell.backend.as_str().into());
     cache.insert("KB_KERNELS".into(), cell.kernels.join(";"));
     cache.insert("KB_OPS_NAME".into(), ops_name.clone());
-    cache.insert("KB_MODULE_SUFFIX".into(), ".abi3.so".into());
+    cache.insert("KB_MODULE_SUFFIX".into(), module_suffix(cell.kind).into());
     cache.insert("KB_CXX_STANDARD".into(), std.into());
     cache.insert("KB_DEFINES".into(), defines.join(";"));
     cache.insert("KB_INCLUDE_DIRS".into(), includes.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(";"));
@@ -818,6 +973,15 @@ pub fn cell_facts(
     cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
     cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
     Ok(CellFacts { ops_name, cache, gencode, env, warnings })
+}
+
+/// The module's file name suffix: `.so` for a tvm-ffi cell (a library `tvm_ffi` opens, not a
+/// Python extension), `.abi3.so` (CPython's limited API) otherwise.
+pub fn module_suffix(kind: CellKind) -> &'static str {
+    match kind {
+        CellKind::TvmFfi => ".so",
+        _ => ".abi3.so",
+    }
 }
 
 /// nvcc's `-Xcompiler` form of the host compiler option `opt`. nvcc splits an unquoted value
@@ -1074,8 +1238,8 @@ pub fn build_cell(
             .with_context(|| format!("cannot remove the stale build directory `{build_dir}`"))?;
     }
     std::fs::create_dir_all(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
-    if cell.kind == CellKind::StableAbi {
-        super::stable_abi::prepare_include_root(&build_dir, &cell.torch.torch_dir.join("include"))?;
+    if let (CellKind::StableAbi, Some(t)) = (cell.kind, cell.framework.torch()) {
+        super::stable_abi::prepare_include_root(&build_dir, &t.torch_dir.join("include"))?;
     }
     let cell_file = build_dir.join("kernel-builder-cell.cmake");
     sync_file(&cell_file, cell_text.as_bytes())?;
@@ -1118,7 +1282,7 @@ pub fn build_cell(
             None => anyhow::anyhow!("{text}"),
         }
     })?;
-    let module = format!("{}.abi3.so", facts.ops_name);
+    let module = format!("{}{}", facts.ops_name, module_suffix(cell.kind));
     let built = build_dir.join(&module);
     anyhow::ensure!(built.is_file(), "the build wrote no `{built}`");
 
@@ -1135,7 +1299,11 @@ pub fn build_cell(
         }
         copy_source(f, &dest, super::noarch::FILE_MODE)?;
     }
-    write_file(&out_variant_dir.join("_ops.py"), compiled_ops_py(&facts.ops_name, &cell.variant).as_bytes())?;
+    let ops_py = match cell.kind {
+        CellKind::TvmFfi => super::tvm_ffi::ops_py(&facts.ops_name, &cell.variant),
+        _ => compiled_ops_py(&facts.ops_name, &cell.variant),
+    };
+    write_file(&out_variant_dir.join("_ops.py"), ops_py.as_bytes())?;
     let so = std::fs::read(&built).with_context(|| format!("cannot read `{built}`"))?;
     write_file(&out_variant_dir.join(&module), &so)?;
     let (manylinux, abi_warnings) = check_abi(out_variant_dir, config, cell)?;
@@ -1151,8 +1319,11 @@ pub fn build_cell(
         all
     });
     let mut toolchain = BTreeMap::new();
-    toolchain.insert("torch".to_owned(), cell.torch.version.clone());
-    toolchain.insert("python".to_owned(), cell.torch.python_version.clone());
+    match &cell.framework {
+        CellFramework::Torch(t) => toolchain.insert("torch".to_owned(), t.version.clone()),
+        CellFramework::TvmFfi(f) => toolchain.insert("tvm-ffi".to_owned(), f.version.clone()),
+    };
+    toolchain.insert("python".to_owned(), cell.framework.python_version().to_owned());
     toolchain.insert("cxx".to_owned(), cell.cxx.version.clone());
     toolchain.insert("cmake".to_owned(), cell.cmake.version.clone());
     toolchain.insert("ninja".to_owned(), cell.ninja.version.clone());
@@ -1193,6 +1364,12 @@ pub const BUNDLE_MANYLINUX: &str = "manylinux_2_28";
 /// The ABI check of a finished compiled variant ([`crate::abi`]), before its metadata is
 /// written: every shared object against the CPython abi3 table (Python 3.9), against the torch
 /// C shim for stable-ABI cells, and against the manylinux policy the cell is held to.
+///
+/// A tvm-ffi module is not a Python extension (tvm_ffi opens it; it calls libtvm_ffi's C API),
+/// so it references no CPython symbol and the abi3 rule finds nothing to judge. The rule still
+/// runs: a module that does reference CPython (a binding that includes `Python.h`) binds to
+/// the interpreter it is loaded in, and the variant's name promises every Python, which only
+/// the stable ABI keeps.
 ///
 /// Returns the oldest manylinux policy every library meets (recorded in `metadata.json` as
 /// `build.manylinux`) and warnings: without a requested policy, each reference that keeps the

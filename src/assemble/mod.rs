@@ -8,9 +8,10 @@
 //!   orchestrator's own version and commit (`provenance.kernel-builder`);
 //! - [`noarch`]: one flat noarch variant directory (`torch-<backend>/`): the package files,
 //!   `_ops.py` and `metadata.json` ([`metadata`], with `kernels-minver` from [`loader`]);
-//! - [`compiled`]: compiled (`[torch]`) variants, built natively for the cell the host
-//!   toolchain gives; [`stable_abi`]: what a torch stable-ABI cell compiles and links against
-//!   (the C shim only);
+//! - [`compiled`]: compiled (`[torch]` and `[tvm-ffi]`) variants, built natively for the cell
+//!   the host toolchain gives; [`stable_abi`]: what a torch stable-ABI cell compiles and links
+//!   against (the C shim only); [`tvm_ffi`]: what a tvm-ffi cell compiles and links against
+//!   (the Python environment's `tvm_ffi`) and its `_ops.py`;
 //! - [`bundle`]: every requested variant built into a temporary directory inside `DIR/build/`
 //!   (cells in parallel with `--jobs`) and renamed into place, replacing only the variants
 //!   built, then `build/hashes.json`;
@@ -37,6 +38,7 @@ pub mod noarch;
 pub mod provenance;
 pub mod source;
 pub mod stable_abi;
+pub mod tvm_ffi;
 pub mod verify;
 
 use std::fmt;

@@ -68,9 +68,9 @@ pub fn assemble_one(
     if let Some(want) = expect_variant {
         anyhow::ensure!(
             variant.name == want,
-            "the toolchain given builds `{}`, not the expected `{want}` (torch {} from `{}`); give this cell a toolchain whose torch, backend version and system name it",
+            "the toolchain given builds `{}`, not the expected `{want}` ({} from `{}`); give this cell a toolchain whose torch (or tvm-ffi), backend version and system name it",
             variant.name,
-            variant.cell.as_ref().map(|c| c.torch.version.as_str()).unwrap_or("-"),
+            variant.cell.as_ref().map(|c| c.framework.describe()).unwrap_or_else(|| "-".to_owned()),
             host.python
         );
     }

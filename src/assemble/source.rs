@@ -10,7 +10,8 @@
 //!    or a directory whose files are all taken (recursively, with rule 4's exclusions). An
 //!    entry must be relative and stay inside the kernel directory (`..` is refused); a
 //!    missing entry is an error.
-//! 3. The package: every file under `torch-ext/<python_name>/` (recursively;
+//! 3. The package: every file under `torch-ext/<python_name>/` (`tvm-ffi-ext/<python_name>/`
+//!    for a `[tvm-ffi]` kernel, [`Framework::ext_dir`]; recursively;
 //!    `<python_name>` is `general.name` with `-` replaced by `_`) whose extension is in the
 //!    framework's `pyext` list ([`Framework::pyext`], default `py`, `pyi`; a leading `.` in a
 //!    `pyext` entry is ignored; matching is case-sensitive). The extension is what follows the
@@ -118,6 +119,7 @@ pub struct SourceFile {
 pub struct SourceSet {
     root: Utf8PathBuf,
     python_name: String,
+    ext_dir: &'static str,
     files: Vec<SourceFile>,
     tree_id: ObjectId,
     warnings: Vec<Warning>,
@@ -192,7 +194,14 @@ impl SourceSet {
         let mut warnings = c.warnings;
         warnings.sort();
         warnings.dedup();
-        Ok(SourceSet { root: kernel_dir.to_owned(), python_name, files, tree_id, warnings })
+        Ok(SourceSet {
+            root: kernel_dir.to_owned(),
+            python_name,
+            ext_dir: config.framework.ext_dir(),
+            files,
+            tree_id,
+            warnings,
+        })
     }
 
     /// The kernel directory the set was collected from.
@@ -205,9 +214,10 @@ impl SourceSet {
         &self.python_name
     }
 
-    /// `torch-ext/<python_name>`, relative to the kernel directory.
+    /// `torch-ext/<python_name>` (`tvm-ffi-ext/<python_name>` for `[tvm-ffi]`), relative to
+    /// the kernel directory.
     pub fn package_dir(&self) -> Utf8PathBuf {
-        Utf8PathBuf::from(format!("torch-ext/{}", self.python_name))
+        Utf8PathBuf::from(format!("{}/{}", self.ext_dir, self.python_name))
     }
 
     /// Every file, sorted by path.
@@ -417,10 +427,11 @@ impl Collector {
     }
 
     fn add_package(&mut self, python_name: &str, pyext: &[String], config: &BuildConfig) {
-        let pkg = Utf8PathBuf::from(format!("torch-ext/{python_name}"));
+        let ext = config.framework.ext_dir();
+        let pkg = Utf8PathBuf::from(format!("{ext}/{python_name}"));
         let abs = self.root.join(&pkg);
         if !abs.is_dir() {
-            let mut found: Vec<String> = std::fs::read_dir(self.root.join("torch-ext"))
+            let mut found: Vec<String> = std::fs::read_dir(self.root.join(ext))
                 .map(|rd| {
                     rd.filter_map(|e| e.ok())
                         .filter(|e| e.path().is_dir())
@@ -434,7 +445,7 @@ impl Collector {
             } else {
                 format!(
                     "found {}; the package directory must be named after `general.name` (`{}`) with `-` replaced by `_`",
-                    found.iter().map(|f| format!("`torch-ext/{f}/`")).collect::<Vec<_>>().join(", "),
+                    found.iter().map(|f| format!("`{ext}/{f}/`")).collect::<Vec<_>>().join(", "),
                     config.general.name
                 )
             };

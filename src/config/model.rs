@@ -347,7 +347,17 @@ impl Framework {
         }
     }
 
-    /// File extensions packaged from `torch-ext/<package>/` (default `py`, `pyi`).
+    /// The directory holding the Python package (`<ext dir>/<python name>/`) and, by
+    /// convention, the binding sources: `tvm-ffi-ext` for `[tvm-ffi]`, `torch-ext` otherwise
+    /// (kernel-builder-cli §8.3).
+    pub fn ext_dir(&self) -> &'static str {
+        match self {
+            Framework::TvmFfi(_) => "tvm-ffi-ext",
+            _ => "torch-ext",
+        }
+    }
+
+    /// File extensions packaged from `<ext dir>/<package>/` (default `py`, `pyi`).
     pub fn pyext(&self) -> Vec<String> {
         let p = match self {
             Framework::Torch(t) => &t.pyext,

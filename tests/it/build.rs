@@ -1041,9 +1041,9 @@ Options:
           error. Add `-- --max-jobs 0` to build nothing here
 
       --python <PATH>
-          The Python interpreter whose torch compiled variants are built against; its torch version,
-          CUDA build and C++ ABI name the variant. CMake and Ninja are looked up beside it first,
-          then on PATH
+          The Python interpreter whose torch compiled variants are built against (its tvm_ffi for a
+          `[tvm-ffi]` kernel); its torch version, CUDA build and C++ ABI (tvm-ffi's major.minor and
+          nvcc's CUDA) name the variant. CMake and Ninja are looked up beside it first, then on PATH
           
           [default: python3]
 
@@ -1081,12 +1081,12 @@ Options:
 Writes DIR/build/<variant>/ for each variant, replacing only the variants built, and
 DIR/build/hashes.json (the NAR hash of each variant). For a noarch kernel (Helion, Triton, plain
 torch) there is one torch-<backend> directory per backend. A compiled backend builds natively the
-one cell the host toolchain gives (torch from --python, the system C++ compiler, nvcc for CUDA),
-through a generated CMake project; a backend whose toolchain is missing is skipped with a note
-saying what to install. Nothing in DIR/build/ changes when the build fails. A native build reuses a
-cell built before from the same sources with the same toolchain from the native cell cache (the line
-then says `reused`, not `built`; see `kernel-builder native-cache`); `--jobs N` builds N cells at
-once.
+one cell the host toolchain gives (torch, or tvm_ffi for a [tvm-ffi] kernel, from --python, the
+system C++ compiler, nvcc for CUDA), through a generated CMake project; a backend whose toolchain is
+missing is skipped with a note saying what to install. Nothing in DIR/build/ changes when the build
+fails. A native build reuses a cell built before from the same sources with the same toolchain from
+the native cell cache (the line then says `reused`, not `built`; see `kernel-builder native-cache`);
+`--jobs N` builds N cells at once.
 "#;
 
 #[test]

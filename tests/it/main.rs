@@ -21,6 +21,7 @@ mod nix_remote;
 mod scripts;
 mod tune;
 mod tune_lint;
+mod tvm_ffi;
 mod update_build;
 mod update_build_variants;
 mod upload;
