@@ -9,11 +9,7 @@
 #                                           in target/gpu-tvm-ffi/ (ignored; carry it)
 #   bash target/gpu-tvm-ffi/gpu-tvm-ffi-check.sh device   there: $OUT/report.json, cuobjdump.txt
 #
-# Status: `prepare` ran here (2026-12-01); `device` has not run yet. The GPU machine was busy
-# most of the session, and it receives a copy of the session's main checkout, which had
-# neither this script nor the staged directory. So relu-tvm-ffi's CUDA kernel is compiled and
-# checked with cuobjdump, but has not run on a GPU. Run both halves from a checkout that has
-# this branch merged.
+# Ran 2026-12-01 (prepare here, device on the H200): kernels/relu-tvm-ffi/gpu-check/.
 set -euo pipefail
 VARIANT=tvm-ffi01-cu130-x86_64-linux
 
