@@ -43,9 +43,11 @@ fi
 target=x86_64-unknown-linux-gnu
 case "$(uname -m)" in aarch64) target=aarch64-unknown-linux-gnu ;; esac
 RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --locked --target "$target" >&2
-dir="${KERNEL_BUILDER_ORCHESTRATOR:-$PWD/target/nix-orchestrator}"
+# Cargo's target directory: ./target unless CARGO_TARGET_DIR (or a cargo config) moves it.
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+dir="${KERNEL_BUILDER_ORCHESTRATOR:-$target_dir/nix-orchestrator}"
 mkdir -p "$dir/bin"
-install -m 0755 "target/$target/release/kernel-builder" "$dir/bin/kernel-builder.tmp"
+install -m 0755 "$target_dir/$target/release/kernel-builder" "$dir/bin/kernel-builder.tmp"
 mv "$dir/bin/kernel-builder.tmp" "$dir/bin/kernel-builder"
 # The flake's `orchestrator` input is a flake (it follows nixpkgs by default), so the directory
 # that overrides it is one too: no outputs, just bin/kernel-builder beside it.

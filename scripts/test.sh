@@ -62,6 +62,11 @@ cargo test --locked --features "$features" 2>&1
 # pytest exits 5 when it collects no test and tests/python/conftest.py turns "nothing passed"
 # into 1; under `set -e` either fails this script, so an empty run can never pass.
 cargo build --locked 2>&1
+# The binary the Python tests run (tests/python/conftest.py), wherever Cargo put it.
+if [ -z "${KERNEL_BUILDER:-}" ]; then
+    KERNEL_BUILDER="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/kernel-builder"
+    export KERNEL_BUILDER
+fi
 # Without PYTHONDONTWRITEBYTECODE: loading a built tree writes bytecode into it, as it does for
 # users, and the tests must show that verify and upload still accept it.
 env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest tests/python -ra -p no:cacheprovider
