@@ -411,6 +411,12 @@ fn relu_tvm_ffi_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
     let version = wheel["version"].as_str().unwrap();
     let tools = host_tools(tc.path(), TVM_FFI_CPU_CELL, "tvm-ffi", "cpu", "null");
     assert_eq!(tools["missing"], Value::Null, "{tools}");
+    // Another tvm-ffi major.minor is refused when built, saying what the set has.
+    let other = host_tools(tc.path(), "tvm-ffi02-cpu-x86_64-linux", "tvm-ffi", "cpu", "null");
+    assert_eq!(
+        other["missing"],
+        format!("the offline test package set has tvm-ffi {version} only (`tvm-ffi01-…` cells)")
+    );
     // The cell's tvm_ffi is the pinned wheel's, not the host environment's (which has one too).
     let python = tools["python"].as_str().unwrap();
     let pkg = tvm_ffi_package_dir(python);
