@@ -7,7 +7,9 @@
 //! - the offline test package set (`tests/fixtures/host-toolchain`), NOT HERMETIC: the PyPI
 //!   torch and nvcc wheels added to the store by their PyPI sha256, and the host's python,
 //!   g++, CMake and Ninja through derivations marked `__noChroot` (so these builds pass
-//!   `--option sandbox relaxed`). With it, relu's CPU and CUDA cells are built in Nix for real.
+//!   `--option sandbox relaxed`). With it, relu's CPU and CUDA cells and relu-tvm-ffi's CPU
+//!   and CUDA cells are built in Nix for real (tvm-ffi cells: PyPI's apache-tvm-ffi wheel,
+//!   pinned the same way, first on their python's path).
 //!
 //! The host set needs this repository's venv (`.venv`: torch 2.11.0, cmake, ninja), Debian's
 //! `/usr/bin/python3` of the same minor version (the venv's interpreter lives under /root,
@@ -25,6 +27,8 @@ use super::nix::{git, orchestrator, repo, stub_nixpkgs};
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 pub(crate) const CPU_CELL: &str = "torch211-cxx11-cpu-x86_64-linux";
 const CUDA_CELL: &str = "torch211-cxx11-cu130-x86_64-linux";
+const TVM_FFI_CPU_CELL: &str = "tvm-ffi01-cpu-x86_64-linux";
+const TVM_FFI_CUDA_CELL: &str = "tvm-ffi01-cu130-x86_64-linux";
 
 fn run(prog: &str, args: &[&str], cwd: &Path) -> (bool, String, String) {
     let out = duct::cmd(prog, args).dir(cwd).stdout_capture().stderr_capture().unchecked().run().unwrap();
@@ -86,7 +90,7 @@ pub(crate) fn host_toolchain(manylinux: &str) -> tempfile::TempDir {
     }
     fs::write(t.path().join("host.json"), serde_json::to_string_pretty(&host).unwrap()).unwrap();
     let wheels: Value = serde_json::from_slice(&fs::read(fixture.join("wheels.json")).unwrap()).unwrap();
-    let mut all = vec![&wheels["torch"]];
+    let mut all = vec![&wheels["torch"], &wheels["tvm-ffi"]];
     all.extend(wheels["cuda"]["wheels"].as_array().unwrap());
     for w in all {
         add_wheel_to_store(w["file"].as_str().unwrap(), w["sha256"].as_str().unwrap());
@@ -180,13 +184,81 @@ fn copy_kernel(name: &str, dest: &Path) -> PathBuf {
     to
 }
 
-/// The toolchain record the host package set gives `cell` (a store path's bin dir etc.).
-fn host_tools(toolchain: &Path, backend: &str, backend_version: &str) -> Value {
+/// The toolchain record the host package set gives the cell `name` of `kind` (`torch`,
+/// `tvm-ffi`): its python, CXX, PATH (store paths' bin dirs and the host's) and nvcc.
+fn host_tools(toolchain: &Path, name: &str, kind: &str, backend: &str, backend_version: &str) -> Value {
     let expr = format!(
-        r#"let t = (builtins.getFlake "path:{}").lib.toolchainFor {{ name = "x"; system = "x86_64-linux"; backend = "{backend}"; backend_version = {backend_version}; torch_version = "2.11"; kind = "torch"; }}; in {{ inherit (t) python cxx path nvcc; }}"#,
+        r#"let t = (builtins.getFlake "path:{}").lib.toolchainFor {{ name = "{name}"; system = "x86_64-linux"; backend = "{backend}"; backend_version = {backend_version}; torch_version = "2.11"; kind = "{kind}"; }}; in {{ inherit (t) python cxx path nvcc missing; }}"#,
         toolchain.display()
     );
     serde_json::from_str(&nix(repo(), &["eval", "--impure", "--json", "--expr", &expr])).unwrap()
+}
+
+/// `nix build --no-link` of `<kernels/name>#<cell>` (the kernel's own flake) with the host
+/// package set `toolchain`: the output's store path, which holds `<cell>/` and nothing else.
+fn nix_build_cell(toolchain: &Path, kernel: &str, cell: &str) -> PathBuf {
+    let mut args: Vec<String> =
+        ["build", "--no-link", "--json", "-L", &format!("{REPO}/kernels/{kernel}#{cell}")]
+            .map(String::from)
+            .to_vec();
+    args.extend(host_args(toolchain));
+    let out = out_path(&nix(repo(), &args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let names: Vec<String> =
+        fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, [cell]);
+    out
+}
+
+/// The native build of `kernels/<kernel>`'s `cell` (`build-and-copy --nix never` of a copy,
+/// by the static orchestrator the cells run) with the tools of a host-set record
+/// ([`host_tools`]: its python, CXX and PATH) and its package-set name, so that its bytes can
+/// be compared with the Nix cell's. Returns the temp dir holding the copy and the variant.
+fn native_build_with(tools: &Value, kernel: &str, cell: &str) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let kernel = copy_kernel(kernel, t.path());
+    let path: Vec<&str> = tools["path"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    Command::new(orchestrator().join("bin/kernel-builder"))
+        .env("PATH", path.join(":"))
+        .env("CXX", tools["cxx"].as_str().unwrap())
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "never", "--variant", cell])
+        .args(["--python", tools["python"].as_str().unwrap(), "--package-set", "host-test"])
+        .assert()
+        .success();
+    let native = kernel.join("build").join(cell);
+    (t, native)
+}
+
+/// `nix hash path`: the NAR hash (SRI) of a tree.
+fn nar_hash(p: &Path) -> String {
+    nix(repo(), &["hash", "path", p.to_str().unwrap()]).trim().to_owned()
+}
+
+/// `cuobjdump` from PyPI's nvidia-cuda-cuobjdump wheel in the venv.
+fn cuobjdump() -> PathBuf {
+    let lib = fs::canonicalize(repo().join(".venv/lib")).unwrap();
+    walkdir::WalkDir::new(lib)
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name() == "cuobjdump" && e.file_type().is_file())
+        .expect("cuobjdump (pip install nvidia-cuda-cuobjdump) in the venv")
+        .into_path()
+}
+
+/// The SASS and PTX targets `cuobjdump` lists in the fat binary of `so` (`sm_90`; the
+/// compute_90 PTX is listed as `….sm_90.ptx`), each sorted.
+fn fatbin_targets(so: &Path) -> (Vec<String>, Vec<String>) {
+    let tool = cuobjdump();
+    let (ok, elf, err) = run(tool.to_str().unwrap(), &["--list-elf", so.to_str().unwrap()], repo());
+    assert!(ok, "{err}");
+    let (_, listed, _) = run(tool.to_str().unwrap(), &["--list-ptx", so.to_str().unwrap()], repo());
+    let targets = |text: &str| {
+        let mut v: Vec<String> =
+            text.lines().filter_map(|l| l.rsplit('.').nth(1)).map(String::from).collect();
+        v.sort();
+        v
+    };
+    (targets(&elf), targets(&listed))
 }
 
 /// relu's CPU cell, `nix build` of the kernel's own flake with the host package set: the NAR
@@ -197,16 +269,8 @@ fn host_tools(toolchain: &Path, backend: &str, backend_version: &str) -> Value {
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn relu_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
     let tc = host_toolchain("2_34");
-    let mut args: Vec<String> =
-        ["build", "--no-link", "--json", "-L", &format!("{}/kernels/relu#{CPU_CELL}", REPO)]
-            .map(String::from)
-            .to_vec();
-    args.extend(host_args(tc.path()));
-    let out = out_path(&nix(repo(), &args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let out = nix_build_cell(tc.path(), "relu", CPU_CELL);
     let variant = out.join(CPU_CELL);
-    let names: Vec<String> =
-        fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    assert_eq!(names, [CPU_CELL]);
     let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
     assert_eq!(meta["build"]["package-set"], "host-test", "{meta}");
     assert_eq!(meta["build"]["hermetic"], false);
@@ -222,22 +286,10 @@ fn relu_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
     }
 
     // The native build with the same tools.
-    let t = tempfile::tempdir().unwrap();
-    let kernel = copy_kernel("relu", t.path());
-    let tools = host_tools(tc.path(), "cpu", "null");
-    let path: Vec<&str> = tools["path"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
-    Command::new(orchestrator().join("bin/kernel-builder"))
-        .env("PATH", path.join(":"))
-        .env("CXX", tools["cxx"].as_str().unwrap())
-        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
-        .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "never", "--variant", CPU_CELL])
-        .args(["--python", tools["python"].as_str().unwrap(), "--package-set", "host-test"])
-        .assert()
-        .success();
-    let native = kernel.join("build").join(CPU_CELL);
-    let hash = |p: &Path| nix(repo(), &["hash", "path", p.to_str().unwrap()]);
+    let tools = host_tools(tc.path(), CPU_CELL, "torch", "cpu", "null");
+    let (_t, native) = native_build_with(&tools, "relu", CPU_CELL);
     assert_eq!(tree(&variant), tree(&native), "the Nix and native trees differ");
-    assert_eq!(hash(&variant), hash(&native));
+    assert_eq!(nar_hash(&variant), nar_hash(&native));
 
     // The real loader. No bytecode: Python running as root would write `__pycache__/` into
     // the store path itself (root ignores its read-only mode), and every later build that
@@ -274,13 +326,6 @@ fn relu_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
         toml.replace("cuda-capabilities = [\"9.0\"]", "cuda-capabilities = [\"8.0\", \"9.0+PTX\"]"),
     )
     .unwrap();
-    let cuobjdump = fs::canonicalize(repo().join(".venv/lib")).unwrap();
-    let cuobjdump = walkdir::WalkDir::new(cuobjdump)
-        .into_iter()
-        .filter_map(Result::ok)
-        .find(|e| e.file_name() == "cuobjdump" && e.file_type().is_file())
-        .expect("cuobjdump (pip install nvidia-cuda-cuobjdump) in the venv")
-        .into_path();
     // (kernel dir, metadata archs, SASS targets, PTX targets)
     type Case = (PathBuf, &'static [&'static str], &'static [&'static str], &'static [&'static str]);
     let cases: [Case; 2] = [
@@ -325,17 +370,130 @@ in out.packages.x86_64-linux.{CUDA_CELL}"#,
         assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": archs }));
         assert_eq!(meta["build"]["toolchain"]["nvcc"], "13.0.88", "{meta}");
         let so = variant.join(format!("{}.abi3.so", meta["id"].as_str().unwrap()));
-        let (ok, elf, err) = run(cuobjdump.to_str().unwrap(), &["--list-elf", so.to_str().unwrap()], repo());
-        assert!(ok, "{err}");
-        let mut targets: Vec<&str> = elf.lines().filter_map(|l| l.rsplit('.').nth(1)).collect();
-        targets.sort();
-        assert_eq!(targets, sass, "{archs:?}: {elf}");
-        let (_, listed, err) =
-            run(cuobjdump.to_str().unwrap(), &["--list-ptx", so.to_str().unwrap()], repo());
-        let mut ptxs: Vec<&str> = listed.lines().filter_map(|l| l.rsplit('.').nth(1)).collect();
-        ptxs.sort();
-        assert_eq!(ptxs, ptx, "{archs:?}: {listed}{err}");
+        let (targets, ptxs) = fatbin_targets(&so);
+        assert_eq!(targets, sass, "{archs:?}");
+        assert_eq!(ptxs, ptx, "{archs:?}");
     }
+}
+
+/// The apache-tvm-ffi wheel of the host package set (`wheels.json`): `{ file, url, sha256,
+/// version }`.
+fn tvm_ffi_wheel() -> Value {
+    let path = repo().join("tests/fixtures/host-toolchain/wheels.json");
+    let wheels: Value = serde_json::from_slice(&fs::read(path).unwrap()).unwrap();
+    wheels["tvm-ffi"].clone()
+}
+
+/// The `tvm_ffi` package directory the interpreter `python` imports (found without importing
+/// it, as the orchestrator's probe does).
+fn tvm_ffi_package_dir(python: &str) -> String {
+    let (ok, out, err) = run(
+        python,
+        &["-c", "import importlib.util, os; s = importlib.util.find_spec('tvm_ffi'); print(os.path.realpath(list(s.submodule_search_locations)[0]))"],
+        repo(),
+    );
+    assert!(ok, "{python}: {err}");
+    out.trim().to_owned()
+}
+
+/// relu-tvm-ffi's CPU cell, `nix build` of the kernel's own flake with the host package set,
+/// whose python for tvm-ffi cells has PyPI's apache-tvm-ffi wheel (pinned by its sha256, as
+/// torch is) first on its path: the variant is named for that tvm_ffi, records it (and no
+/// torch), holds `<id>.so` and nothing of the store, the build directory or the time; its NAR
+/// hash equals the native `build-and-copy --nix never` given the same tools (python, CXX,
+/// PATH) and package-set name; and it loads through `kernels.get_local_kernel` and equals
+/// `torch.relu`.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn relu_tvm_ffi_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
+    let tc = host_toolchain("2_34");
+    let wheel = tvm_ffi_wheel();
+    let version = wheel["version"].as_str().unwrap();
+    let tools = host_tools(tc.path(), TVM_FFI_CPU_CELL, "tvm-ffi", "cpu", "null");
+    assert_eq!(tools["missing"], Value::Null, "{tools}");
+    // Another tvm-ffi major.minor is refused when built, saying what the set has.
+    let other = host_tools(tc.path(), "tvm-ffi02-cpu-x86_64-linux", "tvm-ffi", "cpu", "null");
+    assert_eq!(
+        other["missing"],
+        format!("the offline test package set has tvm-ffi {version} only (`tvm-ffi01-…` cells)")
+    );
+    // The cell's tvm_ffi is the pinned wheel's, not the host environment's (which has one too).
+    let python = tools["python"].as_str().unwrap();
+    let pkg = tvm_ffi_package_dir(python);
+    assert!(
+        pkg.starts_with("/nix/store/")
+            && pkg.ends_with(&format!("-apache-tvm-ffi-{version}-pypi-unpacked/site-packages/tvm_ffi")),
+        "{python} imports tvm_ffi from {pkg}"
+    );
+
+    let out = nix_build_cell(tc.path(), "relu-tvm-ffi", TVM_FFI_CPU_CELL);
+    let variant = out.join(TVM_FFI_CPU_CELL);
+    let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["backend"], serde_json::json!({ "type": "cpu" }), "{meta}");
+    assert_eq!(meta["python-depends"], serde_json::json!(["tvm-ffi"]));
+    assert_eq!(meta["build"]["package-set"], "host-test");
+    assert_eq!(meta["build"]["hermetic"], false);
+    assert_eq!(meta["build"]["native"], false);
+    assert_eq!(meta["build"]["toolchain"]["tvm-ffi"], version);
+    assert!(meta["build"]["toolchain"].get("torch").is_none(), "{meta}");
+    let id = meta["id"].as_str().unwrap();
+    assert!(id.starts_with("_relu_tvm_ffi_cpu_"), "{id}");
+    let files: Vec<String> = tree(&variant).into_keys().collect();
+    let mut expected = ["__init__.py", "_ops.py", &format!("{id}.so"), "metadata.json"].map(String::from);
+    expected.sort();
+    assert_eq!(files, expected);
+    let so = fs::read(variant.join(format!("{id}.so"))).unwrap();
+    for leak in ["/nix/store", "/build/", "/tmp/", REPO] {
+        assert!(!so.windows(leak.len()).any(|w| w == leak.as_bytes()), "the module holds `{leak}`");
+    }
+    assert!(so.windows(b"libtvm_ffi.so".len()).any(|w| w == b"libtvm_ffi.so"), "not linked to libtvm_ffi.so");
+
+    // The native build with the same tools.
+    let (_t, native) = native_build_with(&tools, "relu-tvm-ffi", TVM_FFI_CPU_CELL);
+    assert_eq!(tree(&variant), tree(&native), "the Nix and native trees differ");
+    assert_eq!(nar_hash(&variant), nar_hash(&native));
+
+    // The real loader, without bytecode (see the relu CPU test).
+    let out = duct::cmd(
+        venv_python(),
+        ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/python/test_nix_relu_tvm_ffi_cpu.py"],
+    )
+    .dir(repo())
+    .env("PYTHONDONTWRITEBYTECODE", "1")
+    .env("KERNEL_BUILDER_NIX_RELU_TVM_FFI_CPU", &out)
+    .stderr_to_stdout()
+    .stdout_capture()
+    .unchecked()
+    .run()
+    .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && log.contains("1 passed") && !log.contains("skipped"), "{log}");
+}
+
+/// relu-tvm-ffi's CUDA cell compiles in Nix with PyPI's nvcc 13.0 and the pinned tvm-ffi (no
+/// GPU): named for both, `cuda-capabilities = ["9.0"]` gives sm_90 code and no PTX in its
+/// fat binary, and the module holds nothing of the store.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn relu_tvm_ffi_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
+    let tc = host_toolchain("2_34");
+    let out = nix_build_cell(tc.path(), "relu-tvm-ffi", TVM_FFI_CUDA_CELL);
+    let variant = out.join(TVM_FFI_CUDA_CELL);
+    let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": ["9.0"] }), "{meta}");
+    assert_eq!(meta["build"]["toolchain"]["nvcc"], "13.0.88", "{meta}");
+    assert_eq!(meta["build"]["toolchain"]["tvm-ffi"], tvm_ffi_wheel()["version"]);
+    assert_eq!(meta["build"]["package-set"], "host-test");
+    let id = meta["id"].as_str().unwrap();
+    assert!(id.starts_with("_relu_tvm_ffi_cuda_"), "{id}");
+    let so = variant.join(format!("{id}.so"));
+    let bytes = fs::read(&so).unwrap();
+    for leak in ["/nix/store", "/build/", REPO] {
+        assert!(!bytes.windows(leak.len()).any(|w| w == leak.as_bytes()), "the module holds `{leak}`");
+    }
+    let (sass, ptx) = fatbin_targets(&so);
+    assert_eq!(sass, ["sm_90"]);
+    assert_eq!(ptx, Vec::<String>::new());
 }
 
 /// A Nix expression: the compiled cells of the kernel in `dir` on every system, with the
