@@ -417,7 +417,10 @@ fn relu_tvm_ffi_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
         other["missing"],
         format!("the offline test package set has tvm-ffi {version} only (`tvm-ffi01-…` cells)")
     );
+
+    let out = nix_build_cell(tc.path(), "relu-tvm-ffi", TVM_FFI_CPU_CELL);
     // The cell's tvm_ffi is the pinned wheel's, not the host environment's (which has one too).
+    // Asked after the build: evaluation alone does not put the python wrapper in the store.
     let python = tools["python"].as_str().unwrap();
     let pkg = tvm_ffi_package_dir(python);
     assert!(
@@ -425,8 +428,6 @@ fn relu_tvm_ffi_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
             && pkg.ends_with(&format!("-apache-tvm-ffi-{version}-pypi-unpacked/site-packages/tvm_ffi")),
         "{python} imports tvm_ffi from {pkg}"
     );
-
-    let out = nix_build_cell(tc.path(), "relu-tvm-ffi", TVM_FFI_CPU_CELL);
     let variant = out.join(TVM_FFI_CPU_CELL);
     let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
     assert_eq!(meta["backend"], serde_json::json!({ "type": "cpu" }), "{meta}");
