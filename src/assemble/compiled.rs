@@ -1314,8 +1314,7 @@ pub fn build_cell(
     let g = &config.general;
     let archs = (cell.backend == Backend::Cuda).then(|| {
         let mut all: Vec<String> = cell.cuda_capabilities.values().flatten().cloned().collect();
-        all.sort();
-        all.dedup();
+        super::metadata::sort_cuda_archs(&mut all);
         all
     });
     let mut toolchain = BTreeMap::new();
