@@ -259,7 +259,8 @@ pub struct BundleReport {
     pub tree_id: String,
     /// Warnings about the sources and the variants, sorted, each once.
     pub warnings: Vec<Warning>,
-    /// Compiled backends skipped because this host lacks their toolchain (what is missing).
+    /// Compiled backends skipped because this host lacks their toolchain (what is missing),
+    /// then what the cells built leave out ([`NativeCell::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -383,11 +384,13 @@ pub fn build_into_with(
         }
     }
     let selected = select(planned, requested)?;
-    let notes: Vec<String> = the_plan
+    let mut notes: Vec<String> = the_plan
         .skipped
         .iter()
         .map(|s| format!("the `{}` variant is not built: {}", s.backend, s.reason))
         .collect();
+    // What the selected cells leave out (capabilities their nvcc cannot build).
+    notes.extend(selected.iter().filter_map(|v| v.cell.as_ref()).flat_map(|c| c.notes.iter().cloned()));
     if selected.is_empty() {
         if !notes.is_empty() {
             anyhow::bail!("`{}` has no variant this host can build:\n  {}", config.path, notes.join("\n  "));

@@ -650,6 +650,7 @@ mod tests {
             kernels: vec!["relu_cpu".into()],
             cuda_capabilities: Default::default(),
             outside_bundle: None,
+            notes: Vec::new(),
             package_set: None,
             hermetic: false,
             manylinux: None,
