@@ -321,6 +321,32 @@ fn a_tvm_ffi_cuda_cell_takes_its_cuda_from_nvcc_and_its_name_from_tvm_ffi() {
         "{err}"
     );
     assert!(!k.join("build").exists());
+    // A variant of another CUDA: the nvcc decides it, not the Python environment, for
+    // build-and-copy and for verify (a leftover variant).
+    let other = format!("tvm-ffi02-cu130-{}-linux", std::env::consts::ARCH);
+    let why = format!(
+        "cannot build `{other}` natively: the nvcc found here (`{}`, CUDA 12.6.85) builds `{cell}`; a tvm-ffi variant takes its CUDA from nvcc, so point CUDACXX (or CUDA_HOME, or PATH) at an nvcc of CUDA 13.0, or build it through Nix",
+        t.path().join("site/nvidia/cu12/bin/nvcc").display()
+    );
+    let (code, err) = run(&["--variant", &other]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("error: {why}\n")), "{err}");
+    assert!(!err.contains("pass --python"), "{err}");
+    fs::create_dir_all(k.join("build").join(&other)).unwrap();
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["verify", "--python", py.to_str().unwrap(), "--variant", &other])
+        .arg(&k)
+        .env("PATH", &bin)
+        .env_remove("CXX")
+        .env_remove("CUDACXX")
+        .env_remove("CUDA_HOME")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("error: cannot verify: {why}\n")), "{err}");
+    fs::remove_dir_all(k.join("build")).unwrap();
     // A version that names no major.minor.
     fake_tvm_ffi_python(t.path(), "dev");
     let (code, err) = run(&[]);
