@@ -1,7 +1,8 @@
 # kernelCells: the build variants (cells) of one kernel on one system.
 #
 # The rules (nix-builder.md 3.8, DESIGN "matrix"): keep a build set when its backend is in
-# `general.backends`, it has a tvm-ffi version if the kernel is tvm-ffi, its CUDA version is
+# `general.backends`, it has a tvm-ffi version (and its backend a `[kernel.*]`) if the kernel
+# is tvm-ffi, its CUDA version is
 # within [general.cuda] minver..maxver (defaults 11.8..99.9) and its torch version within
 # [torch] minver..maxver (defaults 2.0..99.9), all inclusive and compared numerically. Sets of
 # a backend built against the torch stable ABI keep only the newest torch per (backend,
@@ -33,7 +34,9 @@ let
   applicable = builtins.filter (
     s:
     builtins.elem s.backend config.backends
-    && (!isTvmFfi || s ? tvm_ffi)
+    # A tvm-ffi kernel has no pure-Python variant: a backend without a `[kernel.*]` has no
+    # cell (the orchestrator's check-config refuses such a file).
+    && (!isTvmFfi || (s ? tvm_ffi && config.hasKernelFor s.backend))
     && (
       s.backend != "cuda"
       || inRange s.version (if config.cudaMinver == null then "11.8" else config.cudaMinver) (

@@ -150,12 +150,57 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
     }
     let built = plan.variants.iter().find(|v| v.backend == backend && v.compiled)?;
     let cell = built.cell.as_ref()?;
+    if let (Some(nvcc), Some(fix)) = (&cell.nvcc, tvm_ffi_cuda_fix(cell, name)) {
+        // A tvm-ffi cell's CUDA is the nvcc's own, not something of the Python environment.
+        return Some(format!(
+            "cannot build `{name}` natively: the nvcc found here (`{}`, CUDA {}) builds `{}`; {fix}, or build it through Nix",
+            nvcc.path, nvcc.version, built.name
+        ));
+    }
     Some(format!(
         "cannot build `{name}` natively: the toolchain here ({} from the Python environment given) builds `{}`; pass --python with a Python environment whose {} gives `{name}`, or build it through Nix",
         cell.framework.describe(),
         built.name,
         if cell.framework.torch().is_some() { "torch" } else { "tvm-ffi" }
     ))
+}
+
+/// For a tvm-ffi CUDA cell that builds another CUDA than the variant `name` asks for: what to
+/// change, the nvcc (`point CUDACXX … at an nvcc of CUDA 12.6`), and the Python environment
+/// too when the tvm-ffi tag differs as well. `None` when `name` is no tvm-ffi CUDA variant or
+/// its CUDA is the cell's (only the tvm-ffi tag differs: the torch-style wording applies).
+fn tvm_ffi_cuda_fix(cell: &NativeCell, name: &str) -> Option<String> {
+    use matrix::naming::{parse_variant_name, ParsedVariant};
+    if cell.kind != matrix::CellKind::TvmFfi {
+        return None;
+    }
+    let Some(ParsedVariant::TvmFfi { tvm_ffi: want_tag, compute, .. }) = parse_variant_name(name) else {
+        return None;
+    };
+    let Some(ParsedVariant::TvmFfi { tvm_ffi: have_tag, compute: have, .. }) =
+        parse_variant_name(&cell.variant)
+    else {
+        return None;
+    };
+    // `cu126` → 12.6: the minor is the last digit.
+    let digits =
+        compute.strip_prefix("cu").filter(|d| d.len() >= 2 && d.bytes().all(|b| b.is_ascii_digit()))?;
+    if compute == have {
+        return None;
+    }
+    let cuda = format!("{}.{}", &digits[..digits.len() - 1], &digits[digits.len() - 1..]);
+    let mut fix = format!(
+        "a tvm-ffi variant takes its CUDA from nvcc, so point CUDACXX (or CUDA_HOME, or PATH) at an nvcc of CUDA {cuda}"
+    );
+    if want_tag != have_tag && !want_tag.is_empty() {
+        // `01` → 0.1: the first digit is the major (the loader's reading).
+        fix.push_str(&format!(
+            " and pass --python with a Python environment whose tvm-ffi is {}.{}",
+            &want_tag[..1],
+            &want_tag[1..]
+        ));
+    }
+    Some(fix)
 }
 
 /// `"; did you mean `torch-cuda`?"` for the unknown names within two edits (optimal string
@@ -259,7 +304,8 @@ pub struct BundleReport {
     pub tree_id: String,
     /// Warnings about the sources and the variants, sorted, each once.
     pub warnings: Vec<Warning>,
-    /// Compiled backends skipped because this host lacks their toolchain (what is missing).
+    /// Compiled backends skipped because this host lacks their toolchain (what is missing),
+    /// then what the cells built leave out ([`NativeCell::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -383,11 +429,13 @@ pub fn build_into_with(
         }
     }
     let selected = select(planned, requested)?;
-    let notes: Vec<String> = the_plan
+    let mut notes: Vec<String> = the_plan
         .skipped
         .iter()
         .map(|s| format!("the `{}` variant is not built: {}", s.backend, s.reason))
         .collect();
+    // What the selected cells leave out (capabilities their nvcc cannot build).
+    notes.extend(selected.iter().filter_map(|v| v.cell.as_ref()).flat_map(|c| c.notes.iter().cloned()));
     if selected.is_empty() {
         if !notes.is_empty() {
             anyhow::bail!("`{}` has no variant this host can build:\n  {}", config.path, notes.join("\n  "));
@@ -974,6 +1022,70 @@ mod tests {
             "{why}"
         );
         assert_eq!(why_not_buildable(&c, &p, "torch-metal"), None);
+    }
+
+    /// A planned tvm-ffi cell `variant` of `backend`, built with nvcc `nvcc` (CUDA cells).
+    fn tvm_ffi_planned(variant: &str, backend: crate::config::Backend, nvcc: Option<&str>) -> PlannedVariant {
+        use crate::assemble::compiled::{CellFramework, Tool};
+        use crate::assemble::tvm_ffi::TvmFfiFacts;
+        let tool = |p: &str, v: &str| Tool { path: p.into(), version: v.into() };
+        let cell = NativeCell {
+            variant: variant.into(),
+            backend,
+            kind: crate::matrix::CellKind::TvmFfi,
+            framework: CellFramework::TvmFfi(TvmFfiFacts {
+                version: "0.1.15".into(),
+                package_dir: "/sp/tvm_ffi".into(),
+                purelib: "/sp".into(),
+                executable: "/venv/bin/python".into(),
+                python_version: "3.11".into(),
+            }),
+            backend_version: nvcc.map(|v| v[..4].to_owned()),
+            cmake: tool("/bin/cmake", "cmake version 4.4.5"),
+            ninja: tool("/bin/ninja", "1.13.2"),
+            cxx: tool("/bin/c++", "c++ 12.2.0"),
+            nvcc: nvcc.map(|v| tool("/cuda/bin/nvcc", v)),
+            kernels: vec!["k".into()],
+            cuda_capabilities: Default::default(),
+            outside_bundle: None,
+            notes: Vec::new(),
+            package_set: None,
+            hermetic: false,
+            manylinux: None,
+        };
+        PlannedVariant { name: variant.into(), backend, compiled: true, cell: Some(Box::new(cell)) }
+    }
+
+    /// A tvm-ffi variant of another CUDA than the nvcc found: the fix is the nvcc (CUDACXX), not
+    /// `--python` (tvm_ffi does not decide the CUDA); the tvm-ffi tag alone keeps `--python`.
+    #[test]
+    fn a_tvm_ffi_variant_of_another_cuda_says_to_point_cudacxx_at_its_nvcc() {
+        let c = crate::matrix::testutil::tvm_ffi_config(&[Cpu, Cuda], &[Cpu, Cuda]);
+        let p = Plan {
+            variants: vec![
+                tvm_ffi_planned("tvm-ffi01-cpu-x86_64-linux", Cpu, None),
+                tvm_ffi_planned("tvm-ffi01-cu130-x86_64-linux", Cuda, Some("13.0.88")),
+            ],
+            skipped: Vec::new(),
+        };
+        assert_eq!(
+            why_not_buildable(&c, &p, "tvm-ffi01-cu126-x86_64-linux").unwrap(),
+            "cannot build `tvm-ffi01-cu126-x86_64-linux` natively: the nvcc found here (`/cuda/bin/nvcc`, CUDA 13.0.88) builds `tvm-ffi01-cu130-x86_64-linux`; a tvm-ffi variant takes its CUDA from nvcc, so point CUDACXX (or CUDA_HOME, or PATH) at an nvcc of CUDA 12.6, or build it through Nix"
+        );
+        assert_eq!(
+            why_not_buildable(&c, &p, "tvm-ffi02-cu132-x86_64-linux").unwrap(),
+            "cannot build `tvm-ffi02-cu132-x86_64-linux` natively: the nvcc found here (`/cuda/bin/nvcc`, CUDA 13.0.88) builds `tvm-ffi01-cu130-x86_64-linux`; a tvm-ffi variant takes its CUDA from nvcc, so point CUDACXX (or CUDA_HOME, or PATH) at an nvcc of CUDA 13.2 and pass --python with a Python environment whose tvm-ffi is 0.2, or build it through Nix"
+        );
+        // Same CUDA, another tvm-ffi; and the CPU cell: the Python environment decides.
+        for (name, built) in [
+            ("tvm-ffi02-cu130-x86_64-linux", "tvm-ffi01-cu130-x86_64-linux"),
+            ("tvm-ffi02-cpu-x86_64-linux", "tvm-ffi01-cpu-x86_64-linux"),
+        ] {
+            assert_eq!(
+                why_not_buildable(&c, &p, name).unwrap(),
+                format!("cannot build `{name}` natively: the toolchain here (tvm-ffi 0.1.15 from the Python environment given) builds `{built}`; pass --python with a Python environment whose tvm-ffi gives `{name}`, or build it through Nix")
+            );
+        }
     }
 
     #[test]

@@ -37,7 +37,8 @@
 //!   modification time of CMake, Ninja, the C++ compiler and nvcc; torch's version, directory,
 //!   CUDA/HIP/XPU build, C++ ABI, its `version.py` size and modification time, or for a
 //!   tvm-ffi cell tvm_ffi's version and package directory with the size and modification time
-//!   of its `_version.py` and `libtvm_ffi.so`; the Python version and interpreter; the package
+//!   of its `_version.py`, `libtvm_ffi.so` and every file under its `include/` (path, size,
+//!   modification time); the Python version and interpreter; the package
 //!   set, hermetic flag and manylinux policy), and the
 //!   environment variables CMake and the compilers read ([`BUILD_ENV`]).
 //!
@@ -203,6 +204,38 @@ fn stamp(path: &Utf8Path) -> serde_json::Value {
     json!({"path": path, "len": meta.map(|m| m.len()), "mtime_ns": mtime})
 }
 
+/// Every file under `dir` (symlinks followed), sorted by path: `{path (relative to dir), len,
+/// mtime_ns}` each, so that an edited, added or removed header (an editable or source install
+/// of tvm-ffi keeps the same version) is another key. An entry that cannot be read is kept as
+/// `{path, error}`; a missing `dir` gives `[]`.
+fn tree_stamps(dir: &Utf8Path) -> serde_json::Value {
+    let mut out = Vec::new();
+    if !dir.exists() {
+        return json!(out);
+    }
+    for entry in walkdir::WalkDir::new(dir).follow_links(true).sort_by_file_name() {
+        match entry {
+            Ok(e) if e.file_type().is_dir() => {}
+            Ok(e) => {
+                let path = Utf8Path::from_path(e.path()).map(Utf8Path::to_owned);
+                match path {
+                    Some(p) => {
+                        let mut s = stamp(&p);
+                        s["path"] = json!(p.strip_prefix(dir).unwrap_or(&p));
+                        out.push(s);
+                    }
+                    None => out.push(json!({"path": e.path().to_string_lossy(), "error": "not UTF-8"})),
+                }
+            }
+            Err(e) => out.push(json!({
+                "path": e.path().map(|p| p.to_string_lossy().into_owned()),
+                "error": e.to_string(),
+            })),
+        }
+    }
+    json!(out)
+}
+
 fn tool(t: &Tool) -> serde_json::Value {
     json!({"version": t.version, "file": stamp(&t.path)})
 }
@@ -249,6 +282,7 @@ fn compiled_inputs(
                 "facts": f,
                 "_version.py": stamp(&f.version_file()),
                 "library": stamp(&f.library()),
+                "headers": tree_stamps(&f.include_dir()),
             }
         }),
     };
@@ -650,6 +684,7 @@ mod tests {
             kernels: vec!["relu_cpu".into()],
             cuda_capabilities: Default::default(),
             outside_bundle: None,
+            notes: Vec::new(),
             package_set: None,
             hermetic: false,
             manylinux: None,
@@ -690,6 +725,28 @@ mod tests {
         );
         // The same version reinstalled in the same place (new files): another key.
         assert_ne!(key(install("a", "0.1.15")).hex, a.hex);
+
+        // Headers: each file under include/ by path, size and mtime; an edited header (an
+        // editable install keeps its version and library) is another key, as is a new one.
+        let installed = install("c", "0.1.15");
+        let header = installed.include_dir().join("tvm/ffi/c_api.h");
+        std::fs::create_dir_all(header.parent().unwrap()).unwrap();
+        std::fs::write(&header, "int a;\n").unwrap();
+        std::fs::write(installed.include_dir().join("dlpack.h"), "").unwrap();
+        let before = key(installed.clone());
+        let headers = &before.inputs["cell"]["framework"]["tvm-ffi"]["headers"];
+        let listed: Vec<&str> =
+            headers.as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap()).collect();
+        assert_eq!(listed, ["dlpack.h", "tvm/ffi/c_api.h"]);
+        assert_eq!(headers[1]["len"], 7);
+        assert_eq!(key(installed.clone()).hex, before.hex, "nothing changed");
+        let f = std::fs::OpenOptions::new().append(true).open(&header).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000)).unwrap();
+        drop(f);
+        let touched = key(installed.clone());
+        assert_ne!(touched.hex, before.hex, "a touched header");
+        std::fs::write(installed.include_dir().join("tvm/ffi/extra.h"), "").unwrap();
+        assert_ne!(key(installed.clone()).hex, touched.hex, "a new header");
     }
 
     #[test]

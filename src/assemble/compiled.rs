@@ -555,6 +555,9 @@ pub struct NativeCell {
     pub cuda_capabilities: BTreeMap<String, Vec<String>>,
     /// Warning when the cell is not one of the bundle matrix.
     pub outside_bundle: Option<String>,
+    /// Notes on what the cell leaves out: per CUDA kernel, the `cuda-capabilities` the nvcc
+    /// found cannot build (they are skipped, the rest is built).
+    pub notes: Vec<String>,
     /// [`HostToolchain::package_set`].
     pub package_set: Option<String>,
     /// [`HostToolchain::hermetic`].
@@ -680,6 +683,7 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         return Err(format!("no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"));
     }
     let mut cuda_capabilities = BTreeMap::new();
+    let mut notes = Vec::new();
     if backend == Backend::Cuda {
         let cuda = backend_version.as_deref().expect("CUDA version");
         for name in &kernels {
@@ -689,6 +693,13 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
                 k.cuda_capabilities.as_deref(),
                 cuda,
             )?;
+            if let (Some(asked), Some(nvcc), false) = (&k.cuda_capabilities, &nvcc, resolved.is_empty()) {
+                let dropped =
+                    matrix::unbuildable_cuda_capabilities_in(matrix::data::for_config(config), asked, cuda)?;
+                if !dropped.is_empty() {
+                    notes.push(dropped_capabilities_note(name, &dropped, nvcc, &variant, &resolved));
+                }
+            }
             if resolved.is_empty() {
                 let asked: Vec<String> =
                     k.cuda_capabilities.iter().flatten().map(ToString::to_string).collect();
@@ -776,10 +787,30 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         kernels,
         cuda_capabilities,
         outside_bundle,
+        notes,
         package_set: host.package_set.clone(),
         hermetic: host.package_set.is_some() && host.hermetic,
         manylinux: host.manylinux.clone(),
     })
+}
+
+/// The note for CUDA kernel `kernel` of cell `variant` whose `cuda-capabilities` entries
+/// `dropped` the CUDA of `nvcc` cannot build; `built` is what it builds instead.
+fn dropped_capabilities_note(
+    kernel: &str,
+    dropped: &[String],
+    nvcc: &Tool,
+    variant: &str,
+    built: &[String],
+) -> String {
+    format!(
+        "[kernel.{kernel}]: the nvcc found (`{}`, CUDA {}) cannot build CUDA capabilit{} {} of `cuda-capabilities`; `{variant}` holds {} only",
+        nvcc.path,
+        nvcc.version,
+        if dropped.len() == 1 { "y" } else { "ies" },
+        dropped.join(", "),
+        built.join(", "),
+    )
 }
 
 /// Where a cell's CMake work happens.
@@ -1314,8 +1345,7 @@ pub fn build_cell(
     let g = &config.general;
     let archs = (cell.backend == Backend::Cuda).then(|| {
         let mut all: Vec<String> = cell.cuda_capabilities.values().flatten().cloned().collect();
-        all.sort();
-        all.dedup();
+        super::metadata::sort_cuda_archs(&mut all);
         all
     });
     let mut toolchain = BTreeMap::new();
@@ -1499,6 +1529,19 @@ mod tests {
             );
             assert!(err.contains("set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for `verify`"), "{err}");
         }
+    }
+
+    #[test]
+    fn dropped_capabilities_are_named_with_the_nvcc() {
+        let nvcc = Tool { path: "/cuda/bin/nvcc".into(), version: "13.0.88".into() };
+        assert_eq!(
+            dropped_capabilities_note("relu", &["5.0".into()], &nvcc, "torch211-cxx11-cu130-x86_64-linux", &["9.0".into()]),
+            "[kernel.relu]: the nvcc found (`/cuda/bin/nvcc`, CUDA 13.0.88) cannot build CUDA capability 5.0 of `cuda-capabilities`; `torch211-cxx11-cu130-x86_64-linux` holds 9.0 only"
+        );
+        assert_eq!(
+            dropped_capabilities_note("k", &["5.0".into(), "6.1".into()], &nvcc, "v", &["8.0".into(), "9.0".into()]),
+            "[kernel.k]: the nvcc found (`/cuda/bin/nvcc`, CUDA 13.0.88) cannot build CUDA capabilities 5.0, 6.1 of `cuda-capabilities`; `v` holds 8.0, 9.0 only"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::loader::{check_loadable, kernels_minver};
 use super::provenance::{BuilderProvenance, KernelRevision};
-use crate::config::{Backend, KernelDependency};
+use crate::config::{Backend, CudaCapability, KernelDependency};
 use crate::hash::digest::Digest;
 
 /// The whole file, fields in the order they are written.
@@ -77,6 +77,21 @@ pub struct BackendInfo {
     pub kind: Backend,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archs: Option<Vec<String>>,
+}
+
+/// Sort and de-duplicate `backend.archs` of a CUDA variant by capability: major, minor, then
+/// suffix (`8.0` < `9.0` < `9.0+PTX` < `9.0a` < `10.0` < `12.0f`), not as text (which put
+/// `10.0` before `7.5`). An entry that is not a capability (none is written) sorts last.
+pub fn sort_cuda_archs(archs: &mut Vec<String>) {
+    archs.sort_by_cached_key(|a| (CudaCapability::parse(a).map_err(|_| a.clone()), a.clone()));
+    archs.dedup();
+}
+
+/// Sort and de-duplicate `backend.archs` of a ROCm variant as the cells list them: by the
+/// length of the name, then the name (`gfx90a` < `gfx942` < `gfx1030`).
+pub fn sort_rocm_archs(archs: &mut Vec<String>) {
+    archs.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
+    archs.dedup();
 }
 
 /// `provenance`.
@@ -154,6 +169,17 @@ mod tests {
     use super::*;
     use crate::config::KernelPin;
     use crate::hash::digest::Algorithm;
+
+    #[test]
+    fn archs_sort_by_capability_not_as_text() {
+        let mut cuda: Vec<String> =
+            ["12.0f", "10.0", "9.0a", "7.5", "9.0+PTX", "8.0", "10.0", "9.0"].map(String::from).to_vec();
+        sort_cuda_archs(&mut cuda);
+        assert_eq!(cuda, ["7.5", "8.0", "9.0", "9.0+PTX", "9.0a", "10.0", "12.0f"]);
+        let mut rocm: Vec<String> = ["gfx1030", "gfx942", "gfx90a", "gfx942"].map(String::from).to_vec();
+        sort_rocm_archs(&mut rocm);
+        assert_eq!(rocm, ["gfx90a", "gfx942", "gfx1030"]);
+    }
 
     #[test]
     fn every_key_in_the_reference_order() {

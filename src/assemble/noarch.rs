@@ -85,8 +85,10 @@ pub fn noarch_archs(config: &BuildConfig, backend: Backend) -> Option<Vec<String
         Backend::Rocm => t.rocm_archs.clone()?,
         _ => return None,
     };
-    archs.sort();
-    archs.dedup();
+    match backend {
+        Backend::Cuda => super::metadata::sort_cuda_archs(&mut archs),
+        _ => super::metadata::sort_rocm_archs(&mut archs),
+    }
     Some(archs)
 }
 

@@ -55,7 +55,8 @@ impl VariantCheck {
 pub struct VerifyReport {
     /// Per variant, sorted by name.
     pub variants: Vec<VariantCheck>,
-    /// Notes that apply to the bundle (no manifest; the manifest's source differs).
+    /// Notes that apply to the bundle (no manifest; the manifest's source differs), then what
+    /// the rebuilt cells leave out ([`super::compiled::NativeCell::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -148,6 +149,7 @@ pub fn verify(
             .with_context(|| format!("cannot create `{variant_scratch}`"))?;
         rebuild(&source, config, variant, &ids, &variant_scratch)
             .with_context(|| format!("cannot rebuild variant `{name}`"))?;
+        notes.extend(variant.cell.iter().flat_map(|c| c.notes.iter().cloned()));
         let rebuilt_dir = variant_scratch.join(&name);
         out.push(check_one(&name, &rebuilt_dir, &on_disk_dir, manifest.as_ref())?);
     }

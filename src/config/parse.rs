@@ -730,17 +730,30 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
                     Some("add `src = [\"tvm-ffi-ext/binding.cpp\"]` to `[tvm-ffi]`".to_owned()),
                 );
             }
+            let src = paths(cx, t, "tvm-ffi", "src");
+            // The binding sources are what the module is built from: without them the compile
+            // fails inside CMake. (`[torch] src` may be empty: upstream defaults it to `[]`, and
+            // a `[torch]` kernel whose backends have no `[kernel.*]` builds Python only.)
+            if t.get("src").and_then(Item::as_array).is_some_and(|a| a.is_empty()) {
+                cx.error(
+                    "tvm-ffi.src",
+                    "no-sources",
+                    "`[tvm-ffi]` has no source files (`src = []`): a tvm-ffi kernel is built from its binding sources".to_owned(),
+                    Some("list the binding's sources, e.g. `src = [\"tvm-ffi-ext/binding.cpp\"]`".to_owned()),
+                );
+            }
             Framework::TvmFfi(TvmFfi {
                 include: paths(cx, t, "tvm-ffi", "include").unwrap_or_default(),
                 pyext: str_list(cx, t, "tvm-ffi", "pyext"),
-                src: paths(cx, t, "tvm-ffi", "src").unwrap_or_default(),
+                src: src.unwrap_or_default(),
                 cxx_flags: str_list(cx, t, "tvm-ffi", "cxx-flags").unwrap_or_default(),
             })
         }
     }
 }
 
-fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> Kernel {
+/// One `[kernel.<name>]`; `tvm_ffi` when the framework section is `[tvm-ffi]`.
+fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend], tvm_ffi: bool) -> Kernel {
     let path = join_key("kernel", name);
     let compile: Vec<&str> = Backend::ALL.iter().filter(|b| b.can_compile()).map(|b| b.as_str()).collect();
     let backend = match t.get("backend") {
@@ -816,6 +829,16 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend]) -> K
             let dp = join_key(&path, "depends");
             for (idx, s) in as_str_list(cx, i, &dp, "[\"torch\"]").unwrap_or_default() {
                 match CppDependency::from_name(&s) {
+                    Some(CppDependency::Torch) if tvm_ffi => {
+                        // Upstream accepts it; a tvm-ffi build compiles against tvm-ffi only.
+                        cx.warning(
+                            &join_index(&dp, idx),
+                            "torch-in-tvm-ffi",
+                            format!("`[{path}]` depends on `torch`, but a `[tvm-ffi]` kernel is built against tvm-ffi only: it gets no torch headers or libraries"),
+                            Some("remove \"torch\" from `depends` (take tensors as `tvm::ffi::TensorView`), or use `[torch]` to build a torch extension".to_owned()),
+                        );
+                        depends.push(CppDependency::Torch);
+                    }
                     Some(d) => depends.push(d),
                     None => {
                         let cutlass: Vec<&str> = CPP_DEPENDENCY_NAMES
@@ -945,11 +968,49 @@ pub(crate) fn read(
                             Some("use `[torch]` to compile kernels, or remove the kernel".to_owned()),
                         );
                     }
-                    let parsed = kernel(cx, name, kt, &general.backends);
+                    let tvm_ffi = matches!(framework, Framework::TvmFfi(_));
+                    let parsed = kernel(cx, name, kt, &general.backends, tvm_ffi);
                     kernels.insert(name.to_owned(), parsed);
                 }
             }
         }
     }
+    if let Framework::TvmFfi(_) = framework {
+        tvm_ffi_backends_have_kernels(cx, root, &general.backends, &kernels);
+    }
     BuildConfig { path: path.to_owned(), generation, general, framework, kernels }
+}
+
+/// A `[tvm-ffi]` kernel is compiled code only: unlike `[torch]`, whose backends without a
+/// `[kernel.*]` become pure-Python `torch-<backend>` variants, a tvm-ffi backend without one
+/// would build nothing a tvm-ffi loader can open. Each such backend of `general.backends` is
+/// an error at its entry.
+fn tvm_ffi_backends_have_kernels(
+    cx: &mut Cx,
+    root: &dyn TableLike,
+    backends: &[Backend],
+    kernels: &IndexMap<String, Kernel>,
+) {
+    let written = root.get("general").and_then(|g| g.get("backends")).and_then(Item::as_array);
+    for b in backends {
+        if kernels.values().any(|k| k.backend == *b) {
+            continue;
+        }
+        // The entry as written (the model drops unknown and repeated names).
+        let key = written
+            .and_then(|a| a.iter().position(|v| v.as_str() == Some(b.as_str())))
+            .map_or_else(|| "general.backends".to_owned(), |i| join_index("general.backends", i));
+        let (message, help) = if b.can_compile() {
+            (
+                format!("backend `{b}` has no `[kernel.*]`; a `[tvm-ffi]` kernel has no pure-Python variant, so nothing would be built for `{b}`"),
+                format!("add `[kernel.<name>]` with `backend = \"{b}\"` (and its `depends` and `src`), or remove \"{b}\" from `general.backends`"),
+            )
+        } else {
+            (
+                format!("backend `{b}` cannot have a `[kernel.*]`, and a `[tvm-ffi]` kernel has no pure-Python variant, so nothing would be built for `{b}`"),
+                format!("remove \"{b}\" from `general.backends`"),
+            )
+        };
+        cx.error(&key, "tvm-ffi-backend-without-kernel", message, Some(help));
+    }
 }

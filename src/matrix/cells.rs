@@ -3,7 +3,8 @@
 //! Same rules as upstream's Nix (`filterApplicableBuildSets`, nix-builder §3.8):
 //!
 //! 1. keep the build sets of the system whose backend is in `general.backends`, that offer
-//!    tvm-ffi when the kernel is a tvm-ffi kernel, whose CUDA version lies within
+//!    tvm-ffi when the kernel is a tvm-ffi kernel (and whose backend has a `[kernel.*]`
+//!    then: a tvm-ffi kernel has no noarch cell), whose CUDA version lies within
 //!    `general.cuda.minver..=maxver` and whose torch version within `[torch] minver..=maxver`
 //!    (versions compare numerically: `"13.0"` equals `"13"`);
 //! 2. for a backend built against the torch stable ABI, keep one set per backend version: the
@@ -105,8 +106,13 @@ pub(crate) fn set_applies(config: &BuildConfig, set: &BuildSet) -> bool {
     if !config.general.backends.contains(&set.backend) {
         return false;
     }
-    if matches!(config.framework, Framework::TvmFfi(_)) && set.tvm_ffi.is_none() {
-        return false;
+    if matches!(config.framework, Framework::TvmFfi(_)) {
+        // Only `[torch]` turns a backend without a `[kernel.*]` into a pure-Python
+        // `torch-<backend>` cell (the mixed-kernel model); a tvm-ffi kernel has no pure-Python
+        // variant, so such a backend has no cell (`check-config` refuses the file).
+        if set.tvm_ffi.is_none() || !config.has_kernel_for(set.backend) {
+            return false;
+        }
     }
     if set.backend == Backend::Cuda {
         let Some(cuda) = set.version.as_deref().map(json_version) else { return false };
@@ -597,6 +603,16 @@ mod tests {
             .unwrap();
         assert_eq!(cu132.torch_version, "2.12");
         assert_eq!(cu132.kind, CellKind::TvmFfi);
+        // A backend without a `[kernel.*]`: no `torch-<backend>` cell for a tvm-ffi kernel
+        // (check-config refuses the file), while `[torch]` keeps its noarch cell.
+        let c = tvm_ffi_config(&[Cpu, Cuda], &[Cpu]);
+        assert_eq!(names(&c, "x86_64-linux", Scope::All), ["tvm-ffi01-cpu-x86_64-linux"]);
+        assert_eq!(
+            names(&tvm_ffi_config(&[Cpu, Cuda], &[]), "x86_64-linux", Scope::All),
+            Vec::<String>::new()
+        );
+        let t = torch_config(&[Cpu, Cuda], &[Cpu]);
+        assert!(names(&t, "x86_64-linux", Scope::All).contains(&"torch-cuda".to_owned()));
     }
 
     #[test]

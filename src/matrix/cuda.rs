@@ -145,6 +145,28 @@ pub fn resolve_cuda_capabilities_in(
     })
 }
 
+/// The entries of a kernel's `cuda-capabilities` that the CUDA toolkit `cuda` of matrix `m`
+/// cannot compile, as written and in the kernel's order: what [`resolve_cuda_capabilities_in`]
+/// leaves out (`["5.0"]` of `["5.0", "9.0"]` with CUDA 13.0). A renamed architecture (`10.1`,
+/// built as `11.0` from CUDA 13) is not left out.
+///
+/// Errors when `cuda` is not a toolkit of `m`.
+pub fn unbuildable_cuda_capabilities_in(
+    m: &MatrixData,
+    kernel: &[CudaCapability],
+    cuda: &str,
+) -> Result<Vec<String>, String> {
+    let (version, toolkit) = toolkit(m, cuda).ok_or_else(|| {
+        let known: Vec<&str> = m.cuda.keys().map(String::as_str).collect();
+        format!("CUDA `{cuda}` is not in the build matrix {} (known: {})", m.name, known.join(", "))
+    })?;
+    Ok(kernel
+        .iter()
+        .filter(|c| resolve_one(m, c, &version, toolkit).is_none())
+        .map(ToString::to_string)
+        .collect())
+}
+
 /// Look a toolkit of `m` up by version, comparing numerically (`"13"` finds `"13.0"`).
 pub(crate) fn toolkit<'m>(m: &'m MatrixData, cuda: &str) -> Option<(Version, &'m CudaToolkit)> {
     let wanted = Version::parse(cuda).ok()?;
@@ -276,6 +298,19 @@ mod tests {
         assert_eq!(resolve(&["10.0", "12.0"], "12.6"), Vec::<String>::new());
         assert_eq!(resolve(&["99999.0"], "13.2"), Vec::<String>::new());
         assert_eq!(resolve(&["3.5"], "12.6"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn unbuildable_capabilities_are_the_ones_left_out() {
+        let dropped = |list: &[&str], cuda: &str| {
+            unbuildable_cuda_capabilities_in(matrix(), &caps(list), cuda).unwrap()
+        };
+        assert_eq!(dropped(&["5.0", "9.0"], "13.0"), ["5.0"]);
+        assert_eq!(dropped(&["9.0", "5.0", "10.0f", "10.1"], "12.6"), ["10.0f", "10.1"]);
+        assert_eq!(dropped(&["5.0", "9.0"], "12.6"), Vec::<String>::new());
+        // Renamed, not dropped.
+        assert_eq!(dropped(&["10.1"], "13.0"), Vec::<String>::new());
+        assert!(unbuildable_cuda_capabilities_in(matrix(), &caps(&["9.0"]), "11.8").is_err());
     }
 
     #[test]

@@ -89,7 +89,7 @@ proptest! {
                 prop_assert_eq!(c.noarch, c.name == c.backend.noarch_variant());
                 prop_assert!(c.noarch || c.name.ends_with(system.as_str()));
                 if let Framework::TvmFfi(_) = config.framework {
-                    prop_assert!(c.noarch || c.name.starts_with("tvm-ffi"));
+                    prop_assert!(!c.noarch && c.name.starts_with("tvm-ffi"), "{} of a tvm-ffi kernel", c.name);
                 }
                 // Never a fallback: compiled CUDA cells claim only what some kernel asked for.
                 let explicit = config.kernels.values().filter(|k| k.backend == Backend::Cuda).all(|k| k.cuda_capabilities.is_some());

@@ -658,7 +658,7 @@ fn archs_are_the_authors_statement_only() {
     write(
         &t.path().join("build.toml"),
         &BUILD_TOML
-            .replace("pyext = [\"py\", \"json\"]", "pyext = [\"py\", \"json\"]\ncuda_capabilities = [\"9.0\", \"8.0\", \"9.0\"]\nrocm_archs = [\"gfx942\"]")
+            .replace("pyext = [\"py\", \"json\"]", "pyext = [\"py\", \"json\"]\ncuda_capabilities = [\"9.0\", \"10.0\", \"8.0\", \"9.0\"]\nrocm_archs = [\"gfx1100\", \"gfx942\"]")
             .replace("python-depends = [\"helion\"]", "python-depends = []"),
     );
     build_ok(t.path(), &[]);
@@ -669,8 +669,9 @@ fn archs_are_the_authors_statement_only() {
         .unwrap()
     };
     let backend = |v: &str| meta(v)["backend"].clone();
-    assert_eq!(backend("torch-cuda"), serde_json::json!({"type": "cuda", "archs": ["8.0", "9.0"]}));
-    assert_eq!(backend("torch-rocm"), serde_json::json!({"type": "rocm", "archs": ["gfx942"]}));
+    // Sorted by capability (not as text, which put 10.0 first) and gfx number.
+    assert_eq!(backend("torch-cuda"), serde_json::json!({"type": "cuda", "archs": ["8.0", "9.0", "10.0"]}));
+    assert_eq!(backend("torch-rocm"), serde_json::json!({"type": "rocm", "archs": ["gfx942", "gfx1100"]}));
     assert_eq!(backend("torch-xpu"), serde_json::json!({"type": "xpu"}));
     // kernels-minver follows what each variant uses: an arch list needs the 0.17 arch check;
     // a variant without one (and without helion) names no loader release.

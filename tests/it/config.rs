@@ -961,6 +961,132 @@ fn kernels_in_a_noarch_file_are_flagged() {
     );
 }
 
+// ---- [tvm-ffi] -------------------------------------------------------------------------------
+
+/// A valid `[tvm-ffi]` file: one CPU and one CUDA kernel, on the matrix whose bundle has
+/// tvm-ffi cells (no `no-bundle-variants` warning).
+const TVM_FFI: &str = r#"[general]
+name = "relu-tvm-ffi"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda"]
+matrix = "upstream-2026-08"
+
+[tvm-ffi]
+src = ["tvm-ffi-ext/binding.cpp"]
+
+[kernel.relu_cpu]
+backend = "cpu"
+depends = []
+src = ["relu_cpu/relu.cpp"]
+
+[kernel.relu_cuda]
+backend = "cuda"
+depends = []
+src = ["relu_cuda/relu.cu"]
+"#;
+
+/// A `[tvm-ffi]` backend without a `[kernel.*]` is refused at its `general.backends` entry
+/// (there is no pure-Python tvm-ffi variant; it used to build `torch-cuda` with a torch
+/// `_ops.py`), each such backend once; `[torch]` keeps its noarch backends.
+#[test]
+fn a_tvm_ffi_backend_without_a_kernel_is_refused() {
+    assert!(load(TVM_FFI).is_ok());
+    let no_cuda = TVM_FFI.replace(
+        "\n[kernel.relu_cuda]\nbackend = \"cuda\"\ndepends = []\nsrc = [\"relu_cuda/relu.cu\"]\n",
+        "",
+    );
+    let e = errors(&no_cuda);
+    assert_eq!(rules(&e), ["tvm-ffi-backend-without-kernel"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "backend `cuda` has no `[kernel.*]`; a `[tvm-ffi]` kernel has no pure-Python variant, so nothing would be built for `cuda`",
+            "[build.toml:6:20]",
+            "help: add `[kernel.<name>]` with `backend = \"cuda\"` (and its `depends` and `src`), or remove \"cuda\" from `general.backends`",
+        ],
+    );
+    // No kernel at all, and a backend that cannot have one: every backend, at its entry.
+    let bare: String = TVM_FFI
+        .split("\n[kernel.relu_cpu]")
+        .next()
+        .unwrap()
+        .replace("[\"cpu\", \"cuda\"]", "[\"cpu\", \"cuda\", \"tpu\"]");
+    let e = errors(&bare);
+    let places: Vec<String> = e.errors().map(|p| p.key_path.clone()).collect();
+    assert_eq!(places, ["general.backends[0]", "general.backends[1]", "general.backends[2]"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "backend `cpu` has no `[kernel.*]`",
+            "backend `tpu` cannot have a `[kernel.*]`, and a `[tvm-ffi]` kernel has no pure-Python variant",
+            "help: remove \"tpu\" from `general.backends`",
+        ],
+    );
+    // The same file as `[torch]`: cuda is a noarch backend, as designed.
+    let torch = no_cuda.replace("[tvm-ffi]\nsrc = [\"tvm-ffi-ext/binding.cpp\"]", "[torch]\nsrc = []");
+    let l = load(&torch).unwrap();
+    assert!(l.config.is_noarch_for(Backend::Cuda));
+}
+
+/// check-config (and every command that loads the kernel) exits 1 on such a file, naming
+/// build.toml and the backend.
+#[test]
+fn check_config_refuses_a_tvm_ffi_backend_without_a_kernel() {
+    let (_tmp, dir) = kernel_dir(&["tvm-ffi-ext/binding.cpp", "relu_cpu/relu.cpp"]);
+    fs::write(dir.join("build.toml"), TVM_FFI.split("\n[kernel.relu_cuda]").next().unwrap()).unwrap();
+    for args in [&["check-config"][..], &["list-variants"][..]] {
+        let out = cmd().args(args).current_dir(&dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_contains(
+            &err,
+            &["[./build.toml:6:20]", "backend `cuda` has no `[kernel.*]`", "with `backend = \"cuda\"`"],
+        );
+    }
+}
+
+/// `[tvm-ffi] src = []` is refused where it is written (upstream requires `src`; the compile
+/// failed inside CMake); `[torch] src = []` is valid, as upstream's default.
+#[test]
+fn an_empty_tvm_ffi_src_is_refused() {
+    let e = errors(&TVM_FFI.replace("src = [\"tvm-ffi-ext/binding.cpp\"]", "src = []"));
+    assert_eq!(rules(&e), ["no-sources"]);
+    assert_contains(
+        &e.render(),
+        &[
+            "`[tvm-ffi]` has no source files (`src = []`): a tvm-ffi kernel is built from its binding sources",
+            "[build.toml:10:7]",
+            "help: list the binding's sources, e.g. `src = [\"tvm-ffi-ext/binding.cpp\"]`",
+        ],
+    );
+    // A non-string entry is its own error, not also an empty list.
+    assert_eq!(
+        rules(&errors(&TVM_FFI.replace("src = [\"tvm-ffi-ext/binding.cpp\"]", "src = [1]"))),
+        ["wrong-type"]
+    );
+    assert!(load(&BASE.replace("src = [\"torch-ext/torch_binding.cpp\"]", "src = []")).is_ok());
+}
+
+/// `depends = ["torch"]` in a `[tvm-ffi]` kernel is accepted (upstream's own
+/// relu-tvm-ffi-compiler-flags has it) with a warning: the build gets no torch.
+#[test]
+fn torch_in_a_tvm_ffi_kernel_is_a_warning() {
+    let l = load(&TVM_FFI.replacen("depends = []", "depends = [\"torch\"]", 1)).unwrap();
+    assert_eq!(l.warnings.iter().map(|w| w.rule).collect::<Vec<_>>(), ["torch-in-tvm-ffi"]);
+    assert_contains(
+        &l.rendered_warnings,
+        &[
+            "`[kernel.relu_cpu]` depends on `torch`, but a `[tvm-ffi]` kernel is built against tvm-ffi only: it gets no torch headers or libraries",
+            "[build.toml:14:12]",
+            "remove \"torch\" from `depends`",
+        ],
+    );
+    // `[torch]` kernels: no warning.
+    assert!(load(BASE).unwrap().warnings.is_empty());
+}
+
 // ---- size ------------------------------------------------------------------------------------
 
 /// A build.toml over 1 MiB is refused by name and size, by every command that reads it, before

@@ -398,6 +398,30 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
     assert!(!kernel.join("build").exists());
 }
 
+/// A `[tvm-ffi]` kernel whose `cuda` has no `[kernel.*]`: Nix gives that backend no cell (it
+/// used to give a pure-Python `torch-cuda`), as the Rust cells do (and check-config refuses the
+/// file).
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn a_tvm_ffi_backend_without_a_kernel_has_no_nix_cell() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    copy_dir(&repo().join("kernels/relu-tvm-ffi"), &k);
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    let cut = toml.find("[kernel.relu_cuda]").unwrap();
+    fs::write(k.join("build.toml"), &toml[..cut]).unwrap();
+    let expr = format!(
+        r#"let
+  lib = import {REPO}/nix/lib {{ }};
+  config = lib.readKernelConfig (/. + "{dir}");
+in map (c: c.name) (lib.kernelCells {{ inherit config; buildSets = lib.buildSetsForSystem {{ system = "x86_64-linux"; matrix = config.matrix; }}; }})"#,
+        dir = k.display()
+    );
+    let names: Vec<String> =
+        serde_json::from_str(&nix(repo(), &["eval", "--json", "--impure", "--expr", &expr])).unwrap();
+    assert_eq!(names, ["tvm-ffi01-cpu-x86_64-linux"]);
+}
+
 /// The cells Nix computes (`variants.<system>` of genKernelFlakeOutputs, from nix/lib) equal the
 /// Rust cells (`list-variants --json --all`) for every corpus file and every system, under the
 /// default matrix (what the file pins: none do) and under the August snapshot. Nix reads

@@ -78,7 +78,8 @@ fn venv_tvm_ffi() -> Option<(PathBuf, String, PathBuf)> {
     Some((py, version, purelib))
 }
 
-/// relu-tvm-ffi's CUDA cell, `cuda-capabilities = ["9.0"]`: named for the venv's tvm-ffi
+/// relu-tvm-ffi's CUDA cell, `cuda-capabilities = ["5.0", "9.0"]` (5.0 left out by CUDA 13,
+/// with a note): named for the venv's tvm-ffi
 /// major.minor and its nvcc's CUDA, one `sm_90` cubin and no PTX, linking libtvm_ffi and
 /// libcudart (not torch), with `metadata.json` recording the capability and the toolchain.
 #[test]
@@ -105,11 +106,26 @@ fn relu_tvm_ffi_cuda_cell_holds_exactly_the_sass_asked_for() {
     let t = tempfile::tempdir().unwrap();
     let kernel = t.path().join("relu-tvm-ffi");
     copy_kernel("relu-tvm-ffi", &kernel);
+    // 5.0 as well, which CUDA 13 cannot build: left out, with a note naming it and the nvcc.
+    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
+    let toml = toml.replace("cuda-capabilities = [\"9.0\"]", "cuda-capabilities = [\"5.0\", \"9.0\"]");
+    fs::write(kernel.join("build.toml"), toml).unwrap();
     let args = ["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell];
     let mut args: Vec<&str> = args.to_vec();
     args.push(kernel.to_str().unwrap());
     let built = kb(&t.path().join("cache"), &args);
     assert_eq!(built.code, 0, "{}", built.stderr);
+    if release.split('.').next().unwrap().parse::<u32>().unwrap() >= 13 {
+        assert!(
+            built.stderr.contains("note: [kernel.relu_cuda]: the nvcc found (`")
+                && built.stderr.contains(&format!(", CUDA {release}.",))
+                && built.stderr.contains(&format!(
+                    ") cannot build CUDA capability 5.0 of `cuda-capabilities`; `{cell}` holds 9.0 only\n"
+                )),
+            "{}",
+            built.stderr
+        );
+    }
     let variant = kernel.join("build").join(&cell);
     let meta: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(variant.join("metadata.json")).unwrap()).unwrap();
@@ -305,6 +321,32 @@ fn a_tvm_ffi_cuda_cell_takes_its_cuda_from_nvcc_and_its_name_from_tvm_ffi() {
         "{err}"
     );
     assert!(!k.join("build").exists());
+    // A variant of another CUDA: the nvcc decides it, not the Python environment, for
+    // build-and-copy and for verify (a leftover variant).
+    let other = format!("tvm-ffi02-cu130-{}-linux", std::env::consts::ARCH);
+    let why = format!(
+        "cannot build `{other}` natively: the nvcc found here (`{}`, CUDA 12.6.85) builds `{cell}`; a tvm-ffi variant takes its CUDA from nvcc, so point CUDACXX (or CUDA_HOME, or PATH) at an nvcc of CUDA 13.0, or build it through Nix",
+        t.path().join("site/nvidia/cu12/bin/nvcc").display()
+    );
+    let (code, err) = run(&["--variant", &other]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("error: {why}\n")), "{err}");
+    assert!(!err.contains("pass --python"), "{err}");
+    fs::create_dir_all(k.join("build").join(&other)).unwrap();
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["verify", "--python", py.to_str().unwrap(), "--variant", &other])
+        .arg(&k)
+        .env("PATH", &bin)
+        .env_remove("CXX")
+        .env_remove("CUDACXX")
+        .env_remove("CUDA_HOME")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("error: cannot verify: {why}\n")), "{err}");
+    fs::remove_dir_all(k.join("build")).unwrap();
     // A version that names no major.minor.
     fake_tvm_ffi_python(t.path(), "dev");
     let (code, err) = run(&[]);
