@@ -37,6 +37,11 @@
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
+//! CMake and Ninja run in a process group of their own (an interruption stops them and the
+//! compilers they started, [`crate::interrupt`]) with `TMPDIR` set to `<work>/tmp`, emptied
+//! before and removed after each build and on interruption, so nvcc's `tmpxft_*` files never
+//! stay in the user's `$TMPDIR`; where it is changes no output and no cache key.
+//!
 //! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
 //! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
 //! share the cores).
