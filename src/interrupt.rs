@@ -6,8 +6,10 @@
 //! the handler the first time) and holds [`hold`] while it does what must not be cut in two
 //! (swapping variants into `build/`, rewriting `build/hashes.json`). When a signal arrives:
 //!
-//! 1. it is passed on to this process's direct children (CMake, Ninja; found in `/proc` by
-//!    parent pid), unless it is a terminal's SIGINT, which the children got themselves;
+//! 1. it is passed on to this process's direct children (found in `/proc` by parent pid): to
+//!    the whole process group of each build step (CMake, Ninja and the compilers they run,
+//!    started in a group of their own, [`in_own_group`]), which is then waited for; to
+//!    another child (Nix) unless it is a terminal's SIGINT, which that child got itself;
 //! 2. if a [`hold`] is active, that section is let finish first;
 //! 3. every registered path still registered is removed, newest first
 //!    ([`Removal::All`]: the directory and everything in it, or the file; [`Removal::IfEmpty`]:
@@ -20,6 +22,9 @@
 //! a signal while nothing is registered but exiting the same way. The
 //! handler runs on a thread of its own ([`signal_hook::iterator::Signals`]), so it may take
 //! locks and touch the filesystem.
+//!
+//! A signal whose disposition was "ignore" when the process started (`nohup` for SIGHUP, a
+//! shell's background job for SIGINT) is left ignored: no handler is installed for it.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,21 +159,49 @@ fn install() {
     static INSTALLED: OnceLock<bool> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        // A signal ignored when the process started stays ignored (`nohup` ignores SIGHUP; a
+        // POSIX shell starts a background job with SIGINT ignored): handling it would undo
+        // what the user asked for.
+        let wanted: Vec<i32> =
+            [SIGINT, SIGTERM, SIGHUP].into_iter().filter(|&s| !ignored_at_start(s)).collect();
+        if wanted.is_empty() {
+            return true;
+        }
+        let Ok(mut signals) = signal_hook::iterator::Signals::new(&wanted) else {
             return false;
         };
         let terminal = std::io::stdin().is_terminal();
         std::thread::spawn(move || {
             if let Some(sig) = signals.forever().next() {
                 INTERRUPTED.store(true, Ordering::SeqCst);
-                if !(sig == SIGINT && terminal) {
-                    forward_to_children(sig);
-                }
+                let groups = forward_to_children(sig, !(sig == SIGINT && terminal));
+                wait_for_groups(&groups);
                 on_signal(sig);
             }
         });
         true
     });
+}
+
+/// Whether `sig`'s disposition is "ignore" (`SIG_IGN`, inherited through `exec`). Asked
+/// before any handler of this process is installed, so it is the disposition at start.
+fn ignored_at_start(sig: i32) -> bool {
+    // SAFETY: `sigaction` with a null new action only reads the current one into `old`,
+    // a zeroed `sigaction` this function owns.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// The `std::process::Command` setting every build step's child gets ([`in_own_group`]):
+/// it runs in a process group of its own, so that an interruption can stop it and everything
+/// it started (Ninja's compilers, nvcc's `cudafe++`, `cicc`, `ptxas`) by signalling the group.
+/// The terminal's Ctrl-C then no longer reaches it directly: the handler passes every signal
+/// on to such a group.
+pub fn in_own_group(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
 }
 
 fn signal_name(sig: i32) -> &'static str {
@@ -240,24 +273,65 @@ fn remove(path: &Utf8Path, removal: Removal) -> std::io::Result<bool> {
 }
 
 /// Send `sig` to this process's direct children (Linux: `/proc/<pid>/stat` whose parent pid is
-/// ours). Elsewhere, nothing: the children keep running into the work directory in the
-/// cache, which the next build reuses.
-fn forward_to_children(sig: i32) {
+/// ours). A child that leads a process group of its own ([`in_own_group`]) gets it sent to
+/// its whole group, always (no terminal signal reaches that group); any other child gets it
+/// only when `direct` (not a terminal's SIGINT, which it got itself). Returns the process
+/// groups signalled. Elsewhere than Linux, nothing: the children keep running into the work
+/// directory in the cache, which the next build reuses.
+fn forward_to_children(sig: i32, direct: bool) -> Vec<i32> {
     let me = std::process::id();
-    let Ok(rd) = std::fs::read_dir("/proc") else { return };
+    let mut groups = Vec::new();
+    let Some(signal) = rustix::process::Signal::from_named_raw(sig) else { return groups };
+    for (pid, ppid, pgrp, _) in processes() {
+        let Some(p) = rustix::process::Pid::from_raw(pid).filter(|_| ppid == me) else { continue };
+        if pgrp == pid {
+            let _ = rustix::process::kill_process_group(p, signal);
+            groups.push(pid);
+        } else if direct {
+            let _ = rustix::process::kill_process(p, signal);
+        }
+    }
+    groups
+}
+
+/// `(pid, ppid, pgrp, state)` of each process in `/proc`.
+fn processes() -> Vec<(i32, u32, i32, char)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut out = Vec::new();
     for e in rd.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        // `pid (comm) state ppid …`; comm may hold spaces and parentheses: split after the last `)`.
-        let ppid =
-            stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if ppid == Some(me) {
-            if let (Some(pid), Some(signal)) =
-                (rustix::process::Pid::from_raw(pid), rustix::process::Signal::from_named_raw(sig))
-            {
-                let _ = rustix::process::kill_process(pid, signal);
-            }
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses: split after the
+        // last `)`.
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+        if let (Some(state), Some(ppid), Some(pgrp)) = (
+            fields.first().and_then(|f| f.chars().next()),
+            fields.get(1).and_then(|f| f.parse::<u32>().ok()),
+            fields.get(2).and_then(|f| f.parse::<i32>().ok()),
+        ) {
+            out.push((pid, ppid, pgrp, state));
         }
+    }
+    out
+}
+
+/// Wait until no live process (zombies do not count) of `groups` is left, so that nothing
+/// writes into a directory after it is removed. After 20 s what is left gets SIGKILL.
+fn wait_for_groups(groups: &[i32]) {
+    let left = || processes().into_iter().filter(|p| groups.contains(&p.2) && p.3 != 'Z').count();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while left() > 0 {
+        if std::time::Instant::now() > deadline {
+            for &g in groups {
+                if let Some(g) = rustix::process::Pid::from_raw(g) {
+                    let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

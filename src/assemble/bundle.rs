@@ -125,25 +125,7 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
         .flat_map(|s| matrix::cells(config, s, Scope::All))
         .find(|c| c.name == name && !c.noarch)
         .map(|c| c.backend)
-        .or_else(|| {
-            use matrix::naming::{parse_variant_name, ParsedVariant};
-            let compute = match parse_variant_name(name)? {
-                ParsedVariant::TorchArch { compute, .. }
-                | ParsedVariant::StableAbi { compute, .. }
-                | ParsedVariant::TvmFfi { compute, .. } => compute,
-                ParsedVariant::Noarch { .. } => return None,
-            };
-            [
-                ("cu", Backend::Cuda),
-                ("rocm", Backend::Rocm),
-                ("xpu", Backend::Xpu),
-                ("metal", Backend::Metal),
-                ("cpu", Backend::Cpu),
-            ]
-            .into_iter()
-            .find(|(p, _)| compute.starts_with(p))
-            .map(|(_, b)| b)
-        })
+        .or_else(|| variant_kind(name).filter(|(_, kind)| *kind != "noarch").map(|(b, _)| b))
         .filter(|b| config.has_kernel_for(*b))?;
     if let Some(s) = plan.skipped.iter().find(|s| s.backend == backend) {
         return Some(format!("cannot build `{name}` natively: {}", s.reason));
@@ -484,7 +466,7 @@ pub fn build_into_with(
     let (built, mut warnings, _swapping) = result?;
     warnings.extend(leftovers);
 
-    warnings.extend(write_manifest(&build_dir, &built, planned, &source.tree_id())?);
+    warnings.extend(write_manifest(config, &build_dir, &built, planned, &source.tree_id())?);
 
     warnings.extend(source.warnings().iter().cloned());
     if let Some(cache) = options.cache.filter(|_| built.iter().any(|b| !b.reused)) {
@@ -615,6 +597,7 @@ const TMP_PREFIX: &str = ".kernel-builder-tmp-";
 /// Returns one warning per planned variant left in `build/` that the new manifest does not
 /// record (built from other sources, or never recorded): it may be stale, and `verify` checks it.
 fn write_manifest(
+    config: &BuildConfig,
     build_dir: &Utf8Path,
     built: &[BuiltVariant],
     planned: &[PlannedVariant],
@@ -637,7 +620,7 @@ fn write_manifest(
             ),
         })
         .collect();
-    for n in unplanned_variant_dirs(build_dir, planned) {
+    for n in unplanned_variant_dirs(build_dir, planned, config) {
         warnings.push(Warning {
             path: None,
             message: format!(
@@ -648,9 +631,58 @@ fn write_manifest(
     Ok(warnings)
 }
 
-/// The directories of `build_dir` that look like variants (they hold a `metadata.json`) but
-/// are not among `planned`: left from a build of an older `build.toml`. Sorted.
-pub fn unplanned_variant_dirs(build_dir: &Utf8Path, planned: &[PlannedVariant]) -> Vec<String> {
+/// The backend and the kind (`noarch`, `torch`, `stable-abi`, `tvm-ffi`) of the variant named
+/// `name`, read from the name as the `kernels` loader does; `None` for a name it would not
+/// recognise (or the legacy `torch-universal`).
+pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
+    use matrix::naming::{parse_variant_name, ParsedVariant};
+    let (compute, kind) = match parse_variant_name(name)? {
+        ParsedVariant::TorchArch { compute, .. } => (compute, "torch"),
+        ParsedVariant::StableAbi { compute, .. } => (compute, "stable-abi"),
+        ParsedVariant::TvmFfi { compute, .. } => (compute, "tvm-ffi"),
+        ParsedVariant::Noarch { backend } => {
+            let b = if backend == "npu" {
+                Some(Backend::Cann)
+            } else {
+                Backend::ALL.into_iter().find(|b| b.as_str() == backend)
+            };
+            return b.map(|b| (b, "noarch"));
+        }
+    };
+    [
+        ("cu", Backend::Cuda),
+        ("rocm", Backend::Rocm),
+        ("xpu", Backend::Xpu),
+        ("metal", Backend::Metal),
+        ("cpu", Backend::Cpu),
+        ("npu", Backend::Cann),
+        ("cann", Backend::Cann),
+        ("neuron", Backend::Neuron),
+        ("tpu", Backend::Tpu),
+    ]
+    .into_iter()
+    .find(|(p, _)| compute.starts_with(p))
+    .map(|(_, b)| (b, kind))
+}
+
+/// The directories of `build_dir` that look like variants (they hold a `metadata.json`), are
+/// not among `planned`, and are of a backend and kind ([`variant_kind`]) that `config` no
+/// longer has in any cell of the matrix: left from a build of an older `build.toml`. Sorted.
+///
+/// Not among them: a variant of a backend skipped on this host (no toolchain here: it is kept
+/// as it was), and one of another torch, tvm-ffi or CUDA version, or of another system, of a
+/// backend and kind the kernel still builds (a build with another toolchain made it).
+pub fn unplanned_variant_dirs(
+    build_dir: &Utf8Path,
+    planned: &[PlannedVariant],
+    config: &BuildConfig,
+) -> Vec<String> {
+    let kinds: BTreeSet<(Backend, &'static str)> = matrix::data::matrix()
+        .systems
+        .iter()
+        .flat_map(|s| matrix::cells(config, s, Scope::All))
+        .filter_map(|c| variant_kind(&c.name))
+        .collect();
     let Ok(rd) = build_dir.read_dir_utf8() else {
         return Vec::new();
     };
@@ -662,6 +694,7 @@ pub fn unplanned_variant_dirs(build_dir: &Utf8Path, planned: &[PlannedVariant]) 
                 && !planned.iter().any(|p| p.name == name)
                 && e.file_type().is_ok_and(|t| t.is_dir())
                 && e.path().join("metadata.json").is_file()
+                && !variant_kind(name).is_some_and(|k| kinds.contains(&k))
         })
         .map(|e| e.file_name().to_owned())
         .collect();
@@ -1002,6 +1035,44 @@ mod tests {
         let mut c = noarch_config(&[Cuda, Rocm]);
         c.general.cuda.maxver = Some(v("11.8"));
         assert_eq!(names(&plan(&c, &host()).variants), ["torch-rocm"]);
+    }
+
+    /// Only a variant of a backend or kind the kernel no longer has is stale: not one of a
+    /// backend skipped on this host, nor one of another torch or CUDA version or system.
+    #[test]
+    fn stale_variants_are_those_of_a_backend_or_kind_the_kernel_no_longer_has() {
+        let c = torch_config(&[Cuda, Metal], &[Cuda]);
+        let p = plan(&c, &host());
+        assert_eq!(names(&p.variants), ["torch-metal"]);
+        let t = tempfile::tempdir().unwrap();
+        let build = Utf8Path::from_path(t.path()).unwrap();
+        for d in [
+            "torch-metal",
+            // cuda: skipped here (no Python), still in `general.backends`.
+            "torch211-cxx11-cu130-x86_64-linux",
+            // an older torch and CUDA, another system.
+            "torch27-cxx11-cu118-x86_64-linux",
+            "torch211-cxx11-cu130-aarch64-linux",
+            // no longer: a backend removed, a noarch cuda variant, other kinds of cuda cells.
+            "torch211-cxx11-rocm71-x86_64-linux",
+            "torch-xpu",
+            "torch-cuda",
+            "torch-stable-abi211-cu130-x86_64-linux",
+            "tvm-ffi01-cu130-x86_64-linux",
+        ] {
+            std::fs::create_dir(build.join(d)).unwrap();
+            std::fs::write(build.join(d).join("metadata.json"), "{}").unwrap();
+        }
+        assert_eq!(
+            unplanned_variant_dirs(build, &p.variants, &c),
+            [
+                "torch-cuda",
+                "torch-stable-abi211-cu130-x86_64-linux",
+                "torch-xpu",
+                "torch211-cxx11-rocm71-x86_64-linux",
+                "tvm-ffi01-cu130-x86_64-linux",
+            ]
+        );
     }
 
     #[test]

@@ -37,6 +37,11 @@
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
+//! CMake and Ninja run in a process group of their own (an interruption stops them and the
+//! compilers they started, [`crate::interrupt`]) with `TMPDIR` set to `<work>/tmp`, emptied
+//! before and removed after each build and on interruption, so nvcc's `tmpxft_*` files never
+//! stay in the user's `$TMPDIR`; where it is changes no output and no cache key.
+//!
 //! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
 //! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
 //! share the cores).
@@ -1106,11 +1111,32 @@ impl ConfigureRecord {
 }
 
 /// Run a build step; on failure the error shows the command and the tail of its output.
-fn run_step(what: &str, prog: &Utf8Path, args: &[String], env: &[(String, String)]) -> anyhow::Result<()> {
+///
+/// The step runs in a process group of its own ([`crate::interrupt::in_own_group`]: an
+/// interruption stops it and the compilers it started), with `TMPDIR` set to `tmp_dir` (the
+/// cell's own, removed after the build and on interruption, so nvcc's `tmpxft_*` files never
+/// stay behind in the user's `$TMPDIR`). It is not started once an interruption arrived.
+fn run_step(
+    what: &str,
+    prog: &Utf8Path,
+    args: &[String],
+    env: &[(String, String)],
+    tmp_dir: &Utf8Path,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(!crate::interrupt::interrupted(), "{what} not started: interrupted");
     // One locale for every tool: messages (and anything a tool might embed) do not depend on
     // the user's language settings.
-    let mut cmd =
-        duct::cmd(prog.as_str(), args).stderr_to_stdout().stdout_capture().unchecked().env("LC_ALL", "C");
+    let mut cmd = duct::cmd(prog.as_str(), args)
+        .stdin_null()
+        .stderr_to_stdout()
+        .stdout_capture()
+        .unchecked()
+        .env("LC_ALL", "C")
+        .env("TMPDIR", tmp_dir.as_str())
+        .before_spawn(|c| {
+            crate::interrupt::in_own_group(c);
+            Ok(())
+        });
     for (k, v) in env {
         cmd = cmd.env(k, v);
     }
@@ -1158,6 +1184,39 @@ fn sync_copy(src: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<bool> {
     }
     crate::fsutil::copy_new_file(src, dest, super::noarch::FILE_MODE)?;
     Ok(true)
+}
+
+/// A cell's directory for the compilers' temporary files (their `TMPDIR`), emptied when
+/// created and removed when dropped.
+struct TmpDir {
+    path: Utf8PathBuf,
+    _registered: Option<crate::interrupt::Registered>,
+}
+
+impl TmpDir {
+    /// Create `path` afresh (what an earlier killed build left there is removed); `register`:
+    /// also remove it on interruption (a work directory in the cache, which stays; a fresh
+    /// one is removed whole).
+    fn create(path: &Utf8Path, register: bool) -> anyhow::Result<TmpDir> {
+        let registered =
+            register.then(|| crate::interrupt::remove_on_interrupt(path, crate::interrupt::Removal::All));
+        match std::fs::remove_dir_all(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot empty the temporary directory `{path}`"))
+            }
+        }
+        std::fs::create_dir_all(path)
+            .with_context(|| format!("cannot create the temporary directory `{path}`"))?;
+        Ok(TmpDir { path: path.to_owned(), _registered: registered })
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 /// The environment variable that sets Ninja's `-j` for native builds.
@@ -1230,6 +1289,11 @@ pub fn build_cell(
     };
     let src_dir = work_dir.join("src");
     let build_dir = work_dir.join("build");
+    // The compilers' temporary files (nvcc's `tmpxft_*`, megabytes per CUDA source): in the
+    // cell's work directory, removed when the build ends (any way) or is interrupted. Not a
+    // fact of the cell: the outputs do not depend on where it is.
+    let tmp_dir = work_dir.join("tmp");
+    let _tmp = TmpDir::create(&tmp_dir, matches!(work, WorkDir::Cache { .. }))?;
     let facts = cell_facts(config, cell, &ids.uid, &src_dir, &build_dir)?;
     warnings.extend(facts.warnings.iter().map(|w| Warning { path: None, message: w.clone() }));
 
@@ -1292,6 +1356,7 @@ pub fn build_cell(
                 build_dir.to_string(),
             ],
             &facts.env,
+            &tmp_dir,
         )?;
         let text = serde_json::to_vec_pretty(&record).context("cannot serialise the configure record")?;
         sync_file(&configured, &text)?;
@@ -1305,7 +1370,7 @@ pub fn build_cell(
     }
     // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
     // editor can jump to them.
-    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env).map_err(|e| {
+    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env, &tmp_dir).map_err(|e| {
         let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
         let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
         match super::stable_abi::compile_hint(&text).filter(|_| cell.kind == CellKind::StableAbi) {

@@ -293,6 +293,8 @@ pub fn run(args: Args) -> super::CmdResult {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // A native build: a bad `KERNEL_BUILDER_JOBS` fails now, not when a cell first compiles.
+    crate::assemble::compiled::jobs_from_env()?;
     anyhow::ensure!(
         args.nix_args.is_empty(),
         "arguments after `--` are for `nix build`, but this build does not use Nix: {}",
@@ -370,6 +372,7 @@ pub struct AssembleArgs {
 
 /// Run the hidden `assemble` command.
 pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
+    crate::assemble::compiled::jobs_from_env()?;
     let kernel = match &args.kernel_commit {
         Some(c) => Some(KernelRevision::new(c, args.kernel_dirty)?),
         None => None,

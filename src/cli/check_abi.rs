@@ -22,8 +22,10 @@ use crate::config::Version;
 /// (exit 1), as its extension module is missing.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A kernel directory (checks every DIR/build/<variant>/), a build directory (every
-    /// subdirectory with a metadata.json), one variant directory, or one shared object.
+    /// A kernel directory (checks every DIR/build/<variant>/; also without build.toml, as a
+    /// repository downloaded from the Hub, when build/ holds variant-named directories), a
+    /// build directory (every subdirectory with a metadata.json), one variant directory, or
+    /// one shared object.
     /// Default: the current directory.
     pub dir: Option<Utf8PathBuf>,
     /// Enforce this manylinux policy: `2_28`, `manylinux_2_28`, `manylinux2014`, …
@@ -58,8 +60,10 @@ pub struct VariantReport {
 }
 
 /// The variant directories DIR stands for (see [`Args::dir`]), sorted. A variant directory is
-/// one with a `metadata.json` (as for `upload`), so `build/benchmarks/` is not one; a directory
-/// that neither is one nor holds any is checked as a single variant.
+/// one with a `metadata.json` (as for `upload`), so `build/benchmarks/` is not one. A directory
+/// without `build.toml` whose `build/` holds variant-named directories (a kernel repository
+/// downloaded from the Hub) stands for those; a directory that neither is a variant nor holds
+/// any is checked as a single variant.
 pub fn variant_dirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
     super::require_dir(dir)?;
     let variants_in = |d: &Utf8Path| -> anyhow::Result<Vec<Utf8PathBuf>> {
@@ -81,6 +85,18 @@ pub fn variant_dirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
     }
     if dir.join("metadata.json").is_file() {
         return Ok(vec![dir.to_owned()]);
+    }
+    // A kernel tree without its build.toml (a repository downloaded from the Hub): the
+    // variants are `DIR/build/<variant>/`, each checked by the rules its name implies.
+    let build = dir.join("build");
+    if build.is_dir() {
+        let named: Vec<Utf8PathBuf> = subdirs(&build)?
+            .into_iter()
+            .filter(|v| v.file_name().is_some_and(|n| crate::matrix::naming::parse_variant_name(n).is_some()))
+            .collect();
+        if !named.is_empty() {
+            return Ok(named);
+        }
     }
     let variants = variants_in(dir)?;
     Ok(if variants.is_empty() { vec![dir.to_owned()] } else { variants })

@@ -43,7 +43,8 @@ pub struct Args {
 
     /// License to add as `general.license` when the file has none, as an SPDX id
     /// (e.g. `Apache-2.0`) or expression (`MIT OR Apache-2.0`). Edition 5 requires a license;
-    /// older files often lack one.
+    /// older files often lack one. A license already in the file is kept (with a warning when
+    /// it differs); edit the file to change it.
     #[arg(long, value_name = "SPDX", value_parser = parse_spdx_license)]
     pub license: Option<String>,
 }
@@ -124,7 +125,9 @@ impl Plan {
 /// Upgrade a `build.toml` text to edition 5 without touching the filesystem.
 ///
 /// `license` is inserted as `general.license` when the file has none; without it a file with
-/// no license gets an error problem (rule `missing-license`). `display_path` names the file in
+/// no license (of any generation, edition 5 included) gets an error problem (rule
+/// `missing-license`). A file with another license keeps it, with a warning (rule
+/// `license-kept`). `display_path` names the file in
 /// error messages. Errors: the text is not TOML (the message carries line and column).
 pub fn plan(display_path: &str, text: &str, license: Option<&str>) -> anyhow::Result<Plan> {
     let mut doc: DocumentMut =
@@ -151,8 +154,8 @@ pub fn plan(display_path: &str, text: &str, license: Option<&str>) -> anyhow::Re
                     description: format!("added `license = \"{spdx}\"` (from `--license`)"),
                 });
             }
-            // Edition-5 files without a license are check-config's to report.
-            (false, None) if up.generation.is_legacy() => problems.push(Problem {
+            // Edition 5 requires it too (check-config refuses the file without one).
+            (false, None) => problems.push(Problem {
                 severity: Severity::Error,
                 key_path: "general.license".to_owned(),
                 rule: "missing-license",
@@ -162,7 +165,22 @@ pub fn plan(display_path: &str, text: &str, license: Option<&str>) -> anyhow::Re
                         .to_owned(),
                 ),
             }),
-            _ => {}
+            (true, Some(spdx)) => {
+                let current = general.get("license").and_then(|l| l.as_str()).unwrap_or_default().to_owned();
+                if current != spdx.trim() {
+                    problems.push(Problem {
+                        severity: Severity::Warning,
+                        key_path: "general.license".to_owned(),
+                        rule: "license-kept",
+                        message: format!(
+                            "the file already has `license = \"{current}\"`, which is kept: `--license {}` only adds a license to a file without one",
+                            spdx.trim()
+                        ),
+                        help: Some("to change the license, edit `license` in `[general]`".to_owned()),
+                    });
+                }
+            }
+            (true, None) => {}
         }
     }
     let new_text = if changes.is_empty() { text.to_owned() } else { doc.to_string() };
@@ -219,6 +237,9 @@ pub fn run(args: Args) -> super::CmdResult {
     if !plan.needs_update() {
         print_problems(&display, &plan.problems);
         if plan.has_errors() {
+            if plan.generation == Generation::Edition5 {
+                bail!("`{display}` is edition 5 but not complete; fix the errors above");
+            }
             bail!("`{display}` cannot be brought to edition 5; fix the errors above");
         }
         // A legacy file the upgrade found nothing to change in (no `[general]`, say) is not

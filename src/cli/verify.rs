@@ -31,6 +31,8 @@ pub struct Args {
 /// Run `verify`.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
+    // Its rebuilds run Ninja: a bad `KERNEL_BUILDER_JOBS` fails before any of them.
+    crate::assemble::compiled::jobs_from_env()?;
     let loaded = super::load_config(&dir)?;
     let report = verify(&dir, &loaded.config, &args.variants, &args.toolchain.host())?;
     for n in &report.notes {

@@ -295,6 +295,22 @@ fn stable_abi_variant_names_bring_the_torch_rule() {
     let targets: Vec<&serde_json::Value> =
         reports.as_array().unwrap().iter().map(|r| &r["torch_stable_abi"]).collect();
     assert_eq!(targets, [&serde_json::json!("2.12"), &serde_json::Value::Null]);
+    // A kernel repository without build.toml (as downloaded from the Hub, with README.md):
+    // DIR stands for its build/<variant>/ directories, not for one variant named after DIR.
+    std::fs::write(dir.join("README.md"), "# kk\n").unwrap();
+    let (code, stdout) = check(&["--json", dir.as_str()]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let reports: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let got: Vec<(&str, &serde_json::Value)> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["variant"].as_str().unwrap(), &r["torch_stable_abi"]))
+        .collect();
+    assert_eq!(
+        got,
+        [(stable.as_str(), &serde_json::json!("2.12")), (versioned.as_str(), &serde_json::Value::Null)]
+    );
     let (code, stdout) = check(&[versioned.as_str()]);
     assert_eq!(code, Some(0), "{stdout}");
     assert!(!stdout.contains("torch stable ABI"), "{stdout}");

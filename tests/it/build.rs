@@ -850,6 +850,30 @@ fn verify(dir: &Path, extra: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// A bad `KERNEL_BUILDER_JOBS` is refused when build-and-copy or verify starts, even for a
+/// kernel with nothing to compile (noarch), before anything is written.
+#[test]
+fn bad_kernel_builder_jobs_is_refused_at_the_start() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let msg = "error: KERNEL_BUILDER_JOBS is `two`, not a number of parallel jobs: set it to a whole number of 1 or more (Ninja's -j), or unset it for Ninja's default\n";
+    let out = kb(t.path())
+        .args(["build-and-copy", "--nix", "never"])
+        .env("KERNEL_BUILDER_JOBS", "two")
+        .output()
+        .unwrap();
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(1), msg));
+    assert!(!t.path().join("build").exists());
+    build_ok(t.path(), &[]);
+    let before = tree(&t.path().join("build"));
+    let out = kb(t.path()).arg("verify").env("KERNEL_BUILDER_JOBS", "0").output().unwrap();
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
+        (Some(1), msg.replace("`two`", "`0`").as_str())
+    );
+    assert_eq!(tree(&t.path().join("build")), before);
+}
+
 #[test]
 fn verify_says_same_for_an_unchanged_build() {
     let t = tempfile::tempdir().unwrap();

@@ -151,3 +151,59 @@ fn nix_commands_stop_nix_clean_up_and_exit_128_plus_the_signal() {
         assert!(!s.kernel.join("build").exists(), "{what}");
     }
 }
+
+/// `nohup kernel-builder build-and-copy … &`: SIGHUP ignored when the process starts stays
+/// ignored (no handler replaces it), so a SIGHUP leaves the build (and its Nix) running; a
+/// SIGTERM, which was not ignored, still stops and cleans up as before.
+#[test]
+fn a_signal_ignored_at_start_stays_ignored() {
+    use std::os::unix::process::CommandExt;
+    let s = setup();
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.args(["build-and-copy", "--nix", "always", s.kernel.to_str().unwrap()])
+        .current_dir(&s.root)
+        .env("KERNEL_BUILDER_NIX", &s.nix)
+        .env("FAKE_NIX_PIDS", &s.pids)
+        .env("TMPDIR", &s.tmpdir)
+        .env_remove("KERNEL_BUILDER_ORCHESTRATOR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec, only `signal`, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid = loop {
+        let found = std::fs::read_dir(&s.pids).unwrap().next().map(|e| e.unwrap().path());
+        if let Some(p) = found.filter(|p| std::fs::read_to_string(p).is_ok_and(|t| !t.is_empty())) {
+            break p.file_name().unwrap().to_str().unwrap().parse::<i32>().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the fake Nix was never run");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // SAFETY: `kill` with a pid this test started and a valid signal number.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGHUP) }, 0);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "kernel-builder ended on an ignored SIGHUP");
+    assert!(alive(pid), "its Nix was stopped by an ignored SIGHUP");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert!(
+        stderr.lines().last().unwrap_or_default().starts_with("interrupted (SIGTERM); removed `"),
+        "{stderr}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(pid));
+    assert_eq!(left_in(&s.tmpdir), Vec::<String>::new());
+}

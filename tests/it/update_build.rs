@@ -551,6 +551,49 @@ fn missing_license_refuses_to_write_until_given() {
     assert!(new.contains("\"--use_fast_math\",              # keep this comment\n"));
 }
 
+/// An edition-5 file without `license` (which check-config refuses) is not "nothing to
+/// change": update-build reports the missing license, exits 1 (with `--check` too) and writes
+/// nothing until `--license` is given; `--license` on a file with another license keeps that
+/// one and says so.
+#[test]
+fn edition5_without_license_is_reported_and_an_existing_license_is_kept() {
+    let original = "[general]\nname = \"ab\"\nversion = 1\nedition = 5\nbackends = []\n\n[torch-noarch]\n";
+    let dir = kernel_dir(original);
+    for check in [true, false] {
+        let out = kb().arg("update-build").args(check.then_some("--check")).arg(dir.path()).output().unwrap();
+        let (stdout, stderr) =
+            (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+        assert_eq!(out.status.code(), Some(1), "--check {check}: {stdout}{stderr}");
+        assert!(!stdout.contains("nothing to change"), "{stdout}");
+        assert!(
+            stderr.contains(
+                "general.license: the file has no `license`, which edition 5 requires [missing-license]\n  help: run again with `--license <SPDX id>`"
+            ),
+            "{stderr}"
+        );
+        assert!(stderr.ends_with("is edition 5 but not complete; fix the errors above\n"), "{stderr}");
+        assert_eq!(read(&dir), original);
+    }
+    kb().args(["update-build", "--license", "MIT"]).arg(dir.path()).assert().code(0);
+    let with_license = read(&dir);
+    assert_eq!(with_license, original.replace("edition = 5\n", "edition = 5\nlicense = \"MIT\"\n"));
+    kb().args(["update-build", "--check"]).arg(dir.path()).assert().code(0);
+    // Another license on the command line: the file's is kept, and the warning says so.
+    let out = kb().args(["update-build", "--license", "Apache-2.0"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(
+            "general.license: the file already has `license = \"MIT\"`, which is kept: `--license Apache-2.0` only adds a license to a file without one [license-kept]\n  help: to change the license, edit `license` in `[general]`\n"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(read(&dir), with_license);
+    // The same license again is no news.
+    let out = kb().args(["update-build", "--license", "MIT"]).arg(dir.path()).output().unwrap();
+    assert_eq!((out.status.code(), String::from_utf8(out.stderr).unwrap()), (Some(0), String::new()));
+}
+
 /// `--license` must be an SPDX license expression (ids from the SPDX list, `LicenseRef-…`,
 /// `AND`/`OR`/`WITH`): anything else is a usage error (exit 2) that names the bad term and,
 /// when one is near, the expression meant; the file is untouched. Valid expressions are

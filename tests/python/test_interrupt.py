@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -119,7 +120,16 @@ def test_sigint_and_sigterm_leave_build_as_it_was(kernel) -> None:
         got, err = interrupt_while_compiling(k, env, sig, child)
         assert got == code, err
         (tmp,) = [line for line in err.splitlines() if line.startswith(f"interrupted ({sig.name}); removed `")]
-        assert tmp.startswith(f"interrupted ({sig.name}); removed `{build}/.kernel-builder-tmp-"), tmp
+        # Newest first: the compilers' TMPDIR in the cell's work directory in the cache (unless
+        # the build thread removed it already, as its child failed), then the temporary
+        # directory in build/.
+        cell = args(k)[-1]
+        work = Path(env["KERNEL_BUILDER_CACHE_DIR"]) / "cmake-v1"
+        assert list(work.glob(f"*/{cell}/tmp")) == [], err
+        assert re.fullmatch(
+            rf"interrupted \({sig.name}\); removed (`{re.escape(str(work))}/[0-9a-f]{{16}}/{cell}/tmp`, )?`{re.escape(str(build))}/\.kernel-builder-tmp-[^`]+`",
+            tmp,
+        ), tmp
         assert tmp_dirs(build) == []
         assert snapshot(build) == before
     # Nothing left over for the next build to clean up (it would warn "left by an interrupted build").
@@ -181,3 +191,94 @@ def test_interrupted_verify_removes_its_scratch_and_stops_the_compile(kernel, tm
     done = subprocess.run(verify, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert scratch_dirs(tmp) == []
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children, their children, …), from /proc."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        found.extend(kids)
+        todo.extend(kids)
+    return found
+
+
+def test_signals_ignored_at_start_stay_ignored(kernel) -> None:
+    """`nohup kernel-builder build-and-copy … &`: SIGHUP (nohup) and SIGINT (a shell's
+    background job) are ignored when the build starts, and stay so: sent while the compiler
+    runs, the build carries on and succeeds."""
+    k, env = kernel
+
+    def ignore() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        args(k), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=ignore
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        # The compiler itself runs (seconds before the build can end), not only Ninja.
+        if any(comm(c) == "cc1plus" for c in descendants(proc.pid)):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, f"the build ended before the signals: {proc.communicate()}"
+    proc.send_signal(signal.SIGHUP)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "interrupted" not in err, err
+    cell = f"torch-stable-abi211-cpu-{platform.machine()}-linux"
+    assert sorted(p.name for p in (k / "build").iterdir()) == ["hashes.json", cell]
+    assert out.startswith(f"built {cell}"), out
+
+
+def cuda_cell() -> str | None:
+    """The stable-ABI CUDA cell's name when the venv's torch is a CUDA build and nvcc is there."""
+    import sysconfig
+
+    import torch
+
+    nvcc = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13" / "bin" / "nvcc"
+    if torch.version.cuda is None or not nvcc.is_file():
+        return None
+    return f"torch-stable-abi211-cu{torch.version.cuda.replace('.', '')}-{platform.machine()}-linux"
+
+
+@pytest.mark.skipif(cuda_cell() is None, reason="needs a CUDA build of torch and nvcc (scripts/setup-venv.sh)")
+def test_sigterm_during_a_cuda_compile_stops_nvcc_and_leaves_nothing_in_tmpdir(kernel, tmp_path: Path) -> None:
+    """SIGTERM while nvcc compiles the CUDA cell: every process the compile started (ninja,
+    nvcc, cudafe++/cicc/ptxas) is stopped before kernel-builder exits with 143, and nvcc's
+    `tmpxft_*` files are not left in $TMPDIR (they go to the cell's own temporary directory,
+    removed with it)."""
+    k, env = kernel
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(env, TMPDIR=str(tmp))
+    cmd = args(k)[:-1] + [cuda_cell()]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    compilers = {"cudafe++", "cicc", "ptxas", "fatbinary", "nvlink"}
+    deadline = time.monotonic() + 180
+    below: list[int] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        below = descendants(proc.pid)
+        if any(comm(p) in compilers for p in below):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None and below, f"the build ended before nvcc's compilers ran: {proc.communicate()}"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    # Stopped before kernel-builder exited: nothing of the compile is left at that moment.
+    still = [(p, comm(p)) for p in below if alive(p)]
+    assert still == [], f"the compile's processes outlived kernel-builder: {still}"
+    assert sorted(p.name for p in tmp.iterdir()) == [], err
+    assert not (k / "build").exists()
