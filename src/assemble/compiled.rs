@@ -38,9 +38,10 @@
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
 //! CMake and Ninja run in a process group of their own (an interruption stops them and the
-//! compilers they started, [`crate::interrupt`]) with `TMPDIR` set to `<work>/tmp`, emptied
+//! compilers they started, [`crate::interrupt`]) with `TMPDIR` set to `<work>/tmp` (or, where
+//! that path has a space or comma nvcc cannot take, a fresh directory in `$TMPDIR`), emptied
 //! before and removed after each build and on interruption, so nvcc's `tmpxft_*` files never
-//! stay in the user's `$TMPDIR`; where it is changes no output and no cache key.
+//! stay behind; where it is changes no output and no cache key.
 //!
 //! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
 //! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
@@ -1186,6 +1187,28 @@ fn sync_copy(src: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// Where a cell's compilers keep their temporary files (their `TMPDIR`), and whether that is
+/// outside `work_dir`: `<work_dir>/tmp`, unless that path holds whitespace or a comma, which
+/// nvcc's fatbinary step splits its arguments at (seen: every CUDA compile failed with "… is
+/// not in 'keyword=value' format" under a cache directory `my cache, here`); then a fresh
+/// `kernel-builder-tmp-*` directory in the system's temporary directory (`$TMPDIR`).
+///
+/// Errors: that directory cannot be created, or its path is not UTF-8.
+fn compilers_tmp_dir(work_dir: &Utf8Path) -> anyhow::Result<(Utf8PathBuf, bool)> {
+    let inside = work_dir.join("tmp");
+    if !inside.as_str().chars().any(|c| c.is_whitespace() || c == ',') {
+        return Ok((inside, false));
+    }
+    let fresh = tempfile::Builder::new()
+        .prefix("kernel-builder-tmp-")
+        .tempdir()
+        .context("cannot create a temporary directory for the compilers in $TMPDIR")?
+        .keep();
+    let fresh = Utf8PathBuf::from_path_buf(fresh)
+        .map_err(|p| anyhow::anyhow!("the temporary directory `{}` is not UTF-8", p.display()))?;
+    Ok((fresh, true))
+}
+
 /// A cell's directory for the compilers' temporary files (their `TMPDIR`), emptied when
 /// created and removed when dropped.
 struct TmpDir {
@@ -1290,10 +1313,10 @@ pub fn build_cell(
     let src_dir = work_dir.join("src");
     let build_dir = work_dir.join("build");
     // The compilers' temporary files (nvcc's `tmpxft_*`, megabytes per CUDA source): in the
-    // cell's work directory, removed when the build ends (any way) or is interrupted. Not a
-    // fact of the cell: the outputs do not depend on where it is.
-    let tmp_dir = work_dir.join("tmp");
-    let _tmp = TmpDir::create(&tmp_dir, matches!(work, WorkDir::Cache { .. }))?;
+    // cell's work directory where nvcc can take its path, removed when the build ends (any
+    // way) or is interrupted. Not a fact of the cell: the outputs do not depend on where it is.
+    let (tmp_dir, outside) = compilers_tmp_dir(&work_dir)?;
+    let _tmp = TmpDir::create(&tmp_dir, outside || matches!(work, WorkDir::Cache { .. }))?;
     let facts = cell_facts(config, cell, &ids.uid, &src_dir, &build_dir)?;
     warnings.extend(facts.warnings.iter().map(|w| Warning { path: None, message: w.clone() }));
 
