@@ -1310,6 +1310,17 @@ pub fn build_cell(
             p
         }
     };
+    // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
+    // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
+    // root, tvm-ffi's binding directory) and fails on a missing header that is there.
+    if cell.backend == Backend::Cuda && work_dir.as_str().contains(',') {
+        anyhow::bail!(
+            "the work directory `{work_dir}` of the CUDA cell `{}` has a comma, and nvcc splits include \
+             paths at commas (quoted or not), so the compile would not find the kernel's own headers; \
+             set KERNEL_BUILDER_CACHE_DIR (or TMPDIR, for `verify`) to a directory whose path has no comma",
+            cell.variant
+        );
+    }
     let src_dir = work_dir.join("src");
     let build_dir = work_dir.join("build");
     // The compilers' temporary files (nvcc's `tmpxft_*`, megabytes per CUDA source): in the

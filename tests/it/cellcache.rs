@@ -439,9 +439,12 @@ fn a_changed_compiler_or_flags_configures_the_work_directory_afresh() {
     assert_eq!(entries(&cache).len(), 2);
 }
 
-/// relu's CUDA cell built with a cache directory whose path has a space (and a comma): nvcc
-/// would split `-Xcompiler=-ffile-prefix-map=<that path>=.` into two host compiler arguments,
-/// so kernel-builder passes it quoted; the cell builds and its library does not name the path.
+/// relu's CUDA cell built with a cache directory whose path has a space: nvcc would split
+/// `-Xcompiler=-ffile-prefix-map=<that path>=.` into two host compiler arguments, so
+/// kernel-builder passes it quoted; the cell builds and its library does not name the path.
+/// A path with a comma is refused before anything runs, naming the variable to change (nvcc
+/// splits include paths at commas, quoted or not: a stable-ABI or tvm-ffi cell, or a kernel
+/// with include directories, failed there on a header that was present).
 /// Needs the venv's CUDA torch and nvcc (`scripts/setup-venv.sh`); about 30 s.
 #[test]
 fn relu_cuda_cell_builds_from_a_cache_directory_with_a_space() {
@@ -461,9 +464,26 @@ fn relu_cuda_cell_builds_from_a_cache_directory_with_a_space() {
     let cell =
         format!("torch{major}{minor}-cxx11-cu{}-{}-linux", cuda.replace('.', ""), std::env::consts::ARCH);
     let t = tempfile::tempdir().unwrap();
-    let (a, cache) = (t.path().join("a"), t.path().join("my cache, here"));
+    let (a, cache) = (t.path().join("a"), t.path().join("my cache here"));
     copy_kernel("relu", &a);
     let args = ["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell];
+    let comma = kb(&a, &t.path().join("my cache, here"), &[], &args);
+    assert_eq!(comma.code, 1, "{}", comma.stderr);
+    assert!(
+        comma.stderr.contains(&format!(
+            "of the CUDA cell `{cell}` has a comma, and nvcc splits include paths at commas"
+        )),
+        "{}",
+        comma.stderr
+    );
+    assert!(
+        comma.stderr.contains(
+            "set KERNEL_BUILDER_CACHE_DIR (or TMPDIR, for `verify`) to a directory whose path has no comma"
+        ),
+        "{}",
+        comma.stderr
+    );
+    assert!(!a.join("build").exists(), "nothing built");
     let built = kb(&a, &cache, &[], &args);
     assert_eq!(built.code, 0, "{}", built.stderr);
     assert!(built.stdout.starts_with(&format!("built {cell} (4 files, id _relu_cuda_")), "{}", built.stdout);
