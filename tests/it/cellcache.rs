@@ -18,7 +18,7 @@ fn repo() -> PathBuf {
 }
 
 /// Copy the kernel `kernels/<name>` to `dest`, without its `build/`.
-fn copy_kernel(name: &str, dest: &Path) {
+pub(crate) fn copy_kernel(name: &str, dest: &Path) {
     let src = repo().join("kernels").join(name);
     for e in walkdir::WalkDir::new(&src).into_iter().filter_entry(|e| {
         let rel = e.path().strip_prefix(&src).unwrap();
@@ -34,16 +34,18 @@ fn copy_kernel(name: &str, dest: &Path) {
     }
 }
 
-fn script(path: &Path, body: &str) {
+/// An executable `#!/bin/sh` script at `path` running `body`.
+pub(crate) fn script(path: &Path, body: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// A finished command: exit code (-1 when killed), stdout, stderr.
+pub(crate) struct Out {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// `kernel-builder ARGS` in `dir` with the cache `cache` and extra environment.

@@ -14,31 +14,10 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
+use super::cellcache::{copy_kernel, script, Out};
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Copy `kernels/<name>` to `dest`, without its `build/`.
-fn copy_kernel(name: &str, dest: &Path) {
-    let src = repo().join("kernels").join(name);
-    for e in walkdir::WalkDir::new(&src).into_iter().filter_entry(|e| {
-        let rel = e.path().strip_prefix(&src).unwrap();
-        rel != Path::new("build") && e.file_name() != "__pycache__"
-    }) {
-        let e = e.unwrap();
-        let to = dest.join(e.path().strip_prefix(&src).unwrap());
-        if e.file_type().is_dir() {
-            fs::create_dir_all(&to).unwrap();
-        } else {
-            fs::copy(e.path(), &to).unwrap();
-        }
-    }
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
 }
 
 fn kb(cache: &Path, args: &[&str]) -> Out {
@@ -212,12 +191,6 @@ fn a_python_without_tvm_ffi_says_to_install_apache_tvm_ffi() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains(&why), "{}", out.stderr);
     assert!(!kernel.join("build").exists());
-}
-
-fn script(path: &Path, body: &str) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// A Python in `root/env/bin` whose tvm_ffi (version `version`) is `root/site/tvm_ffi`, with
