@@ -261,6 +261,24 @@ fn fatbin_targets(so: &Path) -> (Vec<String>, Vec<String>) {
     (targets(&elf), targets(&listed))
 }
 
+/// Run the pytest file `test` (one test, loading the cell through the real `kernels` loader)
+/// with `var` naming the Nix output `out`; it must pass, not skip. No bytecode: Python running
+/// as root would write `__pycache__/` into the store path itself (root ignores its read-only
+/// mode), and every later build that reuses this output would then differ from the native tree.
+fn loads_through_kernels(test: &str, var: &str, out: &Path) {
+    let run = duct::cmd(venv_python(), ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", test])
+        .dir(repo())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env(var, out)
+        .stderr_to_stdout()
+        .stdout_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    let log = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success() && log.contains("1 passed") && !log.contains("skipped"), "{log}");
+}
+
 /// relu's CPU cell, `nix build` of the kernel's own flake with the host package set: the NAR
 /// hash of the variant equals the native `build-and-copy --nix never` given the same tools
 /// (python, CXX, PATH) and package-set name; nothing of the build directory, the store or the
@@ -291,23 +309,8 @@ fn relu_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
     assert_eq!(tree(&variant), tree(&native), "the Nix and native trees differ");
     assert_eq!(nar_hash(&variant), nar_hash(&native));
 
-    // The real loader. No bytecode: Python running as root would write `__pycache__/` into
-    // the store path itself (root ignores its read-only mode), and every later build that
-    // reuses this output would then differ from the native tree.
-    let out = duct::cmd(
-        venv_python(),
-        ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/python/test_nix_relu_cpu.py"],
-    )
-    .dir(repo())
-    .env("PYTHONDONTWRITEBYTECODE", "1")
-    .env("KERNEL_BUILDER_NIX_RELU_CPU", &out)
-    .stderr_to_stdout()
-    .stdout_capture()
-    .unchecked()
-    .run()
-    .unwrap();
-    let log = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && log.contains("1 passed") && !log.contains("skipped"), "{log}");
+    // The real loader.
+    loads_through_kernels("tests/python/test_nix_relu_cpu.py", "KERNEL_BUILDER_NIX_RELU_CPU", &out);
 }
 
 /// relu's CUDA cell compiles in Nix with PyPI's nvcc 13.0 (no GPU), and its fat binary holds
@@ -454,21 +457,12 @@ fn relu_tvm_ffi_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
     assert_eq!(tree(&variant), tree(&native), "the Nix and native trees differ");
     assert_eq!(nar_hash(&variant), nar_hash(&native));
 
-    // The real loader, without bytecode (see the relu CPU test).
-    let out = duct::cmd(
-        venv_python(),
-        ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/python/test_nix_relu_tvm_ffi_cpu.py"],
-    )
-    .dir(repo())
-    .env("PYTHONDONTWRITEBYTECODE", "1")
-    .env("KERNEL_BUILDER_NIX_RELU_TVM_FFI_CPU", &out)
-    .stderr_to_stdout()
-    .stdout_capture()
-    .unchecked()
-    .run()
-    .unwrap();
-    let log = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && log.contains("1 passed") && !log.contains("skipped"), "{log}");
+    // The real loader.
+    loads_through_kernels(
+        "tests/python/test_nix_relu_tvm_ffi_cpu.py",
+        "KERNEL_BUILDER_NIX_RELU_TVM_FFI_CPU",
+        &out,
+    );
 }
 
 /// relu-tvm-ffi's CUDA cell compiles in Nix with PyPI's nvcc 13.0 and the pinned tvm-ffi (no
