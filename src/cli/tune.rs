@@ -25,7 +25,11 @@ measurements.csv, heuristic_summary.json).
 Everything runs in a scratch copy of DIR; DIR changes only at the very end, so a failed or \
 interrupted run leaves the earlier heuristic in place. Tuning the same GPU kind again replaces \
 that kind's heuristic and records, starting from the shapes recorded there (not searched \
-again, unless --fresh): tune in slices by growing the bench script's list of shapes.
+again, unless --fresh): tune in slices by growing the bench script's list of shapes. The \
+runner runs the bench script once per phase with HELION_AOT_MODE set (collect, measure, then \
+evaluate for the table); a script that calls more shapes when it is `measure` has every tuned \
+config timed on those too, so the decision tree learns from all of them while a slice searches \
+only a few (the header lists them apart; kernels/attention-helion/bench.py does this).
 
 Environment: HELION_AUTOTUNE_BUDGET_SECONDS caps each shape's search; \
 HELION_AUTOTUNE_BENCHMARK_SUBPROCESS=0 benchmarks in-process (needed where Helion's \

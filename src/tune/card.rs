@@ -162,6 +162,18 @@ pub fn section(kernel_dir: &Utf8Path, config: &BuildConfig) -> anyhow::Result<Op
                         for shape in &h.tuned_shapes {
                             let _ = writeln!(details, "- {shape}");
                         }
+                        if !h.also_measured.is_empty() {
+                            let _ = writeln!(
+                                details,
+                                "\nEvery config was also timed on {} more shape{} that no search ran on; the \
+                                 decision trees learn from these too:\n",
+                                h.also_measured.len(),
+                                if h.also_measured.len() == 1 { "" } else { "s" },
+                            );
+                            for shape in &h.also_measured {
+                                let _ = writeln!(details, "- {shape}");
+                            }
+                        }
                     }
                     details.push('\n');
                 }

@@ -232,6 +232,9 @@ pub struct HeuristicFile {
     /// The shapes its provenance header lists (`kernel: shape`, from the `# Tuned … on N
     /// shapes:` block that `kernel-builder tune` writes); empty without such a header.
     pub tuned_shapes: Vec<String>,
+    /// The shapes listed after [`super::ALSO_MEASURED`]: measured on every config, not
+    /// searched; empty without that block.
+    pub also_measured: Vec<String>,
 }
 
 /// The Python sources and heuristic files of a package directory.
@@ -361,14 +364,18 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
             Some((kind.to_owned(), compute.to_owned()))
         });
         let text = crate::fsutil::read_to_string(&path)?;
-        let tuned_shapes = text
-            .lines()
-            .skip_while(|l| !(l.starts_with("# Tuned ") && l.ends_with(" shapes:")))
-            .skip(1)
-            .map_while(|l| l.strip_prefix("#   ").map(|s| s.trim().to_owned()))
-            .collect();
+        let list_after = |opens: &dyn Fn(&str) -> bool| -> Vec<String> {
+            text.lines()
+                .skip_while(|l| !opens(l))
+                .skip(1)
+                .map_while(|l| l.strip_prefix("#   ").map(|s| s.trim().to_owned()))
+                .collect()
+        };
+        let tuned_shapes = list_after(&|l| l.starts_with("# Tuned ") && l.ends_with(" shapes:"));
+        let also_measured = list_after(&|l| l == super::ALSO_MEASURED);
         pkg.heuristics.push(HeuristicFile {
             tuned_shapes,
+            also_measured,
             key_fns: top_level_functions(&text, "key_"),
             autotune_fns: top_level_functions(&text, "autotune_"),
             rel,

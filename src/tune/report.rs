@@ -79,6 +79,28 @@ pub struct TuneReport {
     pub geomean_speedup: Option<f64>,
     /// The runner's `heuristic_summary_<hw>.json` (configs chosen, slowdowns, tree accuracy).
     pub runner_summary: serde_json::Value,
+    /// The calls the collect phase searched or took from the records (the heuristic's configs
+    /// come from these), in the runner's order.
+    pub searched_shapes: Vec<NamedShape>,
+    /// The calls the measure phase timed every config on: the decision trees' training set
+    /// (empty when the runner's measurements could not be read).
+    pub measured_shapes: Vec<NamedShape>,
+}
+
+/// A kernel and one call's shape, described as in the table (`bf16[8, 32, 1024, 64] x3`).
+#[derive(Debug, Clone, Serialize)]
+pub struct NamedShape {
+    pub kernel: String,
+    pub shape: String,
+}
+
+impl NamedShape {
+    fn list(shapes: &[super::TunedShape]) -> Vec<NamedShape> {
+        shapes
+            .iter()
+            .map(|s| NamedShape { kernel: s.kernel.clone(), shape: describe_features(&s.features) })
+            .collect()
+    }
 }
 
 impl TuneReport {
@@ -133,7 +155,20 @@ impl TuneReport {
             shapes,
             geomean_speedup,
             runner_summary,
+            searched_shapes: Vec::new(),
+            measured_shapes: Vec::new(),
         }
+    }
+
+    /// The report with the calls the collect phase searched and the measure phase timed.
+    pub(super) fn with_shapes(
+        mut self,
+        searched: &[super::TunedShape],
+        measured: &[super::TunedShape],
+    ) -> Self {
+        self.searched_shapes = NamedShape::list(searched);
+        self.measured_shapes = NamedShape::list(measured);
+        self
     }
 
     /// The report as pretty JSON with a final newline.
@@ -249,6 +284,28 @@ mod tests {
             "key_0": 7,
         }));
         assert_eq!(describe_features(&f), "fp32[4096, 1024], 0.00001, key_0=7");
+    }
+
+    #[test]
+    fn measured_shapes_read_helions_csv() {
+        // Two configs timed on each of two calls, as helion 1.4's aot_cache.py writes the file.
+        let csv = "kernel_name,shape_hash,config_hash,config,shape_features,timing_ms\n\
+            k,a1,c1,\"{\"\"block_sizes\"\": [64]}\",\"{\"\"arg0_scalar\"\": 1}\",0.5\n\
+            k,a1,c2,\"{\"\"block_sizes\"\": [32]}\",\"{\"\"arg0_scalar\"\": 1}\",0.7\n\
+            k,b2,c1,\"{\"\"block_sizes\"\": [64]}\",\"{\"\"arg0_ndim\"\": 1, \"\"arg0_dim0\"\": 8, \"\"arg0_dtype\"\": \"\"torch.float16\"\"}\",0.1\n";
+        let shapes = super::super::measured_shapes(csv).unwrap();
+        let described: Vec<String> =
+            shapes.iter().map(|s| format!("{}: {}", s.kernel, describe_features(&s.features))).collect();
+        assert_eq!(described, ["k: 1", "k: fp16[8]"]);
+        assert_eq!(
+            super::super::measured_shapes("kernel_name,timing_ms\n").unwrap_err().to_string(),
+            "no `shape_features` column"
+        );
+        let bad = "kernel_name,shape_features\nk,[1]\n";
+        assert_eq!(
+            super::super::measured_shapes(bad).unwrap_err().to_string(),
+            "row 2: `shape_features` is not a JSON object"
+        );
     }
 
     #[test]

@@ -103,8 +103,6 @@ if code != 0:
 if a.phase == "collect" and not configs.exists():
     print("ERROR - No configs were collected", flush=True)
     sys.exit(1)
-if a.phase == "measure":
-    (run_dir / "measurements_cuda_Fake_GPU_13.0.csv").write_text("kernel_name,timing_ms\nop,0.5\n")
 sys.exit(0)
 "#;
 
@@ -117,7 +115,7 @@ from helion.runtime.kernel import Kernel
 def aot_kernel(**settings):
     return Kernel
 "#;
-const KERNEL_STUB: &str = r#"import importlib.util, json, os
+const KERNEL_STUB: &str = r#"import csv, importlib.util, json, os
 from pathlib import Path
 from helion.autotuner.aot_kernel import extract_shape_features
 TIMES = []
@@ -143,6 +141,18 @@ class Kernel:
                 entries.append({"config": {"block_sizes": [64]}, "shape_features": features,
                                 "kernel_source_file": self.fn.__code__.co_filename})
             f.write_text(json.dumps(data))
+        elif mode == "measure":
+            # As helion's AOTAutotuneCache does: one row per recorded config timed on this call.
+            d = Path(os.environ["HELION_AOT_DATA_DIR"])
+            tuned = json.loads((d / "tuned_configs_cuda_Fake_GPU_13.0.json").read_text())
+            m = d / "measurements_cuda_Fake_GPU_13.0.csv"
+            new = not m.exists()
+            with m.open("a", newline="") as out:
+                w = csv.writer(out)
+                if new:
+                    w.writerow(["kernel_name", "shape_hash", "config_hash", "config", "shape_features", "timing_ms"])
+                for e in tuned.get(self.name, []):
+                    w.writerow([self.name, "h", "c", json.dumps(e["config"]), json.dumps(extract_shape_features(args)), 0.5])
         return self.fn(*args)
 class Spec:
     def default_config(self):
@@ -289,7 +299,11 @@ from pathlib import Path
 print("bench env:", os.environ.get("HELION_AOT_MODE"), os.environ.get("HELION_AUTOTUNE_EFFORT"), flush=True)
 sys.path.insert(0, str(Path(__file__).resolve().parent / "torch-ext"))
 from toy_helion.op import op
-for n in [int(a) for a in sys.argv[1:]] or [1]:
+calls = [int(a) for a in sys.argv[1:]] or [1]
+# As kernels/attention-helion/bench.py does: the measure phase calls a wider list than the search.
+if os.environ.get("HELION_AOT_MODE") == "measure":
+    calls.append(9)
+for n in calls:
     op(n)
 "#;
 
@@ -647,6 +661,8 @@ fn successful_tune_installs_heuristic_records_and_table() {
         [
             "#   op: 1",
             "#   op: 2",
+            "# Also measured, not searched (the decision trees learn from these too):",
+            "#   op: 9",
             "def key_op(*args):",
             "    return 0",
             "",
@@ -689,6 +705,21 @@ fn successful_tune_installs_heuristic_records_and_table() {
     assert_eq!(report["shapes"][1]["heuristic_used"], true);
     assert_eq!(report["shapes"][1]["tuned_config"], serde_json::json!({"block_sizes": [64]}));
     assert_eq!(report["geomean_speedup"], 4.0);
+    let named = |ns: &[&str]| -> serde_json::Value {
+        ns.iter().map(|n| serde_json::json!({"kernel": "op", "shape": n})).collect()
+    };
+    assert_eq!(report["searched_shapes"], named(&["1", "2"]));
+    assert_eq!(report["measured_shapes"], named(&["1", "2", "9"]));
+    // The card says which shapes the trees learned from beyond those searched.
+    let loaded = kernel_builder::kernel::load(&f.kernel).unwrap();
+    let card = kernel_builder::tune::card::with_tuning(&f.kernel, &loaded.config, "# card\n").unwrap();
+    assert!(
+        card.contains(
+            "tuned on 2 shapes:\n\n- op: 1\n- op: 2\n\nEvery config was also timed on 1 more shape that no \
+             search ran on; the decision trees learn from these too:\n\n- op: 9\n"
+        ),
+        "{card}"
+    );
     assert_eq!(report["environment"]["driver"], "999.01");
     let left: Vec<_> = std::fs::read_dir(&f.tmpdir).unwrap().collect();
     assert!(left.is_empty(), "scratch left behind");
@@ -712,7 +743,7 @@ fn successful_tune_installs_heuristic_records_and_table() {
         "{stderr}"
     );
     let text = std::fs::read_to_string(&heuristic).unwrap();
-    assert!(text.contains(" UTC on 3 shapes:\n#   op: 1\n#   op: 2\n#   op: 3\n"), "{text}");
+    assert!(text.contains(" UTC on 3 shapes:\n#   op: 1\n#   op: 2\n#   op: 3\n# Also measured"), "{text}");
 
     // --fresh: everything searched again.
     let out = f.kb().args(["--fresh", "--", "1"]).output().unwrap();
@@ -721,5 +752,8 @@ fn successful_tune_installs_heuristic_records_and_table() {
     assert!(!stderr.contains("starting from"), "{stderr}");
     assert!(stderr.contains("stub: tuning {'arg0_scalar': 1}\n"), "{stderr}");
     let text = std::fs::read_to_string(&heuristic).unwrap();
-    assert!(text.contains(" UTC on 1 shapes:\n#   op: 1\ndef key_op"), "{text}");
+    assert!(
+        text.contains(" UTC on 1 shapes:\n#   op: 1\n# Also measured, not searched (the decision trees learn from these too):\n#   op: 9\ndef key_op"),
+        "{text}"
+    );
 }
