@@ -22,6 +22,8 @@
 #   MAX_CONFIGS    tune --max-configs (default 4)
 #   TUNE_TIMEOUT   seconds before the tune is stopped (SIGINT; default 400: two shapes plus the
 #                  measure, build and table phases took over 290 s on the H200)
+#   BENCH          0: build the tree but do not run attention_h200.py (tune and bench in separate
+#                  device calls: a bench right after a tune measured small shapes slower)
 #   BENCH_SHAPES   attention_h200.py --shapes (default all)
 #   BENCH_DEADLINE seconds after which attention_h200.py starts no new shape (default 150)
 #   REPEATS        timed calls per implementation and shape (default 30)
@@ -52,7 +54,8 @@ prepare() {
   cp "$kb" "$stage/bin/kernel-builder"
   cp -r "$root/kernels/attention-helion" "$stage/kernels/"
   rm -rf "$stage/kernels/attention-helion/build"
-  cp "$root/bench/attention_h200.py" "$root/bench/attention_cold_start.py" "$stage/bench/"
+  cp "$root/bench/attention_h200.py" "$root/bench/attention_cold_start.py" \
+    "$root/bench/attention_overhead.py" "$stage/bench/"
   cp "$root/scripts/gpu-attention.sh" "$stage/scripts/"
   if ! compgen -G "$stage/.whl/helion-1.4.0-*.whl" >/dev/null; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
@@ -115,6 +118,11 @@ device() {
     python3 "$stage/bench/attention_cold_start.py" "$work/build" --out "$out/cold-start.json" \
       --timeout "${COLD_START_TIMEOUT:-300}" 2>&1 | grep -v '^\[AOT\]'
     crc=${PIPESTATUS[0]}
+  fi
+  if [ "${BENCH:-1}" = 0 ]; then
+    echo "gpu-attention: tune $rc, cold start $crc, no bench, $((SECONDS - t0)) s in all"
+    [ "$rc" = 0 ] && [ "$crc" = 0 ]
+    return
   fi
   echo "== bench (after $((SECONDS - t0)) s)"
   python3 "$stage/bench/attention_h200.py" "$work/build" --out "$out/attention-h200.json" \

@@ -1,17 +1,20 @@
 """The calls to pre-tune ``attention`` for, run by Helion's AOT runner (``kernel-builder tune``).
 
     kernel-builder tune kernels/attention-helion                 # all 19 TUNED shapes
-    kernel-builder tune kernels/attention-helion -- --shapes 0,2  # a slice of them
+    kernel-builder tune kernels/attention-helion -- --shapes 0,2  # search a slice of them
 
 The runner runs this script once per phase (collect: autotune each distinct call; measure: time
-every tuned configuration on every call; evaluate: the heuristic picks), so the shapes below are
+every tuned configuration on every call; evaluate: the heuristic picks). ``--shapes`` picks the
+calls of the collect and evaluate phases; in the measure phase (``HELION_AOT_MODE=measure``) the
+script calls ``--measure-shapes`` instead, all of TUNED unless told otherwise, so the decision
+tree is trained on every tuned shape even when a slice searched only a few. The shapes below are
 what the shipped heuristic was trained on. ``HELD_OUT`` are shapes tuning never sees; the
 benchmark (bench/attention_h200.py in kernel-builder) measures both lists and reports them apart.
 
 A shape is ``(batch, heads, seq_len, head_dim, causal, dtype)``; ``q``, ``k`` and ``v`` are
 ``[batch, heads, seq_len, head_dim]``.
 
-Usage: ``python bench.py [--shapes all|held-out|I,J,...] [--list]`` on a machine with a CUDA GPU
+Usage: ``python bench.py [--shapes all|held-out|I,J,...] [--measure-shapes SPEC] [--list]`` on a machine with a CUDA GPU
 and helion installed. ``--list`` prints the selected shapes as JSON lines and needs no GPU.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -132,10 +136,16 @@ def make_inputs(shape: Shape, device: str, generator: torch.Generator) -> tuple[
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default="all", help="all, held-out, or indices like 0,2,5-7")
+    parser.add_argument(
+        "--measure-shapes",
+        default="all",
+        help="the shapes called instead of --shapes when HELION_AOT_MODE=measure (default all)",
+    )
     parser.add_argument("--list", action="store_true", help="print the shapes as JSON and exit")
     args = parser.parse_args(argv)
+    measuring = os.environ.get("HELION_AOT_MODE", "").lower() == "measure"
     try:
-        shapes = select(args.shapes)
+        shapes = select(args.measure_shapes if measuring else args.shapes)
     except ValueError as err:
         parser.error(str(err))
     if args.list:
