@@ -16,6 +16,7 @@ score, in float32), so the result equals ``softmax(q k^T / sqrt(head_dim)) v``.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import helion
 import helion.language as hl
@@ -144,6 +145,25 @@ def causal_attention_fwd(
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 
+# Compiled host functions of calls already seen, by everything that selects one: the mask and,
+# per tensor, its type, shape, strides, dtype and device (Helion specializes on all of them:
+# static shapes). A hit skips the checks below and Helion's own dispatch (its fast-path key and
+# the heuristic's key function on every call), about 20 us of a 60-120 us host path measured on
+# the H200 machine for small shapes, where the host, not the GPU, sets the pace
+# (bench/attention_overhead.py). Entries are added only for calls that passed the checks with
+# contiguous inputs, so a hit is a call that would have passed them too. Like Helion's own
+# caches it holds one entry per distinct shape.
+_COMPILED: dict[tuple, Callable[..., torch.Tensor]] = {}
+
+
+def _dispatch_key(causal: bool, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple:
+    return (
+        causal,
+        type(q), q.shape, q.stride(), q.dtype, q.device,
+        type(k), k.shape, k.stride(), k.dtype, k.device,
+        type(v), v.shape, v.stride(), v.dtype, v.device,
+    )  # fmt: skip
+
 
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
@@ -164,6 +184,11 @@ def attention(
     Raises:
         ValueError: shapes, dtypes or devices that the kernels do not cover.
     """
+    causal = bool(causal)
+    key = _dispatch_key(causal, q, k, v)
+    compiled = _COMPILED.get(key)
+    if compiled is not None:
+        return compiled(q, k, v)
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(
             f"attention: q, k and v must be 4-D [batch, heads, seq, head_dim]; got "
@@ -185,7 +210,15 @@ def attention(
         raise ValueError(
             f"attention: causal=True needs seq_q == seq_k; got {q.shape[2]} and {k.shape[2]}"
         )
+    kernel = causal_attention_fwd if causal else attention_fwd
+    contiguous = q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    if causal:
-        return causal_attention_fwd(q, k, v)
-    return attention_fwd(q, k, v)
+    out = kernel(q, k, v)
+    if contiguous and all(type(t) is torch.Tensor for t in (q, k, v)):
+        # Helion keeps the compiled host function of the config it chose for these arguments
+        # on the bound kernel (helion 1.4 and 1.5: ``_run``); without it, calls keep going
+        # through Helion's dispatch.
+        run = getattr(kernel.bind((q, k, v)), "_run", None)
+        if callable(run):
+            _COMPILED[key] = run
+    return out

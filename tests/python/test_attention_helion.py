@@ -1,0 +1,171 @@
+"""kernels/attention-helion without a GPU: its shipped sm90 heuristic is the AOT runner's output
+over the recorded tuning run, and `attention`'s own dispatch cache sends a repeated call to
+the compiled host function Helion chose, and nothing else there.
+
+The Helion kernels themselves need a GPU; here they are replaced by recording fakes, so what is
+tested is the Python around them (bench/attention_h200.py measures the real thing on the H200).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from conftest import KERNELS
+
+KERNEL = KERNELS / "attention-helion"
+PACKAGE = KERNEL / "torch-ext" / "attention_helion"
+TUNING = KERNEL / "tuning" / "cuda_sm90"
+
+torch = pytest.importorskip("torch")
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def all_bench_shapes():
+    bench = load("attention_bench", KERNEL / "bench.py")
+    return bench.TUNED + bench.HELD_OUT
+
+
+def test_every_heuristic_pick_was_tuned_and_measured_on_every_tuned_shape():
+    heuristic = load("attention_heuristic", PACKAGE / "_helion_aot_attention_cuda_sm90.py")
+    tuned = json.loads((TUNING / "tuned_configs.json").read_text())
+    with (TUNING / "measurements.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    bench = load("attention_bench", KERNEL / "bench.py")
+    for kernel, causal in (("attention_fwd", False), ("causal_attention_fwd", True)):
+        tuned_configs = [entry["config"] for entry in tuned[kernel]]
+        measured = [json.loads(r["config"]) for r in rows if r["kernel_name"] == kernel]
+        # The measure phase timed every recorded config on every tuned shape of this kernel
+        # (bench.py calls all of TUNED when HELION_AOT_MODE=measure), not only on the slice.
+        measured_shapes = {
+            tuple(json.loads(r["shape_features"])[f"arg0_dim{j}"] for j in range(4))
+            for r in rows
+            if r["kernel_name"] == kernel
+        }
+        assert measured_shapes == {
+            (s.batch, s.heads, s.seq_len, s.head_dim) for s in bench.TUNED if s.causal == causal
+        }
+        for shape in all_bench_shapes():
+            if shape.causal != causal:
+                continue
+            size = (shape.batch, shape.heads, shape.seq_len, shape.head_dim)
+            q = torch.empty(size, dtype=shape.dtype, device="meta")
+            config = getattr(heuristic, f"autotune_{kernel}")(q, q, q)
+            assert config in tuned_configs, shape.label()
+            assert config in measured, shape.label()
+    summary = json.loads((TUNING / "heuristic_summary.json").read_text())
+    for kernel in ("attention_fwd", "causal_attention_fwd"):
+        assert summary[kernel]["performance_stats"]["max_slowdown"] <= 1.01
+
+
+class FakeKernel:
+    """Stands in for a Helion kernel: records calls, and `bind` hands out a bound kernel whose
+    `_run` records its calls too (as Helion's compiled host function would run)."""
+
+    def __init__(self, name, has_run=True):
+        self.name = name
+        self.calls = []
+        self.run_calls = []
+        self.has_run = has_run
+
+    def __call__(self, q, k, v):
+        self.calls.append((q, k, v))
+        return ("kernel", self.name)
+
+    def bind(self, args):
+        fake = self
+
+        class Bound:
+            pass
+
+        bound = Bound()
+        if self.has_run:
+
+            def run(q, k, v):
+                fake.run_calls.append((q, k, v))
+                return ("run", fake.name)
+
+            bound._run = run
+        return bound
+
+
+@pytest.fixture
+def attention_module(monkeypatch):
+    pytest.importorskip("helion", reason="the kernel module imports helion at import time")
+    monkeypatch.syspath_prepend(str(KERNEL / "torch-ext"))
+    for name in [n for n in sys.modules if n.startswith("attention_helion")]:
+        monkeypatch.delitem(sys.modules, name)
+    # The package re-exports the function `attention`, which hides the submodule of that name.
+    module = importlib.import_module("attention_helion.attention")
+
+    full, causal = FakeKernel("attention_fwd"), FakeKernel("causal_attention_fwd")
+    monkeypatch.setattr(module, "attention_fwd", full)
+    monkeypatch.setattr(module, "causal_attention_fwd", causal)
+    monkeypatch.setattr(module, "_COMPILED", {})
+    return module, full, causal
+
+
+def qkv(shape=(2, 4, 128, 64), dtype=None):
+    dtype = dtype or torch.bfloat16
+    return tuple(torch.zeros(shape, dtype=dtype) for _ in range(3))
+
+
+def test_a_repeated_call_goes_to_the_compiled_function(attention_module):
+    module, full, causal = attention_module
+    q, k, v = qkv()
+    assert module.attention(q, k, v) == ("kernel", "attention_fwd")
+    assert module.attention(q, k, v) == ("run", "attention_fwd")
+    assert module.attention(*qkv()) == ("run", "attention_fwd")  # same shapes, new tensors
+    assert (len(full.calls), len(full.run_calls), len(causal.calls)) == (1, 2, 0)
+    # The mask is part of the key: causal goes to the causal kernel, then to its own entry.
+    assert module.attention(q, k, v, causal=True) == ("kernel", "causal_attention_fwd")
+    assert module.attention(q, k, v, causal=True) == ("run", "causal_attention_fwd")
+    assert module.attention(q, k, v, causal=False) == ("run", "attention_fwd")
+    # Another shape or dtype is another entry, through the kernel first.
+    assert module.attention(*qkv((2, 4, 256, 64))) == ("kernel", "attention_fwd")
+    assert module.attention(*qkv(dtype=torch.float16)) == ("kernel", "attention_fwd")
+    assert len(module._COMPILED) == 4
+
+
+def test_non_contiguous_inputs_are_made_contiguous_and_never_cached(attention_module):
+    module, full, _ = attention_module
+    q, k, v = (t.transpose(1, 2) for t in qkv((2, 128, 4, 64)))
+    assert not q.is_contiguous()
+    for _ in range(2):
+        assert module.attention(q, k, v) == ("kernel", "attention_fwd")
+    assert len(full.calls) == 2 and not full.run_calls
+    assert all(t.is_contiguous() for t in full.calls[0])
+    assert module._COMPILED == {}
+
+
+def test_a_cached_shape_does_not_let_bad_calls_through(attention_module):
+    module, full, _ = attention_module
+    q, k, v = qkv()
+    module.attention(q, k, v)
+    with pytest.raises(ValueError, match="head_dim must be one of"):
+        module.attention(*qkv((2, 4, 128, 32)))
+    with pytest.raises(ValueError, match="all be float16 or all bfloat16"):
+        module.attention(q, k.to(torch.float16), v)
+    with pytest.raises(ValueError, match=r"causal=True needs seq_q == seq_k"):
+        module.attention(qkv((2, 4, 64, 64))[0], k, v, causal=True)
+    assert len(full.calls) == 1 and len(module._COMPILED) == 1
+
+
+def test_without_a_compiled_function_every_call_goes_through_helion(attention_module, monkeypatch):
+    module, _, _ = attention_module
+    bare = FakeKernel("attention_fwd", has_run=False)
+    monkeypatch.setattr(module, "attention_fwd", bare)
+    q, k, v = qkv()
+    for _ in range(3):
+        assert module.attention(q, k, v) == ("kernel", "attention_fwd")
+    assert len(bare.calls) == 3 and module._COMPILED == {}
