@@ -54,7 +54,7 @@ prepare() {
   cp "$kb" "$stage/bin/kernel-builder"
   cp -r "$root/kernels/attention-helion" "$stage/kernels/"
   rm -rf "$stage/kernels/attention-helion/build"
-  cp "$root/bench/attention_h200.py" "$root/bench/attention_cold_start.py" \
+  cp "$root/bench/attention_h200.py" "$root/bench/attention_cold_start.py" "$root/bench/attention_cached_check.py" \
     "$root/bench/attention_overhead.py" "$stage/bench/"
   cp "$root/scripts/gpu-attention.sh" "$stage/scripts/"
   if ! compgen -G "$stage/.whl/helion-1.4.0-*.whl" >/dev/null; then
