@@ -316,17 +316,12 @@ fn check_org(org: &str) -> Result<(), UsageError> {
     }
 }
 
+/// An SPDX expression ([`crate::config::license::check`]), which also keeps quotes and other
+/// characters that would break the generated build.toml and card out of them.
 fn check_license(license: &str) -> Result<(), UsageError> {
-    let ok = !license.is_empty()
-        && license.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'));
-    if ok {
-        Ok(())
-    } else {
-        Err(UsageError::new(
-            format!("`--license {license}` is not a license id: use letters, digits, `.`, `-` and `+` (e.g. `Apache-2.0`, `MIT`)"),
-            None,
-        ))
-    }
+    crate::config::license::check(license)
+        .map(|_| ())
+        .map_err(|e| UsageError::new(format!("`--license {license}`: {}", e.message), Some(e.help)))
 }
 
 fn check_flake_ref(r: &str) -> Result<(), UsageError> {
@@ -437,7 +432,9 @@ mod tests {
     #[test]
     fn license_and_flake_ref() {
         assert!(check_license("Apache-2.0").is_ok());
-        assert!(check_license("GPL-2.0+").is_ok());
+        assert!(check_license("GPL-2.0-or-later").is_ok());
+        assert!(check_license("MIT OR Apache-2.0").is_ok());
+        assert!(check_license("GPL-2.0+").is_err()); // deprecated in the SPDX list
         assert!(check_license("a\"b").is_err());
         assert!(check_license("").is_err());
         assert!(check_flake_ref("path:/x/y").is_ok());

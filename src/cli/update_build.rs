@@ -49,52 +49,17 @@ pub struct Args {
     pub license: Option<String>,
 }
 
-/// Check `--license` against the SPDX license list ([`spdx`], list version
-/// [`spdx::license_version`]): an id (`Apache-2.0`), `LicenseRef-…`, or an expression of them
-/// with `AND`, `OR`, `WITH <exception>` and parentheses, parsed strictly (case-sensitive ids,
-/// no deprecated ids such as `GPL-2.0`). Returns it without surrounding whitespace.
+/// Check `--license` against the SPDX license list (see [`crate::config::license::check`]).
+/// Returns it without surrounding whitespace.
 ///
 /// # Errors
 /// Anything else: says which term is wrong and why, with the corrected expression or the
 /// closest id when one is near.
 pub fn parse_spdx_license(s: &str) -> Result<String, String> {
-    let s = s.trim();
-    if s.is_empty() {
+    if s.trim().is_empty() {
         return Err("needs an SPDX license id, e.g. `--license Apache-2.0`".to_owned());
     }
-    let err = match spdx::Expression::parse(s) {
-        Ok(_) => return Ok(s.to_owned()),
-        Err(e) => e,
-    };
-    let term = s.get(err.span.clone()).unwrap_or(s);
-    let at = if term.is_empty() { ", at its end".to_owned() } else { format!(": `{term}`") };
-    let hint = license_hint(s, term).map(|h| format!("Did you mean `{h}`? ")).unwrap_or_default();
-    Err(format!(
-        "`{s}` is not an SPDX license expression ({}{at}). {hint}Use an id from \
-         https://spdx.org/licenses/ (e.g. `Apache-2.0`, `MIT`, `BSD-3-Clause`) or an expression \
-         such as `MIT OR Apache-2.0`",
-        // `expected one of … here`: where is said by `at`.
-        err.reason.to_string().trim_end_matches(" here")
-    ))
-}
-
-/// A valid expression near `s`, whose bad part is `term`: the crate's canonical form of a lax
-/// expression (`MIT/Apache-2.0`, `apache2`), else `s` with `term` replaced by the id it equals
-/// ignoring case, or is closest to.
-fn license_hint(s: &str, term: &str) -> Option<String> {
-    let valid = |e: String| spdx::Expression::parse(&e).is_ok().then_some(e);
-    if let Some(c) = spdx::Expression::canonicalize(s).ok().flatten().and_then(valid) {
-        return Some(c);
-    }
-    let ids = spdx::identifiers::LICENSES.iter().map(|l| l.name);
-    let id = ids.clone().find(|n| n.eq_ignore_ascii_case(term)).or_else(|| {
-        let lower = term.to_ascii_lowercase();
-        ids.map(|n| (strsim::osa_distance(&lower, &n.to_ascii_lowercase()), n))
-            .filter(|(d, _)| *d <= 2)
-            .min()
-            .map(|(_, n)| n)
-    })?;
-    valid(s.replacen(term, id, 1))
+    crate::config::license::check(s).map_err(|e| format!("{}. {}", e.message, e.help))
 }
 
 /// The outcome of upgrading one `build.toml` text, before anything is written.

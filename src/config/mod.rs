@@ -15,6 +15,7 @@
 
 pub mod deps;
 pub mod diagnostics;
+pub mod license;
 pub mod model;
 pub mod parse;
 pub mod upgrade;

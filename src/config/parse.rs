@@ -538,7 +538,14 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
         None => missing(cx, "license", "\"Apache-2.0\""),
         Some(i) => {
             g.license = as_str(cx, i, "general.license", "a quoted license id, e.g. \"Apache-2.0\"")
-                .unwrap_or_default()
+                .unwrap_or_default();
+            // A warning, not an error: the Hub takes any string, and published files carry
+            // `other` and lower-case ids; but a card's license field wants an SPDX id.
+            if i.is_str() {
+                if let Err(e) = super::license::check(&g.license) {
+                    cx.warning("general.license", "license-not-spdx", e.message, Some(e.help));
+                }
+            }
         }
     }
     g.upstream = git_url(cx, t, "upstream");

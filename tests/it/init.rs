@@ -563,8 +563,9 @@ fn license_reaches_build_toml_and_card() {
     assert_eq!(code, 2);
     assert_eq!(
         stderr,
-        "error: `--license MIT License` is not a license id: use letters, digits, `.`, `-` and `+` (e.g. \
-         `Apache-2.0`, `MIT`)\n"
+        "error: `--license MIT License`: `MIT License` is not an SPDX license expression (unknown term: \
+         `License`)\nhint: Use an id from https://spdx.org/licenses/ (e.g. `Apache-2.0`, `MIT`, `BSD-3-Clause`) \
+         or an expression such as `MIT OR Apache-2.0`\n"
     );
 }
 
