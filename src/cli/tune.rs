@@ -1,5 +1,6 @@
 //! `kernel-builder tune [DIR] [--bench FILE] [--kernel NAME]… [--goal G] [--threshold F]
-//! [--max-configs N] [--effort quick|full] [--python PATH] [-- BENCH_ARGS…]`: pre-tune a
+//! [--max-configs N] [--effort quick|full] [--fresh | --retune] [--python PATH]
+//! [-- BENCH_ARGS…]`: pre-tune a
 //! Helion kernel on this machine's GPU with Helion's AOT runner.
 
 use std::process::ExitCode;
@@ -25,7 +26,8 @@ measurements.csv, heuristic_summary.json).
 Everything runs in a scratch copy of DIR; DIR changes only at the very end, so a failed or \
 interrupted run leaves the earlier heuristic in place. Tuning the same GPU kind again replaces \
 that kind's heuristic and records, starting from the shapes recorded there (not searched \
-again, unless --fresh): tune in slices by growing the bench script's list of shapes. The \
+again, unless --fresh, which forgets them all, or --retune, which searches the ones this run \
+calls again and keeps the rest): tune in slices by growing the bench script's list of shapes. The \
 runner runs the bench script once per phase with HELION_AOT_MODE set (collect, measure, then \
 evaluate for the table); a script that calls more shapes when it is `measure` has every tuned \
 config timed on those too, so the decision tree learns from all of them while a slice searches \
@@ -64,6 +66,11 @@ pub struct Args {
     /// GPU kind recorded in DIR/tuning/<kind>_<compute>/tuned_configs.json.
     #[arg(long)]
     pub fresh: bool,
+    /// Search every shape this run calls again, though DIR/tuning/ records it (after changing
+    /// the kernel's seed configs or search space); the records of the shapes the run does not
+    /// call are kept, and the decision trees choose among both.
+    #[arg(long, conflicts_with = "fresh")]
+    pub retune: bool,
     /// The Python that has torch, triton and helion; it runs the runner and the bench script.
     #[arg(long, value_name = "PATH", env = "KERNEL_BUILDER_PYTHON", default_value = "python3")]
     pub python: String,
@@ -147,6 +154,7 @@ pub fn run(args: Args) -> super::CmdResult {
         python: args.python,
         command_line: command_line(),
         fresh: args.fresh,
+        retune: args.retune,
     };
     let outcome = tune::tune(&opts)?;
     print!("{}", outcome.report.render_table());

@@ -165,10 +165,14 @@ pub fn section(kernel_dir: &Utf8Path, config: &BuildConfig) -> anyhow::Result<Op
                         if !h.also_measured.is_empty() {
                             let _ = writeln!(
                                 details,
-                                "\nEvery config was also timed on {} more shape{} that no search ran on; the \
-                                 decision trees learn from these too:\n",
-                                h.also_measured.len(),
-                                if h.also_measured.len() == 1 { "" } else { "s" },
+                                "\nEvery config was also timed on {}; the decision trees learn from {} \
+                                 too:\n",
+                                if h.also_measured.len() == 1 {
+                                    "1 more shape that no search ran on".to_owned()
+                                } else {
+                                    format!("{} more shapes that no search ran on", h.also_measured.len())
+                                },
+                                if h.also_measured.len() == 1 { "it" } else { "them" },
                             );
                             for shape in &h.also_measured {
                                 let _ = writeln!(details, "- {shape}");

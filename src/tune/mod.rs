@@ -113,6 +113,10 @@ pub struct Options {
     /// Start from nothing instead of the configs the last tune of this GPU kind recorded
     /// (`tuning/<kind>_<compute>/tuned_configs.json`).
     pub fresh: bool,
+    /// Search every shape the bench run calls again, recorded or not, and keep the records of
+    /// the shapes it does not call (after the kernel's seeds or search space changed). Ignored
+    /// with `fresh`, which keeps nothing.
+    pub retune: bool,
 }
 
 /// Why `tune` stopped. Every variant means the kernel directory was left unchanged.
@@ -362,6 +366,68 @@ pub fn tuned_shapes(tuned_configs: &serde_json::Value) -> Vec<TunedShape> {
     out
 }
 
+/// What identifies a record of Helion's `tuned_configs_<hw>.json` (helion 1.4: per kernel name,
+/// a list of `{config, shape_key: {kernel_name, specialization_key, hardware_id},
+/// shape_features, kernel_source_file, ...}`): its kernel and the specialization key, which is
+/// what the collect phase matches a call against; records without one (older files) by their
+/// shape features.
+fn record_id(kernel: &str, entry: &serde_json::Value) -> (String, String) {
+    let shape = entry
+        .get("shape_key")
+        .and_then(|k| k.get("specialization_key"))
+        .or_else(|| entry.get("shape_features"))
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    (kernel.to_owned(), shape)
+}
+
+/// Merge the records of an earlier tune into this run's `tuned` (both in the format of
+/// [`record_id`]): an earlier record of a shape this run searched again is replaced in place by
+/// the new one, the others are kept, and this run's records of new shapes follow. Returns how
+/// many earlier records were kept. A value that is not an object of lists is left as it is.
+fn merge_records(tuned: &mut serde_json::Value, earlier: serde_json::Value) -> usize {
+    let (Some(new), serde_json::Value::Object(old)) = (tuned.as_object(), earlier) else {
+        return 0;
+    };
+    let mut fresh: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
+    let mut order: Vec<(String, String)> = Vec::new();
+    for (kernel, entries) in new {
+        for e in entries.as_array().into_iter().flatten() {
+            let id = record_id(kernel, e);
+            if fresh.insert(id.clone(), e.clone()).is_none() {
+                order.push(id);
+            }
+        }
+    }
+    let mut merged = serde_json::Map::new();
+    let mut kept = 0;
+    for (kernel, entries) in old {
+        let list: Vec<serde_json::Value> = entries
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| match fresh.remove(&record_id(&kernel, e)) {
+                Some(replacement) => replacement,
+                None => {
+                    kept += 1;
+                    e.clone()
+                }
+            })
+            .collect();
+        merged.insert(kernel, serde_json::Value::Array(list));
+    }
+    for id in order {
+        if let Some(e) = fresh.remove(&id) {
+            let list = merged.entry(id.0).or_insert_with(|| serde_json::Value::Array(Vec::new()));
+            if let Some(list) = list.as_array_mut() {
+                list.push(e);
+            }
+        }
+    }
+    *tuned = serde_json::Value::Object(merged);
+    kept
+}
+
 /// The distinct (kernel, shape) pairs of the runner's `measurements_<hw>.csv`, in file order:
 /// the calls the measure phase timed every tuned config on, which are what the decision trees
 /// learn from. The file is Helion's (`aot_cache.py`, helion 1.4): one row per (call, config),
@@ -543,21 +609,29 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
 
     // Shapes a previous tune of this GPU kind already searched are not searched again: the
     // collect phase reuses a recorded config for a call with the same shape key.
+    // With --retune the collect phase starts from nothing, so it searches every shape the run
+    // calls, and the records of the other shapes are merged back in after it.
     let previous = dir.join(&records_rel).join("tuned_configs.json");
-    if !opts.fresh && previous.is_file() {
+    let earlier = if !opts.fresh && previous.is_file() {
         let mut earlier: serde_json::Value = serde_json::from_str(&crate::fsutil::read_to_string(&previous)?)
             .with_context(|| format!("`{previous}` is not JSON (tune with --fresh to ignore it)"))?;
-        let n = tuned_shapes(&earlier).len();
         absolutize_sources(&mut earlier, &work);
-        std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
-        crate::fsutil::write_atomic(
-            &run_dir.join(format!("tuned_configs_{hw}.json")),
-            serde_json::to_string_pretty(&earlier)?.as_bytes(),
-        )?;
-        eprintln!(
-            "tune: starting from the {n} shapes recorded in `{previous}` (they are not searched \
-             again; --fresh starts over)"
-        );
+        Some(earlier)
+    } else {
+        None
+    };
+    std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
+    let configs_file = run_dir.join(format!("tuned_configs_{hw}.json"));
+    match &earlier {
+        Some(earlier) if !opts.retune => {
+            crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
+            eprintln!(
+                "tune: starting from the {} shapes recorded in `{previous}` (they are not searched \
+                 again; --retune searches the ones this run calls again, --fresh starts over)",
+                tuned_shapes(earlier).len()
+            );
+        }
+        _ => {}
     }
 
     let runner = Runner::new(&opts.python, &work, dir)?;
@@ -596,7 +670,6 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
 
     // 1. collect
     let fin = runner.run("collect", &phase_args("collect", &[]), &effort_env)?;
-    let configs_file = run_dir.join(format!("tuned_configs_{hw}.json"));
     if let Some(code) = fin.failed_bench_code("Collect phase failed with return code") {
         return Err(TuneError::BenchFailed { phase: "collect", code, tail: fin.tail() }.into());
     }
@@ -612,6 +685,15 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     let mut tuned_configs: serde_json::Value =
         serde_json::from_str(&crate::fsutil::read_to_string(&configs_file)?)
             .with_context(|| format!("`{configs_file}` is not JSON"))?;
+    if let (true, Some(earlier)) = (opts.retune, earlier) {
+        let searched = tuned_shapes(&tuned_configs).len();
+        let kept = merge_records(&mut tuned_configs, earlier);
+        crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(&tuned_configs)?.as_bytes())?;
+        eprintln!(
+            "tune: searched the {searched} shapes this run calls again (--retune); kept the \
+             records of {kept} other shapes from `{previous}`"
+        );
+    }
     let shapes = tuned_shapes(&tuned_configs);
 
     // 2. measure
@@ -627,7 +709,13 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
             eprintln!("tune: warning: cannot read the measured shapes from `{measurements_file}`: {e:#}");
             Vec::new()
         }),
-        Err(_) => Vec::new(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            eprintln!(
+                "tune: warning: cannot read `{measurements_file}`: {e}; the header lists no measured shapes"
+            );
+            Vec::new()
+        }
     };
 
     // 3. build, with the provenance header
@@ -783,5 +871,39 @@ impl Finished {
         } else {
             Err(TuneError::RunnerFailed { phase, status: self.status_text(), tail: self.tail() })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_records;
+    use serde_json::json;
+
+    fn rec(kernel: &str, shape: u32, config: u32) -> serde_json::Value {
+        json!({"config": {"block_sizes": [config]}, "shape_features": {"n": shape},
+               "shape_key": {"kernel_name": kernel, "specialization_key": [shape], "hardware_id": "h"}})
+    }
+
+    #[test]
+    fn retuned_shapes_replace_their_records_in_place_and_the_rest_are_kept() {
+        let earlier = json!({"a": [rec("a", 1, 16), rec("a", 2, 16)], "b": [rec("b", 1, 16)]});
+        let mut tuned = json!({"a": [rec("a", 3, 64), rec("a", 2, 64)], "c": [rec("c", 1, 64)]});
+        assert_eq!(merge_records(&mut tuned, earlier), 2);
+        assert_eq!(
+            tuned,
+            json!({"a": [rec("a", 1, 16), rec("a", 2, 64), rec("a", 3, 64)],
+                   "b": [rec("b", 1, 16)], "c": [rec("c", 1, 64)]})
+        );
+    }
+
+    #[test]
+    fn records_without_a_shape_key_match_by_features_and_odd_files_are_left_alone() {
+        let old = json!({"a": [{"config": 1, "shape_features": {"n": 1}}]});
+        let mut tuned = json!({"a": [{"config": 2, "shape_features": {"n": 1}}]});
+        assert_eq!(merge_records(&mut tuned, old.clone()), 0);
+        assert_eq!(tuned, json!({"a": [{"config": 2, "shape_features": {"n": 1}}]}));
+        let mut odd = json!([1, 2]);
+        assert_eq!(merge_records(&mut odd, old), 0);
+        assert_eq!(odd, json!([1, 2]));
     }
 }

@@ -716,7 +716,7 @@ fn successful_tune_installs_heuristic_records_and_table() {
     assert!(
         card.contains(
             "tuned on 2 shapes:\n\n- op: 1\n- op: 2\n\nEvery config was also timed on 1 more shape that no \
-             search ran on; the decision trees learn from these too:\n\n- op: 9\n"
+             search ran on; the decision trees learn from it too:\n\n- op: 9\n"
         ),
         "{card}"
     );
@@ -744,6 +744,41 @@ fn successful_tune_installs_heuristic_records_and_table() {
     );
     let text = std::fs::read_to_string(&heuristic).unwrap();
     assert!(text.contains(" UTC on 3 shapes:\n#   op: 1\n#   op: 2\n#   op: 3\n# Also measured"), "{text}");
+
+    // --retune: the shapes this run calls are searched again, the other records are kept.
+    let out = f.kb().args(["--retune", "--", "2", "4"]).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("starting from"), "{stderr}");
+    assert!(
+        stderr.contains("stub: tuning {'arg0_scalar': 2}\nstub: tuning {'arg0_scalar': 4}\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "tune: searched the 2 shapes this run calls again (--retune); kept the records of 2 other \
+             shapes from `toy-helion/tuning/cuda_sm90/tuned_configs.json`"
+        ),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&heuristic).unwrap();
+    assert!(
+        text.contains(" UTC on 4 shapes:\n#   op: 1\n#   op: 2\n#   op: 3\n#   op: 4\n# Also measured"),
+        "{text}"
+    );
+    let tuned: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(records.join("tuned_configs.json")).unwrap()).unwrap();
+    let args: Vec<&serde_json::Value> =
+        tuned["op"].as_array().unwrap().iter().map(|e| &e["shape_features"]["arg0_scalar"]).collect();
+    assert_eq!(args, [1, 2, 3, 4]);
+    assert!(tuned["op"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["kernel_source_file"] == "torch-ext/toy_helion/op.py"));
+    let (code, stderr) = f.fails(&["--retune", "--fresh"], true);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("'--retune' cannot be used with '--fresh'"), "{stderr}");
 
     // --fresh: everything searched again.
     let out = f.kb().args(["--fresh", "--", "1"]).output().unwrap();
