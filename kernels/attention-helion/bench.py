@@ -96,16 +96,21 @@ HELD_OUT: list[Shape] = [
 ]
 
 
-def select(spec: str) -> list[Shape]:
-    """Shapes named by ``--shapes``: ``all`` (the tuned list), ``held-out``, or comma-separated
-    indices into the tuned list (``0,2,5``; ranges ``0-3`` too).
+def select(spec: str, option: str = "--shapes") -> list[Shape]:
+    """Shapes named by ``option`` (``--shapes`` or ``--measure-shapes``): ``all`` (the tuned
+    list), ``held-out`` (``--shapes`` only), or comma-separated indices into the tuned list
+    (``0,2,5``; ranges ``0-3`` too).
 
     Raises:
-        ValueError: an index out of range or a word that is none of these.
+        ValueError: an index out of range, an empty range, ``held-out`` for the measure phase
+            (its shapes are what the decision tree learns from, and the held-out ones must stay
+            unseen), or a word that is none of these. The message names ``option``.
     """
     if spec == "all":
         return list(TUNED)
     if spec == "held-out":
+        if option != "--shapes":
+            raise ValueError(f"{option}: the held-out shapes are never tuned on; use all or indices")
         return list(HELD_OUT)
     chosen: list[Shape] = []
     for part in spec.split(","):
@@ -115,11 +120,13 @@ def select(spec: str) -> list[Shape]:
             first, last = int(lo), int(hi or lo)
         except ValueError:
             raise ValueError(
-                f"--shapes: `{part}` is not an index; use all, held-out or indices like 0,2,5-7"
+                f"{option}: `{part}` is not an index; use all, held-out or indices like 0,2,5-7"
             ) from None
+        if last < first:
+            raise ValueError(f"{option}: `{part}` is an empty range; write it low-high")
         for i in range(first, last + 1):
             if not 0 <= i < len(TUNED):
-                raise ValueError(f"--shapes: index {i} is out of range 0..{len(TUNED) - 1}")
+                raise ValueError(f"{option}: index {i} is out of range 0..{len(TUNED) - 1}")
             chosen.append(TUNED[i])
     return chosen
 
@@ -143,11 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="print the shapes as JSON and exit")
     args = parser.parse_args(argv)
-    measuring = os.environ.get("HELION_AOT_MODE", "").lower() == "measure"
+    measuring = os.environ.get("HELION_AOT_MODE", "").strip().lower() == "measure"
+    # Both are checked in every phase: a bad --measure-shapes fails the collect phase at once,
+    # not after its search.
     try:
-        shapes = select(args.measure_shapes if measuring else args.shapes)
+        searched = select(args.shapes)
+        measured = select(args.measure_shapes, "--measure-shapes")
     except ValueError as err:
         parser.error(str(err))
+    shapes = measured if measuring else searched
     if args.list:
         for s in shapes:
             print(json.dumps(s.as_json()))

@@ -158,7 +158,33 @@ def test_a_cached_shape_does_not_let_bad_calls_through(attention_module):
         module.attention(q, k.to(torch.float16), v)
     with pytest.raises(ValueError, match=r"causal=True needs seq_q == seq_k"):
         module.attention(qkv((2, 4, 64, 64))[0], k, v, causal=True)
+    with pytest.raises(ValueError, match="must be on one device"):
+        module.attention(q, k.to("meta"), v)
     assert len(full.calls) == 1 and len(module._COMPILED) == 1
+
+
+def test_tensor_subclasses_are_never_cached(attention_module):
+    # A subclass whose .contiguous() hands back a plain tensor: the key holds the caller's type,
+    # so the call must not be cached under it (found by review).
+    module, full, _ = attention_module
+
+    class Plainify(torch.Tensor):
+        def contiguous(self, *args, **kwargs):
+            return torch.Tensor.contiguous(self.as_subclass(torch.Tensor))
+
+    q, k, v = (t.as_subclass(Plainify) for t in qkv())
+    for _ in range(2):
+        assert module.attention(q, k, v) == ("kernel", "attention_fwd")
+    assert len(full.calls) == 2 and module._COMPILED == {}
+
+
+def test_no_cache_while_torch_compile_traces(attention_module, monkeypatch):
+    module, full, _ = attention_module
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    q, k, v = qkv()
+    for _ in range(2):
+        assert module.attention(q, k, v) == ("kernel", "attention_fwd")
+    assert len(full.calls) == 2 and module._COMPILED == {}
 
 
 def test_without_a_compiled_function_every_call_goes_through_helion(attention_module, monkeypatch):
@@ -169,3 +195,21 @@ def test_without_a_compiled_function_every_call_goes_through_helion(attention_mo
     for _ in range(3):
         assert module.attention(q, k, v) == ("kernel", "attention_fwd")
     assert len(bare.calls) == 3 and module._COMPILED == {}
+
+
+def test_a_misaligned_address_is_copied_and_never_served_from_the_cache(attention_module):
+    # The tuned configs load through TMA descriptors, which need 16-byte aligned addresses; a
+    # contiguous view at an odd offset has the shapes and strides of a cached call.
+    module, full, _ = attention_module
+    q, k, v = qkv()
+    module.attention(q, k, v)
+    base = torch.zeros(2 * 4 * 128 * 64 + 1, dtype=torch.bfloat16)
+    odd = base[1:].view(2, 4, 128, 64)
+    assert odd.is_contiguous() and odd.data_ptr() % 16 != 0
+    for _ in range(2):
+        assert module.attention(odd, k, v) == ("kernel", "attention_fwd")
+    assert len(full.calls) == 3 and full.run_calls == []
+    for got in full.calls[1:]:
+        assert all(t.data_ptr() % 16 == 0 for t in got)
+        assert got[0].stride() == q.stride() and got[1] is k and got[2] is v
+    assert module.attention(q, k, v) == ("run", "attention_fwd")  # aligned again: the cache

@@ -145,15 +145,24 @@ def causal_attention_fwd(
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 
-# Compiled host functions of calls already seen, by everything that selects one: the mask and,
-# per tensor, its type, shape, strides, dtype and device (Helion specializes on all of them:
-# static shapes). A hit skips the checks below and Helion's own dispatch (its fast-path key and
-# the heuristic's key function on every call), about 20 us of a 60-120 us host path measured on
-# the H200 machine for small shapes, where the host, not the GPU, sets the pace
-# (bench/attention_overhead.py). Entries are added only for calls that passed the checks with
-# contiguous inputs, so a hit is a call that would have passed them too. Like Helion's own
-# caches it holds one entry per distinct shape.
+# Compiled host functions of calls already seen, keyed as Helion's own fast path keys a call: the
+# mask and, per tensor, its type, shape, strides, dtype and device (static shapes: Helion
+# specializes on all of them). Helion's key also records whether the call is distributed
+# (symmetric-memory tensors), which these kernels never take; and under torch.compile the cache
+# is not used, so Helion's traced path stays the one compiled. A hit skips the checks below and
+# Helion's dispatch (its fast-path key and the heuristic's key function, run on every call),
+# 10-38 us of a 60-120 us host path measured on the H200 machine for small shapes, where the
+# host, not the GPU, sets the pace (bench/attention_overhead.py). Entries are added only for
+# plain, contiguous tensors that passed the checks, and a hit also needs 16-byte aligned
+# addresses, so a hit is a call that would have passed them too. Like Helion's own caches it holds one entry per distinct shape.
 _COMPILED: dict[tuple, Callable[..., torch.Tensor]] = {}
+
+
+def _aligned(t: torch.Tensor) -> bool:
+    # The tuned configs load through TMA tensor descriptors, whose global address must be
+    # 16-byte aligned. A contiguous view at an odd offset (`buf[1:]`) is not; a copy is (the
+    # caching allocator hands out 512-byte aligned blocks).
+    return t.data_ptr() % 16 == 0
 
 
 def _dispatch_key(causal: bool, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple:
@@ -185,9 +194,10 @@ def attention(
         ValueError: shapes, dtypes or devices that the kernels do not cover.
     """
     causal = bool(causal)
-    key = _dispatch_key(causal, q, k, v)
-    compiled = _COMPILED.get(key)
-    if compiled is not None:
+    tracing = torch.compiler.is_compiling()
+    key = None if tracing else _dispatch_key(causal, q, k, v)
+    compiled = None if key is None else _COMPILED.get(key)
+    if compiled is not None and _aligned(q) and _aligned(k) and _aligned(v):
         return compiled(q, k, v)
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(
@@ -206,15 +216,23 @@ def attention(
             f"attention: q, k and v must all be float16 or all bfloat16; got "
             f"{q.dtype}, {k.dtype}, {v.dtype}"
         )
+    if k.device != q.device or v.device != q.device:
+        raise ValueError(
+            f"attention: q, k and v must be on one device; got {q.device}, {k.device}, {v.device}"
+        )
     if causal and q.shape[2] != k.shape[2]:
         raise ValueError(
             f"attention: causal=True needs seq_q == seq_k; got {q.shape[2]} and {k.shape[2]}"
         )
     kernel = causal_attention_fwd if causal else attention_fwd
-    contiguous = q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    # Judged on the caller's tensors, which the key describes (not on what .contiguous() made).
+    cacheable = key is not None and all(
+        type(t) is torch.Tensor and t.is_contiguous() for t in (q, k, v)
+    )
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    q, k, v = (t if _aligned(t) else t.clone() for t in (q, k, v))
     out = kernel(q, k, v)
-    if contiguous and all(type(t) is torch.Tensor for t in (q, k, v)):
+    if cacheable:
         # Helion keeps the compiled host function of the config it chose for these arguments
         # on the bound kernel (helion 1.4 and 1.5: ``_run``); without it, calls keep going
         # through Helion's dispatch.
