@@ -20,6 +20,8 @@
 #   BUDGET         HELION_AUTOTUNE_BUDGET_SECONDS, the search time per shape (default 90; under
 #                  about 60 the initial population is not even benchmarked: NoConfigFound)
 #   MAX_CONFIGS    tune --max-configs (default 4)
+#   TUNE_FLAGS     more `tune` flags, split on spaces (`--retune`: search TUNE_SHAPES again
+#                  though the records have them, keeping the other shapes' records)
 #   TUNE_TIMEOUT   seconds before the tune is stopped (SIGINT; default 400: two shapes plus the
 #                  measure, build and table phases took over 290 s on the H200)
 #   BENCH          0: build the tree but do not run attention_h200.py (tune and bench in separate
@@ -100,7 +102,7 @@ device() {
     set +e
     HELION_AUTOTUNE_BUDGET_SECONDS=${BUDGET:-90} timeout -s INT "${TUNE_TIMEOUT:-400}" \
       "$kb" tune "$work" --effort "${EFFORT:-quick}" --max-configs "${MAX_CONFIGS:-4}" \
-      -- --shapes "$TUNE_SHAPES" >"$out/tune.log" 2>&1
+      ${TUNE_FLAGS:-} -- --shapes "$TUNE_SHAPES" >"$out/tune.log" 2>&1
     rc=$?
     set -e
     echo "tune exit status $rc after $((SECONDS - t0)) s"
