@@ -49,7 +49,9 @@ use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use super::cellcache::{CellCache, CellKey, Fetched};
-use super::compiled::{build_cell, plan_cell, HostToolchain, NativeCell, SkippedBackend, WorkDir};
+use super::compiled::{
+    build_cell, plan_cell, HostToolchain, NativeCell, PlannedVariant, SkippedBackend, WorkDir,
+};
 use super::noarch::{assemble_noarch, op_namespace};
 use super::provenance::{BuildIds, KernelRevision};
 use super::source::SourceSet;
@@ -57,18 +59,6 @@ use super::Warning;
 use crate::config::{deps, Backend, BuildConfig};
 use crate::hash::manifest::Manifest;
 use crate::matrix::{self, Scope};
-
-/// One variant a bundle can hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedVariant {
-    /// Directory name under `build/` (`torch-cuda`, `torch212-cxx11-cu130-x86_64-linux`).
-    pub name: String,
-    pub backend: Backend,
-    /// True when a `[kernel.*]` compiles code for the backend.
-    pub compiled: bool,
-    /// Compiled variants: the cell the host toolchain builds.
-    pub cell: Option<Box<NativeCell>>,
-}
 
 /// What `build-and-copy` builds on this host.
 #[derive(Debug, Clone)]

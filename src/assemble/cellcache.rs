@@ -40,7 +40,7 @@
 //!   of its `_version.py`, `libtvm_ffi.so` and every file under its `include/` (path, size,
 //!   modification time); the Python version and interpreter; the package
 //!   set, hermetic flag and manylinux policy), and the
-//!   environment variables CMake and the compilers read ([`BUILD_ENV`]).
+//!   environment variables CMake and the compilers read ([`super::compiled::BUILD_ENV`]).
 //!
 //! Not in the key: the kernel directory's path (two checkouts of one source share entries),
 //! `KERNEL_BUILDER_JOBS` and `--jobs` (they change how fast, not what), `PATH` (every tool the
@@ -73,8 +73,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::Digest as _;
 
-use super::bundle::PlannedVariant;
-use super::compiled::{cell_facts, CellFramework, NativeCell, Tool};
+use super::compiled::{cell_facts, CellFramework, NativeCell, PlannedVariant, Tool, BUILD_ENV};
 use super::provenance::{builder_provenance, BuildIds};
 use super::source::SourceSet;
 use super::Warning;
@@ -103,32 +102,6 @@ pub fn build_max_bytes() -> Result<u64, String> {
         _ => Ok(DEFAULT_MAX_BYTES),
     }
 }
-
-/// The environment variables CMake, the C++ compiler and nvcc read that change what they
-/// produce; each one's value is part of a compiled cell's key.
-pub const BUILD_ENV: &[&str] = &[
-    "CFLAGS",
-    "CXXFLAGS",
-    "CPPFLAGS",
-    "LDFLAGS",
-    "CUDAFLAGS",
-    "CUDAHOSTCXX",
-    "CUDAARCHS",
-    "NVCC_PREPEND_FLAGS",
-    "NVCC_APPEND_FLAGS",
-    "NVCC_CCBIN",
-    "CPATH",
-    "C_INCLUDE_PATH",
-    "CPLUS_INCLUDE_PATH",
-    "LIBRARY_PATH",
-    "GCC_EXEC_PREFIX",
-    "COMPILER_PATH",
-    "SOURCE_DATE_EPOCH",
-    "CMAKE_PREFIX_PATH",
-    "CMAKE_TOOLCHAIN_FILE",
-    "CMAKE_CXX_COMPILER_LAUNCHER",
-    "CMAKE_CUDA_COMPILER_LAUNCHER",
-];
 
 /// The key of one cell: what went into it, and its SHA-256.
 #[derive(Debug, Clone, PartialEq, Eq)]

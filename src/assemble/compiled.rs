@@ -65,6 +65,7 @@ use sha2::Digest as _;
 
 use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
 use super::noarch::{create_dir, create_dirs_below, op_namespace, write_file};
+use super::output::{clip_lines, error_lines, tail};
 use super::provenance::{builder_provenance, BuildIds};
 use super::source::{copy_source, Role, SourceSet};
 use super::tvm_ffi::TvmFfiFacts;
@@ -310,41 +311,42 @@ fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), Strin
     Ok((facts, raw))
 }
 
-/// The last `n` lines of `text`.
-pub(crate) fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.trim_end().lines().collect();
-    let start = lines.len().saturating_sub(n);
-    lines[start..].join("\n")
-}
+/// The environment variables CMake, the C++ compiler and nvcc read that change what they
+/// produce; each one's value is part of a compiled cell's key.
+pub const BUILD_ENV: &[&str] = &[
+    "CFLAGS",
+    "CXXFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "CUDAFLAGS",
+    "CUDAHOSTCXX",
+    "CUDAARCHS",
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_CCBIN",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "LIBRARY_PATH",
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
+    "SOURCE_DATE_EPOCH",
+    "CMAKE_PREFIX_PATH",
+    "CMAKE_TOOLCHAIN_FILE",
+    "CMAKE_CXX_COMPILER_LAUNCHER",
+    "CMAKE_CUDA_COMPILER_LAUNCHER",
+];
 
-/// Each line of `text` cut to `width` characters.
-fn clip_lines(text: &str, width: usize) -> String {
-    text.lines()
-        .map(|l| {
-            if l.chars().count() > width {
-                format!("{}…", l.chars().take(width).collect::<String>())
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The first compiler error lines of a build log (up to 5), which notes printed after them
-/// can push out of the tail.
-fn error_lines(text: &str) -> String {
-    let errors: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            l.contains("error:") || l.contains(": error") || l.contains("error #") || l.starts_with("FAILED:")
-        })
-        .take(5)
-        .collect();
-    if errors.is_empty() {
-        return String::new();
-    }
-    format!("--- first errors ---\n{}\n", clip_lines(&errors.join("\n"), 400))
+/// One variant a bundle can hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedVariant {
+    /// Directory name under `build/` (`torch-cuda`, `torch212-cxx11-cu130-x86_64-linux`).
+    pub name: String,
+    pub backend: Backend,
+    /// True when a `[kernel.*]` compiles code for the backend.
+    pub compiled: bool,
+    /// Compiled variants: the cell the host toolchain builds.
+    pub cell: Option<Box<NativeCell>>,
 }
 
 /// Find an executable: a path (with `/`) as given, else `dirs` in order, else PATH.
@@ -1081,7 +1083,7 @@ fn cache_file(facts: &CellFacts) -> String {
 struct ConfigureRecord {
     /// The inputs CMake reads only at the first configure of a build directory and caches
     /// (`CMakeCache.txt`, `CMakeFiles/`): the tools' paths and versions, each of
-    /// [`super::cellcache::BUILD_ENV`] (and `CC`, `CXX`, `CUDACXX`) with its value or `null`,
+    /// [`BUILD_ENV`] (and `CC`, `CXX`, `CUDACXX`) with its value or `null`,
     /// the extra environment. A change starts the build directory afresh.
     first_configure: BTreeMap<String, Option<String>>,
     /// The `-C` cache script: a change re-runs the configure in place (incremental).
@@ -1101,7 +1103,7 @@ impl ConfigureRecord {
             tool("nvcc", n);
         }
         first.insert("generator".into(), Some("Ninja".into()));
-        for k in super::cellcache::BUILD_ENV.iter().chain(&["CC", "CXX", "CUDACXX"]) {
+        for k in BUILD_ENV.iter().chain(&["CC", "CXX", "CUDACXX"]) {
             first.insert(format!("env:{k}"), std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()));
         }
         for (k, v) in &facts.env {
@@ -1482,7 +1484,7 @@ pub fn build_cell(
             toolchain,
         }),
     };
-    write_file(&out_variant_dir.join("metadata.json"), &metadata.to_json_bytes()?)?;
+    write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
     Ok(warnings)
 }
 
@@ -1660,14 +1662,6 @@ mod tests {
         assert!(text.contains("\nfrom . import _relu_cpu_abc1234  # noqa: F401\n"));
         assert!(text.contains("\nops = torch.ops._relu_cpu_abc1234\n"));
         assert!(text.contains("return f\"_relu_cpu_abc1234::{op_name}\""));
-    }
-
-    #[test]
-    fn error_lines_pick_the_compiler_errors() {
-        let log = "[1/3] Building\nFAILED: a.o\nx.cpp:1:2: error: bad\nnote: because\n";
-        assert_eq!(error_lines(log), "--- first errors ---\nFAILED: a.o\nx.cpp:1:2: error: bad\n");
-        assert_eq!(error_lines("all good\n"), "");
-        assert_eq!(clip_lines(&"x".repeat(10), 4), "xxxx…");
     }
 
     #[test]

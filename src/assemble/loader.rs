@@ -91,6 +91,23 @@ pub fn check_loadable(m: &Metadata, release: Option<LoaderVersion>) -> Result<()
     }
 }
 
+/// `metadata.json`'s bytes for a variant with metadata `m`, with `kernels-minver` from
+/// [`kernels_minver`].
+///
+/// Errors when that release could not load the variant ([`check_loadable`]: a python
+/// dependency unknown to it, a kernel name it rejects): nothing is written then.
+pub fn metadata_json(m: &Metadata) -> anyhow::Result<Vec<u8>> {
+    let minver = kernels_minver(m).map(|(v, _)| v);
+    if let Err(why) = check_loadable(m, minver) {
+        anyhow::bail!(
+            "refusing to write metadata.json of `{}` ({} variant): the kernels loader could not load it: {why}",
+            m.id,
+            m.backend.kind
+        );
+    }
+    m.to_json_bytes(minver.map(|v| v.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -151,5 +168,35 @@ mod tests {
         let err = check_loadable(&rocm, None).unwrap_err();
         assert!(err.contains("does not know the rocm python dependency `nvidia-cutlass-dsl`"), "{err}");
         assert!(err.contains("`helion-nightly`"), "{err}");
+    }
+
+    #[test]
+    fn no_kernels_minver_without_a_feature_that_needs_one_and_refusal_of_unknown_deps() {
+        let mut m = Metadata {
+            name: "relu".into(),
+            id: "_relu_cpu_abc1234".into(),
+            version: 1,
+            license: "MIT".into(),
+            upstream: None,
+            source: None,
+            python_depends: vec!["einops".into()],
+            kernel_depends: vec![],
+            backend: BackendInfo { kind: Backend::Cpu, archs: None },
+            digest: Digest { algorithm: Algorithm::Sha256, files: BTreeMap::new() },
+            provenance: Provenance {
+                kernel_builder: BuilderProvenance { version: "0.1.0".into(), commit: None, dirty: None },
+                kernel: None,
+            },
+            build: None,
+        };
+        let text = String::from_utf8(metadata_json(&m).unwrap()).unwrap();
+        assert!(!text.contains("kernels-minver"), "{text}");
+        m.python_depends.push("nvidia-cutlass-dsl".into());
+        let err = metadata_json(&m).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "refusing to write metadata.json of `_relu_cpu_abc1234` (cpu variant): the kernels loader could not load it: \
+             any kernels release does not know the cpu python dependency `nvidia-cutlass-dsl` (it would raise \"unsupported kernel dependency\")"
+        );
     }
 }

@@ -12,7 +12,6 @@
 
 use serde::Serialize;
 
-use super::loader::{check_loadable, kernels_minver};
 use super::provenance::{BuilderProvenance, KernelRevision};
 use crate::config::{Backend, CudaCapability, KernelDependency};
 use crate::hash::digest::Digest;
@@ -128,19 +127,9 @@ struct Wire<'a> {
 
 impl Metadata {
     /// The file's bytes: pretty JSON (two-space indent) and a trailing newline, with
-    /// `kernels-minver` computed from what the variant uses ([`super::loader::kernels_minver`]).
-    ///
-    /// Errors when the loader release that `kernels-minver` names could not load the variant
-    /// (a python dependency unknown to it, a kernel name it rejects): nothing is written then.
-    pub fn to_json_bytes(&self) -> anyhow::Result<Vec<u8>> {
-        let minver = kernels_minver(self).map(|(v, _)| v);
-        if let Err(why) = check_loadable(self, minver) {
-            anyhow::bail!(
-                "refusing to write metadata.json of `{}` ({} variant): the kernels loader could not load it: {why}",
-                self.id,
-                self.backend.kind
-            );
-        }
+    /// `kernels-minver` as given. Written only through [`super::loader::metadata_json`], which
+    /// computes it from what the variant uses and refuses a variant that release could not load.
+    pub(super) fn to_json_bytes(&self, kernels_minver: Option<String>) -> anyhow::Result<Vec<u8>> {
         let wire = Wire {
             name: &self.name,
             id: &self.id,
@@ -151,7 +140,7 @@ impl Metadata {
             python_depends: &self.python_depends,
             kernel_depends: &self.kernel_depends,
             backend: &self.backend,
-            kernels_minver: minver.map(|v| v.to_string()),
+            kernels_minver,
             digest: &self.digest,
             provenance: &self.provenance,
             build: self.build.as_ref(),
@@ -262,36 +251,6 @@ mod tests {
             a = "a".repeat(40),
             b = "b".repeat(40)
         );
-        assert_eq!(String::from_utf8(m.to_json_bytes().unwrap()).unwrap(), expected);
-    }
-
-    #[test]
-    fn no_kernels_minver_without_a_feature_that_needs_one_and_refusal_of_unknown_deps() {
-        let mut m = Metadata {
-            name: "relu".into(),
-            id: "_relu_cpu_abc1234".into(),
-            version: 1,
-            license: "MIT".into(),
-            upstream: None,
-            source: None,
-            python_depends: vec!["einops".into()],
-            kernel_depends: vec![],
-            backend: BackendInfo { kind: Backend::Cpu, archs: None },
-            digest: Digest { algorithm: Algorithm::Sha256, files: BTreeMap::new() },
-            provenance: Provenance {
-                kernel_builder: BuilderProvenance { version: "0.1.0".into(), commit: None, dirty: None },
-                kernel: None,
-            },
-            build: None,
-        };
-        let text = String::from_utf8(m.to_json_bytes().unwrap()).unwrap();
-        assert!(!text.contains("kernels-minver"), "{text}");
-        m.python_depends.push("nvidia-cutlass-dsl".into());
-        let err = m.to_json_bytes().unwrap_err().to_string();
-        assert_eq!(
-            err,
-            "refusing to write metadata.json of `_relu_cpu_abc1234` (cpu variant): the kernels loader could not load it: \
-             any kernels release does not know the cpu python dependency `nvidia-cutlass-dsl` (it would raise \"unsupported kernel dependency\")"
-        );
+        assert_eq!(String::from_utf8(super::super::loader::metadata_json(&m).unwrap()).unwrap(), expected);
     }
 }

@@ -35,6 +35,7 @@ pub mod loader;
 pub mod metadata;
 pub mod native;
 pub mod noarch;
+pub mod output;
 pub mod provenance;
 pub mod source;
 pub mod stable_abi;

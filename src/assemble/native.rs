@@ -7,8 +7,8 @@
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::bundle::{self, BuildOptions, BundleReport, PlannedVariant};
-use super::compiled::{plan_cell, HostToolchain, WorkDir};
+use super::bundle::{self, BuildOptions, BundleReport};
+use super::compiled::{plan_cell, HostToolchain, PlannedVariant, WorkDir};
 use super::provenance::{git_revision, BuildIds, KernelRevision};
 use super::source::SourceSet;
 use super::Warning;

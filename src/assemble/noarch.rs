@@ -159,7 +159,7 @@ pub fn assemble_noarch(
         },
         build: None,
     };
-    write_file(&out_variant_dir.join("metadata.json"), &metadata.to_json_bytes()?)?;
+    write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
     Ok(Vec::new())
 }
 

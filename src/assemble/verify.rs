@@ -21,8 +21,8 @@
 use anyhow::Context;
 use camino::Utf8Path;
 
-use super::bundle::{assemble_variant, lock_dir, plan, why_not_buildable, Lock, PlannedVariant};
-use super::compiled::{HostToolchain, WorkDir};
+use super::bundle::{assemble_variant, lock_dir, plan, why_not_buildable, Lock};
+use super::compiled::{HostToolchain, PlannedVariant, WorkDir};
 use super::provenance::{git_revision, BuildIds, KernelRevision};
 use super::source::SourceSet;
 use crate::config::BuildConfig;
