@@ -158,6 +158,8 @@ def test_a_cached_shape_does_not_let_bad_calls_through(attention_module):
         module.attention(q, k.to(torch.float16), v)
     with pytest.raises(ValueError, match=r"causal=True needs seq_q == seq_k"):
         module.attention(qkv((2, 4, 64, 64))[0], k, v, causal=True)
+    with pytest.raises(TypeError, match="must be torch.Tensor; got ndarray, Tensor, Tensor"):
+        module.attention(q.float().numpy(), k, v)
     with pytest.raises(ValueError, match="must be on one device"):
         module.attention(q, k.to("meta"), v)
     assert len(full.calls) == 1 and len(module._COMPILED) == 1
@@ -185,6 +187,30 @@ def test_no_cache_while_torch_compile_traces(attention_module, monkeypatch):
     for _ in range(2):
         assert module.attention(q, k, v) == ("kernel", "attention_fwd")
     assert len(full.calls) == 2 and module._COMPILED == {}
+
+
+def test_torch_compile_traces_attention_whole(attention_module, monkeypatch):
+    # A real trace (Dynamo, eager backend, one graph): the checks and the call of Helion's
+    # kernel are traced, nothing in attention() breaks the graph, and the cache stays empty.
+    module, _, _ = attention_module
+
+    class TensorKernel:  # a Helion kernel stand-in Dynamo can trace: returns a tensor
+        def __call__(self, q, k, v):
+            return q * 2 + k + v
+
+        def bind(self, args):
+            raise AssertionError("bind is never reached while tracing")
+
+    monkeypatch.setattr(module, "attention_fwd", TensorKernel())
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, k, v: module.attention(q, k, v) + 1, backend="eager", fullgraph=True)
+    base = torch.ones(2 * 4 * 128 * 64 + 1, dtype=torch.bfloat16)
+    q = base[1:].view(2, 4, 128, 64)  # misaligned: traced as written
+    _, k, v = qkv()
+    for _ in range(2):
+        assert torch.equal(compiled(q, k, v), torch.full((2, 4, 128, 64), 3.0, dtype=torch.bfloat16))
+    assert module._COMPILED == {}
+    torch._dynamo.reset()
 
 
 def test_without_a_compiled_function_every_call_goes_through_helion(attention_module, monkeypatch):

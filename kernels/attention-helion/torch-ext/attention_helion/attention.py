@@ -191,14 +191,23 @@ def attention(
         ``[batch, heads, seq_q, head_dim]``, dtype of ``q``.
 
     Raises:
+        TypeError: q, k or v is not a tensor.
         ValueError: shapes, dtypes or devices that the kernels do not cover.
     """
     causal = bool(causal)
     tracing = torch.compiler.is_compiling()
-    key = None if tracing else _dispatch_key(causal, q, k, v)
+    try:
+        key = None if tracing else _dispatch_key(causal, q, k, v)
+    except AttributeError:  # not tensors (a NumPy array has no stride())
+        key = None
     compiled = None if key is None else _COMPILED.get(key)
-    if compiled is not None and _aligned(q) and _aligned(k) and _aligned(v):
+    if compiled is not None and _aligned(q) and _aligned(k) and _aligned(v):  # key is None if tracing
         return compiled(q, k, v)
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        raise TypeError(
+            f"attention: q, k and v must be torch.Tensor; got {type(q).__name__}, "
+            f"{type(k).__name__}, {type(v).__name__}"
+        )
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(
             f"attention: q, k and v must be 4-D [batch, heads, seq, head_dim]; got "
@@ -229,8 +238,11 @@ def attention(
     cacheable = key is not None and all(
         type(t) is torch.Tensor and t.is_contiguous() for t in (q, k, v)
     )
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    q, k, v = (t if _aligned(t) else t.clone() for t in (q, k, v))
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    if not tracing:
+        # Not while torch.compile traces: an address is not known then (Dynamo cannot trace
+        # data_ptr()), and the compiled graph calls Helion's kernel as the caller wrote it.
+        q, k, v = (t if _aligned(t) else t.clone() for t in (q, k, v))
     out = kernel(q, k, v)
     if cacheable:
         # Helion keeps the compiled host function of the config it chose for these arguments
