@@ -39,6 +39,10 @@ pub struct Summary {
     /// `2026-12`, and its revision date.
     pub matrix: String,
     pub matrix_revision: String,
+    /// The file's warnings (a license that is not SPDX, a capability no toolkit builds, …),
+    /// also on stderr, as in [`Invalid::problems`]; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<ProblemJson>,
     /// The Helion lint's warnings (`crate::tune::lint`), also on stderr; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub helion_warnings: Vec<crate::tune::lint::Warning>,
@@ -74,13 +78,15 @@ pub struct ProblemJson {
     pub column: Option<usize>,
 }
 
-impl Invalid {
-    /// The document for `e`.
-    pub fn of(e: &config::ConfigErrors) -> Invalid {
-        let problems: Vec<ProblemJson> = e
-            .problems
+impl ProblemJson {
+    /// `problems` with their `locations` (same order; missing ones are `None`).
+    fn all(
+        problems: &[config::Problem],
+        locations: &[Option<config::diagnostics::Location>],
+    ) -> Vec<ProblemJson> {
+        problems
             .iter()
-            .zip(e.locations.iter().chain(std::iter::repeat(&None)))
+            .zip(locations.iter().chain(std::iter::repeat(&None)))
             .map(|(p, l)| ProblemJson {
                 severity: match p.severity {
                     config::Severity::Error => "error",
@@ -93,7 +99,14 @@ impl Invalid {
                 line: l.map(|l| l.line),
                 column: l.map(|l| l.column),
             })
-            .collect();
+            .collect()
+    }
+}
+
+impl Invalid {
+    /// The document for `e`.
+    pub fn of(e: &config::ConfigErrors) -> Invalid {
+        let problems = ProblemJson::all(&e.problems, &e.locations);
         let errors = e.errors().count();
         Invalid {
             valid: false,
@@ -139,6 +152,7 @@ impl Summary {
             },
             matrix: crate::matrix::data::for_config(c).name.clone(),
             matrix_revision: crate::matrix::data::for_config(c).revision.clone(),
+            warnings: Vec::new(),
             helion_warnings: Vec::new(),
         }
     }
@@ -176,6 +190,7 @@ pub fn run(args: Args) -> super::CmdResult {
                 eprint!("{}", loaded.rendered_warnings);
             }
             let mut summary = Summary::of(&loaded.config);
+            summary.warnings = ProblemJson::all(&loaded.warnings, &loaded.warning_locations);
             summary.helion_warnings = crate::tune::lint::lint(&dir, &loaded.config)?;
             eprint!("{}", crate::tune::lint::render(&summary.helion_warnings));
             if args.json {

@@ -80,18 +80,12 @@ pub struct Plan {
 /// Resolve the command line into a [`Plan`], checking every value; no I/O.
 pub fn resolve(args: &Args) -> Result<Plan, UsageError> {
     let backends = resolve_backends(args.template, &args.backends, args.path.is_some())?;
-    check_license(&args.license)?;
+    let license = check_license(&args.license)?;
     let flake_ref = args.flake_ref.clone().unwrap_or_else(|| init::default_flake_ref().0);
     check_flake_ref(&flake_ref)?;
     let (repo, dir, repo_from_path) = resolve_repo(args.name.as_deref(), args.path.as_deref())?;
     Ok(Plan {
-        project: Project {
-            repo,
-            template: args.template,
-            backends,
-            license: args.license.clone(),
-            flake_ref,
-        },
+        project: Project { repo, template: args.template, backends, license, flake_ref },
         dir,
         repo_from_path,
     })
@@ -316,12 +310,12 @@ fn check_org(org: &str) -> Result<(), UsageError> {
     }
 }
 
-/// An SPDX expression ([`crate::config::license::check`]), which also keeps quotes and other
-/// characters that would break the generated build.toml and card out of them.
-fn check_license(license: &str) -> Result<(), UsageError> {
+/// An SPDX expression ([`crate::config::license::check`], which also keeps quotes, newlines
+/// and other characters that would break the generated build.toml and card out of it),
+/// without surrounding whitespace. The message quotes the value once, shortened.
+fn check_license(license: &str) -> Result<String, UsageError> {
     crate::config::license::check(license)
-        .map(|_| ())
-        .map_err(|e| UsageError::new(format!("`--license {license}`: {}", e.message), Some(e.help)))
+        .map_err(|e| UsageError::new(format!("`--license`: {}", e.message), Some(e.help)))
 }
 
 fn check_flake_ref(r: &str) -> Result<(), UsageError> {

@@ -147,6 +147,21 @@ pub fn plan(display_path: &str, text: &str, license: Option<&str>) -> anyhow::Re
             }
             (true, None) => {}
         }
+        // A license already in the file is kept as it is; say so when it is not SPDX.
+        if let Some(Err(e)) =
+            general.get("license").and_then(|l| l.as_str()).map(crate::config::license::check)
+        {
+            problems.push(Problem {
+                severity: Severity::Warning,
+                key_path: "general.license".to_owned(),
+                rule: "license-not-spdx",
+                message: e.message,
+                help: Some(format!(
+                    "{} (update-build keeps the license as it is; edit it in `[general]`)",
+                    e.help
+                )),
+            });
+        }
     }
     let new_text = if changes.is_empty() { text.to_owned() } else { doc.to_string() };
     Ok(Plan { generation: up.generation, changes, problems, new_text })

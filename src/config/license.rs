@@ -20,13 +20,16 @@ pub struct NotSpdx {
 /// expression when there is one (`apache-2.0` gives `Apache-2.0`).
 pub fn check(s: &str) -> Result<String, NotSpdx> {
     let s = s.trim();
+    if let Some(e) = lexical_fault(s) {
+        return Err(e);
+    }
     let err = match spdx::Expression::parse(s) {
         Ok(_) => return Ok(s.to_owned()),
         Err(e) => e,
     };
     let term = s.get(err.span.clone()).unwrap_or(s);
     let at = if term.is_empty() { ", at its end".to_owned() } else { format!(": `{}`", short(term)) };
-    let hint = hint(s, term).map(|h| format!("Did you mean `{}`? ", short(&h))).unwrap_or_default();
+    let hint = did_you_mean(hint(s, term));
     Err(NotSpdx {
         message: format!(
             "`{}` is not an SPDX license expression ({}{at})",
@@ -34,11 +37,56 @@ pub fn check(s: &str) -> Result<String, NotSpdx> {
             // `expected one of … here`: where is said by `at`.
             err.reason.to_string().trim_end_matches(" here")
         ),
-        help: format!(
-            "{hint}Use an id from https://spdx.org/licenses/ (e.g. `Apache-2.0`, `MIT`, \
-             `BSD-3-Clause`) or an expression such as `MIT OR Apache-2.0`"
-        ),
+        help: format!("{hint}{USE}"),
     })
+}
+
+const USE: &str =
+    "Use an id from https://spdx.org/licenses/ (e.g. `Apache-2.0`, `MIT`, `BSD-3-Clause`) or an \
+                   expression such as `MIT OR Apache-2.0`";
+
+/// What the SPDX parser lets through or reports badly: a character no expression has (the
+/// parser names the term before it), an empty `LicenseRef-`, and `NONE` / `NOASSERTION`,
+/// which SPDX documents use to say that no license is known, not a license.
+fn lexical_fault(s: &str) -> Option<NotSpdx> {
+    // SPDX 2.3 annex D: ids and refs use letters, digits, `.`, `-` (`+` after an id, `:` in
+    // `DocumentRef-…:LicenseRef-…`); terms are separated by spaces and parentheses.
+    if let Some(c) = s.chars().find(|c| !(c.is_ascii_alphanumeric() || ".-+:() ".contains(*c))) {
+        let what = if c.is_control() {
+            format!("a control character (U+{:04X})", c as u32)
+        } else {
+            format!("`{c}`")
+        };
+        return Some(NotSpdx {
+            message: format!(
+                "`{}` is not an SPDX license expression ({what} cannot appear in one: ids use letters, digits, `.` and \
+                 `-`, terms are separated by single spaces)",
+                short(s)
+            ),
+            help: format!("{}{USE}", did_you_mean(canonical(s))),
+        });
+    }
+    for term in s.split([' ', '(', ')']).filter(|t| !t.is_empty()) {
+        if term == "LicenseRef-" || term.ends_with(":LicenseRef-") {
+            return Some(NotSpdx {
+                message: format!(
+                    "`{}` is not an SPDX license expression (`{term}` needs a name after the dash)",
+                    short(s)
+                ),
+                help: "Name your own license `LicenseRef-<name>`, e.g. `LicenseRef-Proprietary`".to_owned(),
+            });
+        }
+        if term == "NONE" || term == "NOASSERTION" {
+            return Some(NotSpdx {
+                message: format!(
+                    "`{}` is not a license: `{term}` says that none is known, and a kernel on the Hub needs one",
+                    short(s)
+                ),
+                help: format!("{USE}; a license of your own is `LicenseRef-<name>`"),
+            });
+        }
+    }
+    None
 }
 
 /// `s`, or its first 60 characters and `…` when longer: a message quotes the value, and a
@@ -50,23 +98,127 @@ fn short(s: &str) -> String {
     }
 }
 
+/// The spdx crate's canonical form of a lax expression (`MIT/Apache-2.0`, `apache2`), when that
+/// is a valid expression.
+fn canonical(s: &str) -> Option<String> {
+    spdx::Expression::canonicalize(s).ok().flatten().filter(|c| spdx::Expression::parse(c).is_ok())
+}
+
+fn did_you_mean(near: Option<String>) -> String {
+    near.map(|n| format!("Did you mean `{}`? ", short(&n))).unwrap_or_default()
+}
+
 /// A valid expression near `s`, whose bad part is `term`: the crate's canonical form of a lax
 /// expression (`MIT/Apache-2.0`, `apache2`), else `s` with `term` replaced by the id it equals
 /// ignoring case, or is closest to.
 fn hint(s: &str, term: &str) -> Option<String> {
     let valid = |e: String| spdx::Expression::parse(&e).is_ok().then_some(e);
-    if let Some(c) = spdx::Expression::canonicalize(s).ok().flatten().and_then(valid) {
+    if let Some(c) = canonical(s) {
         return Some(c);
     }
     let ids = spdx::identifiers::LICENSES.iter().map(|l| l.name);
     let id = ids.clone().find(|n| n.eq_ignore_ascii_case(term)).or_else(|| {
+        // A near id only for a term long enough to be a misspelling of one: two edits turn
+        // any short word into some id (`X` into `GD`).
         let lower = term.to_ascii_lowercase();
+        let len = lower.chars().count();
         ids.map(|n| (strsim::osa_distance(&lower, &n.to_ascii_lowercase()), n))
-            .filter(|(d, _)| *d <= 2)
+            .filter(|(d, _)| *d <= 2 && *d * 4 <= len)
             .min()
             .map(|(_, n)| n)
     })?;
     valid(s.replacen(term, id, 1))
+}
+
+/// The license as a Hugging Face Hub card states it (the `license:` key of the card's YAML
+/// front matter): one of the Hub's license ids, or `other` with a name of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HubLicense {
+    /// A Hub license id (`apache-2.0`, `gpl-3.0`).
+    Id(String),
+    /// Not one of the Hub's ids (an expression, `LicenseRef-…`, an id the Hub does not list):
+    /// `license: other` with `license_name: <name>`, the expression as a lowercase slug.
+    Other { name: String },
+}
+
+/// The Hub's license ids that an SPDX id maps onto by lowercasing (the Hub's list of repository
+/// licenses, huggingface.co/docs/hub/repositories-licenses); the GNU families and a few data
+/// licenses are named without their version suffixes there and are mapped in [`hub_license`].
+const HUB_IDS: &[&str] = &[
+    "apache-2.0",
+    "mit",
+    "afl-3.0",
+    "artistic-2.0",
+    "bsl-1.0",
+    "bsd-2-clause",
+    "bsd-3-clause",
+    "bsd-3-clause-clear",
+    "cc0-1.0",
+    "cc-by-2.0",
+    "cc-by-2.5",
+    "cc-by-3.0",
+    "cc-by-4.0",
+    "cc-by-sa-3.0",
+    "cc-by-sa-4.0",
+    "cc-by-nc-2.0",
+    "cc-by-nc-3.0",
+    "cc-by-nc-4.0",
+    "cc-by-nd-4.0",
+    "cc-by-nc-nd-3.0",
+    "cc-by-nc-nd-4.0",
+    "cc-by-nc-sa-2.0",
+    "cc-by-nc-sa-3.0",
+    "cc-by-nc-sa-4.0",
+    "cdla-sharing-1.0",
+    "cdla-permissive-1.0",
+    "cdla-permissive-2.0",
+    "wtfpl",
+    "ecl-2.0",
+    "epl-1.0",
+    "epl-2.0",
+    "etalab-2.0",
+    "eupl-1.1",
+    "eupl-1.2",
+    "isc",
+    "lppl-1.3c",
+    "ms-pl",
+    "mpl-2.0",
+    "osl-3.0",
+    "postgresql",
+    "ofl-1.1",
+    "ncsa",
+    "unlicense",
+    "zlib",
+];
+
+/// How a card states `expression`, an expression [`check`] accepted: a single SPDX id the Hub
+/// lists under its own id (`Apache-2.0` → `apache-2.0`, `GPL-3.0-only` → `gpl-3.0`), else
+/// [`HubLicense::Other`].
+pub fn hub_license(expression: &str) -> HubLicense {
+    let lower = expression.trim().to_ascii_lowercase();
+    let family = ["agpl-3.0", "gpl-2.0", "gpl-3.0", "lgpl-2.1", "lgpl-3.0"]
+        .into_iter()
+        .find(|f| lower.strip_prefix(f).is_some_and(|rest| matches!(rest, "-only" | "-or-later")));
+    let renamed = match lower.as_str() {
+        "odc-by-1.0" => Some("odc-by"),
+        "odbl-1.0" => Some("odbl"),
+        "pddl-1.0" => Some("pddl"),
+        "c-uda-1.0" => Some("c-uda"),
+        l if l.starts_with("gfdl-") && !l.contains(' ') => Some("gfdl"),
+        _ => None,
+    };
+    if let Some(id) = family.or(renamed).or_else(|| HUB_IDS.iter().copied().find(|i| *i == lower)) {
+        return HubLicense::Id(id.to_owned());
+    }
+    let mut name = String::new();
+    for c in lower.chars() {
+        if c.is_ascii_alphanumeric() || c == '.' {
+            name.push(c);
+        } else if !name.ends_with('-') && !name.is_empty() {
+            name.push('-');
+        }
+    }
+    HubLicense::Other { name: name.trim_end_matches('-').to_owned() }
 }
 
 #[cfg(test)]
@@ -89,5 +241,54 @@ mod tests {
         let e = check(&"é".repeat(4064)).unwrap_err();
         assert!(e.message.starts_with(&format!("`{}…` is not an SPDX license expression (", "é".repeat(60))));
         assert!(e.message.len() < 400, "{}", e.message.len());
+    }
+
+    #[test]
+    fn characters_refs_and_non_licenses_the_parser_lets_through_or_misreports() {
+        // Found by review: a newline passed as whitespace and broke the card's YAML.
+        let e = check("MIT\nOR Apache-2.0").unwrap_err();
+        assert!(e.message.contains("a control character (U+000A) cannot appear in one"), "{}", e.message);
+        let e = check("Lizenz-Ä").unwrap_err();
+        assert!(e.message.contains("`Ä` cannot appear in one"), "{}", e.message);
+        assert!(check("LicenseRef-a\"b").unwrap_err().message.contains("`\"` cannot appear"));
+        let e = check("MIT OR LicenseRef-").unwrap_err();
+        assert!(e.message.contains("`LicenseRef-` needs a name after the dash"), "{}", e.message);
+        for s in ["NONE", "NOASSERTION"] {
+            assert!(check(s).unwrap_err().message.contains("says that none is known"), "{s}");
+        }
+        assert_eq!(check("DocumentRef-x:LicenseRef-y").unwrap(), "DocumentRef-x:LicenseRef-y");
+        assert_eq!(
+            check("(MIT OR Apache-2.0) AND BSD-3-Clause").unwrap(),
+            "(MIT OR Apache-2.0) AND BSD-3-Clause"
+        );
+    }
+
+    #[test]
+    fn hints_only_for_terms_long_enough_to_be_misspellings() {
+        // Found by review: `X` and the empty string were offered `GD`.
+        for s in ["", "X", "ab"] {
+            assert!(check(s).unwrap_err().help.starts_with("Use an id"), "{s:?}");
+        }
+        assert!(check("Apach-2.0").unwrap_err().help.starts_with("Did you mean `Apache-2.0`?"));
+    }
+
+    #[test]
+    fn card_licenses_are_hub_ids_or_other() {
+        let id = |s: &str| HubLicense::Id(s.to_owned());
+        assert_eq!(hub_license("Apache-2.0"), id("apache-2.0"));
+        assert_eq!(hub_license("MIT"), id("mit"));
+        assert_eq!(hub_license("GPL-3.0-only"), id("gpl-3.0"));
+        assert_eq!(hub_license("LGPL-2.1-or-later"), id("lgpl-2.1"));
+        assert_eq!(hub_license("ODbL-1.0"), id("odbl"));
+        assert_eq!(hub_license("MIT OR Apache-2.0"), HubLicense::Other { name: "mit-or-apache-2.0".into() });
+        assert_eq!(hub_license("(MIT)"), HubLicense::Other { name: "mit".into() });
+        assert_eq!(
+            hub_license("LicenseRef-Proprietary"),
+            HubLicense::Other { name: "licenseref-proprietary".into() }
+        );
+        assert_eq!(
+            hub_license("GPL-3.0-only WITH GCC-exception-3.1"),
+            HubLicense::Other { name: "gpl-3.0-only-with-gcc-exception-3.1".into() }
+        );
     }
 }

@@ -66,6 +66,8 @@ pub struct Loaded {
     pub config: BuildConfig,
     /// Warnings (a legacy generation, a kernel whose backend is not built, …) in file order.
     pub warnings: Vec<Problem>,
+    /// Where each of `warnings` is (same order), as [`ConfigErrors::locations`].
+    pub warning_locations: Vec<Option<diagnostics::Location>>,
     /// The warnings rendered like errors (empty when there are none).
     pub rendered_warnings: String,
 }
@@ -211,7 +213,7 @@ impl Parsed {
         if has_errors {
             return Err(ConfigErrors { path: display_path, problems, locations, rendered });
         }
-        Ok(Loaded { config, warnings: problems, rendered_warnings: rendered })
+        Ok(Loaded { config, warnings: problems, warning_locations: locations, rendered_warnings: rendered })
     }
 }
 

@@ -262,7 +262,12 @@ fn vars(p: &Project) -> render::Vars {
     v.insert("class_name", n.class.clone());
     v.insert("repo_id", p.repo.to_string());
     v.insert("license_toml", toml_string(&p.license));
-    v.insert("card_license", p.license.to_ascii_lowercase());
+    // The card states the license as the Hub does: its own id, or `other` with a name.
+    let card_license = match crate::config::license::hub_license(&p.license) {
+        crate::config::license::HubLicense::Id(id) => id,
+        crate::config::license::HubLicense::Other { name } => format!("other\nlicense_name: {name}"),
+    };
+    v.insert("card_license", card_license);
     v.insert("flake_ref", p.flake_ref.clone());
     v.insert("backends_toml", quoted.join(", "));
     v.insert("backends_py", quoted.join(", "));

@@ -846,6 +846,31 @@ fn check_config_valid_prints_summary_and_exits_0() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["name"], "relu");
     assert_eq!(v["kernels"], serde_json::json!([{ "name": "relu", "backend": "cuda" }]));
+    assert_eq!(v.get("warnings"), None, "no warnings, no key");
+}
+
+/// A valid file's warnings reach `--json` too, placed as in the problems document (found by
+/// review: a non-SPDX license warned on stderr only, out of sight of a CI that reads JSON).
+#[test]
+fn check_config_json_on_a_valid_file_lists_its_warnings() {
+    let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
+    let text = BASE.replace("license = \"Apache-2.0\"", "license = \"apache 2\"");
+    assert_ne!(text, BASE);
+    fs::write(dir.join("build.toml"), &text).unwrap();
+    let out = cmd().args(["check-config", "--json"]).current_dir(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let line = text.lines().position(|l| l.starts_with("license")).unwrap() as u64 + 1;
+    assert_eq!(
+        v["warnings"],
+        serde_json::json!([{
+            "severity": "warning", "rule": "license-not-spdx", "key_path": "general.license",
+            "message": "`apache 2` is not an SPDX license expression (unknown term: `apache`)",
+            "help": "Use an id from https://spdx.org/licenses/ (e.g. `Apache-2.0`, `MIT`, `BSD-3-Clause`) or an \
+                     expression such as `MIT OR Apache-2.0`",
+            "line": line, "column": 11
+        }])
+    );
 }
 
 #[test]

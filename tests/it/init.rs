@@ -559,11 +559,28 @@ fn license_reaches_build_toml_and_card() {
     s.init(&["--name", "myorg/lic", "--template", "torch", "--license", "MIT"]);
     assert!(read(s.root.join("lic/build.toml")).contains("\nlicense = \"MIT\"\n"));
     assert!(read(s.root.join("lic/CARD.md")).starts_with("---\nlibrary_name: kernels\nlicense: mit\n"));
+    // The value as checked, trimmed; a Hub id on the card, or `other` with a name of its own.
+    for (given, toml, card) in [
+        ("  GPL-3.0-or-later ", "GPL-3.0-or-later", "license: gpl-3.0\ntags:"),
+        ("MIT OR Apache-2.0", "MIT OR Apache-2.0", "license: other\nlicense_name: mit-or-apache-2.0\ntags:"),
+    ] {
+        s.init(&["--name", "myorg/lic3", "--template", "torch", "--license", given, "--overwrite"]);
+        assert!(
+            read(s.root.join("lic3/build.toml")).contains(&format!("\nlicense = \"{toml}\"\n")),
+            "{given}"
+        );
+        assert!(read(s.root.join("lic3/CARD.md")).contains(&format!("\n{card}")), "{given}");
+    }
+    // Found by review: a newline passed the check as whitespace and split the card's YAML.
+    let (code, _, stderr) = s.init_fails(&["--name", "myorg/lic4", "--license", "MIT\nOR Apache-2.0"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("a control character (U+000A) cannot appear in one"), "{stderr}");
+    assert!(!s.root.join("lic4").exists());
     let (code, _, stderr) = s.init_fails(&["--name", "myorg/lic2", "--license", "MIT License"]);
     assert_eq!(code, 2);
     assert_eq!(
         stderr,
-        "error: `--license MIT License`: `MIT License` is not an SPDX license expression (unknown term: \
+        "error: `--license`: `MIT License` is not an SPDX license expression (unknown term: \
          `License`)\nhint: Use an id from https://spdx.org/licenses/ (e.g. `Apache-2.0`, `MIT`, `BSD-3-Clause`) \
          or an expression such as `MIT OR Apache-2.0`\n"
     );
