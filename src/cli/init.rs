@@ -39,7 +39,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Template::Helion)]
     pub template: Template,
 
-    /// License of the kernel, written into build.toml and the card (an SPDX id).
+    /// License of the kernel, written into build.toml and the card (an SPDX expression)
+    ///
+    /// An SPDX id or expression (`MIT OR Apache-2.0`). The card states it as the Hub's license
+    /// id (`apache-2.0`), or as `other` with a `license_name` when the Hub has none for it.
     #[arg(long, value_name = "LICENSE", default_value = init::DEFAULT_LICENSE)]
     pub license: String,
 

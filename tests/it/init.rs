@@ -519,7 +519,7 @@ Options:
                                --nix never`) [default: helion] [possible values: compiled, helion,
                                triton, torch]
       --license <LICENSE>      License of the kernel, written into build.toml and the card (an SPDX
-                               id) [default: Apache-2.0]
+                               expression) [default: Apache-2.0]
       --flake-ref <REF>        Flake reference of kernel-builder that the new kernel's flake.nix
                                builds with (its `inputs.kernel-builder.url`). Default: the flake
                                this kernel-builder was installed from, else the checkout it was
