@@ -375,8 +375,11 @@ pub(crate) fn place(
 
 /// The longest source line (in bytes) that miette is given to draw. Its graphical handler pads
 /// with `format!("{:width$}")`, which panics when the width passes `u16::MAX` (seen: 70,000
-/// spaces before a bad key); a line this long, with tabs widened 4×, stays far below that.
-const MAX_DRAWN_LINE: usize = 4096;
+/// spaces before a bad key); a line this long, with tabs widened 4×, stays far below that. The
+/// unicode theme underlines a span with `─`, 3 bytes a column, so a drawn line stays under
+/// 8 kB too (found by tests/it/config.rs's long-line property: a license of 4,000 spaces was
+/// underlined in 12 kB).
+const MAX_DRAWN_LINE: usize = 2048;
 
 /// The most lines of one span that miette draws; a longer span (a value of 500,000 array
 /// entries) is cut to its first line, so one problem never prints the whole file.

@@ -786,6 +786,14 @@ fn four_thousand_tabs_before_a_key_are_not_drawn_wide() {
     check_long_line(&text).unwrap();
 }
 
+/// Found by the property above in CI: a license of 4,000 spaces (4,017-byte line, under the
+/// column bound then) was underlined in the unicode theme with 3-byte `─`s, a 12 kB line.
+#[test]
+fn a_license_of_four_thousand_spaces_is_not_underlined_in_twelve_kilobytes() {
+    let text = BASE.replacen("license = \"Apache-2.0\"", &format!("license = \"{}\"", " ".repeat(4000)), 1);
+    check_long_line(&text).unwrap();
+}
+
 /// The reported case: 70,000 spaces before a bad key. miette panicked ("Formatting argument out
 /// of range"); now the problem is the plain `file:line:column` form, with every other problem
 /// still drawn.
