@@ -14,8 +14,8 @@ benchmark (bench/attention_h200.py in kernel-builder) measures both lists and re
 A shape is ``(batch, heads, seq_len, head_dim, causal, dtype)``; ``q``, ``k`` and ``v`` are
 ``[batch, heads, seq_len, head_dim]``.
 
-Usage: ``python bench.py [--shapes all|held-out|I,J,...] [--measure-shapes SPEC] [--list]`` on a machine with a CUDA GPU
-and helion installed. ``--list`` prints the selected shapes as JSON lines and needs no GPU.
+Usage: ``python bench.py [--shapes all|held-out|I,J,...] [--measure-shapes SPEC] [--list]`` on
+a machine with a CUDA GPU and helion installed. ``--list`` prints the selected shapes as JSON lines and needs no GPU.
 """
 
 from __future__ import annotations

@@ -163,16 +163,12 @@ pub fn section(kernel_dir: &Utf8Path, config: &BuildConfig) -> anyhow::Result<Op
                             let _ = writeln!(details, "- {shape}");
                         }
                         if !h.also_measured.is_empty() {
+                            let n = h.also_measured.len();
+                            let (shapes, them) = if n == 1 { ("shape", "it") } else { ("shapes", "them") };
                             let _ = writeln!(
                                 details,
-                                "\nEvery config was also timed on {}; the decision trees learn from {} \
-                                 too:\n",
-                                if h.also_measured.len() == 1 {
-                                    "1 more shape that no search ran on".to_owned()
-                                } else {
-                                    format!("{} more shapes that no search ran on", h.also_measured.len())
-                                },
-                                if h.also_measured.len() == 1 { "it" } else { "them" },
+                                "\nEvery config was also timed on {n} more {shapes} that no search ran on; \
+                                 the decision trees learn from {them} too:\n",
                             );
                             for shape in &h.also_measured {
                                 let _ = writeln!(details, "- {shape}");

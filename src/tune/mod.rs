@@ -493,17 +493,16 @@ pub fn provenance_header(
         opts.threshold,
         opts.max_configs.map_or("10 (Helion's default)".to_owned(), |n| n.to_string()),
     ));
-    h.push_str(&format!("# Tuned {} UTC on {} shapes:\n", env.utc, shapes.len()));
-    for s in shapes {
+    let list = |h: &mut String, s: &TunedShape| {
         h.push_str(&format!("#   {}: {}\n", s.kernel, describe_features(&s.features)));
-    }
+    };
+    h.push_str(&format!("# Tuned {} UTC on {} shapes:\n", env.utc, shapes.len()));
+    shapes.iter().for_each(|s| list(&mut h, s));
     let also: Vec<&TunedShape> = measured.iter().filter(|m| !shapes.contains(m)).collect();
     if !also.is_empty() {
         h.push_str(ALSO_MEASURED);
         h.push('\n');
-        for s in also {
-            h.push_str(&format!("#   {}: {}\n", s.kernel, describe_features(&s.features)));
-        }
+        also.into_iter().for_each(|s| list(&mut h, s));
     }
     h
 }
@@ -622,16 +621,13 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     };
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
     let configs_file = run_dir.join(format!("tuned_configs_{hw}.json"));
-    match &earlier {
-        Some(earlier) if !opts.retune => {
-            crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
-            eprintln!(
-                "tune: starting from the {} shapes recorded in `{previous}` (they are not searched \
-                 again; --retune searches the ones this run calls again, --fresh starts over)",
-                tuned_shapes(earlier).len()
-            );
-        }
-        _ => {}
+    if let Some(earlier) = earlier.as_ref().filter(|_| !opts.retune) {
+        crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
+        eprintln!(
+            "tune: starting from the {} shapes recorded in `{previous}` (they are not searched \
+             again; --retune searches the ones this run calls again, --fresh starts over)",
+            tuned_shapes(earlier).len()
+        );
     }
 
     let runner = Runner::new(&opts.python, &work, dir)?;

@@ -154,7 +154,8 @@ DTYPES = (torch.float16, torch.bfloat16)
 # 10-38 us of a 60-120 us host path measured on the H200 machine for small shapes, where the
 # host, not the GPU, sets the pace (bench/attention_overhead.py). Entries are added only for
 # plain, contiguous tensors that passed the checks, and a hit also needs 16-byte aligned
-# addresses, so a hit is a call that would have passed them too. Like Helion's own caches it holds one entry per distinct shape.
+# addresses, so a hit is a call that would have passed them too. Like Helion's own caches it
+# holds one entry per distinct shape.
 _COMPILED: dict[tuple, Callable[..., torch.Tensor]] = {}
 
 
