@@ -41,6 +41,13 @@ SEED_CONFIGS = [
     helion.Config(
         block_sizes=[128, 64], num_warps=8, num_stages=3, indexing=_TMA, pid_type="persistent_interleaved"
     ),
+    # For short sequences (a few query blocks per head): 64-row blocks on a persistent grid,
+    # and plain pointer loads, which need no per-launch descriptor scratch from the allocator.
+    helion.Config(
+        block_sizes=[64, 64], num_warps=4, num_stages=3, indexing=_TMA, pid_type="persistent_blocked"
+    ),
+    helion.Config(block_sizes=[64, 64], num_warps=4, num_stages=3, indexing="pointer"),
+    helion.Config(block_sizes=[128, 64], num_warps=8, num_stages=3, indexing="pointer"),
 ]
 
 
