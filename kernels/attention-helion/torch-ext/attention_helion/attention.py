@@ -29,7 +29,8 @@ import torch
 
 # Where Helion's search starts (autotune_seed_configs, tried before any random config): the tile
 # shapes and pipelining depths that FlashAttention-2 and Triton's fused-attention tutorial use on
-# Hopper, with TMA (tensor descriptors) for q, k, v and the store, plus one persistent schedule.
+# Hopper, with TMA (tensor descriptors) for q, k, v and the store, a persistent schedule, and
+# three for short sequences (below).
 # The search still explores around them, and a seed that does not fit a GPU (shared memory) is
 # dropped by the autotuner; the shipped heuristic, not these, picks the config at run time.
 _TMA = "tensor_descriptor"
