@@ -27,7 +27,9 @@ Everything runs in a scratch copy of DIR; DIR changes only at the very end, so a
 interrupted run leaves the earlier heuristic in place. Tuning the same GPU kind again replaces \
 that kind's heuristic and records, starting from the shapes recorded there (not searched \
 again, unless --fresh, which forgets them all, or --retune, which searches the ones this run \
-calls again and keeps the rest): tune in slices by growing the bench script's list of shapes. The \
+calls again and keeps the rest): tune in slices by growing the bench script's list of shapes. \
+Records from Helion's own data-directory layout (DIR/tuning/tuned_configs_<hardware id>.json, \
+what HELION_AOT_DATA_DIR=DIR/tuning leaves) are a starting point too, for this exact GPU. The \
 runner runs the bench script once per phase with HELION_AOT_MODE set (collect, measure, then \
 evaluate for the table); a script that calls more shapes when it is `measure` has every tuned \
 config timed on those too, so the decision tree learns from all of them while a slice searches \
@@ -63,7 +65,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Effort::Full)]
     pub effort: Effort,
     /// Search every shape again, instead of starting from the configs the last tune of this
-    /// GPU kind recorded in DIR/tuning/<kind>_<compute>/tuned_configs.json.
+    /// GPU kind recorded in DIR/tuning/<kind>_<compute>/tuned_configs.json (or, failing that,
+    /// Helion's DIR/tuning/tuned_configs_<hardware id>.json).
     #[arg(long)]
     pub fresh: bool,
     /// Search every shape this run calls again, though DIR/tuning/ records it (after changing

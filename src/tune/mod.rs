@@ -111,7 +111,8 @@ pub struct Options {
     /// The command line as the user typed it, for the provenance header.
     pub command_line: String,
     /// Start from nothing instead of the configs the last tune of this GPU kind recorded
-    /// (`tuning/<kind>_<compute>/tuned_configs.json`).
+    /// (`tuning/<kind>_<compute>/tuned_configs.json`, or Helion's own
+    /// `tuning/tuned_configs_<hardware id>.json`; see `earlier_records_file`).
     pub fresh: bool,
     /// Search every shape the bench run calls again, recorded or not, and keep the records of
     /// the shapes it does not call (after the kernel's seeds or search space changed). Ignored
@@ -536,6 +537,35 @@ fn absolutize_sources(tuned: &mut serde_json::Value, root: &Utf8Path) {
     map_sources(tuned, |s| (!s.starts_with('/')).then(|| format!("{root}/{s}")));
 }
 
+/// Records written on another machine name the source file by its absolute path there
+/// (`/home/me/kernels/op/torch-ext/op/op.py`, as Helion's cache writes them). Where the part
+/// from `torch-ext/` on names a file of this kernel directory, the record is rebased onto it
+/// (`torch-ext/op/op.py`), so Helion's collect phase, which keys records by source file,
+/// finds them again. Other paths stay as they are.
+fn rebase_foreign_sources(tuned: &mut serde_json::Value, kernel_dir: &Utf8Path) {
+    map_sources(tuned, |s| {
+        let at = s.rfind("/torch-ext/")?;
+        let rel = &s[at + 1..];
+        (s.starts_with('/') && !Utf8Path::new(s).is_file() && kernel_dir.join(rel).is_file())
+            .then(|| rel.to_owned())
+    });
+}
+
+/// The earlier records of this GPU kind, if any: `tune`'s own
+/// (`tuning/<kind>_<compute>/tuned_configs.json`), or else the file Helion's AOT cache writes
+/// into its data directory, `tuning/tuned_configs_<hardware id>.json`, which a kernel tuned by
+/// hand (`HELION_AOT_DATA_DIR=tuning`) before it used `tune` has. The hardware id names the GPU
+/// model and CUDA version, so only records of this exact GPU are taken from that layout.
+fn earlier_records_file(dir: &Utf8Path, records_rel: &Utf8Path, hardware_id: &str) -> Option<Utf8PathBuf> {
+    [
+        records_rel.join("tuned_configs.json"),
+        Utf8PathBuf::from(format!("tuning/tuned_configs_{hardware_id}.json")),
+    ]
+    .into_iter()
+    .map(|rel| dir.join(rel))
+    .find(|p| p.is_file())
+}
+
 /// What [`tune`] wrote, for the CLI to print.
 #[derive(Debug)]
 pub struct Outcome {
@@ -610,23 +640,34 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     // collect phase reuses a recorded config for a call with the same shape key.
     // With --retune the collect phase starts from nothing, so it searches every shape the run
     // calls, and the records of the other shapes are merged back in after it.
-    let previous = dir.join(&records_rel).join("tuned_configs.json");
-    let earlier = if !opts.fresh && previous.is_file() {
-        let mut earlier: serde_json::Value = serde_json::from_str(&crate::fsutil::read_to_string(&previous)?)
-            .with_context(|| format!("`{previous}` is not JSON (tune with --fresh to ignore it)"))?;
-        absolutize_sources(&mut earlier, &work);
-        Some(earlier)
-    } else {
-        None
+    // (where they came from, the records)
+    let earlier: Option<(Utf8PathBuf, serde_json::Value)> = match earlier_records_file(dir, &records_rel, hw)
+    {
+        Some(previous) if !opts.fresh => {
+            let mut earlier: serde_json::Value =
+                serde_json::from_str(&crate::fsutil::read_to_string(&previous)?)
+                    .with_context(|| format!("`{previous}` is not JSON (tune with --fresh to ignore it)"))?;
+            rebase_foreign_sources(&mut earlier, &dir_abs);
+            absolutize_sources(&mut earlier, &work);
+            Some((previous, earlier))
+        }
+        _ => None,
     };
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
     let configs_file = run_dir.join(format!("tuned_configs_{hw}.json"));
-    if let Some(earlier) = earlier.as_ref().filter(|_| !opts.retune) {
+    if let Some((previous, earlier)) = earlier.as_ref().filter(|_| !opts.retune) {
         crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
         eprintln!(
             "tune: starting from the {} shapes recorded in `{previous}` (they are not searched \
              again; --retune searches the ones this run calls again, --fresh starts over)",
             tuned_shapes(earlier).len()
+        );
+    }
+    if let Some((previous, _)) = earlier.as_ref().filter(|(p, _)| !p.starts_with(dir.join(&records_rel))) {
+        eprintln!(
+            "tune: `{previous}` is in Helion's own data-directory layout; this tune's records go to \
+             `{}` and that file is left as it is",
+            dir.join(&records_rel)
         );
     }
 
@@ -681,7 +722,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     let mut tuned_configs: serde_json::Value =
         serde_json::from_str(&crate::fsutil::read_to_string(&configs_file)?)
             .with_context(|| format!("`{configs_file}` is not JSON"))?;
-    if let (true, Some(earlier)) = (opts.retune, earlier) {
+    if let (true, Some((previous, earlier))) = (opts.retune, earlier) {
         let searched = tuned_shapes(&tuned_configs).len();
         let kept = merge_records(&mut tuned_configs, earlier);
         crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(&tuned_configs)?.as_bytes())?;

@@ -792,3 +792,71 @@ fn successful_tune_installs_heuristic_records_and_table() {
         "{text}"
     );
 }
+
+/// A kernel tuned by hand with Helion's runner keeps its records in Helion's own layout
+/// (`tuning/tuned_configs_<hardware id>.json`, naming the source file by its path on the machine
+/// that tuned it): `tune` starts from the records of this exact GPU, rebases their source path
+/// onto this kernel directory, writes its own layout, and leaves Helion's file as it was.
+#[test]
+fn records_in_helions_own_layout_are_a_starting_point() {
+    let f = Fixture::new(Stubs::Full, CALLING_BENCH);
+    let flat = f.kernel.join("tuning/tuned_configs_cuda_Fake_GPU_13.0.json");
+    let foreign = r#"{"op": [{"config": {"block_sizes": [32]}, "shape_features": {"arg0_scalar": 1},
+        "kernel_source_file": "/elsewhere/kernels/toy-helion/torch-ext/toy_helion/op.py"}]}"#;
+    write(&flat, foreign);
+    // Another GPU model's file is not a starting point on this one.
+    let other = f.kernel.join("tuning/tuned_configs_cuda_Other_GPU_13.0.json");
+    let other_text = r#"{"op": [{"config": {"block_sizes": [8]}, "shape_features": {"arg0_scalar": 2},
+        "kernel_source_file": "/elsewhere/op.py"}]}"#;
+    write(&other, other_text);
+
+    let out = f.kb().args(["--", "1", "2"]).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    for needle in [
+        "tune: starting from the 1 shapes recorded in `toy-helion/tuning/tuned_configs_cuda_Fake_GPU_13.0.json`",
+        "tune: `toy-helion/tuning/tuned_configs_cuda_Fake_GPU_13.0.json` is in Helion's own data-directory \
+         layout; this tune's records go to `toy-helion/tuning/cuda_sm90` and that file is left as it is",
+        "stub: reusing the recorded config for {'arg0_scalar': 1}\nstub: tuning {'arg0_scalar': 2}\n",
+    ] {
+        assert!(stderr.contains(needle), "missing {needle:?} in:\n{stderr}");
+    }
+    let tuned: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(f.kernel.join("tuning/cuda_sm90/tuned_configs.json")).unwrap(),
+    )
+    .unwrap();
+    let records: Vec<(serde_json::Value, serde_json::Value, serde_json::Value)> = tuned["op"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["config"]["block_sizes"].clone(),
+                e["shape_features"]["arg0_scalar"].clone(),
+                e["kernel_source_file"].clone(),
+            )
+        })
+        .collect();
+    let src = serde_json::json!("torch-ext/toy_helion/op.py");
+    assert_eq!(
+        records,
+        [
+            (serde_json::json!([32]), serde_json::json!(1), src.clone()),
+            (serde_json::json!([64]), serde_json::json!(2), src)
+        ]
+    );
+    assert_eq!(std::fs::read_to_string(&flat).unwrap(), foreign);
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), other_text);
+
+    // From now on `tune`'s own records are the starting point.
+    let out = f.kb().args(["--", "1", "2"]).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "tune: starting from the 2 shapes recorded in `toy-helion/tuning/cuda_sm90/tuned_configs.json`"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("data-directory layout"), "{stderr}");
+}
