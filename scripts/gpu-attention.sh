@@ -29,6 +29,9 @@
 #   BENCH_SHAPES   attention_h200.py --shapes (default all)
 #   BENCH_DEADLINE seconds after which attention_h200.py starts no new shape (default 150)
 #   REPEATS        timed calls per implementation and shape (default 30)
+#   HELION_AUTOTUNE_COMPILE_TIMEOUT (Helion's own) seconds per config compile: give 40 on a
+#                  freshly started machine; at 20, 7 of the 9 seed configs of slice 8a's first
+#                  shape timed out while the spawned compilers all imported torch at once
 #   COLD_START     1: also run bench/attention_cold_start.py (get_local_kernel to first result,
 #                  shipped heuristic against autotuning on the first call) into cold-start.json
 #
