@@ -43,8 +43,8 @@ pub struct Summary {
     /// also on stderr, as in [`Invalid::problems`]; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<ProblemJson>,
-    /// The Helion lint's warnings (`crate::tune::lint`), also on stderr; absent when none.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// The Helion lint's warnings (`crate::tune::lint`), also on stderr; always present, an
+    /// empty array when there are none (always so for a kernel that does not use Helion).
     pub helion_warnings: Vec<crate::tune::lint::Warning>,
 }
 

@@ -855,6 +855,7 @@ fn check_config_valid_prints_summary_and_exits_0() {
     assert_eq!(v["name"], "relu");
     assert_eq!(v["kernels"], serde_json::json!([{ "name": "relu", "backend": "cuda" }]));
     assert_eq!(v.get("warnings"), None, "no warnings, no key");
+    assert_eq!(v.get("helion_warnings"), Some(&serde_json::json!([])), "always present");
 }
 
 /// A valid file's warnings reach `--json` too, placed as in the problems document (found by

@@ -52,7 +52,19 @@ fn attention_helion_checks_clean() {
     assert_eq!(err, "");
     let (_, json, _) = check_config(&repo_kernel("attention-helion"), true);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert!(v.get("helion_warnings").is_none(), "{v}");
+    assert_eq!(v.get("helion_warnings"), Some(&serde_json::json!([])), "{v}");
+}
+
+/// `--json` always has `helion_warnings`, as README documents it: `[]` for a kernel that does
+/// not use Helion (found by review: the key was left out when empty).
+#[test]
+fn json_has_empty_helion_warnings_for_a_kernel_without_helion() {
+    for kernel in ["relu", "silu-and-mul", "relu-tvm-ffi"] {
+        let (code, json, err) = check_config(&repo_kernel(kernel), true);
+        assert_eq!(code, 0, "{kernel}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v.get("helion_warnings"), Some(&serde_json::json!([])), "{kernel}: {v}");
+    }
 }
 
 /// vector-add-helion lists cuda, rocm and xpu but ships only a CUDA heuristic.
@@ -74,6 +86,16 @@ fn vector_add_helion_warns_about_rocm_and_xpu() {
         })
         .collect::<String>();
     assert_eq!(err, expected);
+    let (code, json, _) = check_config(&repo_kernel("vector-add-helion"), true);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let got: Vec<(&str, &str)> = v["helion_warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no helion_warnings array: {v}"))
+        .iter()
+        .map(|w| (w["rule"].as_str().unwrap(), w["file"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, [("helion-heuristic-missing", src), ("helion-heuristic-missing", src)], "{v}");
 }
 
 const HELION_TOML: &str = r#"[general]

@@ -1,6 +1,6 @@
-"""The calls to pre-tune `{{python_name}}` for, run by Helion's AOT runner.
+"""The calls to pre-tune `{{python_name}}` for, run by Helion's AOT runner through
 
-    python -m helion.autotuner.aot_runner -- python bench.py
+    kernel-builder tune . --effort quick
 
 The runner runs this script once per phase: it records the shapes the kernel is called with,
 tunes a configuration for each, measures every configuration on every shape, and writes a
