@@ -124,7 +124,13 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             report_error(&err);
-            ExitCode::from(1)
+            // A tune stopped by a signal exits as an interrupted build does: 128 + signal.
+            match err.downcast_ref::<crate::tune::TuneError>() {
+                Some(crate::tune::TuneError::Interrupted { signal, .. }) => {
+                    ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
+                }
+                _ => ExitCode::from(1),
+            }
         }
     }
 }

@@ -5,7 +5,8 @@
 
 use std::process::ExitCode;
 
-use camino::Utf8PathBuf;
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::tune::{self, Effort, Goal};
 
@@ -37,13 +38,15 @@ only a few (the header lists them apart; kernels/attention-helion/bench.py does 
 
 Environment: HELION_AUTOTUNE_BUDGET_SECONDS caps each shape's search; \
 HELION_AUTOTUNE_BENCHMARK_SUBPROCESS=0 benchmarks in-process (needed where Helion's \
-benchmark worker dies). HELION_AOT_MODE, HELION_HEURISTIC_DIR, HELION_FORCE_AUTOTUNE and \
+benchmark worker dies). HELION_AUTOTUNE_EFFORT is set from --effort (default full), whatever \
+the environment says. HELION_AOT_MODE, HELION_HEURISTIC_DIR, HELION_FORCE_AUTOTUNE and \
 similar variables are removed from the runner's environment.")]
 pub struct Args {
     /// Kernel directory, holding build.toml and torch-ext/ (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
     /// The bench script: a Python file inside DIR that calls the kernel with the shapes to
-    /// tune for (default: DIR/bench.py, as `init --template helion` writes it).
+    /// tune for, relative to the current directory or to DIR (default: DIR/bench.py, as
+    /// `init --template helion` writes it).
     #[arg(long, value_name = "FILE")]
     pub bench: Option<Utf8PathBuf>,
     /// Tune only this kernel (the Helion function's name; repeatable). Default: every Helion
@@ -55,10 +58,12 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Goal::MaxSlowdown)]
     pub goal: Goal,
     /// The goal's bound, as a slowdown factor: 1.01 allows 1% over the best config per shape.
-    #[arg(long, default_value_t = 1.01, value_parser = parse_threshold)]
+    // allow_negative_numbers: `--threshold -1` reaches the parser's message, instead of clap
+    // taking `-1` for a flag and suggesting `-- -1` (which would go to the bench script).
+    #[arg(long, default_value_t = 1.01, value_parser = parse_threshold, allow_negative_numbers = true)]
     pub threshold: f64,
     /// At most this many configs per kernel in the heuristic (Helion's default: 10).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = parse_max_configs, allow_negative_numbers = true)]
     pub max_configs: Option<u32>,
     /// How hard the autotuner searches each shape: quick (about a minute a shape) or full
     /// (Helion's default search, often ten minutes or more a shape).
@@ -80,6 +85,16 @@ pub struct Args {
     /// Arguments for the bench script (after `--`), e.g. `-- --shapes 0-3`.
     #[arg(last = true, value_name = "BENCH_ARGS")]
     pub bench_args: Vec<String>,
+}
+
+fn parse_max_configs(s: &str) -> Result<u32, String> {
+    match s.parse::<i64>() {
+        Ok(n) if n >= 1 => {
+            u32::try_from(n).map_err(|_| format!("{s} configs is more than a heuristic can hold"))
+        }
+        Ok(_) => Err(format!("a heuristic holds at least one config (got {s})")),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
 }
 
 fn parse_threshold(s: &str) -> Result<f64, String> {
@@ -105,6 +120,33 @@ fn command_line() -> String {
         .chain(std::env::args().skip(1).map(|a| quote(&a)))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// `--bench` as given: relative to the current directory, or else to DIR (`--bench
+/// bench_small.py` from anywhere); a directory is refused here, where the message can say so.
+fn resolve_bench(dir: &Utf8Path, bench: Utf8PathBuf) -> anyhow::Result<Utf8PathBuf> {
+    let in_dir = dir.join(&bench);
+    let found = if bench.exists() || bench.is_absolute() || !in_dir.exists() { bench } else { in_dir };
+    if found.is_dir() {
+        anyhow::bail!(
+            "`--bench {found}` is a directory: give the bench script, a Python file inside `{dir}`"
+        );
+    }
+    Ok(found)
+}
+
+/// A `--python` path with a directory part (`.venv/bin/python`) is made absolute against the
+/// current directory, because the runner and the bench script run from a scratch directory;
+/// a bare name (`python3`) is left for PATH lookup. Not canonicalized: a virtual
+/// environment's `python` is a symlink whose own path is what selects the environment.
+fn absolute_python(python: String) -> anyhow::Result<String> {
+    if !python.contains('/') || python.starts_with('/') {
+        return Ok(python);
+    }
+    let abs = std::path::absolute(&python).with_context(|| format!("cannot resolve `--python {python}`"))?;
+    abs.into_os_string()
+        .into_string()
+        .map_err(|_| anyhow::anyhow!("`--python {python}` does not resolve to a UTF-8 path"))
 }
 
 /// Run `tune`.
@@ -143,7 +185,10 @@ pub fn run(args: Args) -> super::CmdResult {
             dir
         );
     }
-    let bench = args.bench.unwrap_or_else(|| dir.join("bench.py"));
+    let bench = match args.bench {
+        None => dir.join("bench.py"),
+        Some(b) => resolve_bench(&dir, b)?,
+    };
     let opts = tune::Options {
         dir: dir.clone(),
         package: general.python_name(),
@@ -154,7 +199,7 @@ pub fn run(args: Args) -> super::CmdResult {
         threshold: args.threshold,
         max_configs: args.max_configs,
         effort: args.effort,
-        python: args.python,
+        python: absolute_python(args.python)?,
         command_line: command_line(),
         fresh: args.fresh,
         retune: args.retune,

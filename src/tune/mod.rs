@@ -135,6 +135,13 @@ pub enum TuneError {
          scratch copy of that directory, so move it there"
     )]
     BenchOutsideDir { bench: Utf8PathBuf, dir: Utf8PathBuf },
+    /// The bench script is in a part of the kernel directory the scratch copy leaves out.
+    #[error(
+        "bench script `{bench}` is under `{top}/`, which tune does not copy into its scratch \
+         directory (build outputs and tuning records are left out): keep the bench script beside \
+         build.toml or in a directory of its own"
+    )]
+    BenchInSkipped { bench: Utf8PathBuf, top: String },
     /// No `torch-ext/<package>/`.
     #[error(
         "`{0}` does not exist: a Helion kernel's source lives in torch-ext/<python name>/, and \
@@ -142,7 +149,10 @@ pub enum TuneError {
     )]
     NoPackage(Utf8PathBuf),
     /// The Python could not be started or its probe crashed.
-    #[error("cannot run `{python}` to probe the tuning environment: {detail}")]
+    #[error(
+        "cannot run `{python}` to probe the tuning environment: {detail}\n  hint: pass --python PATH \
+         (or set KERNEL_BUILDER_PYTHON) to a Python that has torch, triton and helion"
+    )]
     PythonNotRunnable { python: String, detail: String },
     /// A package the runner needs is not importable.
     #[error(
@@ -171,7 +181,13 @@ pub enum TuneError {
         "tuning was interrupted ({how}) in the {phase} phase; `{dir}` is unchanged (an earlier \
          heuristic there stays as it was)"
     )]
-    Interrupted { phase: &'static str, how: String, dir: Utf8PathBuf },
+    Interrupted {
+        phase: &'static str,
+        how: String,
+        dir: Utf8PathBuf,
+        /// The signal that stopped the run (the command exits with 128 + it, as a build does).
+        signal: i32,
+    },
     /// The runner failed for another reason.
     #[error("Helion's AOT runner failed in the {phase} phase ({status}); its last lines:\n{tail}")]
     RunnerFailed { phase: &'static str, status: String, tail: String },
@@ -282,12 +298,17 @@ pub fn probe(python: &str, scratch: &Utf8Path) -> anyhow::Result<Environment> {
 /// Top-level entries of the kernel directory that are not copied to the scratch directory.
 const SKIP_TOP: &[&str] = &["build", "tuning", ".git", ".helion_aot"];
 
+/// Whether a top-level entry of the kernel directory is left out of the scratch copy.
+fn skipped_top(name: &str) -> bool {
+    SKIP_TOP.contains(&name) || name == "result" || name.starts_with("result-")
+}
+
 /// Copy `from` into `to` (created), leaving out [`SKIP_TOP`], `result*` links and
 /// `__pycache__` folders. Symbolic links are copied as links.
 fn copy_kernel_dir(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
     let walk = walkdir::WalkDir::new(from).min_depth(1).into_iter().filter_entry(|e| {
         let name = e.file_name().to_string_lossy();
-        let top = e.depth() == 1 && (SKIP_TOP.contains(&name.as_ref()) || name.starts_with("result"));
+        let top = e.depth() == 1 && skipped_top(&name);
         !top && name != "__pycache__"
     });
     std::fs::create_dir_all(to).with_context(|| format!("cannot create `{to}`"))?;
@@ -598,6 +619,9 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
         .strip_prefix(&dir_abs)
         .map(Utf8Path::to_owned)
         .map_err(|_| TuneError::BenchOutsideDir { bench: opts.bench.clone(), dir: dir.clone() })?;
+    if let Some(top) = bench_rel.components().next().map(|c| c.as_str()).filter(|top| skipped_top(top)) {
+        return Err(TuneError::BenchInSkipped { bench: opts.bench.clone(), top: top.to_owned() }.into());
+    }
     let package_dir = dir.join("torch-ext").join(&opts.package);
     if !package_dir.is_dir() {
         return Err(TuneError::NoPackage(package_dir).into());

@@ -165,9 +165,14 @@ impl Runner {
         args: &[String],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Finished> {
-        let interrupted = |how: String| TuneError::Interrupted { phase, how, dir: self.dir.clone() };
+        let interrupted =
+            |how: String, signal: i32| TuneError::Interrupted { phase, how, dir: self.dir.clone(), signal };
+        let ours = || {
+            let sig = self.signals.first.load(Ordering::SeqCst);
+            interrupted(signal_name(sig), sig as i32)
+        };
         if self.signals.interrupted.load(Ordering::SeqCst) {
-            return Err(interrupted(signal_name(self.signals.first.load(Ordering::SeqCst))).into());
+            return Err(ours().into());
         }
         let mut expr = duct::cmd(&self.python, args)
             .dir(&self.cwd)
@@ -221,20 +226,20 @@ impl Runner {
         self.signals.child.store(0, Ordering::SeqCst);
         let fin = Finished { status: output.status, tail };
         if self.signals.interrupted.load(Ordering::SeqCst) {
-            return Err(interrupted(signal_name(self.signals.first.load(Ordering::SeqCst))).into());
+            return Err(ours().into());
         }
         // A child killed by a signal, or one that reports it (the runner exits 130 on SIGINT,
         // 128 + n on signal n).
         let by_signal = match (fin.status.signal(), fin.status.code()) {
             (Some(s), _) if [libc_sigint(), libc_sigterm(), libc_sighup()].contains(&s) => {
-                Some(signal_name(s as u32))
+                Some((signal_name(s as u32), s))
             }
-            (_, Some(130)) => Some("the child exited 130, SIGINT".into()),
-            (_, Some(143)) => Some("the child exited 143, SIGTERM".into()),
+            (_, Some(130)) => Some(("the child exited 130, SIGINT".into(), libc_sigint())),
+            (_, Some(143)) => Some(("the child exited 143, SIGTERM".into(), libc_sigterm())),
             _ => None,
         };
-        if let Some(how) = by_signal {
-            return Err(interrupted(how).into());
+        if let Some((how, signal)) = by_signal {
+            return Err(interrupted(how, signal).into());
         }
         Ok(fin)
     }

@@ -389,6 +389,81 @@ fn bench_script_outside_the_kernel_directory() {
     f.assert_untouched(&before);
 }
 
+/// `--bench` is taken relative to the current directory, or else to DIR; a directory, and a
+/// script under a part of DIR the scratch copy leaves out, are refused before anything runs.
+#[test]
+fn bench_paths_relative_to_the_kernel_directory_directories_and_skipped_parts() {
+    let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
+    write(&f.kernel.join("build/bench_old.py"), NO_KERNEL_BENCH);
+    let before = f.snapshot();
+    // From the parent of DIR, `bench.py` is DIR's: the run gets as far as the script itself.
+    let (_, stderr) = f.fails(&["--bench", "bench.py"], true);
+    assert!(stderr.contains("bench: nothing to call\n"), "{stderr}");
+    assert!(stderr.contains("error: the bench script `bench.py` called no Helion kernel"), "{stderr}");
+    let (code, stderr) = f.fails(&["--bench", "torch-ext"], true);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "error: `--bench toy-helion/torch-ext` is a directory: give the bench script, a Python file \
+         inside `toy-helion`\n"
+    );
+    let (code, stderr) = f.fails(&["--bench", "toy-helion/build/bench_old.py"], true);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stderr,
+        "error: bench script `toy-helion/build/bench_old.py` is under `build/`, which tune does not copy \
+         into its scratch directory (build outputs and tuning records are left out): keep the bench \
+         script beside build.toml or in a directory of its own\n"
+    );
+    f.assert_untouched(&before);
+}
+
+/// A relative `--python` path (a virtual environment's `.venv/bin/python`) still names the same
+/// Python when the runner and the bench script run from the scratch directory.
+#[test]
+fn a_relative_python_path_works_in_every_phase() {
+    let f = Fixture::new(Stubs::Full, CALLING_BENCH);
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .current_dir(&f.root)
+        .env("TMPDIR", &f.tmpdir)
+        .env("FAKE_GPU", "1")
+        .env("PATH", format!("{}:{}", f.root.join("bin"), std::env::var("PATH").unwrap()))
+        .env_remove("KERNEL_BUILDER_PYTHON")
+        .args(["tune", "toy-helion", "--effort", "quick", "--python", "./python"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("stub: tuning {'arg0_scalar': 1}\n"), "{stderr}");
+}
+
+/// Negative values reach the flags' own checks (clap would otherwise take `-1` for a flag and
+/// suggest `-- -1`, which hands it to the bench script).
+#[test]
+fn negative_threshold_and_max_configs_get_the_flags_messages() {
+    let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
+    let (code, stderr) = f.fails(&["--threshold", "-1"], true);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("invalid value '-1' for '--threshold <THRESHOLD>': the threshold is a slowdown factor, at least 1.0 (got -1)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("tip:"), "{stderr}");
+    for (value, message) in [
+        ("-3", "a heuristic holds at least one config (got -3)"),
+        ("0", "a heuristic holds at least one config (got 0)"),
+        ("two", "`two` is not a whole number"),
+    ] {
+        let (code, stderr) = f.fails(&["--max-configs", value], true);
+        assert_eq!(code, 2);
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '--max-configs <N>': {message}")),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn python_without_helion() {
     let f = Fixture::new(Stubs::TorchOnly, NO_KERNEL_BENCH);
@@ -535,6 +610,16 @@ fn a_run_that_would_drop_a_tuned_kernel_is_refused() {
 fn interrupted_run_keeps_the_earlier_heuristic() {
     let f = Fixture::new(Stubs::Full, "import time\nprint('bench: tuning', flush=True)\ntime.sleep(60)\n");
     let before = f.snapshot();
+    // The exit status is 128 + signal, as for an interrupted build.
+    for (signal, name, code) in
+        [(rustix::process::Signal::INT, "SIGINT", 130), (rustix::process::Signal::TERM, "SIGTERM", 143)]
+    {
+        interrupt_once(&f, signal, name, code);
+        f.assert_untouched(&before);
+    }
+}
+
+fn interrupt_once(f: &Fixture, signal: rustix::process::Signal, name: &str, code: i32) {
     let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("kernel-builder"))
         .current_dir(&f.root)
         .env("TMPDIR", &f.tmpdir)
@@ -557,7 +642,7 @@ fn interrupted_run_keeps_the_earlier_heuristic() {
         seen.push_str(&line);
     }
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    rustix::process::kill_process(pid, signal).unwrap();
     // Never hang the suite: whatever happens, the run is over 45 s from now.
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watchdog_done = done.clone();
@@ -572,15 +657,12 @@ fn interrupted_run_keeps_the_earlier_heuristic() {
     let status = child.wait().unwrap();
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(start.elapsed() < Duration::from_secs(30), "tune did not stop promptly");
-    assert_eq!(status.code(), Some(1), "stderr:\n{seen}{rest}");
-    assert!(
-        rest.ends_with(
-            "error: tuning was interrupted (SIGINT) in the collect phase; `toy-helion` is \
-             unchanged (an earlier heuristic there stays as it was)\n"
-        ),
-        "{rest}"
+    assert_eq!(status.code(), Some(code), "stderr:\n{seen}{rest}");
+    let expected = format!(
+        "error: tuning was interrupted ({name}) in the collect phase; `toy-helion` is \
+         unchanged (an earlier heuristic there stays as it was)\n"
     );
-    f.assert_untouched(&before);
+    assert!(rest.ends_with(&expected), "{rest}");
 }
 
 #[test]
