@@ -257,6 +257,14 @@ impl Fixture {
         c
     }
 
+    /// `tune` with extra arguments, expected to succeed: its stderr.
+    fn succeeds(&self, extra: &[&str]) -> String {
+        let out = self.kb().args(extra).output().unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "tune failed; stderr:\n{stderr}");
+        stderr
+    }
+
     /// `tune` with extra arguments, expected to fail: (exit code, stderr).
     fn fails(&self, extra: &[&str], gpu: bool) -> (i32, String) {
         let out = self.kb().args(extra).env("FAKE_GPU", if gpu { "1" } else { "0" }).output().unwrap();
@@ -375,10 +383,14 @@ fn noarch_kernel_without_helion_is_not_a_helion_kernel() {
     assert!(stderr.contains("error: bench script `toy-helion/bench.py` does not exist"), "{stderr}");
 }
 
+/// `--bench` is taken relative to the current directory, or else to DIR; a script outside DIR,
+/// a directory, and a script under a part of DIR the scratch copy leaves out are refused
+/// before anything runs.
 #[test]
-fn bench_script_outside_the_kernel_directory() {
+fn bench_paths_inside_outside_and_relative_to_the_kernel_directory() {
     let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
     write(&f.root.join("elsewhere.py"), NO_KERNEL_BENCH);
+    write(&f.kernel.join("build/bench_old.py"), NO_KERNEL_BENCH);
     let before = f.snapshot();
     let (_, stderr) = f.fails(&["--bench", "elsewhere.py"], true);
     assert_eq!(
@@ -386,16 +398,6 @@ fn bench_script_outside_the_kernel_directory() {
         "error: bench script `elsewhere.py` is not inside the kernel directory `toy-helion`: tune \
          runs it from a scratch copy of that directory, so move it there\n"
     );
-    f.assert_untouched(&before);
-}
-
-/// `--bench` is taken relative to the current directory, or else to DIR; a directory, and a
-/// script under a part of DIR the scratch copy leaves out, are refused before anything runs.
-#[test]
-fn bench_paths_relative_to_the_kernel_directory_directories_and_skipped_parts() {
-    let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
-    write(&f.kernel.join("build/bench_old.py"), NO_KERNEL_BENCH);
-    let before = f.snapshot();
     // From the parent of DIR, `bench.py` is DIR's: the run gets as far as the script itself.
     let (_, stderr) = f.fails(&["--bench", "bench.py"], true);
     assert!(stderr.contains("bench: nothing to call\n"), "{stderr}");
@@ -807,9 +809,7 @@ fn successful_tune_installs_heuristic_records_and_table() {
     assert!(left.is_empty(), "scratch left behind");
 
     // A second slice: shapes 1 and 2 come from the records, only 3 is searched.
-    let out = f.kb().args(["--", "1", "2", "3"]).output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(out.status.success(), "{stderr}");
+    let stderr = f.succeeds(&["--", "1", "2", "3"]);
     assert!(
         stderr.contains(
             "tune: starting from the 2 shapes recorded in `toy-helion/tuning/cuda_sm90/tuned_configs.json`"
@@ -828,9 +828,7 @@ fn successful_tune_installs_heuristic_records_and_table() {
     assert!(text.contains(" UTC on 3 shapes:\n#   op: 1\n#   op: 2\n#   op: 3\n# Also measured"), "{text}");
 
     // --retune: the shapes this run calls are searched again, the other records are kept.
-    let out = f.kb().args(["--retune", "--", "2", "4"]).output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(out.status.success(), "{stderr}");
+    let stderr = f.succeeds(&["--retune", "--", "2", "4"]);
     assert!(!stderr.contains("starting from"), "{stderr}");
     assert!(
         stderr.contains("stub: tuning {'arg0_scalar': 2}\nstub: tuning {'arg0_scalar': 4}\n"),
@@ -863,9 +861,7 @@ fn successful_tune_installs_heuristic_records_and_table() {
     assert!(stderr.contains("'--retune' cannot be used with '--fresh'"), "{stderr}");
 
     // --fresh: everything searched again.
-    let out = f.kb().args(["--fresh", "--", "1"]).output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(out.status.success(), "{stderr}");
+    let stderr = f.succeeds(&["--fresh", "--", "1"]);
     assert!(!stderr.contains("starting from"), "{stderr}");
     assert!(stderr.contains("stub: tuning {'arg0_scalar': 1}\n"), "{stderr}");
     let text = std::fs::read_to_string(&heuristic).unwrap();
@@ -892,9 +888,7 @@ fn records_in_helions_own_layout_are_a_starting_point() {
         "kernel_source_file": "/elsewhere/op.py"}]}"#;
     write(&other, other_text);
 
-    let out = f.kb().args(["--", "1", "2"]).output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(out.status.success(), "{stderr}");
+    let stderr = f.succeeds(&["--", "1", "2"]);
     for needle in [
         "tune: starting from the 1 shapes recorded in `toy-helion/tuning/tuned_configs_cuda_Fake_GPU_13.0.json`",
         "tune: `toy-helion/tuning/tuned_configs_cuda_Fake_GPU_13.0.json` is in Helion's own data-directory \
@@ -931,9 +925,7 @@ fn records_in_helions_own_layout_are_a_starting_point() {
     assert_eq!(std::fs::read_to_string(&other).unwrap(), other_text);
 
     // From now on `tune`'s own records are the starting point.
-    let out = f.kb().args(["--", "1", "2"]).output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(out.status.success(), "{stderr}");
+    let stderr = f.succeeds(&["--", "1", "2"]);
     assert!(
         stderr.contains(
             "tune: starting from the 2 shapes recorded in `toy-helion/tuning/cuda_sm90/tuned_configs.json`"
