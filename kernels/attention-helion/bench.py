@@ -8,8 +8,10 @@ every tuned configuration on every call; evaluate: the heuristic picks). ``--sha
 calls of the collect and evaluate phases; in the measure phase (``HELION_AOT_MODE=measure``) the
 script calls ``--measure-shapes`` instead, all of TUNED unless told otherwise, so the decision
 tree is trained on every tuned shape even when a slice searched only a few. The shapes below are
-what the shipped heuristic was trained on. ``HELD_OUT`` are shapes tuning never sees; the
-benchmark (bench/attention_h200.py in kernel-builder) measures both lists and reports them apart.
+what the shipped heuristic was trained on. ``HELD_OUT`` are shapes tuning never sees, so
+``--shapes held-out`` is refused (usage error) when ``HELION_AOT_MODE`` is collect, measure or
+evaluate, as the runner sets it; the benchmark (bench/attention_h200.py in kernel-builder)
+measures both lists and reports them apart.
 
 A shape is ``(batch, heads, seq_len, head_dim, causal, dtype)``; ``q``, ``k`` and ``v`` are
 ``[batch, heads, seq_len, head_dim]``.
@@ -96,6 +98,10 @@ HELD_OUT: list[Shape] = [
 ]
 
 
+# HELION_AOT_MODE values under which Helion's AOT runner runs this script (its phases).
+AOT_RUNNER_MODES = ("collect", "measure", "evaluate")
+
+
 def select(spec: str, option: str = "--shapes") -> list[Shape]:
     """Shapes named by ``option`` (``--shapes`` or ``--measure-shapes``): ``all`` (the tuned
     list), ``held-out`` (``--shapes`` only), or comma-separated indices into the tuned list
@@ -150,7 +156,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="print the shapes as JSON and exit")
     args = parser.parse_args(argv)
-    measuring = os.environ.get("HELION_AOT_MODE", "").strip().lower() == "measure"
+    aot_mode = os.environ.get("HELION_AOT_MODE", "").strip().lower()
+    measuring = aot_mode == "measure"
+    # Under the AOT runner every call is tuning data (collect searches it, measure times the
+    # configs on it, evaluate scores the heuristic on it), so held-out shapes would stop being
+    # unseen; select() already refuses them for --measure-shapes.
+    if args.shapes == "held-out" and aot_mode in AOT_RUNNER_MODES:
+        parser.error(
+            f"--shapes held-out: the held-out shapes are never tuned on, and HELION_AOT_MODE="
+            f"{aot_mode} means Helion's AOT runner (kernel-builder tune) is running this script; "
+            f"use all or indices, or run held-out shapes without HELION_AOT_MODE set"
+        )
     # Both are checked in every phase: a bad --measure-shapes fails the collect phase at once,
     # not after its search.
     try:
