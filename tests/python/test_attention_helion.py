@@ -105,6 +105,15 @@ def attention_module(monkeypatch):
     monkeypatch.syspath_prepend(str(KERNEL / "torch-ext"))
     for name in [n for n in sys.modules if n.startswith("attention_helion")]:
         monkeypatch.delitem(sys.modules, name)
+    # Each test imports the kernel module afresh, but Dynamo remembers the module a trace
+    # reached, once per process (a cached import, and an `__import_...` alias among the traced
+    # function's globals): a second test's trace would guard on the first test's module.
+    convert = getattr(torch._dynamo, "symbolic_convert", None)
+    import_module = getattr(convert, "_import_module", None)
+    if hasattr(import_module, "cache_clear"):
+        import_module.cache_clear()
+    for name in [n for n in globals() if n.startswith("__import_attention_helion")]:
+        monkeypatch.delitem(globals(), name)
     # The package re-exports the function `attention`, which hides the submodule of that name.
     module = importlib.import_module("attention_helion.attention")
 
@@ -112,6 +121,8 @@ def attention_module(monkeypatch):
     monkeypatch.setattr(module, "attention_fwd", full)
     monkeypatch.setattr(module, "causal_attention_fwd", causal)
     monkeypatch.setattr(module, "_COMPILED", {})
+    # The fakes run on the CPU, as the kernels do only under Helion's interpreter.
+    monkeypatch.setattr(module, "DEVICE_TYPES", ("cuda", "cpu"))
     return module, full, causal
 
 
@@ -239,3 +250,85 @@ def test_a_misaligned_address_is_copied_and_never_served_from_the_cache(attentio
         assert all(t.data_ptr() % 16 == 0 for t in got)
         assert got[0].stride() == q.stride() and got[1] is k and got[2] is v
     assert module.attention(q, k, v) == ("run", "attention_fwd")  # aligned again: the cache
+
+
+def test_cpu_tensors_are_a_value_error_before_helion(attention_module, monkeypatch):
+    # Compiled (no interpreter), Helion itself fails on CPU tensors with a RuntimeError about
+    # finding no GPU; attention() says so first, as its docstring promises (found by review).
+    module, full, _ = attention_module
+    monkeypatch.setattr(module, "DEVICE_TYPES", ("cuda",))
+    with pytest.raises(ValueError, match=r"must be on a CUDA GPU; got cpu \(the CPU only under"):
+        module.attention(*qkv())
+    with pytest.raises(ValueError, match="must be on a CUDA GPU; got meta$"):
+        module.attention(*(t.to("meta") for t in qkv()))
+    # The one-device check still comes first for mixed devices.
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="must be on one device"):
+        module.attention(q, k.to("meta"), v)
+    assert full.calls == [] and module._COMPILED == {}
+
+
+def test_the_cpu_is_accepted_only_under_helions_interpreter(attention_module, monkeypatch):
+    module, _, _ = attention_module
+    assert not module._interpreting()  # the fakes have no Helion settings
+
+    class Settings:
+        def __init__(self, mode):
+            self.ref_mode = type("RefMode", (), {"name": mode})()
+
+    for mode, expected in (("OFF", False), ("EAGER", True)):
+        kernel = FakeKernel("attention_fwd")
+        kernel.settings = Settings(mode)
+        monkeypatch.setattr(module, "attention_fwd", kernel)
+        assert module._interpreting() is expected
+
+
+@pytest.mark.parametrize(
+    "q_shape, kv_shape, causal",
+    [
+        ((0, 4, 128, 64), (0, 4, 128, 64), False),  # batch 0
+        ((0, 4, 128, 64), (0, 4, 128, 64), True),
+        ((2, 0, 128, 64), (2, 0, 128, 64), False),  # heads 0
+        ((2, 4, 0, 64), (2, 4, 0, 64), False),  # seq 0
+        ((2, 4, 0, 128), (2, 4, 0, 128), True),
+        ((2, 4, 0, 64), (2, 4, 16, 64), False),  # no queries, some keys
+        ((0, 4, 16, 64), (0, 4, 0, 64), False),  # no batch and no keys: still empty
+    ],
+)
+def test_an_empty_output_is_returned_empty_without_a_kernel(
+    attention_module, q_shape, kv_shape, causal
+):
+    # Helion's kernels fail on these (reshape of an empty tensor to [-1, seq, d], unpacking
+    # an empty grid); SDPA returns an empty tensor of q's shape, and so does attention().
+    module, full, causal_kernel = attention_module
+    q, k, v = qkv(q_shape)[0], *qkv(kv_shape)[1:]
+    for _ in range(2):  # and the second call is not served from a cache entry
+        out = module.attention(q, k, v, causal=causal)
+        assert out.shape == q.shape and out.dtype == q.dtype and out.device == q.device
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert ref.shape == out.shape
+    assert full.calls == [] and causal_kernel.calls == [] and module._COMPILED == {}
+
+
+def test_no_keys_for_some_queries_is_a_value_error(attention_module):
+    # SDPA's math backend returns zeros (a softmax over no scores); the kernels would fail.
+    module, full, _ = attention_module
+    q, (k, v) = qkv((2, 4, 16, 64))[0], qkv((2, 4, 0, 64))[1:]
+    with pytest.raises(ValueError, match=r"seq_k is 0: no keys to attend to; got q \(2, 4, 16,"):
+        module.attention(q, k, v)
+    with pytest.raises(ValueError, match="causal=True needs seq_q == seq_k; got 16 and 0"):
+        module.attention(q, k, v, causal=True)
+    assert full.calls == [] and module._COMPILED == {}
+
+
+def test_torch_compile_traces_an_empty_call_whole(attention_module):
+    module, full, _ = attention_module
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda q, k, v: module.attention(q, k, v) + 1, backend="eager", fullgraph=True
+    )
+    q, k, v = qkv((0, 4, 128, 64))
+    assert compiled(q, k, v).shape == (0, 4, 128, 64)
+    assert full.calls == [] and module._COMPILED == {}
+    torch._dynamo.reset()

@@ -153,6 +153,19 @@ def causal_attention_fwd(
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 
+
+def _interpreting() -> bool:
+    # Helion's interpreter (HELION_INTERPRET=1, read when the kernels above were defined) runs
+    # the kernels' bodies eagerly in PyTorch, on the CPU too. Compiled, they run on a GPU only;
+    # handed CPU tensors, Helion fails inside (a RuntimeError: no GPU found, on a machine
+    # without one).
+    ref_mode = getattr(getattr(attention_fwd, "settings", None), "ref_mode", None)
+    return ref_mode is not None and getattr(ref_mode, "name", "OFF") != "OFF"
+
+
+# torch.device.type values the inputs may have: CUDA GPUs, and the CPU under the interpreter.
+DEVICE_TYPES = ("cuda", "cpu") if _interpreting() else ("cuda",)
+
 # Compiled host functions of calls already seen, keyed as Helion's own fast path keys a call: the
 # mask and, per tensor, its type, shape, strides, dtype and device (static shapes: Helion
 # specializes on all of them). Helion's key also records whether the call is distributed
@@ -197,11 +210,16 @@ def attention(
         causal: mask key ``j > i`` for query ``i`` (needs ``seq_q == seq_k``).
 
     Returns:
-        ``[batch, heads, seq_q, head_dim]``, dtype of ``q``.
+        ``[batch, heads, seq_q, head_dim]``, dtype of ``q``. When ``batch``, ``heads`` or
+        ``seq_q`` is 0 that is an empty tensor, as SDPA returns, and no kernel runs.
 
     Raises:
         TypeError: q, k or v is not a tensor.
-        ValueError: shapes, dtypes or devices that the kernels do not cover.
+        ValueError: shapes, dtypes or devices that the kernels do not cover: not 4-D, k and v
+            not matching q, ``head_dim`` not 64 or 128, not all float16 or all bfloat16, not
+            all on one CUDA device (the CPU is accepted only under Helion's interpreter,
+            ``HELION_INTERPRET=1``), causal with ``seq_q != seq_k``, or ``seq_k`` 0 for a
+            non-empty output (attention over no keys is undefined).
     """
     causal = bool(causal)
     tracing = torch.compiler.is_compiling()
@@ -238,9 +256,26 @@ def attention(
         raise ValueError(
             f"attention: q, k and v must be on one device; got {q.device}, {k.device}, {v.device}"
         )
+    if q.device.type not in DEVICE_TYPES:
+        raise ValueError(
+            f"attention: q, k and v must be on a CUDA GPU; got {q.device}"
+            + (" (the CPU only under Helion's interpreter, HELION_INTERPRET=1)"
+               if q.device.type == "cpu" else "")
+        )
     if causal and q.shape[2] != k.shape[2]:
         raise ValueError(
             f"attention: causal=True needs seq_q == seq_k; got {q.shape[2]} and {k.shape[2]}"
+        )
+    if q.numel() == 0:
+        # No batch, head or query: nothing to compute, and the kernels cannot take it (their
+        # reshape of an empty tensor to [-1, seq, head_dim] is ambiguous). SDPA returns this.
+        return q.new_empty(q.shape)
+    if k.shape[2] == 0:
+        # SDPA's math backend returns zeros here (a softmax over no scores), a value of no
+        # meaning; the kernels would fail inside Helion.
+        raise ValueError(
+            f"attention: seq_k is 0: no keys to attend to; got q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)}"
         )
     kernel = causal_attention_fwd if causal else attention_fwd
     # Judged on the caller's tensors, which the key describes (not on what .contiguous() made).
