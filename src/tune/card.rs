@@ -117,7 +117,7 @@ pub fn section(kernel_dir: &Utf8Path, config: &BuildConfig) -> anyhow::Result<Op
         "Helion picks a heuristic by the GPU's exact compute capability, then falls back to older ones (CUDA sm100 \
          down to sm70, ROCm gfx950 down to gfx900); a GPU that reaches none runs Helion's default config.\n\n",
     );
-    s.push_str("| GPU | compute | Helion uses it on | driver | runtime | torch | triton | helion | tuned (UTC) | shapes tuned | last tune geomean speedup |\n");
+    s.push_str("| GPU | compute | Helion uses it on | driver | runtime | torch | triton | helion | tuned (UTC) | shapes tuned | last tune: geomean over Helion's default config |\n");
     s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | ---: | ---: |\n");
     let mut details = String::new();
     for ((kind, compute), files) in &by_target {
@@ -145,11 +145,14 @@ pub fn section(kernel_dir: &Utf8Path, config: &BuildConfig) -> anyhow::Result<Op
             Some(r) => {
                 let e = &r.environment;
                 let geo = r.geomean_speedup.map_or("-".to_owned(), |g| format!("{g:.2}x"));
+                // The last tune's shapes only (a slice may time two of many), so say how many.
+                let n = r.shapes.len();
+                let geo_of_n = format!("{geo} ({n} shape{})", if n == 1 { "" } else { "s" });
                 let tuned: Vec<&String> = files.iter().flat_map(|h| &h.tuned_shapes).collect();
                 let n_tuned = if tuned.is_empty() { r.shapes.len() } else { tuned.len() };
                 let _ = writeln!(
                     s,
-                    "| {} | {kind} {compute} | {used} | {} | {} | {} | {} | {} | {} | {n_tuned} | {geo} |",
+                    "| {} | {kind} {compute} | {used} | {} | {} | {} | {} | {} | {} | {n_tuned} | {geo_of_n} |",
                     e.device_name, e.driver, e.cuda, e.torch, e.triton, e.helion, e.utc,
                 );
                 let _ = write!(details, "\n### {} ({kind} {compute})\n\n", e.device_name);

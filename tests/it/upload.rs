@@ -1115,7 +1115,7 @@ fn a_helion_kernels_card_is_published_with_its_tuning() {
     assert!(
         published.contains(
             "| NVIDIA H200 | cuda sm90 | sm90, sm100, sm103, sm110, sm120, sm121 | 580.159.04 | 13.0 | 2.11.0+cu130 | \
-             3.6.0 | 1.4.0 | 2026-12-01 11:45:35 | 1 | 2.00x |\n"
+             3.6.0 | 1.4.0 | 2026-12-01 11:45:35 | 1 | 2.00x (1 shape) |\n"
         ) && published.contains("| relu | fp32[1048576] | 0.0200 | 0.0100 | 2.00x |\n"),
         "{published}"
     );
