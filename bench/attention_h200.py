@@ -47,8 +47,10 @@ below 1e-2, so elements the kernel leaves unwritten fail (`poisoned`; `block_reu
 whether the output really landed in the poisoned block). A shape is `"correct": true` only when
 both Helion outputs pass; otherwise, or when Helion (or the harness around it) raised for it
 (`error`), it is `"correct": false` with no speedup. A baseline that raises (cuDNN declining a
-shape, say) is recorded in the row's `baseline_errors` ({name: message}); that row then has no
-time for it and no speedup against it, and Helion's own figures stay.
+shape, say), or whose output fails the same tolerance, is recorded in the row's
+`baseline_errors` ({name: message}); that row then has no time for it and no speedup against
+it, and Helion's own figures stay. A Helion output that is a view at an offset still counts as
+landing in the poisoned block (storages are compared, not data pointers).
 
 Writes RESULTS.json: {"device", "versions", "method", "shapes": [{"shape", "label", "held_out",
 "helion_ms", "sdpa_ms", "speedup", "sdpa_cudnn_ms", "sdpa_default_ms", "speedup_vs_cudnn",
@@ -162,6 +164,11 @@ def rel_err(out, ref) -> float:
 def rounded(err: float) -> float | None:
     """`err` to 4 significant digits for the JSON; None for NaN or infinity (not JSON)."""
     return float(f"{err:.3e}") if math.isfinite(err) else None
+
+
+def idle_text(fraction: float | None) -> str:
+    """A pass's idle fraction as a percentage (None, from no busy time at all: "n/a")."""
+    return "n/a" if fraction is None else f"{fraction:.0%}"
 
 
 def passes(err: float) -> bool:
@@ -447,6 +454,9 @@ def main() -> int:
                 del o
             except Exception as err:  # this baseline does not take the shape; Helion's figures stay
                 baseline_errors[name] = error_text(err, 500)
+                continue
+            if not passes(errs[name]):  # a wrong baseline is no baseline: not timed, no speedup
+                baseline_errors[name] = f"wrong output: relative error {errs[name]:.3e}"
         row["rel_err"] = {n: rounded(e) for n, e in errs.items()}
         # Poisoned output: with every earlier output freed and the cache emptied, the free
         # block of the output's size holds NaN, and the caching allocator (best fit over the
@@ -456,7 +466,8 @@ def main() -> int:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         poison = torch.full(out_shape, float("nan"), dtype=out_dtype, device=q.device)
-        poison_ptr = poison.data_ptr()
+        # Storage, not data_ptr: an output that is a view at an offset still sits in the block.
+        poison_ptr = poison.untyped_storage().data_ptr()
         del poison
         out2 = helion(q, k, v, shape.causal)
         nan_free = not torch.isnan(out2).any().item()
@@ -464,7 +475,7 @@ def main() -> int:
         row["poisoned"] = {
             "nan_free": nan_free,
             "rel_err": rounded(err2),
-            "block_reused": out2.data_ptr() == poison_ptr,
+            "block_reused": out2.untyped_storage().data_ptr() == poison_ptr,
         }
         del ref, out2
         if not row["poisoned"]["block_reused"]:
@@ -496,7 +507,7 @@ def main() -> int:
             if paced[name]:
                 why = (f"the sleep ran out before the host had issued the calls, even at "
                        f"{facts['sleep_cycles']:.2g} cycles" if facts["sleep_ran_out"] else
-                       f"the GPU idled {facts['idle_fraction']:.0%} of the calls' time")
+                       f"the GPU idled {idle_text(facts['idle_fraction'])} of the calls' time")
                 print(f"warning: {shape.label()} {name}: {why}; its {GPU_KEY[name]} is "
                       f"host-paced, not the kernels' time", file=sys.stderr, flush=True)
         row["gpu_pass"] = gpu_pass

@@ -169,6 +169,7 @@ class FakeGPU:
         self.calls = {}  # Helion calls per shape
         self.helion = "right"
         self.cudnn_fails_batch = None
+        self.cudnn_wrong_batch = None
         self.host_s = 0.0  # extra host time per Helion call
 
     def now(self):
@@ -227,6 +228,8 @@ def fake_gpu(monkeypatch, h200):
             raise RuntimeError("No available kernel. Aborting execution.")
         out = real_sdpa(q, k, v, *args, **kwargs)
         sim.kernel()
+        if sim.backend == tna.SDPBackend.CUDNN_ATTENTION and q.shape[0] == sim.cudnn_wrong_batch:
+            return out * 2
         return out
 
     real_sdpa_kernel = tna.sdpa_kernel
@@ -361,6 +364,19 @@ def test_a_baseline_that_raises_keeps_helions_figures(fake_gpu, tmp_path):
     tuned = result["summary"]["tuned"]
     assert tuned["correct"] == 2 and tuned["baseline_errors"] == {"sdpa_cudnn": [failed["label"]]}
     assert tuned["rows_with"]["vs_cudnn"] == 1 and tuned["rows_with"]["vs_flash"] == 2
+
+
+def test_a_baseline_with_a_wrong_output_is_not_timed(fake_gpu, tmp_path):
+    fake_gpu.cudnn_wrong_batch = 2
+    rc, result = fake_gpu.run(tmp_path)
+    assert rc == 0
+    wrong = rows_by_batch(result)[2]
+    assert wrong["correct"] is True
+    assert wrong["baseline_errors"]["sdpa_cudnn"].startswith("wrong output: relative error ")
+    assert wrong["rel_err"]["sdpa_cudnn"] > 1e-2
+    for key in ("sdpa_cudnn_ms", "sdpa_cudnn_gpu_ms", "speedup_vs_cudnn", "speedup_gpu_vs_cudnn"):
+        assert key not in wrong, key
+    assert {"sdpa_ms", "speedup", "speedup_vs_default"} <= wrong.keys()
 
 
 @pytest.mark.parametrize("mode", ["wrong", "raise"])
