@@ -149,7 +149,7 @@ pub fn section(kernel_dir: &Utf8Path, config: &BuildConfig) -> anyhow::Result<Op
                 let n = r.shapes.len();
                 let geo_of_n = format!("{geo} ({n} shape{})", if n == 1 { "" } else { "s" });
                 let tuned: Vec<&String> = files.iter().flat_map(|h| &h.tuned_shapes).collect();
-                let n_tuned = if tuned.is_empty() { r.shapes.len() } else { tuned.len() };
+                let n_tuned = if tuned.is_empty() { n } else { tuned.len() };
                 let _ = writeln!(
                     s,
                     "| {} | {kind} {compute} | {used} | {} | {} | {} | {} | {} | {} | {n_tuned} | {geo_of_n} |",

@@ -664,7 +664,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     // collect phase reuses a recorded config for a call with the same shape key.
     // With --retune the collect phase starts from nothing, so it searches every shape the run
     // calls, and the records of the other shapes are merged back in after it.
-    // (where they came from, the records)
+    // The records and the file they came from.
     let earlier: Option<(Utf8PathBuf, serde_json::Value)> = match earlier_records_file(dir, &records_rel, hw)
     {
         Some(previous) if !opts.fresh => {
@@ -687,11 +687,11 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
             tuned_shapes(earlier).len()
         );
     }
-    if let Some((previous, _)) = earlier.as_ref().filter(|(p, _)| !p.starts_with(dir.join(&records_rel))) {
+    let own_records = dir.join(&records_rel);
+    if let Some((previous, _)) = earlier.as_ref().filter(|(p, _)| !p.starts_with(&own_records)) {
         eprintln!(
             "tune: `{previous}` is in Helion's own data-directory layout; this tune's records go to \
-             `{}` and that file is left as it is",
-            dir.join(&records_rel)
+             `{own_records}` and that file is left as it is"
         );
     }
 
