@@ -18,7 +18,9 @@ figure holds the Python of entering and leaving a context. Two timings per imple
   eager (`*_ms`)   calls issued one after another, as a Python loop issues them: each figure is
                    the larger of the GPU time and the host's time to issue the call, so small
                    calls are paced by the host (Helion and Triton's Python launch path against
-                   SDPA's C++ dispatch). `speedup` and the goal are computed from these.
+                   SDPA's C++ dispatch). `speedup` is computed from these; issue 14's goal is
+                   judged on the kernels' time (the GPU pass, and bench/attention_do_bench.py),
+                   BENCHMARKS.md says why.
   GPU (`*_gpu_ms`) the same calls queued behind a `torch.cuda._sleep` that keeps the GPU busy
                    until all of them are issued, so the events time the kernels alone (what
                    `triton.testing.do_bench`-style harnesses report for small calls). The sleep

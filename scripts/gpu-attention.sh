@@ -34,10 +34,12 @@
 #                  shape timed out while the spawned compilers all imported torch at once
 #   COLD_START     1: also run bench/attention_cold_start.py (get_local_kernel to first result,
 #                  shipped heuristic against autotuning on the first call) into cold-start.json
+#   DO_BENCH       1: also run bench/attention_do_bench.py (the same shapes timed with
+#                  triton.testing.do_bench, the field's usual harness) into do-bench.json
 #
 # What comes back under $OUT (at most 8 files, the device tool's limit): env.txt, tune.log,
 # the heuristic _helion_aot_attention_cuda_sm90.py, tuning.tar.gz (tuning/cuda_sm90/ with
-# tune.json), attention-h200.json, bench.log, cold-start.json.
+# tune.json), attention-h200.json, bench.log, cold-start.json, do-bench.json.
 set -euo pipefail
 
 prepare() {
@@ -60,7 +62,7 @@ prepare() {
   cp -r "$root/kernels/attention-helion" "$stage/kernels/"
   rm -rf "$stage/kernels/attention-helion/build"
   cp "$root/bench/attention_h200.py" "$root/bench/attention_cold_start.py" "$root/bench/attention_cached_check.py" \
-    "$root/bench/attention_overhead.py" "$stage/bench/"
+    "$root/bench/attention_overhead.py" "$root/bench/attention_do_bench.py" "$stage/bench/"
   cp "$root/scripts/gpu-attention.sh" "$stage/scripts/"
   if ! compgen -G "$stage/.whl/helion-1.4.0-*.whl" >/dev/null; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
@@ -124,9 +126,16 @@ device() {
       --timeout "${COLD_START_TIMEOUT:-300}" 2>&1 | grep -v '^\[AOT\]'
     crc=${PIPESTATUS[0]}
   fi
+  local drc=0
+  if [ "${DO_BENCH:-0}" = 1 ]; then
+    echo "== do_bench cross-check (after $((SECONDS - t0)) s)"
+    python3 "$stage/bench/attention_do_bench.py" "$work/build" --out "$out/do-bench.json" \
+      --shapes "${BENCH_SHAPES:-all}" 2>&1 | grep -v '^\[AOT\]'
+    drc=${PIPESTATUS[0]}
+  fi
   if [ "${BENCH:-1}" = 0 ]; then
-    echo "gpu-attention: tune $rc, cold start $crc, no bench, $((SECONDS - t0)) s in all"
-    [ "$rc" = 0 ] && [ "$crc" = 0 ]
+    echo "gpu-attention: tune $rc, cold start $crc, do_bench $drc, no bench, $((SECONDS - t0)) s in all"
+    [ "$rc" = 0 ] && [ "$crc" = 0 ] && [ "$drc" = 0 ]
     return
   fi
   echo "== bench (after $((SECONDS - t0)) s)"
@@ -135,8 +144,8 @@ device() {
     --repeats "${REPEATS:-30}" 2>&1 | tee "$out/bench.log" | grep -v '^\[AOT\]'
   local brc=${PIPESTATUS[0]}
   set -e
-  echo "gpu-attention: tune $rc, cold start $crc, bench $brc, $((SECONDS - t0)) s in all"
-  [ "$rc" = 0 ] && [ "$crc" = 0 ] && [ "$brc" = 0 ]
+  echo "gpu-attention: tune $rc, cold start $crc, do_bench $drc, bench $brc, $((SECONDS - t0)) s in all"
+  [ "$rc" = 0 ] && [ "$crc" = 0 ] && [ "$drc" = 0 ] && [ "$brc" = 0 ]
 }
 
 case "${1:-}" in

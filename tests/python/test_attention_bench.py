@@ -432,3 +432,72 @@ def test_a_sleep_too_short_for_the_host_is_flagged(fake_gpu, tmp_path, h200, mon
     held = result["summary"]["held_out"]
     assert held["gpu_host_paced"] == [r["label"]] and held["rows_with"]["gpu_vs_flash"] == 0
     assert held["gpu_geomean_vs_flash"] is None and held["geomean_vs_flash"] is not None
+
+
+# --- bench/attention_do_bench.py, on the same simulated GPU ------------------------------
+
+DO_BENCH_SCRIPT = REPO / "bench" / "attention_do_bench.py"
+
+
+@pytest.fixture
+def do_bench_run(fake_gpu, h200, monkeypatch):
+    """Runs attention_do_bench.main() against the fake GPU; do_bench is faked too: it calls the
+    function twice and reports a time per implementation from `times_ms` (by SDPA backend)."""
+    import torch.nn.attention as tna
+
+    triton_testing = pytest.importorskip("triton.testing")
+    # The script imports attention_h200 by name: give it the fixture's patched module.
+    monkeypatch.setitem(sys.modules, "attention_h200", h200)
+    script = load("attention_do_bench_under_test", DO_BENCH_SCRIPT)
+    times_ms = {None: 0.05, tna.SDPBackend.FLASH_ATTENTION: 0.06,
+                tna.SDPBackend.CUDNN_ATTENTION: 0.04}
+    seen = []
+
+    def do_bench(fn, warmup=25, rep=100, return_mode="mean", **kwargs):
+        assert return_mode == "median"
+        fn(), fn()
+        seen.append((fake_gpu.backend, warmup, rep))
+        return times_ms[fake_gpu.backend]
+
+    monkeypatch.setattr(triton_testing, "do_bench", do_bench)
+
+    def run(tmp_path, *args):
+        out = tmp_path / "do-bench.json"
+        monkeypatch.setattr(sys, "argv", ["attention_do_bench.py", str(KERNEL / "build"),
+                                          "--out", str(out), *args])
+        rc = script.main()
+        return rc, json.loads(out.read_text())
+
+    fake_gpu.do_bench_seen = seen
+    return run
+
+
+def test_do_bench_cross_check(fake_gpu, do_bench_run, tmp_path):
+    rc, result = do_bench_run(tmp_path, "--rep", "50")
+    assert rc == 0
+    assert "do_bench(warmup=25 ms, rep=50 ms, return_mode='median')" in result["method"]
+    assert [r["correct"] for r in result["shapes"]] == [True, True, True]
+    for r in result["shapes"]:
+        # Helion and SDPA's default dispatch run outside any sdpa_kernel context (0.05 ms in
+        # the fake do_bench), FLASH at 0.06 ms and cuDNN at 0.04 ms.
+        assert (r["helion_ms"], r["sdpa_ms"], r["sdpa_cudnn_ms"]) == (0.05, 0.06, 0.04)
+        assert (r["speedup"], r["speedup_vs_cudnn"], r["speedup_vs_default"]) == (1.2, 0.8, 1.0)
+        assert r["rel_err"]["helion"] < 1e-2
+    assert all(rep == 50 for _, _, rep in fake_gpu.do_bench_seen)
+    assert len(fake_gpu.do_bench_seen) == 3 * 4
+    tuned = result["summary"]["tuned"]
+    assert tuned["geomean_vs_flash"] == pytest.approx(1.2) and tuned["gpu_geomean_vs_flash"] is None
+
+
+def test_do_bench_cross_check_fails_on_a_wrong_helion(fake_gpu, do_bench_run, tmp_path):
+    fake_gpu.helion = "wrong"
+    fake_gpu.cudnn_fails_batch = 1
+    rc, result = do_bench_run(tmp_path, "--shapes", "tuned")
+    assert rc == 1
+    rows = rows_by_batch(result)
+    assert rows[2]["correct"] is False and "helion_ms" not in rows[2] and "speedup" not in rows[2]
+    assert rows[1]["correct"] is True and "sdpa_cudnn_ms" not in rows[1]
+    assert rows[1]["baseline_errors"] == {
+        "sdpa_cudnn": "RuntimeError: No available kernel. Aborting execution."
+    }
+    assert result["summary"]["tuned"]["not_correct"] == [rows[2]["label"]]
