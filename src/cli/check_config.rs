@@ -20,9 +20,12 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The summary printed on success (also the `--json` shape).
+/// The summary printed on success (also the `--json` shape). Its `valid` is `true` and its
+/// `warnings` an array, where [`Invalid`] has `valid: false` and counts: read `valid` first.
 #[derive(Debug, Serialize)]
 pub struct Summary {
+    /// Always `true` (a file with errors prints [`Invalid`]).
+    pub valid: bool,
     /// `general.name`.
     pub name: String,
     /// The generation the file was written in (`Generation::label`).
@@ -40,15 +43,15 @@ pub struct Summary {
     pub matrix: String,
     pub matrix_revision: String,
     /// The file's warnings (a license that is not SPDX, a capability no toolkit builds, …),
-    /// also on stderr, as in [`Invalid::problems`]; absent when none.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// also on stderr, placed as in [`Invalid::problems`]; always present, `[]` when none.
     pub warnings: Vec<ProblemJson>,
     /// The Helion lint's warnings (`crate::tune::lint`), also on stderr; always present, an
     /// empty array when there are none (always so for a kernel that does not use Helion).
     pub helion_warnings: Vec<crate::tune::lint::Warning>,
 }
 
-/// The `--json` document of a file with errors (exit 1): every problem with its place.
+/// The `--json` document of a file with errors (exit 1): every problem with its place, and
+/// how many are errors and warnings (counts here; [`Summary::warnings`] is the list).
 ///
 /// ```json
 /// {"valid": false, "file": "k/build.toml", "errors": 1, "warnings": 0,
@@ -131,6 +134,7 @@ impl Summary {
     /// Summarise a loaded configuration.
     pub fn of(c: &BuildConfig) -> Summary {
         Summary {
+            valid: true,
             name: c.general.name.clone(),
             generation: c.generation.label().to_owned(),
             backends: c.general.backends.iter().map(|b| b.to_string()).collect(),
