@@ -89,6 +89,10 @@ fn signal_name(sig: u32) -> String {
 pub(super) struct Finished {
     status: ExitStatus,
     tail: VecDeque<String>,
+    /// The scratch copy of the kernel the child ran in, and the user's kernel directory that
+    /// it copies: [`Finished::tail`] names the user's files instead of the copies.
+    work: Utf8PathBuf,
+    dir: Utf8PathBuf,
 }
 
 impl Finished {
@@ -106,13 +110,26 @@ impl Finished {
         }
     }
 
-    /// The kept output, indented, for an error message.
+    /// The kept output, indented, for an error message. The error is shown after the scratch
+    /// directory is gone, so a path into its copy of the kernel (a traceback's `File
+    /// "…/kernel/torch-ext/…"`) is written as the same path in the user's kernel directory,
+    /// and any other path into the scratch directory (Helion's data directory) is followed
+    /// by a note that it no longer exists.
     pub(super) fn tail(&self) -> String {
+        let scratch = self.work.parent().map(Utf8Path::as_str).filter(|s| !s.is_empty());
         let mut s = String::new();
+        let mut removed = false;
         for l in &self.tail {
+            let l = l.replace(self.work.as_str(), self.dir.as_str());
+            removed |= scratch.is_some_and(|scratch| l.contains(scratch));
             s.push_str("  | ");
-            s.push_str(l);
+            s.push_str(&l);
             s.push('\n');
+        }
+        if let Some(scratch) = scratch.filter(|_| removed) {
+            s.push_str(&format!(
+                "  (paths under `{scratch}` were in tune's scratch directory, removed when it stopped)\n"
+            ));
         }
         s
     }
@@ -224,7 +241,7 @@ impl Runner {
             .with_context(|| format!("cannot wait for `{}`", self.python))?
             .context("the child closed its output but has not exited")?;
         self.signals.child.store(0, Ordering::SeqCst);
-        let fin = Finished { status: output.status, tail };
+        let fin = Finished { status: output.status, tail, work: self.cwd.clone(), dir: self.dir.clone() };
         if self.signals.interrupted.load(Ordering::SeqCst) {
             return Err(ours().into());
         }

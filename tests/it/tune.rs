@@ -566,6 +566,33 @@ fn bench_script_that_fails() {
     f.assert_untouched(&before);
 }
 
+/// The error is printed after the scratch directory is removed: a path into its copy of the
+/// kernel is shown as the user's file, and any other scratch path gets a note (found by
+/// review: the tail quoted files that no longer existed).
+#[test]
+fn a_failed_bench_names_the_users_files_not_the_scratch_copy() {
+    let f = Fixture::new(
+        Stubs::Full,
+        "import os, sys\n\
+         print('bench file:', os.path.abspath(__file__))\n\
+         print('data dir:', os.path.join(os.path.dirname(os.getcwd()), 'aot'))\n\
+         sys.exit(3)\n",
+    );
+    let (_, stderr) = f.fails(&["--", "--shapes", "0"], true);
+    let error = &stderr[stderr.find("error: the bench script failed").expect(&stderr)..];
+    assert!(error.contains("  | bench file: toy-helion/bench.py\n"), "{error}");
+    let scratch_line = error.lines().find(|l| l.starts_with("  | data dir: ")).expect(error);
+    let scratch = scratch_line["  | data dir: ".len()..].strip_suffix("/aot").expect(scratch_line);
+    assert!(scratch.starts_with(f.tmpdir.as_str()), "{scratch}");
+    assert!(
+        error.contains(&format!(
+            "  (paths under `{scratch}` were in tune's scratch directory, removed when it stopped)\n"
+        )),
+        "{error}"
+    );
+    assert!(!Utf8Path::new(scratch).exists());
+}
+
 #[test]
 fn bench_arguments_reach_the_script() {
     let f = Fixture::new(Stubs::Full, "import sys\nprint('bench args:', sys.argv[1:])\n");
