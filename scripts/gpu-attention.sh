@@ -7,9 +7,9 @@
 #   scripts/gpu-attention.sh prepare [STAGE]   here: build a static kernel-builder, fetch the
 #                                              wheels, stage the kernel, the bench and this
 #                                              script in STAGE (default: target/gpu-attention of
-#                                              the checkout the device tool sends, /work/main;
-#                                              it must be ignored by git there) and print the
-#                                              device call.
+#                                              this checkout; it must be ignored by git in the
+#                                              checkout that carries it to the GPU machine) and
+#                                              print the device call.
 #   bash STAGE/scripts/gpu-attention.sh device there: install the wheels into /tmp/site, tune,
 #                                              build, measure; results to $OUT.
 #
@@ -45,7 +45,7 @@ set -euo pipefail
 prepare() {
   local root stage kb
   root=$(cd "$(dirname "$0")/.." && pwd)
-  stage=${1:-/work/main/target/gpu-attention}
+  stage=${1:-$root/target/gpu-attention}
   (cd "$root" && RUSTFLAGS='-C target-feature=+crt-static' \
     cargo build --release --target x86_64-unknown-linux-gnu)
   kb=$root/target/x86_64-unknown-linux-gnu/release/kernel-builder
