@@ -449,17 +449,30 @@ def do_bench_run(fake_gpu, h200, monkeypatch):
     # The script imports attention_h200 by name: give it the fixture's patched module.
     monkeypatch.setitem(sys.modules, "attention_h200", h200)
     script = load("attention_do_bench_under_test", DO_BENCH_SCRIPT)
-    times_ms = {None: 0.05, tna.SDPBackend.FLASH_ATTENTION: 0.06,
+    times_ms = {"helion": 0.05, None: 0.05, tna.SDPBackend.FLASH_ATTENTION: 0.06,
                 tna.SDPBackend.CUDNN_ATTENTION: 0.04}
-    seen = []
+    seen = []  # (harness, implementation, warmup, rep) per timing
+    fake_gpu.timing_raises = None  # the implementation whose timing raises ("helion" or a backend)
+
+    def timed(harness, fn, warmup, rep):
+        before = sum(fake_gpu.calls.values())
+        fn(), fn()
+        who = "helion" if sum(fake_gpu.calls.values()) > before else fake_gpu.backend
+        seen.append((harness, who, warmup, rep))
+        if fake_gpu.timing_raises is not None and fake_gpu.timing_raises == who:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return times_ms[who]
 
     def do_bench(fn, warmup=25, rep=100, return_mode="mean", **kwargs):
         assert return_mode == "median"
-        fn(), fn()
-        seen.append((fake_gpu.backend, warmup, rep))
-        return times_ms[fake_gpu.backend]
+        return timed("do_bench", fn, warmup, rep)
+
+    def do_bench_cudagraph(fn, rep=20, return_mode="mean", **kwargs):
+        assert return_mode == "median"
+        return timed("cudagraph", fn, None, rep)
 
     monkeypatch.setattr(triton_testing, "do_bench", do_bench)
+    monkeypatch.setattr(triton_testing, "do_bench_cudagraph", do_bench_cudagraph)
 
     def run(tmp_path, *args):
         out = tmp_path / "do-bench.json"
@@ -483,7 +496,9 @@ def test_do_bench_cross_check(fake_gpu, do_bench_run, tmp_path):
         assert (r["helion_ms"], r["sdpa_ms"], r["sdpa_cudnn_ms"]) == (0.05, 0.06, 0.04)
         assert (r["speedup"], r["speedup_vs_cudnn"], r["speedup_vs_default"]) == (1.2, 0.8, 1.0)
         assert r["rel_err"]["helion"] < 1e-2
-    assert all(rep == 50 for _, _, rep in fake_gpu.do_bench_seen)
+    assert {(harness, warmup, rep) for harness, _, warmup, rep in fake_gpu.do_bench_seen} == {
+        ("do_bench", 25.0, 50.0)
+    }
     assert len(fake_gpu.do_bench_seen) == 3 * 4
     tuned = result["summary"]["tuned"]
     assert tuned["geomean_vs_flash"] == pytest.approx(1.2) and tuned["gpu_geomean_vs_flash"] is None
@@ -501,3 +516,82 @@ def test_do_bench_cross_check_fails_on_a_wrong_helion(fake_gpu, do_bench_run, tm
         "sdpa_cudnn": "RuntimeError: No available kernel. Aborting execution."
     }
     assert result["summary"]["tuned"]["not_correct"] == [rows[2]["label"]]
+
+
+def test_do_bench_cross_check_with_cuda_graphs(fake_gpu, do_bench_run, tmp_path):
+    rc, result = do_bench_run(tmp_path, "--cudagraph", "--warmup", "7", "--shapes", "held-out")
+    assert rc == 0
+    assert result["method"].startswith("triton.testing.do_bench_cudagraph(rep=100 ms, ")
+    assert [(h, w, r) for h, _, w, r in fake_gpu.do_bench_seen] == [("cudagraph", None, 100.0)] * 4
+    (r,) = result["shapes"]
+    assert r["correct"] is True and r["speedup"] == 1.2
+
+
+def test_do_bench_warmup_reaches_do_bench(fake_gpu, do_bench_run, tmp_path):
+    rc, _ = do_bench_run(tmp_path, "--warmup", "7", "--shapes", "held-out")
+    assert rc == 0
+    assert {w for _, _, w, _ in fake_gpu.do_bench_seen} == {7.0}
+
+
+def test_helion_failing_while_timed_loses_its_rows_not_the_run(fake_gpu, do_bench_run, tmp_path):
+    fake_gpu.timing_raises = "helion"
+    rc, result = do_bench_run(tmp_path)
+    assert rc == 1
+    assert len(result["shapes"]) == 3  # every shape was still measured
+    for r in result["shapes"]:
+        assert r["correct"] is False
+        assert r["error"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
+        assert not {"helion_ms", "sdpa_ms", "speedup"} & r.keys(), r
+    assert result["summary"]["tuned"]["not_correct"] == [r["label"] for r in result["shapes"][:2]]
+
+
+def test_a_baseline_failing_while_timed_is_left_out(fake_gpu, do_bench_run, tmp_path):
+    import torch.nn.attention as tna
+
+    fake_gpu.timing_raises = tna.SDPBackend.CUDNN_ATTENTION
+    rc, result = do_bench_run(tmp_path, "--shapes", "tuned")
+    assert rc == 0
+    for r in result["shapes"]:
+        assert r["correct"] is True and r["speedup"] == 1.2
+        assert "sdpa_cudnn_ms" not in r and "speedup_vs_cudnn" not in r
+        assert r["baseline_errors"] == {
+            "sdpa_cudnn": "RuntimeError: CUDA error: an illegal memory access was encountered"
+        }
+
+
+def test_helion_raising_in_the_check_is_not_timed(fake_gpu, do_bench_run, tmp_path):
+    fake_gpu.helion = "raise"  # batch 2 only
+    rc, result = do_bench_run(tmp_path, "--shapes", "tuned")
+    assert rc == 1
+    rows = rows_by_batch(result)
+    assert rows[2]["error"] == "RuntimeError: helion failed" and rows[2]["correct"] is False
+    assert rows[2]["rel_err"] == {} and "helion_ms" not in rows[2]
+    assert rows[1]["correct"] is True and rows[1]["speedup"] == 1.2
+    assert len(fake_gpu.do_bench_seen) == 4  # only batch 1's four implementations were timed
+
+
+def test_a_wrong_baseline_is_not_timed_by_do_bench(fake_gpu, do_bench_run, tmp_path):
+    fake_gpu.cudnn_wrong_batch = 2
+    rc, result = do_bench_run(tmp_path, "--shapes", "tuned")
+    assert rc == 0
+    wrong = rows_by_batch(result)[2]
+    assert wrong["baseline_errors"]["sdpa_cudnn"].startswith("wrong output: relative error ")
+    assert "sdpa_cudnn_ms" not in wrong and wrong["speedup"] == 1.2
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--rep", "0"], "must be from 1 to 10000 ms; got 0"),
+     (["--rep", "inf"], "must be from 1 to 10000 ms; got inf"),
+     (["--rep", "1e12"], "must be from 1 to 10000 ms; got 1e12"),
+     (["--warmup", "-1"], "must be from 0 to 10000 ms; got -1"),
+     (["--warmup", "nan"], "must be from 0 to 10000 ms; got nan"),
+     (["--rep", "x"], "`x` is not a number")],
+)
+def test_do_bench_budgets_are_checked(args, message):
+    out = subprocess.run(
+        [sys.executable, str(DO_BENCH_SCRIPT), str(KERNEL / "build"), "--out", os.devnull, *args],
+        capture_output=True, text=True,
+    )
+    assert out.returncode == 2, out
+    assert message in out.stderr, out.stderr
