@@ -221,7 +221,9 @@ pub struct HeuristicFile {
     pub dir: Utf8PathBuf,
     /// The file name.
     pub name: String,
-    /// The longest source stem in the same directory the name starts with (`None`: none does).
+    /// The source stem in the same directory whose lookup asks for this name: of the stems the
+    /// name starts with, one followed by a device Helion can report, else by a known kind, else
+    /// the longest (`None`: the name starts with no stem).
     pub stem: Option<String>,
     /// `<kind>` and `<compute>` after the stem (`None`: the name has no `_` after the stem).
     pub kind_compute: Option<(String, String)>,
@@ -350,6 +352,13 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
         let name = rel.file_name().expect("a file name").to_owned();
         let rest =
             name.strip_prefix("_helion_aot_").and_then(|r| r.strip_suffix(".py")).expect("matched above");
+        // Helion asks for the exact name `_helion_aot_<stem>_<kind>_<compute>.py` of a source and
+        // a device, so where two stems fit (`op` and `op_cuda` for `…_op_cuda_sm90.py`), the one
+        // whose remainder is a device Helion can report is the one that loads the file.
+        let split = |s: &str| -> Option<(String, String)> {
+            let (kind, compute) = rest.get(s.len() + 1..)?.split_once('_')?;
+            Some((kind.to_owned(), compute.to_owned()))
+        };
         let stem = pkg
             .sources_in(&dir)
             .map(|s| s.stem.as_str())
@@ -357,12 +366,14 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
                 rest == *s
                     || (rest.len() > s.len() && rest.starts_with(s) && rest.as_bytes()[s.len()] == b'_')
             })
-            .max_by_key(|s| s.len())
+            .max_by_key(|s| {
+                let device = split(s);
+                let reported = device.as_ref().is_some_and(|(k, c)| compute_is_reported(k, c));
+                let known = device.as_ref().is_some_and(|(k, _)| kind_backend(k).is_some());
+                (reported, known, s.len())
+            })
             .map(str::to_owned);
-        let kind_compute = stem.as_ref().and_then(|s| {
-            let (kind, compute) = rest.get(s.len() + 1..)?.split_once('_')?;
-            Some((kind.to_owned(), compute.to_owned()))
-        });
+        let kind_compute = stem.as_deref().and_then(split);
         let text = crate::fsutil::read_to_string(&path)?;
         let list_after = |opens: &dyn Fn(&str) -> bool| -> Vec<String> {
             text.lines()

@@ -169,6 +169,31 @@ fn missing_backend_and_never_picked_files_warn() {
     );
 }
 
+/// Two sources whose stems both fit `_helion_aot_op_cuda_sm90.py`: Helion asks for that exact
+/// name for `op.py` on an sm90 GPU (kind `cuda`, compute `sm90`), never for `op_cuda.py` (whose
+/// file would be `_helion_aot_op_cuda_cuda_sm90.py`). Found re-reading the lint: it took the
+/// longest stem, called the file unused and `op.py` untuned.
+#[test]
+fn a_heuristic_belongs_to_the_stem_helion_would_look_it_up_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = Utf8Path::from_path(tmp.path()).unwrap();
+    write(dir, "build.toml", &HELION_TOML.replace("[\"cuda\", \"rocm\"]", "[\"cuda\"]"));
+    let pkg = "torch-ext/toy_helion";
+    write(dir, &format!("{pkg}/op.py"), OP_PY);
+    write(dir, &format!("{pkg}/op_cuda.py"), OP_PY);
+    write(dir, &format!("{pkg}/_helion_aot_op_cuda_sm90.py"), &heuristic(&["scale", "shift"]));
+    let (code, json, err) = check_config(dir, true);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let got: Vec<(&str, &str)> = v["helion_warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["rule"].as_str().unwrap(), w["file"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, [("helion-heuristic-missing", format!("{pkg}/op_cuda.py").as_str())], "{v}");
+}
+
 /// `cuda-capabilities = ["8.0"]`: the loader refuses sm90 and newer GPUs, so the sm90 file is
 /// never loaded, while the sm80 one serves 8.0–8.9.
 #[test]
