@@ -77,10 +77,7 @@ def milliseconds(minimum: float):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("build_dir", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--shapes", choices=["tuned", "held-out", "all"], default="all")
+    parser = h200.shape_parser(__doc__)
     parser.add_argument("--warmup", type=milliseconds(0.0), default=25.0,
                         help="do_bench's warm-up budget in ms (0 to 10000)")
     parser.add_argument("--rep", type=milliseconds(1.0), default=100.0,

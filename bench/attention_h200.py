@@ -294,11 +294,18 @@ def seconds(text: str) -> float:
     return value
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def shape_parser(doc: str) -> argparse.ArgumentParser:
+    """The arguments this script and bench/attention_do_bench.py share: BUILD_DIR, --out and
+    --shapes; the description is the first paragraph of `doc`."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("build_dir", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--shapes", choices=["tuned", "held-out", "all"], default="all")
+    return parser
+
+
+def main() -> int:
+    parser = shape_parser(__doc__)
     parser.add_argument("--repeats", type=count_at_least(1), default=50,
                         help="timed calls per implementation and pass (at least 1)")
     parser.add_argument("--warmup", type=count_at_least(0), default=10,
