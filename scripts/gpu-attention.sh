@@ -119,20 +119,22 @@ device() {
   echo "== build"
   "$kb" build-and-copy --nix never "$work"
   set +e
-  local crc=0
-  if [ "${COLD_START:-0}" = 1 ]; then
-    echo "== cold start (after $((SECONDS - t0)) s)"
+  # step VAR TITLE COMMAND...: one optional measurement, Helion's [AOT] lines dropped from its
+  # output, its exit status in VAR.
+  step() {
+    local var=$1 title=$2
+    shift 2
+    echo "== $title (after $((SECONDS - t0)) s)"
+    "$@" 2>&1 | grep -v '^\[AOT\]'
+    printf -v "$var" %s "${PIPESTATUS[0]}"
+  }
+  local crc=0 drc=0
+  [ "${COLD_START:-0}" = 1 ] && step crc "cold start" \
     python3 "$stage/bench/attention_cold_start.py" "$work/build" --out "$out/cold-start.json" \
-      --timeout "${COLD_START_TIMEOUT:-300}" 2>&1 | grep -v '^\[AOT\]'
-    crc=${PIPESTATUS[0]}
-  fi
-  local drc=0
-  if [ "${DO_BENCH:-0}" = 1 ]; then
-    echo "== do_bench cross-check (after $((SECONDS - t0)) s)"
+    --timeout "${COLD_START_TIMEOUT:-300}"
+  [ "${DO_BENCH:-0}" = 1 ] && step drc "do_bench cross-check" \
     python3 "$stage/bench/attention_do_bench.py" "$work/build" --out "$out/do-bench.json" \
-      --shapes "${BENCH_SHAPES:-all}" 2>&1 | grep -v '^\[AOT\]'
-    drc=${PIPESTATUS[0]}
-  fi
+    --shapes "${BENCH_SHAPES:-all}"
   if [ "${BENCH:-1}" = 0 ]; then
     echo "gpu-attention: tune $rc, cold start $crc, do_bench $drc, no bench, $((SECONDS - t0)) s in all"
     [ "$rc" = 0 ] && [ "$crc" = 0 ] && [ "$drc" = 0 ]
