@@ -631,8 +631,11 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
         .prefix("kernel-builder-tune-")
         .tempdir()
         .context("cannot create a scratch directory")?;
-    let scratch = Utf8PathBuf::try_from(scratch_tmp.path().to_owned())
-        .context("the temporary directory's path is not UTF-8")?;
+    // Resolved (TMPDIR may be a link): Python names files by their resolved paths, and the
+    // error's quoted output is matched against this one.
+    let scratch_path = scratch_tmp.path().canonicalize().unwrap_or_else(|_| scratch_tmp.path().to_owned());
+    let scratch =
+        Utf8PathBuf::try_from(scratch_path).context("the temporary directory's path is not UTF-8")?;
     let env = probe(&opts.python, &scratch)?;
     eprintln!(
         "tune: {} ({} {}), driver {}, CUDA {}; torch {}, triton {}, helion {}",

@@ -85,6 +85,19 @@ fn signal_name(sig: u32) -> String {
     }
 }
 
+/// The largest file [`same_bytes`] compares (a traceback names source files, which are small).
+const COMPARED_BYTES: u64 = 16 << 20;
+
+/// Whether `a` and `b` are both regular files with the same contents (at most
+/// [`COMPARED_BYTES`] long; a longer or unreadable file counts as different).
+fn same_bytes(a: &Utf8Path, b: &Utf8Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
+    if !ma.is_file() || !mb.is_file() || ma.len() != mb.len() || ma.len() > COMPARED_BYTES {
+        return false;
+    }
+    matches!((std::fs::read(a), std::fs::read(b)), (Ok(x), Ok(y)) if x == y)
+}
+
 /// A finished child: its exit status and the last lines it printed.
 pub(super) struct Finished {
     status: ExitStatus,
@@ -112,15 +125,17 @@ impl Finished {
 
     /// The kept output, indented, for an error message. The error is shown after the scratch
     /// directory is gone, so a path into its copy of the kernel (a traceback's `File
-    /// "…/kernel/torch-ext/…"`) is written as the same path in the user's kernel directory,
-    /// and any other path into the scratch directory (Helion's data directory) is followed
-    /// by a note that it no longer exists.
+    /// "…/kernel/torch-ext/…"`) is written as the same path in the user's kernel directory
+    /// when that file holds the same bytes as the copy did; a path to a file that differs (this
+    /// GPU's heuristic, which the run rewrote) or that the user does not have, and any other
+    /// path into the scratch directory (Helion's data directory), stays as it was, and one note
+    /// at the end says that those paths are gone.
     pub(super) fn tail(&self) -> String {
         let scratch = self.work.parent().map(Utf8Path::as_str).filter(|s| !s.is_empty());
         let mut s = String::new();
         let mut removed = false;
         for l in &self.tail {
-            let l = l.replace(self.work.as_str(), self.dir.as_str());
+            let l = self.user_paths(l);
             removed |= scratch.is_some_and(|scratch| l.contains(scratch));
             s.push_str("  | ");
             s.push_str(&l);
@@ -132,6 +147,37 @@ impl Finished {
             ));
         }
         s
+    }
+
+    /// `line` with each `<work>/<rel>` whose file is the user's `<dir>/<rel>`, byte for byte,
+    /// written as `<dir>/<rel>`. A path ends at white space, a quote, a bracket, `,` or `:`
+    /// (`bench.py:12`), so one with a space in it is left as it was.
+    fn user_paths(&self, line: &str) -> String {
+        let prefix = format!("{}/", self.work);
+        let shown = match self.dir.as_str().trim_end_matches('/') {
+            "" if self.dir.as_str().starts_with('/') => "",
+            "" => ".",
+            d => d,
+        };
+        let mut out = String::new();
+        let mut rest = line;
+        while let Some(at) = rest.find(&prefix) {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + prefix.len()..];
+            let end =
+                after.find(|c: char| c.is_whitespace() || "\"'`,:()[]<>".contains(c)).unwrap_or(after.len());
+            let rel = &after[..end];
+            if !rel.is_empty() && same_bytes(&self.work.join(rel), &self.dir.join(rel)) {
+                out.push_str(shown);
+                out.push('/');
+            } else {
+                out.push_str(&prefix);
+            }
+            out.push_str(rel);
+            rest = &after[end..];
+        }
+        out.push_str(rest);
+        out
     }
 
     /// The bench script's exit code when the runner logged `<marker> N` (the runner's own
@@ -270,4 +316,44 @@ fn libc_sigterm() -> i32 {
 }
 fn libc_sighup() -> i32 {
     signal_hook::consts::SIGHUP
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(work: &Utf8Path, dir: &Utf8Path, lines: &[&str]) -> Finished {
+        Finished {
+            status: ExitStatus::from_raw(0),
+            tail: lines.iter().map(|l| (*l).to_owned()).collect(),
+            work: work.to_owned(),
+            dir: dir.to_owned(),
+        }
+    }
+
+    #[test]
+    fn quoted_paths_name_the_users_file_once_per_slash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(tmp.path()).unwrap();
+        let (work, user) = (root.join("scratch/kernel"), root.join("k"));
+        for d in [&work, &user] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("bench.py"), "same\n").unwrap();
+        }
+        std::fs::write(work.join("new.py"), "rewritten\n").unwrap();
+        std::fs::write(user.join("new.py"), "old\n").unwrap();
+        let line = format!("File \"{work}/bench.py\", line 2; {work}/new.py:7 ({work}/gone.py)");
+        let trailing = Utf8PathBuf::from(format!("{user}/"));
+        let got = finished(&work, &trailing, &[&line]).tail();
+        assert_eq!(
+            got,
+            format!(
+                "  | File \"{user}/bench.py\", line 2; {work}/new.py:7 ({work}/gone.py)\n  (paths under \
+                 `{root}/scratch` were in tune's scratch directory, removed when it stopped)\n"
+            )
+        );
+        // Nothing left in the scratch directory: no note.
+        let got = finished(&work, &user, &[&format!("at {work}/bench.py")]).tail();
+        assert_eq!(got, format!("  | at {user}/bench.py\n"));
+    }
 }

@@ -567,30 +567,47 @@ fn bench_script_that_fails() {
 }
 
 /// The error is printed after the scratch directory is removed: a path into its copy of the
-/// kernel is shown as the user's file, and any other scratch path gets a note (found by
-/// review: the tail quoted files that no longer existed).
+/// kernel is shown as the user's file when that file is the same, and stays a scratch path with
+/// a note otherwise (this GPU's heuristic, which the scratch copy dropped) or when it is not in
+/// the kernel at all (found by review: the tail quoted files that no longer existed, then
+/// pointed at the user's old heuristic for lines of the new one). TMPDIR is a symbolic link
+/// here: Python prints resolved paths.
 #[test]
 fn a_failed_bench_names_the_users_files_not_the_scratch_copy() {
     let f = Fixture::new(
         Stubs::Full,
         "import os, sys\n\
          print('bench file:', os.path.abspath(__file__))\n\
+         print('source:', os.path.abspath('torch-ext/toy_helion/op.py') + ':3')\n\
+         print('heuristic:', os.path.abspath('torch-ext/toy_helion/_helion_aot_op_cuda_sm90.py'))\n\
          print('data dir:', os.path.join(os.path.dirname(os.getcwd()), 'aot'))\n\
          sys.exit(3)\n",
     );
-    let (_, stderr) = f.fails(&["--", "--shapes", "0"], true);
+    let link = f.root.join("tmp-link");
+    std::os::unix::fs::symlink(&f.tmpdir, &link).unwrap();
+    let out = f.kb().env("TMPDIR", &link).args(["--", "--shapes", "0"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
     let error = &stderr[stderr.find("error: the bench script failed").expect(&stderr)..];
     assert!(error.contains("  | bench file: toy-helion/bench.py\n"), "{error}");
-    let scratch_line = error.lines().find(|l| l.starts_with("  | data dir: ")).expect(error);
-    let scratch = scratch_line["  | data dir: ".len()..].strip_suffix("/aot").expect(scratch_line);
-    assert!(scratch.starts_with(f.tmpdir.as_str()), "{scratch}");
+    assert!(error.contains("  | source: toy-helion/torch-ext/toy_helion/op.py:3\n"), "{error}");
+    let value = |label: &str| {
+        let line = error.lines().find(|l| l.starts_with(&format!("  | {label}: "))).expect(error);
+        line[format!("  | {label}: ").len()..].to_owned()
+    };
+    let scratch = value("data dir").strip_suffix("/aot").expect(error).to_owned();
+    assert!(scratch.starts_with(f.tmpdir.canonicalize_utf8().unwrap().as_str()), "{scratch}");
+    assert_eq!(
+        value("heuristic"),
+        format!("{scratch}/kernel/torch-ext/toy_helion/_helion_aot_op_cuda_sm90.py")
+    );
     assert!(
         error.contains(&format!(
             "  (paths under `{scratch}` were in tune's scratch directory, removed when it stopped)\n"
         )),
         "{error}"
     );
-    assert!(!Utf8Path::new(scratch).exists());
+    assert!(!Utf8Path::new(&scratch).exists());
 }
 
 #[test]
