@@ -316,7 +316,7 @@ fn def_name(t: &str) -> Option<&str> {
 /// package.
 ///
 /// # Errors
-/// A file or directory that cannot be read, or a non-UTF-8 path; the error names it.
+/// A file or directory that cannot be read (a link loop included); the error names it.
 pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
     let root = kernel_dir.join("torch-ext").join(package);
     let mut pkg = Package::default();
@@ -324,13 +324,16 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
         return Ok(pkg);
     }
     let mut heuristic_paths = Vec::new();
-    for entry in walkdir::WalkDir::new(&root).sort_by_file_name() {
+    // Links are followed, as the build follows them when it copies the package: a linked
+    // source or heuristic is shipped, so it is linted. Only `.py` files matter here; any other
+    // name (one that is not UTF-8 included) is not a Helion source or heuristic.
+    for entry in walkdir::WalkDir::new(&root).follow_links(true).sort_by_file_name() {
         let entry = entry.with_context(|| format!("cannot read `{root}`"))?;
-        if !entry.file_type().is_file() {
+        if !entry.file_type().is_file() || !entry.file_name().to_str().is_some_and(|n| n.ends_with(".py")) {
             continue;
         }
-        let path = Utf8PathBuf::try_from(entry.path().to_path_buf()).context("a non-UTF-8 file name")?;
-        let Some(name) = path.file_name().filter(|n| n.ends_with(".py")) else { continue };
+        let path = Utf8PathBuf::try_from(entry.path().to_path_buf()).context("a non-UTF-8 path")?;
+        let name = path.file_name().expect("a file has a name");
         let rel = path.strip_prefix(kernel_dir).expect("under the kernel directory").to_owned();
         let dir = rel.parent().expect("a file has a parent").to_owned();
         if name.starts_with("_helion_aot_") {

@@ -194,6 +194,31 @@ fn a_heuristic_belongs_to_the_stem_helion_would_look_it_up_for() {
     assert_eq!(got, [("helion-heuristic-missing", format!("{pkg}/op_cuda.py").as_str())], "{v}");
 }
 
+/// The lint sees what the build ships: a heuristic that is a symbolic link counts (the build
+/// follows links), and a file whose name is not UTF-8 and not `.py` is no reason to fail the
+/// check (found by review: a false "missing", and `--json` printing nothing but an error).
+#[test]
+fn linked_heuristics_count_and_odd_file_names_are_ignored() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = Utf8Path::from_path(tmp.path()).unwrap();
+    write(dir, "build.toml", &HELION_TOML.replace("[\"cuda\", \"rocm\"]", "[\"cuda\"]"));
+    let pkg = "torch-ext/toy_helion";
+    write(dir, &format!("{pkg}/op.py"), OP_PY);
+    write(dir, "tuned/heuristic.py", &heuristic(&["scale", "shift"]));
+    std::os::unix::fs::symlink(
+        dir.join("tuned/heuristic.py"),
+        dir.join(format!("{pkg}/_helion_aot_op_cuda_sm90.py")),
+    )
+    .unwrap();
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.bin");
+    fs::write(dir.join(pkg).as_std_path().join(odd), "data").unwrap();
+    let (code, json, err) = check_config(dir, true);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["helion_warnings"], serde_json::json!([]), "{v}");
+}
+
 /// `cuda-capabilities = ["8.0"]`: the loader refuses sm90 and newer GPUs, so the sm90 file is
 /// never loaded, while the sm80 one serves 8.0–8.9.
 #[test]
