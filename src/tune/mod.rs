@@ -388,36 +388,44 @@ pub fn tuned_shapes(tuned_configs: &serde_json::Value) -> Vec<TunedShape> {
     out
 }
 
-/// What identifies a record of Helion's `tuned_configs_<hw>.json` (helion 1.4: per kernel name,
-/// a list of `{config, shape_key: {kernel_name, specialization_key, hardware_id},
-/// shape_features, kernel_source_file, ...}`): its kernel and the specialization key, which is
-/// what the collect phase matches a call against; records without one (older files) by their
-/// shape features.
-fn record_id(kernel: &str, entry: &serde_json::Value) -> (String, String) {
-    let shape = entry
-        .get("shape_key")
-        .and_then(|k| k.get("specialization_key"))
-        .or_else(|| entry.get("shape_features"))
-        .map(|v| v.to_string())
-        .unwrap_or_default();
-    (kernel.to_owned(), shape)
+/// The two things that can identify a record of Helion's `tuned_configs_<hw>.json` (helion
+/// 1.4: per kernel name, a list of `{config, shape_key: {kernel_name, specialization_key,
+/// hardware_id}, shape_features, kernel_source_file, ...}`): the specialization key, which is
+/// what the collect phase matches a call against, and the shape features, which records of
+/// older files carry alone. Each as its JSON text (`None`: absent).
+fn record_keys(entry: &serde_json::Value) -> (Option<String>, Option<String>) {
+    let spec = entry.get("shape_key").and_then(|k| k.get("specialization_key")).map(|v| v.to_string());
+    (spec, entry.get("shape_features").map(|v| v.to_string()))
 }
 
-/// Merge the records of an earlier tune into this run's `tuned` (both in the format of
-/// [`record_id`]): an earlier record of a shape this run searched again is replaced in place by
-/// the new one, the others are kept, and this run's records of new shapes follow. Returns how
-/// many earlier records were kept. A value that is not an object of lists is left as it is.
+/// Whether records with keys `a` and `b` (from [`record_keys`]) describe the same shape: by
+/// specialization key when both have one, else by shape features (an earlier file written
+/// without keys, merged with this run's records).
+fn same_record(a: &(Option<String>, Option<String>), b: &(Option<String>, Option<String>)) -> bool {
+    match (&a.0, &b.0) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.1.is_some() && a.1 == b.1,
+    }
+}
+
+/// Merge the records of an earlier tune into this run's `tuned` (both Helion's
+/// `tuned_configs_<hw>.json`): an earlier record of a shape this run searched again (the same
+/// kernel and [`same_record`]) is replaced in place by the new one, the others are kept, and
+/// this run's records of new shapes follow. Returns how many earlier records were kept. A
+/// value that is not an object of lists is left as it is.
 fn merge_records(tuned: &mut serde_json::Value, earlier: serde_json::Value) -> usize {
     let (Some(new), serde_json::Value::Object(old)) = (tuned.as_object(), earlier) else {
         return 0;
     };
-    let mut fresh: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
-    let mut order: Vec<(String, String)> = Vec::new();
+    // This run's records in order, each taken (None) once it has replaced an earlier one.
+    type Keys = (Option<String>, Option<String>);
+    let mut fresh: Vec<(String, Keys, Option<serde_json::Value>)> = Vec::new();
     for (kernel, entries) in new {
         for e in entries.as_array().into_iter().flatten() {
-            let id = record_id(kernel, e);
-            if fresh.insert(id.clone(), e.clone()).is_none() {
-                order.push(id);
+            let keys = record_keys(e);
+            match fresh.iter_mut().find(|(k, other, _)| k == kernel && same_record(other, &keys)) {
+                Some(slot) => slot.2 = Some(e.clone()), // a duplicate: the later one
+                None => fresh.push((kernel.clone(), keys, Some(e.clone()))),
             }
         }
     }
@@ -428,19 +436,23 @@ fn merge_records(tuned: &mut serde_json::Value, earlier: serde_json::Value) -> u
             .as_array()
             .into_iter()
             .flatten()
-            .map(|e| match fresh.remove(&record_id(&kernel, e)) {
-                Some(replacement) => replacement,
-                None => {
+            .map(|e| {
+                let keys = record_keys(e);
+                let replacement = fresh
+                    .iter_mut()
+                    .find(|(k, other, new)| *k == kernel && new.is_some() && same_record(other, &keys))
+                    .and_then(|slot| slot.2.take());
+                replacement.unwrap_or_else(|| {
                     kept += 1;
                     e.clone()
-                }
+                })
             })
             .collect();
         merged.insert(kernel, serde_json::Value::Array(list));
     }
-    for id in order {
-        if let Some(e) = fresh.remove(&id) {
-            let list = merged.entry(id.0).or_insert_with(|| serde_json::Value::Array(Vec::new()));
+    for (kernel, _, e) in fresh {
+        if let Some(e) = e {
+            let list = merged.entry(kernel).or_insert_with(|| serde_json::Value::Array(Vec::new()));
             if let Some(list) = list.as_array_mut() {
                 list.push(e);
             }
@@ -958,6 +970,24 @@ mod tests {
             json!({"a": [rec("a", 1, 16), rec("a", 2, 64), rec("a", 3, 64)],
                    "b": [rec("b", 1, 16)], "c": [rec("c", 1, 64)]})
         );
+    }
+
+    /// An earlier file written without specialization keys (an older Helion) merged with this
+    /// run's keyed records: the same shape matches by its features, so it is not kept twice
+    /// (found re-reading the merge: the ids were a key on one side and features on the other).
+    #[test]
+    fn a_keyed_record_replaces_an_unkeyed_one_of_the_same_shape() {
+        let unkeyed = |shape: u32| json!({"config": {"block_sizes": [16]}, "shape_features": {"n": shape}});
+        let earlier = json!({"a": [unkeyed(1), unkeyed(2)]});
+        let mut tuned = json!({"a": [rec("a", 2, 64)]});
+        assert_eq!(merge_records(&mut tuned, earlier), 1);
+        assert_eq!(tuned, json!({"a": [unkeyed(1), rec("a", 2, 64)]}));
+        // Two keyed records with the same features but different keys stay two shapes.
+        let mut other_key = rec("a", 2, 64);
+        other_key["shape_key"]["specialization_key"] = json!([99]);
+        let mut tuned = json!({"a": [other_key.clone()]});
+        assert_eq!(merge_records(&mut tuned, json!({"a": [rec("a", 2, 16)]})), 1);
+        assert_eq!(tuned, json!({"a": [rec("a", 2, 16), other_key]}));
     }
 
     #[test]
