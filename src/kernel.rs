@@ -2,7 +2,7 @@
 //!
 //! 1. [`crate::config`] reads `build.toml` (any generation) into the typed model, with its
 //!    problems located in the file;
-//! 2. when the file itself is sound, [`crate::matrix::check`] checks the complete model against
+//! 2. when the file itself is sound, [`crate::matrix::check()`] checks the complete model against
 //!    the build matrix (capabilities against CUDA toolkits, gfx targets against ROCm releases,
 //!    backends with no cell); its problems are placed and rendered with the file's own;
 //! 3. for a build, [`load_with_sources`] then collects the kernel's source set

@@ -3,7 +3,7 @@
 //! # Which variants
 //!
 //! A noarch variant (`torch-<backend>`) does not depend on the host, so the bundle holds every
-//! noarch cell of the matrix on *any* system ([`crate::matrix::cells`] with
+//! noarch cell of the matrix on *any* system ([`crate::matrix::cells()`] with
 //! [`Scope::Bundle`]). A compiled backend gets the one cell the host toolchain builds
 //! ([`super::compiled::plan_cell`]: torch from `--python`); a backend whose toolchain is missing
 //! is skipped with a note saying what is missing ([`Plan::skipped`]), and the other variants
@@ -15,7 +15,7 @@
 //! [`build_into`] assembles every requested variant into a temporary directory inside
 //! `DIR/build/` (the same filesystem, so renames are atomic), then, variant by variant,
 //! exchanges the new one with the old `build/<v>` in one `renameat2(RENAME_EXCHANGE)`
-//! ([`swap_in`]): killed at any instant, each `build/<v>` is the whole old variant or the whole
+//! (`swap_in`): killed at any instant, each `build/<v>` is the whole old variant or the whole
 //! new one, never missing. If a swap fails, the ones already made are undone. A run killed
 //! between two variants leaves some variants new and some old; `build/hashes.json` still
 //! records the old ones (it is rewritten after the swaps), so `upload` refuses that tree and

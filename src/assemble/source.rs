@@ -58,7 +58,7 @@
 //! Helion's AOT runner beside the kernel's source file, see the loader reference B6) belongs
 //! to one backend: device kind `cuda` → `cuda`, `rocm` → `rocm`, `xpu` → `xpu`, `tpu` →
 //! `tpu`, `cpu` → `cpu`. The device kind is found as the rightmost `_<kind>_` of the name;
-//! the stem may itself contain underscores. [`SourceFile::heuristic`] records it, and the
+//! the stem may itself contain underscores. [`Role::Package`]'s `heuristic` records it, and the
 //! noarch assembler ships the file only in that backend's variant. Warnings: a heuristic for a
 //! backend not in `general.backends` (shipped nowhere); a name that starts with
 //! `_helion_aot_` but names no known device kind (shipped as an ordinary file); a heuristic

@@ -1,7 +1,7 @@
 //! The build matrix (from `nix/build-matrix.json` and its named snapshots) and variant naming.
 //!
 //! - [`data`]: the matrix as typed data;
-//! - [`cells`]: the build variants (cells) one kernel builds on one system, named;
+//! - [`mod@cells`]: the build variants (cells) one kernel builds on one system, named;
 //! - [`check()`]: findings about a `build.toml` that depend on the matrix;
 //! - [`naming`]: the variant-name formats and the `kernels` loader's grammar;
 //! - [`wheel`]: a torch wheel's facts, compared with a matrix (`matrix check-wheel`);

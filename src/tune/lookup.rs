@@ -162,7 +162,7 @@ fn loads_on(kind: &str, device: &str, declared: Option<&[CudaCapability]>) -> bo
 /// For each shipped compute of one (source stem, kind), the devices on which Helion picks it,
 /// among the known devices of the kind ([`KNOWN_CUDA_DEVICES`], [`KNOWN_ROCM_DEVICES`]) and a
 /// device exactly like each shipped compute, that load the kernel (`declared`, see
-/// [`loads_on`]). A shipped compute no such device picks maps to an empty list.
+/// `loads_on`). A shipped compute no such device picks maps to an empty list.
 pub fn devices_picking(
     kind: &str,
     shipped: &BTreeSet<String>,
