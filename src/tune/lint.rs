@@ -103,12 +103,14 @@ fn lint_package(pkg: &Package, config: &BuildConfig) -> Vec<Warning> {
                     rule: "helion-heuristic-missing",
                     file: src.rel.clone(),
                     message: format!(
-                        "backend `{b}` has no Helion heuristic for {}: no `{}/_helion_aot_{}_{kind}_*.py`, so on every \
-                         {} Helion runs its default config, untuned",
+                        "backend `{b}` has no Helion heuristic for {}: no `{}/_helion_aot_{}_{kind}_<compute>.py` \
+                         with a compute that {} reports, so on every {noun} Helion runs its default config, \
+                         untuned",
                         quoted_list(&src.aot_kernels),
                         src.dir,
                         src.stem,
-                        lookup::device_noun(kind)
+                        lookup::a_device(kind),
+                        noun = lookup::device_noun(kind)
                     ),
                     help: format!(
                         "run `kernel-builder tune` on {} of the kind users have; it writes the heuristic beside \

@@ -79,8 +79,8 @@ fn vector_add_helion_warns_about_rocm_and_xpu() {
             let (noun, a) = if *b == "rocm" { ("ROCm GPU", "a") } else { ("Intel XPU", "an") };
             format!(
                 "helion-heuristic-missing\n\n  ! {src}: backend `{b}` has no Helion heuristic for `vector_add`: no \
-                 `torch-ext/vector_add_helion/_helion_aot_vector_add_{b}_*.py`, so on every {noun} Helion runs its \
-                 default config, untuned\n  help: run `kernel-builder tune` on {a} {noun} of the kind users have; it \
+                 `torch-ext/vector_add_helion/_helion_aot_vector_add_{b}_<compute>.py` with a compute that \
+                 {a} {noun} reports, so on every {noun} Helion runs its default config, untuned\n  help: run `kernel-builder tune` on {a} {noun} of the kind users have; it \
                  writes the heuristic beside `{src}`\n\n"
             )
         })
