@@ -169,17 +169,23 @@ fn missing_backend_and_never_picked_files_warn() {
     );
 }
 
+/// A cuda-only toy Helion kernel with `torch-ext/toy_helion/op.py` and no heuristic yet.
+fn cuda_only_kernel() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = Utf8Path::from_path(tmp.path()).unwrap();
+    write(dir, "build.toml", &HELION_TOML.replace("[\"cuda\", \"rocm\"]", "[\"cuda\"]"));
+    write(dir, "torch-ext/toy_helion/op.py", OP_PY);
+    tmp
+}
+
 /// Two sources whose stems both fit `_helion_aot_op_cuda_sm90.py`: Helion asks for that exact
 /// name for `op.py` on an sm90 GPU (kind `cuda`, compute `sm90`), never for `op_cuda.py` (whose
 /// file would be `_helion_aot_op_cuda_cuda_sm90.py`). Found re-reading the lint: it took the
 /// longest stem, called the file unused and `op.py` untuned.
 #[test]
 fn a_heuristic_belongs_to_the_stem_helion_would_look_it_up_for() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, pkg) = (cuda_only_kernel(), "torch-ext/toy_helion");
     let dir = Utf8Path::from_path(tmp.path()).unwrap();
-    write(dir, "build.toml", &HELION_TOML.replace("[\"cuda\", \"rocm\"]", "[\"cuda\"]"));
-    let pkg = "torch-ext/toy_helion";
-    write(dir, &format!("{pkg}/op.py"), OP_PY);
     write(dir, &format!("{pkg}/op_cuda.py"), OP_PY);
     write(dir, &format!("{pkg}/_helion_aot_op_cuda_sm90.py"), &heuristic(&["scale", "shift"]));
     let (code, json, err) = check_config(dir, true);
@@ -200,11 +206,8 @@ fn a_heuristic_belongs_to_the_stem_helion_would_look_it_up_for() {
 #[test]
 fn linked_heuristics_count_and_odd_file_names_are_ignored() {
     use std::os::unix::ffi::OsStrExt;
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, pkg) = (cuda_only_kernel(), "torch-ext/toy_helion");
     let dir = Utf8Path::from_path(tmp.path()).unwrap();
-    write(dir, "build.toml", &HELION_TOML.replace("[\"cuda\", \"rocm\"]", "[\"cuda\"]"));
-    let pkg = "torch-ext/toy_helion";
-    write(dir, &format!("{pkg}/op.py"), OP_PY);
     write(dir, "tuned/heuristic.py", &heuristic(&["scale", "shift"]));
     std::os::unix::fs::symlink(
         dir.join("tuned/heuristic.py"),
