@@ -85,17 +85,15 @@ fn signal_name(sig: u32) -> String {
     }
 }
 
-/// The largest file [`same_bytes`] compares (a traceback names source files, which are small).
+/// The largest file [`same_bytes`] compares (a traceback names source files, which are small;
+/// an error message should not wait on comparing large data files).
 const COMPARED_BYTES: u64 = 16 << 20;
 
-/// Whether `a` and `b` are both regular files with the same contents (at most
-/// [`COMPARED_BYTES`] long; a longer or unreadable file counts as different).
+/// Whether `a` and `b` are both regular files with the same contents
+/// ([`crate::fsutil::same_contents`]), at most [`COMPARED_BYTES`] long; a longer file counts
+/// as different.
 fn same_bytes(a: &Utf8Path, b: &Utf8Path) -> bool {
-    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
-    if !ma.is_file() || !mb.is_file() || ma.len() != mb.len() || ma.len() > COMPARED_BYTES {
-        return false;
-    }
-    matches!((std::fs::read(a), std::fs::read(b)), (Ok(x), Ok(y)) if x == y)
+    std::fs::metadata(a).is_ok_and(|m| m.len() <= COMPARED_BYTES) && crate::fsutil::same_contents(a, b)
 }
 
 /// A finished child: its exit status and the last lines it printed.
