@@ -45,9 +45,6 @@ say); 2 for bad arguments.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -91,7 +88,6 @@ def main() -> int:
 
     import torch
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     import triton.testing
     import kernels
     from importlib import metadata
@@ -112,24 +108,13 @@ def main() -> int:
         ) + "; SDPA backends chosen by sdpa_kernel entered once around all of a backend's calls",
         "shapes": [],
     }
-    backends = {"sdpa_flash": SDPBackend.FLASH_ATTENTION,
-                "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}
-
-    def backend(name):
-        chosen = backends.get(name)
-        return contextlib.nullcontext() if chosen is None else sdpa_kernel(chosen)
-
     def call(name, q, k, v, causal):
         if name == "helion":
             return module.attention(q, k, v, causal=causal)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     def save():
-        result["summary"] = h200.summarize(result["shapes"])
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
-        os.replace(tmp, args.out)
+        h200.write_results(result, args.out)
 
     def time_call(fn) -> float:
         if args.cudagraph:
@@ -146,7 +131,7 @@ def main() -> int:
         errs = {}
         for name in h200.IMPLS:
             try:
-                with backend(name):
+                with h200.backend(name):
                     errs[name] = h200.rel_err(call(name, q, k, v, shape.causal), ref)
             except Exception as err:
                 if name == "helion":
@@ -163,7 +148,7 @@ def main() -> int:
             if name in row["baseline_errors"]:
                 continue
             try:
-                with backend(name):
+                with h200.backend(name):
                     ms = time_call(lambda: call(name, q, k, v, shape.causal))
             except Exception as err:  # a failure here loses this figure, not the run
                 if name == "helion":

@@ -268,6 +268,28 @@ def summarize(rows: list[dict]) -> dict:
     return summary
 
 
+def backend(name: str):
+    """The context that picks implementation `name`'s SDPA backend (`sdpa_flash`, `sdpa_cudnn`);
+    none for Helion and SDPA's default dispatch. Looked up when called, so a test's patched
+    `torch.nn.attention.sdpa_kernel` is the one used."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+    chosen = {"sdpa_flash": SDPBackend.FLASH_ATTENTION,
+              "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}.get(name)
+    return contextlib.nullcontext() if chosen is None else sdpa_kernel(chosen)
+
+
+def write_results(result: dict, out: Path) -> None:
+    """Add `result`'s summary and write it to `out` through a temporary file, so a run cut short
+    leaves the last complete file."""
+    result["summary"] = summarize(result["shapes"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, out)
+
+
 def count_at_least(minimum: int):
     """An argparse type: an integer >= `minimum` (else argparse's usage error, exit 2)."""
 
@@ -329,7 +351,6 @@ def main() -> int:
 
     import torch
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     import kernels
     from importlib import metadata
 
@@ -375,13 +396,6 @@ def main() -> int:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     calls = {"helion": helion, "sdpa_flash": sdpa, "sdpa_cudnn": sdpa, "sdpa_default": sdpa}
-    backends = {"sdpa_flash": SDPBackend.FLASH_ATTENTION,
-                "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}
-
-    def backend(name):
-        """The context that picks `name`'s SDPA backend (none for Helion and SDPA default)."""
-        chosen = backends.get(name)
-        return contextlib.nullcontext() if chosen is None else sdpa_kernel(chosen)
 
     def time_impl(name, sets, causal) -> tuple[float, float, dict]:
         """(eager ms, GPU ms, GPU-pass facts) for implementation `name`: medians over --repeats
@@ -527,11 +541,7 @@ def main() -> int:
             row["tflops_flash"] = round(flops(shape) / (row["sdpa_ms"] * 1e-3) / 1e12, 1)
 
     def save():
-        result["summary"] = summarize(result["shapes"])
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
-        os.replace(tmp, args.out)
+        write_results(result, args.out)
 
     def cell(value, width: int, digits: int, fmt: str = "f") -> str:
         return f"{'-':>{width}}" if value is None else f"{value:{width}.{digits}{fmt}}"
