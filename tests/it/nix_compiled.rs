@@ -116,12 +116,17 @@ fn add_wheel_to_store(file: &str, sha256: &str) {
         let mut parts = file.split('-');
         let (name, version) = (parts.next().unwrap(), parts.next().unwrap());
         let spec = format!("{}=={version}", name.replace('_', "-"));
+        // Tests run in parallel and several need the same wheel: each downloads into a scratch
+        // directory of its own and renames the finished file into place (a rename over an
+        // equal file is harmless), so no test sees another's half-written wheel.
+        let scratch = tempfile::tempdir_in(&dir).unwrap();
         let (ok, _, err) = run(
             venv_python().to_str().unwrap(),
-            &["-m", "pip", "download", "--no-deps", "-d", dir.to_str().unwrap(), &spec],
+            &["-m", "pip", "download", "--no-deps", "-d", scratch.path().to_str().unwrap(), &spec],
             repo(),
         );
         assert!(ok, "pip download {spec}: {err}");
+        fs::rename(scratch.path().join(file), &local).unwrap();
     }
     let (ok, _, err) = run("nix-store", &["--add-fixed", "sha256", local.to_str().unwrap()], repo());
     assert!(ok, "{err}");

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""The real-kernel compatibility run: public kernels-community kernels through our native build.
+
+Builds kernels of huggingface/kernels-community with `kernel-builder build-and-copy --nix never`
+and runs each kernel's own `tests/` against the variant it built, recording per kernel: the
+kernels-community commit, the check-config result, the cells built, compile seconds, the first
+error of a failed build, and the tests passed/failed/skipped. Not a CI step: the CUDA half needs
+the GPU machine (reached through the `device` tool, not a shell), so the run has three verbs:
+
+  compat_run.py prepare --repo KC [--kernels a,b | --backend cuda|cpu] STAGE
+      here: copy the kernels (git archive of KC's HEAD; KC is a clone or the bare mirror that
+      `fetch github:huggingface/kernels-community` gives), the headers of every C++ dependency
+      they name (CUTLASS per version, from --cutlass, a clone or mirror of NVIDIA/cutlass, at the
+      commit nix/cpp-deps.json pins), a statically linked kernel-builder (--kb) and this script
+      into STAGE, an ignored folder of the checkout the device tool sends.
+  compat_run.py run STAGE --out DIR [--python PY] [--slice NAME] [--parallel N] [-- BUILD-ARGS]
+      where the build happens (the GPU machine, or here for CPU cells): builds every staged
+      kernel, runs its tests, appends one JSON object per kernel to DIR/compat-<slice>.jsonl.
+      BUILD-ARGS go to build-and-copy (for example a cut-down CUDA capability list).
+  compat_run.py report RESULTS.jsonl... > COMPAT-TABLE.md
+      the table for COMPAT.md.
+
+How a kernel's tests find the kernel: most import the package by name, so a link named after the
+package points at the variant directory and is put on PYTHONPATH; others load it with
+`kernels.get_kernel(repo_id)`, so LOCAL_KERNELS maps the kernel's Hub repo id to its build/.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_TIMEOUT_S = int(os.environ.get("COMPAT_BUILD_TIMEOUT", "1500"))
+TEST_TIMEOUT_S = int(os.environ.get("COMPAT_TEST_TIMEOUT", "600"))
+
+
+def git(repo: Path, *args: str, capture: bool = True) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=capture, text=True
+    ).stdout.strip()
+
+
+def build_toml(kernel_dir: Path) -> dict:
+    with open(kernel_dir / "build.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def compiled_backends(config: dict) -> set[str]:
+    return {k.get("backend", "") for k in config.get("kernel", {}).values()}
+
+
+def declared_backends(config: dict) -> set[str]:
+    return set(config.get("general", {}).get("backends", [])) | compiled_backends(config)
+
+
+def cpp_deps(config: dict) -> set[str]:
+    deps: set[str] = set()
+    for kernel in config.get("kernel", {}).values():
+        deps.update(d for d in kernel.get("depends", []) if d != "torch")
+    return deps
+
+
+# --------------------------------------------------------------------------- prepare
+
+
+def prepare(args: argparse.Namespace) -> None:
+    stage = Path(args.stage).resolve()
+    repo = Path(args.repo).resolve()
+    commit = git(repo, "rev-parse", "HEAD")
+    names = git(repo, "ls-tree", "--name-only", "HEAD").split("\n")
+    listing = {}
+    for name in names:
+        try:
+            text = git(repo, "show", f"HEAD:{name}/build.toml")
+        except subprocess.CalledProcessError:
+            continue
+        listing[name] = tomllib.loads(text)
+    if args.kernels:
+        wanted = args.kernels.split(",")
+        unknown = [k for k in wanted if k not in listing]
+        if unknown:
+            sys.exit(f"compat_run: no build.toml for {', '.join(unknown)} at {commit[:12]}")
+    else:
+        wanted = sorted(k for k, c in listing.items() if args.backend in declared_backends(c))
+    (stage / "kernels").mkdir(parents=True, exist_ok=True)
+    deps_needed: set[str] = set()
+    for name in wanted:
+        dest = stage / "kernels" / name
+        shutil.rmtree(dest, ignore_errors=True)
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", "HEAD", name], check=True, capture_output=True
+        ).stdout
+        with tempfile.TemporaryFile() as tmp:
+            tmp.write(archive)
+            tmp.seek(0)
+            with tarfile.open(fileobj=tmp) as tar:
+                tar.extractall(stage / "kernels", filter="data")
+        deps_needed |= cpp_deps(listing[name])
+    pins = json.loads((ROOT / "nix" / "cpp-deps.json").read_text())["deps"]
+    (stage / "deps").mkdir(exist_ok=True)
+    deps_env = {}
+    for dep in sorted(deps_needed):
+        pin = pins.get(dep)
+        if not pin or not pin.get("commit") or "cutlass" not in pin["url"]:
+            print(f"compat_run: dependency {dep} is not staged (no CUTLASS pin)", file=sys.stderr)
+            continue
+        if not args.cutlass:
+            sys.exit(f"compat_run: {dep} is needed: pass --cutlass (a clone or mirror of NVIDIA/cutlass)")
+        out = stage / "deps" / f"{dep}.tar.gz"
+        if not out.exists():
+            data = subprocess.run(
+                ["git", "-C", args.cutlass, "archive", "--format=tar.gz", pin["commit"],
+                 "include", "tools/util/include"],
+                check=True, capture_output=True,
+            ).stdout
+            out.write_bytes(data)
+        deps_env[dep] = pin["env"]
+    kb = Path(args.kb).resolve()
+    shutil.copy2(kb, stage / "kernel-builder")
+    shutil.copy2(Path(__file__), stage / "compat_run.py")
+    manifest = {"kernels_community_commit": commit, "kernels": wanted, "deps": deps_env}
+    (stage / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    size = sum(p.stat().st_size for p in stage.rglob("*") if p.is_file())
+    print(f"compat_run: staged {len(wanted)} kernels at {commit[:12]} in {stage} ({size / 2**20:.1f} MiB)")
+
+
+# --------------------------------------------------------------------------- run
+
+
+def first_error(log: str) -> str:
+    """The first line that reads as a compiler or tool error, else the last non-empty line."""
+    lines = [l.strip() for l in log.splitlines() if l.strip()]
+    for pattern in (r"error[:(]", r"fatal error", r"^error\b", r"Error"):
+        for line in lines:
+            if re.search(pattern, line):
+                return line[:400]
+    return lines[-1][:400] if lines else ""
+
+
+def pytest_counts(junit: Path) -> dict:
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
+    if not junit.exists():
+        return counts
+    root = ET.parse(junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    for s in suites:
+        tests = int(s.get("tests", 0))
+        failures = int(s.get("failures", 0))
+        errors = int(s.get("errors", 0))
+        skipped = int(s.get("skipped", 0))
+        counts["failed"] += failures
+        counts["errors"] += errors
+        counts["skipped"] += skipped
+        counts["passed"] += tests - failures - errors - skipped
+    return counts
+
+
+def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env: dict) -> dict:
+    src = stage / "kernels" / name
+    kdir = work / name
+    shutil.rmtree(kdir, ignore_errors=True)
+    shutil.copytree(src, kdir, symlinks=True)
+    kb = str(stage / "kernel-builder")
+    config = build_toml(kdir)
+    general = config.get("general", {})
+    record: dict = {"kernel": name, "slice": args.slice, "backend": args.backend}
+
+    check = subprocess.run([kb, "check-config", str(kdir), "--json"], capture_output=True, text=True, env=env)
+    try:
+        doc = json.loads(check.stdout)
+        warnings = doc.get("warnings", [])
+        record["check_config"] = {
+            "valid": doc.get("valid", check.returncode == 0),
+            "warnings": len(warnings) if isinstance(warnings, list) else warnings,
+            "errors": doc.get("errors", 0) if not doc.get("valid", True) else 0,
+        }
+        if not doc.get("valid", True):
+            record["check_config"]["first"] = (doc.get("problems") or [{}])[0].get("message", "")[:300]
+    except json.JSONDecodeError:
+        record["check_config"] = {"valid": check.returncode == 0, "raw": (check.stdout + check.stderr)[-300:]}
+
+    cmd = [kb, "build-and-copy", str(kdir), "--nix", "never", "--python", args.python, "--json",
+           *args.build_args]
+    start = time.monotonic()
+    try:
+        built = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT_S)
+        status, out, err = built.returncode, built.stdout, built.stderr
+    except subprocess.TimeoutExpired as e:
+        status, out, err = "timeout", (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), ""
+    record["build_seconds"] = round(time.monotonic() - start, 1)
+    (work / f"{name}.build.log").write_text(f"$ {' '.join(cmd)}\n{out}\n--- stderr\n{err}")
+    variants = sorted(p.name for p in (kdir / "build").iterdir() if p.is_dir()) if (kdir / "build").is_dir() else []
+    record["variants"] = variants
+    record["built"] = status == 0
+    if status != 0:
+        record["build_status"] = status
+        record["first_error"] = first_error(err + "\n" + out)
+        return record
+
+    tests = kdir / "tests"
+    if not tests.is_dir():
+        record["tests"] = "none"
+        return record
+    wanted = [v for v in variants if (args.backend in v) or (args.backend == "cuda" and "-cu" in v)]
+    if not wanted:
+        record["tests"] = f"no {args.backend} variant built"
+        return record
+    variant = kdir / "build" / wanted[0]
+    package = general.get("name", name).replace("-", "_")
+    links = work / f"{name}.pythonpath"
+    shutil.rmtree(links, ignore_errors=True)
+    links.mkdir()
+    if (variant / "__init__.py").exists():
+        (links / package).symlink_to(variant)
+    else:
+        links = variant
+    test_env = dict(env)
+    paths = [str(links)]
+    if args.backend == "cpu":
+        # PyPI's torch is a CUDA build even on a machine without a GPU, and the loader then picks
+        # a cuXY variant; the CPU run makes torch report no CUDA, as the +cpu wheel of PyTorch's
+        # own index (unreachable here) would, so that the kernel's CPU cell is the one loaded.
+        shim = work / "cpu-shim"
+        shim.mkdir(exist_ok=True)
+        (shim / "sitecustomize.py").write_text("import torch\ntorch.version.cuda = None\n")
+        paths.append(str(shim))
+    test_env["PYTHONPATH"] = os.pathsep.join(p for p in (*paths, env.get("PYTHONPATH", "")) if p)
+    repo_id = general.get("hub", {}).get("repo-id") or f"kernels-community/{name}"
+    test_env["LOCAL_KERNELS"] = f"{repo_id}={kdir / 'build'}"
+    test_env["PYTHONDONTWRITEBYTECODE"] = "1"
+    junit = work / f"{name}.junit.xml"
+    start = time.monotonic()
+    try:
+        ran = subprocess.run(
+            [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x" if args.exitfirst else "-q",
+             f"--junitxml={junit}", "tests"],
+            cwd=kdir, capture_output=True, text=True, env=test_env, timeout=TEST_TIMEOUT_S,
+        )
+        tail = ran.stdout[-3000:] + ran.stderr[-2000:]
+        record["tests_status"] = ran.returncode
+    except subprocess.TimeoutExpired:
+        tail = "timeout"
+        record["tests_status"] = "timeout"
+    record["test_seconds"] = round(time.monotonic() - start, 1)
+    record["tests"] = pytest_counts(junit)
+    if record["tests_status"] not in (0, 5):
+        record["tests_tail"] = tail[-1500:]
+    (work / f"{name}.tests.log").write_text(tail)
+    return record
+
+
+def run(args: argparse.Namespace) -> None:
+    stage = Path(args.stage).resolve()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads((stage / "manifest.json").read_text())
+    kernels = args.kernels.split(",") if args.kernels else manifest["kernels"]
+    work = Path(args.work or tempfile.mkdtemp(prefix="compat-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    deps_dir = work / "deps"
+    for dep, var in manifest["deps"].items():
+        target = deps_dir / dep
+        if not target.exists():
+            target.mkdir(parents=True)
+            with tarfile.open(stage / "deps" / f"{dep}.tar.gz") as tar:
+                tar.extractall(target, filter="data")
+        env[var] = str(target)
+    results = out / f"compat-{args.slice}.jsonl"
+    print(f"compat_run: {len(kernels)} kernels, {args.parallel} at a time, work in {work}", flush=True)
+
+    def one(name: str) -> dict:
+        try:
+            rec = run_kernel(name, stage, work, args, env)
+        except Exception as e:  # a broken kernel must not end the run
+            rec = {"kernel": name, "slice": args.slice, "built": False, "first_error": f"compat_run: {e!r}"}
+        rec["kernels_community_commit"] = manifest["kernels_community_commit"]
+        line = json.dumps(rec)
+        with open(results, "a") as f:
+            f.write(line + "\n")
+        print(line, flush=True)
+        return rec
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        list(pool.map(one, kernels))
+    for log in work.glob("*.log"):
+        if args.keep_logs:
+            shutil.copy2(log, out / log.name)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report(args: argparse.Namespace) -> None:
+    rows = {}
+    for path in args.results:
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                rows[(rec["kernel"], rec.get("backend", ""))] = rec
+    print("| kernel | backend | commit | check-config | built (cells) | build s | tests passed / failed / skipped | notes |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (kernel, backend), r in sorted(rows.items()):
+        cc = r.get("check_config", {})
+        cc_s = "ok" if cc.get("valid") else "errors"
+        if cc.get("warnings"):
+            cc_s += f", {cc['warnings']} warnings"
+        built = ("yes: " + ", ".join(r.get("variants", []))) if r.get("built") else "**no**"
+        tests = r.get("tests")
+        if isinstance(tests, dict):
+            t = f"{tests['passed']} / {tests['failed'] + tests['errors']} / {tests['skipped']}"
+        else:
+            t = tests or "—"
+        notes = r.get("first_error", "") if not r.get("built") else ""
+        if r.get("tests_status") == "timeout":
+            notes = "tests timed out"
+        notes = notes.replace("|", "\\|")
+        print(f"| {kernel} | {backend} | {r.get('kernels_community_commit', '')[:8]} | {cc_s} | {built} | "
+              f"{r.get('build_seconds', '—')} | {t} | {notes} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="verb", required=True)
+    pp = sub.add_parser("prepare")
+    pp.add_argument("stage")
+    pp.add_argument("--repo", required=True)
+    pp.add_argument("--kernels")
+    pp.add_argument("--backend", default="cuda")
+    pp.add_argument("--cutlass")
+    pp.add_argument("--kb", default=str(ROOT / "target" / "release" / "kernel-builder"))
+    pr = sub.add_parser("run")
+    pr.add_argument("stage")
+    pr.add_argument("--out", required=True)
+    pr.add_argument("--python", default="python3")
+    pr.add_argument("--backend", default="cuda")
+    pr.add_argument("--kernels")
+    pr.add_argument("--slice", default="all")
+    pr.add_argument("--parallel", type=int, default=1)
+    pr.add_argument("--work")
+    pr.add_argument("--exitfirst", action="store_true")
+    pr.add_argument("--keep-logs", action="store_true")
+    rp = sub.add_parser("report")
+    rp.add_argument("results", nargs="+")
+    argv = sys.argv[1:]
+    build_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    args.build_args = build_args
+    {"prepare": prepare, "run": run, "report": report}[args.verb](args)
+
+
+if __name__ == "__main__":
+    main()
