@@ -149,11 +149,22 @@ def first_error(log: str) -> str:
     return lines[-1][:400] if lines else ""
 
 
+# A failure whose message says there is no GPU: a test written for CUDA only that does not skip
+# on a machine without one. Counted apart, so a CPU run's table tells them from real failures.
+NO_GPU = re.compile(r"Found no NVIDIA driver|Torch not compiled with CUDA|No CUDA GPUs are available")
+
+
 def pytest_counts(junit: Path) -> dict:
-    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0, "no_gpu": 0}
     if not junit.exists():
         return counts
     root = ET.parse(junit).getroot()
+    for case in root.iter("testcase"):
+        for outcome in case:
+            if outcome.tag in ("failure", "error") and NO_GPU.search(
+                (outcome.get("message") or "") + (outcome.text or "")
+            ):
+                counts["no_gpu"] += 1
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     for s in suites:
         tests = int(s.get("tests", 0))
@@ -191,8 +202,10 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     except json.JSONDecodeError:
         record["check_config"] = {"valid": check.returncode == 0, "raw": (check.stdout + check.stderr)[-300:]}
 
+    # One cell per kernel: the compiled cell of the run's torch and backend, or the noarch one.
+    variant = args.compiled_variant if args.backend in compiled_backends(config) else f"torch-{args.backend}"
     cmd = [kb, "build-and-copy", str(kdir), "--nix", "never", "--python", args.python, "--json",
-           *args.build_args]
+           "--variant", variant, *args.build_args]
     start = time.monotonic()
     try:
         built = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT_S)
@@ -213,11 +226,10 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     if not tests.is_dir():
         record["tests"] = "none"
         return record
-    wanted = [v for v in variants if (args.backend in v) or (args.backend == "cuda" and "-cu" in v)]
-    if not wanted:
-        record["tests"] = f"no {args.backend} variant built"
+    if variant not in variants:
+        record["tests"] = f"{variant} not built"
         return record
-    variant = kdir / "build" / wanted[0]
+    variant = kdir / "build" / variant
     package = general.get("name", name).replace("-", "_")
     links = work / f"{name}.pythonpath"
     shutil.rmtree(links, ignore_errors=True)
@@ -236,6 +248,7 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
         shim.mkdir(exist_ok=True)
         (shim / "sitecustomize.py").write_text("import torch\ntorch.version.cuda = None\n")
         paths.append(str(shim))
+    paths += args.test_path
     test_env["PYTHONPATH"] = os.pathsep.join(p for p in (*paths, env.get("PYTHONPATH", "")) if p)
     repo_id = general.get("hub", {}).get("repo-id") or f"kernels-community/{name}"
     test_env["LOCAL_KERNELS"] = f"{repo_id}={kdir / 'build'}"
@@ -321,6 +334,8 @@ def report(args: argparse.Namespace) -> None:
         tests = r.get("tests")
         if isinstance(tests, dict):
             t = f"{tests['passed']} / {tests['failed'] + tests['errors']} / {tests['skipped']}"
+            if tests.get("no_gpu"):
+                t += f" ({tests['no_gpu']} failed for want of a GPU)"
         else:
             t = tests or "—"
         notes = r.get("first_error", "") if not r.get("built") else ""
@@ -346,12 +361,16 @@ def main() -> None:
     pr.add_argument("--out", required=True)
     pr.add_argument("--python", default="python3")
     pr.add_argument("--backend", default="cuda")
+    pr.add_argument("--compiled-variant", required=True,
+                    help="the variant a compiled kernel builds (e.g. torch211-cxx11-cu130-x86_64-linux)")
     pr.add_argument("--kernels")
     pr.add_argument("--slice", default="all")
     pr.add_argument("--parallel", type=int, default=1)
     pr.add_argument("--work")
     pr.add_argument("--exitfirst", action="store_true")
     pr.add_argument("--keep-logs", action="store_true")
+    pr.add_argument("--test-path", action="append", default=[],
+                    help="a directory of Python packages the kernels' tests need (pip install --target)")
     rp = sub.add_parser("report")
     rp.add_argument("results", nargs="+")
     argv = sys.argv[1:]
