@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import tomllib
 import xml.etree.ElementTree as ET
@@ -223,6 +224,9 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
         return record
 
     tests = kdir / "tests"
+    if args.no_tests:
+        record["tests"] = "not run (compile-only run)"
+        return record
     if not tests.is_dir():
         record["tests"] = "none"
         return record
@@ -301,16 +305,23 @@ def run(args: argparse.Namespace) -> None:
             rec = {"kernel": name, "slice": args.slice, "built": False, "first_error": f"compat_run: {e!r}"}
         rec["kernels_community_commit"] = manifest["kernels_community_commit"]
         line = json.dumps(rec)
-        with open(results, "a") as f:
-            f.write(line + "\n")
+        with lock:
+            with open(results, "a") as f:
+                f.write(line + "\n")
+            if args.keep_logs:
+                # One archive, rewritten after each kernel: a run stopped at its time limit still
+                # brings back the logs of every kernel it finished (and few files travel back).
+                with tarfile.open(out / f"logs-{args.slice}.tar.gz.tmp", "w:gz") as tar:
+                    for log in sorted(work.glob("*.log")):
+                        tar.add(log, arcname=log.name)
+                os.replace(out / f"logs-{args.slice}.tar.gz.tmp", out / f"logs-{args.slice}.tar.gz")
         print(line, flush=True)
         return rec
 
+    lock = threading.Lock()
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.parallel) as pool:
         list(pool.map(one, kernels))
-    for log in work.glob("*.log"):
-        if args.keep_logs:
-            shutil.copy2(log, out / log.name)
 
 
 # --------------------------------------------------------------------------- report
@@ -369,6 +380,7 @@ def main() -> None:
     pr.add_argument("--work")
     pr.add_argument("--exitfirst", action="store_true")
     pr.add_argument("--keep-logs", action="store_true")
+    pr.add_argument("--no-tests", action="store_true", help="build only (CUDA cells on a machine without a GPU)")
     pr.add_argument("--test-path", action="append", default=[],
                     help="a directory of Python packages the kernels' tests need (pip install --target)")
     rp = sub.add_parser("report")
