@@ -883,6 +883,8 @@ pub fn cell_facts(
                 "Py_LIMITED_API=0x03090000".to_owned(),
                 format!("_GLIBCXX_USE_CXX11_ABI={}", u8::from(t.cxx11_abi)),
             ];
+            // What linking torch's CMake targets defines in upstream's build.
+            defines.extend(super::parity::torch_interface_defines(&t.torch_dir));
             if let Framework::Torch(tt) = &config.framework {
                 if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
                     defines.push(format!("TORCH_TARGET_VERSION={}", torch_target_version(abi)));
@@ -991,6 +993,12 @@ pub fn cell_facts(
     if cell.backend == Backend::Cuda {
         for o in &host_opts {
             opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o).map_err(anyhow::Error::msg)?));
+        }
+        if cell.framework.torch().is_some() {
+            // The nvcc options torch's CMake gives upstream's build (`parity`).
+            opts.extend(
+                super::parity::TORCH_NVCC_FLAGS.iter().map(|f| format!("$<$<COMPILE_LANGUAGE:CUDA>:{f}>")),
+            );
         }
     }
     cache.insert("KB_BACKEND".into(), cell.backend.as_str().into());
@@ -1247,6 +1255,11 @@ impl Drop for TmpDir {
 /// The environment variable that sets Ninja's `-j` for native builds.
 pub const JOBS_VAR: &str = "KERNEL_BUILDER_JOBS";
 
+/// nvcc's `--threads` from `KERNEL_BUILDER_NVCC_THREADS` ([`super::parity::nvcc_threads`]).
+pub fn nvcc_threads_from_env(cores: usize) -> anyhow::Result<usize> {
+    super::parity::nvcc_threads(std::env::var_os(super::parity::NVCC_THREADS_VAR).as_deref(), cores)
+}
+
 /// Ninja's `-j` from [`JOBS_VAR`] (`KERNEL_BUILDER_JOBS`): `None` when it is unset or empty,
 /// else its value, a whole number of at least 1.
 ///
@@ -1398,18 +1411,37 @@ pub fn build_cell(
         sync_file(&configured, &text)?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
-    match (env_jobs, work) {
-        (Some(n), _) | (None, &WorkDir::Cache { ninja_jobs: Some(n), .. }) => {
-            ninja_args.extend(["-j".to_owned(), n.to_string()])
+    let mut jobs = match (env_jobs, work) {
+        (Some(n), _) | (None, &WorkDir::Cache { ninja_jobs: Some(n), .. }) => Some(n),
+        _ => None,
+    };
+    let mut compile_env = facts.env.clone();
+    if cell.backend == Backend::Cuda {
+        // nvcc compiles a source's architectures on `threads` threads; Ninja runs fewer
+        // compiles at once so that the two together fill the cores (`parity::nvcc_threads`).
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let threads = nvcc_threads_from_env(cores)?;
+        let user = std::env::var("NVCC_APPEND_FLAGS").ok();
+        if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), threads) {
+            compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));
+            if env_jobs.is_none() {
+                jobs = Some(super::parity::ninja_jobs_with_threads(jobs, cores, threads));
+            }
         }
-        _ => {}
+    }
+    if let Some(n) = jobs {
+        ninja_args.extend(["-j".to_owned(), n.to_string()]);
     }
     // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
     // editor can jump to them.
-    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env, &tmp_dir).map_err(|e| {
+    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, &tmp_dir).map_err(|e| {
         let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
         let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
-        match super::stable_abi::compile_hint(&text).filter(|_| cell.kind == CellKind::StableAbi) {
+        let headers: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
+        let hint = super::stable_abi::compile_hint(&text)
+            .filter(|_| cell.kind == CellKind::StableAbi)
+            .or_else(|| super::parity::compile_hint(&text, &headers));
+        match hint {
             Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
             None => anyhow::anyhow!("{text}"),
         }

@@ -1,0 +1,212 @@
+//! What upstream's generated build (huggingface/kernels' `kernel-builder create-pyproject`
+//! project, built with torch's CMake) gives every compile without the kernel asking, so a
+//! kernel written against it compiles here as there (docs/upstream-parity.md lists what
+//! still differs, and why):
+//!
+//! - nvcc options of every CUDA source of a torch cell ([`TORCH_NVCC_FLAGS`]): torch's CMake
+//!   puts `--expt-relaxed-constexpr` and `--expt-extended-lambda` (and its diagnostic
+//!   suppressions and `ONNX_NAMESPACE`) into `CMAKE_CUDA_FLAGS`; upstream adds `ENABLE_FP8`
+//!   and drops torch's `__CUDA_NO_HALF*` undefines, which this build never passes;
+//! - the compile definitions torch's CMake targets carry ([`torch_interface_defines`]:
+//!   `USE_DISTRIBUTED`, `USE_C10D_NCCL`, …, read from the installed torch);
+//! - nvcc's own threads ([`nvcc_threads`]), as upstream's Nix builder sets them.
+//!
+//! It also reads a failed compile's log for faults with a known fix in `build.toml`
+//! ([`compile_hint`]).
+
+use camino::Utf8Path;
+
+/// nvcc options for every CUDA source of a torch (and stable-ABI) cell, before the kernel's
+/// own `cuda-flags` (which come later on the command line, so a kernel can still override).
+/// One token each: CMake de-duplicates repeated options of a target.
+pub const TORCH_NVCC_FLAGS: &[&str] = &[
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-DENABLE_FP8",
+    "-DONNX_NAMESPACE=onnx_c2",
+    "-Xcudafe=--diag_suppress=cc_clobber_ignored",
+    "-Xcudafe=--diag_suppress=field_without_dll_interface",
+    "-Xcudafe=--diag_suppress=base_class_has_different_dll_interface",
+    "-Xcudafe=--diag_suppress=dll_interface_conflict_none_assumed",
+    "-Xcudafe=--diag_suppress=dll_interface_conflict_dllexport_assumed",
+    "-Xcudafe=--diag_suppress=bad_friend_decl",
+];
+
+/// The torch CMake targets whose `INTERFACE_COMPILE_DEFINITIONS` reach a module that links
+/// `torch` (upstream's does, for every backend: `torch` depends on both).
+const TORCH_TARGETS: &[&str] = &["torch_cpu", "torch_cuda"];
+
+/// The compile definitions that torch's exported CMake targets give whatever links them
+/// (`share/cmake/Caffe2/Caffe2Targets.cmake` below `torch_dir`), in file order without
+/// repeats: `USE_DISTRIBUTED`, `USE_C10D_GLOO`, `USE_RPC`, `USE_TENSORPIPE` for PyPI's
+/// torch 2.11, plus `USE_NVSHMEM`, `USE_C10D_NCCL` for its CUDA build. Generator expressions
+/// (`$<…>`) are left out. A torch without the file (none of its CMake) gives none.
+pub fn torch_interface_defines(torch_dir: &Utf8Path) -> Vec<String> {
+    let path = torch_dir.join("share/cmake/Caffe2/Caffe2Targets.cmake");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    interface_defines(&text, TORCH_TARGETS)
+}
+
+fn interface_defines(text: &str, targets: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for target in targets {
+        let head = format!("set_target_properties({target} PROPERTIES");
+        let Some(start) = text.find(&head) else { continue };
+        let block = &text[start..];
+        let block = &block[..block.find("\n)").unwrap_or(block.len())];
+        for line in block.lines() {
+            let Some(rest) = line.trim().strip_prefix("INTERFACE_COMPILE_DEFINITIONS ") else { continue };
+            for d in rest.trim().trim_matches('"').split(';') {
+                if !d.is_empty() && !d.contains('$') && !out.iter().any(|o| o == d) {
+                    out.push(d.to_owned());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The environment variable that sets nvcc's `--threads` for native CUDA builds.
+pub const NVCC_THREADS_VAR: &str = "KERNEL_BUILDER_NVCC_THREADS";
+
+/// nvcc's `--threads` (how many architectures of one source it compiles at once) for a
+/// machine of `cores` CPUs: `KERNEL_BUILDER_NVCC_THREADS` when set, else 4 as upstream's Nix
+/// builder, never more than the cores. Ninja then runs `cores / threads` compiles at once
+/// ([`ninja_jobs_with_threads`]), so the machine is used but not oversubscribed (each nvcc
+/// thread is a compiler process of its own, gigabytes for a large kernel).
+pub fn nvcc_threads(value: Option<&std::ffi::OsStr>, cores: usize) -> anyhow::Result<usize> {
+    let cores = cores.max(1);
+    match value.map(|v| v.to_str().map(str::trim)) {
+        None | Some(Some("")) => Ok(4.min(cores)),
+        Some(Some(v)) => match v.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => anyhow::bail!(
+                "{NVCC_THREADS_VAR} is `{v}`: set it to a whole number of 1 or more (nvcc's --threads), or unset it for min(4, CPU count)"
+            ),
+        },
+        Some(None) => anyhow::bail!("{NVCC_THREADS_VAR} is not valid UTF-8; set it to a whole number of 1 or more"),
+    }
+}
+
+/// Ninja's `-j` for a CUDA cell whose nvcc runs `threads` threads, from the `-j` it would have
+/// had (`None`: Ninja's default, the CPU count plus two): that divided by the threads, at
+/// least 1.
+pub fn ninja_jobs_with_threads(jobs: Option<usize>, cores: usize, threads: usize) -> usize {
+    (jobs.unwrap_or(cores.max(1) + 2) / threads.max(1)).max(1)
+}
+
+/// `NVCC_APPEND_FLAGS` for the compile: the user's own (if any) with `--threads=<n>`
+/// appended, or `None` when the user already passes nvcc a `--threads`/`-t` of their own.
+pub fn nvcc_append_flags(user: Option<&str>, threads: usize) -> Option<String> {
+    let user = user.unwrap_or("").trim();
+    let theirs =
+        user.split_whitespace().any(|t| t == "-t" || t.starts_with("--threads") || t.starts_with("-t="));
+    if theirs {
+        return None;
+    }
+    Some(if user.is_empty() { format!("--threads={threads}") } else { format!("{user} --threads={threads}") })
+}
+
+/// A line of advice for a failed compile whose log shows a fault with a known fix in
+/// `build.toml`: nvcc asking for a flag this build did not pass (a kernel that removed it),
+/// or a header not found that the kernel has beside its sources. `headers` are the kernel's
+/// files (relative paths) that a compile may include.
+pub fn compile_hint(log: &str, headers: &[String]) -> Option<String> {
+    let mut hints: Vec<String> = Vec::new();
+    for (asks, flag) in [
+        ("--extended-lambda", "--expt-extended-lambda"),
+        ("--expt-relaxed-constexpr", "--expt-relaxed-constexpr"),
+    ] {
+        if log.lines().any(|l| l.contains("error") && l.contains(asks)) {
+            hints.push(format!(
+                "nvcc asks for `{flag}`: add it to `cuda-flags` of the [kernel.*] whose source failed (`cuda-flags = [\"{flag}\"]`)"
+            ));
+        }
+    }
+    for line in log.lines().filter(|l| l.contains("fatal error: ")) {
+        let Some(missing) = line.split("fatal error: ").nth(1).and_then(|r| r.split(':').next()) else {
+            continue;
+        };
+        let missing = missing.trim().trim_matches(|c| c == '"' || c == '<' || c == '>');
+        let name = missing.rsplit('/').next().unwrap_or(missing);
+        let Some(found) =
+            headers.iter().find(|h| h.ends_with(&format!("/{missing}")) || h.as_str() == missing)
+        else {
+            continue;
+        };
+        let dir = found.strip_suffix(missing).unwrap_or("").trim_end_matches('/');
+        let dir = if dir.is_empty() { "." } else { dir };
+        let hint = format!(
+            "`{missing}` is the kernel's `{found}`: add `\"{dir}\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel), or list `{found}` in that kernel's `src`"
+        );
+        if !hints.contains(&hint) && !name.is_empty() {
+            hints.push(hint);
+        }
+    }
+    if hints.is_empty() {
+        return None;
+    }
+    Some(hints.iter().map(|h| format!("hint: {h}")).collect::<Vec<_>>().join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_defines_are_read_per_target_without_generator_expressions() {
+        let text = "add_library(torch_cpu SHARED IMPORTED)\n\nset_target_properties(torch_cpu PROPERTIES\n  INTERFACE_COMPILE_DEFINITIONS \"USE_DISTRIBUTED;USE_C10D_GLOO;USE_RPC\"\n  INTERFACE_INCLUDE_DIRECTORIES \"${_IMPORT_PREFIX}/include\"\n)\n\nset_target_properties(torch_cpu_library PROPERTIES\n  INTERFACE_COMPILE_DEFINITIONS \"\\$<TARGET_PROPERTY:torch_cpu,INTERFACE_COMPILE_DEFINITIONS>\"\n)\nset_target_properties(torch_cuda PROPERTIES\n  INTERFACE_COMPILE_DEFINITIONS \"USE_NVSHMEM;USE_C10D_NCCL;USE_RPC\"\n)\n";
+        assert_eq!(
+            interface_defines(text, TORCH_TARGETS),
+            ["USE_DISTRIBUTED", "USE_C10D_GLOO", "USE_RPC", "USE_NVSHMEM", "USE_C10D_NCCL"]
+        );
+        assert!(interface_defines("", TORCH_TARGETS).is_empty());
+    }
+
+    #[test]
+    fn nvcc_threads_default_to_four_within_the_cores_and_refuse_nonsense() {
+        assert_eq!(nvcc_threads(None, 16).unwrap(), 4);
+        assert_eq!(nvcc_threads(None, 2).unwrap(), 2);
+        assert_eq!(nvcc_threads(Some("8".as_ref()), 2).unwrap(), 8);
+        assert_eq!(
+            nvcc_threads(Some("zero".as_ref()), 2).unwrap_err().to_string(),
+            "KERNEL_BUILDER_NVCC_THREADS is `zero`: set it to a whole number of 1 or more (nvcc's --threads), or unset it for min(4, CPU count)"
+        );
+        assert!(nvcc_threads(Some("0".as_ref()), 2).is_err());
+        assert_eq!(ninja_jobs_with_threads(None, 16, 4), 4);
+        assert_eq!(ninja_jobs_with_threads(Some(3), 16, 4), 1);
+        assert_eq!(ninja_jobs_with_threads(None, 2, 2), 2);
+    }
+
+    #[test]
+    fn nvcc_append_flags_keep_the_users_and_never_pass_threads_twice() {
+        assert_eq!(nvcc_append_flags(None, 4).as_deref(), Some("--threads=4"));
+        assert_eq!(nvcc_append_flags(Some("-lineinfo"), 2).as_deref(), Some("-lineinfo --threads=2"));
+        assert_eq!(nvcc_append_flags(Some("-t 8"), 2), None);
+        assert_eq!(nvcc_append_flags(Some("--threads=8"), 2), None);
+    }
+
+    #[test]
+    fn hints_name_the_flag_and_the_include_directory() {
+        let log = "rotary.cu(12): error: The closure type for a lambda (\"lambda []()->void\") cannot be used in the template argument type of a __global__ function template instantiation, unless the lambda is defined within a __device__ or __global__ function, or the flag '-extended-lambda' is specified and the lambda is an extended lambda (a __device__ or __host__ __device__ lambda defined within a __host__ or __host__ __device__ function)\nx.cu(3): error: __host__ or __device__ annotation on lambda requires --extended-lambda nvcc flag\n";
+        assert_eq!(
+            compile_hint(log, &[]).unwrap(),
+            "hint: nvcc asks for `--expt-extended-lambda`: add it to `cuda-flags` of the [kernel.*] whose source failed (`cuda-flags = [\"--expt-extended-lambda\"]`)"
+        );
+        let log = "torch-ext/torch_binding.cpp:9:10: fatal error: cumsum.h: No such file or directory\n";
+        assert_eq!(
+            compile_hint(log, &["csrc/cumsum.h".into(), "csrc/cumsum.cu".into()]).unwrap(),
+            "hint: `cumsum.h` is the kernel's `csrc/cumsum.h`: add `\"csrc\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel), or list `csrc/cumsum.h` in that kernel's `src`"
+        );
+        assert_eq!(
+            compile_hint(
+                "a.cpp:1:10: fatal error: nothere.h: No such file or directory",
+                &["csrc/x.h".into()]
+            ),
+            None
+        );
+        assert_eq!(compile_hint("all fine", &[]), None);
+    }
+}
