@@ -155,6 +155,10 @@ pub struct HostToolchain {
     /// is recorded, and what keeps a variant from manylinux_2_28 (the bundle's policy) is a
     /// warning.
     pub manylinux: Option<String>,
+    /// Compile CUDA kernels for these capabilities only (`--cuda-capabilities`,
+    /// `KERNEL_BUILDER_CUDA_CAPABILITIES`): a quick check, recorded in metadata.json
+    /// (`build.capabilities-only`), which `upload` refuses. `None`: every capability.
+    pub cuda_capabilities_only: Option<Vec<String>>,
     torch: OnceLock<Result<TorchFacts, String>>,
     tvm_ffi: OnceLock<Result<TvmFfiFacts, String>>,
 }
@@ -167,6 +171,7 @@ impl HostToolchain {
             package_set: None,
             hermetic: false,
             manylinux: None,
+            cuda_capabilities_only: None,
             torch: OnceLock::new(),
             tvm_ffi: OnceLock::new(),
         }
@@ -176,6 +181,13 @@ impl HostToolchain {
     /// (see [`HostToolchain::manylinux`]).
     pub fn with_manylinux(mut self, policy: Option<String>) -> HostToolchain {
         self.manylinux = policy;
+        self
+    }
+
+    /// The same toolchain, compiling CUDA kernels for `only` of their capabilities (see
+    /// [`HostToolchain::cuda_capabilities_only`]; an empty list means every capability).
+    pub fn with_cuda_capabilities(mut self, only: Vec<String>) -> HostToolchain {
+        self.cuda_capabilities_only = (!only.is_empty()).then_some(only);
         self
     }
 
@@ -566,6 +578,9 @@ pub struct NativeCell {
     /// Notes on what the cell leaves out: per CUDA kernel, the `cuda-capabilities` the nvcc
     /// found cannot build (they are skipped, the rest is built).
     pub notes: Vec<String>,
+    /// The capabilities asked for with `--cuda-capabilities`, when they left out some of what
+    /// a CUDA kernel publishes (recorded as `build.capabilities-only`).
+    pub capabilities_only: Option<Vec<String>>,
     /// [`HostToolchain::package_set`].
     pub package_set: Option<String>,
     /// [`HostToolchain::hermetic`].
@@ -692,6 +707,7 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
     }
     let mut cuda_capabilities = BTreeMap::new();
     let mut notes = Vec::new();
+    let mut capabilities_only = None;
     if backend == Backend::Cuda {
         let cuda = backend_version.as_deref().expect("CUDA version");
         for name in &kernels {
@@ -721,6 +737,30 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
                     can.map(|(_, t)| t.capabilities.join(", ")).unwrap_or_default()
                 ));
             }
+            let resolved = match &host.cuda_capabilities_only {
+                Some(only) => {
+                    let kept = select_capabilities(&resolved, only)
+                        .map_err(|e| format!("--cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {e}"))?;
+                    if kept.is_empty() {
+                        return Err(format!(
+                            "[kernel.{name}] builds CUDA capabilities {} here, none of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}; ask for one of them",
+                            resolved.join(", "),
+                            only.join(", ")
+                        ));
+                    }
+                    if kept.len() < resolved.len() {
+                        notes.push(format!(
+                            "[kernel.{name}]: compiled for CUDA capabilit{} {} only (--cuda-capabilities / {CUDA_CAPABILITIES_VAR}), not {}; `{variant}` is for checks, and upload refuses it",
+                            if kept.len() == 1 { "y" } else { "ies" },
+                            kept.join(", "),
+                            resolved.iter().filter(|c| !kept.contains(c)).cloned().collect::<Vec<_>>().join(", ")
+                        ));
+                        capabilities_only = Some(only.clone());
+                    }
+                    kept
+                }
+                None => resolved,
+            };
             cuda_capabilities.insert(name.clone(), resolved);
         }
     }
@@ -796,10 +836,37 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         cuda_capabilities,
         outside_bundle,
         notes,
+        capabilities_only,
         package_set: host.package_set.clone(),
         hermetic: host.package_set.is_some() && host.hermetic,
         manylinux: host.manylinux.clone(),
     })
+}
+
+/// The environment variable that, like `--cuda-capabilities`, compiles CUDA kernels for
+/// fewer capabilities than they publish.
+pub const CUDA_CAPABILITIES_VAR: &str = "KERNEL_BUILDER_CUDA_CAPABILITIES";
+
+/// The entries of `resolved` (a kernel's capabilities for this CUDA: `8.0`, `9.0a`,
+/// `12.0+PTX`) that `only` asks for: `X.Y` selects every entry of that major.minor (`9.0`
+/// selects `9.0` and `9.0a`), `X.Ya`/`X.Yf` that one only; `+PTX` of an entry is kept.
+/// Errors: an entry of `only` that is not a capability.
+fn select_capabilities(resolved: &[String], only: &[String]) -> Result<Vec<String>, String> {
+    use crate::config::{CapabilitySuffix, CudaCapability};
+    let wanted: Vec<CudaCapability> =
+        only.iter().map(|o| CudaCapability::parse(o.trim())).collect::<Result<_, _>>()?;
+    Ok(resolved
+        .iter()
+        .filter(|r| {
+            CudaCapability::parse(r).is_ok_and(|c| {
+                wanted.iter().any(|w| {
+                    (w.major, w.minor) == (c.major, c.minor)
+                        && (w.suffix == CapabilitySuffix::None || w.suffix == c.suffix)
+                })
+            })
+        })
+        .cloned()
+        .collect())
 }
 
 /// The note for CUDA kernel `kernel` of cell `variant` whose `cuda-capabilities` entries
@@ -1514,6 +1581,7 @@ pub fn build_cell(
             package_set: cell.package_set.clone(),
             manylinux,
             toolchain,
+            capabilities_only: cell.capabilities_only.clone(),
         }),
     };
     write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
@@ -1662,6 +1730,20 @@ mod tests {
             );
             assert!(err.contains("set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for `verify`"), "{err}");
         }
+    }
+
+    #[test]
+    fn capabilities_are_selected_by_major_minor_or_exactly_with_a_suffix() {
+        let resolved: Vec<String> =
+            ["7.5", "8.0", "9.0", "9.0a", "12.0+PTX"].iter().map(|c| c.to_string()).collect();
+        let sel = |only: &[&str]| {
+            select_capabilities(&resolved, &only.iter().map(|c| c.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(sel(&["9.0"]).unwrap(), ["9.0", "9.0a"]);
+        assert_eq!(sel(&["9.0a"]).unwrap(), ["9.0a"]);
+        assert_eq!(sel(&["8.0", "12.0"]).unwrap(), ["8.0", "12.0+PTX"]);
+        assert!(sel(&["8.6"]).unwrap().is_empty());
+        assert!(sel(&["sm_90"]).unwrap_err().contains("is not a CUDA capability"));
     }
 
     #[test]
