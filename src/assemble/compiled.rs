@@ -1504,10 +1504,16 @@ pub fn build_cell(
     run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, &tmp_dir).map_err(|e| {
         let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
         let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
-        let headers: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
+        let listed: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
         let hint = super::stable_abi::compile_hint(&text)
             .filter(|_| cell.kind == CellKind::StableAbi)
-            .or_else(|| super::parity::compile_hint(&text, &headers));
+            .or_else(|| {
+                super::parity::compile_hint(
+                    &text,
+                    &listed,
+                    &super::parity::kernel_files(source.root(), 20_000),
+                )
+            });
         match hint {
             Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
             None => anyhow::anyhow!("{text}"),

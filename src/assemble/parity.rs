@@ -109,11 +109,11 @@ pub fn nvcc_append_flags(user: Option<&str>, threads: usize) -> Option<String> {
     Some(if user.is_empty() { format!("--threads={threads}") } else { format!("{user} --threads={threads}") })
 }
 
-/// A line of advice for a failed compile whose log shows a fault with a known fix in
+/// Advice (`hint:` lines) for a failed compile whose log shows a fault with a known fix in
 /// `build.toml`: nvcc asking for a flag this build did not pass (a kernel that removed it),
-/// or a header not found that the kernel has beside its sources. `headers` are the kernel's
-/// files (relative paths) that a compile may include.
-pub fn compile_hint(log: &str, headers: &[String]) -> Option<String> {
+/// or a header not found that the kernel has. `listed` are the files of the source set
+/// (what the build sees), `on_disk` the other files of the kernel directory (relative paths).
+pub fn compile_hint(log: &str, listed: &[String], on_disk: &[String]) -> Option<String> {
     let mut hints: Vec<String> = Vec::new();
     for (asks, flag) in [
         ("--extended-lambda", "--expt-extended-lambda"),
@@ -125,23 +125,24 @@ pub fn compile_hint(log: &str, headers: &[String]) -> Option<String> {
             ));
         }
     }
-    for line in log.lines().filter(|l| l.contains("fatal error: ")) {
-        let Some(missing) = line.split("fatal error: ").nth(1).and_then(|r| r.split(':').next()) else {
+    for missing in missing_headers(log) {
+        let find = |files: &[String]| {
+            files.iter().find(|h| h.as_str() == missing || h.ends_with(&format!("/{missing}"))).cloned()
+        };
+        let hint = if let Some(found) = find(listed) {
+            let dir = found.strip_suffix(missing).unwrap_or("").trim_end_matches('/');
+            let dir = if dir.is_empty() { "." } else { dir };
+            format!(
+                "`{missing}` is the kernel's `{found}`: add `\"{dir}\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel)"
+            )
+        } else if let Some(found) = find(on_disk) {
+            format!(
+                "`{missing}` is the kernel's `{found}`, which no `src` lists, so the build does not see it: add `\"{found}\"` to `src` of the [kernel.*] whose sources include it"
+            )
+        } else {
             continue;
         };
-        let missing = missing.trim().trim_matches(|c| c == '"' || c == '<' || c == '>');
-        let name = missing.rsplit('/').next().unwrap_or(missing);
-        let Some(found) =
-            headers.iter().find(|h| h.ends_with(&format!("/{missing}")) || h.as_str() == missing)
-        else {
-            continue;
-        };
-        let dir = found.strip_suffix(missing).unwrap_or("").trim_end_matches('/');
-        let dir = if dir.is_empty() { "." } else { dir };
-        let hint = format!(
-            "`{missing}` is the kernel's `{found}`: add `\"{dir}\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel), or list `{found}` in that kernel's `src`"
-        );
-        if !hints.contains(&hint) && !name.is_empty() {
+        if !hints.contains(&hint) {
             hints.push(hint);
         }
     }
@@ -149,6 +150,43 @@ pub fn compile_hint(log: &str, headers: &[String]) -> Option<String> {
         return None;
     }
     Some(hints.iter().map(|h| format!("hint: {h}")).collect::<Vec<_>>().join("\n"))
+}
+
+/// The headers a compile log says were not found (`fatal error: x.h: No such file or
+/// directory` of GCC and clang, `catastrophic error: cannot open source file "x.h"` of nvcc),
+/// in order, without repeats.
+fn missing_headers(log: &str) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for line in log.lines() {
+        let name = match line.split_once("fatal error: ") {
+            Some((_, rest)) => rest.split_once(": No such file").map(|(n, _)| n),
+            None => line.split_once("cannot open source file \"").and_then(|(_, r)| r.split('"').next()),
+        };
+        if let Some(n) = name.map(str::trim).filter(|n| !n.is_empty()) {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+/// The files of `kernel_dir` (relative, `/`-separated) up to eight levels down, leaving out
+/// `build/`, hidden directories and `__pycache__`, at most `limit` of them: where a compile's
+/// missing header may sit without being listed in `src`. Read only after a compile failed.
+pub fn kernel_files(kernel_dir: &Utf8Path, limit: usize) -> Vec<String> {
+    walkdir::WalkDir::new(kernel_dir)
+        .max_depth(8)
+        .into_iter()
+        .filter_entry(|e| {
+            let n = e.file_name().to_string_lossy();
+            e.depth() == 0 || !(n.starts_with('.') || n == "__pycache__" || (e.depth() == 1 && n == "build"))
+        })
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| Some(e.path().strip_prefix(kernel_dir).ok()?.to_str()?.to_owned()))
+        .take(limit)
+        .collect()
 }
 
 #[cfg(test)]
@@ -192,21 +230,21 @@ mod tests {
     fn hints_name_the_flag_and_the_include_directory() {
         let log = "rotary.cu(12): error: The closure type for a lambda (\"lambda []()->void\") cannot be used in the template argument type of a __global__ function template instantiation, unless the lambda is defined within a __device__ or __global__ function, or the flag '-extended-lambda' is specified and the lambda is an extended lambda (a __device__ or __host__ __device__ lambda defined within a __host__ or __host__ __device__ function)\nx.cu(3): error: __host__ or __device__ annotation on lambda requires --extended-lambda nvcc flag\n";
         assert_eq!(
-            compile_hint(log, &[]).unwrap(),
+            compile_hint(log, &[], &[]).unwrap(),
             "hint: nvcc asks for `--expt-extended-lambda`: add it to `cuda-flags` of the [kernel.*] whose source failed (`cuda-flags = [\"--expt-extended-lambda\"]`)"
         );
         let log = "torch-ext/torch_binding.cpp:9:10: fatal error: cumsum.h: No such file or directory\n";
         assert_eq!(
-            compile_hint(log, &["csrc/cumsum.h".into(), "csrc/cumsum.cu".into()]).unwrap(),
-            "hint: `cumsum.h` is the kernel's `csrc/cumsum.h`: add `\"csrc\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel), or list `csrc/cumsum.h` in that kernel's `src`"
+            compile_hint(log, &["csrc/cumsum.h".into(), "csrc/cumsum.cu".into()], &[]).unwrap(),
+            "hint: `cumsum.h` is the kernel's `csrc/cumsum.h`: add `\"csrc\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel)"
         );
+        let log = "x/a.cu(3): catastrophic error: cannot open source file \"util/hidden.cuh\"\n";
         assert_eq!(
-            compile_hint(
-                "a.cpp:1:10: fatal error: nothere.h: No such file or directory",
-                &["csrc/x.h".into()]
-            ),
-            None
+            compile_hint(log, &["x/a.cu".into()], &["x/util/hidden.cuh".into()]).unwrap(),
+            "hint: `util/hidden.cuh` is the kernel's `x/util/hidden.cuh`, which no `src` lists, so the build does not see it: add `\"x/util/hidden.cuh\"` to `src` of the [kernel.*] whose sources include it"
         );
-        assert_eq!(compile_hint("all fine", &[]), None);
+        let log = "a.cpp:1:10: fatal error: nothere.h: No such file or directory";
+        assert_eq!(compile_hint(log, &["csrc/x.h".into()], &[]), None);
+        assert_eq!(compile_hint("all fine", &[], &[]), None);
     }
 }
