@@ -167,3 +167,41 @@ fn build_and_upload_refuses_a_capability_subset_before_building() {
     );
     assert!(!k.join("build").exists());
 }
+
+/// A header the binding includes that sits in the kernel directory but no `src` lists (so
+/// the build never sees it): the compile fails as before (the first compiler error with file
+/// and line, then where the log is) and a `hint:` says which `src` entry to add.
+#[test]
+fn a_header_no_src_lists_fails_with_a_hint_naming_it() {
+    let Some((py, cell)) = venv_cuda_cell() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("parity");
+    copy_dir(&repo().join("tests/fixtures/parity"), &k);
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    fs::write(k.join("build.toml"), toml.replace("src = [\"ops/beside.h\", ", "src = [")).unwrap();
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell])
+        .args(["--cuda-capabilities", "9.0"])
+        .arg(&k)
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .env("KERNEL_BUILDER_DEP_CUTLASS_3_8", dep_stub(t.path()))
+        .env_remove("KERNEL_BUILDER_CUDA_CAPABILITIES")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let first = err.split("--- first errors ---\n").nth(1).expect("the first errors");
+    assert!(
+        first.contains(&format!(
+            "{}/torch-ext/torch_binding.cpp:12:10: fatal error: beside.h: No such file or directory",
+            k.canonicalize().unwrap().display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("\nhint: `beside.h` is the kernel's `ops/beside.h`, which no `src` lists, so the build does not see it: add `\"ops/beside.h\"` to `src` of the [kernel.*] whose sources include it"),
+        "{err}"
+    );
+    assert!(!k.join("build").exists(), "nothing written");
+}
