@@ -1365,6 +1365,8 @@ pub fn build_cell(
 ) -> anyhow::Result<Vec<Warning>> {
     // Before anything is configured: a bad value would reach Ninja only after CMake ran.
     let env_jobs = jobs_from_env()?;
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let nvcc_threads = (cell.backend == Backend::Cuda).then(|| nvcc_threads_from_env(cores)).transpose()?;
     let mut warnings: Vec<Warning> = Vec::new();
     if let Some(w) = &cell.outside_bundle {
         warnings.push(Warning { path: None, message: w.clone() });
@@ -1483,11 +1485,9 @@ pub fn build_cell(
         _ => None,
     };
     let mut compile_env = facts.env.clone();
-    if cell.backend == Backend::Cuda {
+    if let Some(threads) = nvcc_threads {
         // nvcc compiles a source's architectures on `threads` threads; Ninja runs fewer
         // compiles at once so that the two together fill the cores (`parity::nvcc_threads`).
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let threads = nvcc_threads_from_env(cores)?;
         let user = std::env::var("NVCC_APPEND_FLAGS").ok();
         if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), threads) {
             compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));
