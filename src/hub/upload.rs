@@ -270,7 +270,8 @@ fn check_variant(
     if let Some(only) = value.pointer("/build/capabilities-only").and_then(|c| c.as_array()) {
         let only: Vec<&str> = only.iter().filter_map(|c| c.as_str()).collect();
         anyhow::bail!(
-            "variant `{name}` was compiled for CUDA capabilities {} only (`build.capabilities-only` in `{path}`:              --cuda-capabilities / KERNEL_BUILDER_CUDA_CAPABILITIES), not for every capability the kernel publishes,              so the loader would pick it on devices it has no code for; rebuild it without that option before uploading",
+            "variant `{name}` was compiled for CUDA capabilit{} {} only (`build.capabilities-only` in `{path}`:              --cuda-capabilities / KERNEL_BUILDER_CUDA_CAPABILITIES), not for every capability the kernel publishes,              so the loader would pick it on devices it has no code for; rebuild it without that option before uploading",
+            if only.len() == 1 { "y" } else { "ies" },
             only.join(", ")
         );
     }

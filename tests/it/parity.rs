@@ -10,20 +10,10 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
+use super::nix::copy_dir;
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from) {
-        let e = e.unwrap();
-        let dest = to.join(e.path().strip_prefix(from).unwrap());
-        if e.file_type().is_dir() {
-            fs::create_dir_all(&dest).unwrap();
-        } else {
-            fs::copy(e.path(), &dest).unwrap();
-        }
-    }
 }
 
 /// The venv's interpreter and the CUDA cell its torch gives, or `None` (SKIPPED) without a
@@ -65,6 +55,31 @@ fn dep_stub(dir: &Path) -> PathBuf {
     d
 }
 
+/// The fixture, copied to `t/parity` and changed by `edit` (its build.toml text), built for
+/// the CUDA cell `cell` with `--cuda-capabilities 9.0`: the kernel directory and the output.
+fn build_fixture(
+    t: &Path,
+    py: &Path,
+    cell: &str,
+    edit: impl Fn(String) -> String,
+) -> (PathBuf, std::process::Output) {
+    let k = t.join("parity");
+    copy_dir(&repo().join("tests/fixtures/parity"), &k);
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    fs::write(k.join("build.toml"), edit(toml)).unwrap();
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", cell])
+        .args(["--cuda-capabilities", "9.0"])
+        .arg(&k)
+        .env("KERNEL_BUILDER_CACHE_DIR", t.join("cache"))
+        .env("KERNEL_BUILDER_DEP_CUTLASS_3_8", dep_stub(t))
+        .env_remove("KERNEL_BUILDER_CUDA_CAPABILITIES")
+        .output()
+        .unwrap();
+    (k, out)
+}
+
 /// The fixture compiles, each source checking with `#error` what upstream's build gives it
 /// (nvcc's extended lambdas and relaxed constexpr, ENABLE_FP8, `<registration.h>`, csrc/ and
 /// the directories of listed headers on the include path, a dependency's headers for the
@@ -76,18 +91,7 @@ fn dep_stub(dir: &Path) -> PathBuf {
 fn every_fault_class_compiles_for_one_capability() {
     let Some((py, cell)) = venv_cuda_cell() else { return };
     let t = tempfile::tempdir().unwrap();
-    let k = t.path().join("parity");
-    copy_dir(&repo().join("tests/fixtures/parity"), &k);
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell])
-        .args(["--cuda-capabilities", "9.0"])
-        .arg(&k)
-        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
-        .env("KERNEL_BUILDER_DEP_CUTLASS_3_8", dep_stub(t.path()))
-        .env_remove("KERNEL_BUILDER_CUDA_CAPABILITIES")
-        .output()
-        .unwrap();
+    let (k, out) = build_fixture(t.path(), &py, &cell, |toml| toml);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert!(stdout.starts_with(&format!("built {cell} ")), "{stdout}");
@@ -137,7 +141,7 @@ fn every_fault_class_compiles_for_one_capability() {
     assert_eq!(up.status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!(
-            "variant `{cell}` was compiled for CUDA capabilities 9.0 only (`build.capabilities-only` in `"
+            "variant `{cell}` was compiled for CUDA capability 9.0 only (`build.capabilities-only` in `"
         )),
         "{err}"
     );
@@ -175,20 +179,8 @@ fn build_and_upload_refuses_a_capability_subset_before_building() {
 fn a_header_no_src_lists_fails_with_a_hint_naming_it() {
     let Some((py, cell)) = venv_cuda_cell() else { return };
     let t = tempfile::tempdir().unwrap();
-    let k = t.path().join("parity");
-    copy_dir(&repo().join("tests/fixtures/parity"), &k);
-    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
-    fs::write(k.join("build.toml"), toml.replace("src = [\"ops/beside.h\", ", "src = [")).unwrap();
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell])
-        .args(["--cuda-capabilities", "9.0"])
-        .arg(&k)
-        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
-        .env("KERNEL_BUILDER_DEP_CUTLASS_3_8", dep_stub(t.path()))
-        .env_remove("KERNEL_BUILDER_CUDA_CAPABILITIES")
-        .output()
-        .unwrap();
+    let (k, out) =
+        build_fixture(t.path(), &py, &cell, |toml| toml.replace("src = [\"ops/beside.h\", ", "src = ["));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let first = err.split("--- first errors ---\n").nth(1).expect("the first errors");
