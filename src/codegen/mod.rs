@@ -329,12 +329,25 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
             if matches!(kind, SourceKind::Cuda | SourceKind::Hip) && k.backend == Backend::Rocm {
                 let _ = writeln!(cm, "  set_source_files_properties(\"{s}\" PROPERTIES LANGUAGE HIP)");
             }
-            let flags = kernel_flags(k, kind);
+            let mut flags = kernel_flags(k, kind);
             let mut extra: Vec<String> = Vec::new();
             if matches!(kind, SourceKind::Cuda | SourceKind::Hip) {
                 if let Some(av) = &arch_var {
                     extra.push(format!("${{{av}}}"));
                 }
+            }
+            if kind == SourceKind::Cuda && k.backend == Backend::Cuda {
+                // nvcc before 12.8 does not know this option; upstream's build drops it there.
+                flags.retain(|f| {
+                    let newer_only =
+                        f == "-static-global-template-stub=true" || f == "-static-global-template-stub=false";
+                    if newer_only {
+                        extra.push(format!(
+                            "\"$<$<VERSION_GREATER_EQUAL:${{CMAKE_CUDA_COMPILER_VERSION}},12.8>:{f}>\""
+                        ));
+                    }
+                    !newer_only
+                });
             }
             if kind == SourceKind::Cuda && k.backend == Backend::Cuda {
                 // nvcc names internal-linkage entities with a hash of a random seed and the
