@@ -286,6 +286,11 @@ pub fn run(args: Args) -> super::CmdResult {
         use_nix || args.builders.is_none(),
         "--builders spreads a build through Nix, but this build does not use Nix (see the note above); add `--nix always`"
     );
+    anyhow::ensure!(
+        !use_nix || args.toolchain.cuda_capabilities.is_empty(),
+        "--cuda-capabilities / {} narrows a native build only, and this build uses Nix; add `--nix never`",
+        crate::assemble::compiled::CUDA_CAPABILITIES_VAR
+    );
     if use_nix {
         let mut nix_args = crate::nixdrv::builders::prepare(args.builders.as_deref())?;
         nix_args.extend(args.nix_args.iter().cloned());
