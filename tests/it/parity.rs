@@ -197,3 +197,23 @@ fn a_header_no_src_lists_fails_with_a_hint_naming_it() {
     );
     assert!(!k.join("build").exists(), "nothing written");
 }
+
+/// A Nix build cannot narrow capabilities: `--cuda-capabilities` with `--nix always` is an
+/// error saying to build natively, before anything runs.
+#[test]
+fn a_capability_subset_with_nix_is_refused() {
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["build-and-copy", "--nix", "always", "--cuda-capabilities", "9.0"])
+        .arg(repo().join("tests/fixtures/parity"))
+        .env_remove("KERNEL_BUILDER_CUDA_CAPABILITIES")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        "error: --cuda-capabilities / KERNEL_BUILDER_CUDA_CAPABILITIES narrows a native build only, and this build uses Nix; add `--nix never`\n"
+    );
+    assert!(!repo().join("tests/fixtures/parity/build").exists());
+}
