@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark: wall time of one kernel's CUDA cell, cold (fresh work cache, --no-cache), with
 # nvcc's --threads at 1 (Ninja's default -j, the cores plus two, one architecture at a time per
-# compile) and at each N given (Ninja's -j divided by N, what build-and-copy does by default
-# with N = min(4, cores)), and once more with --cuda-capabilities CAPS (the quick check).
+# compile), at each N given (Ninja's -j divided by N), with build-and-copy's own choice
+# (`threads=auto`), and once more with --cuda-capabilities CAPS (the quick check).
 # The variant's library must be byte-identical between the thread counts (checked).
 #
 # Usage: bench/nvcc-threads.sh KERNEL_DIR [THREADS...]      (default THREADS: 4)
@@ -10,7 +10,7 @@
 #        PYTHON   the Python with torch, cmake, ninja and nvcc (default: .venv/bin/python)
 #        CAPS     capabilities of the quick-check run (default: 9.0; empty: no such run)
 #        KERNEL_BUILDER_DEP_*  checkouts of the kernel's C++ dependencies, as for any build
-# Prints one line per run: `threads=N jobs=J caps=C seconds=S`. Not part of `cargo test`.
+# Prints one line per run: `threads=N caps=C seconds=S`. Not part of `cargo test`.
 # For the GPU machine (16 cores): carry a static kernel-builder and the kernel, e.g.
 #   KB=./kernel-builder PYTHON=python3 bash bench/nvcc-threads.sh paged-attention 4 8
 set -euo pipefail
@@ -47,9 +47,7 @@ run() {
     exit 1
   fi
   t1=$(date +%s%N)
-  local jobs=$(((cores + 2) / n))
-  ((jobs < 1)) && jobs=1
-  echo "threads=$n jobs=$jobs caps=${caps_of_run:-all} seconds=$(((t1 - t0) / 1000000000))"
+  echo "threads=${n:-auto} caps=${caps_of_run:-all} seconds=$(((t1 - t0) / 1000000000))"
 }
 
 echo "kernel=$(basename "$kernel") variant=$variant cores=$cores"
@@ -60,6 +58,9 @@ for n in "${threads[@]}"; do
   so=$(find "$scratch/t$n/build/$variant" -name '*.so' | head -1)
   cmp -s "$so_one" "$so" || { echo "error: the library differs between --threads 1 and $n" >&2; exit 1; }
 done
+caps_of_run='' run auto ''
+cmp -s "$so_one" "$(find "$scratch/auto/build/$variant" -name '*.so' | head -1)" ||
+  { echo "error: the library differs between --threads 1 and the default" >&2; exit 1; }
 if [[ -n $caps ]]; then
-  caps_of_run=$caps run quick "${threads[0]}" --cuda-capabilities "$caps"
+  caps_of_run=$caps run quick '' --cuda-capabilities "$caps"
 fi

@@ -1322,9 +1322,9 @@ impl Drop for TmpDir {
 /// The environment variable that sets Ninja's `-j` for native builds.
 pub const JOBS_VAR: &str = "KERNEL_BUILDER_JOBS";
 
-/// nvcc's `--threads` from `KERNEL_BUILDER_NVCC_THREADS` ([`super::parity::nvcc_threads`]).
-pub fn nvcc_threads_from_env(cores: usize) -> anyhow::Result<usize> {
-    super::parity::nvcc_threads(std::env::var_os(super::parity::NVCC_THREADS_VAR).as_deref(), cores)
+/// nvcc's `--threads` from `KERNEL_BUILDER_NVCC_THREADS` ([`super::parity::nvcc_threads_var`]).
+pub fn nvcc_threads_from_env() -> anyhow::Result<Option<usize>> {
+    super::parity::nvcc_threads_var(std::env::var_os(super::parity::NVCC_THREADS_VAR).as_deref())
 }
 
 /// Ninja's `-j` from [`JOBS_VAR`] (`KERNEL_BUILDER_JOBS`): `None` when it is unset or empty,
@@ -1365,8 +1365,7 @@ pub fn build_cell(
 ) -> anyhow::Result<Vec<Warning>> {
     // Before anything is configured: a bad value would reach Ninja only after CMake ran.
     let env_jobs = jobs_from_env()?;
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let nvcc_threads = (cell.backend == Backend::Cuda).then(|| nvcc_threads_from_env(cores)).transpose()?;
+    let nvcc_threads = nvcc_threads_from_env()?;
     let mut warnings: Vec<Warning> = Vec::new();
     if let Some(w) = &cell.outside_bundle {
         warnings.push(Warning { path: None, message: w.clone() });
@@ -1485,9 +1484,22 @@ pub fn build_cell(
         _ => None,
     };
     let mut compile_env = facts.env.clone();
-    if let Some(threads) = nvcc_threads {
+    if cell.backend == Backend::Cuda {
         // nvcc compiles a source's architectures on `threads` threads; Ninja runs fewer
-        // compiles at once so that the two together fill the cores (`parity::nvcc_threads`).
+        // compiles at once so that the two together fill the cores
+        // (`parity::default_nvcc_threads`).
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let threads = nvcc_threads.unwrap_or_else(|| {
+            let cuda_sources: usize = config
+                .kernels
+                .iter()
+                .filter(|(n, _)| cell.kernels.contains(n))
+                .filter_map(|(_, k)| codegen::expand(source.root(), &k.src).ok())
+                .map(|s| s.iter().filter(|p| codegen::source_kind(p) == codegen::SourceKind::Cuda).count())
+                .sum();
+            let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
+            super::parity::default_nvcc_threads(cores, cuda_sources, targets)
+        });
         let user = std::env::var("NVCC_APPEND_FLAGS").ok();
         if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), threads) {
             compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));

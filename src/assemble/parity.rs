@@ -71,23 +71,33 @@ fn interface_defines(text: &str, targets: &[&str]) -> Vec<String> {
 /// The environment variable that sets nvcc's `--threads` for native CUDA builds.
 pub const NVCC_THREADS_VAR: &str = "KERNEL_BUILDER_NVCC_THREADS";
 
-/// nvcc's `--threads` (how many architectures of one source it compiles at once) for a
-/// machine of `cores` CPUs: `KERNEL_BUILDER_NVCC_THREADS` when set, else 4 as upstream's Nix
-/// builder, never more than the cores. Ninja then runs `cores / threads` compiles at once
-/// ([`ninja_jobs_with_threads`]), so the machine is used but not oversubscribed (each nvcc
-/// thread is a compiler process of its own, gigabytes for a large kernel).
-pub fn nvcc_threads(value: Option<&std::ffi::OsStr>, cores: usize) -> anyhow::Result<usize> {
-    let cores = cores.max(1);
+/// `KERNEL_BUILDER_NVCC_THREADS` as nvcc's `--threads` (how many of a source's `-gencode`
+/// targets it compiles at once): `None` when unset or empty ([`default_nvcc_threads`] then).
+pub fn nvcc_threads_var(value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usize>> {
     match value.map(|v| v.to_str().map(str::trim)) {
-        None | Some(Some("")) => Ok(4.min(cores)),
+        None | Some(Some("")) => Ok(None),
         Some(Some(v)) => match v.parse::<usize>() {
-            Ok(n) if n >= 1 => Ok(n),
+            Ok(n) if n >= 1 => Ok(Some(n)),
             _ => anyhow::bail!(
-                "{NVCC_THREADS_VAR} is `{v}`: set it to a whole number of 1 or more (nvcc's --threads), or unset it for min(4, CPU count)"
+                "{NVCC_THREADS_VAR} is `{v}`: set it to a whole number of 1 or more (nvcc's --threads), or unset it to let kernel-builder choose"
             ),
         },
         Some(None) => anyhow::bail!("{NVCC_THREADS_VAR} is not valid UTF-8; set it to a whole number of 1 or more"),
     }
+}
+
+/// nvcc's `--threads` for a CUDA cell of `cuda_sources` sources, the largest compiled for
+/// `targets` `-gencode` targets, on `cores` CPUs. Upstream's Nix builder uses 4 (at most the
+/// cores); with fewer sources than cores / 4 that leaves cores idle while one source's
+/// architectures compile one after another, so the threads grow until the sources fill the
+/// cores. Never more than the targets (nvcc has nothing more to run at once) nor the cores.
+/// Ninja then runs `cores / threads` compiles ([`ninja_jobs_with_threads`]): each nvcc thread
+/// is a compiler process of its own (gigabytes for a large kernel), so the two together stay
+/// within the cores.
+pub fn default_nvcc_threads(cores: usize, cuda_sources: usize, targets: usize) -> usize {
+    let cores = cores.max(1);
+    let fill = cores.div_ceil(cuda_sources.max(1));
+    4.min(cores).max(fill).min(targets.max(1)).min(cores)
 }
 
 /// Ninja's `-j` for a CUDA cell whose nvcc runs `threads` threads, from the `-j` it would have
@@ -204,15 +214,21 @@ mod tests {
     }
 
     #[test]
-    fn nvcc_threads_default_to_four_within_the_cores_and_refuse_nonsense() {
-        assert_eq!(nvcc_threads(None, 16).unwrap(), 4);
-        assert_eq!(nvcc_threads(None, 2).unwrap(), 2);
-        assert_eq!(nvcc_threads(Some("8".as_ref()), 2).unwrap(), 8);
+    fn nvcc_threads_fill_the_cores_within_the_targets_and_refuse_nonsense() {
+        // Many sources: upstream's 4; one heavy source of 10 targets on 16 cores: 10.
+        assert_eq!(default_nvcc_threads(16, 40, 10), 4);
+        assert_eq!(default_nvcc_threads(16, 2, 10), 8);
+        assert_eq!(default_nvcc_threads(16, 1, 10), 10);
+        // One target (a quick check): nothing to run at once, Ninja keeps every core.
+        assert_eq!(default_nvcc_threads(16, 3, 1), 1);
+        assert_eq!(default_nvcc_threads(2, 1, 10), 2);
+        assert_eq!(nvcc_threads_var(None).unwrap(), None);
+        assert_eq!(nvcc_threads_var(Some("8".as_ref())).unwrap(), Some(8));
         assert_eq!(
-            nvcc_threads(Some("zero".as_ref()), 2).unwrap_err().to_string(),
-            "KERNEL_BUILDER_NVCC_THREADS is `zero`: set it to a whole number of 1 or more (nvcc's --threads), or unset it for min(4, CPU count)"
+            nvcc_threads_var(Some("zero".as_ref())).unwrap_err().to_string(),
+            "KERNEL_BUILDER_NVCC_THREADS is `zero`: set it to a whole number of 1 or more (nvcc's --threads), or unset it to let kernel-builder choose"
         );
-        assert!(nvcc_threads(Some("0".as_ref()), 2).is_err());
+        assert!(nvcc_threads_var(Some("0".as_ref())).is_err());
         assert_eq!(ninja_jobs_with_threads(None, 16, 4), 4);
         assert_eq!(ninja_jobs_with_threads(Some(3), 16, 4), 1);
         assert_eq!(ninja_jobs_with_threads(None, 2, 2), 2);
