@@ -45,7 +45,8 @@
 //!
 //! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
 //! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
-//! share the cores).
+//! share the cores); for a CUDA cell it is divided by nvcc's `--threads`
+//! (`KERNEL_BUILDER_NVCC_THREADS`, else [`super::parity::default_nvcc_threads`]).
 //! The torch probe (a Python process importing torch, seconds) is cached in
 //! `<cache>/probe-v1/`, valid while the interpreter and torch's `version.py` keep their size and
 //! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache

@@ -9,7 +9,7 @@
 //!   and drops torch's `__CUDA_NO_HALF*` undefines, which this build never passes;
 //! - the compile definitions torch's CMake targets carry ([`torch_interface_defines`]:
 //!   `USE_DISTRIBUTED`, `USE_C10D_NCCL`, …, read from the installed torch);
-//! - nvcc's own threads ([`nvcc_threads`]), as upstream's Nix builder sets them.
+//! - nvcc's own threads ([`default_nvcc_threads`]), upstream's 4 or more where that leaves cores idle.
 //!
 //! It also reads a failed compile's log for faults with a known fix in `build.toml`
 //! ([`compile_hint`]).
