@@ -1110,6 +1110,7 @@ mod tests {
             cuda_capabilities: Default::default(),
             outside_bundle: None,
             notes: Vec::new(),
+            capabilities_only: None,
             package_set: None,
             hermetic: false,
             manylinux: None,

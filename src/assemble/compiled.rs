@@ -45,7 +45,8 @@
 //!
 //! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
 //! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
-//! share the cores).
+//! share the cores); for a CUDA cell it is divided by nvcc's `--threads`
+//! (`KERNEL_BUILDER_NVCC_THREADS`, else [`super::parity::default_nvcc_threads`]).
 //! The torch probe (a Python process importing torch, seconds) is cached in
 //! `<cache>/probe-v1/`, valid while the interpreter and torch's `version.py` keep their size and
 //! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
@@ -155,6 +156,10 @@ pub struct HostToolchain {
     /// is recorded, and what keeps a variant from manylinux_2_28 (the bundle's policy) is a
     /// warning.
     pub manylinux: Option<String>,
+    /// Compile CUDA kernels for these capabilities only (`--cuda-capabilities`,
+    /// `KERNEL_BUILDER_CUDA_CAPABILITIES`): a quick check, recorded in metadata.json
+    /// (`build.capabilities-only`), which `upload` refuses. `None`: every capability.
+    pub cuda_capabilities_only: Option<Vec<String>>,
     torch: OnceLock<Result<TorchFacts, String>>,
     tvm_ffi: OnceLock<Result<TvmFfiFacts, String>>,
 }
@@ -167,6 +172,7 @@ impl HostToolchain {
             package_set: None,
             hermetic: false,
             manylinux: None,
+            cuda_capabilities_only: None,
             torch: OnceLock::new(),
             tvm_ffi: OnceLock::new(),
         }
@@ -176,6 +182,13 @@ impl HostToolchain {
     /// (see [`HostToolchain::manylinux`]).
     pub fn with_manylinux(mut self, policy: Option<String>) -> HostToolchain {
         self.manylinux = policy;
+        self
+    }
+
+    /// The same toolchain, compiling CUDA kernels for `only` of their capabilities (see
+    /// [`HostToolchain::cuda_capabilities_only`]; an empty list means every capability).
+    pub fn with_cuda_capabilities(mut self, only: Vec<String>) -> HostToolchain {
+        self.cuda_capabilities_only = (!only.is_empty()).then_some(only);
         self
     }
 
@@ -566,6 +579,9 @@ pub struct NativeCell {
     /// Notes on what the cell leaves out: per CUDA kernel, the `cuda-capabilities` the nvcc
     /// found cannot build (they are skipped, the rest is built).
     pub notes: Vec<String>,
+    /// The capabilities asked for with `--cuda-capabilities`, when they left out some of what
+    /// a CUDA kernel publishes (recorded as `build.capabilities-only`).
+    pub capabilities_only: Option<Vec<String>>,
     /// [`HostToolchain::package_set`].
     pub package_set: Option<String>,
     /// [`HostToolchain::hermetic`].
@@ -692,6 +708,7 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
     }
     let mut cuda_capabilities = BTreeMap::new();
     let mut notes = Vec::new();
+    let mut capabilities_only = None;
     if backend == Backend::Cuda {
         let cuda = backend_version.as_deref().expect("CUDA version");
         for name in &kernels {
@@ -721,6 +738,30 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
                     can.map(|(_, t)| t.capabilities.join(", ")).unwrap_or_default()
                 ));
             }
+            let resolved = match &host.cuda_capabilities_only {
+                Some(only) => {
+                    let kept = select_capabilities(&resolved, only)
+                        .map_err(|e| format!("--cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {e}"))?;
+                    if kept.is_empty() {
+                        return Err(format!(
+                            "[kernel.{name}] builds CUDA capabilities {} here, none of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}; ask for one of them",
+                            resolved.join(", "),
+                            only.join(", ")
+                        ));
+                    }
+                    if kept.len() < resolved.len() {
+                        notes.push(format!(
+                            "[kernel.{name}]: compiled for CUDA capabilit{} {} only (--cuda-capabilities / {CUDA_CAPABILITIES_VAR}), not {}; `{variant}` is for checks, and upload refuses it",
+                            if kept.len() == 1 { "y" } else { "ies" },
+                            kept.join(", "),
+                            resolved.iter().filter(|c| !kept.contains(c)).cloned().collect::<Vec<_>>().join(", ")
+                        ));
+                        capabilities_only = Some(only.clone());
+                    }
+                    kept
+                }
+                None => resolved,
+            };
             cuda_capabilities.insert(name.clone(), resolved);
         }
     }
@@ -796,10 +837,37 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         cuda_capabilities,
         outside_bundle,
         notes,
+        capabilities_only,
         package_set: host.package_set.clone(),
         hermetic: host.package_set.is_some() && host.hermetic,
         manylinux: host.manylinux.clone(),
     })
+}
+
+/// The environment variable that, like `--cuda-capabilities`, compiles CUDA kernels for
+/// fewer capabilities than they publish.
+pub const CUDA_CAPABILITIES_VAR: &str = "KERNEL_BUILDER_CUDA_CAPABILITIES";
+
+/// The entries of `resolved` (a kernel's capabilities for this CUDA: `8.0`, `9.0a`,
+/// `12.0+PTX`) that `only` asks for: `X.Y` selects every entry of that major.minor (`9.0`
+/// selects `9.0` and `9.0a`), `X.Ya`/`X.Yf` that one only; `+PTX` of an entry is kept.
+/// Errors: an entry of `only` that is not a capability.
+fn select_capabilities(resolved: &[String], only: &[String]) -> Result<Vec<String>, String> {
+    use crate::config::{CapabilitySuffix, CudaCapability};
+    let wanted: Vec<CudaCapability> =
+        only.iter().map(|o| CudaCapability::parse(o.trim())).collect::<Result<_, _>>()?;
+    Ok(resolved
+        .iter()
+        .filter(|r| {
+            CudaCapability::parse(r).is_ok_and(|c| {
+                wanted.iter().any(|w| {
+                    (w.major, w.minor) == (c.major, c.minor)
+                        && (w.suffix == CapabilitySuffix::None || w.suffix == c.suffix)
+                })
+            })
+        })
+        .cloned()
+        .collect())
 }
 
 /// The note for CUDA kernel `kernel` of cell `variant` whose `cuda-capabilities` entries
@@ -883,6 +951,8 @@ pub fn cell_facts(
                 "Py_LIMITED_API=0x03090000".to_owned(),
                 format!("_GLIBCXX_USE_CXX11_ABI={}", u8::from(t.cxx11_abi)),
             ];
+            // What linking torch's CMake targets defines in upstream's build.
+            defines.extend(super::parity::torch_interface_defines(&t.torch_dir));
             if let Framework::Torch(tt) = &config.framework {
                 if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
                     defines.push(format!("TORCH_TARGET_VERSION={}", torch_target_version(abi)));
@@ -991,6 +1061,12 @@ pub fn cell_facts(
     if cell.backend == Backend::Cuda {
         for o in &host_opts {
             opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o).map_err(anyhow::Error::msg)?));
+        }
+        if cell.framework.torch().is_some() {
+            // The nvcc options torch's CMake gives upstream's build (`parity`).
+            opts.extend(
+                super::parity::TORCH_NVCC_FLAGS.iter().map(|f| format!("$<$<COMPILE_LANGUAGE:CUDA>:{f}>")),
+            );
         }
     }
     cache.insert("KB_BACKEND".into(), cell.backend.as_str().into());
@@ -1247,6 +1323,11 @@ impl Drop for TmpDir {
 /// The environment variable that sets Ninja's `-j` for native builds.
 pub const JOBS_VAR: &str = "KERNEL_BUILDER_JOBS";
 
+/// nvcc's `--threads` from `KERNEL_BUILDER_NVCC_THREADS` ([`super::parity::nvcc_threads_var`]).
+pub fn nvcc_threads_from_env() -> anyhow::Result<Option<usize>> {
+    super::parity::nvcc_threads_var(std::env::var_os(super::parity::NVCC_THREADS_VAR).as_deref())
+}
+
 /// Ninja's `-j` from [`JOBS_VAR`] (`KERNEL_BUILDER_JOBS`): `None` when it is unset or empty,
 /// else its value, a whole number of at least 1.
 ///
@@ -1285,6 +1366,7 @@ pub fn build_cell(
 ) -> anyhow::Result<Vec<Warning>> {
     // Before anything is configured: a bad value would reach Ninja only after CMake ran.
     let env_jobs = jobs_from_env()?;
+    let nvcc_threads = nvcc_threads_from_env()?;
     let mut warnings: Vec<Warning> = Vec::new();
     if let Some(w) = &cell.outside_bundle {
         warnings.push(Warning { path: None, message: w.clone() });
@@ -1398,18 +1480,54 @@ pub fn build_cell(
         sync_file(&configured, &text)?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
-    match (env_jobs, work) {
-        (Some(n), _) | (None, &WorkDir::Cache { ninja_jobs: Some(n), .. }) => {
-            ninja_args.extend(["-j".to_owned(), n.to_string()])
+    let mut jobs = match (env_jobs, work) {
+        (Some(n), _) | (None, &WorkDir::Cache { ninja_jobs: Some(n), .. }) => Some(n),
+        _ => None,
+    };
+    let mut compile_env = facts.env.clone();
+    if cell.backend == Backend::Cuda {
+        // nvcc compiles a source's architectures on `threads` threads; Ninja runs fewer
+        // compiles at once so that the two together fill the cores
+        // (`parity::default_nvcc_threads`).
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let threads = nvcc_threads.unwrap_or_else(|| {
+            let cuda_sources: usize = config
+                .kernels
+                .iter()
+                .filter(|(n, _)| cell.kernels.contains(n))
+                .filter_map(|(_, k)| codegen::expand(source.root(), &k.src).ok())
+                .map(|s| s.iter().filter(|p| codegen::source_kind(p) == codegen::SourceKind::Cuda).count())
+                .sum();
+            let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
+            super::parity::default_nvcc_threads(cores, cuda_sources, targets)
+        });
+        let user = std::env::var("NVCC_APPEND_FLAGS").ok();
+        if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), threads) {
+            compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));
+            if env_jobs.is_none() {
+                jobs = Some(super::parity::ninja_jobs_with_threads(jobs, cores, threads));
+            }
         }
-        _ => {}
+    }
+    if let Some(n) = jobs {
+        ninja_args.extend(["-j".to_owned(), n.to_string()]);
     }
     // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
     // editor can jump to them.
-    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &facts.env, &tmp_dir).map_err(|e| {
+    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, &tmp_dir).map_err(|e| {
         let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
         let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
-        match super::stable_abi::compile_hint(&text).filter(|_| cell.kind == CellKind::StableAbi) {
+        let listed: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
+        let hint = super::stable_abi::compile_hint(&text)
+            .filter(|_| cell.kind == CellKind::StableAbi)
+            .or_else(|| {
+                super::parity::compile_hint(
+                    &text,
+                    &listed,
+                    &super::parity::kernel_files(source.root(), 20_000),
+                )
+            });
+        match hint {
             Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
             None => anyhow::anyhow!("{text}"),
         }
@@ -1482,6 +1600,7 @@ pub fn build_cell(
             package_set: cell.package_set.clone(),
             manylinux,
             toolchain,
+            capabilities_only: cell.capabilities_only.clone(),
         }),
     };
     write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
@@ -1630,6 +1749,20 @@ mod tests {
             );
             assert!(err.contains("set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for `verify`"), "{err}");
         }
+    }
+
+    #[test]
+    fn capabilities_are_selected_by_major_minor_or_exactly_with_a_suffix() {
+        let resolved: Vec<String> =
+            ["7.5", "8.0", "9.0", "9.0a", "12.0+PTX"].iter().map(|c| c.to_string()).collect();
+        let sel = |only: &[&str]| {
+            select_capabilities(&resolved, &only.iter().map(|c| c.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(sel(&["9.0"]).unwrap(), ["9.0", "9.0a"]);
+        assert_eq!(sel(&["9.0a"]).unwrap(), ["9.0a"]);
+        assert_eq!(sel(&["8.0", "12.0"]).unwrap(), ["8.0", "12.0+PTX"]);
+        assert!(sel(&["8.6"]).unwrap().is_empty());
+        assert!(sel(&["sm_90"]).unwrap_err().contains("is not a CUDA capability"));
     }
 
     #[test]

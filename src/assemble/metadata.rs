@@ -65,6 +65,10 @@ pub struct BuildInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub manylinux: Option<String>,
     pub toolchain: std::collections::BTreeMap<String, String>,
+    /// The CUDA capabilities the variant was compiled for when a quick check asked for fewer
+    /// than the kernel publishes (`--cuda-capabilities`); `upload` refuses such a variant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities_only: Option<Vec<String>>,
 }
 
 /// `backend`: the backend and, when known, the architectures the variant supports. The

@@ -36,6 +36,7 @@ pub mod metadata;
 pub mod native;
 pub mod noarch;
 pub mod output;
+pub mod parity;
 pub mod provenance;
 pub mod source;
 pub mod stable_abi;

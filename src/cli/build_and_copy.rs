@@ -51,6 +51,12 @@ pub struct ToolchainArgs {
     /// (`build.manylinux`) and what keeps a variant from manylinux_2_28 is a warning.
     #[arg(long, value_name = "POLICY", value_parser = parse_manylinux)]
     pub manylinux: Option<String>,
+    /// Compile CUDA kernels for these capabilities only (comma-separated: `9.0` selects 9.0
+    /// and 9.0a, `9.0a` that one only), for an edit-compile loop or a CI check that takes
+    /// minutes. The variant's metadata.json records it (`build.capabilities-only`) and
+    /// `upload` / `build-and-upload` refuse it; a kernel that builds none of them is an error.
+    #[arg(long, value_name = "CAPS", value_delimiter = ',', env = "KERNEL_BUILDER_CUDA_CAPABILITIES")]
+    pub cuda_capabilities: Vec<String>,
 }
 
 /// A manylinux policy name of the embedded table, normalised (`2_28` → `manylinux_2_28`);
@@ -62,7 +68,11 @@ fn parse_manylinux(s: &str) -> Result<String, String> {
 impl ToolchainArgs {
     /// The host toolchain these arguments describe.
     pub fn host(&self) -> HostToolchain {
-        let host = HostToolchain::new(self.python.clone()).with_manylinux(self.manylinux.clone());
+        let host = HostToolchain::new(self.python.clone())
+            .with_manylinux(self.manylinux.clone())
+            .with_cuda_capabilities(
+                self.cuda_capabilities.iter().filter(|c| !c.trim().is_empty()).cloned().collect(),
+            );
         match &self.package_set {
             Some(name) => host.with_package_set(name.clone(), self.hermetic),
             None => host,
@@ -275,6 +285,11 @@ pub fn run(args: Args) -> super::CmdResult {
     anyhow::ensure!(
         use_nix || args.builders.is_none(),
         "--builders spreads a build through Nix, but this build does not use Nix (see the note above); add `--nix always`"
+    );
+    anyhow::ensure!(
+        !use_nix || args.toolchain.cuda_capabilities.is_empty(),
+        "--cuda-capabilities / {} narrows a native build only, and this build uses Nix; add `--nix never`",
+        crate::assemble::compiled::CUDA_CAPABILITIES_VAR
     );
     if use_nix {
         let mut nix_args = crate::nixdrv::builders::prepare(args.builders.as_deref())?;

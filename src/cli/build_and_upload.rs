@@ -32,8 +32,15 @@ pub struct Args {
 /// Run `build-and-upload`.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
-    let loaded = super::load_config(&dir)?;
     let host = args.toolchain.host();
+    if let Some(only) = &host.cuda_capabilities_only {
+        anyhow::bail!(
+            "build-and-upload publishes every CUDA capability the kernel publishes, and --cuda-capabilities / {} asks for {} only (a quick check, which upload refuses); unset it, or use `build-and-copy` for the check",
+            crate::assemble::compiled::CUDA_CAPABILITIES_VAR,
+            only.join(", ")
+        );
+    }
+    let loaded = super::load_config(&dir)?;
     let report = super::build_and_copy::run_native(
         &dir,
         &loaded.config,

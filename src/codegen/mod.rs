@@ -227,6 +227,7 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
     }
 
     // The binding.
+    let mut binding_sources: Vec<String> = Vec::new();
     cm.push_str("\nset(KB_SOURCES \"\")\n");
     let _ = writeln!(cm, "\n# [{section}] src: the binding, compiled into every cell.");
     for p in expand(kernel_dir, binding_src)? {
@@ -235,8 +236,15 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
         }
         let s = src_ref(&p);
         let _ = writeln!(cm, "list(APPEND KB_SOURCES \"{s}\")");
-        render_source_props(&mut cm, &s, binding_include, &[], binding_cxx_flags);
+        // `cxx-flags` of the binding are C++ options: its C++ sources only, as upstream.
+        let flags: &[String] = if source_kind(&p) == SourceKind::Cxx { binding_cxx_flags } else { &[] };
+        render_source_props(&mut cm, &s, binding_include, flags);
+        binding_sources.push(s);
     }
+    // What the kernels of the cell add for every source: the directories of the headers
+    // their `src` lists (for the binding, which includes them by name) and their
+    // dependencies' include directories (upstream's build makes those directory-wide).
+    cm.push_str("set(KB_HEADER_DIRS \"\")\nset(KB_DEP_INCLUDE_DIRS \"\")\n");
 
     // One block per kernel, in build.toml order.
     let mut deps_seen: Vec<CppDependency> = Vec::new();
@@ -258,7 +266,6 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
                 cmake_escape(name)
             );
         }
-        let mut dep_vars: Vec<String> = Vec::new();
         for d in &k.depends {
             if *d == CppDependency::Torch {
                 continue;
@@ -271,12 +278,16 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
                 d.name(),
                 deps::pinned(*d).map(|p| format!("{} {}", p.url, p.tag)).unwrap_or_default()
             );
-            dep_vars.push(format!("${{{dv}}}"));
+            let _ = writeln!(cm, "  list(APPEND KB_DEP_INCLUDE_DIRS ${{{dv}}})");
             if !deps_seen.contains(d) {
                 deps_seen.push(*d);
             }
         }
         let sources = expand(kernel_dir, &k.src)?;
+        let header_dirs = header_dirs(&sources);
+        for d in &header_dirs {
+            let _ = writeln!(cm, "  list(APPEND KB_HEADER_DIRS \"{}\")", src_ref(Utf8Path::new(d)));
+        }
         // All `.metal` files of a kernel become one metallib, embedded in one header that the
         // kernel's Objective-C++ sources include (EMBEDDED_METALLIB_HEADER).
         let metal: Vec<String> = sources
@@ -318,12 +329,25 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
             if matches!(kind, SourceKind::Cuda | SourceKind::Hip) && k.backend == Backend::Rocm {
                 let _ = writeln!(cm, "  set_source_files_properties(\"{s}\" PROPERTIES LANGUAGE HIP)");
             }
-            let flags = kernel_flags(k, kind);
+            let mut flags = kernel_flags(k, kind);
             let mut extra: Vec<String> = Vec::new();
             if matches!(kind, SourceKind::Cuda | SourceKind::Hip) {
                 if let Some(av) = &arch_var {
                     extra.push(format!("${{{av}}}"));
                 }
+            }
+            if kind == SourceKind::Cuda && k.backend == Backend::Cuda {
+                // nvcc before 12.8 does not know this option; upstream's build drops it there.
+                flags.retain(|f| {
+                    let newer_only =
+                        f == "-static-global-template-stub=true" || f == "-static-global-template-stub=false";
+                    if newer_only {
+                        extra.push(format!(
+                            "\"$<$<VERSION_GREATER_EQUAL:${{CMAKE_CUDA_COMPILER_VERSION}},12.8>:{f}>\""
+                        ));
+                    }
+                    !newer_only
+                });
             }
             if kind == SourceKind::Cuda && k.backend == Backend::Cuda {
                 // nvcc names internal-linkage entities with a hash of a random seed and the
@@ -340,9 +364,23 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
                 extra.push(format!("\"-Xcudafe=--orig_src_path_name={rel}\""));
                 extra.push(format!("\"-Xcicc=--orig_src_path_name={rel}\""));
             }
+            // The kernel's `include`, then the directories of the headers its `src` lists.
             let mut includes: Vec<String> = k.include.clone();
             includes.retain(|i| !i.is_empty());
-            render_source_props_raw(&mut cm, &s, &includes, &dep_vars, &extra, flags);
+            includes
+                .extend(header_dirs.iter().filter(|d| !includes.contains(d)).cloned().collect::<Vec<_>>());
+            render_source_props_raw(&mut cm, &s, &includes, &extra, &flags);
+        }
+        cm.push_str("endif()\n");
+    }
+
+    if !binding_sources.is_empty() {
+        cm.push_str("\nlist(REMOVE_DUPLICATES KB_HEADER_DIRS)\nif(KB_HEADER_DIRS)\n");
+        for s in &binding_sources {
+            let _ = writeln!(
+                cm,
+                "  set_property(SOURCE \"{s}\" APPEND PROPERTY INCLUDE_DIRECTORIES ${{KB_HEADER_DIRS}})"
+            );
         }
         cm.push_str("endif()\n");
     }
@@ -353,7 +391,7 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
     );
     let _ = writeln!(
         cm,
-        "target_compile_definitions(kb_module PRIVATE ${{KB_DEFINES}})\ntarget_include_directories(kb_module PRIVATE \"${{CMAKE_CURRENT_SOURCE_DIR}}/{ext_dir}\" \"${{CMAKE_CURRENT_BINARY_DIR}}\")\ntarget_include_directories(kb_module SYSTEM PRIVATE ${{KB_INCLUDE_DIRS}})\ntarget_compile_options(kb_module PRIVATE ${{KB_COMPILE_OPTIONS}})\ntarget_link_options(kb_module PRIVATE ${{KB_LINK_OPTIONS}})\ntarget_link_libraries(kb_module PRIVATE ${{KB_LINK_LIBRARIES}})"
+        "target_compile_definitions(kb_module PRIVATE ${{KB_DEFINES}})\ntarget_include_directories(kb_module PRIVATE \"${{CMAKE_CURRENT_SOURCE_DIR}}/{ext_dir}\" \"${{CMAKE_CURRENT_BINARY_DIR}}\" \"${{KB_SOURCE_DIR}}/csrc\" ${{KB_DEP_INCLUDE_DIRS}})\ntarget_include_directories(kb_module SYSTEM PRIVATE ${{KB_INCLUDE_DIRS}})\ntarget_compile_options(kb_module PRIVATE ${{KB_COMPILE_OPTIONS}})\ntarget_link_options(kb_module PRIVATE ${{KB_LINK_OPTIONS}})\ntarget_link_libraries(kb_module PRIVATE ${{KB_LINK_LIBRARIES}})"
     );
     if !metal_headers.is_empty() {
         cm.push_str("if(KB_BACKEND STREQUAL \"metal\")\n  add_custom_target(kb_metallibs DEPENDS");
@@ -415,34 +453,34 @@ string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," _bytes "${_hex}")
 file(WRITE "${OUT}" "// generated by kernel-builder; do not edit.\n#pragma once\n#import <Metal/Metal.h>\nnamespace ${NS} {\nstatic const unsigned char metallib[] = {${_bytes}};\ninline id<MTLLibrary> createLibrary(id<MTLDevice> device, NSError **error) {\n  dispatch_data_t data = dispatch_data_create(metallib, sizeof(metallib), nullptr, DISPATCH_DATA_DESTRUCTOR_DEFAULT);\n  return [device newLibraryWithData:data error:error];\n}\n}\n")
 "#;
 
-/// Per-kernel flags for a source of `kind`: `cuda-flags` for CUDA sources of a CUDA kernel,
-/// `hip-flags` for ROCm, `sycl-flags` for XPU, `cxx-flags` otherwise.
-fn kernel_flags(k: &Kernel, kind: SourceKind) -> &[String] {
+/// Per-kernel flags for a source of `kind`, scoped as upstream's generated build scopes them:
+/// `cuda-flags` for CUDA sources of a CUDA kernel, `hip-flags` for `.cu`/`.hip` of a ROCm
+/// kernel, `cxx-flags` then `sycl-flags` for C++ sources of an XPU kernel, `cxx-flags` for
+/// other C++ (and Objective-C++) sources; C sources get none (`cxx-flags` are C++ options).
+fn kernel_flags(k: &Kernel, kind: SourceKind) -> Vec<String> {
     match (k.backend, kind) {
-        (Backend::Cuda, SourceKind::Cuda) => &k.cuda_flags,
-        (Backend::Rocm, SourceKind::Cuda | SourceKind::Hip) => &k.hip_flags,
-        (Backend::Xpu, SourceKind::Cxx) if !k.sycl_flags.is_empty() => &k.sycl_flags,
-        _ => &k.cxx_flags,
+        (Backend::Cuda, SourceKind::Cuda) => k.cuda_flags.clone(),
+        (Backend::Rocm, SourceKind::Cuda | SourceKind::Hip) => k.hip_flags.clone(),
+        (Backend::Xpu, SourceKind::Cxx) => k.cxx_flags.iter().chain(&k.sycl_flags).cloned().collect(),
+        (_, SourceKind::C) => Vec::new(),
+        _ => k.cxx_flags.clone(),
     }
 }
 
-fn render_source_props(cm: &mut String, s: &str, includes: &[String], dep_vars: &[String], flags: &[String]) {
-    render_source_props_raw(cm, s, includes, dep_vars, &[], flags)
+fn render_source_props(cm: &mut String, s: &str, includes: &[String], flags: &[String]) {
+    render_source_props_raw(cm, s, includes, &[], flags)
 }
 
-/// `set_property(SOURCE …)` lines for one file: include directories (kernel-relative, then
-/// dependency variables) and compile options (raw CMake variable references, then flags).
+/// `set_property(SOURCE …)` lines for one file: include directories (kernel-relative) and
+/// compile options (raw CMake variable references, then flags).
 fn render_source_props_raw(
     cm: &mut String,
     s: &str,
     includes: &[String],
-    dep_vars: &[String],
     raw_options: &[String],
     flags: &[String],
 ) {
-    let mut inc: Vec<String> =
-        includes.iter().map(|i| format!("\"{}\"", src_ref(Utf8Path::new(i)))).collect();
-    inc.extend(dep_vars.iter().cloned());
+    let inc: Vec<String> = includes.iter().map(|i| format!("\"{}\"", src_ref(Utf8Path::new(i)))).collect();
     if !inc.is_empty() {
         let _ = writeln!(
             cm,
@@ -458,10 +496,34 @@ fn render_source_props_raw(
     }
 }
 
+/// Whether `path` names a header (what a source includes, never compiled on its own).
+pub fn is_header(path: &Utf8Path) -> bool {
+    matches!(path.extension(), Some("h" | "hh" | "hpp" | "hxx" | "cuh" | "inl" | "inc" | "ipp" | "tcc"))
+}
+
+/// The directories (kernel-relative, `.` for the kernel directory) of the headers among
+/// `sources`, in first-seen order: a source beside or elsewhere that includes one by its bare
+/// name finds it, as when the header sits beside the file that includes it.
+fn header_dirs(sources: &[Utf8PathBuf]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for p in sources.iter().filter(|p| is_header(p)) {
+        let dir = match p.parent().map(Utf8Path::as_str) {
+            None | Some("") => ".".to_owned(),
+            Some(d) => d.to_owned(),
+        };
+        if !out.contains(&dir) {
+            out.push(dir);
+        }
+    }
+    out
+}
+
 /// A kernel-relative path as a CMake string below `KB_SOURCE_DIR`.
 fn src_ref(rel: &Utf8Path) -> String {
-    let rel = rel.as_str().trim_start_matches("./");
-    format!("${{KB_SOURCE_DIR}}/{}", cmake_escape(rel))
+    match rel.as_str().trim_start_matches("./") {
+        "" | "." => "${KB_SOURCE_DIR}".to_owned(),
+        rel => format!("${{KB_SOURCE_DIR}}/{}", cmake_escape(rel)),
+    }
 }
 
 /// Escape text for a quoted CMake argument (no variable references, no list splitting).
@@ -531,6 +593,13 @@ fn registration_h() -> String {
 #define KB_CONCAT(A, B) KB_CONCAT_(A, B)
 #define KB_STRINGIFY_(A) #A
 #define KB_STRINGIFY(A) KB_STRINGIFY_(A)
+// The names upstream's registration.h gives these helpers, which kernels use too.
+#ifndef CONCAT
+#define CONCAT(A, B) KB_CONCAT(A, B)
+#endif
+#ifndef STRINGIFY
+#define STRINGIFY(A) KB_STRINGIFY(A)
+#endif
 
 // TORCH_LIBRARY with a namespace that is itself a macro.
 #define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)

@@ -265,6 +265,16 @@ fn check_variant(
         .with_context(|| format!("`{path}` is not valid JSON; rebuild variant `{name}`"))?;
     let version = value.get("version").and_then(|v| v.as_u64());
     let dirty = value.pointer("/provenance/kernel/dirty").and_then(|d| d.as_bool()).unwrap_or(false);
+    // A quick check's variant lacks code for capabilities the loader would send it to; no
+    // --force makes it publishable.
+    if let Some(only) = value.pointer("/build/capabilities-only").and_then(|c| c.as_array()) {
+        let only: Vec<&str> = only.iter().filter_map(|c| c.as_str()).collect();
+        anyhow::bail!(
+            "variant `{name}` was compiled for CUDA capabilit{} {} only (`build.capabilities-only` in `{path}`:              --cuda-capabilities / KERNEL_BUILDER_CUDA_CAPABILITIES), not for every capability the kernel publishes,              so the loader would pick it on devices it has no code for; rebuild it without that option before uploading",
+            if only.len() == 1 { "y" } else { "ies" },
+            only.join(", ")
+        );
+    }
     match value.get("digest") {
         Some(d) => {
             let reference: Digest = serde_json::from_value(d.clone())

@@ -1017,7 +1017,11 @@ fn mixed_kernel_without_a_toolchain_builds_its_noarch_variant_and_says_why_not_t
 /// The help is the user manual: keep what it promises in sight (and in review).
 #[test]
 fn build_and_copy_help() {
-    let out = kb(Path::new(".")).args(["build-and-copy", "--help"]).output().unwrap();
+    let out = kb(Path::new("."))
+        .args(["build-and-copy", "--help"])
+        .env_remove("KERNEL_BUILDER_CUDA_CAPABILITIES")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), HELP);
 }
@@ -1086,6 +1090,14 @@ Options:
           object that needs a newer glibc/libstdc++ symbol fails the build, naming the library and
           the symbol. Without it the policy met is recorded in metadata.json (`build.manylinux`) and
           what keeps a variant from manylinux_2_28 is a warning
+
+      --cuda-capabilities <CAPS>
+          Compile CUDA kernels for these capabilities only (comma-separated: `9.0` selects 9.0 and
+          9.0a, `9.0a` that one only), for an edit-compile loop or a CI check that takes minutes.
+          The variant's metadata.json records it (`build.capabilities-only`) and `upload` /
+          `build-and-upload` refuse it; a kernel that builds none of them is an error
+          
+          [env: KERNEL_BUILDER_CUDA_CAPABILITIES=]
 
       --jobs <N>
           Native builds: build up to N cells at once (0: one per CPU core); each compiled cell's

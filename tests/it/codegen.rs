@@ -81,6 +81,32 @@ fn render(config_dir: &Utf8Path) -> String {
     p.files.iter().map(|f| format!("=== {}\n{}", f.path, f.contents)).collect()
 }
 
+/// The parity fixture's project: per-kernel flags scoped to their kernel and language
+/// (`-static-global-template-stub` for nvcc 12.8 and later only), the directories of headers
+/// listed in `src` for the kernel and the binding, `csrc/` and the dependency's include
+/// directories for every source (as upstream's generated build scopes them).
+#[test]
+fn parity_fixture_project_scopes_flags_and_includes_as_upstream() {
+    let dir = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parity");
+    let text = render(&dir);
+    let cm = text.split("=== ").find(|f| f.starts_with("CMakeLists.txt")).unwrap();
+    for line in [
+        "  list(APPEND KB_HEADER_DIRS \"${KB_SOURCE_DIR}/ops\")",
+        "  list(APPEND KB_HEADER_DIRS \"${KB_SOURCE_DIR}/csrc/sub\")",
+        "  list(APPEND KB_DEP_INCLUDE_DIRS ${KB_DEP_cutlass_3_8_INCLUDE_DIRS})",
+        "  set_property(SOURCE \"${KB_SOURCE_DIR}/flagged/flagged.cu\" APPEND PROPERTY INCLUDE_DIRECTORIES \"${KB_SOURCE_DIR}/ops\" \"${KB_SOURCE_DIR}/csrc/sub\")",
+        "  set_property(SOURCE \"${KB_SOURCE_DIR}/flagged/flagged.cu\" APPEND PROPERTY COMPILE_OPTIONS ${KB_CUDA_ARCH_FLAGS_flagged} \"$<$<VERSION_GREATER_EQUAL:${CMAKE_CUDA_COMPILER_VERSION},12.8>:-static-global-template-stub=false>\" \"-frandom-seed=flagged/flagged.cu\" \"-Xcudafe=--orig_src_path_name=flagged/flagged.cu\" \"-Xcicc=--orig_src_path_name=flagged/flagged.cu\" \"-DPARITY_CUDA_FLAG=1\")",
+        "  set_property(SOURCE \"${KB_SOURCE_DIR}/flagged/flagged_host.cpp\" APPEND PROPERTY COMPILE_OPTIONS \"-DPARITY_CXX_FLAG=1\")",
+        "  set_property(SOURCE \"${KB_SOURCE_DIR}/torch-ext/torch_binding.cpp\" APPEND PROPERTY INCLUDE_DIRECTORIES ${KB_HEADER_DIRS})",
+        "target_include_directories(kb_module PRIVATE \"${CMAKE_CURRENT_SOURCE_DIR}/torch-ext\" \"${CMAKE_CURRENT_BINARY_DIR}\" \"${KB_SOURCE_DIR}/csrc\" ${KB_DEP_INCLUDE_DIRS})",
+    ] {
+        assert!(cm.lines().any(|l| l == line), "no line\n{line}\nin\n{cm}");
+    }
+    // Other kernels' sources see neither [kernel.flagged]'s flags nor its header directories.
+    let uses_dep: Vec<&str> = cm.lines().filter(|l| l.contains("uses_dep/uses_dep.cu")).collect();
+    assert!(uses_dep.iter().all(|l| !l.contains("PARITY_") && !l.contains("/ops")), "{uses_dep:?}");
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "corpus-tests"),

@@ -73,7 +73,7 @@ pub(crate) fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
 
 /// Copy the tracked-looking part of a directory: build outputs a user may have left there
 /// (`build/`, Nix's `result` links) are not part of a kernel's source and are skipped.
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     let outputs = |e: &walkdir::DirEntry| {
         e.depth() > 0
             && (e.file_name() == "build"

@@ -1,0 +1,266 @@
+//! What upstream's generated build (huggingface/kernels' `kernel-builder create-pyproject`
+//! project, built with torch's CMake) gives every compile without the kernel asking, so a
+//! kernel written against it compiles here as there (docs/upstream-parity.md lists what
+//! still differs, and why):
+//!
+//! - nvcc options of every CUDA source of a torch cell ([`TORCH_NVCC_FLAGS`]): torch's CMake
+//!   puts `--expt-relaxed-constexpr` and `--expt-extended-lambda` (and its diagnostic
+//!   suppressions and `ONNX_NAMESPACE`) into `CMAKE_CUDA_FLAGS`; upstream adds `ENABLE_FP8`
+//!   and drops torch's `__CUDA_NO_HALF*` undefines, which this build never passes;
+//! - the compile definitions torch's CMake targets carry ([`torch_interface_defines`]:
+//!   `USE_DISTRIBUTED`, `USE_C10D_NCCL`, …, read from the installed torch);
+//! - nvcc's own threads ([`default_nvcc_threads`]), upstream's 4 or more where that leaves cores idle.
+//!
+//! It also reads a failed compile's log for faults with a known fix in `build.toml`
+//! ([`compile_hint`]).
+
+use camino::Utf8Path;
+
+/// nvcc options for every CUDA source of a torch (and stable-ABI) cell, before the kernel's
+/// own `cuda-flags` (which come later on the command line, so a kernel can still override).
+/// One token each: CMake de-duplicates repeated options of a target.
+pub const TORCH_NVCC_FLAGS: &[&str] = &[
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-DENABLE_FP8",
+    "-DONNX_NAMESPACE=onnx_c2",
+    "-Xcudafe=--diag_suppress=cc_clobber_ignored",
+    "-Xcudafe=--diag_suppress=field_without_dll_interface",
+    "-Xcudafe=--diag_suppress=base_class_has_different_dll_interface",
+    "-Xcudafe=--diag_suppress=dll_interface_conflict_none_assumed",
+    "-Xcudafe=--diag_suppress=dll_interface_conflict_dllexport_assumed",
+    "-Xcudafe=--diag_suppress=bad_friend_decl",
+];
+
+/// The torch CMake targets whose `INTERFACE_COMPILE_DEFINITIONS` reach a module that links
+/// `torch` (upstream's does, for every backend: `torch` depends on both).
+const TORCH_TARGETS: &[&str] = &["torch_cpu", "torch_cuda"];
+
+/// The compile definitions that torch's exported CMake targets give whatever links them
+/// (`share/cmake/Caffe2/Caffe2Targets.cmake` below `torch_dir`), in file order without
+/// repeats: `USE_DISTRIBUTED`, `USE_C10D_GLOO`, `USE_RPC`, `USE_TENSORPIPE` for PyPI's
+/// torch 2.11, plus `USE_NVSHMEM`, `USE_C10D_NCCL` for its CUDA build. Generator expressions
+/// (`$<…>`) are left out. A torch without the file (none of its CMake) gives none.
+pub fn torch_interface_defines(torch_dir: &Utf8Path) -> Vec<String> {
+    let path = torch_dir.join("share/cmake/Caffe2/Caffe2Targets.cmake");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    interface_defines(&text, TORCH_TARGETS)
+}
+
+fn interface_defines(text: &str, targets: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for target in targets {
+        let head = format!("set_target_properties({target} PROPERTIES");
+        let Some(start) = text.find(&head) else { continue };
+        let block = &text[start..];
+        let block = &block[..block.find("\n)").unwrap_or(block.len())];
+        for line in block.lines() {
+            let Some(rest) = line.trim().strip_prefix("INTERFACE_COMPILE_DEFINITIONS ") else { continue };
+            for d in rest.trim().trim_matches('"').split(';') {
+                if !d.is_empty() && !d.contains('$') && !out.iter().any(|o| o == d) {
+                    out.push(d.to_owned());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The environment variable that sets nvcc's `--threads` for native CUDA builds.
+pub const NVCC_THREADS_VAR: &str = "KERNEL_BUILDER_NVCC_THREADS";
+
+/// `KERNEL_BUILDER_NVCC_THREADS` as nvcc's `--threads` (how many of a source's `-gencode`
+/// targets it compiles at once): `None` when unset or empty ([`default_nvcc_threads`] then).
+pub fn nvcc_threads_var(value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usize>> {
+    match value.map(|v| v.to_str().map(str::trim)) {
+        None | Some(Some("")) => Ok(None),
+        Some(Some(v)) => match v.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => anyhow::bail!(
+                "{NVCC_THREADS_VAR} is `{v}`: set it to a whole number of 1 or more (nvcc's --threads), or unset it to let kernel-builder choose"
+            ),
+        },
+        Some(None) => anyhow::bail!("{NVCC_THREADS_VAR} is not valid UTF-8; set it to a whole number of 1 or more"),
+    }
+}
+
+/// nvcc's `--threads` for a CUDA cell of `cuda_sources` sources, the largest compiled for
+/// `targets` `-gencode` targets, on `cores` CPUs. Upstream's Nix builder uses 4 (at most the
+/// cores); with fewer sources than cores / 4 that leaves cores idle while one source's
+/// architectures compile one after another, so the threads grow until the sources fill the
+/// cores. Never more than the targets (nvcc has nothing more to run at once) nor the cores.
+/// Ninja then runs `cores / threads` compiles ([`ninja_jobs_with_threads`]): each nvcc thread
+/// is a compiler process of its own (gigabytes for a large kernel), so the two together stay
+/// within the cores.
+pub fn default_nvcc_threads(cores: usize, cuda_sources: usize, targets: usize) -> usize {
+    let cores = cores.max(1);
+    let fill = cores.div_ceil(cuda_sources.max(1));
+    4.min(cores).max(fill).min(targets.max(1)).min(cores)
+}
+
+/// Ninja's `-j` for a CUDA cell whose nvcc runs `threads` threads, from the `-j` it would have
+/// had (`None`: Ninja's default, the CPU count plus two): that divided by the threads, at
+/// least 1.
+pub fn ninja_jobs_with_threads(jobs: Option<usize>, cores: usize, threads: usize) -> usize {
+    (jobs.unwrap_or(cores.max(1) + 2) / threads.max(1)).max(1)
+}
+
+/// `NVCC_APPEND_FLAGS` for the compile: the user's own (if any) with `--threads=<n>`
+/// appended, or `None` when the user already passes nvcc a `--threads`/`-t` of their own.
+pub fn nvcc_append_flags(user: Option<&str>, threads: usize) -> Option<String> {
+    let user = user.unwrap_or("").trim();
+    let theirs =
+        user.split_whitespace().any(|t| t == "-t" || t.starts_with("--threads") || t.starts_with("-t="));
+    if theirs {
+        return None;
+    }
+    Some(if user.is_empty() { format!("--threads={threads}") } else { format!("{user} --threads={threads}") })
+}
+
+/// Advice (`hint:` lines) for a failed compile whose log shows a fault with a known fix in
+/// `build.toml`: nvcc asking for a flag this build did not pass (a kernel that removed it),
+/// or a header not found that the kernel has. `listed` are the files of the source set
+/// (what the build sees), `on_disk` the other files of the kernel directory (relative paths).
+pub fn compile_hint(log: &str, listed: &[String], on_disk: &[String]) -> Option<String> {
+    let mut hints: Vec<String> = Vec::new();
+    for (asks, flag) in [
+        ("--extended-lambda", "--expt-extended-lambda"),
+        ("--expt-relaxed-constexpr", "--expt-relaxed-constexpr"),
+    ] {
+        if log.lines().any(|l| l.contains("error") && l.contains(asks)) {
+            hints.push(format!(
+                "nvcc asks for `{flag}`: add it to `cuda-flags` of the [kernel.*] whose source failed (`cuda-flags = [\"{flag}\"]`)"
+            ));
+        }
+    }
+    for missing in missing_headers(log) {
+        let find = |files: &[String]| {
+            files.iter().find(|h| h.as_str() == missing || h.ends_with(&format!("/{missing}"))).cloned()
+        };
+        let hint = if let Some(found) = find(listed) {
+            let dir = found.strip_suffix(missing).unwrap_or("").trim_end_matches('/');
+            let dir = if dir.is_empty() { "." } else { dir };
+            format!(
+                "`{missing}` is the kernel's `{found}`: add `\"{dir}\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel)"
+            )
+        } else if let Some(found) = find(on_disk) {
+            format!(
+                "`{missing}` is the kernel's `{found}`, which no `src` lists, so the build does not see it: add `\"{found}\"` to `src` of the [kernel.*] whose sources include it"
+            )
+        } else {
+            continue;
+        };
+        if !hints.contains(&hint) {
+            hints.push(hint);
+        }
+    }
+    if hints.is_empty() {
+        return None;
+    }
+    Some(hints.iter().map(|h| format!("hint: {h}")).collect::<Vec<_>>().join("\n"))
+}
+
+/// The headers a compile log says were not found (`fatal error: x.h: No such file or
+/// directory` of GCC and clang, `catastrophic error: cannot open source file "x.h"` of nvcc),
+/// in order, without repeats.
+fn missing_headers(log: &str) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for line in log.lines() {
+        let name = match line.split_once("fatal error: ") {
+            Some((_, rest)) => rest.split_once(": No such file").map(|(n, _)| n),
+            None => line.split_once("cannot open source file \"").and_then(|(_, r)| r.split('"').next()),
+        };
+        if let Some(n) = name.map(str::trim).filter(|n| !n.is_empty()) {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+/// The files of `kernel_dir` (relative, `/`-separated) up to eight levels down, leaving out
+/// `build/`, hidden directories and `__pycache__`, at most `limit` of them: where a compile's
+/// missing header may sit without being listed in `src`. Read only after a compile failed.
+pub fn kernel_files(kernel_dir: &Utf8Path, limit: usize) -> Vec<String> {
+    walkdir::WalkDir::new(kernel_dir)
+        .max_depth(8)
+        .into_iter()
+        .filter_entry(|e| {
+            let n = e.file_name().to_string_lossy();
+            e.depth() == 0 || !(n.starts_with('.') || n == "__pycache__" || (e.depth() == 1 && n == "build"))
+        })
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| Some(e.path().strip_prefix(kernel_dir).ok()?.to_str()?.to_owned()))
+        .take(limit)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_defines_are_read_per_target_without_generator_expressions() {
+        let text = "add_library(torch_cpu SHARED IMPORTED)\n\nset_target_properties(torch_cpu PROPERTIES\n  INTERFACE_COMPILE_DEFINITIONS \"USE_DISTRIBUTED;USE_C10D_GLOO;USE_RPC\"\n  INTERFACE_INCLUDE_DIRECTORIES \"${_IMPORT_PREFIX}/include\"\n)\n\nset_target_properties(torch_cpu_library PROPERTIES\n  INTERFACE_COMPILE_DEFINITIONS \"\\$<TARGET_PROPERTY:torch_cpu,INTERFACE_COMPILE_DEFINITIONS>\"\n)\nset_target_properties(torch_cuda PROPERTIES\n  INTERFACE_COMPILE_DEFINITIONS \"USE_NVSHMEM;USE_C10D_NCCL;USE_RPC\"\n)\n";
+        assert_eq!(
+            interface_defines(text, TORCH_TARGETS),
+            ["USE_DISTRIBUTED", "USE_C10D_GLOO", "USE_RPC", "USE_NVSHMEM", "USE_C10D_NCCL"]
+        );
+        assert!(interface_defines("", TORCH_TARGETS).is_empty());
+    }
+
+    #[test]
+    fn nvcc_threads_fill_the_cores_within_the_targets_and_refuse_nonsense() {
+        // Many sources: upstream's 4; one heavy source of 10 targets on 16 cores: 10.
+        assert_eq!(default_nvcc_threads(16, 40, 10), 4);
+        assert_eq!(default_nvcc_threads(16, 2, 10), 8);
+        assert_eq!(default_nvcc_threads(16, 1, 10), 10);
+        // One target (a quick check): nothing to run at once, Ninja keeps every core.
+        assert_eq!(default_nvcc_threads(16, 3, 1), 1);
+        assert_eq!(default_nvcc_threads(2, 1, 10), 2);
+        assert_eq!(nvcc_threads_var(None).unwrap(), None);
+        assert_eq!(nvcc_threads_var(Some("8".as_ref())).unwrap(), Some(8));
+        assert_eq!(
+            nvcc_threads_var(Some("zero".as_ref())).unwrap_err().to_string(),
+            "KERNEL_BUILDER_NVCC_THREADS is `zero`: set it to a whole number of 1 or more (nvcc's --threads), or unset it to let kernel-builder choose"
+        );
+        assert!(nvcc_threads_var(Some("0".as_ref())).is_err());
+        assert_eq!(ninja_jobs_with_threads(None, 16, 4), 4);
+        assert_eq!(ninja_jobs_with_threads(Some(3), 16, 4), 1);
+        assert_eq!(ninja_jobs_with_threads(None, 2, 2), 2);
+    }
+
+    #[test]
+    fn nvcc_append_flags_keep_the_users_and_never_pass_threads_twice() {
+        assert_eq!(nvcc_append_flags(None, 4).as_deref(), Some("--threads=4"));
+        assert_eq!(nvcc_append_flags(Some("-lineinfo"), 2).as_deref(), Some("-lineinfo --threads=2"));
+        assert_eq!(nvcc_append_flags(Some("-t 8"), 2), None);
+        assert_eq!(nvcc_append_flags(Some("--threads=8"), 2), None);
+    }
+
+    #[test]
+    fn hints_name_the_flag_and_the_include_directory() {
+        let log = "rotary.cu(12): error: The closure type for a lambda (\"lambda []()->void\") cannot be used in the template argument type of a __global__ function template instantiation, unless the lambda is defined within a __device__ or __global__ function, or the flag '-extended-lambda' is specified and the lambda is an extended lambda (a __device__ or __host__ __device__ lambda defined within a __host__ or __host__ __device__ function)\nx.cu(3): error: __host__ or __device__ annotation on lambda requires --extended-lambda nvcc flag\n";
+        assert_eq!(
+            compile_hint(log, &[], &[]).unwrap(),
+            "hint: nvcc asks for `--expt-extended-lambda`: add it to `cuda-flags` of the [kernel.*] whose source failed (`cuda-flags = [\"--expt-extended-lambda\"]`)"
+        );
+        let log = "torch-ext/torch_binding.cpp:9:10: fatal error: cumsum.h: No such file or directory\n";
+        assert_eq!(
+            compile_hint(log, &["csrc/cumsum.h".into(), "csrc/cumsum.cu".into()], &[]).unwrap(),
+            "hint: `cumsum.h` is the kernel's `csrc/cumsum.h`: add `\"csrc\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel)"
+        );
+        let log = "x/a.cu(3): catastrophic error: cannot open source file \"util/hidden.cuh\"\n";
+        assert_eq!(
+            compile_hint(log, &["x/a.cu".into()], &["x/util/hidden.cuh".into()]).unwrap(),
+            "hint: `util/hidden.cuh` is the kernel's `x/util/hidden.cuh`, which no `src` lists, so the build does not see it: add `\"x/util/hidden.cuh\"` to `src` of the [kernel.*] whose sources include it"
+        );
+        let log = "a.cpp:1:10: fatal error: nothere.h: No such file or directory";
+        assert_eq!(compile_hint(log, &["csrc/x.h".into()], &[]), None);
+        assert_eq!(compile_hint("all fine", &[], &[]), None);
+    }
+}
