@@ -1,6 +1,9 @@
-//! Filesystem helpers shared by every module: path-aware errors, atomic writes, and streaming
+//! Filesystem helpers shared by every module: path-aware errors, atomic writes, streaming
 //! reads (a file is never held whole in memory to copy or check it: sources may be hundreds
-//! of megabytes).
+//! of megabytes), and the one way to read a file the user names: [`open_regular`] and the
+//! bounded readers built on it ([`read_bounded`], [`read_to_string_bounded`]), which refuse
+//! a FIFO, a device or a directory by name before reading a byte (a FIFO never blocks them)
+//! and never read more than a stated limit.
 
 use std::io::{Read, Write};
 
@@ -10,6 +13,88 @@ use camino::Utf8Path;
 /// Read a UTF-8 file; the error names the path.
 pub fn read_to_string(path: &Utf8Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read `{path}`"))
+}
+
+/// What a file that is not a regular file is, in words (`None` for a regular file).
+fn not_regular(ft: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_file() {
+        None
+    } else if ft.is_dir() {
+        Some("a directory")
+    } else if ft.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if ft.is_char_device() {
+        Some("a character device")
+    } else if ft.is_block_device() {
+        Some("a block device")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// Open `path` (links followed) for reading, refusing anything but a regular file by name.
+///
+/// The file is opened with `O_NONBLOCK`, so a FIFO with no writer does not block the open,
+/// and then checked on the descriptor itself (no race with a rename); reads of a regular file
+/// are unaffected by the flag.
+///
+/// Errors: the file cannot be opened, or is a FIFO, device, socket or directory.
+pub fn open_regular(path: &Utf8Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("cannot read `{path}`"))?;
+    let meta = file.metadata().with_context(|| format!("cannot read `{path}`"))?;
+    if let Some(what) = not_regular(meta.file_type()) {
+        anyhow::bail!("`{path}` is {what}, not a regular file; give the path of a file");
+    }
+    Ok(file)
+}
+
+/// Read at most `limit` + 1 bytes of the regular file `path` ([`open_regular`]): a result
+/// longer than `limit` means the file is larger (the caller says so without reading the rest).
+pub fn read_upto(path: &Utf8Path, limit: u64) -> anyhow::Result<Vec<u8>> {
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).with_context(|| format!("cannot read `{path}`"))?;
+    Ok(bytes)
+}
+
+/// Read the regular file `path`, `what` it is (e.g. `the matrix file`) and at most `limit`
+/// bytes.
+///
+/// Errors: as [`open_regular`], or the file is larger than `limit` (the message names the
+/// file, the limit and what it was read as).
+pub fn read_bounded(path: &Utf8Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let bytes = read_upto(path, limit)?;
+    if bytes.len() as u64 > limit {
+        anyhow::bail!(
+            "`{path}` is larger than {}, the most kernel-builder reads of {what}; check that this is the right file",
+            size_words(limit)
+        );
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_to_string_bounded(path: &Utf8Path, limit: u64, what: &str) -> anyhow::Result<String> {
+    String::from_utf8(read_bounded(path, limit, what)?)
+        .map_err(|e| anyhow::anyhow!("`{path}` ({what}) is not UTF-8 text: {}", e.utf8_error()))
+}
+
+/// `n` bytes in words: `1 MiB`, `64 KiB`, `1000 bytes`.
+pub fn size_words(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
 }
 
 /// Write `contents` to `path` atomically: a temporary file in the same directory, flushed,

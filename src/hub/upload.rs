@@ -754,7 +754,7 @@ fn upload_into(
 ) -> anyhow::Result<()> {
     let repo = &prepared.repo_id;
     let branch = &prepared.branch;
-    let client = HubClient::new(endpoint, token);
+    let client = HubClient::with_timeouts(endpoint, token, super::client::Timeouts::from_env()?);
     let prefixes: Vec<String> = prepared.variants.iter().map(|v| format!("build/{v}/")).collect();
     let card: Vec<LocalFile> = prepared.card.iter().cloned().collect();
 

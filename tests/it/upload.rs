@@ -107,6 +107,21 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Make the next `times` requests to `endpoint` answer as a hostile server would (`spec`
+    /// holds `hostile` or `link_next`, see server.py's /_admin/fail).
+    fn hostile(&self, endpoint: &str, times: u32, spec: Value) {
+        let mut spec = spec;
+        spec["endpoint"] = json!(endpoint);
+        spec["nth"] = json!(1);
+        spec["times"] = json!(times);
+        ureq::post(&format!("{}/_admin/fail", self.url))
+            .header("Content-Type", "application/json")
+            .send(spec.to_string())
+            .unwrap();
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -1203,4 +1218,174 @@ fn interrupted_upload_removes_the_rendered_card() {
         );
         assert_eq!(cards(), Vec::<String>::new(), "{name}");
     }
+}
+
+/// Run `cmd` for at most `limit`, killing it when it takes longer; the output, whether it was
+/// killed, and how long it ran. Both pipes are drained by threads, so a chatty child never
+/// blocks.
+fn run_bounded(
+    mut cmd: std::process::Command,
+    limit: std::time::Duration,
+) -> (Run, bool, std::time::Duration) {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let mut killed = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            killed = true;
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET), "the token appears:\n{stdout}\n{stderr}");
+    (Run { code: status.code().unwrap_or(-1), stdout, stderr, json: None }, killed, started.elapsed())
+}
+
+/// Issue 25, case 1: an endless answer made `upload` grow to 20 GB. Under a 2 GiB address
+/// space limit it now stops at the listing limit with a message naming the request.
+#[test]
+fn an_endless_answer_is_cut_at_its_limit() {
+    use std::os::unix::process::CommandExt;
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    env.server.hostile("refs", 3, json!({"hostile": "endless", "seconds": 60}));
+    let mut cmd = kb_std(&env.server.url, &env.root.join("hf"), Some(SECRET));
+    cmd.arg("upload").arg(&dir);
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 2 << 30, rlim_max: 2 << 30 };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let (r, killed, _) = run_bounded(cmd, std::time::Duration::from_secs(90));
+    assert!(!killed, "upload still ran after 90 s:\n{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let want = format!(
+        "GET {}/api/kernels/test-org/relu/refs failed: HTTP 200: the answer is larger than 32 MiB, the limit for a JSON listing",
+        env.server.url
+    );
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
+    assert!(!r.stderr.contains("trying again"), "a too large answer is not tried again:\n{}", r.stderr);
+    assert_eq!(env.server.repo_state()["main"].as_object().map(|m| m.len()), Some(1), "nothing committed");
+}
+
+/// Issue 25, case 2: a server that accepts and never answers left `upload` silent for up to
+/// half an hour. Now each attempt waits $KERNEL_BUILDER_HUB_TIMEOUT, says so while it waits,
+/// and says when it tries again.
+#[test]
+fn a_silent_hub_is_given_up_on_and_the_wait_is_shown() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    env.server.hostile("refs", 3, json!({"hostile": "silent", "seconds": 90}));
+    let mut cmd = kb_std(&env.server.url, &env.root.join("hf"), Some(SECRET));
+    cmd.arg("upload").arg(&dir).env("KERNEL_BUILDER_HUB_TIMEOUT", "6");
+    let (r, killed, took) = run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert!(!killed, "upload still ran after 60 s:\n{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    // 3 attempts of 6 s each, 1.5 s between them.
+    assert!(took >= std::time::Duration::from_secs(18), "gave up after {took:?}:\n{}", r.stderr);
+    let refs = format!("GET {}/api/kernels/test-org/relu/refs", env.server.url);
+    let notices = r.stderr.matches(&format!("note: {refs}: no complete answer after 5 s")).count();
+    assert_eq!(notices, 3, "one notice per attempt:\n{}", r.stderr);
+    assert!(r.stderr.contains("(attempt 2 of 3)") && r.stderr.contains("(attempt 3 of 3)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "kernel-builder waits 6 s for an answer, KERNEL_BUILDER_HUB_TIMEOUT sets it) (after 3 attempts)"
+        ),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A server on 127.0.0.1 that records the head of every request it gets (for at most
+/// `limit`), answering each with an empty JSON list.
+struct Thief {
+    url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Thief {
+    fn start(limit: std::time::Duration) -> Thief {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, st) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            while !st.load(Ordering::Relaxed) && started.elapsed() < limit {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                };
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n")
+                    && head.len() < 65536
+                    && conn.read(&mut b).is_ok_and(|n| n == 1)
+                {
+                    head.push(b[0]);
+                }
+                s.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+                let _ =
+                    conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]");
+            }
+        });
+        Thief { url, seen, stop }
+    }
+}
+
+impl Drop for Thief {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Issue 25, case 3: a `Link: rel="next"` to another host got the token. A listing that
+/// continues on another origin is now refused, and that origin gets no request at all.
+#[test]
+fn a_next_page_on_another_host_is_not_followed() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    env.upload_ok(&dir, &[]);
+    let thief = Thief::start(std::time::Duration::from_secs(60));
+    env.server.hostile("tree", 10, json!({"link_next": format!("{}/steal?cursor=5", thief.url)}));
+    let r = env.upload(&dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let seen = thief.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|h| !h.to_ascii_lowercase().contains("authorization")),
+        "the token went to {seen:?}"
+    );
+    assert_eq!(seen.len(), 0, "{seen:?}");
+    let want = format!(
+        "the next page of the listing is on another server (`{}/steal?cursor=5`); kernel-builder follows listings only on {}",
+        thief.url, env.server.url
+    );
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
 }
