@@ -120,6 +120,52 @@ pub fn write_atomic(path: &Utf8Path, contents: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `root.join(rel)`, checked to resolve inside `root`: the deepest part of it that exists is
+/// resolved (links followed) and must lie in `root` (resolved too); what follows does not
+/// exist yet, so creating it creates it there. `rel` must be relative, without `..` (callers
+/// check that when `rel` comes from a file).
+///
+/// Used before every write or removal in a directory the tool owns, so that a symbolic link
+/// (`cmake -> ../victim`) never makes it write or delete elsewhere.
+///
+/// Errors: the path leads out of `root` (the message names the path, where it leads and the
+/// link to remove), or it cannot be resolved (a dangling link: named too).
+pub fn inside(root: &Utf8Path, rel: &Utf8Path) -> anyhow::Result<camino::Utf8PathBuf> {
+    let root_real = root.canonicalize_utf8().with_context(|| format!("cannot resolve `{root}`"))?;
+    let path = root.join(rel);
+    let mut existing = path.as_path();
+    while std::fs::symlink_metadata(existing).is_err() {
+        match existing.parent() {
+            Some(p) if p.starts_with(root) => existing = p,
+            _ => return Ok(path),
+        }
+    }
+    let link = || {
+        let mut at = root.to_owned();
+        for c in rel.components() {
+            at.push(c);
+            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                return at;
+            }
+        }
+        path.clone()
+    };
+    let real = existing.canonicalize_utf8().with_context(|| {
+        format!("cannot resolve `{existing}`: is `{}` a symbolic link to nothing? remove it", link())
+    })?;
+    if !real.starts_with(&root_real) {
+        let leads = match path.strip_prefix(existing) {
+            Ok(rest) if !rest.as_str().is_empty() => real.join(rest),
+            _ => real,
+        };
+        anyhow::bail!(
+            "`{path}` leads to `{leads}`, outside `{root}`: kernel-builder writes and removes files only inside it; remove the symbolic link `{}`",
+            link()
+        );
+    }
+    Ok(path)
+}
+
 /// The size of the buffer every streaming read in this crate uses.
 pub const STREAM_BUFFER: usize = 256 * 1024;
 

@@ -1,0 +1,281 @@
+//! Issue 25: hostile file systems and inputs. Links out of the kernel (`create-pyproject`,
+//! `clean-pyproject`), FIFOs and devices where a file is expected, endless or huge inputs
+//! (matrix files, a zip bomb given to `matrix check-wheel`), a kernel name longer than the
+//! Hub allows. Each runs the binary with a time bound and, where memory is the point, an
+//! address-space bound, so a regression fails instead of hanging or filling the machine.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+
+/// What a bounded run gave: exit code (-1 when killed), stdout, stderr.
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run the binary with `args` in `cwd`, killed after `limit`, with at most `memory` bytes of
+/// address space when given.
+fn kb(cwd: &Path, args: &[&str], limit: Duration, memory: Option<u64>) -> Ran {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.current_dir(cwd).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(bytes) = memory {
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`kernel-builder {}` still ran after {limit:?}", args.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ran { code: status.code().unwrap_or(-1), stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+}
+
+const SHORT: Duration = Duration::from_secs(30);
+
+/// A copy of kernels/relu (no build/) in `dir/relu`.
+fn relu(dir: &Path) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/relu");
+    let kernel = dir.join("relu");
+    for e in walkdir::WalkDir::new(&repo).into_iter().filter_map(Result::ok) {
+        let rel = e.path().strip_prefix(&repo).unwrap();
+        if rel.starts_with("build") {
+            continue;
+        }
+        if e.file_type().is_dir() {
+            fs::create_dir_all(kernel.join(rel)).unwrap();
+        } else {
+            fs::copy(e.path(), kernel.join(rel)).unwrap();
+        }
+    }
+    kernel.canonicalize().unwrap()
+}
+
+/// Every path under `dir` with its bytes (directories as empty), links as `-> target`.
+fn tree(dir: &Path) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            let what = if e.path_is_symlink() {
+                format!("-> {}", fs::read_link(e.path()).unwrap().display())
+            } else if e.file_type().is_file() {
+                String::from_utf8_lossy(&fs::read(e.path()).unwrap()).into_owned()
+            } else {
+                String::new()
+            };
+            (rel, what)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Case 5: with `cmake -> ../victim` in the kernel, `create-pyproject` wrote
+/// `victim/kb-embed-metallib.cmake`. Now it refuses before writing anything.
+#[test]
+fn create_pyproject_never_writes_through_a_link_out_of_the_kernel() {
+    let t = tempfile::tempdir().unwrap();
+    let kernel = relu(t.path());
+    let victim = t.path().join("victim");
+    fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink("../victim", kernel.join("cmake")).unwrap();
+    let before = tree(t.path());
+    let r = kb(t.path(), &["create-pyproject", kernel.to_str().unwrap()], SHORT, None);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v = victim.canonicalize().unwrap();
+    let k = kernel.display();
+    assert_eq!(
+        r.stderr.trim_end(),
+        format!(
+            "error: `{k}/cmake/kb-embed-metallib.cmake` leads to `{}/kb-embed-metallib.cmake`, outside `{k}`: kernel-builder writes and removes files only inside it; remove the symbolic link `{k}/cmake`",
+            v.display()
+        )
+    );
+    assert_eq!(tree(t.path()), before, "nothing written anywhere");
+}
+
+/// Case 4: `clean-pyproject` followed a symlinked directory listed in the manifest and
+/// deleted `victim/known.txt` and `victim/emptydir`. Now it refuses before removing anything.
+#[test]
+fn clean_pyproject_never_deletes_through_a_link() {
+    use sha2::Digest;
+    let t = tempfile::tempdir().unwrap();
+    let kernel = relu(t.path());
+    let victim = t.path().join("victim");
+    fs::create_dir_all(victim.join("emptydir")).unwrap();
+    fs::write(victim.join("known.txt"), "known\n").unwrap();
+    std::os::unix::fs::symlink("../victim", kernel.join("link")).unwrap();
+    let hash: String = sha2::Sha256::digest(b"known\n").iter().map(|b| format!("{b:02x}")).collect();
+    fs::write(
+        kernel.join(".kernel-builder-generated-v1"),
+        format!("# generated\ndir link/emptydir\nfile {hash} link/known.txt\n"),
+    )
+    .unwrap();
+    let before = tree(t.path());
+    for dry in [true, false] {
+        let mut args = vec!["clean-pyproject", kernel.to_str().unwrap()];
+        if dry {
+            args.push("--dry-run");
+        }
+        let r = kb(t.path(), &args, SHORT, None);
+        assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+        let k = kernel.display();
+        assert_eq!(
+            r.stderr.trim_end(),
+            format!(
+                "error: `{k}/link/known.txt` leads to `{}/known.txt`, outside `{k}`: kernel-builder writes and removes files only inside it; remove the symbolic link `{k}/link`",
+                victim.canonicalize().unwrap().display()
+            )
+        );
+        assert_eq!(r.stdout, "");
+        assert_eq!(tree(t.path()), before, "nothing removed anywhere");
+    }
+}
+
+/// Case 6: `build.toml` as a FIFO hung every command; as a link to `/dev/zero` the message
+/// said "is 0 bytes". Both are now refused by name, at once.
+#[test]
+fn build_toml_that_is_a_fifo_or_a_device_is_refused_by_name() {
+    let t = tempfile::tempdir().unwrap();
+    let kernel = relu(t.path());
+    let toml = kernel.join("build.toml");
+    fs::remove_file(&toml).unwrap();
+    let fifo = std::ffi::CString::new(toml.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let r = kb(t.path(), &["check-config", kernel.to_str().unwrap()], SHORT, None);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let want =
+        format!("`{}` is a FIFO (named pipe), not a regular file; give the path of a file", toml.display());
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
+
+    fs::remove_file(&toml).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &toml).unwrap();
+    let r = kb(t.path(), &["check-config", kernel.to_str().unwrap()], SHORT, Some(1 << 30));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let want = format!("`{}` is a character device, not a regular file", toml.display());
+    assert!(r.stderr.contains(&want) && !r.stderr.contains("0 bytes"), "{}", r.stderr);
+}
+
+/// Case 6: `list-variants --matrix-file /dev/zero` took 8.3 GB in 10 s. A device, a FIFO and
+/// a file over the limit are refused, under a 1 GiB address space.
+#[test]
+fn a_matrix_file_that_is_endless_or_huge_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let kernel = relu(t.path());
+    let k = kernel.to_str().unwrap();
+    let r = kb(t.path(), &["list-variants", k, "--matrix-file", "/dev/zero"], SHORT, Some(1 << 30));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("`/dev/zero` is a character device, not a regular file; give the path of a file"),
+        "{}",
+        r.stderr
+    );
+    let big = t.path().join("big.json");
+    fs::File::create(&big).unwrap().set_len(5 << 30).unwrap(); // sparse: no disk used
+    let r = kb(t.path(), &["list-variants", k, "--matrix-file", big.to_str().unwrap()], SHORT, Some(1 << 30));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let want = format!(
+        "`{}` is larger than 4 MiB, the most kernel-builder reads of a matrix file; check that this is the right file",
+        big.display()
+    );
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
+}
+
+/// Case 6: `matrix check-wheel` on a 6 MB zip bomb took 6.3 GB. Each member it reads is now
+/// cut at 1 MiB; under a 512 MiB address space the bomb is named as such.
+#[test]
+fn a_zip_bomb_wheel_is_refused_within_its_member_limit() {
+    let t = tempfile::tempdir().unwrap();
+    let wheel = t.path().join("torch-2.11.0-cp313-cp313-manylinux_2_28_x86_64.whl");
+    // 1 GiB of spaces in torch/version.py, deflated to about 1 MB (python's zlib is fast).
+    let script = r#"
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("torch-2.11.0.dist-info/METADATA", "Metadata-Version: 2.4\nName: torch\nVersion: 2.11.0\n\n")
+    z.writestr("torch-2.11.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: cp313-cp313-manylinux_2_28_x86_64\n")
+    with z.open("torch/version.py", "w", force_zip64=True) as f:
+        chunk = b" " * (1 << 20)
+        for _ in range(1024):
+            f.write(chunk)
+"#;
+    let ok = Command::new("python3").args(["-c", script]).arg(&wheel).status().unwrap();
+    assert!(ok.success());
+    assert!(fs::metadata(&wheel).unwrap().len() < 8 << 20);
+    let r = kb(t.path(), &["matrix", "check-wheel", wheel.to_str().unwrap()], SHORT, Some(512 << 20));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stderr.trim_end(),
+        format!(
+            "error: `{}`: `torch/version.py` unpacks to more than 1 MiB; a torch wheel's `torch/version.py` is a few kilobytes (is this a zip bomb?)",
+            wheel.display()
+        )
+    );
+    let fifo = t.path().join("fifo.whl");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let r = kb(t.path(), &["matrix", "check-wheel", fifo.to_str().unwrap()], SHORT, None);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("is a FIFO (named pipe), not a regular file"), "{}", r.stderr);
+}
+
+/// Case 9: a 300-character kernel name passed check-config, then failed the build. Over the
+/// Hub's 96 characters is now an error at its line; 96 itself passes.
+#[test]
+fn a_kernel_name_longer_than_the_hub_allows_is_a_config_error_at_its_line() {
+    let t = tempfile::tempdir().unwrap();
+    let kernel = relu(t.path());
+    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
+    assert!(toml.contains("name = \"relu\""));
+    for (len, ok) in [(96, true), (97, false), (300, false)] {
+        let name = format!("r{}", "e".repeat(len - 1));
+        fs::write(kernel.join("build.toml"), toml.replace("name = \"relu\"", &format!("name = \"{name}\"")))
+            .unwrap();
+        let r = kb(t.path(), &["check-config", kernel.to_str().unwrap()], SHORT, None);
+        assert_eq!(r.code == 0, ok, "{len}: {}{}", r.stdout, r.stderr);
+        if !ok {
+            let line = toml.lines().position(|l| l.starts_with("name = ")).unwrap() + 1;
+            for want in [
+                format!("the kernel name is {len} characters long; a Hub repository name, which it becomes, has at most 96"),
+                format!("[{}:{line}:8]", kernel.join("build.toml").display()),
+                "help: shorten `name` to 96 characters or fewer".to_owned(),
+            ] {
+                assert!(r.stderr.contains(&want), "{len}: wants {want:?}:\n{}", r.stderr);
+            }
+        }
+    }
+}
