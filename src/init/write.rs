@@ -342,8 +342,13 @@ impl Git {
     }
 
     fn expr(&self, dir: &Utf8Path, args: &[&str]) -> duct::Expression {
-        let mut e =
-            duct::cmd("git", args).dir(dir).stdin_null().stderr_to_stdout().stdout_capture().unchecked();
+        let mut e = duct::cmd("git", args)
+            .before_spawn(crate::process::before_spawn)
+            .dir(dir)
+            .stdin_null()
+            .stderr_to_stdout()
+            .stdout_capture()
+            .unchecked();
         for v in GIT_REDIRECTS {
             e = e.env_remove(v);
         }
@@ -371,6 +376,7 @@ impl Git {
     /// Whether the work tree holding `dir` ignores it (`git check-ignore`).
     fn is_ignored(&self, dir: &Utf8Path) -> bool {
         let out = duct::cmd("git", ["check-ignore", "-q", "."])
+            .before_spawn(crate::process::before_spawn)
             .dir(dir)
             .stdin_null()
             .stdout_null()
@@ -382,6 +388,7 @@ impl Git {
     /// The top level of the work tree holding `dir`, if any.
     fn toplevel(&self, dir: &Utf8Path) -> Option<Utf8PathBuf> {
         let out = duct::cmd("git", ["rev-parse", "--show-toplevel"])
+            .before_spawn(crate::process::before_spawn)
             .dir(dir)
             .stdin_null()
             .stderr_null()

@@ -46,6 +46,7 @@ pub struct Pulled {
 fn nix(args: &[String]) -> anyhow::Result<String> {
     let nix = super::nix_program();
     let out = duct::cmd(&nix, args)
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
@@ -280,6 +281,7 @@ pub fn pull(
     dry.extend(extra.iter().cloned());
     let nixp = super::nix_program();
     let out = duct::cmd(&nixp, &dry)
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
@@ -329,6 +331,7 @@ pub fn pull(
         verify.extend(["--option".into(), "trusted-public-keys".into(), public_key.to_owned()]);
         verify.extend(fetched.iter().cloned());
         let out = duct::cmd(&nixp, &verify)
+            .before_spawn(crate::process::before_spawn)
             .stdout_capture()
             .stderr_capture()
             .unchecked()

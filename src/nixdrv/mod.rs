@@ -44,16 +44,19 @@ pub fn nix_program() -> String {
 /// Errors: Nix cannot be run; the message says how to install it or build without it.
 pub fn nix_version() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out =
-        duct::cmd!(&nix, "--version").stdout_capture().stderr_capture().unchecked().run().with_context(
-            || {
-                format!(
-                    "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
+    let out = duct::cmd!(&nix, "--version")
+        .before_spawn(crate::process::before_spawn)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .with_context(|| {
+            format!(
+                "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
                  (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
                  its path, or build without Nix (`build-and-copy --nix never`)"
-                )
-            },
-        )?;
+            )
+        })?;
     if !out.status.success() {
         bail!("`{nix} --version` failed:\n{}", String::from_utf8_lossy(&out.stderr).trim_end());
     }
@@ -77,6 +80,7 @@ pub enum Sandbox {
 pub fn show_config_json() -> anyhow::Result<String> {
     let nix = nix_program();
     let out = duct::cmd!(&nix, "show-config", "--json")
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
@@ -234,6 +238,7 @@ pub fn build(
         .context("the temporary file for `nix build --json` has a non-UTF-8 path")?;
     let _json_registered = crate::interrupt::remove_on_interrupt(json_path, crate::interrupt::Removal::All);
     let reader = duct::cmd(&nix, &args)
+        .before_spawn(crate::process::before_spawn)
         .stdout_path(json.path())
         .stderr_to_stdout()
         .unchecked()
@@ -408,6 +413,7 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
 /// files of the kernel directory get a warning that names them. Outside git, nothing to check.
 fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
     let untracked = match duct::cmd!("git", "ls-files", "--others", "--exclude-standard", "--", ".")
+        .before_spawn(crate::process::before_spawn)
         .dir(dir)
         .stdout_capture()
         .stderr_capture()
@@ -470,6 +476,7 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
     // Only the flags that change what is evaluated (input overrides, lock handling).
     args.extend(eval_flags(extra_args));
     let out = duct::cmd(&nix, &args)
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()

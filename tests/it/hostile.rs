@@ -279,3 +279,134 @@ fn a_kernel_name_longer_than_the_hub_allows_is_a_config_error_at_its_line() {
         }
     }
 }
+
+/// Whether process `pid` still runs (a zombie counts as gone).
+fn alive(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// `build-and-copy` with the fake toolchain of `bin`, its stderr collected as it comes.
+fn spawn_build(
+    kernel: &Path,
+    bin: &Path,
+    py: &Path,
+    cache: &Path,
+) -> (std::process::Child, std::sync::Arc<std::sync::Mutex<String>>) {
+    use std::io::Read;
+    let mut child = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()])
+        .arg(kernel)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env_remove("CXX")
+        .env("KERNEL_BUILDER_CACHE_DIR", cache)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (e, mut pipe) = (err.clone(), child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            e.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    (child, err)
+}
+
+/// Wait up to `limit` for `cond`.
+fn within(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}
+
+/// Case 7: after `kill -9` of `build-and-copy`, the configure step kept running in the work
+/// directory the next build uses. Now the step is told to stop when the tool dies (a parent-death
+/// signal), and a process it left that was not told (here a `sleep` its script started,
+/// standing for a compiler) keeps the work directory locked: the next build says so and waits
+/// for it instead of sharing the directory.
+#[test]
+fn a_killed_build_leaves_no_step_running_and_the_next_waits_for_orphans() {
+    use super::compiled::{fake_python, kernel, script};
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    kernel(&k, "cpu", "");
+    let py = fake_python(t.path(), "null");
+    let bin = t.path().join("env/bin");
+    let mark = t.path().join("mark");
+    fs::create_dir(&mark).unwrap();
+    let m = mark.display();
+    script(
+        &bin.join("cmake"),
+        &format!(
+            "[ \"$1\" = --version ] && {{ echo 'cmake version 4.4.5'; exit 0; }}\necho $$ >> {m}/cmake-runs\n[ -e {m}/second ] && exit 3\nsleep 120 &\necho $! > {m}/orphan\nwait"
+        ),
+    );
+    script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
+    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
+    let cache = t.path().join("cache");
+    let runs = || fs::read_to_string(mark.join("cmake-runs")).unwrap_or_default();
+
+    let (mut first, err) = spawn_build(&k, &bin, &py, &cache);
+    let started = within(Duration::from_secs(60), || mark.join("orphan").exists());
+    if !started {
+        let _ = first.kill();
+        panic!("the configure step never ran:\n{}", err.lock().unwrap());
+    }
+    let step: i32 = runs().trim().parse().unwrap();
+    let orphan: i32 = within(Duration::from_secs(5), || {
+        fs::read_to_string(mark.join("orphan")).is_ok_and(|s| s.trim().parse::<i32>().is_ok())
+    })
+    .then(|| fs::read_to_string(mark.join("orphan")).unwrap().trim().parse().unwrap())
+    .unwrap();
+    first.kill().unwrap(); // SIGKILL: no handler runs
+    first.wait().unwrap();
+    let step_gone = within(Duration::from_secs(10), || !alive(step));
+    // Clean up whatever the check finds, before asserting.
+    // SAFETY: plain kill(2) of processes this test started.
+    let cleanup = |pids: &[i32]| {
+        pids.iter().for_each(|p| unsafe {
+            libc::kill(*p, libc::SIGKILL);
+        })
+    };
+    if !step_gone {
+        cleanup(&[step, orphan]);
+        panic!("the configure step (pid {step}) still runs after the build was killed");
+    }
+    assert!(alive(orphan), "the stand-in compiler was not told, and runs on");
+
+    fs::write(mark.join("second"), "").unwrap();
+    let (mut second, err) = spawn_build(&k, &bin, &py, &cache);
+    let waits = within(Duration::from_secs(60), || err.lock().unwrap().contains("is still in use"));
+    let ran_meanwhile = runs().lines().count();
+    cleanup(&[orphan]);
+    let finished = within(Duration::from_secs(60), || second.try_wait().unwrap().is_some());
+    if !finished {
+        let _ = second.kill();
+    }
+    let err = err.lock().unwrap().clone();
+    assert!(waits, "the next build did not wait:\n{err}");
+    assert_eq!(ran_meanwhile, 1, "the next build configured while the orphan ran:\n{err}");
+    assert!(finished, "the next build did not go on once the orphan ended:\n{err}");
+    assert_eq!(runs().lines().count(), 2, "{err}");
+    let work = fs::read_dir(cache.join("cmake-v1")).unwrap().next().unwrap().unwrap().path();
+    let variant = fs::read_dir(&work).unwrap().next().unwrap().unwrap().path();
+    assert!(
+        err.contains(&format!("note: the work directory `{}` is still in use by another build, or by processes of an earlier one that was killed; waiting for them to finish", variant.display())),
+        "{err}"
+    );
+}
