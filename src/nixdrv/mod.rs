@@ -147,6 +147,12 @@ struct BuildResult {
     outputs: std::collections::BTreeMap<String, Utf8PathBuf>,
 }
 
+/// Given to every Nix call on the user's kernel flake: Nix never writes `flake.lock` into the
+/// kernel (nor `git add`s it, which it does in a git work tree). A lock Nix has to make up
+/// (the kernel has none, or an input moved) lives for that call only; `nix flake lock`
+/// writes one when the user wants it.
+pub(crate) const NO_WRITE_LOCK: &str = "--no-write-lock-file";
+
 /// Build the kernel flake at `kernel_dir` with Nix and copy the result into `kernel_dir/build/`.
 ///
 /// With `variants` empty, builds `<dir>#bundle` (every bundle cell of this system); otherwise
@@ -224,7 +230,8 @@ pub fn build(
     } else {
         variants.iter().map(|v| format!("{dir}#{v}")).collect()
     };
-    let mut args: Vec<String> = vec!["build".into(), "--no-link".into(), "--json".into(), "-L".into()];
+    let mut args: Vec<String> =
+        vec!["build".into(), "--no-link".into(), "--json".into(), "-L".into(), NO_WRITE_LOCK.into()];
     args.extend(installables.iter().cloned());
     args.extend(extra_args.iter().cloned());
     let nix = nix_program();
@@ -472,7 +479,8 @@ fn offline_hint(log: &str) -> &'static str {
 fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<()> {
     let system = crate::matrix::host_system();
     let nix = nix_program();
-    let mut args: Vec<String> = vec!["eval".into(), "--json".into(), format!("{dir}#variants.{system}")];
+    let mut args: Vec<String> =
+        vec!["eval".into(), "--json".into(), NO_WRITE_LOCK.into(), format!("{dir}#variants.{system}")];
     // Only the flags that change what is evaluated (input overrides, lock handling).
     args.extend(eval_flags(extra_args));
     let out = duct::cmd(&nix, &args)
