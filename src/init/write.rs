@@ -202,7 +202,14 @@ pub fn write_project(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result
 
     match std::fs::symlink_metadata(dir) {
         Ok(_) if !dir.is_dir() => return Err(InitError::NotADirectory(dir.to_owned())),
-        Ok(_) => check_existing(dir, files, overwrite)?,
+        Ok(_) => {
+            check_existing(dir, files, overwrite)?;
+            // A link in the directory (`torch-ext -> ../elsewhere`) must not take a file out of it.
+            for rel in files.keys() {
+                crate::fsutil::inside(dir, Utf8Path::new(rel))
+                    .map_err(|e| InitError::Blocked { path: dir.join(rel), reason: format!("{e:#}") })?;
+            }
+        }
         Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {}
         Err(e) => return Err(io_err("inspect", dir)(e)),
     }

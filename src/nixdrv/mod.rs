@@ -174,7 +174,8 @@ pub fn build_and_copy(
     extra_args: &[String],
 ) -> anyhow::Result<Vec<Utf8PathBuf>> {
     let outputs = build(kernel_dir, variants, extra_args)?;
-    let dest = kernel_dir.join("build");
+    // `build` linked out of the kernel would make the copy write there.
+    let dest = crate::fsutil::inside(kernel_dir, Utf8Path::new("build"))?;
     let mut copied = Vec::new();
     for out in &outputs {
         copied.extend(jobs::copy_variants(out, &dest)?.into_iter().map(|n| dest.join(n)));

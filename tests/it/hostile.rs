@@ -410,3 +410,34 @@ fn a_killed_build_leaves_no_step_running_and_the_next_waits_for_orphans() {
         "{err}"
     );
 }
+
+/// `init --overwrite` into a directory holding `torch-ext -> ../victim` wrote the generated
+/// package into `victim`. Now it refuses, naming the link, before writing anything.
+#[test]
+fn init_never_writes_through_a_link_out_of_the_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("kk");
+    let victim = t.path().join("victim");
+    fs::create_dir_all(&dir).unwrap();
+    fs::create_dir_all(&victim).unwrap();
+    std::os::unix::fs::symlink("../victim", dir.join("torch-ext")).unwrap();
+    let before = tree(t.path());
+    let r = kb(
+        t.path(),
+        &["init", "--name", "myorg/kk", "--template", "torch", "--overwrite", "kk"],
+        SHORT,
+        None,
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v = victim.canonicalize().unwrap();
+    assert_eq!(
+        r.stderr.lines().next().unwrap_or_default(),
+        format!(
+            "error: cannot write `kk/torch-ext/kk/__init__.py`: `kk/torch-ext/kk/__init__.py` leads to `{}/kk/__init__.py`, outside `kk`: kernel-builder writes and removes files only inside it; remove the symbolic link `kk/torch-ext`",
+            v.display()
+        ),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(tree(t.path()), before, "nothing written anywhere");
+}
