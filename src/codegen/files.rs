@@ -195,14 +195,15 @@ pub fn clean_project(target: &Utf8Path, dry_run: bool) -> anyhow::Result<Option<
     // anything is removed.
     let mut found = Vec::new();
     for (hash, rel) in &m.files {
-        found.push((hash, rel, read_inside(target, rel, MAX_GENERATED_BYTES)?));
+        // Only the hash is kept: a manifest of many entries costs no more than one file.
+        found.push((hash, rel, read_inside(target, rel, MAX_GENERATED_BYTES)?.map(|b| sha256_hex(&b))));
     }
     for d in &m.dirs {
         crate::fsutil::inside(target, d)?;
     }
-    for (hash, rel, bytes) in found {
-        match bytes {
-            Some(bytes) if sha256_hex(&bytes) == *hash => {
+    for (hash, rel, now) in found {
+        match now {
+            Some(now) if now == *hash => {
                 if !dry_run {
                     let p = crate::fsutil::inside(target, rel)?;
                     std::fs::remove_file(&p).with_context(|| format!("cannot remove `{p}`"))?;

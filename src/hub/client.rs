@@ -58,6 +58,8 @@ pub const SMALL_LIMIT: u64 = 1 << 20;
 pub const ERROR_LIMIT: u64 = 64 << 10;
 /// The most files a tree listing may hold (the Hub advises fewer than 100,000 per repository).
 pub const MAX_TREE_FILES: usize = 1_000_000;
+/// The most pages a tree listing may take (a Hub page holds up to 1,000 entries).
+pub const MAX_TREE_PAGES: usize = 10_000;
 /// How long to wait for a TCP (and TLS) connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// When a request still running is first reported on stderr, and then how often.
@@ -651,7 +653,7 @@ impl HubClient {
         let mut url = self.api(repo_id, &format!("tree/{}?recursive=true", encode_segment(rev)));
         let mut files = Vec::new();
         let mut entries = 0usize;
-        loop {
+        for pages in 1.. {
             let (_, headers, bytes) = self.send("GET", &url, &[], Body::Empty, true, Answer::Listing)?;
             let page: Vec<TreeEntry> = self.json("GET", &url, &bytes)?;
             let refuse = |message: String| HubError {
@@ -660,11 +662,12 @@ impl HubClient {
                 message: self.redact(&message),
             };
             entries += page.len();
-            if entries > MAX_TREE_FILES {
+            if entries > MAX_TREE_FILES || pages > MAX_TREE_PAGES {
                 return Err(refuse(format!(
-                    "the listing has more than {MAX_TREE_FILES} entries, the most kernel-builder reads"
+                    "the listing has more than {MAX_TREE_FILES} entries or {MAX_TREE_PAGES} pages, the most kernel-builder reads"
                 )));
             }
+            let empty = page.is_empty();
             files.extend(page.into_iter().filter(|e| e.kind == "file"));
             match headers.get("link").and_then(|l| next_link(l)) {
                 Some(next) if !self.same_origin(&next) => {
@@ -674,8 +677,8 @@ impl HubClient {
                         self.endpoint()
                     )))
                 }
-                Some(next) if next == url => {
-                    return Err(refuse("the next page of the listing is the page itself".to_owned()))
+                Some(next) if next == url || empty => {
+                    return Err(refuse("the listing goes on after an empty page, or at the page itself".to_owned()))
                 }
                 Some(next) => url = next,
                 None => break,

@@ -260,7 +260,7 @@ fn check_variant(
 ) -> anyhow::Result<VariantMeta> {
     let dir = build_dir.join(name);
     let path = dir.join("metadata.json");
-    let text = crate::fsutil::read_to_string(&path)?;
+    let text = crate::fsutil::read_to_string_bounded(&path, 16 << 20, "a variant's metadata.json")?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("`{path}` is not valid JSON; rebuild variant `{name}`"))?;
     let version = value.get("version").and_then(|v| v.as_u64());

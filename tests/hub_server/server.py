@@ -35,7 +35,9 @@ Test controls (not part of the Hub API):
                        "hostile": "silent" reads the request and answers nothing for
                        "seconds" (default 120); "hostile": "endless" answers 200 with a
                        chunked JSON body that never ends (until the client hangs up or
-                       "seconds" pass); "link_next": URL (tree only) answers normally with
+                       "seconds" pass); "hostile": "redirect" answers 307 to "location";
+                       "hostile": "empty_pages" (tree) answers an empty page linking to the
+                       next; "link_next": URL (tree only) answers normally with
                        `Link: <URL>; rel="next"`
 
 Everything is kept in memory. Mutating API calls need `Authorization: Bearer <token>` (equal
@@ -211,6 +213,17 @@ class Handler(BaseHTTPRequestHandler):
                     self.wfile.write(frame)
             except OSError:  # the client hung up, as it should
                 pass
+            return
+        if f["hostile"] == "redirect":
+            self.send_response(307)
+            self.send_header("Location", f["location"])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if f["hostile"] == "empty_pages":  # tree only: an empty page that links to the next
+            url = urlsplit(self.path)
+            cursor = int(parse_qs(url.query).get("cursor", ["0"])[0]) + 1
+            self.send(200, [], headers={"Link": '<%s%s?recursive=true&cursor=%d>; rel="next"' % (self.base(), url.path, cursor)})
             return
         raise ValueError("unknown hostile mode %r" % f["hostile"])
 

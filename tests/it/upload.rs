@@ -1389,3 +1389,31 @@ fn a_next_page_on_another_host_is_not_followed() {
     );
     assert!(r.stderr.contains(&want), "{}", r.stderr);
 }
+
+/// Attacking the bounds again: a redirect to another host is followed without the token, and
+/// a listing of endless empty pages is refused at its first empty page with a next link.
+#[test]
+fn a_redirect_elsewhere_carries_no_token_and_empty_pages_do_not_go_on() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    let thief = Thief::start(std::time::Duration::from_secs(60));
+    env.server.hostile("refs", 1, json!({"hostile": "redirect", "location": format!("{}/steal", thief.url)}));
+    let r = env.upload(&dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let seen = thief.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "the redirect was followed once: {seen:?}");
+    assert!(seen[0].starts_with("GET /steal HTTP/1.1\r\n"), "{seen:?}");
+    assert!(!seen[0].to_ascii_lowercase().contains("authorization"), "the token went to {seen:?}");
+
+    env.upload_ok(&dir, &[]);
+    env.server.hostile("tree", 1000, json!({"hostile": "empty_pages"}));
+    let before = env.server.stats()["requests"]["tree"].as_u64().unwrap();
+    let r = env.upload(&dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("failed: the listing goes on after an empty page, or at the page itself"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.server.stats()["requests"]["tree"].as_u64().unwrap() - before, 1, "one page asked for");
+}
