@@ -10,9 +10,14 @@ use std::io::{Read, Write};
 use anyhow::Context;
 use camino::Utf8Path;
 
-/// Read a UTF-8 file; the error names the path.
+/// The most bytes [`read_to_string`] reads: far above any text file the tool reads whole
+/// (manifests, tuning records, cards), and a bound on the memory a wrong file can take.
+pub const MAX_TEXT_BYTES: u64 = 64 << 20;
+
+/// Read a UTF-8 regular file of at most [`MAX_TEXT_BYTES`] ([`read_to_string_bounded`]); the
+/// error names the path.
 pub fn read_to_string(path: &Utf8Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read `{path}`"))
+    read_to_string_bounded(path, MAX_TEXT_BYTES, "a text file")
 }
 
 /// What a file that is not a regular file is, in words (`None` for a regular file).
