@@ -163,6 +163,30 @@ impl std::error::Error for HubError {}
 /// A successful answer: status, the headers kept (lower-case names), body.
 type Answered = (u16, BTreeMap<String, String>, Vec<u8>);
 
+/// One request: what [`HubClient::send`] and the helpers under it take.
+#[derive(Clone)]
+struct Call<'a> {
+    method: &'a str,
+    /// Absolute.
+    url: &'a str,
+    headers: &'a [(&'a str, &'a str)],
+    body: Body<'a>,
+    /// Add the token (which only ever goes to the endpoint's origin).
+    auth: bool,
+    kind: Answer,
+}
+
+impl<'a> Call<'a> {
+    /// `method url` with `body`, the token, no other header, expecting a `kind` answer.
+    fn new(method: &'a str, url: &'a str, body: Body<'a>, kind: Answer) -> Call<'a> {
+        Call { method, url, headers: &[], body, auth: true, kind }
+    }
+
+    fn headers(self, headers: &'a [(&'a str, &'a str)]) -> Call<'a> {
+        Call { headers, ..self }
+    }
+}
+
 /// A request body.
 #[derive(Clone)]
 enum Body<'a> {
@@ -401,18 +425,10 @@ impl HubClient {
     /// then 1 s. Used
     /// for every request but the commit: the others are reads, or writes that are safe to
     /// repeat (creating what exists answers 409; LFS objects are addressed by content).
-    fn send(
-        &self,
-        method: &str,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: Body<'_>,
-        auth: bool,
-        kind: Answer,
-    ) -> Result<Answered, HubError> {
+    fn send(&self, call: Call<'_>) -> Result<Answered, HubError> {
         let mut attempt = 1;
         loop {
-            match self.send_once(method, url, headers, body.clone(), auth, kind) {
+            match self.send_once(call.clone()) {
                 Ok(answer) => return Ok(answer),
                 Err((e, true)) if attempt < ATTEMPTS => {
                     let wait = Duration::from_millis(500 << (attempt - 1));
@@ -434,20 +450,12 @@ impl HubClient {
         }
     }
 
-    /// Send one request. `url` is absolute; `auth` adds the token when `url` is on the
-    /// endpoint's origin. Returns the status, the headers wanted (lower-case names) and the
+    /// Send one request. `call.auth` adds the token when `call.url` is on the endpoint's
+    /// origin. Returns the status, the headers wanted (lower-case names) and the
     /// body, read up to the limit of `kind`; a non-2xx status is a [`HubError`]. The flag with
     /// an error says whether trying again may help.
-    fn send_once(
-        &self,
-        method: &str,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: Body<'_>,
-        auth: bool,
-        kind: Answer,
-    ) -> Result<Answered, (HubError, bool)> {
-        let request = format!("{method} {}", self.redact(url));
+    fn send_once(&self, call: Call<'_>) -> Result<Answered, (HubError, bool)> {
+        let request = format!("{} {}", call.method, self.redact(call.url));
         // Says on stderr that the request is still running, until it ends (the sender drops).
         let (done, waiting) = std::sync::mpsc::channel::<()>();
         let answer = self.timeouts.answer.as_secs();
@@ -464,7 +472,7 @@ impl HubClient {
                     next = NOTICE_EVERY;
                 }
             });
-            let result = self.exchange(method, url, headers, body, auth, kind, &request);
+            let result = self.exchange(call, &request);
             drop(done);
             result
         })
@@ -480,18 +488,9 @@ impl HubClient {
         self.agent.run(self.agent.configure_request(request).timeout_global(deadline).build())
     }
 
-    /// The work of [`HubClient::send_once`].
-    #[allow(clippy::too_many_arguments)]
-    fn exchange(
-        &self,
-        method: &str,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: Body<'_>,
-        auth: bool,
-        kind: Answer,
-        request: &str,
-    ) -> Result<Answered, (HubError, bool)> {
+    /// The work of [`HubClient::send_once`]; `request` is how it is shown.
+    fn exchange(&self, call: Call<'_>, request: &str) -> Result<Answered, (HubError, bool)> {
+        let Call { method, url, headers, body, auth, kind } = call;
         let fail = |status: Option<u16>, message: String| HubError {
             status,
             request: request.to_owned(),
@@ -617,7 +616,7 @@ impl HubClient {
             "private": private,
         });
         let url = format!("{}/api/repos/create", self.endpoint);
-        match self.send("POST", &url, &[], Body::Json(body), true, Answer::Small) {
+        match self.send(Call::new("POST", &url, Body::Json(body), Answer::Small)) {
             Ok(_) => Ok(true),
             Err(e) if e.status == Some(409) => Ok(false),
             Err(e) => Err(e),
@@ -627,7 +626,7 @@ impl HubClient {
     /// The branches of `repo_id`; `Ok(None)` when the repository does not exist (404).
     pub fn refs(&self, repo_id: &str) -> Result<Option<Refs>, HubError> {
         let url = self.api(repo_id, "refs");
-        match self.send("GET", &url, &[], Body::Empty, true, Answer::Listing) {
+        match self.send(Call::new("GET", &url, Body::Empty, Answer::Listing)) {
             Ok((_, _, b)) => self.json("GET", &url, &b).map(Some),
             Err(e) if e.status == Some(404) => Ok(None),
             Err(e) => Err(e),
@@ -637,7 +636,7 @@ impl HubClient {
     /// Create `branch` from `main`'s head. `Ok(false)` when it already existed (409).
     pub fn create_branch(&self, repo_id: &str, branch: &str) -> Result<bool, HubError> {
         let url = self.api(repo_id, &format!("branch/{}", encode_segment(branch)));
-        match self.send("POST", &url, &[], Body::Json(serde_json::json!({})), true, Answer::Small) {
+        match self.send(Call::new("POST", &url, Body::Json(serde_json::json!({})), Answer::Small)) {
             Ok(_) => Ok(true),
             Err(e) if e.status == Some(409) => Ok(false),
             Err(e) => Err(e),
@@ -654,7 +653,7 @@ impl HubClient {
         let mut files = Vec::new();
         let mut entries = 0usize;
         for pages in 1.. {
-            let (_, headers, bytes) = self.send("GET", &url, &[], Body::Empty, true, Answer::Listing)?;
+            let (_, headers, bytes) = self.send(Call::new("GET", &url, Body::Empty, Answer::Listing))?;
             let page: Vec<TreeEntry> = self.json("GET", &url, &bytes)?;
             let refuse = |message: String| HubError {
                 status: None,
@@ -715,7 +714,7 @@ impl HubClient {
                 url.push_str("?create_pr=1");
             }
             let body = serde_json::json!({ "files": list });
-            let (_, _, bytes) = self.send("POST", &url, &[], Body::Json(body), true, Answer::Listing)?;
+            let (_, _, bytes) = self.send(Call::new("POST", &url, Body::Json(body), Answer::Listing))?;
             let answer: PreuploadAnswer = self.json("POST", &url, &bytes)?;
             out.extend(answer.files);
         }
@@ -742,8 +741,9 @@ impl HubClient {
         });
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
         let lfs = "application/vnd.git-lfs+json";
-        let (_, _, answer) =
-            self.send("POST", &url, &[("Accept", lfs)], Body::Raw(&bytes, lfs), true, Answer::Listing)?;
+        let (_, _, answer) = self.send(
+            Call::new("POST", &url, Body::Raw(&bytes, lfs), Answer::Listing).headers(&[("Accept", lfs)]),
+        )?;
         let answer: LfsBatchAnswer = self.json("POST", &url, &answer)?;
         Ok(answer.objects)
     }
@@ -756,7 +756,10 @@ impl HubClient {
             .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        self.send("PUT", &action.href, &headers, Body::File(path), false, Answer::Small)?;
+        self.send(Call {
+            auth: false,
+            ..Call::new("PUT", &action.href, Body::File(path), Answer::Small).headers(&headers)
+        })?;
         Ok(())
     }
 
@@ -767,7 +770,7 @@ impl HubClient {
         let body = serde_json::to_vec(&serde_json::json!({"oid": oid, "size": size})).unwrap_or_default();
         let lfs = "application/vnd.git-lfs+json";
         // The token goes with it only when the action is on the endpoint's origin (send_once).
-        self.send("POST", &action.href, &headers, Body::Raw(&body, lfs), true, Answer::Small)?;
+        self.send(Call::new("POST", &action.href, Body::Raw(&body, lfs), Answer::Small).headers(&headers))?;
         Ok(())
     }
 
@@ -789,7 +792,7 @@ impl HubClient {
         }
         // Never repeated: a commit whose answer was lost may have landed.
         let (_, _, bytes) = self
-            .send_once("POST", &url, &[], Body::Raw(&body, "application/x-ndjson"), true, Answer::Small)
+            .send_once(Call::new("POST", &url, Body::Raw(&body, "application/x-ndjson"), Answer::Small))
             .map_err(|(e, _)| e)?;
         self.json("POST", &url, &bytes)
     }

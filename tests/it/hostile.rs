@@ -18,27 +18,23 @@ struct Ran {
     stderr: String,
 }
 
-/// Run the binary with `args` in `cwd`, killed after `limit`, with at most `memory` bytes of
-/// address space when given.
-fn kb(cwd: &Path, args: &[&str], limit: Duration, memory: Option<u64>) -> Ran {
+/// What [`run_bounded`] saw.
+pub(crate) struct Bounded {
+    /// Exit code; -1 when killed by a signal.
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// It ran past its limit and was killed.
+    pub killed: bool,
+    pub took: Duration,
+}
+
+/// Run `cmd` for at most `limit`, killing it when it takes longer. Both pipes are drained by
+/// threads, so a chatty child never blocks.
+pub(crate) fn run_bounded(mut cmd: Command, limit: Duration) -> Bounded {
     use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
-    cmd.current_dir(cwd).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    if let Some(bytes) = memory {
-        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let lim = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
-                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
     let started = Instant::now();
-    let mut child = cmd.spawn().unwrap();
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut s = String::new();
@@ -48,24 +44,59 @@ fn kb(cwd: &Path, args: &[&str], limit: Duration, memory: Option<u64>) -> Ran {
     };
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
+    let mut killed = false;
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
         if started.elapsed() > limit {
             let _ = child.kill();
-            let _ = child.wait();
-            panic!("`kernel-builder {}` still ran after {limit:?}", args.join(" "));
+            killed = true;
+            break child.wait().unwrap();
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Ran { code: status.code().unwrap_or(-1), stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+    Bounded {
+        code: status.code().unwrap_or(-1),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        killed,
+        took: started.elapsed(),
+    }
+}
+
+/// Limit `cmd`'s address space to `bytes`.
+pub(crate) fn limit_memory(cmd: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Run the binary with `args` in `cwd`, killed (and the test failed) after `limit`, with at
+/// most `memory` bytes of address space when given.
+fn kb(cwd: &Path, args: &[&str], limit: Duration, memory: Option<u64>) -> Ran {
+    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    cmd.current_dir(cwd).args(args);
+    if let Some(bytes) = memory {
+        limit_memory(&mut cmd, bytes);
+    }
+    let b = run_bounded(cmd, limit);
+    assert!(!b.killed, "`kernel-builder {}` still ran after {limit:?}", args.join(" "));
+    Ran { code: b.code, stdout: b.stdout, stderr: b.stderr }
 }
 
 const SHORT: Duration = Duration::from_secs(30);
 
-/// A copy of kernels/relu (no build/) in `dir/relu`.
-fn relu(dir: &Path) -> PathBuf {
+/// A copy of kernels/relu (no build/) in `dir/relu`, its path resolved.
+pub(crate) fn relu(dir: &Path) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/relu");
     let kernel = dir.join("relu");
     for e in walkdir::WalkDir::new(&repo).into_iter().filter_map(Result::ok) {

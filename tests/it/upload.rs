@@ -1220,62 +1220,29 @@ fn interrupted_upload_removes_the_rendered_card() {
     }
 }
 
-/// Run `cmd` for at most `limit`, killing it when it takes longer; the output, whether it was
-/// killed, and how long it ran. Both pipes are drained by threads, so a chatty child never
-/// blocks.
-fn run_bounded(
-    mut cmd: std::process::Command,
-    limit: std::time::Duration,
-) -> (Run, bool, std::time::Duration) {
-    use std::io::Read;
-    let started = std::time::Instant::now();
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let mut killed = false;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            killed = true;
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
-    assert!(!stdout.contains(SECRET) && !stderr.contains(SECRET), "the token appears:\n{stdout}\n{stderr}");
-    (Run { code: status.code().unwrap_or(-1), stdout, stderr, json: None }, killed, started.elapsed())
+/// [`super::hostile::run_bounded`], checked to never show the token: the output, whether it
+/// was killed, and how long it ran.
+fn run_bounded(cmd: std::process::Command, limit: std::time::Duration) -> (Run, bool, std::time::Duration) {
+    let b = super::hostile::run_bounded(cmd, limit);
+    assert!(
+        !b.stdout.contains(SECRET) && !b.stderr.contains(SECRET),
+        "the token appears:\n{}\n{}",
+        b.stdout,
+        b.stderr
+    );
+    (Run { code: b.code, stdout: b.stdout, stderr: b.stderr, json: None }, b.killed, b.took)
 }
 
 /// Issue 25, case 1: an endless answer made `upload` grow to 20 GB. Under a 2 GiB address
 /// space limit it now stops at the listing limit with a message naming the request.
 #[test]
 fn an_endless_answer_is_cut_at_its_limit() {
-    use std::os::unix::process::CommandExt;
     let env = Env::new();
     let dir = env.kernel("relu", &[]);
     env.server.hostile("refs", 3, json!({"hostile": "endless", "seconds": 60}));
     let mut cmd = kb_std(&env.server.url, &env.root.join("hf"), Some(SECRET));
     cmd.arg("upload").arg(&dir);
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = libc::rlimit { rlim_cur: 2 << 30, rlim_max: 2 << 30 };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    super::hostile::limit_memory(&mut cmd, 2 << 30);
     let (r, killed, _) = run_bounded(cmd, std::time::Duration::from_secs(90));
     assert!(!killed, "upload still ran after 90 s:\n{}", r.stderr);
     assert_eq!(r.code, 1, "{}", r.stderr);
