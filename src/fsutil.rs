@@ -136,6 +136,9 @@ pub fn write_atomic(path: &Utf8Path, contents: &[u8]) -> anyhow::Result<()> {
 /// Errors: the path leads out of `root` (the message names the path, where it leads and the
 /// link to remove), or it cannot be resolved (a dangling link: named too).
 pub fn inside(root: &Utf8Path, rel: &Utf8Path) -> anyhow::Result<camino::Utf8PathBuf> {
+    if std::fs::symlink_metadata(root).is_err() {
+        return Ok(root.join(rel)); // nothing there yet, so no link either
+    }
     let root_real = root.canonicalize_utf8().with_context(|| format!("cannot resolve `{root}`"))?;
     let path = root.join(rel);
     let mut existing = path.as_path();

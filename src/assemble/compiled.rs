@@ -1300,7 +1300,8 @@ pub fn build_cell(
                 kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
             let key: String =
                 sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-            let d = cache_root()?.join("cmake-v1").join(&key[..16]).join(&cell.variant);
+            let rel = Utf8PathBuf::from("cmake-v1").join(&key[..16]).join(&cell.variant);
+            let d = crate::fsutil::inside(&cache_root()?, &rel)?; // no link leads the build out of it
             std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
             d
         }

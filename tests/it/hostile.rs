@@ -472,3 +472,37 @@ fn init_never_writes_through_a_link_out_of_the_directory() {
     );
     assert_eq!(tree(t.path()), before, "nothing written anywhere");
 }
+
+/// The CMake work directories live in the cache: a link there (`cmake-v1 -> ../victim`)
+/// would have the build create, and on a stale configuration delete, directories elsewhere.
+/// The build refuses before creating anything.
+#[test]
+fn a_link_in_the_cache_does_not_lead_the_build_out_of_it() {
+    use super::compiled::{fake_python, kernel, script};
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    kernel(&k, "cpu", "");
+    let py = fake_python(t.path(), "null");
+    let bin = t.path().join("env/bin");
+    script(&bin.join("cmake"), "[ \"$1\" = --version ] && echo 'cmake version 4.4.5' || exit 3");
+    script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
+    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
+    let cache = t.path().join("cache");
+    let victim = t.path().join("victim");
+    fs::create_dir_all(&cache).unwrap();
+    fs::create_dir_all(&victim).unwrap();
+    std::os::unix::fs::symlink("../victim", cache.join("cmake-v1")).unwrap();
+    let (mut child, err) = spawn_build(&k, &bin, &py, &cache);
+    let finished = within(SHORT, || child.try_wait().unwrap().is_some());
+    if !finished {
+        let _ = child.kill();
+    }
+    let err = err.lock().unwrap().clone();
+    assert!(finished, "{err}");
+    assert!(!child.wait().unwrap().success(), "{err}");
+    assert!(
+        err.contains(&format!("outside `{}`: kernel-builder writes and removes files only inside it; remove the symbolic link `{}/cmake-v1`", cache.display(), cache.display())),
+        "{err}"
+    );
+    assert_eq!(fs::read_dir(&victim).unwrap().count(), 0, "nothing created in the link's target");
+}
