@@ -279,6 +279,49 @@ mod tests {
     }
 
     #[test]
+    fn bounded_readers_refuse_what_is_not_a_regular_file_and_stop_at_the_limit() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        std::fs::write(d.join("f"), b"12345").unwrap();
+        assert_eq!(read_bounded(&d.join("f"), 5, "x").unwrap(), b"12345");
+        assert_eq!(read_upto(&d.join("f"), 3).unwrap(), b"1234");
+        let e = read_bounded(&d.join("f"), 4, "a test file").unwrap_err().to_string();
+        assert_eq!(e, format!("`{d}/f` is larger than 4 bytes, the most kernel-builder reads of a test file; check that this is the right file"));
+        let fifo = std::ffi::CString::new(d.join("p").as_str()).unwrap();
+        // SAFETY: a valid C string; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let e = read_bounded(&d.join("p"), 4, "x").unwrap_err().to_string();
+        assert_eq!(e, format!("`{d}/p` is a FIFO (named pipe), not a regular file; give the path of a file"));
+        let e = read_to_string(d).unwrap_err().to_string();
+        assert_eq!(e, format!("`{d}` is a directory, not a regular file; give the path of a file"));
+        let e = read_to_string(Utf8Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("is a character device"), "{e}");
+        assert_eq!(size_words(1 << 20), "1 MiB");
+        assert_eq!(size_words(64 << 10), "64 KiB");
+        assert_eq!(size_words(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn inside_follows_links_and_refuses_those_leading_out() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        let root = d.join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(d.join("out")).unwrap();
+        std::os::unix::fs::symlink("sub", root.join("in-link")).unwrap();
+        std::os::unix::fs::symlink("../out", root.join("out-link")).unwrap();
+        std::os::unix::fs::symlink("../nowhere", root.join("dangling")).unwrap();
+        assert_eq!(inside(&root, Utf8Path::new("new/deeper")).unwrap(), root.join("new/deeper"));
+        assert_eq!(inside(&root, Utf8Path::new("in-link/f")).unwrap(), root.join("in-link/f"));
+        let e = inside(&root, Utf8Path::new("out-link/a/b")).unwrap_err().to_string();
+        let out = d.join("out").canonicalize_utf8().unwrap();
+        assert_eq!(e, format!("`{root}/out-link/a/b` leads to `{out}/a/b`, outside `{root}`: kernel-builder writes and removes files only inside it; remove the symbolic link `{root}/out-link`"));
+        let e = inside(&root, Utf8Path::new("dangling")).unwrap_err().to_string();
+        assert_eq!(e, format!("cannot resolve `{root}/dangling`: is `{root}/dangling` a symbolic link to nothing? remove it"));
+        assert_eq!(inside(&d.join("missing"), Utf8Path::new("x")).unwrap(), d.join("missing/x"));
+    }
+
+    #[test]
     fn check_utf8_agrees_with_from_utf8_across_chunk_boundaries() {
         let cases: [&[u8]; 6] = [
             b"",

@@ -875,6 +875,28 @@ mod tests {
     }
 
     #[test]
+    fn origins_compare_scheme_host_and_port() {
+        assert_eq!(origin("https://HuggingFace.co/api/x").as_deref(), Some("https://huggingface.co:443"));
+        assert_eq!(origin("http://127.0.0.1:8080/a?b").as_deref(), Some("http://127.0.0.1:8080"));
+        assert_eq!(origin("http://h/a"), origin("http://h:80/b"));
+        assert_ne!(origin("http://h/a"), origin("https://h/a"));
+        assert_ne!(origin("http://h:1/a"), origin("http://h:2/a"));
+        assert_eq!(origin("/relative"), None);
+        let c = HubClient::new("http://127.0.0.1:8080", None);
+        assert!(c.same_origin("http://127.0.0.1:8080/api/x?cursor=2"));
+        assert!(!c.same_origin("http://127.0.0.1:80801/api"));
+        assert!(!c.same_origin("http://127.0.0.1:8080@evil.example/api"));
+        assert!(!c.same_origin("http://localhost:8080/api"));
+    }
+
+    #[test]
+    fn deadlines_grow_with_what_a_request_sends() {
+        assert_eq!(Timeouts::default().answer, Duration::from_secs(60));
+        assert_eq!(Timeouts::default().deadline(0), Duration::from_secs(135));
+        assert_eq!(Timeouts::default().deadline(256 << 20), Duration::from_secs(135 + 1024));
+    }
+
+    #[test]
     fn segments_are_encoded() {
         assert_eq!(encode_segment("v1"), "v1");
         assert_eq!(encode_segment("refs/pr/1"), "refs%2Fpr%2F1");
