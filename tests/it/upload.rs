@@ -1384,3 +1384,29 @@ fn a_redirect_elsewhere_carries_no_token_and_empty_pages_do_not_go_on() {
     );
     assert_eq!(env.server.stats()["requests"]["tree"].as_u64().unwrap() - before, 1, "one page asked for");
 }
+
+/// A token file that is a FIFO (`HF_TOKEN_PATH`) blocked `upload` forever; it is now refused
+/// by name, before anything is sent.
+#[test]
+fn a_token_file_that_is_a_fifo_is_refused() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    let fifo = env.root.join("token-fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut cmd = kb_std(&env.server.url, &env.root.join("hf"), None);
+    cmd.arg("upload").arg(&dir).env("HF_TOKEN_PATH", &fifo);
+    let (r, killed, _) = run_bounded(cmd, std::time::Duration::from_secs(30));
+    assert!(!killed, "upload blocked on the FIFO:\n{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "error: cannot read the token file: `{}` is a FIFO (named pipe), not a regular file",
+            fifo.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.server.stats()["requests"], json!({}), "nothing was sent");
+}
