@@ -93,6 +93,13 @@ fn kb(cwd: &Path, args: &[&str], limit: Duration, memory: Option<u64>) -> Ran {
     Ran { code: b.code, stdout: b.stdout, stderr: b.stderr }
 }
 
+/// Make a FIFO (named pipe) at `path`.
+pub(crate) fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
 const SHORT: Duration = Duration::from_secs(30);
 
 /// A copy of kernels/relu (no build/) in `dir/relu`, its path resolved.
@@ -204,9 +211,7 @@ fn build_toml_that_is_a_fifo_or_a_device_is_refused_by_name() {
     let kernel = relu(t.path());
     let toml = kernel.join("build.toml");
     fs::remove_file(&toml).unwrap();
-    let fifo = std::ffi::CString::new(toml.to_str().unwrap()).unwrap();
-    // SAFETY: a valid C string; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    mkfifo(&toml);
     let r = kb(t.path(), &["check-config", kernel.to_str().unwrap()], SHORT, None);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let want =
@@ -276,9 +281,7 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
         )
     );
     let fifo = t.path().join("fifo.whl");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid C string; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    mkfifo(&fifo);
     let r = kb(t.path(), &["matrix", "check-wheel", fifo.to_str().unwrap()], SHORT, None);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("is a FIFO (named pipe), not a regular file"), "{}", r.stderr);

@@ -1392,9 +1392,7 @@ fn a_token_file_that_is_a_fifo_is_refused() {
     let env = Env::new();
     let dir = env.kernel("relu", &[]);
     let fifo = env.root.join("token-fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid C string; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    super::hostile::mkfifo(&fifo);
     let mut cmd = kb_std(&env.server.url, &env.root.join("hf"), None);
     cmd.arg("upload").arg(&dir).env("HF_TOKEN_PATH", &fifo);
     let (r, killed, _) = run_bounded(cmd, std::time::Duration::from_secs(30));
