@@ -1,15 +1,105 @@
-//! Filesystem helpers shared by every module: path-aware errors, atomic writes, and streaming
+//! Filesystem helpers shared by every module: path-aware errors, atomic writes, streaming
 //! reads (a file is never held whole in memory to copy or check it: sources may be hundreds
-//! of megabytes).
+//! of megabytes), and the one way to read a file the user names: [`open_regular`] and the
+//! bounded readers built on it ([`read_bounded`], [`read_to_string_bounded`]), which refuse
+//! a FIFO, a device or a directory by name before reading a byte (a FIFO never blocks them)
+//! and never read more than a stated limit.
 
 use std::io::{Read, Write};
 
 use anyhow::Context;
 use camino::Utf8Path;
 
-/// Read a UTF-8 file; the error names the path.
+/// The most bytes [`read_to_string`] reads: far above any text file the tool reads whole
+/// (manifests, tuning records, cards), and a bound on the memory a wrong file can take.
+pub const MAX_TEXT_BYTES: u64 = 64 << 20;
+
+/// Read a UTF-8 regular file of at most [`MAX_TEXT_BYTES`] ([`read_to_string_bounded`]); the
+/// error names the path.
 pub fn read_to_string(path: &Utf8Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read `{path}`"))
+    read_to_string_bounded(path, MAX_TEXT_BYTES, "a text file")
+}
+
+/// What a file that is not a regular file is, in words (`None` for a regular file).
+fn not_regular(ft: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_file() {
+        None
+    } else if ft.is_dir() {
+        Some("a directory")
+    } else if ft.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if ft.is_char_device() {
+        Some("a character device")
+    } else if ft.is_block_device() {
+        Some("a block device")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// Open `path` (links followed) for reading, refusing anything but a regular file by name.
+///
+/// The file is opened with `O_NONBLOCK`, so a FIFO with no writer does not block the open,
+/// and then checked on the descriptor itself (no race with a rename); reads of a regular file
+/// are unaffected by the flag.
+///
+/// Errors: the file cannot be opened, or is a FIFO, device, socket or directory.
+pub fn open_regular(path: &Utf8Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("cannot read `{path}`"))?;
+    let meta = file.metadata().with_context(|| format!("cannot read `{path}`"))?;
+    if let Some(what) = not_regular(meta.file_type()) {
+        anyhow::bail!("`{path}` is {what}, not a regular file; give the path of a file");
+    }
+    Ok(file)
+}
+
+/// Read at most `limit` + 1 bytes of the regular file `path` ([`open_regular`]): a result
+/// longer than `limit` means the file is larger (the caller says so without reading the rest).
+pub fn read_upto(path: &Utf8Path, limit: u64) -> anyhow::Result<Vec<u8>> {
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).with_context(|| format!("cannot read `{path}`"))?;
+    Ok(bytes)
+}
+
+/// Read the regular file `path`, `what` it is (e.g. `the matrix file`) and at most `limit`
+/// bytes.
+///
+/// Errors: as [`open_regular`], or the file is larger than `limit` (the message names the
+/// file, the limit and what it was read as).
+pub fn read_bounded(path: &Utf8Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let bytes = read_upto(path, limit)?;
+    if bytes.len() as u64 > limit {
+        anyhow::bail!(
+            "`{path}` is larger than {}, the most kernel-builder reads of {what}; check that this is the right file",
+            size_words(limit)
+        );
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_to_string_bounded(path: &Utf8Path, limit: u64, what: &str) -> anyhow::Result<String> {
+    String::from_utf8(read_bounded(path, limit, what)?)
+        .map_err(|e| anyhow::anyhow!("`{path}` ({what}) is not UTF-8 text: {}", e.utf8_error()))
+}
+
+/// `n` bytes in words: `1 MiB`, `64 KiB`, `1000 bytes`.
+pub fn size_words(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 && n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
 }
 
 /// Write `contents` to `path` atomically: a temporary file in the same directory, flushed,
@@ -33,6 +123,55 @@ pub fn write_atomic(path: &Utf8Path, contents: &[u8]) -> anyhow::Result<()> {
     }
     tmp.persist(path).with_context(|| format!("cannot replace `{path}`"))?;
     Ok(())
+}
+
+/// `root.join(rel)`, checked to resolve inside `root`: the deepest part of it that exists is
+/// resolved (links followed) and must lie in `root` (resolved too); what follows does not
+/// exist yet, so creating it creates it there. `rel` must be relative, without `..` (callers
+/// check that when `rel` comes from a file).
+///
+/// Used before every write or removal in a directory the tool owns, so that a symbolic link
+/// (`cmake -> ../victim`) never makes it write or delete elsewhere.
+///
+/// Errors: the path leads out of `root` (the message names the path, where it leads and the
+/// link to remove), or it cannot be resolved (a dangling link: named too).
+pub fn inside(root: &Utf8Path, rel: &Utf8Path) -> anyhow::Result<camino::Utf8PathBuf> {
+    if std::fs::symlink_metadata(root).is_err() {
+        return Ok(root.join(rel)); // nothing there yet, so no link either
+    }
+    let root_real = root.canonicalize_utf8().with_context(|| format!("cannot resolve `{root}`"))?;
+    let path = root.join(rel);
+    let mut existing = path.as_path();
+    while std::fs::symlink_metadata(existing).is_err() {
+        match existing.parent() {
+            Some(p) if p.starts_with(root) => existing = p,
+            _ => return Ok(path),
+        }
+    }
+    let link = || {
+        let mut at = root.to_owned();
+        for c in rel.components() {
+            at.push(c);
+            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                return at;
+            }
+        }
+        path.clone()
+    };
+    let real = existing.canonicalize_utf8().with_context(|| {
+        format!("cannot resolve `{existing}`: is `{}` a symbolic link to nothing? remove it", link())
+    })?;
+    if !real.starts_with(&root_real) {
+        let leads = match path.strip_prefix(existing) {
+            Ok(rest) if !rest.as_str().is_empty() => real.join(rest),
+            _ => real,
+        };
+        anyhow::bail!(
+            "`{path}` leads to `{leads}`, outside `{root}`: kernel-builder writes and removes files only inside it; remove the symbolic link `{}`",
+            link()
+        );
+    }
+    Ok(path)
 }
 
 /// The size of the buffer every streaming read in this crate uses.
@@ -137,6 +276,49 @@ mod tests {
             self.0 = &self.0[n..];
             Ok(n)
         }
+    }
+
+    #[test]
+    fn bounded_readers_refuse_what_is_not_a_regular_file_and_stop_at_the_limit() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        std::fs::write(d.join("f"), b"12345").unwrap();
+        assert_eq!(read_bounded(&d.join("f"), 5, "x").unwrap(), b"12345");
+        assert_eq!(read_upto(&d.join("f"), 3).unwrap(), b"1234");
+        let e = read_bounded(&d.join("f"), 4, "a test file").unwrap_err().to_string();
+        assert_eq!(e, format!("`{d}/f` is larger than 4 bytes, the most kernel-builder reads of a test file; check that this is the right file"));
+        let fifo = std::ffi::CString::new(d.join("p").as_str()).unwrap();
+        // SAFETY: a valid C string; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let e = read_bounded(&d.join("p"), 4, "x").unwrap_err().to_string();
+        assert_eq!(e, format!("`{d}/p` is a FIFO (named pipe), not a regular file; give the path of a file"));
+        let e = read_to_string(d).unwrap_err().to_string();
+        assert_eq!(e, format!("`{d}` is a directory, not a regular file; give the path of a file"));
+        let e = read_to_string(Utf8Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("is a character device"), "{e}");
+        assert_eq!(size_words(1 << 20), "1 MiB");
+        assert_eq!(size_words(64 << 10), "64 KiB");
+        assert_eq!(size_words(1000), "1000 bytes");
+    }
+
+    #[test]
+    fn inside_follows_links_and_refuses_those_leading_out() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        let root = d.join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(d.join("out")).unwrap();
+        std::os::unix::fs::symlink("sub", root.join("in-link")).unwrap();
+        std::os::unix::fs::symlink("../out", root.join("out-link")).unwrap();
+        std::os::unix::fs::symlink("../nowhere", root.join("dangling")).unwrap();
+        assert_eq!(inside(&root, Utf8Path::new("new/deeper")).unwrap(), root.join("new/deeper"));
+        assert_eq!(inside(&root, Utf8Path::new("in-link/f")).unwrap(), root.join("in-link/f"));
+        let e = inside(&root, Utf8Path::new("out-link/a/b")).unwrap_err().to_string();
+        let out = d.join("out").canonicalize_utf8().unwrap();
+        assert_eq!(e, format!("`{root}/out-link/a/b` leads to `{out}/a/b`, outside `{root}`: kernel-builder writes and removes files only inside it; remove the symbolic link `{root}/out-link`"));
+        let e = inside(&root, Utf8Path::new("dangling")).unwrap_err().to_string();
+        assert_eq!(e, format!("cannot resolve `{root}/dangling`: is `{root}/dangling` a symbolic link to nothing? remove it"));
+        assert_eq!(inside(&d.join("missing"), Utf8Path::new("x")).unwrap(), d.join("missing/x"));
     }
 
     #[test]

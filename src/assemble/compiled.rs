@@ -293,15 +293,16 @@ fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
 
 fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), String> {
     let out = duct::cmd(python.as_str(), ["-c", PROBE])
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
         .run()
         .map_err(|e| {
-        format!(
+            format!(
             "cannot run the Python interpreter `{python}` ({e}); pass --python PATH to a Python with torch"
         )
-    })?;
+        })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("No module named 'torch'") {
@@ -383,6 +384,7 @@ fn find_program(name: &str, dirs: &[Utf8PathBuf]) -> Option<Utf8PathBuf> {
 /// `prog --version`'s first line.
 fn version_line(prog: &Utf8Path) -> Result<String, String> {
     let out = duct::cmd(prog.as_str(), ["--version"])
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
@@ -487,6 +489,7 @@ fn find_nvcc(purelib: &Utf8Path, executable: &Utf8Path, want: Option<WantCuda<'_
         ),
     })?;
     let out = duct::cmd(nvcc.as_str(), ["--version"])
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
@@ -1214,6 +1217,7 @@ fn run_step(
         .env("TMPDIR", tmp_dir.as_str())
         .before_spawn(|c| {
             crate::interrupt::in_own_group(c);
+            crate::process::dies_with_parent(c);
             Ok(())
         });
     for (k, v) in env {
@@ -1378,7 +1382,8 @@ pub fn build_cell(
                 kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
             let key: String =
                 sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-            let d = cache_root()?.join("cmake-v1").join(&key[..16]).join(&cell.variant);
+            let rel = Utf8PathBuf::from("cmake-v1").join(&key[..16]).join(&cell.variant);
+            let d = crate::fsutil::inside(&cache_root()?, &rel)?; // no link leads the build out of it
             std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
             d
         }
@@ -1394,9 +1399,10 @@ pub fn build_cell(
             p
         }
     };
-    // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
-    // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
-    // root, tvm-ffi's binding directory) and fails on a missing header that is there.
+    let _work_lock = crate::process::lock_work_dir(&work_dir)?; // no orphan of a killed build shares it
+                                                                // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
+                                                                // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
+                                                                // root, tvm-ffi's binding directory) and fails on a missing header that is there.
     if cell.backend == Backend::Cuda && work_dir.as_str().contains(',') {
         anyhow::bail!(
             "the work directory `{work_dir}` of the CUDA cell `{}` has a comma, and nvcc splits include \

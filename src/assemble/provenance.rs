@@ -90,6 +90,7 @@ fn git(dir: &Utf8Path, args: &[&str]) -> duct::Expression {
     let mut full = vec!["-C", dir.as_str()];
     full.extend_from_slice(args);
     duct::cmd("git", full)
+        .before_spawn(crate::process::before_spawn)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE")

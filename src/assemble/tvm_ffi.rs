@@ -122,7 +122,7 @@ print(json.dumps({
 /// `tvm_ffi` (install `apache-tvm-ffi` there); the package has no version, no headers or no
 /// `libtvm_ffi.so` (a broken or source-tree install).
 pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
-    let out = duct::cmd(python.as_str(), ["-c", PROBE])
+    let out = duct::cmd(python.as_str(), ["-c", PROBE]).before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()

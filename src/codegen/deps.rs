@@ -206,7 +206,7 @@ pub fn find_checkout(dep: CppDependency, who: &str, value: Option<&str>) -> Resu
         include_dirs.push(inc);
     }
     let warning = pin.commit.and_then(|pinned_commit| {
-        let head = duct::cmd("git", ["-C", dir.as_str(), "rev-parse", "HEAD"])
+        let head = duct::cmd("git", ["-C", dir.as_str(), "rev-parse", "HEAD"]).before_spawn(crate::process::before_spawn)
             .stdout_capture()
             .stderr_null()
             .unchecked()

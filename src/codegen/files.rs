@@ -56,13 +56,31 @@ fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The most bytes of a manifest read (one line per generated file: a few kilobytes).
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+/// The most bytes of a file in a generated file's place read to compare it (generated files
+/// are a few kilobytes).
+const MAX_GENERATED_BYTES: u64 = 16 << 20;
+
+/// The bytes of the regular file `target/rel` when it resolves inside `target` and is there;
+/// `Ok(None)` when nothing is there.
+///
+/// Errors: the path leads out of `target` (a symbolic link on the way), or something that is
+/// not a regular file is there (a FIFO is refused, not read), or it is larger than `limit`.
+fn read_inside(target: &Utf8Path, rel: &Utf8Path, limit: u64) -> anyhow::Result<Option<Vec<u8>>> {
+    let path = crate::fsutil::inside(target, rel)?;
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    crate::fsutil::read_bounded(&path, limit, "a generated file").map(Some)
+}
+
 fn read_manifest(target: &Utf8Path) -> anyhow::Result<Option<Manifest>> {
     let path = target.join(MANIFEST);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("cannot read `{path}`")),
+    let Some(bytes) = read_inside(target, Utf8Path::new(MANIFEST), MAX_MANIFEST_BYTES)? else {
+        return Ok(None);
     };
+    let text = String::from_utf8(bytes).with_context(|| format!("`{path}` is not UTF-8 text"))?;
     let mut m = Manifest::default();
     for (i, line) in text.lines().enumerate() {
         if line.starts_with('#') || line.trim().is_empty() {
@@ -104,11 +122,9 @@ pub fn write_project(project: &Project, target: &Utf8Path, force: bool) -> anyho
     let mut conflicts = Vec::new();
     let mut replaced = Vec::new();
     for f in &project.files {
-        let dest = target.join(&f.path);
-        let Ok(existing) = std::fs::read(&dest) else {
-            if dest.symlink_metadata().is_ok() {
-                conflicts.push(f.path.clone());
-            }
+        // A link on the way out of `target`, or a FIFO in the file's place, is an error here,
+        // before anything is written.
+        let Some(existing) = read_inside(target, &f.path, MAX_GENERATED_BYTES)? else {
             continue;
         };
         replaced.push(f.path.clone());
@@ -134,13 +150,13 @@ pub fn write_project(project: &Project, target: &Utf8Path, force: bool) -> anyho
             d = p.parent();
         }
         for m in missing.iter().rev() {
-            std::fs::create_dir(target.join(m))
-                .with_context(|| format!("cannot create `{}`", target.join(m)))?;
+            let dir = crate::fsutil::inside(target, m)?;
+            std::fs::create_dir(&dir).with_context(|| format!("cannot create `{dir}`"))?;
             if !dirs.contains(m) {
                 dirs.push(m.clone());
             }
         }
-        crate::fsutil::write_atomic(&target.join(&f.path), f.contents.as_bytes())?;
+        crate::fsutil::write_atomic(&crate::fsutil::inside(target, &f.path)?, f.contents.as_bytes())?;
     }
     let mut files: Vec<(String, Utf8PathBuf)> =
         project.files.iter().map(|f| (sha256_hex(f.contents.as_bytes()), f.path.clone())).collect();
@@ -161,7 +177,7 @@ pub fn write_project(project: &Project, target: &Utf8Path, force: bool) -> anyho
     for (h, p) in &files {
         text.push_str(&format!("file {h} {p}\n"));
     }
-    crate::fsutil::write_atomic(&target.join(MANIFEST), text.as_bytes())?;
+    crate::fsutil::write_atomic(&crate::fsutil::inside(target, Utf8Path::new(MANIFEST))?, text.as_bytes())?;
     Ok(Written { files: project.files.iter().map(|f| f.path.clone()).collect(), replaced })
 }
 
@@ -175,24 +191,37 @@ pub fn clean_project(target: &Utf8Path, dry_run: bool) -> anyhow::Result<Option<
         return Ok(None);
     };
     let mut out = Cleaned::default();
+    // Every path is checked first: one that leads out of `target` stops the clean before
+    // anything is removed.
+    let mut found = Vec::new();
     for (hash, rel) in &m.files {
-        let p = target.join(rel);
-        match std::fs::read(&p) {
-            Ok(bytes) if sha256_hex(&bytes) == *hash => {
+        // Only the hash is kept: a manifest of many entries costs no more than one file.
+        found.push((hash, rel, read_inside(target, rel, MAX_GENERATED_BYTES)?.map(|b| sha256_hex(&b))));
+    }
+    for d in &m.dirs {
+        crate::fsutil::inside(target, d)?;
+    }
+    for (hash, rel, now) in found {
+        match now {
+            Some(now) if now == *hash => {
                 if !dry_run {
+                    let p = crate::fsutil::inside(target, rel)?;
                     std::fs::remove_file(&p).with_context(|| format!("cannot remove `{p}`"))?;
                 }
                 out.removed.push(rel.clone());
             }
-            Ok(_) => out.kept_changed.push(rel.clone()),
-            Err(_) => out.missing.push(rel.clone()),
+            Some(_) => out.kept_changed.push(rel.clone()),
+            None => out.missing.push(rel.clone()),
         }
     }
     // Deepest first, only when empty.
     let mut dirs = m.dirs.clone();
     dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for d in dirs {
-        let p = target.join(&d);
+        let p = crate::fsutil::inside(target, &d)?;
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
+            continue; // not the directory created (a link or a file now)
+        }
         let empty = p.read_dir_utf8().map(|mut rd| {
             rd.all(|e| e.is_ok_and(|e| dry_run && out.removed.iter().any(|r| target.join(r) == e.path())))
         });

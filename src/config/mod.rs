@@ -106,11 +106,13 @@ pub fn read_kernel_build_toml(kernel_dir: &Utf8Path) -> Result<(Utf8PathBuf, Str
         },
         Err(e) => {
             let help = if !kernel_dir.is_dir() {
-                format!("`{kernel_dir}` is not a directory; pass the kernel directory")
+                Some(format!("`{kernel_dir}` is not a directory; pass the kernel directory"))
+            } else if std::fs::metadata(&path).is_err() {
+                Some("run the command in a kernel directory, or pass its path".to_owned())
             } else {
-                "run the command in a kernel directory, or pass its path".to_owned()
+                None // there, but not a regular file: the message says so
             };
-            return Err(unreadable(&path, "no-build-toml", format!("cannot read `{path}`: {e}"), Some(help)));
+            return Err(unreadable(&path, "no-build-toml", format!("{e:#}"), help));
         }
     };
     Ok((path, text))
@@ -133,19 +135,17 @@ fn too_large_message(path: &Utf8Path) -> String {
 }
 
 /// Read `path`, but never more than [`MAX_BUILD_TOML_BYTES`] + 1 bytes: a longer result means
-/// the file is too large (the caller reports it without reading the rest).
-pub fn read_build_toml(path: &Utf8Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(MAX_BUILD_TOML_BYTES + 1).read_to_end(&mut bytes)?;
-    Ok(bytes)
+/// the file is too large (the caller reports it without reading the rest). A FIFO, a device
+/// (a link to `/dev/zero`) or a directory is refused by name before a byte is read
+/// ([`crate::fsutil::open_regular`]).
+pub fn read_build_toml(path: &Utf8Path) -> anyhow::Result<Vec<u8>> {
+    crate::fsutil::read_upto(path, MAX_BUILD_TOML_BYTES)
 }
 
 /// [`read_build_toml`] as UTF-8 text for commands that rewrite the file; the errors name the
 /// file and say what to do (too large, not UTF-8, unreadable).
 pub fn read_build_toml_text(path: &Utf8Path) -> anyhow::Result<String> {
-    use anyhow::Context;
-    let bytes = read_build_toml(path).with_context(|| format!("cannot read `{path}`"))?;
+    let bytes = read_build_toml(path)?;
     if bytes.len() as u64 > MAX_BUILD_TOML_BYTES {
         anyhow::bail!("{}\n  help: {TOO_LARGE_HELP}", too_large_message(path));
     }

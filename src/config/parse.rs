@@ -516,6 +516,17 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
                         format!("invalid kernel name `{name}`: a name must match {NAME_RULE}"),
                         Some(help),
                     );
+                } else if name.len() > validate::MAX_NAME_LEN {
+                    cx.error(
+                        "general.name",
+                        "kernel-name",
+                        format!(
+                            "the kernel name is {} characters long; a Hub repository name, which it becomes, has at most {}",
+                            name.len(),
+                            validate::MAX_NAME_LEN
+                        ),
+                        Some(format!("shorten `name` to {} characters or fewer", validate::MAX_NAME_LEN)),
+                    );
                 }
                 g.name = name;
             }

@@ -8,6 +8,11 @@ use super::model::Backend;
 /// The kernel-name rule, as written in messages.
 pub const NAME_RULE: &str = "^[a-z][-a-z0-9]*[a-z0-9]$";
 
+/// The longest kernel name: the Hub's limit on a repository name (`ORG/NAME`'s NAME), which
+/// the kernel name becomes (it is also a directory and a Python package name, far under the
+/// 255 bytes a file name may have).
+pub const MAX_NAME_LEN: usize = 96;
+
 /// Whether `name` matches [`NAME_RULE`]: at least two characters, a lowercase letter first,
 /// then lowercase letters, digits and `-`, not ending with `-`.
 pub fn is_valid_name(name: &str) -> bool {

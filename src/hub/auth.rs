@@ -156,15 +156,22 @@ pub fn find_token() -> anyhow::Result<Option<(Token, TokenSource)>> {
     let Some(path) = token_path() else {
         return Ok(None);
     };
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| anyhow::anyhow!("the token file `{}` is not UTF-8 text", path.display()))?;
-            Ok(Token::new(&text).map(|t| (t, TokenSource::File(path))))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(anyhow::anyhow!("cannot read the token file `{}`: {e}", path.display())),
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        _ => {}
     }
+    let Some(shown) = camino::Utf8Path::from_path(&path) else {
+        anyhow::bail!(
+            "the token file `{}` has a path that is not UTF-8; set HF_TOKEN instead",
+            path.display()
+        );
+    };
+    // A token is ~40 bytes; a FIFO or a device given as the file is refused, not read.
+    let bytes = crate::fsutil::read_bounded(shown, 64 << 10, "a token file")
+        .map_err(|e| anyhow::anyhow!("cannot read the token file: {e:#}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("the token file `{}` is not UTF-8 text", path.display()))?;
+    Ok(Token::new(&text).map(|t| (t, TokenSource::File(path))))
 }
 
 #[cfg(test)]

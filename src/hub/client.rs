@@ -14,12 +14,24 @@
 //! | [`HubClient::lfs_put`], [`HubClient::lfs_verify`] | `PUT href` (file bytes, the action's headers only); `POST verify.href` `{"oid","size"}` | 2xx |
 //! | [`HubClient::commit`] | `POST /api/kernels/{repo}/commit/{rev}[?create_pr=1]`, NDJSON lines `header`, `file`, `lfsFile`, `deletedFile` | `{"commitOid","commitUrl","pullRequestUrl"?,"prNum"?}` |
 //!
-//! The token goes only into the `Authorization` header of requests to the endpoint (never to
-//! an LFS upload URL, which may be another host), and every error text passes through
-//! [`super::auth::Token::redact`]. Every request but the commit is tried up to 3 times when it
-//! fails transiently (no answer, HTTP 429 or 5xx); a commit is sent once, since one whose
-//! answer was lost may have landed. Errors are [`HubError`]s: the request, the status and the
-//! server's own message.
+//! The token goes only into the `Authorization` header of requests to the endpoint's own
+//! origin (scheme, host and port: never to an LFS upload URL, which may be another host, and
+//! never on a redirect), and every error text passes through [`super::auth::Token::redact`].
+//! A listing whose `Link: rel="next"` points at another origin is refused rather than
+//! followed: the next page would come from a server that is not the Hub asked, and what
+//! upload believes is on the branch (what it skips, what it deletes) would be that server's
+//! word. Every request but the commit is tried up to 3 times when it fails transiently (no
+//! answer, HTTP 429 or 5xx), each retry announced on stderr; a commit is sent once, since one
+//! whose answer was lost may have landed. Errors are [`HubError`]s: the request, the status
+//! and the server's own message.
+//!
+//! Bounds (a hostile or broken server can cost neither unbounded memory nor unbounded time):
+//! every answer is read with a cap for its kind ([`Answer`]: JSON listings
+//! [`LISTING_LIMIT`], other answers [`SMALL_LIMIT`], error bodies [`ERROR_LIMIT`], truncated);
+//! a tree listing holds at most [`MAX_TREE_FILES`] files; each request has a connect timeout
+//! ([`CONNECT_TIMEOUT`]), waits at most [`Timeouts::answer`] for the answer's head or body, and
+//! has an overall deadline ([`Timeouts::deadline`]); a request still running after
+//! [`NOTICE_AFTER`] says so on stderr, and again every [`NOTICE_EVERY`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,6 +48,94 @@ const ATTEMPTS: u32 = 3;
 
 /// How many bytes of an error body a message quotes.
 const EXCERPT: usize = 400;
+
+/// The most bytes read of a JSON listing (a tree page, refs, a preupload or LFS batch
+/// answer). A Hub tree page of 1,000 files is about 300 KB.
+pub const LISTING_LIMIT: u64 = 32 << 20;
+/// The most bytes read of any other successful answer (create, branch, commit, LFS upload).
+pub const SMALL_LIMIT: u64 = 1 << 20;
+/// The most bytes read of an error answer; the rest is left unread (only an excerpt is shown).
+pub const ERROR_LIMIT: u64 = 64 << 10;
+/// The most files a tree listing may hold (the Hub advises fewer than 100,000 per repository).
+pub const MAX_TREE_FILES: usize = 1_000_000;
+/// The most pages a tree listing may take (a Hub page holds up to 1,000 entries).
+pub const MAX_TREE_PAGES: usize = 10_000;
+/// How long to wait for a TCP (and TLS) connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// When a request still running is first reported on stderr, and then how often.
+pub const NOTICE_AFTER: Duration = Duration::from_secs(5);
+pub const NOTICE_EVERY: Duration = Duration::from_secs(30);
+/// The environment variable that sets [`Timeouts::answer`] in seconds.
+pub const TIMEOUT_ENV: &str = "KERNEL_BUILDER_HUB_TIMEOUT";
+
+/// How long a request may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// The longest wait for the head of an answer once the request is sent, and for its body.
+    pub answer: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts { answer: Duration::from_secs(60) }
+    }
+}
+
+impl Timeouts {
+    /// [`Timeouts::default`], or the answer timeout `$KERNEL_BUILDER_HUB_TIMEOUT` (seconds).
+    ///
+    /// Errors: the variable is set to something that is not a whole number of seconds, 1 to
+    /// 3600.
+    pub fn from_env() -> anyhow::Result<Timeouts> {
+        match std::env::var(TIMEOUT_ENV).ok().filter(|v| !v.trim().is_empty()) {
+            None => Ok(Timeouts::default()),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(s @ 1..=3600) => Ok(Timeouts { answer: Duration::from_secs(s) }),
+                _ => anyhow::bail!(
+                    "{TIMEOUT_ENV} is `{v}`; set it to a whole number of seconds from 1 to 3600"
+                ),
+            },
+        }
+    }
+
+    /// The overall deadline of one request sending `upload` bytes: connecting, twice the
+    /// answer timeout, and the body at no less than 256 KiB/s.
+    pub fn deadline(&self, upload: u64) -> Duration {
+        CONNECT_TIMEOUT + 2 * self.answer + Duration::from_secs(upload / (256 << 10))
+    }
+}
+
+/// What kind of answer a request expects, which sets how much of it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// A JSON listing: up to [`LISTING_LIMIT`].
+    Listing,
+    /// Anything else: up to [`SMALL_LIMIT`].
+    Small,
+}
+
+impl Answer {
+    fn limit(self) -> (u64, &'static str) {
+        match self {
+            Answer::Listing => (LISTING_LIMIT, "32 MiB, the limit for a JSON listing"),
+            Answer::Small => (SMALL_LIMIT, "1 MiB, the limit for this answer"),
+        }
+    }
+}
+
+/// `scheme://host:port` of `url`, lower-case, with the scheme's default port filled in; `None`
+/// when `url` has no scheme or host.
+pub fn origin(url: &str) -> Option<String> {
+    let uri: ureq::http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let host = uri.host()?.to_ascii_lowercase();
+    let port = uri.port_u16().or(match scheme.as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    })?;
+    Some(format!("{scheme}://{host}:{port}"))
+}
 
 /// A failed Hub request: the HTTP status (none for a transport failure), the request, and the
 /// server's message (its `error` field or `X-Error-Message` header, else a body excerpt).
@@ -61,7 +161,31 @@ impl fmt::Display for HubError {
 impl std::error::Error for HubError {}
 
 /// A successful answer: status, the headers kept (lower-case names), body.
-type Answer = (u16, BTreeMap<String, String>, Vec<u8>);
+type Answered = (u16, BTreeMap<String, String>, Vec<u8>);
+
+/// One request: what [`HubClient::send`] and the helpers under it take.
+#[derive(Clone)]
+struct Call<'a> {
+    method: &'a str,
+    /// Absolute.
+    url: &'a str,
+    headers: &'a [(&'a str, &'a str)],
+    body: Body<'a>,
+    /// Add the token (which only ever goes to the endpoint's origin).
+    auth: bool,
+    kind: Answer,
+}
+
+impl<'a> Call<'a> {
+    /// `method url` with `body`, the token, no other header, expecting a `kind` answer.
+    fn new(method: &'a str, url: &'a str, body: Body<'a>, kind: Answer) -> Call<'a> {
+        Call { method, url, headers: &[], body, auth: true, kind }
+    }
+
+    fn headers(self, headers: &'a [(&'a str, &'a str)]) -> Call<'a> {
+        Call { headers, ..self }
+    }
+}
 
 /// A request body.
 #[derive(Clone)]
@@ -77,6 +201,7 @@ pub struct HubClient {
     endpoint: String,
     token: Option<Token>,
     agent: ureq::Agent,
+    timeouts: Timeouts,
 }
 
 impl fmt::Debug for HubClient {
@@ -250,14 +375,30 @@ fn next_link(link: &str) -> Option<String> {
 impl HubClient {
     /// A client for `endpoint` (e.g. `https://huggingface.co`), sending `token` when given.
     pub fn new(endpoint: &str, token: Option<Token>) -> HubClient {
+        HubClient::with_timeouts(endpoint, token, Timeouts::default())
+    }
+
+    /// [`HubClient::new`] with other [`Timeouts`].
+    pub fn with_timeouts(endpoint: &str, token: Option<Token>, timeouts: Timeouts) -> HubClient {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(30)))
-            .timeout_recv_response(Some(Duration::from_secs(600)))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_recv_response(Some(timeouts.answer))
+            .timeout_recv_body(Some(timeouts.answer))
+            .timeout_per_write(Some(timeouts.answer))
+            .max_redirects(5)
+            // Never: ureq's `SameHost` ignores the port and lets http become https; a
+            // redirect is not a place the token was sent to.
+            .redirect_auth_headers(ureq::config::RedirectAuthHeaders::Never)
             .user_agent(concat!("kernel-builder/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        HubClient { endpoint: endpoint.trim_end_matches('/').to_owned(), token, agent }
+        HubClient { endpoint: endpoint.trim_end_matches('/').to_owned(), token, agent, timeouts }
+    }
+
+    /// Whether `url` is on the endpoint's own origin (scheme, host and port).
+    fn same_origin(&self, url: &str) -> bool {
+        origin(url).is_some_and(|o| Some(o) == origin(&self.endpoint))
     }
 
     /// The endpoint as shown (user information redacted), without a trailing `/`.
@@ -284,20 +425,19 @@ impl HubClient {
     /// then 1 s. Used
     /// for every request but the commit: the others are reads, or writes that are safe to
     /// repeat (creating what exists answers 409; LFS objects are addressed by content).
-    fn send(
-        &self,
-        method: &str,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: Body<'_>,
-        auth: bool,
-    ) -> Result<Answer, HubError> {
+    fn send(&self, call: Call<'_>) -> Result<Answered, HubError> {
         let mut attempt = 1;
         loop {
-            match self.send_once(method, url, headers, body.clone(), auth) {
+            match self.send_once(call.clone()) {
                 Ok(answer) => return Ok(answer),
-                Err((_, true)) if attempt < ATTEMPTS => {
-                    std::thread::sleep(Duration::from_millis(500 << (attempt - 1)));
+                Err((e, true)) if attempt < ATTEMPTS => {
+                    let wait = Duration::from_millis(500 << (attempt - 1));
+                    eprintln!(
+                        "note: {e}; trying again in {:.1} s (attempt {} of {ATTEMPTS})",
+                        wait.as_secs_f64(),
+                        attempt + 1
+                    );
+                    std::thread::sleep(wait);
                     attempt += 1;
                 }
                 Err((mut e, _)) => {
@@ -310,26 +450,62 @@ impl HubClient {
         }
     }
 
-    /// Send one request. `url` is absolute; `auth` adds the token. Returns the status, the
-    /// headers wanted (lower-case names) and the body; a non-2xx status is a [`HubError`].
-    /// The flag with an error says whether trying again may help.
-    fn send_once(
+    /// Send one request. `call.auth` adds the token when `call.url` is on the endpoint's
+    /// origin. Returns the status, the headers wanted (lower-case names) and the
+    /// body, read up to the limit of `kind`; a non-2xx status is a [`HubError`]. The flag with
+    /// an error says whether trying again may help.
+    fn send_once(&self, call: Call<'_>) -> Result<Answered, (HubError, bool)> {
+        let request = format!("{} {}", call.method, self.redact(call.url));
+        // Says on stderr that the request is still running, until it ends (the sender drops).
+        let (done, waiting) = std::sync::mpsc::channel::<()>();
+        let answer = self.timeouts.answer.as_secs();
+        let shown = request.clone();
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let started = std::time::Instant::now();
+                let mut next = NOTICE_AFTER;
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = waiting.recv_timeout(next) {
+                    eprintln!(
+                        "note: {shown}: no complete answer after {} s (waiting up to {answer} s for each part of it)",
+                        started.elapsed().as_secs(),
+                    );
+                    next = NOTICE_EVERY;
+                }
+            });
+            let result = self.exchange(call, &request);
+            drop(done);
+            result
+        })
+    }
+
+    /// Run `request`, which sends `sends` bytes, with its overall deadline.
+    fn run<B: ureq::AsSendBody>(
         &self,
-        method: &str,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: Body<'_>,
-        auth: bool,
-    ) -> Result<Answer, (HubError, bool)> {
-        let request = format!("{method} {}", self.redact(url));
+        request: ureq::http::Request<B>,
+        sends: u64,
+    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        let deadline = Some(self.timeouts.deadline(sends));
+        self.agent.run(self.agent.configure_request(request).timeout_global(deadline).build())
+    }
+
+    /// The work of [`HubClient::send_once`]; `request` is how it is shown.
+    fn exchange(&self, call: Call<'_>, request: &str) -> Result<Answered, (HubError, bool)> {
+        let Call { method, url, headers, body, auth, kind } = call;
         let fail = |status: Option<u16>, message: String| HubError {
             status,
-            request: request.clone(),
+            request: request.to_owned(),
             message: self.redact(&message),
         };
         // A request that cannot be built is never transient; one that got no answer may be.
         let local = |e: String| (fail(None, e), false);
         let transport = |e: ureq::Error| {
+            if let ureq::Error::Timeout(what) = e {
+                let message = format!(
+                    "no answer in time ({what}; kernel-builder waits {} s for an answer, {TIMEOUT_ENV} sets it)",
+                    self.timeouts.answer.as_secs()
+                );
+                return (fail(None, message), true);
+            }
             let transient = matches!(
                 e,
                 ureq::Error::Io(_)
@@ -344,33 +520,38 @@ impl HubClient {
         for (k, v) in headers {
             builder = builder.header(*k, *v);
         }
-        if auth {
+        if auth && self.same_origin(url) {
             if let Some(t) = &self.token {
                 builder = builder.header("Authorization", format!("Bearer {}", t.expose()));
             }
         }
+        // The overall deadline of this request, which grows with what it sends.
         let result = match body {
             Body::Empty => builder
                 .body(())
                 .map_err(|e| local(e.to_string()))
-                .and_then(|r| self.agent.run(r).map_err(transport)),
-            Body::Json(v) => builder
-                .header("Content-Type", "application/json")
-                .body(serde_json::to_vec(&v).unwrap_or_default())
-                .map_err(|e| local(e.to_string()))
-                .and_then(|r| self.agent.run(r).map_err(transport)),
+                .and_then(|r| self.run(r, 0).map_err(transport)),
+            Body::Json(v) => {
+                let bytes = serde_json::to_vec(&v).unwrap_or_default();
+                let n = bytes.len() as u64;
+                builder
+                    .header("Content-Type", "application/json")
+                    .body(bytes)
+                    .map_err(|e| local(e.to_string()))
+                    .and_then(|r| self.run(r, n).map_err(transport))
+            }
             Body::Raw(bytes, ctype) => builder
                 .header("Content-Type", ctype)
                 .body(bytes)
                 .map_err(|e| local(e.to_string()))
-                .and_then(|r| self.agent.run(r).map_err(transport)),
+                .and_then(|r| self.run(r, bytes.len() as u64).map_err(transport)),
             Body::File(path) => {
-                let file =
-                    std::fs::File::open(path).map_err(|e| local(format!("cannot open `{path}`: {e}")))?;
+                let file = crate::fsutil::open_regular(path).map_err(|e| local(format!("{e:#}")))?;
+                let n = file.metadata().map(|m| m.len()).unwrap_or(0);
                 builder
                     .body(file)
                     .map_err(|e| local(e.to_string()))
-                    .and_then(|r| self.agent.run(r).map_err(transport))
+                    .and_then(|r| self.run(r, n).map_err(transport))
             }
         };
         let mut resp = result?;
@@ -381,17 +562,29 @@ impl HubClient {
                 kept.insert(name.to_owned(), v.to_owned());
             }
         }
-        let mut bytes = Vec::new();
-        resp.body_mut()
-            .as_reader()
-            .read_to_end(&mut bytes)
-            .map_err(|e| (fail(Some(status), format!("cannot read the answer: {e}")), true))?;
         if !(200..300).contains(&status) {
+            // Only an excerpt is shown: read no more than that needs.
+            let mut bytes = Vec::new();
+            let _ = resp.body_mut().as_reader().take(ERROR_LIMIT).read_to_end(&mut bytes);
             return Err((
                 fail(Some(status), error_text(&kept, &bytes)),
                 matches!(status, 429 | 500 | 502 | 503 | 504),
             ));
         }
+        let (limit, said) = kind.limit();
+        let bytes = resp.body_mut().with_config().limit(limit).read_to_vec().map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => (
+                fail(
+                    Some(status),
+                    format!("the answer is larger than {said}; is HF_ENDPOINT ({}) a Hub?", self.endpoint()),
+                ),
+                false,
+            ),
+            ureq::Error::Timeout(what) => {
+                (fail(Some(status), format!("the answer did not arrive in time ({what})")), true)
+            }
+            e => (fail(Some(status), format!("cannot read the answer: {e}")), true),
+        })?;
         Ok((status, kept, bytes))
     }
 
@@ -423,7 +616,7 @@ impl HubClient {
             "private": private,
         });
         let url = format!("{}/api/repos/create", self.endpoint);
-        match self.send("POST", &url, &[], Body::Json(body), true) {
+        match self.send(Call::new("POST", &url, Body::Json(body), Answer::Small)) {
             Ok(_) => Ok(true),
             Err(e) if e.status == Some(409) => Ok(false),
             Err(e) => Err(e),
@@ -433,7 +626,7 @@ impl HubClient {
     /// The branches of `repo_id`; `Ok(None)` when the repository does not exist (404).
     pub fn refs(&self, repo_id: &str) -> Result<Option<Refs>, HubError> {
         let url = self.api(repo_id, "refs");
-        match self.send("GET", &url, &[], Body::Empty, true) {
+        match self.send(Call::new("GET", &url, Body::Empty, Answer::Listing)) {
             Ok((_, _, b)) => self.json("GET", &url, &b).map(Some),
             Err(e) if e.status == Some(404) => Ok(None),
             Err(e) => Err(e),
@@ -443,7 +636,7 @@ impl HubClient {
     /// Create `branch` from `main`'s head. `Ok(false)` when it already existed (409).
     pub fn create_branch(&self, repo_id: &str, branch: &str) -> Result<bool, HubError> {
         let url = self.api(repo_id, &format!("branch/{}", encode_segment(branch)));
-        match self.send("POST", &url, &[], Body::Json(serde_json::json!({})), true) {
+        match self.send(Call::new("POST", &url, Body::Json(serde_json::json!({})), Answer::Small)) {
             Ok(_) => Ok(true),
             Err(e) if e.status == Some(409) => Ok(false),
             Err(e) => Err(e),
@@ -451,14 +644,41 @@ impl HubClient {
     }
 
     /// Every file of revision `rev` (directories left out), following pagination.
+    ///
+    /// Errors: besides a failed request, a next page on another origin than the endpoint's
+    /// (not followed: see the module doc), a next page that is the page itself, or more than
+    /// [`MAX_TREE_FILES`] entries.
     pub fn list_tree(&self, repo_id: &str, rev: &str) -> Result<Vec<TreeEntry>, HubError> {
         let mut url = self.api(repo_id, &format!("tree/{}?recursive=true", encode_segment(rev)));
         let mut files = Vec::new();
-        for _ in 0..100_000 {
-            let (_, headers, bytes) = self.send("GET", &url, &[], Body::Empty, true)?;
+        let mut entries = 0usize;
+        for pages in 1.. {
+            let (_, headers, bytes) = self.send(Call::new("GET", &url, Body::Empty, Answer::Listing))?;
             let page: Vec<TreeEntry> = self.json("GET", &url, &bytes)?;
+            let refuse = |message: String| HubError {
+                status: None,
+                request: format!("GET {}", self.redact(&url)),
+                message: self.redact(&message),
+            };
+            entries += page.len();
+            if entries > MAX_TREE_FILES || pages > MAX_TREE_PAGES {
+                return Err(refuse(format!(
+                    "the listing has more than {MAX_TREE_FILES} entries or {MAX_TREE_PAGES} pages, the most kernel-builder reads"
+                )));
+            }
+            let empty = page.is_empty();
             files.extend(page.into_iter().filter(|e| e.kind == "file"));
             match headers.get("link").and_then(|l| next_link(l)) {
+                Some(next) if !self.same_origin(&next) => {
+                    return Err(refuse(format!(
+                        "the next page of the listing is on another server (`{}`); kernel-builder follows listings only on {} and sends its token nowhere else",
+                        super::auth::redact_userinfo(&next),
+                        self.endpoint()
+                    )))
+                }
+                Some(next) if next == url || empty => {
+                    return Err(refuse("the listing goes on after an empty page, or at the page itself".to_owned()))
+                }
                 Some(next) => url = next,
                 None => break,
             }
@@ -494,7 +714,7 @@ impl HubClient {
                 url.push_str("?create_pr=1");
             }
             let body = serde_json::json!({ "files": list });
-            let (_, _, bytes) = self.send("POST", &url, &[], Body::Json(body), true)?;
+            let (_, _, bytes) = self.send(Call::new("POST", &url, Body::Json(body), Answer::Listing))?;
             let answer: PreuploadAnswer = self.json("POST", &url, &bytes)?;
             out.extend(answer.files);
         }
@@ -521,7 +741,9 @@ impl HubClient {
         });
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
         let lfs = "application/vnd.git-lfs+json";
-        let (_, _, answer) = self.send("POST", &url, &[("Accept", lfs)], Body::Raw(&bytes, lfs), true)?;
+        let (_, _, answer) = self.send(
+            Call::new("POST", &url, Body::Raw(&bytes, lfs), Answer::Listing).headers(&[("Accept", lfs)]),
+        )?;
         let answer: LfsBatchAnswer = self.json("POST", &url, &answer)?;
         Ok(answer.objects)
     }
@@ -534,7 +756,10 @@ impl HubClient {
             .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        self.send("PUT", &action.href, &headers, Body::File(path), false)?;
+        self.send(Call {
+            auth: false,
+            ..Call::new("PUT", &action.href, Body::File(path), Answer::Small).headers(&headers)
+        })?;
         Ok(())
     }
 
@@ -544,8 +769,8 @@ impl HubClient {
             action.header.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let body = serde_json::to_vec(&serde_json::json!({"oid": oid, "size": size})).unwrap_or_default();
         let lfs = "application/vnd.git-lfs+json";
-        let same_host = action.href.starts_with(&format!("{}/", self.endpoint));
-        self.send("POST", &action.href, &headers, Body::Raw(&body, lfs), same_host)?;
+        // The token goes with it only when the action is on the endpoint's origin (send_once).
+        self.send(Call::new("POST", &action.href, Body::Raw(&body, lfs), Answer::Small).headers(&headers))?;
         Ok(())
     }
 
@@ -567,7 +792,7 @@ impl HubClient {
         }
         // Never repeated: a commit whose answer was lost may have landed.
         let (_, _, bytes) = self
-            .send_once("POST", &url, &[], Body::Raw(&body, "application/x-ndjson"), true)
+            .send_once(Call::new("POST", &url, Body::Raw(&body, "application/x-ndjson"), Answer::Small))
             .map_err(|(e, _)| e)?;
         self.json("POST", &url, &bytes)
     }
@@ -647,6 +872,28 @@ mod tests {
             Some("http://h/api/x?cursor=abc".to_owned())
         );
         assert_eq!(next_link("<http://h/a>; rel=\"prev\""), None);
+    }
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        assert_eq!(origin("https://HuggingFace.co/api/x").as_deref(), Some("https://huggingface.co:443"));
+        assert_eq!(origin("http://127.0.0.1:8080/a?b").as_deref(), Some("http://127.0.0.1:8080"));
+        assert_eq!(origin("http://h/a"), origin("http://h:80/b"));
+        assert_ne!(origin("http://h/a"), origin("https://h/a"));
+        assert_ne!(origin("http://h:1/a"), origin("http://h:2/a"));
+        assert_eq!(origin("/relative"), None);
+        let c = HubClient::new("http://127.0.0.1:8080", None);
+        assert!(c.same_origin("http://127.0.0.1:8080/api/x?cursor=2"));
+        assert!(!c.same_origin("http://127.0.0.1:80801/api"));
+        assert!(!c.same_origin("http://127.0.0.1:8080@evil.example/api"));
+        assert!(!c.same_origin("http://localhost:8080/api"));
+    }
+
+    #[test]
+    fn deadlines_grow_with_what_a_request_sends() {
+        assert_eq!(Timeouts::default().answer, Duration::from_secs(60));
+        assert_eq!(Timeouts::default().deadline(0), Duration::from_secs(135));
+        assert_eq!(Timeouts::default().deadline(256 << 20), Duration::from_secs(135 + 1024));
     }
 
     #[test]

@@ -260,7 +260,7 @@ fn check_variant(
 ) -> anyhow::Result<VariantMeta> {
     let dir = build_dir.join(name);
     let path = dir.join("metadata.json");
-    let text = crate::fsutil::read_to_string(&path)?;
+    let text = crate::fsutil::read_to_string_bounded(&path, 16 << 20, "a variant's metadata.json")?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("`{path}` is not valid JSON; rebuild variant `{name}`"))?;
     let version = value.get("version").and_then(|v| v.as_u64());
@@ -764,7 +764,7 @@ fn upload_into(
 ) -> anyhow::Result<()> {
     let repo = &prepared.repo_id;
     let branch = &prepared.branch;
-    let client = HubClient::new(endpoint, token);
+    let client = HubClient::with_timeouts(endpoint, token, super::client::Timeouts::from_env()?);
     let prefixes: Vec<String> = prepared.variants.iter().map(|v| format!("build/{v}/")).collect();
     let card: Vec<LocalFile> = prepared.card.iter().cloned().collect();
 

@@ -41,6 +41,9 @@ impl KernelNames {
                 conflict: None,
             });
         }
+        if name.len() > crate::config::validate::MAX_NAME_LEN {
+            return Err(NameError { name: name.to_owned(), suggestion: None, conflict: None });
+        }
         let python = name.replace('-', "_");
         // The generated package and op are named after the kernel: a Python keyword would not
         // parse (`from .op import in`), and a module the op file imports would be shadowed.
@@ -104,6 +107,12 @@ impl fmt::Display for NameError {
                 self.name,
                 self.name.replace('-', "_")
             ),
+            None if is_valid_kernel_name(&self.name) => write!(
+                f,
+                "the kernel name is {} characters long; a Hub repository name, which it becomes, has at most {}",
+                self.name.len(),
+                crate::config::validate::MAX_NAME_LEN
+            ),
             None => write!(f, "`{}` is not a valid kernel name: {KERNEL_NAME_RULE}", self.name),
         }
     }
@@ -152,6 +161,12 @@ mod tests {
         for bad in ["", "a", "A", "My_Kernel", "my_kernel", "-ab", "ab-", "1ab", "ab c", "héllo", "ab/c"] {
             assert!(KernelNames::new(bad).is_err(), "{bad:?} should be rejected");
         }
+        // The Hub's limit on a repository name, which the kernel name becomes.
+        assert!(KernelNames::new(&"a".repeat(96)).is_ok());
+        assert_eq!(
+            KernelNames::new(&"a".repeat(97)).unwrap_err().to_string(),
+            "the kernel name is 97 characters long; a Hub repository name, which it becomes, has at most 96"
+        );
     }
 
     #[test]

@@ -202,7 +202,14 @@ pub fn write_project(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result
 
     match std::fs::symlink_metadata(dir) {
         Ok(_) if !dir.is_dir() => return Err(InitError::NotADirectory(dir.to_owned())),
-        Ok(_) => check_existing(dir, files, overwrite)?,
+        Ok(_) => {
+            check_existing(dir, files, overwrite)?;
+            // A link in the directory (`torch-ext -> ../elsewhere`) must not take a file out of it.
+            for rel in files.keys() {
+                crate::fsutil::inside(dir, Utf8Path::new(rel))
+                    .map_err(|e| InitError::Blocked { path: dir.join(rel), reason: format!("{e:#}") })?;
+            }
+        }
         Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {}
         Err(e) => return Err(io_err("inspect", dir)(e)),
     }
@@ -342,8 +349,13 @@ impl Git {
     }
 
     fn expr(&self, dir: &Utf8Path, args: &[&str]) -> duct::Expression {
-        let mut e =
-            duct::cmd("git", args).dir(dir).stdin_null().stderr_to_stdout().stdout_capture().unchecked();
+        let mut e = duct::cmd("git", args)
+            .before_spawn(crate::process::before_spawn)
+            .dir(dir)
+            .stdin_null()
+            .stderr_to_stdout()
+            .stdout_capture()
+            .unchecked();
         for v in GIT_REDIRECTS {
             e = e.env_remove(v);
         }
@@ -371,6 +383,7 @@ impl Git {
     /// Whether the work tree holding `dir` ignores it (`git check-ignore`).
     fn is_ignored(&self, dir: &Utf8Path) -> bool {
         let out = duct::cmd("git", ["check-ignore", "-q", "."])
+            .before_spawn(crate::process::before_spawn)
             .dir(dir)
             .stdin_null()
             .stdout_null()
@@ -382,6 +395,7 @@ impl Git {
     /// The top level of the work tree holding `dir`, if any.
     fn toplevel(&self, dir: &Utf8Path) -> Option<Utf8PathBuf> {
         let out = duct::cmd("git", ["rev-parse", "--show-toplevel"])
+            .before_spawn(crate::process::before_spawn)
             .dir(dir)
             .stdin_null()
             .stderr_null()

@@ -192,10 +192,12 @@ pub fn for_config(config: &crate::config::BuildConfig) -> &'static MatrixData {
 /// column), or it is inconsistent: every problem found, one per line (a build set on a system
 /// the file does not list, a CUDA or ROCm version without its table, a version that does not
 /// parse).
+/// The most bytes of a matrix file read (nix/build-matrix.json is under 10 KB).
+pub const MAX_MATRIX_FILE_BYTES: u64 = 4 << 20;
+
 pub fn load_file(path: &camino::Utf8Path) -> anyhow::Result<MatrixData> {
     use anyhow::Context;
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read the matrix file `{path}`"))?;
+    let text = crate::fsutil::read_to_string_bounded(path, MAX_MATRIX_FILE_BYTES, "a matrix file")?;
     let m: MatrixData = serde_json::from_str(&text)
         .with_context(|| format!("`{path}` is not a build matrix (the schema of nix/build-matrix.json)"))?;
     let problems = problems(&m);

@@ -50,7 +50,15 @@ pub enum WheelError {
     NotText { path: String, member: String },
     #[error("`{path}`: {what}")]
     Malformed { path: String, what: String },
+    #[error("`{path}`: `{member}` unpacks to more than 1 MiB; a torch wheel's `{member}` is a few kilobytes (is this a zip bomb?)")]
+    TooLarge { path: String, member: String },
+    #[error("{0:#}")]
+    NotAFile(anyhow::Error),
 }
+
+/// The most bytes of one member (METADATA, WHEEL, `torch/version.py`) unpacked: each is a few
+/// kilobytes, and reading no more keeps a zip bomb from costing memory.
+pub const MAX_MEMBER_BYTES: u64 = 1 << 20;
 
 /// Read the facts of the torch wheel at `path`.
 ///
@@ -58,7 +66,10 @@ pub enum WheelError {
 /// missing or not text; METADATA has no `Name`/`Version`; `version.py` has no `__version__`.
 pub fn read_wheel(path: &Utf8Path) -> Result<WheelFacts, WheelError> {
     let p = path.to_string();
-    let file = std::fs::File::open(path).map_err(|source| WheelError::Open { path: p.clone(), source })?;
+    let file = crate::fsutil::open_regular(path).map_err(|e| match e.downcast::<std::io::Error>() {
+        Ok(source) => WheelError::Open { path: p.clone(), source },
+        Err(e) => WheelError::NotAFile(e),
+    })?;
     let mut zip =
         zip::ZipArchive::new(file).map_err(|source| WheelError::NotZip { path: p.clone(), source })?;
     let names: Vec<String> = zip.file_names().map(str::to_owned).collect();
@@ -79,10 +90,16 @@ pub fn read_wheel(path: &Utf8Path) -> Result<WheelFacts, WheelError> {
         let mut f = zip
             .by_name(member)
             .map_err(|_| WheelError::Missing { path: p.clone(), member: member.to_owned() })?;
-        let mut s = String::new();
-        f.read_to_string(&mut s)
+        let mut bytes = Vec::new();
+        (&mut f)
+            .take(MAX_MEMBER_BYTES + 1)
+            .read_to_end(&mut bytes)
             .map_err(|_| WheelError::NotText { path: p.clone(), member: member.to_owned() })?;
-        Ok(s)
+        if bytes.len() as u64 > MAX_MEMBER_BYTES {
+            return Err(WheelError::TooLarge { path: p.clone(), member: member.to_owned() });
+        }
+        String::from_utf8(bytes)
+            .map_err(|_| WheelError::NotText { path: p.clone(), member: member.to_owned() })
     };
     let metadata = read(&metadata_name)?;
     let wheel = read(&wheel_name)?;

@@ -157,6 +157,7 @@ pub fn ping(builder: &Builder) -> anyhow::Result<()> {
     let nix = super::nix_program();
     let uri = builder.store_uri();
     let out = duct::cmd!(&nix, "store", "ping", "--store", &uri)
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()

@@ -46,6 +46,7 @@ pub struct Pulled {
 fn nix(args: &[String]) -> anyhow::Result<String> {
     let nix = super::nix_program();
     let out = duct::cmd(&nix, args)
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
@@ -76,7 +77,8 @@ pub fn key_name(key_file: &Utf8Path) -> anyhow::Result<String> {
 /// The cell names of the flake at `dir` on this system (`variants.<system>`).
 fn flake_variants(dir: &Utf8Path, eval_flags: &[String]) -> anyhow::Result<Vec<String>> {
     let system = crate::matrix::host_system();
-    let mut args: Vec<String> = vec!["eval".into(), "--json".into(), format!("{dir}#variants.{system}")];
+    let mut args: Vec<String> =
+        vec!["eval".into(), "--json".into(), super::NO_WRITE_LOCK.into(), format!("{dir}#variants.{system}")];
     args.extend(eval_flags.iter().cloned());
     #[derive(serde::Deserialize)]
     struct Named {
@@ -275,11 +277,17 @@ pub fn pull(
     }
     extra.extend(substitute_args(from, public_key));
     let dir = kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
-    let mut dry: Vec<String> =
-        vec!["build".into(), "--dry-run".into(), "--no-link".into(), format!("{dir}#bundle")];
+    let mut dry: Vec<String> = vec![
+        "build".into(),
+        "--dry-run".into(),
+        "--no-link".into(),
+        super::NO_WRITE_LOCK.into(),
+        format!("{dir}#bundle"),
+    ];
     dry.extend(extra.iter().cloned());
     let nixp = super::nix_program();
     let out = duct::cmd(&nixp, &dry)
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
@@ -291,7 +299,7 @@ pub fn pull(
     }
     let (builds, mut fetched) = dry_run_lists(&log);
     let bundle_out = nix(&[
-        vec!["eval".into(), "--raw".into(), format!("{dir}#bundle.outPath")],
+        vec!["eval".into(), "--raw".into(), super::NO_WRITE_LOCK.into(), format!("{dir}#bundle.outPath")],
         super::eval_flags(&extra),
     ]
     .concat())?;
@@ -329,6 +337,7 @@ pub fn pull(
         verify.extend(["--option".into(), "trusted-public-keys".into(), public_key.to_owned()]);
         verify.extend(fetched.iter().cloned());
         let out = duct::cmd(&nixp, &verify)
+            .before_spawn(crate::process::before_spawn)
             .stdout_capture()
             .stderr_capture()
             .unchecked()

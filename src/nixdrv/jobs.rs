@@ -172,7 +172,10 @@ pub fn copy_variants(from: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<Vec<Str
             // non-empty directory, and the old tree goes away with the staging directory.
             let old = staging_path.join(".old");
             fs::rename(&target, &old).with_context(|| format!("cannot move `{target}` aside"))?;
-            make_writable(&old)?;
+            // A link in the variant's place goes as a link: what it points to is not ours.
+            if fs::symlink_metadata(&old).is_ok_and(|m| m.is_dir()) {
+                make_writable(&old)?;
+            }
         }
         fs::rename(&new, &target).with_context(|| format!("cannot move the new `{name}` into `{dest}`"))?;
         drop(swapping);
@@ -283,6 +286,26 @@ mod tests {
     fn write(p: &Utf8Path, text: &str) {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn a_link_in_a_variants_place_is_replaced_and_its_target_left_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let root = utf8(t.path());
+        let bundle = root.join("bundle");
+        write(&bundle.join("torch-cuda/__init__.py"), "new");
+        let victim = root.join("victim");
+        write(&victim.join("ro/keep.py"), "keep");
+        fs::set_permissions(victim.join("ro"), fs::Permissions::from_mode(0o555)).unwrap();
+        let build = root.join("build");
+        fs::create_dir(&build).unwrap();
+        std::os::unix::fs::symlink("../victim", build.join("torch-cuda")).unwrap();
+        copy_variants(&bundle, &build).unwrap();
+        assert_eq!(fs::read_to_string(build.join("torch-cuda/__init__.py")).unwrap(), "new");
+        assert_eq!(fs::read_to_string(victim.join("ro/keep.py")).unwrap(), "keep");
+        let mode = fs::metadata(victim.join("ro")).unwrap().permissions().mode() & 0o777;
+        fs::set_permissions(victim.join("ro"), fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(mode, 0o555, "the link's target was made writable");
     }
 
     #[test]

@@ -44,16 +44,19 @@ pub fn nix_program() -> String {
 /// Errors: Nix cannot be run; the message says how to install it or build without it.
 pub fn nix_version() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out =
-        duct::cmd!(&nix, "--version").stdout_capture().stderr_capture().unchecked().run().with_context(
-            || {
-                format!(
-                    "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
+    let out = duct::cmd!(&nix, "--version")
+        .before_spawn(crate::process::before_spawn)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .with_context(|| {
+            format!(
+                "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
                  (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
                  its path, or build without Nix (`build-and-copy --nix never`)"
-                )
-            },
-        )?;
+            )
+        })?;
     if !out.status.success() {
         bail!("`{nix} --version` failed:\n{}", String::from_utf8_lossy(&out.stderr).trim_end());
     }
@@ -77,6 +80,7 @@ pub enum Sandbox {
 pub fn show_config_json() -> anyhow::Result<String> {
     let nix = nix_program();
     let out = duct::cmd!(&nix, "show-config", "--json")
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()
@@ -143,6 +147,12 @@ struct BuildResult {
     outputs: std::collections::BTreeMap<String, Utf8PathBuf>,
 }
 
+/// Given to every Nix call on the user's kernel flake: Nix never writes `flake.lock` into the
+/// kernel (nor `git add`s it, which it does in a git work tree). A lock Nix has to make up
+/// (the kernel has none, or an input moved) lives for that call only; `nix flake lock`
+/// writes one when the user wants it.
+pub(crate) const NO_WRITE_LOCK: &str = "--no-write-lock-file";
+
 /// Build the kernel flake at `kernel_dir` with Nix and copy the result into `kernel_dir/build/`.
 ///
 /// With `variants` empty, builds `<dir>#bundle` (every bundle cell of this system); otherwise
@@ -164,7 +174,8 @@ pub fn build_and_copy(
     extra_args: &[String],
 ) -> anyhow::Result<Vec<Utf8PathBuf>> {
     let outputs = build(kernel_dir, variants, extra_args)?;
-    let dest = kernel_dir.join("build");
+    // `build` linked out of the kernel would make the copy write there.
+    let dest = crate::fsutil::inside(kernel_dir, Utf8Path::new("build"))?;
     let mut copied = Vec::new();
     for out in &outputs {
         copied.extend(jobs::copy_variants(out, &dest)?.into_iter().map(|n| dest.join(n)));
@@ -220,7 +231,8 @@ pub fn build(
     } else {
         variants.iter().map(|v| format!("{dir}#{v}")).collect()
     };
-    let mut args: Vec<String> = vec!["build".into(), "--no-link".into(), "--json".into(), "-L".into()];
+    let mut args: Vec<String> =
+        vec!["build".into(), "--no-link".into(), "--json".into(), "-L".into(), NO_WRITE_LOCK.into()];
     args.extend(installables.iter().cloned());
     args.extend(extra_args.iter().cloned());
     let nix = nix_program();
@@ -234,6 +246,7 @@ pub fn build(
         .context("the temporary file for `nix build --json` has a non-UTF-8 path")?;
     let _json_registered = crate::interrupt::remove_on_interrupt(json_path, crate::interrupt::Removal::All);
     let reader = duct::cmd(&nix, &args)
+        .before_spawn(crate::process::before_spawn)
         .stdout_path(json.path())
         .stderr_to_stdout()
         .unchecked()
@@ -408,6 +421,7 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
 /// files of the kernel directory get a warning that names them. Outside git, nothing to check.
 fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
     let untracked = match duct::cmd!("git", "ls-files", "--others", "--exclude-standard", "--", ".")
+        .before_spawn(crate::process::before_spawn)
         .dir(dir)
         .stdout_capture()
         .stderr_capture()
@@ -466,10 +480,12 @@ fn offline_hint(log: &str) -> &'static str {
 fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<()> {
     let system = crate::matrix::host_system();
     let nix = nix_program();
-    let mut args: Vec<String> = vec!["eval".into(), "--json".into(), format!("{dir}#variants.{system}")];
+    let mut args: Vec<String> =
+        vec!["eval".into(), "--json".into(), NO_WRITE_LOCK.into(), format!("{dir}#variants.{system}")];
     // Only the flags that change what is evaluated (input overrides, lock handling).
     args.extend(eval_flags(extra_args));
     let out = duct::cmd(&nix, &args)
+        .before_spawn(crate::process::before_spawn)
         .stdout_capture()
         .stderr_capture()
         .unchecked()

@@ -252,6 +252,7 @@ pub fn probe(python: &str, scratch: &Utf8Path) -> anyhow::Result<Environment> {
     let script = scratch.join("kb_probe.py");
     crate::fsutil::write_atomic(&script, PROBE_PY.as_bytes())?;
     let out = duct::cmd(python, [script.as_str()])
+        .before_spawn(crate::process::before_spawn)
         .stdin_null()
         .stdout_capture()
         .stderr_capture()

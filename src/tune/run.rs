@@ -236,6 +236,7 @@ impl Runner {
             return Err(ours().into());
         }
         let mut expr = duct::cmd(&self.python, args)
+            .before_spawn(crate::process::before_spawn)
             .dir(&self.cwd)
             .stdin_null()
             .stderr_to_stdout()

@@ -30,7 +30,15 @@ Test controls (not part of the Hub API):
                        status and `{"error": message}`; with echo_auth the message ends with
                        the request's Authorization header (to test that clients redact it);
                        with race (commits only) another writer commits `race.txt` to the
-                       branch just before the request is handled, instead of a failure
+                       branch just before the request is handled, instead of a failure.
+                       Hostile answers instead of a failure (for the client's bounds):
+                       "hostile": "silent" reads the request and answers nothing for
+                       "seconds" (default 120); "hostile": "endless" answers 200 with a
+                       chunked JSON body that never ends (until the client hangs up or
+                       "seconds" pass); "hostile": "redirect" answers 307 to "location";
+                       "hostile": "empty_pages" (tree) answers an empty page linking to the
+                       next; "link_next": URL (tree only) answers normally with
+                       `Link: <URL>; rel="next"`
 
 Everything is kept in memory. Mutating API calls need `Authorization: Bearer <token>` (equal
 to --token when given). Run: `python3 server.py [--token T] [--page-size N]`; it listens on
@@ -44,6 +52,7 @@ import json
 import re
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -71,6 +80,10 @@ def is_binary(data: bytes) -> bool:
     except UnicodeDecodeError:
         return True
     return False
+
+
+class Hangup(Exception):
+    """A hostile answer was given: close the connection without another answer."""
 
 
 class HubError(Exception):
@@ -173,6 +186,48 @@ class Handler(BaseHTTPRequestHandler):
             raise HubError(401, "Invalid credentials in Authorization header")
 
     def count(self, endpoint):
+        self._count_locked(endpoint)
+        hostile = getattr(self, "_hostile", None)
+        if hostile:
+            self.body()
+            self.behave(hostile)
+            raise Hangup()
+
+    def behave(self, f):
+        """Answer as a hostile server would (see /_admin/fail), for at most f["seconds"]."""
+        deadline = time.monotonic() + float(f.get("seconds", 120))
+        if f["hostile"] == "silent":
+            while time.monotonic() < deadline:
+                time.sleep(0.1)
+            return
+        if f["hostile"] == "endless":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b" " * 65536
+            frame = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+            try:
+                self.wfile.write(b"1\r\n[\r\n")
+                while time.monotonic() < deadline:
+                    self.wfile.write(frame)
+            except OSError:  # the client hung up, as it should
+                pass
+            return
+        if f["hostile"] == "redirect":
+            self.send_response(307)
+            self.send_header("Location", f["location"])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if f["hostile"] == "empty_pages":  # tree only: an empty page that links to the next
+            url = urlsplit(self.path)
+            cursor = int(parse_qs(url.query).get("cursor", ["0"])[0]) + 1
+            self.send(200, [], headers={"Link": '<%s%s?recursive=true&cursor=%d>; rel="next"' % (self.base(), url.path, cursor)})
+            return
+        raise ValueError("unknown hostile mode %r" % f["hostile"])
+
+    def _count_locked(self, endpoint):
         with STATE.lock:
             r = STATE.stats["requests"]
             r[endpoint] = r.get(endpoint, 0) + 1
@@ -187,6 +242,12 @@ class Handler(BaseHTTPRequestHandler):
                     if f.get("race"):
                         self._race = True
                         break
+                    if f.get("link_next"):
+                        self._link_next = f["link_next"]
+                        break
+                    if f.get("hostile"):
+                        self._hostile = f
+                        break
                     self.body()  # read what the client sent, so the connection stays usable
                     msg = f.get("message", "injected failure")
                     if f.get("echo_auth"):
@@ -198,11 +259,15 @@ class Handler(BaseHTTPRequestHandler):
     def dispatch(self, method):
         self._consumed = False
         self._race = False
+        self._hostile = None
+        self._link_next = None
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         path = url.path
         try:
             self.route(method, path, query)
+        except Hangup:
+            self.close_connection = True
         except HubError as e:
             self.body()  # read what the client sent, so the connection stays usable
             headers = {"X-Error-Message": e.message.replace("\n", " ")[:200]}
@@ -440,6 +505,8 @@ class Handler(BaseHTTPRequestHandler):
             q["cursor"] = str(cursor + size)
             qs = "&".join("%s=%s" % (k, quote(v)) for k, v in sorted(q.items()))
             headers["Link"] = '<%s%s?%s>; rel="next"' % (self.base(), url.path, qs)
+        if self._link_next:  # a hostile proxy's link (see /_admin/fail)
+            headers["Link"] = '<%s>; rel="next"' % self._link_next
         self.send(200, page, headers=headers)
 
     def resolve(self, rtype, repo_id, rev, path, method):

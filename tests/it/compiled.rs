@@ -9,14 +9,14 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
-fn script(path: &Path, body: &str) {
+pub(crate) fn script(path: &Path, body: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// A Python whose "torch" reports `cuda` (JSON `null` for a CPU build), in `root/env/bin`.
-fn fake_python(root: &Path, cuda: &str) -> std::path::PathBuf {
+pub(crate) fn fake_python(root: &Path, cuda: &str) -> std::path::PathBuf {
     let py = root.join("env/bin/python");
     let facts = format!(
         r#"{{"version": "2.11.0", "cuda": {cuda}, "hip": null, "xpu": null, "cxx11_abi": true, "cmake_prefix_path": "{r}/torch/share/cmake", "torch_dir": "{r}/torch", "python_include": "{r}/include", "purelib": "{r}/site", "executable": "{py}", "python_version": "3.11"}}"#,
@@ -27,7 +27,7 @@ fn fake_python(root: &Path, cuda: &str) -> std::path::PathBuf {
     py
 }
 
-fn kernel(dir: &Path, backend: &str, extra: &str) {
+pub(crate) fn kernel(dir: &Path, backend: &str, extra: &str) {
     fs::create_dir_all(dir.join("torch-ext/kk")).unwrap();
     fs::create_dir_all(dir.join("src")).unwrap();
     fs::write(dir.join("torch-ext/kk/__init__.py"), "").unwrap();

@@ -8,6 +8,7 @@ mod compiled;
 mod config;
 mod corpus;
 mod hash;
+mod hostile;
 mod init;
 mod interrupt;
 mod list_variants;

@@ -268,3 +268,34 @@ fn cache_push_and_pull_refuse_a_kernel_without_flake_nix() {
     }
     assert!(!Path::new("/tmp/kb-no-cache").exists());
 }
+
+/// Issue 25, case 8: `cache pull` (here of a cache that lacks the bundle) created the kernel's
+/// flake.lock and staged it in git. Nix is now told never to write the lock: the repository is
+/// left exactly as it was.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn cache_pull_writes_no_lock_file_and_stages_nothing() {
+    let (t, r) = clean_repo_with("tests/fixtures/nix-kernel");
+    let kernel = r.join("tests/fixtures/nix-kernel");
+    assert!(!kernel.join("flake.lock").exists());
+    let cache = t.path().join("cache");
+    fs::create_dir_all(&cache).unwrap();
+    fs::write(cache.join("nix-cache-info"), "StoreDir: /nix/store\nWantMassQuery: 1\nPriority: 30\n")
+        .unwrap();
+    let uri = format!("file://{}", cache.display());
+    let k = kernel.display().to_string();
+    // No orchestrator override: Nix locks the flake's inputs as they are (what a user without
+    // the static orchestrator gets), and fails on the nixpkgs it cannot fetch offline.
+    let out = duct::cmd(kb(), ["cache", "pull", &k, "--from", &uri, "--public-key", "kb-test-1:cHVibGlj"])
+        .env_remove(kernel_builder::nixdrv::ORCHESTRATOR_ENV)
+        .stderr_to_stdout()
+        .stdout_capture()
+        .unchecked()
+        .run()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "the empty cache has no bundle:\n{log}");
+    assert!(!kernel.join("flake.lock").exists(), "flake.lock written:\n{log}");
+    let status = duct::cmd!("git", "status", "--porcelain", "--untracked-files=all").dir(&r).read().unwrap();
+    assert_eq!(status, "", "{log}");
+}

@@ -107,6 +107,21 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Make the next `times` requests to `endpoint` answer as a hostile server would (`spec`
+    /// holds `hostile` or `link_next`, see server.py's /_admin/fail).
+    fn hostile(&self, endpoint: &str, times: u32, spec: Value) {
+        let mut spec = spec;
+        spec["endpoint"] = json!(endpoint);
+        spec["nth"] = json!(1);
+        spec["times"] = json!(times);
+        ureq::post(&format!("{}/_admin/fail", self.url))
+            .header("Content-Type", "application/json")
+            .send(spec.to_string())
+            .unwrap();
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -1203,4 +1218,193 @@ fn interrupted_upload_removes_the_rendered_card() {
         );
         assert_eq!(cards(), Vec::<String>::new(), "{name}");
     }
+}
+
+/// [`super::hostile::run_bounded`], checked to never show the token: the output, whether it
+/// was killed, and how long it ran.
+fn run_bounded(cmd: std::process::Command, limit: std::time::Duration) -> (Run, bool, std::time::Duration) {
+    let b = super::hostile::run_bounded(cmd, limit);
+    assert!(
+        !b.stdout.contains(SECRET) && !b.stderr.contains(SECRET),
+        "the token appears:\n{}\n{}",
+        b.stdout,
+        b.stderr
+    );
+    (Run { code: b.code, stdout: b.stdout, stderr: b.stderr, json: None }, b.killed, b.took)
+}
+
+/// Issue 25, case 1: an endless answer made `upload` grow to 20 GB. Under a 2 GiB address
+/// space limit it now stops at the listing limit with a message naming the request.
+#[test]
+fn an_endless_answer_is_cut_at_its_limit() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    env.server.hostile("refs", 3, json!({"hostile": "endless", "seconds": 60}));
+    let mut cmd = kb_std(&env.server.url, &env.root.join("hf"), Some(SECRET));
+    cmd.arg("upload").arg(&dir);
+    super::hostile::limit_memory(&mut cmd, 2 << 30);
+    let (r, killed, _) = run_bounded(cmd, std::time::Duration::from_secs(90));
+    assert!(!killed, "upload still ran after 90 s:\n{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let want = format!(
+        "GET {}/api/kernels/test-org/relu/refs failed: HTTP 200: the answer is larger than 32 MiB, the limit for a JSON listing",
+        env.server.url
+    );
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
+    assert!(!r.stderr.contains("trying again"), "a too large answer is not tried again:\n{}", r.stderr);
+    assert_eq!(env.server.repo_state()["main"].as_object().map(|m| m.len()), Some(1), "nothing committed");
+}
+
+/// Issue 25, case 2: a server that accepts and never answers left `upload` silent for up to
+/// half an hour. Now each attempt waits $KERNEL_BUILDER_HUB_TIMEOUT, says so while it waits,
+/// and says when it tries again.
+#[test]
+fn a_silent_hub_is_given_up_on_and_the_wait_is_shown() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    env.server.hostile("refs", 3, json!({"hostile": "silent", "seconds": 90}));
+    let mut cmd = kb_std(&env.server.url, &env.root.join("hf"), Some(SECRET));
+    cmd.arg("upload").arg(&dir).env("KERNEL_BUILDER_HUB_TIMEOUT", "6");
+    let (r, killed, took) = run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert!(!killed, "upload still ran after 60 s:\n{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    // 3 attempts of 6 s each, 1.5 s between them.
+    assert!(took >= std::time::Duration::from_secs(18), "gave up after {took:?}:\n{}", r.stderr);
+    let refs = format!("GET {}/api/kernels/test-org/relu/refs", env.server.url);
+    let notices = r.stderr.matches(&format!("note: {refs}: no complete answer after 5 s")).count();
+    assert_eq!(notices, 3, "one notice per attempt:\n{}", r.stderr);
+    assert!(r.stderr.contains("(attempt 2 of 3)") && r.stderr.contains("(attempt 3 of 3)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "kernel-builder waits 6 s for an answer, KERNEL_BUILDER_HUB_TIMEOUT sets it) (after 3 attempts)"
+        ),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A server on 127.0.0.1 that records the head of every request it gets (for at most
+/// `limit`), answering each with an empty JSON list.
+struct Thief {
+    url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Thief {
+    fn start(limit: std::time::Duration) -> Thief {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, st) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            while !st.load(Ordering::Relaxed) && started.elapsed() < limit {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                };
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n")
+                    && head.len() < 65536
+                    && conn.read(&mut b).is_ok_and(|n| n == 1)
+                {
+                    head.push(b[0]);
+                }
+                s.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+                let _ =
+                    conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]");
+            }
+        });
+        Thief { url, seen, stop }
+    }
+}
+
+impl Drop for Thief {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Issue 25, case 3: a `Link: rel="next"` to another host got the token. A listing that
+/// continues on another origin is now refused, and that origin gets no request at all.
+#[test]
+fn a_next_page_on_another_host_is_not_followed() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    env.upload_ok(&dir, &[]);
+    let thief = Thief::start(std::time::Duration::from_secs(60));
+    env.server.hostile("tree", 10, json!({"link_next": format!("{}/steal?cursor=5", thief.url)}));
+    let r = env.upload(&dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let seen = thief.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|h| !h.to_ascii_lowercase().contains("authorization")),
+        "the token went to {seen:?}"
+    );
+    assert_eq!(seen.len(), 0, "{seen:?}");
+    let want = format!(
+        "the next page of the listing is on another server (`{}/steal?cursor=5`); kernel-builder follows listings only on {}",
+        thief.url, env.server.url
+    );
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
+}
+
+/// Attacking the bounds again: a redirect to another host is followed without the token, and
+/// a listing of endless empty pages is refused at its first empty page with a next link.
+#[test]
+fn a_redirect_elsewhere_carries_no_token_and_empty_pages_do_not_go_on() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    let thief = Thief::start(std::time::Duration::from_secs(60));
+    env.server.hostile("refs", 1, json!({"hostile": "redirect", "location": format!("{}/steal", thief.url)}));
+    let r = env.upload(&dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let seen = thief.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "the redirect was followed once: {seen:?}");
+    assert!(seen[0].starts_with("GET /steal HTTP/1.1\r\n"), "{seen:?}");
+    assert!(!seen[0].to_ascii_lowercase().contains("authorization"), "the token went to {seen:?}");
+
+    env.upload_ok(&dir, &[]);
+    env.server.hostile("tree", 1000, json!({"hostile": "empty_pages"}));
+    let before = env.server.stats()["requests"]["tree"].as_u64().unwrap();
+    let r = env.upload(&dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("failed: the listing goes on after an empty page, or at the page itself"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.server.stats()["requests"]["tree"].as_u64().unwrap() - before, 1, "one page asked for");
+}
+
+/// A token file that is a FIFO (`HF_TOKEN_PATH`) blocked `upload` forever; it is now refused
+/// by name, before anything is sent.
+#[test]
+fn a_token_file_that_is_a_fifo_is_refused() {
+    let env = Env::new();
+    let dir = env.kernel("relu", &[]);
+    let fifo = env.root.join("token-fifo");
+    super::hostile::mkfifo(&fifo);
+    let mut cmd = kb_std(&env.server.url, &env.root.join("hf"), None);
+    cmd.arg("upload").arg(&dir).env("HF_TOKEN_PATH", &fifo);
+    let (r, killed, _) = run_bounded(cmd, std::time::Duration::from_secs(30));
+    assert!(!killed, "upload blocked on the FIFO:\n{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "error: cannot read the token file: `{}` is a FIFO (named pipe), not a regular file",
+            fifo.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.server.stats()["requests"], json!({}), "nothing was sent");
 }
