@@ -26,6 +26,8 @@ use super::pins::ResolvedWheel;
 
 /// The cache's directory name below the cache root.
 pub const DIR_NAME: &str = "toolchain-v1";
+/// The environment variable that puts the toolchain cache elsewhere.
+pub const DIR_VAR: &str = "KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR";
 /// The environment variable bounding the toolchain cache.
 pub const MAX_SIZE_VAR: &str = "KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE";
 /// The default bound: two torch releases with their toolkits, unpacked, fit.
@@ -107,9 +109,15 @@ impl Store {
         Ok(Store { root: root.to_owned(), options, agent, _in_use: in_use })
     }
 
-    /// The user's toolchain cache (`<cache root>/toolchain-v1`).
+    /// The user's toolchain cache: `$KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR`, else
+    /// `<cache root>/toolchain-v1` (one toolchain cache can serve several cell caches, e.g.
+    /// every test of a run).
     pub fn user(options: FetchOptions) -> anyhow::Result<Store> {
-        Store::open(&crate::assemble::compiled::cache_root()?.join(DIR_NAME), options)
+        let dir = match std::env::var(DIR_VAR) {
+            Ok(d) if !d.is_empty() => Utf8PathBuf::from(d),
+            _ => crate::assemble::compiled::cache_root()?.join(DIR_NAME),
+        };
+        Store::open(&dir, options)
     }
 
     pub fn root(&self) -> &Utf8Path {

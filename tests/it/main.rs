@@ -18,6 +18,7 @@ mod nix;
 mod nix_cache;
 mod nix_compiled;
 mod nix_remote;
+mod pinned;
 mod scripts;
 mod tune;
 mod tune_lint;
