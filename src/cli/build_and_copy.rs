@@ -341,6 +341,13 @@ pub fn run(args: Args) -> super::CmdResult {
         args.json,
         pinned.as_ref(),
     )?;
+    if let Some(store) = pinned {
+        // Bounded: the least recently used wheels and trees go, unless another build uses them.
+        let max = crate::toolchain::store::max_bytes()?;
+        if let Err(e) = store.prune(max, false) {
+            eprintln!("warning: the toolchain cache was not pruned: {e:#}");
+        }
+    }
     print_built(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -155,6 +155,19 @@ impl Pins {
     }
 }
 
+/// The file name of the pinned wheel whose sha256 is `sha256`, if any.
+pub fn file_of(sha256: &str) -> Option<String> {
+    let p = pins();
+    let torch = p.wheels.values().flat_map(|f| f.values()).flat_map(|s| s.values());
+    let toolkits = p.cuda_toolkits.values().flat_map(|s| s.values()).flatten();
+    let tools = p.build_tools.values().flatten();
+    torch
+        .chain(toolkits)
+        .chain(tools)
+        .find(|w| w.sha256.as_deref() == Some(sha256))
+        .and_then(|w| w.file.clone())
+}
+
 /// Sort every object's keys (serde_json keeps insertion order here), so the file written is
 /// the same whatever order it was read in.
 fn sorted(v: serde_json::Value) -> serde_json::Value {

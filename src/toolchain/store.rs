@@ -26,6 +26,8 @@ use super::pins::ResolvedWheel;
 
 /// The cache's directory name below the cache root.
 pub const DIR_NAME: &str = "toolchain-v1";
+/// The file in a tree naming the wheels it was unpacked from, one a line.
+const TREE_NAMES: &str = ".kernel-builder-wheels";
 /// The environment variable that puts the toolchain cache elsewhere.
 pub const DIR_VAR: &str = "KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR";
 /// The environment variable bounding the toolchain cache.
@@ -57,6 +59,8 @@ pub struct Store {
 #[derive(Debug, Clone)]
 pub struct Entry {
     pub path: Utf8PathBuf,
+    /// What it holds: the wheel's file name, or the wheels a tree was unpacked from.
+    pub what: String,
     pub size: u64,
     pub used: std::time::SystemTime,
 }
@@ -296,6 +300,9 @@ impl Store {
         for (f, w) in files.iter().zip(wheels) {
             unpack(f, &tmp).with_context(|| format!("cannot unpack {} (`{f}`)", w.file))?;
         }
+        let names: Vec<&str> = wheels.iter().map(|w| w.file.as_str()).collect();
+        std::fs::write(tmp.join(TREE_NAMES), names.join("\n") + "\n")
+            .with_context(|| format!("cannot write `{tmp}/{TREE_NAMES}`"))?;
         std::fs::rename(&tmp, &dest).with_context(|| format!("cannot move `{tmp}` to `{dest}`"))?;
         Ok(dest)
     }
@@ -306,12 +313,28 @@ impl Store {
     }
 
     /// Remove the least recently used entries until the cache holds at most `max` bytes.
-    /// Waits for builds using the cache to finish (they hold the in-use lock). Returns what
-    /// was removed.
-    pub fn prune(self, max: u64) -> anyhow::Result<Vec<Entry>> {
+    /// Builds using the cache hold the in-use lock: with `wait`, wait for them to finish;
+    /// without, return `None` when one is running. Returns what was removed.
+    pub fn prune(self, max: u64, wait: bool) -> anyhow::Result<Option<Vec<Entry>>> {
         let root = self.root.clone();
         drop(self); // its own shared lock
-        let _l = lock(&root.join("locks/in-use.lock"), false)?;
+        let path = root.join("locks/in-use.lock");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open the lock file `{path}`"))?;
+        let how = if wait {
+            rustix::fs::FlockOperation::LockExclusive
+        } else {
+            rustix::fs::FlockOperation::NonBlockingLockExclusive
+        };
+        match rustix::fs::flock(&f, how) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) if !wait => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot lock `{path}`")),
+        }
         let store_entries = entries_in(&root)?;
         let mut total: u64 = store_entries.iter().map(|e| e.size).sum();
         let mut removed = Vec::new();
@@ -328,7 +351,7 @@ impl Store {
             total -= e.size;
             removed.push(e);
         }
-        Ok(removed)
+        Ok(Some(removed))
     }
 }
 
@@ -350,7 +373,14 @@ fn entries_in(root: &Utf8Path) -> anyhow::Result<Vec<Entry>> {
                 .filter(|m| m.is_file())
                 .map(|m| m.len())
                 .sum();
-            out.push(Entry { path: e.path().to_owned(), size, used });
+            let what = if d == "wheels" {
+                let sha = e.file_name().split('.').next().unwrap_or_default();
+                super::pins::file_of(sha).unwrap_or_else(|| "(not pinned by this version)".to_owned())
+            } else {
+                let names = std::fs::read_to_string(e.path().join(TREE_NAMES)).unwrap_or_default();
+                names.lines().collect::<Vec<_>>().join(", ")
+            };
+            out.push(Entry { path: e.path().to_owned(), what, size, used });
         }
     }
     out.sort_by(|a, b| a.used.cmp(&b.used).then_with(|| a.path.cmp(&b.path)));
@@ -458,7 +488,7 @@ mod tests {
             "m-1-py3-none-any.whl is not in the toolchain cache and --offline forbids downloading it; put it in a --find-links directory, or build once without --offline"
         );
         // Prune to nothing empties it.
-        let removed = store.prune(0).unwrap();
+        let removed = store.prune(0, true).unwrap().unwrap();
         assert_eq!(removed.len(), 2);
         let s = Store::open(&root.join("cache"), opts).unwrap();
         assert!(s.entries().unwrap().is_empty());

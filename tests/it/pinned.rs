@@ -177,6 +177,16 @@ fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
     eprintln!("pinned relu bundle, second build: {warm:.1} s");
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(verbs(&again), BUILT.map(|v| format!("reused {v}")));
+    // `native-cache` shows the toolchain cache: each wheel by its pinned file name.
+    let show = kb(&relu, &cells, &shared_toolchain_cache(), &["native-cache"]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let torch215 = "torch-2.15.0-cp313-cp313-manylinux_2_28_x86_64.whl";
+    assert!(
+        show.stdout.lines().any(|l| l.starts_with("  241fea2b") && l.ends_with(torch215)),
+        "{}",
+        show.stdout
+    );
+    assert!(show.stdout.contains(" toolchain entries, "), "{}", show.stdout);
 
     // No network: an empty toolchain cache, `--offline`, the wheels in a wheelhouse.
     let house = t.path().join("house");
