@@ -5,6 +5,8 @@
                                   "url", "hashes": {"sha256"}}]} for DIR/<project>/*.whl
   GET /simple/<project>/<file>    the file's bytes; honours `Range: bytes=N-` (206)
 
+With `$INDEX_LOG` set, each file request is appended to that file as `<file> <Range header>`.
+
 Run: `python3 server.py DIR`; it listens on 127.0.0.1, on a free port, and prints `PORT <n>`
 on its first line of output.
 """
@@ -51,6 +53,9 @@ class Handler(BaseHTTPRequestHandler):
             data = f.read()
         start = 0
         rng = self.headers.get("Range", "")
+        if os.environ.get("INDEX_LOG"):
+            with open(os.environ["INDEX_LOG"], "a") as log:
+                log.write("%s %s\n" % (parts[2], rng or "-"))
         if rng.startswith("bytes=") and rng.endswith("-"):
             start = int(rng[len("bytes="):-1])
             if start >= len(data):

@@ -275,9 +275,15 @@ struct Index {
 
 impl Index {
     fn start(dir: &Path) -> Index {
+        Index::start_logging(dir, Path::new(""))
+    }
+
+    /// With each file request appended to `log` (none when empty).
+    fn start_logging(dir: &Path, log: &Path) -> Index {
         let mut child = Command::new("python3")
             .arg(repo().join("tests/index_server/server.py"))
             .arg(dir)
+            .env("INDEX_LOG", log)
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 runs the index server");
@@ -372,4 +378,49 @@ fn matrix_pin_resolves_entries_from_a_local_index_and_is_stable() {
         again.stdout
     );
     assert_eq!(fs::read_to_string(&file).unwrap(), text, "a second refresh changes nothing");
+}
+
+/// The toolchain cache resumes a partial download with `Range` and keeps the wheel only when
+/// the whole file has the pinned sha256: a partial file of other bytes fails the check, is
+/// removed, and the next fetch downloads the wheel whole.
+#[test]
+fn a_partial_download_resumes_and_a_wrong_one_is_never_used() {
+    use kernel_builder::toolchain::pins::ResolvedWheel;
+    use kernel_builder::toolchain::store::{FetchOptions, Store};
+    use sha2::Digest;
+    let t = tempfile::tempdir().unwrap();
+    let file = "tool-1.0-py3-none-any.whl";
+    let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    fs::create_dir_all(t.path().join("wheels/tool")).unwrap();
+    fs::write(t.path().join("wheels/tool").join(file), &bytes).unwrap();
+    let log = t.path().join("requests.log");
+    let index = Index::start_logging(&t.path().join("wheels"), &log);
+    let sha: String = sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let w =
+        ResolvedWheel { file: file.into(), url: format!("{}/tool/{file}", index.url), sha256: sha.clone() };
+    let root = camino::Utf8PathBuf::from_path_buf(t.path().join("tc")).unwrap();
+    let store = Store::open(&root, FetchOptions::default()).unwrap();
+    let part = root.join(format!("wheels/{sha}.part"));
+
+    fs::write(&part, &bytes[..1_000_000]).unwrap();
+    let got = store.wheel(&w).unwrap();
+    assert_eq!(got, root.join(format!("wheels/{sha}.whl")));
+    assert_eq!(fs::read(&got).unwrap(), bytes);
+    assert!(!part.exists());
+    assert_eq!(fs::read_to_string(&log).unwrap(), format!("{file} bytes=1000000-\n"));
+
+    fs::remove_file(&got).unwrap();
+    fs::write(&part, vec![0u8; 1_000_000]).unwrap();
+    let err = store.wheel(&w).unwrap_err();
+    assert!(err.starts_with(&format!("{file} has sha256 ")), "{err}");
+    assert!(
+        err.contains(&format!(", but nix/torch-wheels.json pins {sha}; the file was not used (removed)")),
+        "{err}"
+    );
+    assert!(!part.exists() && !got.exists());
+    assert_eq!(fs::read(store.wheel(&w).unwrap()).unwrap(), bytes);
+    assert_eq!(
+        fs::read_to_string(&log).unwrap(),
+        format!("{file} bytes=1000000-\n{file} bytes=1000000-\n{file} -\n")
+    );
 }
