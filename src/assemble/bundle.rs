@@ -75,18 +75,36 @@ pub fn plan(config: &BuildConfig, host: &HostToolchain) -> Plan {
     let mut out = noarch_variants(config);
     let mut skipped = Vec::new();
     for backend in compiled_backends(config) {
-        match plan_cell(config, backend, host) {
-            Ok(cell) => out.push(PlannedVariant {
-                name: cell.variant.clone(),
-                backend,
-                compiled: true,
-                cell: Some(Box::new(cell)),
-            }),
-            Err(reason) => skipped.push(SkippedBackend { backend, variant: None, reason }),
+        match host_cell(config, backend, host) {
+            Ok(v) => out.push(v),
+            Err(s) => skipped.push(s),
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Plan { variants: out, skipped }
+}
+
+/// The one cell of `backend` that `host` builds, or why it builds none.
+pub fn host_cell(
+    config: &BuildConfig,
+    backend: Backend,
+    host: &HostToolchain,
+) -> Result<PlannedVariant, SkippedBackend> {
+    plan_cell(config, backend, host).map(compiled_variant).map_err(|reason| SkippedBackend {
+        backend,
+        variant: None,
+        reason,
+    })
+}
+
+/// The planned variant of the compiled cell `cell`.
+pub fn compiled_variant(cell: NativeCell) -> PlannedVariant {
+    PlannedVariant {
+        name: cell.variant.clone(),
+        backend: cell.backend,
+        compiled: true,
+        cell: Some(Box::new(cell)),
+    }
 }
 
 /// The noarch cells of every system (they do not depend on the host).

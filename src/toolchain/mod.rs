@@ -14,7 +14,7 @@ pub mod provision;
 pub mod store;
 
 use crate::assemble::bundle::{self, Plan};
-use crate::assemble::compiled::{plan_cell, HostToolchain, PlannedVariant, SkippedBackend};
+use crate::assemble::compiled::{plan_cell, HostToolchain, SkippedBackend};
 use crate::config::BuildConfig;
 
 /// The variants a pinned build makes: the noarch cells, every provisionable pinned bundle cell
@@ -26,14 +26,9 @@ pub fn plan(config: &BuildConfig, requested: &[String], host: &HostToolchain, st
     let mut skipped = Vec::new();
     for backend in bundle::compiled_backends(config) {
         if !provision::pinned_backend(config, backend) {
-            match plan_cell(config, backend, host) {
-                Ok(cell) => variants.push(PlannedVariant {
-                    name: cell.variant.clone(),
-                    backend,
-                    compiled: true,
-                    cell: Some(Box::new(cell)),
-                }),
-                Err(reason) => skipped.push(SkippedBackend { backend, variant: None, reason }),
+            match bundle::host_cell(config, backend, host) {
+                Ok(v) => variants.push(v),
+                Err(s) => skipped.push(s),
             }
             continue;
         }
@@ -55,12 +50,7 @@ pub fn plan(config: &BuildConfig, requested: &[String], host: &HostToolchain, st
                     }
                 });
             match planned {
-                Ok(c) => variants.push(PlannedVariant {
-                    name: c.variant.clone(),
-                    backend,
-                    compiled: true,
-                    cell: Some(Box::new(c)),
-                }),
+                Ok(c) => variants.push(bundle::compiled_variant(c)),
                 Err(reason) => skipped.push(SkippedBackend { backend, variant: Some(cell.name), reason }),
             }
         }

@@ -13,9 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use assert_cmd::cargo::CommandCargoExt;
-
-use crate::cellcache::copy_kernel;
+use crate::cellcache::{copy_kernel, Out};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -26,33 +24,10 @@ fn shared_toolchain_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("toolchain-cache")
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 /// `kernel-builder ARGS` in `dir`, with the cell cache `cells` and the toolchain cache
 /// `toolchains`.
 fn kb(dir: &Path, cells: &Path, toolchains: &Path, args: &[&str]) -> Out {
-    let o = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .current_dir(dir)
-        .env("KERNEL_BUILDER_CACHE_DIR", cells)
-        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", toolchains)
-        .env_remove("KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE")
-        .env_remove("CUDACXX")
-        .env_remove("CUDA_HOME")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .args(args)
-        .output()
-        .unwrap();
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    }
+    crate::cellcache::kb(dir, cells, &[("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", toolchains)], args)
 }
 
 const BUILT: [&str; 4] = [
