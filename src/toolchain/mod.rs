@@ -28,7 +28,20 @@ pub fn plan(config: &BuildConfig, requested: &[String], host: &HostToolchain, st
         if !provision::pinned_backend(config, backend) {
             match bundle::host_cell(config, backend, host) {
                 Ok(v) => variants.push(v),
-                Err(s) => skipped.push(s),
+                // Each bundle cell of this system the backend has is named (ROCm, XPU: no
+                // toolchain of theirs is pinned yet); a backend with none here, once.
+                Err(s) => {
+                    let here = bundle_cells(config, backend);
+                    if here.is_empty() {
+                        skipped.push(s);
+                    } else {
+                        skipped.extend(here.into_iter().map(|c| SkippedBackend {
+                            backend,
+                            variant: Some(c.name),
+                            reason: s.reason.clone(),
+                        }));
+                    }
+                }
             }
             continue;
         }
@@ -57,4 +70,12 @@ pub fn plan(config: &BuildConfig, requested: &[String], host: &HostToolchain, st
     }
     variants.sort_by(|a, b| a.name.cmp(&b.name));
     Plan { variants, skipped }
+}
+
+/// The compiled bundle cells of `backend` on this system.
+fn bundle_cells(config: &BuildConfig, backend: crate::config::Backend) -> Vec<crate::matrix::Cell> {
+    crate::matrix::cells(config, &crate::matrix::host_system(), crate::matrix::Scope::Bundle)
+        .into_iter()
+        .filter(|c| !c.noarch && c.backend == backend)
+        .collect()
 }
