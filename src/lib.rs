@@ -27,4 +27,5 @@ pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
 pub mod process;
+pub mod toolchain;
 pub mod tune;

@@ -72,6 +72,43 @@ pub struct Plan {
 /// Every variant `build-and-copy` builds for `config` on this host, sorted by name: the
 /// noarch cells of every system, and per compiled backend the cell `host` builds.
 pub fn plan(config: &BuildConfig, host: &HostToolchain) -> Plan {
+    let mut out = noarch_variants(config);
+    let mut skipped = Vec::new();
+    for backend in compiled_backends(config) {
+        match host_cell(config, backend, host) {
+            Ok(v) => out.push(v),
+            Err(s) => skipped.push(s),
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Plan { variants: out, skipped }
+}
+
+/// The one cell of `backend` that `host` builds, or why it builds none.
+pub fn host_cell(
+    config: &BuildConfig,
+    backend: Backend,
+    host: &HostToolchain,
+) -> Result<PlannedVariant, SkippedBackend> {
+    plan_cell(config, backend, host).map(compiled_variant).map_err(|reason| SkippedBackend {
+        backend,
+        variant: None,
+        reason,
+    })
+}
+
+/// The planned variant of the compiled cell `cell`.
+pub fn compiled_variant(cell: NativeCell) -> PlannedVariant {
+    PlannedVariant {
+        name: cell.variant.clone(),
+        backend: cell.backend,
+        compiled: true,
+        cell: Some(Box::new(cell)),
+    }
+}
+
+/// The noarch cells of every system (they do not depend on the host).
+pub fn noarch_variants(config: &BuildConfig) -> Vec<PlannedVariant> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for system in &matrix::data::matrix().systems {
@@ -86,24 +123,16 @@ pub fn plan(config: &BuildConfig, host: &HostToolchain) -> Plan {
             }
         }
     }
+    out
+}
+
+/// The backends a `[kernel.*]` compiles code for, sorted.
+pub fn compiled_backends(config: &BuildConfig) -> Vec<Backend> {
     let mut compiled: Vec<Backend> =
         config.general.backends.iter().copied().filter(|b| config.has_kernel_for(*b)).collect();
     compiled.sort();
     compiled.dedup();
-    let mut skipped = Vec::new();
-    for backend in compiled {
-        match plan_cell(config, backend, host) {
-            Ok(cell) => out.push(PlannedVariant {
-                name: cell.variant.clone(),
-                backend,
-                compiled: true,
-                cell: Some(Box::new(cell)),
-            }),
-            Err(reason) => skipped.push(SkippedBackend { backend, reason }),
-        }
-    }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants: out, skipped }
+    compiled
 }
 
 /// Why `name`, which is not planned, cannot be built here, when it names a compiled variant
@@ -117,7 +146,10 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
         .map(|c| c.backend)
         .or_else(|| variant_kind(name).filter(|(_, kind)| *kind != "noarch").map(|(b, _)| b))
         .filter(|b| config.has_kernel_for(*b))?;
-    if let Some(s) = plan.skipped.iter().find(|s| s.backend == backend) {
+    if let Some(s) = plan.skipped.iter().find(|s| s.variant.as_deref() == Some(name)) {
+        return Some(format!("cannot build `{name}` natively: {}", s.reason));
+    }
+    if let Some(s) = plan.skipped.iter().find(|s| s.backend == backend && s.variant.is_none()) {
         return Some(format!("cannot build `{name}` natively: {}", s.reason));
     }
     let built = plan.variants.iter().find(|v| v.backend == backend && v.compiled)?;
@@ -337,11 +369,14 @@ pub struct BuildOptions<'a> {
     pub jobs: usize,
     /// Told when each cell starts and finishes.
     pub progress: &'a dyn Progress,
+    /// Build the pinned bundle cells from this toolchain cache ([`crate::toolchain::plan`])
+    /// instead of the one cell per backend of the host toolchain.
+    pub pinned: Option<&'a crate::toolchain::store::Store>,
 }
 
 impl Default for BuildOptions<'_> {
     fn default() -> Self {
-        BuildOptions { cache: None, jobs: 1, progress: &NoProgress }
+        BuildOptions { cache: None, jobs: 1, progress: &NoProgress, pinned: None }
     }
 }
 
@@ -391,7 +426,10 @@ pub fn build_into_with(
     host: &HostToolchain,
     options: &BuildOptions<'_>,
 ) -> anyhow::Result<BundleReport> {
-    let the_plan = plan(config, host);
+    let the_plan = match options.pinned {
+        Some(store) => crate::toolchain::plan(config, requested, host, store),
+        None => plan(config, host),
+    };
     let planned = &the_plan.variants;
     for r in requested {
         if !planned.iter().any(|p| &p.name == r) {
@@ -404,7 +442,10 @@ pub fn build_into_with(
     let mut notes: Vec<String> = the_plan
         .skipped
         .iter()
-        .map(|s| format!("the `{}` variant is not built: {}", s.backend, s.reason))
+        .map(|s| match &s.variant {
+            Some(v) => format!("`{v}` is not built: {}", s.reason),
+            None => format!("the `{}` variant is not built: {}", s.backend, s.reason),
+        })
         .collect();
     // What the selected cells leave out (capabilities their nvcc cannot build).
     notes.extend(selected.iter().filter_map(|v| v.cell.as_ref()).flat_map(|c| c.notes.iter().cloned()));

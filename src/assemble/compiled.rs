@@ -160,8 +160,19 @@ pub struct HostToolchain {
     /// `KERNEL_BUILDER_CUDA_CAPABILITIES`): a quick check, recorded in metadata.json
     /// (`build.capabilities-only`), which `upload` refuses. `None`: every capability.
     pub cuda_capabilities_only: Option<Vec<String>>,
+    /// Tools provisioned from pinned wheels ([`crate::toolchain`]), used instead of looking
+    /// them up; `None`: found on the host.
+    pub provisioned: Option<ProvisionedTools>,
     torch: OnceLock<Result<TorchFacts, String>>,
     tvm_ffi: OnceLock<Result<TvmFfiFacts, String>>,
+}
+
+/// CMake, Ninja and (for a CUDA cell) nvcc of a cell provisioned from pinned wheels.
+#[derive(Debug, Clone)]
+pub struct ProvisionedTools {
+    pub cmake: Utf8PathBuf,
+    pub ninja: Utf8PathBuf,
+    pub nvcc: Option<Utf8PathBuf>,
 }
 
 impl HostToolchain {
@@ -173,9 +184,22 @@ impl HostToolchain {
             hermetic: false,
             manylinux: None,
             cuda_capabilities_only: None,
+            provisioned: None,
             torch: OnceLock::new(),
             tvm_ffi: OnceLock::new(),
         }
+    }
+
+    /// A toolchain whose torch facts and tools are given (a cell provisioned from pinned
+    /// wheels); `python` only supplies `Python.h`.
+    pub fn provisioned(
+        python: impl Into<Utf8PathBuf>,
+        torch: TorchFacts,
+        tools: ProvisionedTools,
+    ) -> HostToolchain {
+        let host = HostToolchain { provisioned: Some(tools), ..HostToolchain::new(python) };
+        let _ = host.torch.set(Ok(torch));
+        host
     }
 
     /// The same toolchain, holding every compiled variant to the manylinux policy `policy`
@@ -401,10 +425,15 @@ fn base_tools(host: &HostToolchain, executable: &Utf8Path) -> Result<(Tool, Tool
     let missing = |what: &str, install: &str| {
         format!("{what} was not found next to `{}` or on PATH; install it ({install})", host.python)
     };
-    let cmake = find_program("cmake", &near)
-        .ok_or_else(|| missing("CMake", &format!("`{} -m pip install cmake`", host.python)))?;
-    let ninja = find_program("ninja", &near)
-        .ok_or_else(|| missing("Ninja", &format!("`{} -m pip install ninja`", host.python)))?;
+    let (cmake, ninja) = match &host.provisioned {
+        Some(p) => (p.cmake.clone(), p.ninja.clone()),
+        None => (
+            find_program("cmake", &near)
+                .ok_or_else(|| missing("CMake", &format!("`{} -m pip install cmake`", host.python)))?,
+            find_program("ninja", &near)
+                .ok_or_else(|| missing("Ninja", &format!("`{} -m pip install ninja`", host.python)))?,
+        ),
+    };
     let cxx_name = std::env::var("CXX").ok().filter(|c| !c.is_empty());
     let cxx = match &cxx_name {
         Some(c) => find_program(c, &[]).ok_or_else(|| format!("`CXX` is `{c}`, which is not an executable"))?,
@@ -488,6 +517,11 @@ fn find_nvcc(purelib: &Utf8Path, executable: &Utf8Path, want: Option<WantCuda<'_
             purelib.join("nvidia/cu*/bin"),
         ),
     })?;
+    nvcc_tool(nvcc, want)
+}
+
+/// The nvcc at `nvcc` with its version; with `want`, refused unless of that CUDA.
+fn nvcc_tool(nvcc: Utf8PathBuf, want: Option<WantCuda<'_>>) -> Result<Tool, String> {
     let out = duct::cmd(nvcc.as_str(), ["--version"])
         .before_spawn(crate::process::before_spawn)
         .stdout_capture()
@@ -639,7 +673,10 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
                 )
             })?;
             let want = WantCuda { cuda: &cuda, torch_version: &torch.version };
-            let nvcc = find_nvcc(&torch.purelib, &torch.executable, Some(want))?;
+            let nvcc = match host.provisioned.as_ref().and_then(|p| p.nvcc.clone()) {
+                Some(pinned) => nvcc_tool(pinned, Some(want))?,
+                None => find_nvcc(&torch.purelib, &torch.executable, Some(want))?,
+            };
             (Some(cuda), Some(nvcc))
         }
         (Backend::Cuda, CellFramework::TvmFfi(f)) => {
@@ -1725,6 +1762,9 @@ pub fn torch_target_version(abi: &Version) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct SkippedBackend {
     pub backend: Backend,
+    /// The cell not built, when one cell of the backend is meant (a pinned bundle cell).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     pub reason: String,
 }
 

@@ -33,9 +33,10 @@ pub struct ToolchainArgs {
     /// The Python interpreter whose torch compiled variants are built against (its tvm_ffi for
     /// a `[tvm-ffi]` kernel); its torch version, CUDA build and C++ ABI (tvm-ffi's major.minor
     /// and nvcc's CUDA) name the variant. CMake and Ninja are looked up beside it first, then
-    /// on PATH.
-    #[arg(long, value_name = "PATH", default_value = "python3")]
-    pub python: Utf8PathBuf,
+    /// on PATH. Default: `python3`; `build-and-copy` without it builds every bundle cell of a
+    /// `[torch]` kernel's CPU and CUDA backends from pinned wheels instead.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<Utf8PathBuf>,
     /// Record in metadata.json that the tools (--python, CXX, CUDACXX, PATH) come from the
     /// declared package set NAME rather than the host (`build.package-set`, `native: false`).
     /// A Nix cell passes its package set's name; pass the same name and tools to a native
@@ -68,11 +69,10 @@ fn parse_manylinux(s: &str) -> Result<String, String> {
 impl ToolchainArgs {
     /// The host toolchain these arguments describe.
     pub fn host(&self) -> HostToolchain {
-        let host = HostToolchain::new(self.python.clone())
-            .with_manylinux(self.manylinux.clone())
-            .with_cuda_capabilities(
-                self.cuda_capabilities.iter().filter(|c| !c.trim().is_empty()).cloned().collect(),
-            );
+        let python = self.python.clone().unwrap_or_else(|| "python3".into());
+        let host = HostToolchain::new(python).with_manylinux(self.manylinux.clone()).with_cuda_capabilities(
+            self.cuda_capabilities.iter().filter(|c| !c.trim().is_empty()).cloned().collect(),
+        );
         match &self.package_set {
             Some(name) => host.with_package_set(name.clone(), self.hermetic),
             None => host,
@@ -120,6 +120,14 @@ pub struct Args {
     pub toolchain: ToolchainArgs,
     #[command(flatten)]
     pub native: NativeArgs,
+    /// Native builds without --python: never download a pinned wheel; use the toolchain cache
+    /// and --find-links directories only.
+    #[arg(long)]
+    pub offline: bool,
+    /// Native builds without --python: look for pinned wheels (by file name) in DIR first, a
+    /// wheelhouse made elsewhere (repeatable). Each is checked against its pinned sha256.
+    #[arg(long = "find-links", value_name = "DIR")]
+    pub find_links: Vec<Utf8PathBuf>,
     /// Extra arguments for `nix build` (after `--`), e.g. `-- -L --max-jobs 4`.
     #[arg(last = true, value_name = "NIX_ARGS")]
     pub nix_args: Vec<String>,
@@ -206,6 +214,7 @@ pub(crate) fn run_native(
     host: &HostToolchain,
     native: &NativeArgs,
     quiet: bool,
+    pinned: Option<&crate::toolchain::store::Store>,
 ) -> anyhow::Result<bundle::BundleReport> {
     let cache = match CellCache::user() {
         _ if native.no_cache => None,
@@ -220,7 +229,7 @@ pub(crate) fn run_native(
         n => n,
     };
     let bar = CellBar::new(quiet);
-    let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar };
+    let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar, pinned };
     let report = build_native(dir, config, variants, host, &options);
     bar.bar.finish_and_clear();
     let report = report?;
@@ -317,8 +326,41 @@ pub fn run(args: Args) -> super::CmdResult {
     );
 
     let loaded = super::load_config(&dir)?;
-    let report =
-        run_native(&dir, &loaded.config, &args.variants, &args.toolchain.host(), &args.native, args.json)?;
+    // Without --python, a [torch] kernel's CPU and CUDA bundle cells come from pinned wheels.
+    let uses_pins = crate::assemble::bundle::compiled_backends(&loaded.config)
+        .into_iter()
+        .any(|b| crate::toolchain::provision::pinned_backend(&loaded.config, b));
+    let pinned = match &args.toolchain.python {
+        _ if !uses_pins && args.toolchain.python.is_none() => None,
+        Some(_) => {
+            anyhow::ensure!(
+                !args.offline && args.find_links.is_empty(),
+                "--offline and --find-links apply to the pinned toolchains of a build without --python; drop --python, or drop them"
+            );
+            None
+        }
+        None => Some(crate::toolchain::store::Store::user(crate::toolchain::store::FetchOptions {
+            offline: args.offline,
+            find_links: args.find_links.clone(),
+            progress: !args.json,
+        })?),
+    };
+    let report = run_native(
+        &dir,
+        &loaded.config,
+        &args.variants,
+        &args.toolchain.host(),
+        &args.native,
+        args.json,
+        pinned.as_ref(),
+    )?;
+    if let Some(store) = pinned {
+        // Bounded: the least recently used wheels and trees go, unless another build uses them.
+        let max = crate::toolchain::store::max_bytes()?;
+        if let Err(e) = store.prune(max, false) {
+            eprintln!("warning: the toolchain cache was not pruned: {e:#}");
+        }
+    }
     print_built(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -48,6 +48,7 @@ pub fn run(args: Args) -> super::CmdResult {
         &host,
         &args.native,
         args.flags.json,
+        None,
     )?;
     // The same lines as build-and-copy, on the same stream; with --json the upload's document
     // is the one on stdout, so the build lines go to stderr.

@@ -4,6 +4,8 @@
 //!   and `torch/version.py` ([`crate::matrix::wheel`]) and say whether the matrix has a cell
 //!   for it with the wheel's toolkit. Exit 0 when it agrees, 1 when it does not or the wheel
 //!   cannot be read.
+//! - `matrix pin [--index URL] [--pins FILE]`: resolve the pinned wheels' files and hashes from
+//!   their index ([`crate::toolchain::pins::refresh`]).
 
 use std::process::ExitCode;
 
@@ -26,6 +28,24 @@ pub enum MatrixCommand {
     /// Python range and platform tags, and whether a cell exists for each platform with that
     /// toolkit.
     CheckWheel(CheckWheelArgs),
+    /// Resolve the file, URL and sha256 of the pinned wheels (torch, CUDA toolkits, CMake,
+    /// Ninja) from their index's PEP 691 JSON API and rewrite the pins file in its stable
+    /// order (sorted keys), so the change is a reviewable diff and a second run changes
+    /// nothing. Exit 1 when an entry of the index could not be resolved (each is named).
+    Pin(PinArgs),
+}
+
+/// Arguments of `matrix pin`.
+#[derive(Debug, clap::Args)]
+pub struct PinArgs {
+    /// Only the entries whose `index` is this URL (e.g. `https://pypi.org/simple`,
+    /// `https://download.pytorch.org/whl/cu126`); default: every entry, each from its own
+    /// index.
+    #[arg(long, value_name = "URL")]
+    pub index: Option<String>,
+    /// The pins file to refresh.
+    #[arg(long, value_name = "FILE", default_value = crate::toolchain::pins::PINS_FILE)]
+    pub pins: Utf8PathBuf,
 }
 
 /// Arguments of `matrix check-wheel`.
@@ -46,7 +66,32 @@ pub struct CheckWheelArgs {
 pub fn run(args: Args) -> super::CmdResult {
     match args.command {
         MatrixCommand::CheckWheel(a) => check_wheel_cmd(a),
+        MatrixCommand::Pin(a) => pin_cmd(a),
     }
+}
+
+fn pin_cmd(args: PinArgs) -> super::CmdResult {
+    use crate::toolchain::pins;
+    let mut p = pins::read(&args.pins)?;
+    let report = pins::refresh(&mut p, args.index.as_deref());
+    let text = pins::to_text(&p)?;
+    if std::fs::read_to_string(&args.pins).ok().as_deref() != Some(text.as_str()) {
+        crate::fsutil::write_atomic(&args.pins, text.as_bytes())?;
+    }
+    for c in &report.changed {
+        println!("pinned {c}");
+    }
+    for u in &report.unresolved {
+        eprintln!("not resolved: {u}");
+    }
+    println!(
+        "{}: {} changed, {} not resolved, {} of other indexes left alone",
+        args.pins,
+        report.changed.len(),
+        report.unresolved.len(),
+        report.skipped
+    );
+    Ok(if report.unresolved.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn check_wheel_cmd(args: CheckWheelArgs) -> super::CmdResult {

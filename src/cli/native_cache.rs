@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use crate::assemble::cellcache::{build_max_bytes, parse_size, CellCache};
+use crate::toolchain::store::{self, FetchOptions, Store};
 
 /// Arguments of `native-cache`.
 #[derive(Debug, clap::Args)]
@@ -33,6 +34,10 @@ pub enum Action {
         /// (powers of 1024), e.g. `500M`; `0` empties it.
         #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "5G")]
         max_size: u64,
+        /// Also prune the toolchain cache (pinned wheels and their unpacked trees) to at most
+        /// SIZE, least recently used first; waits for builds using it.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        toolchain_max_size: Option<u64>,
     },
 }
 
@@ -75,8 +80,44 @@ pub fn run(args: Args) -> super::CmdResult {
                 human(total),
                 build_max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
             );
+            // The toolchain cache, when there is one (a build without --python made it).
+            let dir = match std::env::var(store::DIR_VAR) {
+                Ok(d) if !d.is_empty() => camino::Utf8PathBuf::from(d),
+                _ => crate::assemble::compiled::cache_root()?.join(store::DIR_NAME),
+            };
+            if dir.is_dir() {
+                let s = Store::user(FetchOptions::default())?;
+                let entries = s.entries()?;
+                println!("{}", s.root());
+                for e in &entries {
+                    println!(
+                        "  {}  {:>10}  {}",
+                        e.path.file_name().unwrap_or_default(),
+                        human(e.size),
+                        e.what
+                    );
+                }
+                println!(
+                    "{} toolchain entr{}, {} (builds prune to {})",
+                    entries.len(),
+                    if entries.len() == 1 { "y" } else { "ies" },
+                    human(entries.iter().map(|e| e.size).sum()),
+                    store::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+                );
+            }
         }
-        Action::Prune { max_size } => {
+        Action::Prune { max_size, toolchain_max_size } => {
+            if let Some(max) = toolchain_max_size {
+                let store = Store::user(FetchOptions::default())?;
+                let root = store.root().to_owned();
+                let removed = store.prune(max, true)?.unwrap_or_default();
+                println!(
+                    "removed {} toolchain entr{} ({}) from {root}",
+                    removed.len(),
+                    if removed.len() == 1 { "y" } else { "ies" },
+                    human(removed.iter().map(|e| e.size).sum())
+                );
+            }
             let r = cache.prune(max_size)?;
             println!(
                 "removed {} entr{} ({}); {} left ({}) in {}",

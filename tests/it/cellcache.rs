@@ -49,7 +49,7 @@ pub(crate) struct Out {
 }
 
 /// `kernel-builder ARGS` in `dir` with the cache `cache` and extra environment.
-fn kb(dir: &Path, cache: &Path, env: &[(&str, &Path)], args: &[&str]) -> Out {
+pub(crate) fn kb(dir: &Path, cache: &Path, env: &[(&str, &Path)], args: &[&str]) -> Out {
     let mut c = Command::cargo_bin("kernel-builder").unwrap();
     c.current_dir(dir)
         .env("KERNEL_BUILDER_CACHE_DIR", cache)

@@ -20,6 +20,7 @@ mod nix_cache;
 mod nix_compiled;
 mod nix_remote;
 mod parity;
+mod pinned;
 mod scripts;
 mod tune;
 mod tune_lint;

@@ -1,0 +1,387 @@
+//! The pins of every compiled cell's toolchain: `nix/torch-wheels.json`, read here with
+//! `include_str!` and by Nix with `builtins.fromJSON` (one file, so a native cell and a Nix cell
+//! of the same name compile against the same bytes).
+//!
+//! Three tables, each entry a wheel pinned by its project, version, index, file name, URL and
+//! sha256 (null until pinned):
+//!
+//! - `wheels.<torch>.<framework>.<system>`: the official torch wheel of a cell
+//!   (`2.14` / `cu130` / `x86_64-linux`). A CPU entry with `compile-against: cu130` is built
+//!   natively against the cu130 wheel of the same torch and system: the same headers and the
+//!   same `libtorch_cpu`, so one download serves both cells.
+//! - `cuda-toolkits.<cuda>.<system>`: NVIDIA's wheels of that CUDA (nvcc, nvvm, crt, cccl, the
+//!   runtime), unpacked together into one toolkit root.
+//! - `build-tools.<system>`: CMake and Ninja.
+//!
+//! [`refresh`] (`kernel-builder matrix pin`) resolves the file, URL and sha256 of entries from
+//! their index's PEP 691 JSON simple API and writes the file back with sorted keys, so a refresh
+//! is a reviewable diff and a second refresh changes nothing.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use camino::Utf8Path;
+use serde::{Deserialize, Serialize};
+
+/// The pins file, as committed.
+pub const PINS_JSON: &str = include_str!("../../nix/torch-wheels.json");
+/// Its path in the repository, for messages.
+pub const PINS_FILE: &str = "nix/torch-wheels.json";
+
+/// One pinned wheel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WheelPin {
+    /// The distribution name on the index (`torch`, `nvidia-cuda-nvcc`).
+    pub project: String,
+    /// Its version on the index (`2.14.0`, `13.0.88`).
+    pub version: String,
+    /// The simple index it comes from (`https://pypi.org/simple`).
+    pub index: String,
+    /// The wheel's file name, for the system of the entry.
+    pub file: Option<String>,
+    pub url: Option<String>,
+    /// Base16 sha256 of the file; `None`: not pinned yet.
+    pub sha256: Option<String>,
+    /// A CPU torch entry: the framework whose wheel the native build compiles against.
+    #[serde(rename = "compile-against", default, skip_serializing_if = "Option::is_none")]
+    pub compile_against: Option<String>,
+}
+
+impl WheelPin {
+    /// The file name, URL and hash, or why this wheel cannot be used (not pinned yet, with the
+    /// command that pins it).
+    pub fn resolved(&self) -> Result<ResolvedWheel, String> {
+        match (&self.file, &self.url, &self.sha256) {
+            (Some(file), Some(url), Some(sha256)) => {
+                Ok(ResolvedWheel { file: file.clone(), url: url.clone(), sha256: sha256.clone() })
+            }
+            _ => Err(format!(
+                "{} {} ({}) has no sha256 pinned in {PINS_FILE} yet: run `kernel-builder matrix pin --index {}` where that index is reachable, or pass `--find-links DIR` with the wheel and pin its hash there",
+                self.project,
+                self.version,
+                self.file.as_deref().unwrap_or("no file resolved"),
+                self.index
+            )),
+        }
+    }
+}
+
+/// A wheel that can be fetched and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedWheel {
+    pub file: String,
+    pub url: String,
+    pub sha256: String,
+}
+
+/// The pins file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pins {
+    pub format: String,
+    pub comment: String,
+    /// The CPython of the torch wheels (`3.13`).
+    pub python: String,
+    pub wheels: BTreeMap<String, BTreeMap<String, BTreeMap<String, WheelPin>>>,
+    #[serde(rename = "cuda-toolkits")]
+    pub cuda_toolkits: BTreeMap<String, BTreeMap<String, Vec<WheelPin>>>,
+    #[serde(rename = "build-tools")]
+    pub build_tools: BTreeMap<String, Vec<WheelPin>>,
+}
+
+/// The committed pins.
+pub fn pins() -> &'static Pins {
+    static PINS: std::sync::OnceLock<Pins> = std::sync::OnceLock::new();
+    PINS.get_or_init(|| serde_json::from_str(PINS_JSON).expect("nix/torch-wheels.json is valid (tested)"))
+}
+
+/// The framework name of a torch entry: `cpu`, `cu130`.
+pub fn framework(cuda: Option<&str>) -> String {
+    match cuda {
+        Some(v) => format!("cu{}", v.split('.').take(2).collect::<String>()),
+        None => "cpu".to_owned(),
+    }
+}
+
+/// What a cell of torch `torch` (`2.14`), CUDA `cuda` (`None` for CPU) on `system` compiles
+/// against: the torch wheel, the CUDA toolkit wheels (empty for CPU) and CMake and Ninja.
+#[derive(Debug, Clone)]
+pub struct CellPins<'p> {
+    pub torch: &'p WheelPin,
+    /// The framework of the torch wheel used (`cu130` also for a CPU cell that compiles
+    /// against it).
+    pub torch_framework: String,
+    pub toolkit: Vec<&'p WheelPin>,
+    pub tools: Vec<&'p WheelPin>,
+}
+
+impl Pins {
+    /// The pins of one cell, or why it has none (naming the file and the entry missing).
+    pub fn cell(&self, torch: &str, cuda: Option<&str>, system: &str) -> Result<CellPins<'_>, String> {
+        let fw = framework(cuda);
+        let entry = |fw: &str| self.wheels.get(torch).and_then(|f| f.get(fw)).and_then(|s| s.get(system));
+        let own = entry(&fw).ok_or_else(|| {
+            format!("{PINS_FILE} has no torch wheel for torch {torch} × {fw} × {system}; add one there")
+        })?;
+        let (torch_pin, torch_framework) = match &own.compile_against {
+            Some(other) => (
+                entry(other).ok_or_else(|| {
+                    format!("{PINS_FILE}: torch {torch} × {fw} × {system} compiles against `{other}`, which has no entry for {system}")
+                })?,
+                other.clone(),
+            ),
+            None => (own, fw.clone()),
+        };
+        let toolkit = match cuda {
+            Some(v) => self
+                .cuda_toolkits
+                .get(v)
+                .and_then(|s| s.get(system))
+                .ok_or_else(|| format!("{PINS_FILE} has no CUDA {v} toolkit wheels for {system}; add them under `cuda-toolkits`"))?
+                .iter()
+                .collect(),
+            None => Vec::new(),
+        };
+        let tools = self
+            .build_tools
+            .get(system)
+            .ok_or_else(|| {
+                format!(
+                    "{PINS_FILE} has no CMake and Ninja wheels for {system}; add them under `build-tools`"
+                )
+            })?
+            .iter()
+            .collect();
+        Ok(CellPins { torch: torch_pin, torch_framework, toolkit, tools })
+    }
+}
+
+/// The file name of the pinned wheel whose sha256 is `sha256`, if any.
+pub fn file_of(sha256: &str) -> Option<String> {
+    let p = pins();
+    let torch = p.wheels.values().flat_map(|f| f.values()).flat_map(|s| s.values());
+    let toolkits = p.cuda_toolkits.values().flat_map(|s| s.values()).flatten();
+    let tools = p.build_tools.values().flatten();
+    torch
+        .chain(toolkits)
+        .chain(tools)
+        .find(|w| w.sha256.as_deref() == Some(sha256))
+        .and_then(|w| w.file.clone())
+}
+
+/// Sort every object's keys (serde_json keeps insertion order here), so the file written is
+/// the same whatever order it was read in.
+fn sorted(v: serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => {
+            let mut entries: Vec<(String, serde_json::Value)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        serde_json::Value::Array(a) => serde_json::Value::Array(a.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
+/// The pins as written to the file: sorted keys, two-space indentation, a final newline.
+pub fn to_text(pins: &Pins) -> anyhow::Result<String> {
+    let v = sorted(serde_json::to_value(pins).context("cannot serialise the pins")?);
+    Ok(format!("{}\n", serde_json::to_string_pretty(&v)?))
+}
+
+/// One file of a PEP 691 project page.
+#[derive(Debug, Deserialize)]
+struct IndexFile {
+    filename: String,
+    url: String,
+    #[serde(default)]
+    hashes: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ProjectPage {
+    files: Vec<IndexFile>,
+}
+
+/// Whether the wheel file name `file` is `project` `version` for `system` (and, for a
+/// CPython-specific wheel, CPython `python`, `3.13` → `cp313`).
+fn wheel_matches(file: &str, project: &str, version: &str, system: &str, python: &str) -> bool {
+    let Some(stem) = file.strip_suffix(".whl") else { return false };
+    let parts: Vec<&str> = stem.split('-').collect();
+    if parts.len() < 5 {
+        return false;
+    }
+    let norm = |s: &str| s.to_ascii_lowercase().replace(['-', '.'], "_");
+    let (py, platform) = (parts[parts.len() - 3], parts[parts.len() - 1]);
+    let cp = format!("cp{}", python.replace('.', ""));
+    norm(parts[0]) == norm(project)
+        && parts[1] == version
+        && (py.split('.').any(|t| t == cp) || py.split('.').any(|t| t == "py3"))
+        && platform.split('.').any(|p| crate::matrix::wheel::platform_system(p) == Some(system))
+}
+
+/// What one [`refresh`] did.
+#[derive(Debug, Default)]
+pub struct RefreshReport {
+    /// Entries whose file, URL or hash changed: `project version (system)`.
+    pub changed: Vec<String>,
+    /// Entries of the index that it could not resolve, with the reason.
+    pub unresolved: Vec<String>,
+    /// Entries left alone (another index).
+    pub skipped: usize,
+}
+
+/// Resolve the file, URL and sha256 of every entry of `pins` whose index is `index` (all
+/// entries when `None`) from the index's PEP 691 JSON project pages, one request per project.
+/// An entry with a `file` keeps it (the URL and hash are looked up for that file); one
+/// without gets the wheel of its version for its system (CPython `pins.python` or `py3`).
+///
+/// Errors: none for a single entry (it is reported in [`RefreshReport::unresolved`]); the
+/// pins are changed only where an index answered.
+pub fn refresh(pins: &mut Pins, index: Option<&str>) -> RefreshReport {
+    let agent = super::http::agent(Some(std::time::Duration::from_secs(120)));
+    let python = pins.python.clone();
+    let mut pages: BTreeMap<(String, String), Result<ProjectPage, String>> = BTreeMap::new();
+    let mut report = RefreshReport::default();
+    let mut entries: Vec<(String, &mut WheelPin)> = Vec::new();
+    for fws in pins.wheels.values_mut() {
+        for systems in fws.values_mut() {
+            for (system, w) in systems.iter_mut() {
+                entries.push((system.clone(), w));
+            }
+        }
+    }
+    for systems in pins.cuda_toolkits.values_mut() {
+        for (system, ws) in systems.iter_mut() {
+            entries.extend(ws.iter_mut().map(|w| (system.clone(), w)));
+        }
+    }
+    for (system, ws) in pins.build_tools.iter_mut() {
+        entries.extend(ws.iter_mut().map(|w| (system.clone(), w)));
+    }
+    for (system, w) in entries {
+        let idx = w.index.trim_end_matches('/').to_owned();
+        if index.is_some_and(|i| i.trim_end_matches('/') != idx) {
+            report.skipped += 1;
+            continue;
+        }
+        let page = pages.entry((idx.clone(), w.project.clone())).or_insert_with(|| {
+            let url = format!("{idx}/{}/", w.project);
+            let mut resp = agent
+                .get(&url)
+                .header("Accept", "application/vnd.pypi.simple.v1+json")
+                .call()
+                .map_err(|e| format!("{url}: {e}"))?;
+            if resp.status() != 200 {
+                return Err(format!("{url}: HTTP {}", resp.status().as_u16()));
+            }
+            let bytes = resp
+                .body_mut()
+                .with_config()
+                .limit(64 << 20)
+                .read_to_vec()
+                .map_err(|e| format!("{url}: {e}"))?;
+            serde_json::from_slice::<ProjectPage>(&bytes)
+                .map_err(|e| format!("{url}: not a PEP 691 JSON project page ({e})"))
+        });
+        let what = format!("{} {} ({system})", w.project, w.version);
+        let page = match page {
+            Ok(p) => p,
+            Err(e) => {
+                report.unresolved.push(format!("{what}: {e}"));
+                continue;
+            }
+        };
+        let found = page.files.iter().find(|f| match &w.file {
+            Some(file) => &f.filename == file,
+            None => wheel_matches(&f.filename, &w.project, &w.version, &system, &python),
+        });
+        let Some(f) = found else {
+            report.unresolved.push(format!("{what}: the index has no such wheel for {system}"));
+            continue;
+        };
+        let Some(sha) = f.hashes.get("sha256") else {
+            report.unresolved.push(format!("{what}: the index gives no sha256 for {}", f.filename));
+            continue;
+        };
+        // A relative URL is relative to the project page.
+        let url = if f.url.contains("://") {
+            f.url.split('#').next().unwrap_or(&f.url).to_owned()
+        } else {
+            format!("{idx}/{}/{}", w.project, f.url.split('#').next().unwrap_or(&f.url))
+        };
+        let new = (Some(f.filename.clone()), Some(url), Some(sha.to_ascii_lowercase()));
+        if (w.file.clone(), w.url.clone(), w.sha256.clone()) != new {
+            report.changed.push(what);
+            (w.file, w.url, w.sha256) = new;
+        }
+    }
+    report
+}
+
+/// Read a pins file.
+pub fn read(path: &Utf8Path) -> anyhow::Result<Pins> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read `{path}`"))?;
+    serde_json::from_str(&text).with_context(|| format!("`{path}` is not a pins file ({PINS_FILE} format)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_pins_parse_and_are_in_their_stable_order() {
+        assert_eq!(to_text(pins()).unwrap(), PINS_JSON, "run `kernel-builder matrix pin` to rewrite it");
+    }
+
+    #[test]
+    fn every_compiled_cpu_and_cuda_bundle_cell_of_linux_has_pins() {
+        let m = crate::matrix::data::matrix();
+        let mut n = 0;
+        for set in &m.build_sets {
+            if !set.bundle
+                || !matches!(set.backend, crate::config::Backend::Cpu | crate::config::Backend::Cuda)
+            {
+                continue;
+            }
+            for system in set.systems.iter().filter(|s| s.ends_with("-linux")) {
+                let c = pins().cell(&set.torch, set.version.as_deref(), system).unwrap();
+                assert_eq!(c.tools.len(), 2);
+                assert_eq!(
+                    c.toolkit.len(),
+                    if set.backend == crate::config::Backend::Cuda {
+                        if set.version.as_deref() == Some("12.6") {
+                            3
+                        } else {
+                            5
+                        }
+                    } else {
+                        0
+                    }
+                );
+                n += 1;
+            }
+        }
+        assert!(n >= 10, "{n}");
+        // A CPU cell compiles against PyPI's CUDA wheel of its release.
+        let cpu = pins().cell("2.15", None, "x86_64-linux").unwrap();
+        assert_eq!(cpu.torch_framework, "cu132");
+        assert_eq!(cpu.torch.file.as_deref(), Some("torch-2.15.0-cp313-cp313-manylinux_2_28_x86_64.whl"));
+        let cu126 = pins().cell("2.14", Some("12.6"), "x86_64-linux").unwrap();
+        assert_eq!(
+            cu126.torch.resolved().unwrap_err(),
+            "torch 2.14.0 (torch-2.14.0+cu126-cp313-cp313-manylinux_2_28_x86_64.whl) has no sha256 pinned in nix/torch-wheels.json yet: run `kernel-builder matrix pin --index https://download.pytorch.org/whl/cu126` where that index is reachable, or pass `--find-links DIR` with the wheel and pin its hash there"
+        );
+    }
+
+    #[test]
+    fn wheel_names_match_by_project_version_python_and_platform() {
+        let f = "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
+        assert!(wheel_matches(f, "nvidia-cuda-nvcc", "13.0.88", "x86_64-linux", "3.13"));
+        assert!(!wheel_matches(f, "nvidia-cuda-nvcc", "13.0.88", "aarch64-linux", "3.13"));
+        assert!(!wheel_matches(f, "nvidia-cuda-nvcc", "13.0.8", "x86_64-linux", "3.13"));
+        let t = "torch-2.14.0-cp313-cp313-manylinux_2_28_x86_64.whl";
+        assert!(wheel_matches(t, "torch", "2.14.0", "x86_64-linux", "3.13"));
+        assert!(!wheel_matches(t, "torch", "2.14.0", "x86_64-linux", "3.12"));
+        assert!(!wheel_matches("cmake-4.4.5.tar.gz", "cmake", "4.4.5", "x86_64-linux", "3.13"));
+    }
+}

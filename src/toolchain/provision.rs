@@ -1,0 +1,153 @@
+//! Provision the bundle's CPU and CUDA cells of this system from their pins: the torch wheel,
+//! the CUDA toolkit wheels and CMake and Ninja, each fetched into the toolchain cache
+//! ([`super::store`]) and unpacked; the torch facts read from the wheel itself (METADATA,
+//! `torch/version.py`, the C++ ABI of `libc10.so`'s symbols), never by importing it. Only the
+//! C++ compiler and `Python.h` (for the module's init function) come from the host, so every
+//! such cell is recorded as native and not hermetic.
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+use super::pins::{self, ResolvedWheel, WheelPin};
+use super::store::Store;
+use crate::assemble::compiled::{HostToolchain, ProvisionedTools, TorchFacts};
+use crate::config::{Backend, BuildConfig, Framework};
+use crate::matrix::{self, CellKind, Scope};
+
+/// Whether `config`'s `backend` cells are built from pins (a `[torch]` kernel's CPU and CUDA
+/// cells that are not stable-ABI ones); the others keep the host's toolchain.
+pub fn pinned_backend(config: &BuildConfig, backend: Backend) -> bool {
+    matches!(backend, Backend::Cpu | Backend::Cuda)
+        && matches!(&config.framework, Framework::Torch(t) if t.stable_abi.for_backend(backend).is_none())
+}
+
+/// The bundle cells of `config` on this system that are built from pins, for `backend`.
+pub fn pinned_cells(config: &BuildConfig, backend: Backend) -> Vec<matrix::Cell> {
+    if !pinned_backend(config, backend) {
+        return Vec::new();
+    }
+    matrix::cells(config, &matrix::host_system(), Scope::Bundle)
+        .into_iter()
+        .filter(|c| !c.noarch && c.backend == backend && c.kind == CellKind::Torch)
+        .collect()
+}
+
+/// What the host gives every provisioned cell: `Python.h`'s directory, the interpreter and its
+/// `X.Y` (the variant is abi3: any CPython ≥ 3.9 headers do).
+#[derive(Debug, Clone)]
+struct PythonHeaders {
+    include: Utf8PathBuf,
+    executable: Utf8PathBuf,
+    version: String,
+}
+
+fn python_headers() -> Result<PythonHeaders, String> {
+    const PROBE: &str = "import json, sys, sysconfig; print(json.dumps([sysconfig.get_paths()['include'], sys.executable, '%d.%d' % sys.version_info[:2]]))";
+    let out = duct::cmd("python3", ["-c", PROBE])
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| format!("cannot run `python3` ({e}), whose `Python.h` the module's init function needs; install Python 3 with its headers (e.g. `apt-get install python3-dev`)"))?;
+    let (include, executable, version): (Utf8PathBuf, Utf8PathBuf, String) = serde_json::from_slice(&out.stdout)
+        .map_err(|_| "`python3` could not report where its headers are; install Python 3 with its headers (e.g. `apt-get install python3-dev`)".to_owned())?;
+    if !include.join("Python.h").is_file() {
+        return Err(format!(
+            "`{include}/Python.h` is missing (the module's init function needs it); install Python's headers (e.g. `apt-get install python3-dev`)"
+        ));
+    }
+    Ok(PythonHeaders { include, executable, version })
+}
+
+/// Whether the shared object `lib` was built with the C++11 ABI: its dynamic symbols name
+/// `std::__cxx11::` types.
+fn uses_cxx11_abi(lib: &Utf8Path) -> Result<bool, String> {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(lib).map_err(|e| format!("cannot read `{lib}` ({e})"))?;
+    let file = object::File::parse(&*data).map_err(|e| format!("`{lib}` is not a shared object ({e})"))?;
+    Ok(file.dynamic_symbols().any(|s| s.name().is_ok_and(|n| n.contains("cxx11"))))
+}
+
+/// torch's facts from its wheel `wheel` unpacked in `tree`.
+fn torch_facts(
+    wheel: &Utf8Path,
+    tree: &Utf8Path,
+    purelib: &Utf8Path,
+    py: &PythonHeaders,
+) -> Result<TorchFacts, String> {
+    let w = matrix::wheel::read_wheel(wheel).map_err(|e| e.to_string())?;
+    let torch_dir = tree.join("torch");
+    let cxx11_abi = uses_cxx11_abi(&torch_dir.join("lib/libc10.so"))?;
+    Ok(TorchFacts {
+        version: w.torch_version,
+        cuda: (w.backend == Backend::Cuda).then_some(w.toolkit).flatten(),
+        hip: None,
+        xpu: None,
+        cxx11_abi,
+        cmake_prefix_path: torch_dir.join("share/cmake").to_string(),
+        torch_dir,
+        python_include: py.include.clone(),
+        purelib: purelib.to_owned(),
+        executable: py.executable.clone(),
+        python_version: py.version.clone(),
+    })
+}
+
+fn resolve(ws: &[&WheelPin]) -> Result<Vec<ResolvedWheel>, String> {
+    ws.iter().map(|w| w.resolved()).collect()
+}
+
+/// The program `name` of a pinned tool wheel unpacked in `tree`: `<name>/data/bin/<name>`
+/// (CMake's layout) or `<dist>.data/scripts/<name>` (a wheel's scripts, Ninja's layout).
+fn tool_in(tree: &Utf8Path, name: &str) -> Result<Utf8PathBuf, String> {
+    let bin = tree.join(format!("{name}/data/bin/{name}"));
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let scripts = tree
+        .read_dir_utf8()
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().starts_with(&format!("{name}-")) && e.file_name().ends_with(".data"))
+        .map(|e| e.path().join("scripts").join(name))
+        .find(|p| p.is_file());
+    scripts.ok_or_else(|| format!("the pinned {name} wheel has no `{name}` program (looked in `{bin}` and `{tree}/{name}-*.data/scripts/`)"))
+}
+
+/// The toolchain of the bundle cell `cell` (torch version, CUDA version, system) provisioned
+/// from the pins into `store`, or why it cannot be (no pin, no hash yet, the download or the
+/// check failing, no `Python.h`), naming what to do.
+pub fn provision(
+    cell: &matrix::Cell,
+    store: &Store,
+    manylinux: Option<String>,
+) -> Result<HostToolchain, String> {
+    static PY: std::sync::OnceLock<Result<PythonHeaders, String>> = std::sync::OnceLock::new();
+    let py = PY.get_or_init(python_headers).clone()?;
+    let cuda = (cell.backend == Backend::Cuda).then_some(cell.backend_version.as_deref()).flatten();
+    let p = pins::pins().cell(&cell.torch_version, cuda, &cell.system)?;
+    let torch = p.torch.resolved()?;
+    let toolkit = resolve(&p.toolkit)?;
+    let tools = resolve(&p.tools)?;
+    let torch_tree = store.tree(std::slice::from_ref(&torch))?;
+    let torch_wheel = store.wheel(&torch)?;
+    let tools_tree = store.tree(&tools)?;
+    let (purelib, nvcc) = if toolkit.is_empty() {
+        (torch_tree.clone(), None)
+    } else {
+        let tree = store.tree(&toolkit)?;
+        let major = cuda.and_then(|c| c.split('.').next()).unwrap_or("13");
+        let nvcc = tree.join(format!("nvidia/cu{major}/bin/nvcc"));
+        if !nvcc.is_file() {
+            return Err(format!("the pinned CUDA {} toolkit wheels have no `{nvcc}`", cuda.unwrap_or("?")));
+        }
+        (tree, Some(nvcc))
+    };
+    let facts = torch_facts(&torch_wheel, &torch_tree, &purelib, &py)?;
+    let provisioned = ProvisionedTools {
+        cmake: tool_in(&tools_tree, "cmake")?,
+        ninja: tool_in(&tools_tree, "ninja")?,
+        nvcc,
+    };
+    Ok(HostToolchain::provisioned(py.executable.clone(), facts, provisioned).with_manylinux(manylinux))
+}

@@ -1,0 +1,407 @@
+//! Bundle cells built from pinned wheels (`build-and-copy --nix never` without `--python`):
+//! kernels/relu's CPU and CUDA cells of torch 2.14 and 2.15 from PyPI's wheels, the cells whose
+//! wheels are only on PyTorch's index named with the command that pins them, the same cells
+//! offline from a wheelhouse (`--find-links`), and a kernel whose CUDA bounds exclude PyPI's
+//! flavours; `matrix pin` against a local PEP 691 index.
+//!
+//! One toolchain cache serves the whole test run (`$CARGO_TARGET_TMPDIR/toolchain-cache`, kept
+//! in `target/`), so the wheels (about 1.3 GB) are downloaded once per machine, not per test.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::cellcache::{copy_kernel, Out};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The toolchain cache every test of the run shares.
+fn shared_toolchain_cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("toolchain-cache")
+}
+
+/// `kernel-builder ARGS` in `dir`, with the cell cache `cells` and the toolchain cache
+/// `toolchains`.
+fn kb(dir: &Path, cells: &Path, toolchains: &Path, args: &[&str]) -> Out {
+    crate::cellcache::kb(dir, cells, &[("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", toolchains)], args)
+}
+
+const BUILT: [&str; 4] = [
+    "torch214-cxx11-cpu-x86_64-linux",
+    "torch214-cxx11-cu130-x86_64-linux",
+    "torch215-cxx11-cpu-x86_64-linux",
+    "torch215-cxx11-cu132-x86_64-linux",
+];
+
+/// The note for a bundle cell whose torch wheel is only on PyTorch's index.
+fn unpinned_note(variant: &str, flavour: &str) -> String {
+    format!(
+        "note: `{variant}` is not built: torch 2.14.0 (torch-2.14.0+{flavour}-cp313-cp313-manylinux_2_28_x86_64.whl) has no sha256 pinned in nix/torch-wheels.json yet: run `kernel-builder matrix pin --index https://download.pytorch.org/whl/{flavour}` where that index is reachable, or pass `--find-links DIR` with the wheel and pin its hash there"
+    )
+}
+
+/// The verb and variant of each line on stdout (`built torch214-…`).
+fn verbs(out: &Out) -> Vec<String> {
+    out.stdout.lines().map(|l| l.split(" (").next().unwrap().to_owned()).collect()
+}
+
+/// `cuobjdump --list-elf` of a CUDA variant's module: the ELF names, e.g.
+/// `_relu_cuda_….abi3.1.sm_90.cubin` → `sm_90`.
+fn sass(variant_dir: &Path) -> Vec<String> {
+    let cuobjdump = fs::read_dir(repo().join(".venv/lib"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .map(|py| py.unwrap().path().join("site-packages/nvidia/cu13/bin/cuobjdump"))
+        .filter(|p| p.is_file())
+        .expect("cuobjdump from the venv's nvidia-cuda-cuobjdump (scripts/setup-venv.sh)");
+    let so = fs::read_dir(variant_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_str().unwrap().ends_with(".abi3.so"))
+        .unwrap();
+    let o = Command::new(cuobjdump).arg("--list-elf").arg(&so).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().lines().map(|l| l.rsplit('.').nth(1).unwrap().to_owned()).collect()
+}
+
+fn nar(p: &Path) -> String {
+    kernel_builder::hash::nar_hash_sri(p).unwrap()
+}
+
+/// Every pinned wheel of the built cells, in a wheelhouse made from the shared cache: file
+/// name → hard link of `wheels/<sha256>.whl`.
+fn wheelhouse(dest: &Path) {
+    use kernel_builder::toolchain::pins::pins;
+    fs::create_dir_all(dest).unwrap();
+    let cells = [("2.14", None), ("2.14", Some("13.0")), ("2.15", None), ("2.15", Some("13.2"))];
+    for (torch, cuda) in cells {
+        let c = pins().cell(torch, cuda, "x86_64-linux").unwrap();
+        for w in std::iter::once(c.torch).chain(c.toolkit).chain(c.tools) {
+            let r = w.resolved().unwrap();
+            let to = dest.join(&r.file);
+            if !to.exists() {
+                fs::hard_link(shared_toolchain_cache().join(format!("wheels/{}.whl", r.sha256)), to).unwrap();
+            }
+        }
+    }
+}
+
+/// kernels/relu without --python: the four bundle cells PyPI's wheels give build (CUDA compile
+/// only: exactly the one SASS its `cuda-capabilities` asks for), the two only on PyTorch's
+/// index are named with the command that pins them; a second build reuses every cell; with no
+/// network (`--offline`, an empty toolchain cache) a wheelhouse builds the same bytes.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
+    let t = tempfile::tempdir().unwrap();
+    let relu = t.path().join("relu");
+    copy_kernel("relu", &relu);
+    let cells = t.path().join("cells");
+    let started = std::time::Instant::now();
+    let out =
+        kb(&relu, &cells, &shared_toolchain_cache(), &["build-and-copy", "--nix", "never", "--jobs", "2"]);
+    eprintln!("pinned relu bundle, first build: {:.1} s", started.elapsed().as_secs_f64());
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(verbs(&out), BUILT.map(|v| format!("built {v}")));
+    let notes: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("note: ")).collect();
+    // ROCm and XPU cells are named one by one: no toolchain of theirs is pinned yet.
+    let rocm = |v: &str| {
+        format!("note: `{v}` is not built: native `rocm` builds need hipcc and a ROCm torch; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)")
+    };
+    assert_eq!(
+        notes,
+        [
+            unpinned_note("torch214-cxx11-cu126-x86_64-linux", "cu126").as_str(),
+            unpinned_note("torch214-cxx11-cu132-x86_64-linux", "cu132").as_str(),
+            "note: the `metal` variant is not built: native `metal` builds need xcrun metal on macOS; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)",
+            &rocm("torch213-cxx11-rocm71-x86_64-linux"),
+            &rocm("torch213-cxx11-rocm72-x86_64-linux"),
+            &rocm("torch214-cxx11-rocm72-x86_64-linux"),
+            "note: `torch213-cxx11-xpu20260-x86_64-linux` is not built: native `xpu` builds need icpx and an XPU torch; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)",
+        ]
+    );
+    let build = relu.join("build");
+    let mut toolchains = BTreeMap::new();
+    for v in BUILT {
+        let meta: serde_json::Value =
+            serde_json::from_slice(&fs::read(build.join(v).join("metadata.json")).unwrap()).unwrap();
+        assert_eq!(meta["build"]["native"], true, "{v}");
+        assert_eq!(meta["build"]["hermetic"], false, "{v}");
+        let tc = &meta["build"]["toolchain"];
+        assert_eq!(tc["cmake"], "cmake version 4.4.5", "{v}");
+        toolchains
+            .insert(v, (tc["torch"].as_str().unwrap().to_owned(), tc["nvcc"].as_str().map(str::to_owned)));
+    }
+    // A CPU cell compiles against the CUDA wheel of its release (one download for both).
+    let s = |x: &str| x.to_owned();
+    assert_eq!(
+        toolchains.into_values().collect::<Vec<_>>(),
+        [
+            (s("2.14.0+cu130"), None),
+            (s("2.14.0+cu130"), Some(s("13.0.88"))),
+            (s("2.15.0+cu132"), None),
+            (s("2.15.0+cu132"), Some(s("13.2.86"))),
+        ]
+    );
+    for v in ["torch214-cxx11-cu130-x86_64-linux", "torch215-cxx11-cu132-x86_64-linux"] {
+        assert_eq!(sass(&build.join(v)), ["sm_90"], "{v}");
+    }
+    let hashes: Vec<String> = BUILT.iter().map(|v| nar(&build.join(v))).collect();
+
+    let started = std::time::Instant::now();
+    let again = kb(&relu, &cells, &shared_toolchain_cache(), &["build-and-copy", "--nix", "never"]);
+    let warm = started.elapsed().as_secs_f64();
+    eprintln!("pinned relu bundle, second build: {warm:.1} s");
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(verbs(&again), BUILT.map(|v| format!("reused {v}")));
+    // `native-cache` shows the toolchain cache: each wheel by its pinned file name.
+    let show = kb(&relu, &cells, &shared_toolchain_cache(), &["native-cache"]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let torch215 = "torch-2.15.0-cp313-cp313-manylinux_2_28_x86_64.whl";
+    assert!(
+        show.stdout.lines().any(|l| l.starts_with("  241fea2b") && l.ends_with(torch215)),
+        "{}",
+        show.stdout
+    );
+    assert!(show.stdout.contains(" toolchain entries, "), "{}", show.stdout);
+
+    // No network: an empty toolchain cache, `--offline`, the wheels in a wheelhouse.
+    let house = t.path().join("house");
+    wheelhouse(&house);
+    let relu2 = t.path().join("relu2");
+    copy_kernel("relu", &relu2);
+    let offline = kb(
+        &relu2,
+        &t.path().join("cells2"),
+        &t.path().join("toolchains2"),
+        &[
+            "build-and-copy",
+            "--nix",
+            "never",
+            "--jobs",
+            "2",
+            "--offline",
+            "--find-links",
+            house.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(offline.code, 0, "{}", offline.stderr);
+    assert_eq!(verbs(&offline), BUILT.map(|v| format!("built {v}")));
+    let offline_hashes: Vec<String> = BUILT.iter().map(|v| nar(&relu2.join("build").join(v))).collect();
+    assert_eq!(offline_hashes, hashes, "the wheelhouse build has the online build's bytes");
+
+    // Offline without the wheels: every pinned cell is named, nothing is built or downloaded.
+    let relu3 = t.path().join("relu3");
+    copy_kernel("relu", &relu3);
+    let none = kb(
+        &relu3,
+        &t.path().join("cells3"),
+        &t.path().join("toolchains3"),
+        &["build-and-copy", "--nix", "never", "--offline", "--variant", BUILT[0]],
+    );
+    assert_eq!(none.code, 1, "{}", none.stderr);
+    assert!(
+        none.stderr.contains(&format!(
+            "cannot build `{}` natively: torch-2.14.0-cp313-cp313-manylinux_2_28_x86_64.whl is not in the toolchain cache and --offline forbids downloading it; put it in a --find-links directory, or build once without --offline",
+            BUILT[0]
+        )),
+        "{}",
+        none.stderr
+    );
+    assert!(!relu3.join("build").exists());
+}
+
+/// A kernel whose `[general.cuda] maxver` is 12.9 keeps only the cu126 cell of the bundle,
+/// whose torch wheel is on PyTorch's index only: asked for, it is named with that wheel and
+/// the command that pins it, before anything is downloaded.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_kernel_below_pypis_cuda_names_its_cu126_cell_and_the_wheel_that_would_build_it() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("relu");
+    copy_kernel("relu", &k);
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    let toml =
+        toml.replace("python-depends = []\n", "python-depends = []\n\n[general.cuda]\nmaxver = \"12.9\"\n");
+    fs::write(k.join("build.toml"), toml).unwrap();
+    let toolchains = t.path().join("toolchains");
+    let variant = "torch214-cxx11-cu126-x86_64-linux";
+    let out = kb(
+        &k,
+        &t.path().join("cells"),
+        &toolchains,
+        &["build-and-copy", "--nix", "never", "--variant", variant],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let why = unpinned_note(variant, "cu126");
+    let why = why.strip_prefix(&format!("note: `{variant}` is not built: ")).unwrap();
+    assert_eq!(out.stderr, format!("error: cannot build `{variant}` natively: {why}\n"));
+    let list = kb(&k, &t.path().join("cells"), &toolchains, &["list-variants", "."]);
+    let cuda: Vec<&str> = list.stdout.lines().filter(|l| l.contains("-cu")).collect();
+    assert_eq!(cuda, [variant], "the kernel's only CUDA bundle cell");
+    // Nothing was downloaded for it.
+    let wheels = fs::read_dir(toolchains.join("wheels")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(wheels, 0);
+}
+
+/// A PEP 691 index on 127.0.0.1 serving the wheels of a directory (tests/index_server).
+struct Index {
+    child: Child,
+    url: String,
+}
+
+impl Index {
+    fn start(dir: &Path) -> Index {
+        Index::start_logging(dir, Path::new(""))
+    }
+
+    /// With each file request appended to `log` (none when empty).
+    fn start_logging(dir: &Path, log: &Path) -> Index {
+        let mut child = Command::new("python3")
+            .arg(repo().join("tests/index_server/server.py"))
+            .arg(dir)
+            .env("INDEX_LOG", log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the index server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().strip_prefix("PORT ").unwrap().to_owned();
+        Index { child, url: format!("http://127.0.0.1:{port}/simple") }
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `matrix pin --index URL` resolves the file, URL and sha256 of that index's entries for
+/// their system, leaves the others alone, writes the file in its stable order, and a second
+/// run changes nothing; an entry the index lacks is named and the exit status is 1.
+#[test]
+fn matrix_pin_resolves_entries_from_a_local_index_and_is_stable() {
+    let t = tempfile::tempdir().unwrap();
+    let wheels = t.path().join("wheels/tool");
+    fs::create_dir_all(&wheels).unwrap();
+    for (name, bytes) in [
+        ("tool-1.0-py3-none-manylinux_2_17_x86_64.whl", &b"x86"[..]),
+        ("tool-1.0-py3-none-manylinux_2_17_aarch64.whl", b"arm"),
+        ("tool-0.9-py3-none-manylinux_2_17_x86_64.whl", b"old"),
+    ] {
+        fs::write(wheels.join(name), bytes).unwrap();
+    }
+    let index = Index::start(&t.path().join("wheels"));
+    let mut pins: serde_json::Value =
+        serde_json::from_str(kernel_builder::toolchain::pins::PINS_JSON).unwrap();
+    let entry = |v: &str| serde_json::json!({"project": "tool", "version": v, "index": index.url, "file": null, "url": null, "sha256": null});
+    pins["build-tools"]["x86_64-linux"].as_array_mut().unwrap().push(entry("1.0"));
+    pins["build-tools"]["aarch64-linux"].as_array_mut().unwrap().push(entry("1.0"));
+    pins["build-tools"]["aarch64-linux"].as_array_mut().unwrap().push(entry("2.0"));
+    let file = t.path().join("pins.json");
+    fs::write(&file, serde_json::to_string(&pins).unwrap()).unwrap();
+    let pin = || {
+        kb(
+            t.path(),
+            t.path(),
+            t.path(),
+            &["matrix", "pin", "--index", &index.url, "--pins", file.to_str().unwrap()],
+        )
+    };
+    let out = pin();
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!("pinned tool 1.0 (aarch64-linux)\npinned tool 1.0 (x86_64-linux)\n{}: 2 changed, 1 not resolved, 70 of other indexes left alone\n", file.display())
+    );
+    assert_eq!(
+        out.stderr,
+        "not resolved: tool 2.0 (aarch64-linux): the index has no such wheel for aarch64-linux\n"
+    );
+    let written: serde_json::Value = serde_json::from_slice(&fs::read(&file).unwrap()).unwrap();
+    let x86 = written["build-tools"]["x86_64-linux"].as_array().unwrap().last().unwrap().clone();
+    let sha = |b: &[u8]| {
+        use sha2::Digest;
+        sha2::Sha256::digest(b).iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    assert_eq!(
+        x86,
+        serde_json::json!({
+            "file": "tool-1.0-py3-none-manylinux_2_17_x86_64.whl",
+            "index": index.url,
+            "project": "tool",
+            "sha256": sha(b"x86"),
+            "url": format!("{}/tool/tool-1.0-py3-none-manylinux_2_17_x86_64.whl", index.url),
+            "version": "1.0",
+        })
+    );
+    // Everything else is as committed, and the text is the stable form.
+    let mut rest = written.clone();
+    rest["build-tools"]["x86_64-linux"].as_array_mut().unwrap().pop();
+    let arm = rest["build-tools"]["aarch64-linux"].as_array_mut().unwrap();
+    arm.truncate(arm.len() - 2);
+    assert_eq!(
+        rest,
+        serde_json::from_str::<serde_json::Value>(kernel_builder::toolchain::pins::PINS_JSON).unwrap()
+    );
+    let text = fs::read_to_string(&file).unwrap();
+    let again = pin();
+    assert_eq!(again.code, 1);
+    assert!(
+        again.stdout.starts_with(&format!("{}: 0 changed, 1 not resolved", file.display())),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(fs::read_to_string(&file).unwrap(), text, "a second refresh changes nothing");
+}
+
+/// The toolchain cache resumes a partial download with `Range` and keeps the wheel only when
+/// the whole file has the pinned sha256: a partial file of other bytes fails the check, is
+/// removed, and the next fetch downloads the wheel whole.
+#[test]
+fn a_partial_download_resumes_and_a_wrong_one_is_never_used() {
+    use kernel_builder::toolchain::pins::ResolvedWheel;
+    use kernel_builder::toolchain::store::{FetchOptions, Store};
+    use sha2::Digest;
+    let t = tempfile::tempdir().unwrap();
+    let file = "tool-1.0-py3-none-any.whl";
+    let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    fs::create_dir_all(t.path().join("wheels/tool")).unwrap();
+    fs::write(t.path().join("wheels/tool").join(file), &bytes).unwrap();
+    let log = t.path().join("requests.log");
+    let index = Index::start_logging(&t.path().join("wheels"), &log);
+    let sha: String = sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let w =
+        ResolvedWheel { file: file.into(), url: format!("{}/tool/{file}", index.url), sha256: sha.clone() };
+    let root = camino::Utf8PathBuf::from_path_buf(t.path().join("tc")).unwrap();
+    let store = Store::open(&root, FetchOptions::default()).unwrap();
+    let part = root.join(format!("wheels/{sha}.part"));
+
+    fs::write(&part, &bytes[..1_000_000]).unwrap();
+    let got = store.wheel(&w).unwrap();
+    assert_eq!(got, root.join(format!("wheels/{sha}.whl")));
+    assert_eq!(fs::read(&got).unwrap(), bytes);
+    assert!(!part.exists());
+    assert_eq!(fs::read_to_string(&log).unwrap(), format!("{file} bytes=1000000-\n"));
+
+    fs::remove_file(&got).unwrap();
+    fs::write(&part, vec![0u8; 1_000_000]).unwrap();
+    let err = store.wheel(&w).unwrap_err();
+    assert!(err.starts_with(&format!("{file} has sha256 ")), "{err}");
+    assert!(
+        err.contains(&format!(", but nix/torch-wheels.json pins {sha}; the file was not used (removed)")),
+        "{err}"
+    );
+    assert!(!part.exists() && !got.exists());
+    assert_eq!(fs::read(store.wheel(&w).unwrap()).unwrap(), bytes);
+    assert_eq!(
+        fs::read_to_string(&log).unwrap(),
+        format!("{file} bytes=1000000-\n{file} bytes=1000000-\n{file} -\n")
+    );
+}
