@@ -48,8 +48,19 @@ pub fn load_str_styled(
 ) -> Result<Loaded, ConfigErrors> {
     let parsed = config::parse_str(display_path, text, kernel_dir, style)?;
     // Checks that need a complete model run only when the file itself is sound.
-    let matrix_problems = if parsed.is_sound() { crate::matrix::check(&parsed.config) } else { Vec::new() };
-    parsed.finish(matrix_problems)
+    let mut problems = if parsed.is_sound() { crate::matrix::check(&parsed.config) } else { Vec::new() };
+    if let (true, Some(dir)) = (parsed.is_sound(), kernel_dir) {
+        problems.extend(crate::kdeps::check(&parsed.config, dir));
+    }
+    parsed.finish(problems)
+}
+
+/// [`load`] without the kernels.lock check: for `lock-kernel-deps`, which writes the lock.
+pub fn load_unlocked(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
+    let (path, text) = config::read_kernel_build_toml(kernel_dir)?;
+    let parsed = config::parse_str(&path, &text, Some(kernel_dir), RenderStyle::detect())?;
+    let problems = if parsed.is_sound() { crate::matrix::check(&parsed.config) } else { Vec::new() };
+    parsed.finish(problems)
 }
 
 /// [`load`] followed by the kernel's source set (the files a build reads, and its id), for the

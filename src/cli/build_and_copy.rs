@@ -209,6 +209,8 @@ pub(crate) fn run_native(
         0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         n => n,
     };
+    // The locked kernel dependencies, fetched (or found in the cache) and checked first.
+    crate::kdeps::fetch_for_build(config, dir)?;
     let bar = CellBar::new(quiet);
     let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar };
     let report = build_native(dir, config, variants, host, &options);
