@@ -249,9 +249,16 @@ pub fn tree_dir(cache: &Utf8Path, repo_id: &str, commit: &str) -> Utf8PathBuf {
     cache.join(format!("{}--{commit}", repo_id.replace('/', "--")))
 }
 
-/// The NAR hash (SRI) of a directory.
+/// The NAR hash (SRI) of a downloaded directory.
 pub fn tree_hash(dir: &Utf8Path) -> anyhow::Result<String> {
     crate::hash::nar::nar_hash_sri(dir.as_std_path()).with_context(|| format!("cannot hash `{dir}`"))
+}
+
+/// The NAR hash of a cached tree, leaving out the Python bytecode that loading it may have
+/// written (read-only modes do not stop root); a Hub tree holds none (uploads and kernels'
+/// downloads exclude it), so this equals the locked hash of an untouched tree.
+pub fn cached_tree_hash(dir: &Utf8Path) -> anyhow::Result<String> {
+    crate::hash::nar::variant_nar_hash_sri(dir.as_std_path()).with_context(|| format!("cannot hash `{dir}`"))
 }
 
 /// Download `repo_id` at `commit` into the cache (replacing an entry whose hash is wrong) and
@@ -280,14 +287,43 @@ pub fn fetch_into_cache(
              `kernel-builder lock-kernel-deps` again"
         );
     }
+    set_read_only(&staged, true)?;
     let dir = tree_dir(cache, repo_id, commit);
     if dir.exists() {
         let old = cache.join(format!(".stale-{}-{}", std::process::id(), dir.file_name().unwrap_or("tree")));
         std::fs::rename(&dir, &old).with_context(|| format!("cannot move `{dir}` aside"))?;
+        let _ = set_read_only(&old, false);
         let _ = std::fs::remove_dir_all(&old);
     }
     std::fs::rename(&staged, &dir).with_context(|| format!("cannot move the download to `{dir}`"))?;
     Ok((dir, hash))
+}
+
+/// Make a cached tree read-only (files 0444, directories 0555), as a store path is, so that
+/// loading it cannot write bytecode into it and change its NAR hash; or writable again
+/// (0644/0755) to remove it. The NAR hash does not see these bits (no file is executable).
+fn set_read_only(dir: &Utf8Path, read_only: bool) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let (file, directory) = if read_only { (0o444, 0o555) } else { (0o644, 0o755) };
+    // Directories are opened up before their entries and closed after them.
+    if !read_only {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(directory))?;
+    }
+    for e in dir.read_dir_utf8().with_context(|| format!("cannot read `{dir}`"))? {
+        let e = e?;
+        let kind = e.file_type()?;
+        if kind.is_dir() {
+            set_read_only(e.path(), read_only)?;
+        } else if kind.is_file() {
+            std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(file))
+                .with_context(|| format!("cannot set permissions on `{}`", e.path()))?;
+        }
+    }
+    if read_only {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(directory))
+            .with_context(|| format!("cannot set permissions on `{dir}`"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

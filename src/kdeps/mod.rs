@@ -198,8 +198,15 @@ pub fn fetch_locked(
             .with_context(|| format!("{} is not in kernels.lock (the lock is stale); {fix}", describe(dep)))?
             .clone();
         let dir = fetch::tree_dir(cache, &dep.repo_id, &pinned.commit);
-        if dir.is_dir() && fetch::tree_hash(&dir)? == pinned.hash {
-            return Ok(LockedTree { dependency: dep.clone(), pinned, dir, downloaded: false });
+        if dir.is_dir() {
+            let cached = fetch::cached_tree_hash(&dir)?;
+            if cached == pinned.hash {
+                return Ok(LockedTree { dependency: dep.clone(), pinned, dir, downloaded: false });
+            }
+            eprintln!(
+                "note: the cached tree `{dir}` has NAR hash {cached}, not the locked {}; downloading it again",
+                pinned.hash
+            );
         }
         if reader.is_none() {
             reader = Some(hub()?);
