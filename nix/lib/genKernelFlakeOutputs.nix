@@ -178,6 +178,10 @@ let
         else
           { };
       shells = lib.internalDevShells { inherit config cells system mkShell orchestrator; };
+      # The locked kernel dependencies (kernels.lock): `kernel-deps` fetches exactly those
+      # trees, each checked by its NAR hash, and says where they are.
+      deps = lib.kernelDeps { inherit path orchestrator system; };
+      depOutputs = if deps.paths == null then { } else { kernel-deps = deps.paths; };
     in
     if cells == [ ] then
       {
@@ -191,8 +195,9 @@ let
           inherit bundle;
           default = bundle;
           build-and-copy = lib.mkBuildAndCopy { inherit bundle orchestrator system; };
-        };
-        checks = cellChecks // manifestChecks // extraChecks system cells;
+        }
+        // depOutputs;
+        checks = cellChecks // manifestChecks // depOutputs // extraChecks system cells;
         devShells = shells;
       };
   outputs = genSystems perSystem;

@@ -233,6 +233,44 @@ pub fn local_kernels(trees: &[LockedTree]) -> String {
         .join(":")
 }
 
+/// `kernel-paths.json` (kernels' `KernelPaths`: `[{"dependency", "path"}]`) and `local-kernels`
+/// in `out`, from `REPO_ID=PIN=PATH` arguments (`PIN`: `version:N` or `revision:R`); the job of
+/// the Nix library's `kernel-deps` package.
+pub fn write_dep_paths(out: &Utf8Path, deps: &[String]) -> anyhow::Result<()> {
+    let mut trees = Vec::new();
+    for arg in deps {
+        let mut parts = arg.splitn(3, '=');
+        let (Some(repo_id), Some(pin), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            anyhow::bail!("`{arg}` is not REPO_ID=PIN=PATH");
+        };
+        let pin = match pin.split_once(':') {
+            Some(("version", v)) => {
+                crate::config::KernelPin::Version(v.parse().with_context(|| format!("`{arg}`"))?)
+            }
+            Some(("revision", r)) => crate::config::KernelPin::Revision(r.to_owned()),
+            _ => anyhow::bail!("`{arg}`: the pin is `version:N` or `revision:R`"),
+        };
+        trees.push(LockedTree {
+            dependency: KernelDependency { repo_id: repo_id.to_owned(), pin },
+            pinned: Pinned { commit: String::new(), hash: String::new() },
+            dir: Utf8PathBuf::from(path),
+            downloaded: false,
+        });
+    }
+    let paths: Vec<serde_json::Value> =
+        trees.iter().map(|t| serde_json::json!({"dependency": t.dependency, "path": t.dir})).collect();
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
+    crate::fsutil::write_atomic(
+        &out.join("kernel-paths.json"),
+        serde_json::to_string_pretty(&paths)?.as_bytes(),
+    )?;
+    crate::fsutil::write_atomic(
+        &out.join("local-kernels"),
+        format!("{}\n", local_kernels(&trees)).as_bytes(),
+    )?;
+    Ok(())
+}
+
 /// Fetch the locked trees of a kernel before a build, saying on stderr what came from where
 /// (the build and `fetch-kernel-deps`).
 pub fn fetch_for_build(config: &BuildConfig, kernel_dir: &Utf8Path) -> anyhow::Result<Vec<LockedTree>> {
