@@ -48,18 +48,20 @@ pub fn load_str_styled(
 ) -> Result<Loaded, ConfigErrors> {
     let parsed = config::parse_str(display_path, text, kernel_dir, style)?;
     // Checks that need a complete model run only when the file itself is sound.
-    let mut problems = if parsed.is_sound() { crate::matrix::check(&parsed.config) } else { Vec::new() };
-    if let (true, Some(dir)) = (parsed.is_sound(), kernel_dir) {
-        problems.extend(crate::kdeps::check(&parsed.config, dir));
-    }
-    parsed.finish(problems)
+    let matrix_problems = if parsed.is_sound() { crate::matrix::check(&parsed.config) } else { Vec::new() };
+    parsed.finish(matrix_problems)
 }
 
-/// [`load`] without the kernels.lock check: for `lock-kernel-deps`, which writes the lock.
-pub fn load_unlocked(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
+/// [`load`], and the kernel dependencies of build.toml must be pinned by `kernels.lock`
+/// ([`crate::kdeps::check`]): an entry without a lock, or one the lock lacks, is an error at
+/// its line. For check-config and the commands that build; the others read build.toml alone.
+pub fn load_locked(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
     let (path, text) = config::read_kernel_build_toml(kernel_dir)?;
     let parsed = config::parse_str(&path, &text, Some(kernel_dir), RenderStyle::detect())?;
-    let problems = if parsed.is_sound() { crate::matrix::check(&parsed.config) } else { Vec::new() };
+    let mut problems = if parsed.is_sound() { crate::matrix::check(&parsed.config) } else { Vec::new() };
+    if parsed.is_sound() {
+        problems.extend(crate::kdeps::check(&parsed.config, kernel_dir));
+    }
     parsed.finish(problems)
 }
 

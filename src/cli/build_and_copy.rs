@@ -303,7 +303,7 @@ pub fn run(args: Args) -> super::CmdResult {
         args.nix_args.join(" ")
     );
 
-    let loaded = super::load_config(&dir)?;
+    let loaded = super::load_config_locked(&dir)?;
     let report =
         run_native(&dir, &loaded.config, &args.variants, &args.toolchain.host(), &args.native, args.json)?;
     print_built(&report, args.json)?;
@@ -379,7 +379,7 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
         Some(c) => Some(KernelRevision::new(c, args.kernel_dirty)?),
         None => None,
     };
-    let loaded = super::load_config(&args.source)?;
+    let loaded = super::load_config_locked(&args.source)?;
     let written = assemble_one(
         &args.source,
         &loaded.config,

@@ -38,7 +38,7 @@ pub struct FetchArgs {
 /// Run `lock-kernel-deps`.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
-    let loaded = crate::kernel::load_unlocked(&dir)?;
+    let loaded = crate::kernel::load(&dir)?;
     let deps = kdeps::direct(&loaded.config);
     let path = kdeps::lock::lock_path(&dir);
     if deps.is_empty() && !path.exists() {
@@ -59,7 +59,7 @@ pub fn run(args: Args) -> super::CmdResult {
 /// Run `fetch-kernel-deps`.
 pub fn run_fetch(args: FetchArgs) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
-    let loaded = super::load_config(&dir)?;
+    let loaded = super::load_config_locked(&dir)?;
     let trees = kdeps::fetch_for_build(&loaded.config, &dir)?;
     println!("{}", kdeps::local_kernels(&trees));
     Ok(ExitCode::SUCCESS)

@@ -93,6 +93,16 @@ pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::confi
     Ok(loaded)
 }
 
+/// [`load_config`] through [`crate::kernel::load_locked`]: kernel-depends must be locked (the
+/// commands that build).
+pub(crate) fn load_config_locked(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
+    let loaded = crate::kernel::load_locked(dir)?;
+    if !loaded.rendered_warnings.is_empty() {
+        eprint!("{}", loaded.rendered_warnings);
+    }
+    Ok(loaded)
+}
+
 /// How a command ended, when it did not fail with an error.
 pub type CmdResult = anyhow::Result<ExitCode>;
 
