@@ -24,23 +24,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, kernel_builder
+from test_hub_roundtrip import TOKEN, hub  # noqa: F401 (the Hub stand-in fixture)
 
-TOKEN = "secret-hf_KernelDepsToken7"
-SERVER = REPO / "tests" / "hub_server" / "server.py"
 FIXTURES = REPO / "tests" / "fixtures" / "kernel-deps"
 DEP = "test-org/kdeps-scale"
-
-
-@pytest.fixture
-def hub():
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--token", TOKEN], stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), f"test server said {line!r}"
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def dead_endpoint() -> str:

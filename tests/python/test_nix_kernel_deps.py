@@ -14,7 +14,8 @@ import subprocess
 import pytest
 
 from conftest import REPO
-from test_kernel_deps import DEP, FIXTURES, env_for, hub, kb, ok, publish_dep  # noqa: F401
+from test_hub_roundtrip import hub  # noqa: F401 (the Hub stand-in fixture)
+from test_kernel_deps import DEP, FIXTURES, env_for, kb, ok, publish_dep
 
 NIX = shutil.which("nix")
 FLAGS = ["--extra-experimental-features", "nix-command flakes"]
