@@ -32,7 +32,7 @@ pub struct Args {
 /// Run `build-and-upload`.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
-    let loaded = super::load_config_locked(&dir)?;
+    let loaded = super::load_config(&dir)?;
     let host = args.toolchain.host();
     let report = super::build_and_copy::run_native(
         &dir,
