@@ -201,3 +201,41 @@ def test_stale_or_wrong_lock_is_an_error(hub, tmp_path):
     assert proc.returncode == 1
     assert "is not a kernels.lock that kernels 0.17 reads" in proc.stderr
     assert "missing field `lock`" in proc.stderr
+
+
+def test_dependencies_of_dependencies_and_revision_pins_are_locked(hub, tmp_path):
+    env = env_for(hub, tmp_path)
+    # test-org/kdeps-base (a copy of kdeps-scale under another name) on branch v1.
+    base = tmp_path / "kdeps-base"
+    shutil.copytree(FIXTURES / "kdeps-scale", base)
+    (base / "torch-ext" / "kdeps_scale").rename(base / "torch-ext" / "kdeps_base")
+    (base / "build.toml").write_text((base / "build.toml").read_text().replace("kdeps-scale", "kdeps-base"))
+    ok(kb(env, "build-and-copy", str(base), "--nix", "never"))
+    ok(kb({**env, "HF_TOKEN": TOKEN}, "upload", str(base)))
+    # kdeps-scale depends on it by revision; it is locked, built and published in turn.
+    scale = tmp_path / "kdeps-scale"
+    shutil.copytree(FIXTURES / "kdeps-scale", scale)
+    toml = scale / "build.toml"
+    toml.write_text(
+        toml.read_text().replace(
+            'backends = ["cpu", "cuda"]\n',
+            'backends = ["cpu", "cuda"]\nkernel-depends = [{ repo-id = "test-org/kdeps-base", revision = "v1" }]\n',
+        )
+    )
+    ok(kb(env, "lock-kernel-deps", str(scale)))
+    ok(kb(env, "build-and-copy", str(scale), "--nix", "never"))
+    ok(kb({**env, "HF_TOKEN": TOKEN}, "upload", str(scale)))
+    with urllib.request.urlopen(f"{hub}/api/kernels/test-org/kdeps-base/revision/v1") as r:
+        base_commit = json.load(r)["sha"]
+
+    consumer = tmp_path / "kdeps-consumer"
+    shutil.copytree(FIXTURES / "kdeps-consumer", consumer)
+    ok(kb(env, "lock-kernel-deps", str(consumer)))
+    lock = json.loads((consumer / "kernels.lock").read_text())
+    assert [(e["dependency"], e["lock"]["commit"]) for e in lock] == [
+        ({"repo-id": "test-org/kdeps-base", "revision": "v1"}, base_commit),
+        ({"repo-id": DEP, "version": 1}, head(hub)),
+    ]
+    ok(kb(env, "build-and-copy", str(consumer), "--nix", "never"))
+    # kernels resolves kdeps-scale's own kernel-depends from the locked trees too.
+    assert load_consumer(env, consumer)["out"] == [3.0, 3.0]
