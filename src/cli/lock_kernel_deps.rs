@@ -1,4 +1,4 @@
-//! `kernel-builder lock-kernel-deps [DIR]` and `kernel-builder fetch-kernel-deps [DIR]`.
+//! `kernel-builder lock-kernel-deps [DIR]` and `kernel-builder get-kernel-deps [DIR]`.
 
 use std::process::ExitCode;
 
@@ -23,13 +23,13 @@ pub struct Args {
     pub dir: Option<Utf8PathBuf>,
 }
 
-/// Arguments of `fetch-kernel-deps`.
+/// Arguments of `get-kernel-deps`.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = "\
 Makes sure every tree DIR/kernels.lock pins is in the dependency cache with the locked NAR \
 hash (downloading only what is missing or does not match; nothing at all when all are cached), \
 then prints on stdout the LOCAL_KERNELS value that makes kernels load exactly those trees:\n\n  \
-LOCAL_KERNELS=$(kernel-builder fetch-kernel-deps DIR) python -c '...get_local_kernel(...)'")]
+LOCAL_KERNELS=$(kernel-builder get-kernel-deps DIR) python -c '...get_local_kernel(...)'")]
 pub struct FetchArgs {
     /// Kernel directory, holding build.toml and kernels.lock (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
@@ -56,7 +56,7 @@ pub fn run(args: Args) -> super::CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Run `fetch-kernel-deps`.
+/// Run `get-kernel-deps`.
 pub fn run_fetch(args: FetchArgs) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config_locked(&dir)?;

@@ -69,7 +69,7 @@ pub enum Command {
     /// Pin each kernel-depends entry to a Hub commit and NAR hash in DIR/kernels.lock.
     LockKernelDeps(lock_kernel_deps::Args),
     /// Fetch the trees kernels.lock pins into the cache; print LOCAL_KERNELS for them.
-    FetchKernelDeps(lock_kernel_deps::FetchArgs),
+    GetKernelDeps(lock_kernel_deps::FetchArgs),
     /// Upload DIR/build/ to the version branch of a Hub kernel repository.
     Upload(upload::Args),
     /// Build the variants natively, verify them against the manifest, then upload.
@@ -129,7 +129,7 @@ pub fn main() -> ExitCode {
         Command::NixSupport(a) => nix_support::run(a),
         Command::Matrix(a) => matrix::run(a),
         Command::LockKernelDeps(a) => lock_kernel_deps::run(a),
-        Command::FetchKernelDeps(a) => lock_kernel_deps::run_fetch(a),
+        Command::GetKernelDeps(a) => lock_kernel_deps::run_fetch(a),
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
         Command::Tune(a) => tune::run(a),

@@ -272,7 +272,7 @@ pub fn write_dep_paths(out: &Utf8Path, deps: &[String]) -> anyhow::Result<()> {
 }
 
 /// Fetch the locked trees of a kernel before a build, saying on stderr what came from where
-/// (the build and `fetch-kernel-deps`).
+/// (the build and `get-kernel-deps`).
 pub fn fetch_for_build(config: &BuildConfig, kernel_dir: &Utf8Path) -> anyhow::Result<Vec<LockedTree>> {
     if direct(config).is_empty() {
         return Ok(Vec::new());

@@ -6,7 +6,7 @@ and uploaded to branch v1; the consumer (kdeps-consumer, whose op calls the depe
 kernels.lock; the lock is what kernels 0.17.2 reads (`NixKernelLocks`), byte for byte; the build
 fetches exactly the locked tree, also after v1 moved on, offline from the cache, and refuses a
 tree whose NAR hash is not the lock's; kernels 0.17.2 loads the built consumer with the
-dependency resolved to the locked tree (LOCAL_KERNELS from `fetch-kernel-deps`).
+dependency resolved to the locked tree (LOCAL_KERNELS from `get-kernel-deps`).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ print(json.dumps({"out": m.scale_plus_one(torch.ones(2)).tolist(), "dep": m._sca
 
 
 def load_consumer(env: dict[str, str], consumer: Path) -> dict:
-    local = ok(kb(env, "fetch-kernel-deps", str(consumer))).stdout.strip()
+    local = ok(kb(env, "get-kernel-deps", str(consumer))).stdout.strip()
     proc = subprocess.run(
         [sys.executable, "-c", LOADER, str(consumer / "build")],
         env={**env, "LOCAL_KERNELS": local},
