@@ -30,6 +30,15 @@ use crate::hub::client::{encode_segment, HubClient};
 const INFO_LIMIT: u64 = 16 << 20;
 /// The most files one dependency tree may hold.
 const MAX_FILES: usize = 100_000;
+/// How long the head of an answer may take.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The overall deadline of a request whose answer is `bytes` long: two answer timeouts and the
+/// body at no less than 256 KiB/s, so a silent or trickling server cannot hold a lock or a
+/// build forever, and a large shared object still has the time it needs.
+fn deadline(bytes: u64) -> Duration {
+    2 * ANSWER_TIMEOUT + Duration::from_secs(bytes / (256 << 10))
+}
 
 /// A connection to `HF_ENDPOINT` for reading kernel trees.
 pub struct HubReader {
@@ -51,8 +60,7 @@ impl HubReader {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(15)))
-            .timeout_recv_response(Some(Duration::from_secs(60)))
-            .timeout_recv_body(Some(Duration::from_secs(60)))
+            .timeout_recv_response(Some(ANSWER_TIMEOUT))
             .user_agent(concat!("kernel-builder/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
@@ -72,13 +80,19 @@ impl HubReader {
         }
     }
 
-    /// GET `url` (on the endpoint: the token goes along). The body is for the caller to read.
-    fn get(&self, url: &str) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
+    /// GET `url` (on the endpoint: the token goes along; never on a redirect), whose answer
+    /// is about `bytes` long. The body is for the caller to read, within [`deadline`].
+    fn get(&self, url: &str, bytes: u64) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
         let mut req = self.agent.get(url);
         if let Some(t) = &self.token {
             req = req.header("Authorization", format!("Bearer {}", t.expose()));
         }
-        let mut resp = req.call().map_err(|e| anyhow::anyhow!("GET {} failed: {e}", self.shown(url)))?;
+        let mut resp = req
+            .config()
+            .timeout_global(Some(deadline(bytes)))
+            .build()
+            .call()
+            .map_err(|e| anyhow::anyhow!("GET {} failed: {e}", self.shown(url)))?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             let mut bytes = Vec::new();
@@ -128,7 +142,9 @@ impl HubReader {
             KernelPin::Revision(r) => {
                 let url =
                     format!("{}/api/kernels/{}/revision/{}", self.endpoint, dep.repo_id, encode_segment(r));
-                let mut resp = self.get(&url).with_context(|| format!("cannot resolve {}", describe(dep)))?;
+                let mut resp = self
+                    .get(&url, INFO_LIMIT)
+                    .with_context(|| format!("cannot resolve {}", describe(dep)))?;
                 let body = resp
                     .body_mut()
                     .with_config()
@@ -178,7 +194,7 @@ impl HubReader {
                 self.endpoint,
                 f.path.split('/').map(encode_segment).collect::<Vec<_>>().join("/")
             );
-            let mut resp = self.get(&url)?;
+            let mut resp = self.get(&url, size)?;
             let mut reader = resp.body_mut().as_reader().take(size + 1);
             self.save(&mut reader, &target, size, &check)
                 .with_context(|| format!("{repo_id} at {commit}: `{}` (GET {})", f.path, self.shown(&url)))?;
