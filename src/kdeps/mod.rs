@@ -290,3 +290,77 @@ pub fn fetch_for_build(config: &BuildConfig, kernel_dir: &Utf8Path) -> anyhow::R
     }
     Ok(trees)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::KernelPin;
+
+    fn dep(repo: &str) -> KernelDependency {
+        KernelDependency { repo_id: repo.into(), pin: KernelPin::Version(1) }
+    }
+
+    /// A tree per repository under `root`, whose one variant depends on `deps`.
+    fn tree(root: &Utf8Path, repo: &str, deps: &[&str]) -> Utf8PathBuf {
+        let dir = root.join(repo.replace('/', "--"));
+        let variant = dir.join("build/torch-cpu");
+        std::fs::create_dir_all(&variant).unwrap();
+        let deps: Vec<KernelDependency> = deps.iter().map(|d| dep(d)).collect();
+        let meta = serde_json::json!({"name": "x", "kernel-depends": deps});
+        std::fs::write(variant.join("metadata.json"), meta.to_string()).unwrap();
+        dir
+    }
+
+    fn visit_in(root: &Utf8Path) -> impl FnMut(&KernelDependency) -> anyhow::Result<LockedTree> + '_ {
+        move |d| {
+            Ok(LockedTree {
+                dependency: d.clone(),
+                pinned: Pinned { commit: "c".repeat(40), hash: String::new() },
+                dir: root.join(d.repo_id.replace('/', "--")),
+                downloaded: false,
+            })
+        }
+    }
+
+    #[test]
+    fn the_closure_is_walked_once_per_dependency_and_a_cycle_is_named() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        tree(root, "o/a", &["o/b", "o/c"]);
+        tree(root, "o/b", &["o/c"]);
+        tree(root, "o/c", &[]);
+        let mut visited = Vec::new();
+        let mut visit = visit_in(root);
+        let trees = walk(&[dep("o/a")], &mut |d| {
+            visited.push(d.repo_id.clone());
+            visit(d)
+        })
+        .unwrap();
+        assert_eq!(visited, ["o/a", "o/b", "o/c"]);
+        let repos: Vec<&str> = trees.iter().map(|t| t.dependency.repo_id.as_str()).collect();
+        assert_eq!(repos, ["o/a", "o/b", "o/c"]);
+
+        tree(root, "o/c", &["o/a"]);
+        let err = walk(&[dep("o/a")], &mut visit_in(root)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "cyclic kernel dependency: o/a (version 1) -> o/b (version 1) -> o/c (version 1) -> o/a (version 1)"
+        );
+    }
+
+    #[test]
+    fn local_kernels_names_each_repository_once() {
+        let t = |repo: &str, pin: KernelPin, dir: &str| LockedTree {
+            dependency: KernelDependency { repo_id: repo.into(), pin },
+            pinned: Pinned { commit: String::new(), hash: String::new() },
+            dir: dir.into(),
+            downloaded: false,
+        };
+        let trees = [
+            t("o/a", KernelPin::Version(1), "/c/a1"),
+            t("o/a", KernelPin::Version(2), "/c/a2"),
+            t("o/b", KernelPin::Revision("main".into()), "/c/b"),
+        ];
+        assert_eq!(local_kernels(&trees), "o/a=/c/a1:o/b=/c/b");
+    }
+}
