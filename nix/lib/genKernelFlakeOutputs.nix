@@ -135,6 +135,7 @@ let
         name = "${config.name}-bundle";
         cells = map (c: drvs.${c.name}) bundleCells;
         source = src;
+        kernelDeps = map (t: t.tree) deps.trees;
       };
       # Every noarch cell, and every compiled bundle cell whose toolchain can build it (not
       # `missing`): other systems' cells cannot run here, and unpinned wheels cannot be

@@ -44,6 +44,10 @@ def test_locked_dependency_is_a_fixed_output_derivation_of_the_lock_hash(hub, tm
         }}) deps.trees;
         paths = deps.paths.args;
         source = builtins.attrNames (builtins.readDir src);
+        # The bundle takes the trees as inputs: building it fetches and checks them.
+        bundleDeps = (lib.genKernelFlakeOutputs {{
+          path = {consumer}; systems = [ "x86_64-linux" ]; kernelBuilder = s: "/orchestrator";
+        }}).packages.x86_64-linux.bundle.kernelDeps;
       }}
     """
     out = subprocess.run(
@@ -59,6 +63,7 @@ def test_locked_dependency_is_a_fixed_output_derivation_of_the_lock_hash(hub, tm
     assert tree["outputHashMode"] == "recursive"
     assert tree["args"] == ["nix-support", "fetch-kernel-tree", "--out", tree["args"][3], "--repo-id", DEP, "--commit", commit]
     assert got["paths"][-1] == f"{DEP}=version:1={tree['out']}"
+    assert got["bundleDeps"] == [tree["out"]]
     # The filtered source the cells build from carries the lock (assemble checks it).
     assert sorted(got["source"]) == ["build.toml", "kernels.lock", "torch-ext"]
 
