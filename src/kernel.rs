@@ -52,6 +52,19 @@ pub fn load_str_styled(
     parsed.finish(matrix_problems)
 }
 
+/// [`load`], and the kernel dependencies of build.toml must be pinned by `kernels.lock`
+/// ([`crate::kdeps::check`]): an entry without a lock, or one the lock lacks, is an error at
+/// its line. For check-config and the commands that build; the others read build.toml alone.
+pub fn load_locked(kernel_dir: &Utf8Path) -> Result<Loaded, ConfigErrors> {
+    let (path, text) = config::read_kernel_build_toml(kernel_dir)?;
+    let parsed = config::parse_str(&path, &text, Some(kernel_dir), RenderStyle::detect())?;
+    let mut problems = if parsed.is_sound() { crate::matrix::check(&parsed.config) } else { Vec::new() };
+    if parsed.is_sound() {
+        problems.extend(crate::kdeps::check(&parsed.config, kernel_dir));
+    }
+    parsed.finish(problems)
+}
+
 /// [`load`] followed by the kernel's source set (the files a build reads, and its id), for the
 /// commands that record what a build was made from. Warnings are not printed.
 ///

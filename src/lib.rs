@@ -22,6 +22,7 @@ pub mod hash;
 pub mod hub;
 pub mod init;
 pub mod interrupt;
+pub mod kdeps;
 pub mod kernel;
 pub mod layout;
 pub mod matrix;

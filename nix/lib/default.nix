@@ -54,6 +54,8 @@ let
     buildSetsForSystem = call ./buildSetsForSystem.nix;
     kernelCells = call ./kernelCells.nix;
     kernelSource = call ./kernelSource.nix;
+    fetchKernelDep = call ./fetchKernelDep.nix;
+    kernelDeps = call ./kernelDeps.nix;
     mkCell = call ./mkCell.nix;
     mkNoarchCell = call ./mkNoarchCell.nix;
     mkTorchCell = call ./mkTorchCell.nix;

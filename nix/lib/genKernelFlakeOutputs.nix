@@ -135,6 +135,7 @@ let
         name = "${config.name}-bundle";
         cells = map (c: drvs.${c.name}) bundleCells;
         source = src;
+        kernelDeps = map (t: t.tree) deps.trees;
       };
       # Every noarch cell, and every compiled bundle cell whose toolchain can build it (not
       # `missing`): other systems' cells cannot run here, and unpinned wheels cannot be
@@ -178,6 +179,10 @@ let
         else
           { };
       shells = lib.internalDevShells { inherit config cells system mkShell orchestrator; };
+      # The locked kernel dependencies (kernels.lock): `kernel-deps` fetches exactly those
+      # trees, each checked by its NAR hash, and says where they are.
+      deps = lib.kernelDeps { inherit path orchestrator system; };
+      depOutputs = if deps.paths == null then { } else { kernel-deps = deps.paths; };
     in
     if cells == [ ] then
       {
@@ -191,8 +196,9 @@ let
           inherit bundle;
           default = bundle;
           build-and-copy = lib.mkBuildAndCopy { inherit bundle orchestrator system; };
-        };
-        checks = cellChecks // manifestChecks // extraChecks system cells;
+        }
+        // depOutputs;
+        checks = cellChecks // manifestChecks // depOutputs // extraChecks system cells;
         devShells = shells;
       };
   outputs = genSystems perSystem;

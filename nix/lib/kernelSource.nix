@@ -2,7 +2,7 @@
 # reads enters the store (and a change anywhere else never rebuilds a cell).
 #
 # The source set (the same rule as the orchestrator's native path, so both derive the same
-# unique id from the same files): build.toml; every path in the framework section's `src`
+# unique id from the same files): build.toml (and kernels.lock when there is one); every path in the framework section's `src`
 # and in each `[kernel.*]`'s `src` (a directory there brings its whole subtree); and the files
 # under `<extDir>/<pythonName>/` (`torch-ext/`, or `tvm-ffi-ext/` for tvm-ffi kernels) whose
 # extension is in `pyext` (a leading "." ignored); never `*.pyc` or anything under
@@ -25,7 +25,9 @@
 let
   root = toString path;
   pkgDir = "${config.extDir}/${config.pythonName}";
-  declared = [ "build.toml" ] ++ (config.frameworkConfig.src or [ ]) ++ builtins.concatMap (k: k.src) config.kernels;
+  # kernels.lock too: `assemble` checks that it pins every kernel-depends entry.
+  lock = if builtins.pathExists (path + "/kernels.lock") then [ "kernels.lock" ] else [ ];
+  declared = [ "build.toml" ] ++ lock ++ (config.frameworkConfig.src or [ ]) ++ builtins.concatMap (k: k.src) config.kernels;
   normalise = p: builtins.replaceStrings [ "//" ] [ "/" ] (lib.internalStripDotSlash p);
   declaredRel = map normalise declared;
   isPackageFile =

@@ -4,7 +4,7 @@
 # `kernel-builder nix-support join`, which refuses two cells that provide the same entry.
 # With no cells the bundle is an empty directory.
 #
-# Type: mkBundle :: { cells :: [Derivation], orchestrator, system :: String, name ? String, source ? Path } -> Derivation
+# Type: mkBundle :: { cells :: [Derivation], orchestrator, system :: String, name ? String, source ? Path, kernelDeps ? [Derivation] } -> Derivation
 #
 # Arguments:
 #   cells         cell derivations (mkCell results)
@@ -14,6 +14,9 @@
 #   source        (default null) the kernel's filtered source (kernelSource); when given, the
 #                 bundle also holds hashes.json, the reproducibility manifest a native build
 #                 writes (NAR hash per variant and the source's tree id)
+#   kernelDeps    (default []) the locked kernel dependency trees (kernelDeps' fixed-output
+#                 derivations): inputs of the bundle, so building it fetches exactly them and
+#                 Nix checks each against its locked NAR hash
 { ... }:
 {
   cells,
@@ -21,19 +24,24 @@
   system,
   name ? "kernel-bundle",
   source ? null,
+  kernelDeps ? [ ],
 }:
-derivation {
-  inherit name system;
-  builder = "${orchestrator}/bin/kernel-builder";
-  args = [
-    "nix-support"
-    "join"
-    "--out"
-    (builtins.placeholder "out")
-  ]
-  ++ (if source == null then [ ] else [ "--source" "${source}" ])
-  ++ map (c: "${c}") cells;
-  # Substitutable (no `allowSubstitutes = false`): `kernel-builder cache pull` fetches the
-  # bundle from a binary cache.
-  preferLocalBuild = true;
-}
+derivation (
+  {
+    inherit name system;
+    builder = "${orchestrator}/bin/kernel-builder";
+    args = [
+      "nix-support"
+      "join"
+      "--out"
+      (builtins.placeholder "out")
+    ]
+    ++ (if source == null then [ ] else [ "--source" "${source}" ])
+    ++ map (c: "${c}") cells;
+    # Substitutable (no `allowSubstitutes = false`): `kernel-builder cache pull` fetches the
+    # bundle from a binary cache.
+    preferLocalBuild = true;
+  }
+  # Only with dependencies: a kernel without any keeps the bundle derivation it had.
+  // (if kernelDeps == [ ] then { } else { inherit kernelDeps; })
+)

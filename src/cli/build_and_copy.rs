@@ -228,6 +228,8 @@ pub(crate) fn run_native(
         0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         n => n,
     };
+    // The locked kernel dependencies, fetched (or found in the cache) and checked first.
+    crate::kdeps::fetch_for_build(config, dir)?;
     let bar = CellBar::new(quiet);
     let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar, pinned };
     let report = build_native(dir, config, variants, host, &options);
@@ -325,7 +327,7 @@ pub fn run(args: Args) -> super::CmdResult {
         args.nix_args.join(" ")
     );
 
-    let loaded = super::load_config(&dir)?;
+    let loaded = super::load_config_locked(&dir)?;
     // Without --python, a [torch] kernel's CPU and CUDA bundle cells come from pinned wheels.
     let uses_pins = crate::assemble::bundle::compiled_backends(&loaded.config)
         .into_iter()
@@ -434,7 +436,7 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
         Some(c) => Some(KernelRevision::new(c, args.kernel_dirty)?),
         None => None,
     };
-    let loaded = super::load_config(&args.source)?;
+    let loaded = super::load_config_locked(&args.source)?;
     let written = assemble_one(
         &args.source,
         &loaded.config,

@@ -188,7 +188,7 @@ impl Summary {
 /// rendered on stderr otherwise.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    match kernel::load(&dir) {
+    match kernel::load_locked(&dir) {
         Ok(loaded) => {
             if !loaded.rendered_warnings.is_empty() {
                 eprint!("{}", loaded.rendered_warnings);

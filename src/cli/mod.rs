@@ -16,6 +16,7 @@ pub mod create_pyproject;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
+pub mod lock_kernel_deps;
 pub mod matrix;
 pub mod native_cache;
 pub mod nix_support;
@@ -65,6 +66,10 @@ pub enum Command {
     /// Check the shared objects of built variants: manylinux policy, CPython abi3, torch
     /// stable ABI.
     CheckAbi(check_abi::Args),
+    /// Pin each kernel-depends entry to a Hub commit and NAR hash in DIR/kernels.lock.
+    LockKernelDeps(lock_kernel_deps::Args),
+    /// Fetch the trees kernels.lock pins into the cache; print LOCAL_KERNELS for them.
+    GetKernelDeps(lock_kernel_deps::FetchArgs),
     /// Upload DIR/build/ to the version branch of a Hub kernel repository.
     Upload(upload::Args),
     /// Build the variants natively, verify them against the manifest, then upload.
@@ -82,6 +87,16 @@ pub enum Command {
 /// come back rendered, for [`report_error`].
 pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
     let loaded = crate::kernel::load(dir)?;
+    if !loaded.rendered_warnings.is_empty() {
+        eprint!("{}", loaded.rendered_warnings);
+    }
+    Ok(loaded)
+}
+
+/// [`load_config`] through [`crate::kernel::load_locked`]: kernel-depends must be locked (the
+/// commands that build).
+pub(crate) fn load_config_locked(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
+    let loaded = crate::kernel::load_locked(dir)?;
     if !loaded.rendered_warnings.is_empty() {
         eprint!("{}", loaded.rendered_warnings);
     }
@@ -113,6 +128,8 @@ pub fn main() -> ExitCode {
         Command::CheckAbi(a) => check_abi::run(a),
         Command::NixSupport(a) => nix_support::run(a),
         Command::Matrix(a) => matrix::run(a),
+        Command::LockKernelDeps(a) => lock_kernel_deps::run(a),
+        Command::GetKernelDeps(a) => lock_kernel_deps::run_fetch(a),
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
         Command::Tune(a) => tune::run(a),

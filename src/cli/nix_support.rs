@@ -61,6 +61,24 @@ pub enum Job {
         expected: Utf8PathBuf,
         bundle: Utf8PathBuf,
     },
+    /// Download the tree of REPO_ID at COMMIT from HF_ENDPOINT into OUT (the builder of a
+    /// kernel dependency's fixed-output derivation, which Nix checks against the locked hash).
+    FetchKernelTree {
+        #[arg(long)]
+        out: Utf8PathBuf,
+        #[arg(long)]
+        repo_id: String,
+        #[arg(long)]
+        commit: String,
+    },
+    /// Write OUT/kernel-paths.json (kernels' `KernelPaths`) and OUT/local-kernels (a
+    /// `LOCAL_KERNELS` value) for the locked dependency trees, each `REPO_ID=PIN=PATH` where
+    /// PIN is `version:N` or `revision:R`.
+    KernelDepPaths {
+        #[arg(long)]
+        out: Utf8PathBuf,
+        deps: Vec<String>,
+    },
     /// Fail with MESSAGE (a cell that cannot be built yet).
     Fail {
         #[arg(long)]
@@ -90,6 +108,10 @@ pub fn run(args: Args) -> super::CmdResult {
             jobs::check_cell(&out, &variant, &cell, policy.as_ref())?
         }
         Job::CheckManifest { out, expected, bundle } => jobs::check_manifest(&out, &expected, &bundle)?,
+        Job::FetchKernelTree { out, repo_id, commit } => {
+            crate::kdeps::fetch::HubReader::from_env()?.download_tree(&repo_id, &commit, &out)?
+        }
+        Job::KernelDepPaths { out, deps } => crate::kdeps::write_dep_paths(&out, &deps)?,
         Job::Fail { message } => anyhow::bail!("{message}"),
     }
     Ok(std::process::ExitCode::SUCCESS)
