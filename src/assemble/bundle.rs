@@ -630,29 +630,12 @@ pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
         ParsedVariant::TorchArch { compute, .. } => (compute, "torch"),
         ParsedVariant::StableAbi { compute, .. } => (compute, "stable-abi"),
         ParsedVariant::TvmFfi { compute, .. } => (compute, "tvm-ffi"),
-        ParsedVariant::Noarch { backend } => {
-            let b = if backend == "npu" {
-                Some(Backend::Cann)
-            } else {
-                Backend::ALL.into_iter().find(|b| b.as_str() == backend)
-            };
+        ParsedVariant::Noarch { .. } => {
+            let b = Backend::ALL.into_iter().find(|&b| matrix::naming::noarch_name(b) == name);
             return b.map(|b| (b, "noarch"));
         }
     };
-    [
-        ("cu", Backend::Cuda),
-        ("rocm", Backend::Rocm),
-        ("xpu", Backend::Xpu),
-        ("metal", Backend::Metal),
-        ("cpu", Backend::Cpu),
-        ("npu", Backend::Cann),
-        ("cann", Backend::Cann),
-        ("neuron", Backend::Neuron),
-        ("tpu", Backend::Tpu),
-    ]
-    .into_iter()
-    .find(|(p, _)| compute.starts_with(p))
-    .map(|(_, b)| (b, kind))
+    matrix::naming::backend_of_compute(&compute).map(|b| (b, kind))
 }
 
 /// The directories of `build_dir` that look like variants (they hold a `metadata.json`), are
