@@ -26,4 +26,5 @@ pub mod kernel;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
+pub mod suggest;
 pub mod tune;

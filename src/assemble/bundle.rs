@@ -183,12 +183,7 @@ pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> String {
     let near: Vec<String> = unknown
         .iter()
         .filter_map(|u| {
-            valid
-                .iter()
-                .map(|v| (strsim::osa_distance(u.as_ref(), v), *v))
-                .filter(|(d, _)| *d <= 2)
-                .min_by_key(|(d, _)| *d)
-                .map(|(_, v)| format!("`{v}`"))
+            crate::suggest::nearest(u.as_ref(), valid.iter().copied(), 2).map(|v| format!("`{v}`"))
         })
         .collect();
     if near.is_empty() {
