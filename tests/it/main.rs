@@ -25,3 +25,4 @@ mod tvm_ffi;
 mod update_build;
 mod update_build_variants;
 mod upload;
+mod util;

@@ -14,12 +14,10 @@ use assert_cmd::Command;
 use camino::Utf8Path;
 use serde_json::Value;
 
+pub(crate) use super::util::{copy_dir, git, repo};
+
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const FIXTURE: &str = "tests/fixtures/nix-kernel";
-
-pub(crate) fn repo() -> &'static Path {
-    Path::new(REPO)
-}
 
 /// The static orchestrator directory (holds `bin/kernel-builder`).
 pub(crate) fn orchestrator() -> PathBuf {
@@ -69,43 +67,6 @@ pub(crate) fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
             (rel, (fs::read(e.path()).unwrap(), exec))
         })
         .collect()
-}
-
-/// Copy the tracked-looking part of a directory: build outputs a user may have left there
-/// (`build/`, Nix's `result` links) are not part of a kernel's source and are skipped.
-fn copy_dir(from: &Path, to: &Path) {
-    let outputs = |e: &walkdir::DirEntry| {
-        e.depth() > 0
-            && (e.file_name() == "build"
-                || e.file_name().to_string_lossy().starts_with("result")
-                || e.path_is_symlink())
-    };
-    for e in walkdir::WalkDir::new(from).sort_by_file_name().into_iter().filter_entry(|e| !outputs(e)) {
-        let e = e.unwrap();
-        let dest = to.join(e.path().strip_prefix(from).unwrap());
-        if e.file_type().is_dir() {
-            fs::create_dir_all(&dest).unwrap();
-        } else {
-            fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
-pub(crate) fn git(dir: &Path, args: &[&str]) {
-    let out = duct::cmd("git", args)
-        .dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A fresh, committed git repository holding the root flake (flake.nix, flake.lock, nix/,
