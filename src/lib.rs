@@ -28,5 +28,6 @@ pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
 pub mod process;
+pub mod suggest;
 pub mod toolchain;
 pub mod tune;

@@ -3,8 +3,10 @@
 # The rules (nix-builder.md 3.8, DESIGN "matrix"): keep a build set when its backend is in
 # `general.backends`, it has a tvm-ffi version (and its backend a `[kernel.*]`) if the kernel
 # is tvm-ffi, its CUDA version is
-# within [general.cuda] minver..maxver (defaults 11.8..99.9) and its torch version within
-# [torch] minver..maxver (defaults 2.0..99.9), all inclusive and compared numerically. Sets of
+# within [general.cuda] minver..maxver and its torch version within [torch] minver..maxver
+# (missing bounds from build-matrix.json's `naming.default_bounds`), all inclusive and
+# compared numerically. Compute prefixes, noarch names and the ABI tag come from the same
+# `naming` section, the bytes src/matrix/naming.rs reads. Sets of
 # a backend built against the torch stable ABI keep only the newest torch per (backend,
 # backend version). TPU sets are always noarch (`torch-tpu`).
 #
@@ -26,6 +28,9 @@
 { lib, ... }:
 { config, buildSets }:
 let
+  # Always the repository's own file (not a caller's `matrix`): naming is not per matrix.
+  naming = (builtins.fromJSON (builtins.readFile ../build-matrix.json)).naming;
+  bounds = naming.default_bounds;
   cmp = lib.compareVersions;
   inRange =
     v: lo: hi:
@@ -39,12 +44,12 @@ let
     && (!isTvmFfi || (s ? tvm_ffi && config.hasKernelFor s.backend))
     && (
       s.backend != "cuda"
-      || inRange s.version (if config.cudaMinver == null then "11.8" else config.cudaMinver) (
-        if config.cudaMaxver == null then "99.9" else config.cudaMaxver
+      || inRange s.version (if config.cudaMinver == null then bounds.cuda.minver else config.cudaMinver) (
+        if config.cudaMaxver == null then bounds.cuda.maxver else config.cudaMaxver
       )
     )
-    && inRange s.torch (if config.torchMinver == null then "2.0" else config.torchMinver) (
-      if config.torchMaxver == null then "99.9" else config.torchMaxver
+    && inRange s.torch (if config.torchMinver == null then bounds.torch.minver else config.torchMinver) (
+      if config.torchMaxver == null then bounds.torch.maxver else config.torchMaxver
     )
   ) buildSets;
   usesStableAbi = s: !isTvmFfi && config.stableAbiFor s.backend != null;
@@ -57,23 +62,25 @@ let
     && builtins.head (builtins.filter (o: groupKey o == groupKey s && cmp o.torch s.torch == 0) stable) == s;
   survivors = builtins.filter newestInGroup stable ++ builtins.filter (s: !usesStableAbi s) applicable;
 
+  # The prefix, then the backend version's flattened major.minor when the set has one.
   compute =
     s:
-    if s.backend == "cuda" then
-      "cu${lib.flattenVersion s.version}"
-    else if s.backend == "rocm" then
-      "rocm${lib.flattenVersion s.version}"
-    else if s.backend == "xpu" then
-      "xpu${lib.flattenVersion s.version}"
-    else
-      s.backend;
-  isDarwin = s: builtins.match ".*-darwin" s.system != null;
+    naming.compute_prefixes.${s.backend}
+    + (if (s.version or null) == null then "" else lib.flattenVersion s.version);
+  endsWith =
+    suffix: str:
+    let
+      n = builtins.stringLength suffix;
+      l = builtins.stringLength str;
+    in
+    l >= n && builtins.substring (l - n) n str == suffix;
+  hasAbiTag = s: builtins.any (suffix: endsWith suffix s.system) naming.abi_tag.system_suffixes;
   archVariant =
     s:
-    if isDarwin s then
-      "torch${lib.flattenVersion s.torch}-${compute s}-${s.system}"
+    if hasAbiTag s then
+      "torch${lib.flattenVersion s.torch}-${naming.abi_tag.tag}-${compute s}-${s.system}"
     else
-      "torch${lib.flattenVersion s.torch}-cxx11-${compute s}-${s.system}";
+      "torch${lib.flattenVersion s.torch}-${compute s}-${s.system}";
   kind =
     s:
     # TPU sets only ship Python: always `torch-tpu`.
@@ -91,7 +98,7 @@ let
       k = kind s;
     in
     if k == "noarch" then
-      "torch-${s.backend}"
+      naming.noarch_names.${s.backend}
     else if k == "tvm-ffi" then
       "tvm-ffi${lib.flattenVersion s.tvm_ffi}-${compute s}-${s.system}"
     else if k == "stable-abi" then

@@ -215,12 +215,7 @@ pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> String {
     let near: Vec<String> = unknown
         .iter()
         .filter_map(|u| {
-            valid
-                .iter()
-                .map(|v| (strsim::osa_distance(u.as_ref(), v), *v))
-                .filter(|(d, _)| *d <= 2)
-                .min_by_key(|(d, _)| *d)
-                .map(|(_, v)| format!("`{v}`"))
+            crate::suggest::nearest(u.as_ref(), valid.iter().copied(), 2).map(|v| format!("`{v}`"))
         })
         .collect();
     if near.is_empty() {
@@ -671,29 +666,12 @@ pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
         ParsedVariant::TorchArch { compute, .. } => (compute, "torch"),
         ParsedVariant::StableAbi { compute, .. } => (compute, "stable-abi"),
         ParsedVariant::TvmFfi { compute, .. } => (compute, "tvm-ffi"),
-        ParsedVariant::Noarch { backend } => {
-            let b = if backend == "npu" {
-                Some(Backend::Cann)
-            } else {
-                Backend::ALL.into_iter().find(|b| b.as_str() == backend)
-            };
+        ParsedVariant::Noarch { .. } => {
+            let b = Backend::ALL.into_iter().find(|&b| matrix::naming::noarch_name(b) == name);
             return b.map(|b| (b, "noarch"));
         }
     };
-    [
-        ("cu", Backend::Cuda),
-        ("rocm", Backend::Rocm),
-        ("xpu", Backend::Xpu),
-        ("metal", Backend::Metal),
-        ("cpu", Backend::Cpu),
-        ("npu", Backend::Cann),
-        ("cann", Backend::Cann),
-        ("neuron", Backend::Neuron),
-        ("tpu", Backend::Tpu),
-    ]
-    .into_iter()
-    .find(|(p, _)| compute.starts_with(p))
-    .map(|(_, b)| (b, kind))
+    matrix::naming::backend_of_compute(&compute).map(|b| (b, kind))
 }
 
 /// The directories of `build_dir` that look like variants (they hold a `metadata.json`), are

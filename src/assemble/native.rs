@@ -54,7 +54,12 @@ pub fn assemble_one(
 ) -> anyhow::Result<Utf8PathBuf> {
     let cfg = config;
     let variant = if cfg.is_noarch_for(backend) {
-        PlannedVariant { name: backend.noarch_variant(), backend, compiled: false, cell: None }
+        PlannedVariant {
+            name: crate::matrix::naming::noarch_name(backend),
+            backend,
+            compiled: false,
+            cell: None,
+        }
     } else {
         anyhow::ensure!(
             cfg.general.backends.contains(&backend),

@@ -106,7 +106,7 @@ pub fn assemble_noarch(
     ids: &BuildIds,
     out_variant_dir: &Utf8Path,
 ) -> anyhow::Result<Vec<Warning>> {
-    let variant = backend.noarch_variant();
+    let variant = crate::matrix::naming::noarch_name(backend);
     anyhow::ensure!(
         config.general.backends.contains(&backend),
         "cannot build `{variant}`: `{backend}` is not in `general.backends` of `{}`",

@@ -76,12 +76,9 @@ pub fn check_runner_systems(runners: &[(String, String)], known: &[String]) -> a
         if known.contains(system) {
             continue;
         }
-        let closest = known
-            .iter()
-            .map(|k| (strsim::osa_distance(system, k), k))
-            .filter(|(d, _)| *d <= 3)
-            .min()
-            .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+        // `known` is sorted, so of equally near systems the first is the smallest.
+        let closest = crate::suggest::nearest(system, known.iter().map(String::as_str), 3)
+            .map(|k| format!(" (did you mean `{k}`?)"))
             .unwrap_or_default();
         anyhow::bail!(
             "--runner `{system}={label}`: `{system}` is not a system of the matrix{closest}; its systems are: {}",

@@ -204,7 +204,7 @@ pub fn resolve_backends(
             None => {
                 let message = format!("`{value}` is not a backend (backends: {supported_list}, or `all`)");
                 let close = supported.iter().map(|b| b.as_str()).chain(["all"]).find(|b| {
-                    strsim::osa_distance(b, &lower) <= 1 || (lower.len() >= 3 && b.starts_with(&lower))
+                    crate::suggest::distance(b, &lower) <= 1 || (lower.len() >= 3 && b.starts_with(&lower))
                 });
                 let hint = if let Some(c) = close {
                     Some(format!("did you mean `{c}`?"))

@@ -121,11 +121,11 @@ fn hint(s: &str, term: &str) -> Option<String> {
         // A near id only for a term long enough to be a misspelling of one: two edits turn
         // any short word into some id (`X` into `GD`).
         let lower = term.to_ascii_lowercase();
-        let len = lower.chars().count();
-        ids.map(|n| (strsim::osa_distance(&lower, &n.to_ascii_lowercase()), n))
-            .filter(|(d, _)| *d <= 2 && *d * 4 <= len)
-            .min()
-            .map(|(_, n)| n)
+        let max = (lower.chars().count() / 4).min(2);
+        // Sorted, so that of equally near ids the smallest is suggested.
+        let mut sorted: Vec<&str> = ids.collect();
+        sorted.sort_unstable();
+        crate::suggest::nearest_by(&lower, sorted, max, str::to_ascii_lowercase)
     })?;
     valid(s.replacen(term, id, 1))
 }

@@ -57,15 +57,6 @@ impl Backend {
         Backend::ALL.into_iter().find(|b| b.as_str() == s)
     }
 
-    /// The noarch variant name the `kernels` loader accepts for this backend
-    /// (`torch-cuda`, …; CANN's is `torch-npu`).
-    pub fn noarch_variant(self) -> String {
-        match self {
-            Backend::Cann => "torch-npu".to_owned(),
-            b => format!("torch-{}", b.as_str()),
-        }
-    }
-
     /// Whether `[kernel.*]` tables may target this backend (compiled code).
     pub fn can_compile(self) -> bool {
         matches!(self, Backend::Cpu | Backend::Cuda | Backend::Metal | Backend::Rocm | Backend::Xpu)

@@ -210,12 +210,7 @@ pub fn did_you_mean<'a>(input: &str, candidates: &[&'a str]) -> Option<&'a str> 
         return Some(c);
     }
     let limit = (input.chars().count() / 3).clamp(1, 3);
-    let by_distance = candidates
-        .iter()
-        .map(|c| (strsim::damerau_levenshtein(&n, &norm(c)), *c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c);
+    let by_distance = crate::suggest::nearest_by(&n, candidates.iter().copied(), limit, norm);
     // `helion-typo` → `helion`: a candidate the input starts with (or the other way round).
     by_distance.or_else(|| {
         candidates

@@ -114,18 +114,30 @@ pub(crate) fn set_applies(config: &BuildConfig, set: &BuildSet) -> bool {
             return false;
         }
     }
+    // A bound build.toml leaves out is the matrix file's default (`naming.default_bounds`,
+    // which kernelCells.nix applies too).
+    let defaults = &super::data::naming().default_bounds;
     if set.backend == Backend::Cuda {
         let Some(cuda) = set.version.as_deref().map(json_version) else { return false };
         let g = &config.general.cuda;
-        if g.minver.as_ref().is_some_and(|min| cuda < *min)
-            || g.maxver.as_ref().is_some_and(|max| cuda > *max)
-        {
+        if !in_bounds(&cuda, g.minver.as_ref(), g.maxver.as_ref(), &defaults.cuda) {
             return false;
         }
     }
-    let torch = json_version(&set.torch);
     let (min, max) = config.framework.torch_bounds();
-    !(min.is_some_and(|m| torch < *m) || max.is_some_and(|m| torch > *m))
+    in_bounds(&json_version(&set.torch), min, max, &defaults.torch)
+}
+
+/// `min <= v <= max`, a missing bound taken from `default`.
+fn in_bounds(
+    v: &Version,
+    min: Option<&Version>,
+    max: Option<&Version>,
+    default: &super::data::Bounds,
+) -> bool {
+    let min = min.cloned().unwrap_or_else(|| json_version(&default.minver));
+    let max = max.cloned().unwrap_or_else(|| json_version(&default.maxver));
+    min <= *v && *v <= max
 }
 
 /// Steps 1 and 2: the sets of `system` of matrix `m` the kernel builds, in matrix order
@@ -190,7 +202,7 @@ fn cell_for(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) 
     let arch_variant = naming::torch_arch_name(&torch, &compute, system);
     let noarch = config.is_noarch_for(backend) || backend == Backend::Tpu;
     let (kind, name) = if noarch {
-        (CellKind::Noarch, backend.noarch_variant())
+        (CellKind::Noarch, naming::noarch_name(backend))
     } else if let Framework::TvmFfi(_) = config.framework {
         let tvm = json_version(set.tvm_ffi.as_deref().unwrap_or("0.1"));
         (CellKind::TvmFfi, naming::tvm_ffi_name(&tvm, &compute, system))

@@ -43,6 +43,9 @@ pub struct MatrixData {
     pub snapshots: BTreeMap<String, String>,
     /// Nix system strings, e.g. `x86_64-linux`.
     pub systems: Vec<String>,
+    /// The default matrix only: how cells are named and bounded ([`naming`]).
+    #[serde(default)]
+    pub naming: Option<Naming>,
     /// Per CUDA toolkit version (`"13.0"`): what it can build.
     pub cuda: BTreeMap<String, CudaToolkit>,
     /// Which CUDA versions and capabilities accept the `a` and `f` suffixes.
@@ -51,6 +54,53 @@ pub struct MatrixData {
     pub rocm: RocmData,
     /// The build sets (torch × backend version × systems), in file order.
     pub build_sets: Vec<BuildSet>,
+}
+
+/// How cells are named and bounded: the `naming` section of `nix/build-matrix.json`, which
+/// `nix/lib/kernelCells.nix` reads too, so that both languages name a cell from the same bytes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Naming {
+    /// What the section means, for a reader of the file.
+    #[serde(default)]
+    pub notes: String,
+    /// Backend name → the `<compute>` prefix of its variant names (`cuda` → `cu`).
+    pub compute_prefixes: BTreeMap<String, String>,
+    /// Backend name → its noarch variant name (`cann` → `torch-npu`).
+    pub noarch_names: BTreeMap<String, String>,
+    /// The ABI tag of torch arch variant names and the systems that carry it.
+    pub abi_tag: AbiTag,
+    /// The inclusive version ranges a kernel gets when build.toml sets no bound.
+    pub default_bounds: DefaultBounds,
+}
+
+/// `naming.abi_tag`: systems whose name ends with one of `system_suffixes` carry `-<tag>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AbiTag {
+    pub tag: String,
+    pub system_suffixes: Vec<String>,
+}
+
+/// `naming.default_bounds`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultBounds {
+    pub cuda: Bounds,
+    pub torch: Bounds,
+}
+
+/// An inclusive version range, as strings in the file (`"11.8"`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bounds {
+    pub minver: String,
+    pub maxver: String,
+}
+
+/// The naming section of the default matrix (snapshots name their cells the same way).
+pub fn naming() -> &'static Naming {
+    matrix().naming.as_ref().expect("nix/build-matrix.json has a `naming` section (tested)")
 }
 
 /// What one CUDA toolkit can compile.
@@ -298,6 +348,22 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn naming_covers_every_backend() {
+        let n = naming();
+        for b in Backend::ALL {
+            assert!(n.compute_prefixes.contains_key(b.as_str()), "{b:?}");
+            assert!(n.noarch_names.contains_key(b.as_str()), "{b:?}");
+        }
+        assert_eq!(n.compute_prefixes.len(), Backend::ALL.len());
+        assert_eq!(n.noarch_names.len(), Backend::ALL.len());
+        for b in [&n.default_bounds.cuda, &n.default_bounds.torch] {
+            assert!(
+                super::super::cuda::json_version(&b.minver) <= super::super::cuda::json_version(&b.maxver)
+            );
         }
     }
 

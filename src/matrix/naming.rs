@@ -13,31 +13,52 @@
 //! `<compute>` is `cu<MAJ><MIN>`, `rocm<MAJ><MIN>`, `xpu<MAJ><MIN>` (`2025.3.2` → `xpu20253`),
 //! `cann<MAJ><MIN>`, or the bare backend name for `cpu`, `metal`, `neuron` and `tpu`.
 
+use super::data::naming;
 use crate::config::{Backend, Version};
 
 /// The compute part of a variant name: `cu126`, `rocm71`, `xpu20253`, `cpu`, `metal`, `tpu`.
 ///
 /// `version` is the backend version of the build set (`None` for cpu, metal, neuron and tpu).
 pub fn compute_tag(backend: Backend, version: Option<&Version>) -> String {
-    let prefix = match backend {
-        Backend::Cuda => "cu",
-        b => b.as_str(),
-    };
+    let prefix = compute_prefix(backend);
     match version {
         Some(v) => format!("{prefix}{}", v.flat_major_minor()),
         None => prefix.to_owned(),
     }
 }
 
-/// Whether variant names on `system` carry the `cxx11` ABI tag (every Linux system does).
+/// The `<compute>` prefix of `backend`'s variant names (`cu` for CUDA), from the matrix file.
+pub fn compute_prefix(backend: Backend) -> &'static str {
+    naming().compute_prefixes.get(backend.as_str()).map_or(backend.as_str(), String::as_str)
+}
+
+/// The backend a `<compute>` part names: its prefix followed by nothing or by the version's
+/// digits (`cu126` → CUDA, `cpu` → CPU).
+pub fn backend_of_compute(compute: &str) -> Option<Backend> {
+    Backend::ALL.into_iter().find(|&b| {
+        compute.strip_prefix(compute_prefix(b)).is_some_and(|v| v.bytes().all(|c| c.is_ascii_digit()))
+    })
+}
+
+/// The noarch variant name of `backend` (`torch-cuda`; CANN's is `torch-npu`), from the
+/// matrix file.
+pub fn noarch_name(backend: Backend) -> String {
+    naming()
+        .noarch_names
+        .get(backend.as_str())
+        .cloned()
+        .unwrap_or_else(|| format!("torch-{}", backend.as_str()))
+}
+
+/// Whether variant names on `system` carry the ABI tag (`cxx11`; every Linux system does).
 pub fn has_abi_tag(system: &str) -> bool {
-    system.ends_with("-linux")
+    naming().abi_tag.system_suffixes.iter().any(|s| system.ends_with(s.as_str()))
 }
 
 /// The torch arch variant name (also the key of dev and test shells):
 /// `torch212-cxx11-cu126-x86_64-linux`, `torch212-metal-aarch64-darwin`.
 pub fn torch_arch_name(torch: &Version, compute: &str, system: &str) -> String {
-    let abi = if has_abi_tag(system) { "-cxx11" } else { "" };
+    let abi = if has_abi_tag(system) { format!("-{}", naming().abi_tag.tag) } else { String::new() };
     format!("torch{}{abi}-{compute}-{system}", torch.flat_major_minor())
 }
 
@@ -147,6 +168,21 @@ mod tests {
         assert_eq!(compute_tag(Backend::Xpu, Some(&v("2026.0.0"))), "xpu20260");
         assert_eq!(compute_tag(Backend::Metal, None), "metal");
         assert_eq!(compute_tag(Backend::Tpu, None), "tpu");
+        assert_eq!(compute_tag(Backend::Cann, Some(&v("8.2"))), "cann82");
+    }
+
+    #[test]
+    fn compute_parts_name_their_backend() {
+        assert_eq!(backend_of_compute("cu126"), Some(Backend::Cuda));
+        assert_eq!(backend_of_compute("cpu"), Some(Backend::Cpu));
+        assert_eq!(backend_of_compute("rocm71"), Some(Backend::Rocm));
+        assert_eq!(backend_of_compute("xpu20253"), Some(Backend::Xpu));
+        assert_eq!(backend_of_compute("cann82"), Some(Backend::Cann));
+        assert_eq!(backend_of_compute("metal"), Some(Backend::Metal));
+        assert_eq!(backend_of_compute("cuda"), None);
+        assert_eq!(noarch_name(Backend::Cann), "torch-npu");
+        assert_eq!(noarch_name(Backend::Rocm), "torch-rocm");
+        assert!(has_abi_tag("aarch64-linux") && !has_abi_tag("aarch64-darwin"));
     }
 
     #[test]

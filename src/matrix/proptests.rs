@@ -86,7 +86,7 @@ proptest! {
                 prop_assert!(parse_variant_name(&c.arch_variant).is_some(), "{} does not parse", c.arch_variant);
                 prop_assert_eq!(&c.system, system);
                 prop_assert!(config.general.backends.contains(&c.backend));
-                prop_assert_eq!(c.noarch, c.name == c.backend.noarch_variant());
+                prop_assert_eq!(c.noarch, c.name == crate::matrix::naming::noarch_name(c.backend));
                 prop_assert!(c.noarch || c.name.ends_with(system.as_str()));
                 if let Framework::TvmFfi(_) = config.framework {
                     prop_assert!(!c.noarch && c.name.starts_with("tvm-ffi"), "{} of a tvm-ffi kernel", c.name);

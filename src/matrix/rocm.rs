@@ -45,7 +45,7 @@ pub fn suggest_arch<'m>(m: &'m MatrixData, arch: &str) -> Option<&'m str> {
         .iter()
         .map(|k| {
             let common = arch.bytes().zip(k.bytes()).take_while(|(a, b)| a.eq_ignore_ascii_case(b)).count();
-            (strsim::levenshtein(&arch.to_ascii_lowercase(), k), std::cmp::Reverse(common), k.as_str())
+            (crate::suggest::distance(&arch.to_ascii_lowercase(), k), std::cmp::Reverse(common), k.as_str())
         })
         .filter(|(d, _, _)| *d <= 2)
         .min()

@@ -239,7 +239,7 @@ fn never_used(
                 "it is for `{kind}`, and the kernel's Helion backends are {}: no `{}` variant loads it, and Helion on \
                  another backend looks only for its own kind",
                 if listed.is_empty() { "none".to_owned() } else { listed.join(", ") },
-                backend.noarch_variant()
+                crate::matrix::naming::noarch_name(backend)
             ),
             format!("add \"{backend}\" to `general.backends`, or delete the file"),
         ));

@@ -15,6 +15,8 @@ use sha2::{Digest as _, Sha256};
 use kernel_builder::assemble::SourceSet;
 use kernel_builder::hash::manifest::Manifest;
 
+use super::util::git;
+
 const BUILD_TOML: &str = r#"[general]
 name = "vector-add"
 version = 1
@@ -78,12 +80,8 @@ const IT_CACHE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/kernel-builder-cac
 /// The `kernel-builder` binary with git's redirecting variables removed, caching in
 /// [`IT_CACHE`].
 fn kb(cwd: &Path) -> Command {
-    let mut c = Command::cargo_bin("kernel-builder").unwrap();
-    c.current_dir(cwd)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env("KERNEL_BUILDER_CACHE_DIR", IT_CACHE);
+    let mut c = super::util::kb();
+    c.current_dir(cwd).env("KERNEL_BUILDER_CACHE_DIR", IT_CACHE);
     c
 }
 
@@ -131,19 +129,6 @@ fn entries(dir: &Path) -> Vec<String> {
 
 fn b64sha(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text.as_bytes()))
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 fn uid() -> &'static str {

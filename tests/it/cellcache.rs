@@ -13,26 +13,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Copy the kernel `kernels/<name>` to `dest`, without its `build/`.
-pub(crate) fn copy_kernel(name: &str, dest: &Path) {
-    let src = repo().join("kernels").join(name);
-    for e in walkdir::WalkDir::new(&src).into_iter().filter_entry(|e| {
-        let rel = e.path().strip_prefix(&src).unwrap();
-        rel != Path::new("build") && e.file_name() != "__pycache__"
-    }) {
-        let e = e.unwrap();
-        let to = dest.join(e.path().strip_prefix(&src).unwrap());
-        if e.file_type().is_dir() {
-            fs::create_dir_all(&to).unwrap();
-        } else {
-            fs::copy(e.path(), &to).unwrap();
-        }
-    }
-}
+pub(crate) use super::util::{copy_kernel, repo};
 
 /// An executable `#!/bin/sh` script at `path` running `body`.
 pub(crate) fn script(path: &Path, body: &str) {

@@ -3,18 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde_json::Value;
 
+use super::util::kb;
+
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const GROUPS: [&str; 3] = ["cell", "backend", "system"];
-
-fn kb() -> Command {
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
-    cmd.env("KERNEL_BUILDER_PLAIN", "1");
-    cmd
-}
 
 /// Run `kernel-builder ARGS` in `cwd`; stdout, asserting exit 0.
 fn run_ok(cwd: &Utf8Path, args: &[&str]) -> String {

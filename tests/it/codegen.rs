@@ -6,17 +6,11 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use assert_cmd::Command;
 use camino::Utf8Path;
 use kernel_builder::codegen::{self, Layout, GENERATED_BY};
 
 use crate::corpus;
-
-fn kb(cwd: &Path) -> Command {
-    let mut c = Command::cargo_bin("kernel-builder").unwrap();
-    c.current_dir(cwd);
-    c
-}
+use crate::util::kb;
 
 /// The corpus entries upstream accepts whose framework is compiled, with their loaded config.
 fn compiled_entries(
@@ -146,7 +140,7 @@ fn create_then_clean_from_another_directory_leaves_the_kernel_as_it_was() {
     let elsewhere = t.path().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
 
-    let out = kb(&elsewhere).args(["create-pyproject", "../relu"]).output().unwrap();
+    let out = kb().current_dir(&elsewhere).args(["create-pyproject", "../relu"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let k = kernel.canonicalize().unwrap();
     assert_eq!(
@@ -158,11 +152,18 @@ fn create_then_clean_from_another_directory_leaves_the_kernel_as_it_was() {
     );
     assert!(kernel.join(".kernel-builder-generated-v1").is_file());
     // A second run rewrites its own files without --force.
-    assert!(kb(&elsewhere).args(["create-pyproject", "../relu"]).output().unwrap().status.success());
+    assert!(kb()
+        .current_dir(&elsewhere)
+        .args(["create-pyproject", "../relu"])
+        .output()
+        .unwrap()
+        .status
+        .success());
     // A user's file in the way is refused, nothing written.
     let t2 = tempfile::tempdir().unwrap();
     fs::write(t2.path().join("CMakeLists.txt"), "mine").unwrap();
-    let out = kb(&elsewhere)
+    let out = kb()
+        .current_dir(&elsewhere)
         .args(["create-pyproject", "../relu", "--out", t2.path().to_str().unwrap()])
         .output()
         .unwrap();
@@ -174,11 +175,12 @@ fn create_then_clean_from_another_directory_leaves_the_kernel_as_it_was() {
     );
     assert_eq!(fs::read_dir(t2.path()).unwrap().count(), 1);
 
-    let out = kb(&elsewhere).args(["clean-pyproject", "../relu", "--dry-run"]).output().unwrap();
+    let out =
+        kb().current_dir(&elsewhere).args(["clean-pyproject", "../relu", "--dry-run"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout)
         .starts_with(&format!("would remove {}/CMakeLists.txt\n", k.display())));
     assert!(kernel.join("CMakeLists.txt").is_file());
-    let out = kb(&elsewhere).args(["clean-pyproject", "../relu"]).output().unwrap();
+    let out = kb().current_dir(&elsewhere).args(["clean-pyproject", "../relu"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -198,7 +200,8 @@ fn create_then_clean_from_another_directory_leaves_the_kernel_as_it_was() {
 fn out_elsewhere_points_the_project_at_the_kernel() {
     let t = tempfile::tempdir().unwrap();
     let (_tmp, dir) = corpus::materialize("huggingface__kernels-community__activation");
-    let out = kb(t.path()).args(["create-pyproject", dir.as_str(), "--out", "."]).output().unwrap();
+    let out =
+        kb().current_dir(t.path()).args(["create-pyproject", dir.as_str(), "--out", "."]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let cm = fs::read_to_string(t.path().join("CMakeLists.txt")).unwrap();
     let target = Utf8Path::from_path(t.path()).unwrap().canonicalize_utf8().unwrap();
@@ -244,7 +247,7 @@ fn source_names_cmake_or_nvcc_would_split_are_refused() {
             fs::create_dir_all(d.join(f).parent().unwrap()).unwrap();
             fs::write(d.join(f), "").unwrap();
         }
-        let out = kb(d).args(["create-pyproject", "."]).output().unwrap();
+        let out = kb().current_dir(d).args(["create-pyproject", "."]).output().unwrap();
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(&format!("`{file}` (a ")), "{err}");
@@ -261,7 +264,8 @@ fn create_pyproject_out_creates_the_directory() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let t = tempfile::tempdir().unwrap();
     let out_dir = t.path().join("projects/relu");
-    let out = kb(t.path())
+    let out = kb()
+        .current_dir(t.path())
         .args(["create-pyproject", repo.join("kernels/relu").to_str().unwrap(), "--out", "projects/relu"])
         .output()
         .unwrap();
@@ -278,8 +282,11 @@ fn create_pyproject_out_creates_the_directory() {
     let rel = Utf8Path::new(repo.to_str().unwrap()).join("kernels/relu");
     assert!(cmake.contains("set(KB_SOURCE_DIR \"${CMAKE_CURRENT_SOURCE_DIR}/"), "{cmake}");
     assert!(Utf8Path::new(out_dir.to_str().unwrap()).join("../..").exists() && rel.is_dir());
-    let out =
-        kb(t.path()).args(["clean-pyproject", rel.as_str(), "--out", "projects/relu"]).output().unwrap();
+    let out = kb()
+        .current_dir(t.path())
+        .args(["clean-pyproject", rel.as_str(), "--out", "projects/relu"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(fs::read_dir(&out_dir).unwrap().count(), 0);
 
@@ -287,12 +294,14 @@ fn create_pyproject_out_creates_the_directory() {
     let bad = t.path().join("bad");
     fs::create_dir(&bad).unwrap();
     fs::write(bad.join("build.toml"), "[general]\nname = 1\n").unwrap();
-    let out = kb(t.path()).args(["create-pyproject", "bad", "--out", "new/deeper"]).output().unwrap();
+    let out =
+        kb().current_dir(t.path()).args(["create-pyproject", "bad", "--out", "new/deeper"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(!t.path().join("new").exists(), "{}", String::from_utf8_lossy(&out.stderr));
     // Something in the way that is not a directory.
     fs::write(t.path().join("file"), "x").unwrap();
-    let out = kb(t.path())
+    let out = kb()
+        .current_dir(t.path())
         .args(["create-pyproject", repo.join("kernels/relu").to_str().unwrap(), "--out", "file"])
         .output()
         .unwrap();

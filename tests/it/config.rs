@@ -3,12 +3,13 @@
 
 use std::fs;
 
-use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use kernel_builder::config::diagnostics::RenderStyle;
 use kernel_builder::config::{self, Backend, ConfigErrors, Framework, Generation, Loaded, Severity};
 use kernel_builder::kernel;
 use proptest::prelude::*;
+
+use super::util::kb;
 
 /// A valid edition-5 file the cases below start from.
 const BASE: &str = r#"[general]
@@ -812,7 +813,7 @@ fn seventy_thousand_spaces_before_a_bad_key_render_as_file_line_column() {
     let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
     fs::write(dir.join("build.toml"), &text).unwrap();
     for args in [&["check-config"][..], &["check-config", "--json"], &["build-and-copy", "--nix", "never"]] {
-        let out = cmd().args(args).arg(&dir).output().unwrap();
+        let out = kb().args(args).arg(&dir).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
@@ -832,24 +833,18 @@ fn a_problem_on_a_huge_multiline_value_draws_only_its_first_line() {
 
 // ---- the command ---------------------------------------------------------------------------
 
-fn cmd() -> Command {
-    let mut c = Command::cargo_bin("kernel-builder").unwrap();
-    c.env("KERNEL_BUILDER_PLAIN", "1");
-    c
-}
-
 #[test]
 fn check_config_valid_prints_summary_and_exits_0() {
     let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
     fs::write(dir.join("build.toml"), BASE.replace("[\"cuda\"]", "[\"cuda\", \"metal\"]")).unwrap();
-    let out = cmd().arg("check-config").arg(&dir).output().unwrap();
+    let out = kb().arg("check-config").arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
         "name: relu\ngeneration: edition 5\nbackends: cuda, metal\nframework: torch\nkernels:\n  relu -> cuda\nnoarch backends: metal\nmatrix: 2026-12 (revision 2026-12-01)\n"
     );
     assert_eq!(String::from_utf8(out.stderr).unwrap(), "");
-    let out = cmd().arg("check-config").arg("--json").current_dir(&dir).output().unwrap();
+    let out = kb().arg("check-config").arg("--json").current_dir(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["name"], "relu");
@@ -867,7 +862,7 @@ fn check_config_json_on_a_valid_file_lists_its_warnings() {
     let text = BASE.replace("license = \"Apache-2.0\"", "license = \"apache 2\"");
     assert_ne!(text, BASE);
     fs::write(dir.join("build.toml"), &text).unwrap();
-    let out = cmd().args(["check-config", "--json"]).current_dir(&dir).output().unwrap();
+    let out = kb().args(["check-config", "--json"]).current_dir(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let line = text.lines().position(|l| l.starts_with("license")).unwrap() as u64 + 1;
@@ -891,7 +886,7 @@ fn check_config_invalid_exits_1_with_every_error() {
         BASE.replace("\"relu\"", "\"fused_rms_norm\"").replace("[\"cuda\"]", "[\"mps\"]"),
     )
     .unwrap();
-    let out = cmd().arg("check-config").current_dir(&dir).output().unwrap();
+    let out = kb().arg("check-config").current_dir(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(out.stdout, b"");
     let err = String::from_utf8(out.stderr).unwrap();
@@ -908,7 +903,7 @@ fn check_config_json_on_errors_lists_the_problems_with_their_places() {
         BASE.replace("[\"cuda\"]", "[\"mps\"]").replace("version = 1\n", "version = 1\nbogus = 2\n"),
     )
     .unwrap();
-    let out = cmd().args(["check-config", "--json"]).current_dir(&dir).output().unwrap();
+    let out = kb().args(["check-config", "--json"]).current_dir(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown key `bogus`"));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -938,7 +933,7 @@ fn check_config_json_on_errors_lists_the_problems_with_their_places() {
 fn check_config_legacy_file_warns_and_exits_0() {
     let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
     fs::write(dir.join("build.toml"), BASE.replace("edition = 5\n", "")).unwrap();
-    let out = cmd().arg("check-config").arg(&dir).output().unwrap();
+    let out = kb().arg("check-config").arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("legacy-format") && err.contains("kernel-builder update-build"), "{err}");
@@ -947,7 +942,7 @@ fn check_config_legacy_file_warns_and_exits_0() {
 
 #[test]
 fn check_config_missing_dir_exits_1() {
-    let out = cmd().args(["check-config", "/nonexistent/kernel"]).output().unwrap();
+    let out = kb().args(["check-config", "/nonexistent/kernel"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8(out.stderr).unwrap().contains("is not a directory"));
 }
@@ -1072,7 +1067,7 @@ fn check_config_refuses_a_tvm_ffi_backend_without_a_kernel() {
     let (_tmp, dir) = kernel_dir(&["tvm-ffi-ext/binding.cpp", "relu_cpu/relu.cpp"]);
     fs::write(dir.join("build.toml"), TVM_FFI.split("\n[kernel.relu_cuda]").next().unwrap()).unwrap();
     for args in [&["check-config"][..], &["list-variants"][..]] {
-        let out = cmd().args(args).current_dir(&dir).output().unwrap();
+        let out = kb().args(args).current_dir(&dir).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8(out.stderr).unwrap();
         assert_contains(
@@ -1141,7 +1136,7 @@ fn a_build_toml_over_one_mib_is_refused_with_its_size() {
         &["update-build"],
         &["build-and-copy", "--nix", "never"],
     ] {
-        let out = cmd().args(args).arg(&dir).output().unwrap();
+        let out = kb().args(args).arg(&dir).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains(&want), "{args:?}: {stderr}");

@@ -28,3 +28,4 @@ mod tvm_ffi;
 mod update_build;
 mod update_build_variants;
 mod upload;
+mod util;

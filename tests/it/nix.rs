@@ -14,12 +14,10 @@ use assert_cmd::Command;
 use camino::Utf8Path;
 use serde_json::Value;
 
+pub(crate) use super::util::{copy_dir, git, repo};
+
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const FIXTURE: &str = "tests/fixtures/nix-kernel";
-
-pub(crate) fn repo() -> &'static Path {
-    Path::new(REPO)
-}
 
 /// The static orchestrator directory (holds `bin/kernel-builder`).
 pub(crate) fn orchestrator() -> PathBuf {
@@ -69,43 +67,6 @@ pub(crate) fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
             (rel, (fs::read(e.path()).unwrap(), exec))
         })
         .collect()
-}
-
-/// Copy the tracked-looking part of a directory: build outputs a user may have left there
-/// (`build/`, Nix's `result` links) are not part of a kernel's source and are skipped.
-pub(crate) fn copy_dir(from: &Path, to: &Path) {
-    let outputs = |e: &walkdir::DirEntry| {
-        e.depth() > 0
-            && (e.file_name() == "build"
-                || e.file_name().to_string_lossy().starts_with("result")
-                || e.path_is_symlink())
-    };
-    for e in walkdir::WalkDir::new(from).sort_by_file_name().into_iter().filter_entry(|e| !outputs(e)) {
-        let e = e.unwrap();
-        let dest = to.join(e.path().strip_prefix(from).unwrap());
-        if e.file_type().is_dir() {
-            fs::create_dir_all(&dest).unwrap();
-        } else {
-            fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
-pub(crate) fn git(dir: &Path, args: &[&str]) {
-    let out = duct::cmd("git", args)
-        .dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A fresh, committed git repository holding the root flake (flake.nix, flake.lock, nix/,
@@ -422,36 +383,38 @@ in map (c: c.name) (lib.kernelCells {{ inherit config; buildSets = lib.buildSets
     assert_eq!(names, ["tvm-ffi01-cpu-x86_64-linux"]);
 }
 
-/// The cells Nix computes (`variants.<system>` of genKernelFlakeOutputs, from nix/lib) equal the
-/// Rust cells (`list-variants --json --all`) for every corpus file and every system, under the
-/// default matrix (what the file pins: none do) and under the August snapshot. Nix reads
-/// edition 5 and v4 only; it must refuse exactly the older generations. Files Rust rejects are
-/// not compared (Nix leaves validation to the orchestrator, which fails those cells).
-#[test]
-#[cfg_attr(
-    not(all(feature = "nix-tests", feature = "corpus-tests")),
-    ignore = "needs Nix and the corpus: cargo test --features nix-tests,corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
-)]
-fn nix_variants_equal_rust_cells_for_every_corpus_file() {
+/// What [`compare_nix_and_rust_cells`] saw: kernels compared, cells compared, legacy files
+/// Nix refused (as it must), files the orchestrator rejected (not compared).
+struct CellComparison {
+    compared: usize,
+    cells_compared: usize,
+    refused_legacy: usize,
+    rust_rejected: usize,
+}
+
+/// The cells Nix computes (`kernelCells` over `buildSetsForSystem`, from nix/lib) equal the Rust
+/// cells (`list-variants --json --all`) for each of `kernels` (name → directory) and every
+/// system, under the matrix the file pins (else the default) and under the August snapshot.
+/// Nix reads edition 5 and v4 only; it must refuse exactly the older generations. Files Rust
+/// rejects are not compared (Nix leaves validation to the orchestrator, which fails those cells).
+fn compare_nix_and_rust_cells(
+    kernels: &[(String, camino::Utf8PathBuf)],
+    load: impl Fn(&camino::Utf8Path) -> Option<kernel_builder::config::BuildConfig>,
+) -> CellComparison {
     use kernel_builder::config::Generation;
-    let t = tempfile::tempdir().unwrap();
-    let entries = crate::corpus::names();
-    assert!(entries.len() >= 100, "corpus has {} entries", entries.len());
-    for name in &entries {
-        crate::corpus::materialize_into(name, &t.path().join(name));
-    }
     // Rust first: only files the orchestrator accepts are handed to Nix (a file that is not
     // TOML at all would stop the whole batch evaluation, and tryEval cannot catch that).
     let mut loaded_all = Vec::new();
     let mut rust_rejected = 0;
-    for name in &entries {
-        let dir = camino::Utf8PathBuf::from_path_buf(t.path().join(name)).unwrap();
-        match kernel_builder::kernel::load(&dir) {
-            Ok(l) => loaded_all.push((name.clone(), dir, l)),
-            Err(_) => rust_rejected += 1,
+    for (name, dir) in kernels {
+        let (name, dir) = (name.clone(), dir.clone());
+        match load(&dir) {
+            Some(config) => loaded_all.push((name, dir, config)),
+            None => rust_rejected += 1,
         }
     }
-    let dirs: Vec<String> = loaded_all.iter().map(|(_, d, _)| format!("{:?}", d.as_str())).collect();
+    let dirs: Vec<String> =
+        loaded_all.iter().map(|(n, d, _)| format!("{{ name = {n:?}; dir = {:?}; }}", d.as_str())).collect();
     let expr = format!(
         r#"let
   lib = import {repo}/nix/lib {{ }};
@@ -462,7 +425,7 @@ fn nix_variants_equal_rust_cells_for_every_corpus_file() {
   }}) systems);
   cells = dir: {{ default = cellsIn null dir; august = cellsIn "upstream-2026-08" dir; }};
   one = dir: let r = builtins.tryEval (builtins.deepSeq (cells dir) (cells dir)); in if r.success then {{ cells = r.value; }} else {{ refused = true; }};
-in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}) [ {dirs} ])"#,
+in builtins.listToAttrs (map (e: {{ inherit (e) name; value = one e.dir; }}) [ {dirs} ])"#,
         repo = REPO,
         dirs = dirs.join(" ")
     );
@@ -471,9 +434,9 @@ in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}
     let systems = &kernel_builder::matrix::data::matrix().systems;
 
     let (mut compared, mut cells_compared, mut refused_legacy) = (0, 0, 0);
-    for (name, _dir, loaded) in &loaded_all {
+    for (name, _dir, config) in &loaded_all {
         let nix_result = &from_nix[name];
-        let generation = loaded.config.generation;
+        let generation = config.generation;
         if nix_result.get("refused").is_some() {
             assert!(
                 generation < Generation::V4,
@@ -491,41 +454,84 @@ in builtins.listToAttrs (map (dir: {{ name = baseNameOf dir; value = one dir; }}
         let august = kernel_builder::matrix::data::named("upstream-2026-08").unwrap();
         for (which, system) in ["default", "august"].iter().flat_map(|w| systems.iter().map(move |s| (*w, s)))
         {
-            let m = if which == "august" {
-                august
-            } else {
-                kernel_builder::matrix::data::for_config(&loaded.config)
-            };
-            let rust: Vec<Value> = kernel_builder::matrix::cells_in(
-                m,
-                &loaded.config,
-                system,
-                kernel_builder::matrix::Scope::All,
-            )
-            .iter()
-            .map(|c| {
-                let mut v = serde_json::to_value(c).unwrap();
-                // Compiled cells' architectures are resolved by the orchestrator inside
-                // the cell; Nix leaves them null.
-                if !c.noarch {
-                    v["cuda_capabilities"] = Value::Null;
-                    v["rocm_archs"] = Value::Null;
-                }
-                v
-            })
-            .collect();
+            let m = if which == "august" { august } else { kernel_builder::matrix::data::for_config(config) };
+            let rust: Vec<Value> =
+                kernel_builder::matrix::cells_in(m, config, system, kernel_builder::matrix::Scope::All)
+                    .iter()
+                    .map(|c| {
+                        let mut v = serde_json::to_value(c).unwrap();
+                        // Compiled cells' architectures are resolved by the orchestrator inside
+                        // the cell; Nix leaves them null.
+                        if !c.noarch {
+                            v["cuda_capabilities"] = Value::Null;
+                            v["rocm_archs"] = Value::Null;
+                        }
+                        v
+                    })
+                    .collect();
             let nix_cells = nix_result["cells"][which][system].as_array().cloned().unwrap_or_default();
             assert_eq!(nix_cells, rust, "{name} on {system} ({which} matrix): Nix and Rust cells differ");
             cells_compared += rust.len();
         }
         compared += 1;
     }
+    CellComparison { compared, cells_compared, refused_legacy, rust_rejected }
+}
+
+/// [`compare_nix_and_rust_cells`] for every corpus file.
+#[test]
+#[cfg_attr(
+    not(all(feature = "nix-tests", feature = "corpus-tests")),
+    ignore = "needs Nix and the corpus: cargo test --features nix-tests,corpus-tests (KERNEL_BUILDER_CORPUS or ../shared/corpus)"
+)]
+fn nix_variants_equal_rust_cells_for_every_corpus_file() {
+    let t = tempfile::tempdir().unwrap();
+    let entries = crate::corpus::names();
+    assert!(entries.len() >= 100, "corpus has {} entries", entries.len());
+    let mut kernels = Vec::new();
+    for name in &entries {
+        crate::corpus::materialize_into(name, &t.path().join(name));
+        kernels.push((name.clone(), camino::Utf8PathBuf::from_path_buf(t.path().join(name)).unwrap()));
+    }
+    let CellComparison { compared, cells_compared, refused_legacy, rust_rejected } =
+        compare_nix_and_rust_cells(&kernels, |dir| kernel_builder::kernel::load(dir).ok().map(|l| l.config));
     eprintln!(
         "corpus: {} files; {compared} compared ({cells_compared} cells), {refused_legacy} legacy refused by Nix, {rust_rejected} rejected by the orchestrator",
         entries.len()
     );
     assert!(compared >= 50, "only {compared} files compared");
     assert!(cells_compared > 500);
+}
+
+/// [`compare_nix_and_rust_cells`] for the example kernels (`kernels/`) and the Nix check
+/// fixtures (`nix/checks/fixtures`): needs no corpus, so it runs in every CI run with Nix and
+/// guards the naming rules both languages read from build-matrix.json's `naming`.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn nix_variants_equal_rust_cells_for_the_example_kernels_and_fixtures() {
+    let mut kernels = Vec::new();
+    for parent in ["kernels", "nix/checks/fixtures"] {
+        for e in fs::read_dir(repo().join(parent)).unwrap() {
+            let dir = e.unwrap().path();
+            if dir.join("build.toml").is_file() {
+                let name =
+                    format!("{}-{}", parent.replace('/', "-"), dir.file_name().unwrap().to_str().unwrap());
+                kernels.push((name, camino::Utf8PathBuf::from_path_buf(dir).unwrap()));
+            }
+        }
+    }
+    kernels.sort();
+    assert_eq!(kernels.len(), 10, "{kernels:?}");
+    // The fixtures test Nix alone and fail the orchestrator's validation (no SPDX licence, a
+    // legacy file): their cells are compared all the same, from the parsed model.
+    let r = compare_nix_and_rust_cells(&kernels, |dir| {
+        let (path, text) = kernel_builder::config::read_kernel_build_toml(dir).ok()?;
+        let style = kernel_builder::config::diagnostics::RenderStyle::Plain;
+        Some(kernel_builder::config::parse_str(&path, &text, Some(dir), style).ok()?.config)
+    });
+    // The legacy fixture is refused by Nix, as it must be; every other file is compared.
+    assert_eq!((r.compared, r.refused_legacy, r.rust_rejected), (9, 1, 0));
+    assert!(r.cells_compared > 50, "only {} cells compared", r.cells_compared);
 }
 
 /// A legacy build.toml (no edition, not the v4 shape) stops evaluation with the migration

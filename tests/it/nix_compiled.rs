@@ -171,21 +171,10 @@ fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// Copy `kernels/<name>` to `dest/<name>`; that directory.
 fn copy_kernel(name: &str, dest: &Path) -> PathBuf {
-    let from = repo().join("kernels").join(name);
     let to = dest.join(name);
-    for e in walkdir::WalkDir::new(&from).into_iter().filter_entry(|e| {
-        let n = e.file_name().to_string_lossy();
-        e.depth() == 0 || !(n == "build" || n.starts_with("result") || n == "__pycache__")
-    }) {
-        let e = e.unwrap();
-        let d = to.join(e.path().strip_prefix(&from).unwrap());
-        if e.file_type().is_dir() {
-            fs::create_dir_all(&d).unwrap();
-        } else {
-            fs::copy(e.path(), &d).unwrap();
-        }
-    }
+    super::util::copy_kernel(name, &to);
     to
 }
 

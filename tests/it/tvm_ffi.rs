@@ -15,10 +15,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 
 use super::cellcache::{copy_kernel, script, Out};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use super::util::repo;
 
 fn kb(cache: &Path, args: &[&str]) -> Out {
     let o = Command::cargo_bin("kernel-builder")

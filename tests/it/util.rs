@@ -1,0 +1,69 @@
+//! The shared test harness: the binary runner, the git fixture and the kernel copier that the
+//! integration modules call instead of keeping private copies.
+use std::fs;
+use std::path::Path;
+
+use assert_cmd::Command;
+
+/// The repository root (the checkout the tests run in).
+pub(crate) fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kernel-builder`, with plain (uncoloured, ASCII) diagnostics and no inherited `GIT_DIR`,
+/// `GIT_WORK_TREE` or `GIT_INDEX_FILE` (set when the tests run from a git hook), which would
+/// point its git calls at the wrong repository.
+pub(crate) fn kb() -> Command {
+    let mut c = Command::cargo_bin("kernel-builder").unwrap();
+    c.env("KERNEL_BUILDER_PLAIN", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE");
+    c
+}
+
+/// Run `git ARGS` in `dir` as a fixed author at a fixed date (so commits are reproducible), on a
+/// `main` branch; its trimmed stdout, asserting success.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Copy the tree `from` to `to`, leaving out build outputs (`build/`, Nix's `result*` links,
+/// `__pycache__`) and symbolic links.
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
+    let output = |e: &walkdir::DirEntry| {
+        let n = e.file_name().to_string_lossy();
+        e.depth() > 0
+            && (n == "build" || n.starts_with("result") || n == "__pycache__" || e.path_is_symlink())
+    };
+    for e in walkdir::WalkDir::new(from).sort_by_file_name().into_iter().filter_entry(|e| !output(e)) {
+        let e = e.unwrap();
+        let dest = to.join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            fs::create_dir_all(&dest).unwrap();
+        } else {
+            fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// Copy the example kernel `kernels/<name>` to `dest` ([`copy_dir`]).
+pub(crate) fn copy_kernel(name: &str, dest: &Path) {
+    copy_dir(&repo().join("kernels").join(name), dest);
+}
