@@ -12,6 +12,7 @@ pub mod check_abi;
 pub mod check_config;
 pub mod ci_matrix;
 pub mod clean_pyproject;
+pub mod completions;
 pub mod create_pyproject;
 pub mod hash;
 pub mod init;
@@ -73,6 +74,8 @@ pub enum Command {
     Matrix(matrix::Args),
     /// Pre-tune a Helion kernel on this GPU: heuristic files with provenance, per-shape table.
     Tune(tune::Args),
+    /// Print the shell completion script (bash, zsh or fish).
+    Completions(completions::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
@@ -116,6 +119,7 @@ pub fn main() -> ExitCode {
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
         Command::Tune(a) => tune::run(a),
+        Command::Completions(a) => completions::run(a),
     };
     // Interrupted: the signal handler removes what the command registered and exits with
     // 128 + signal; the command's own status (often a failure: its child was stopped) is moot.

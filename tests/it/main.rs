@@ -5,6 +5,7 @@ mod cellcache;
 mod ci_matrix;
 mod codegen;
 mod compiled;
+mod completions;
 mod config;
 mod corpus;
 mod hash;
