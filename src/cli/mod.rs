@@ -9,6 +9,7 @@ pub mod build_and_copy;
 pub mod build_and_upload;
 pub mod cache;
 pub mod check_abi;
+pub mod check_builds;
 pub mod check_config;
 pub mod ci_matrix;
 pub mod clean_pyproject;
@@ -74,6 +75,8 @@ pub enum Command {
     Matrix(matrix::Args),
     /// Pre-tune a Helion kernel on this GPU: heuristic files with provenance, per-shape table.
     Tune(tune::Args),
+    /// Check that DIR/build/ holds exactly the variants the build matrix says the kernel needs.
+    CheckBuilds(check_builds::Args),
     /// Print the shell completion script (bash, zsh or fish).
     Completions(completions::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
@@ -119,6 +122,7 @@ pub fn main() -> ExitCode {
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
         Command::Tune(a) => tune::run(a),
+        Command::CheckBuilds(a) => check_builds::run(a),
         Command::Completions(a) => completions::run(a),
     };
     // Interrupted: the signal handler removes what the command registered and exits with

@@ -27,6 +27,7 @@ const COMMANDS: &[&str] = &[
     "build-and-upload",
     "matrix",
     "tune",
+    "check-builds",
     "completions",
 ];
 

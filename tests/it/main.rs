@@ -2,6 +2,7 @@
 mod abi;
 mod build;
 mod cellcache;
+mod check_builds;
 mod ci_matrix;
 mod codegen;
 mod compiled;
