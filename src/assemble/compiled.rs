@@ -1298,6 +1298,8 @@ pub fn build_cell(
                 sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
             let d = cache_root()?.join("cmake-v1").join(&key[..16]).join(&cell.variant);
             std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
+            // So that `native-cache` can name the kernel a work directory belongs to.
+            super::workdirs::record_kernel(d.parent().unwrap_or(&d), &canon)?;
             d
         }
         WorkDir::Fresh => {
