@@ -52,6 +52,16 @@ let
       if config.torchMaxver == null then bounds.torch.maxver else config.torchMaxver
     )
   ) buildSets;
+  # A tvm-ffi variant carries no torch version: where no bundle set of a backend offers tvm-ffi,
+  # that backend's tvm-ffi sets are the tvm-ffi kernel's bundle (cells.rs `set_in_bundle`).
+  inBundle =
+    s:
+    (s.bundle or false)
+    || (
+      isTvmFfi
+      && s ? tvm_ffi
+      && !builtins.any (o: o.backend == s.backend && (o.bundle or false) && o ? tvm_ffi) buildSets
+    );
   usesStableAbi = s: !isTvmFfi && config.stableAbiFor s.backend != null;
   groupKey = s: "${s.backend}-${s.version or ""}";
   stable = builtins.filter usesStableAbi applicable;
@@ -118,7 +128,7 @@ let
       backend_version = s.version or null;
       torch_version = s.torch;
       noarch = k == "noarch";
-      bundle = s.bundle or false;
+      bundle = inBundle s;
       kind = k;
       arch_variant = archVariant s;
       # Noarch cells pass `[torch-noarch]`'s lists through to metadata. The architectures a
@@ -134,7 +144,7 @@ let
   # listToAttrs keeps the first entry of a name: put bundle sets first to prefer them.
   byName = builtins.listToAttrs (
     map (e: { inherit (e) name; value = e.set; }) (
-      builtins.filter (e: e.set.bundle or false) named ++ builtins.filter (e: !(e.set.bundle or false)) named
+      builtins.filter (e: inBundle e.set) named ++ builtins.filter (e: !(inBundle e.set)) named
     )
   );
 in

@@ -544,7 +544,7 @@ fn remove_entry(cache_dir: &Utf8Path, dir: &Utf8Path) {
 }
 
 /// Bytes of the regular files below `dir`.
-fn dir_size(dir: &Utf8Path) -> u64 {
+pub(crate) fn dir_size(dir: &Utf8Path) -> u64 {
     walkdir::WalkDir::new(dir)
         .into_iter()
         .filter_map(Result::ok)

@@ -1422,6 +1422,8 @@ pub fn build_cell(
             let rel = Utf8PathBuf::from("cmake-v1").join(&key[..16]).join(&cell.variant);
             let d = crate::fsutil::inside(&cache_root()?, &rel)?; // no link leads the build out of it
             std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
+            // So that `native-cache` can name the kernel a work directory belongs to.
+            super::workdirs::record_kernel(d.parent().unwrap_or(&d), &canon)?;
             d
         }
         WorkDir::Fresh => {

@@ -42,6 +42,7 @@ pub mod source;
 pub mod stable_abi;
 pub mod tvm_ffi;
 pub mod verify;
+pub mod workdirs;
 
 use std::fmt;
 

@@ -9,9 +9,11 @@ pub mod build_and_copy;
 pub mod build_and_upload;
 pub mod cache;
 pub mod check_abi;
+pub mod check_builds;
 pub mod check_config;
 pub mod ci_matrix;
 pub mod clean_pyproject;
+pub mod completions;
 pub mod create_pyproject;
 pub mod hash;
 pub mod init;
@@ -78,6 +80,10 @@ pub enum Command {
     Matrix(matrix::Args),
     /// Pre-tune a Helion kernel on this GPU: heuristic files with provenance, per-shape table.
     Tune(tune::Args),
+    /// Check that DIR/build/ holds exactly the variants the build matrix says the kernel needs.
+    CheckBuilds(check_builds::Args),
+    /// Print the shell completion script (bash, zsh or fish).
+    Completions(completions::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
@@ -133,6 +139,8 @@ pub fn main() -> ExitCode {
         Command::Upload(a) => upload::run(a),
         Command::BuildAndUpload(a) => build_and_upload::run(a),
         Command::Tune(a) => tune::run(a),
+        Command::CheckBuilds(a) => check_builds::run(a),
+        Command::Completions(a) => completions::run(a),
     };
     // Interrupted: the signal handler removes what the command registered and exits with
     // 128 + signal; the command's own status (often a failure: its child was stopped) is moot.

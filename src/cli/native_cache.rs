@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use crate::assemble::cellcache::{build_max_bytes, parse_size, CellCache};
+use crate::assemble::{compiled, workdirs};
 use crate::toolchain::store::{self, FetchOptions, Store};
 
 /// Arguments of `native-cache`.
@@ -38,6 +39,14 @@ pub enum Action {
         /// SIZE, least recently used first; waits for builds using it.
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         toolchain_max_size: Option<u64>,
+    },
+    /// Remove the CMake work directories (cmake-v1/) of kernel directories that no longer
+    /// exist (or that an older kernel-builder made without naming theirs). Always safe: the
+    /// next build of such a kernel compiles from scratch.
+    PruneWork {
+        /// Remove every work directory, also those of existing kernels.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -105,6 +114,43 @@ pub fn run(args: Args) -> super::CmdResult {
                     store::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
                 );
             }
+            let work = workdirs::list(&compiled::cache_root()?)?;
+            println!(
+                "CMake work directories (cmake-v1/, kept for incremental builds, never pruned by a build):"
+            );
+            for w in &work {
+                println!(
+                    "  {}  {:>10}  {} ({})",
+                    w.dir.file_name().unwrap_or_default(),
+                    human(w.size),
+                    match (&w.kernel, w.kernel_exists) {
+                        (Some(k), true) => k.to_string(),
+                        (Some(k), false) => format!("{k}, gone"),
+                        (None, _) => "kernel not recorded".to_owned(),
+                    },
+                    w.variants.join(", ")
+                );
+            }
+            println!(
+                "{} work director{}, {} (`native-cache prune-work` removes those of gone kernels)",
+                work.len(),
+                if work.len() == 1 { "y" } else { "ies" },
+                human(work.iter().map(|w| w.size).sum())
+            );
+        }
+        Action::PruneWork { all } => {
+            let root = compiled::cache_root()?;
+            let removed = workdirs::prune(&root, all)?;
+            for w in &removed {
+                println!("removed {} ({})", w.dir, human(w.size));
+            }
+            println!(
+                "removed {} work director{} ({}) from {}",
+                removed.len(),
+                if removed.len() == 1 { "y" } else { "ies" },
+                human(removed.iter().map(|w| w.size).sum()),
+                root.join("cmake-v1")
+            );
         }
         Action::Prune { max_size, toolchain_max_size } => {
             if let Some(max) = toolchain_max_size {

@@ -140,6 +140,22 @@ fn in_bounds(
     min <= *v && *v <= max
 }
 
+/// Whether `set`'s cell is in the default bundle. A tvm-ffi variant carries no torch version,
+/// so where no bundle set of a backend offers tvm-ffi, that backend's tvm-ffi sets are the
+/// tvm-ffi kernel's bundle (else such a kernel would build nothing by default; the matrix notes
+/// say why the newest torch sets do not offer it), per system. `kernelCells.nix` applies the same rule.
+pub(crate) fn set_in_bundle(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) -> bool {
+    set.bundle
+        || (matches!(config.framework, Framework::TvmFfi(_))
+            && set.tvm_ffi.is_some()
+            && !m.build_sets.iter().any(|o| {
+                o.backend == set.backend
+                    && o.bundle
+                    && o.tvm_ffi.is_some()
+                    && o.systems.iter().any(|s| s == system)
+            }))
+}
+
 /// Steps 1 and 2: the sets of `system` of matrix `m` the kernel builds, in matrix order
 /// (bundle or not).
 pub(crate) fn applicable_sets<'m>(
@@ -253,7 +269,7 @@ fn cell_for(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) 
         backend_version: set.version.clone(),
         torch_version: set.torch.clone(),
         noarch,
-        bundle: set.bundle,
+        bundle: set_in_bundle(m, config, set, system),
         kind,
         arch_variant,
         cuda_capabilities,
@@ -280,7 +296,7 @@ pub fn cells(config: &BuildConfig, system: &str, scope: Scope) -> Vec<Cell> {
 pub fn cells_in(m: &MatrixData, config: &BuildConfig, system: &str, scope: Scope) -> Vec<Cell> {
     let mut out: Vec<Cell> = Vec::new();
     for set in applicable_sets(m, config, system) {
-        if scope == Scope::Bundle && !set.bundle {
+        if scope == Scope::Bundle && !set_in_bundle(m, config, set, system) {
             continue;
         }
         let cell = cell_for(m, config, set, system);

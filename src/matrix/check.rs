@@ -1017,26 +1017,31 @@ mod tests {
     }
 
     #[test]
-    fn tvm_ffi_kernels_build_outside_the_default_bundle_and_are_told_which_matrix_to_pin() {
+    fn tvm_ffi_kernels_build_in_the_default_bundle_and_a_backend_without_tvm_ffi_is_named() {
+        // No bundle set offers tvm-ffi, so the tvm-ffi sets are the tvm-ffi kernel's bundle.
         let mut c = tvm_ffi_config(&[Cpu, Cuda], &[Cpu, Cuda]);
-        let p = check(&c);
+        assert_eq!(check(&c), Vec::<Problem>::new());
+        let bundle: Vec<String> =
+            cells(&c, "x86_64-linux", Scope::Bundle).into_iter().map(|c| c.name).collect();
         assert_eq!(
-            summary(&p),
+            bundle,
             [
-                (Severity::Warning, "general.backends[0]".into(), "no-bundle-variants"),
-                (Severity::Warning, "general.backends[1]".into(), "no-bundle-variants"),
+                "tvm-ffi01-cpu-x86_64-linux",
+                "tvm-ffi01-cu126-x86_64-linux",
+                "tvm-ffi01-cu130-x86_64-linux",
+                "tvm-ffi01-cu132-x86_64-linux",
             ]
         );
-        assert!(
-            p[1].message.starts_with(
-                "`cuda` is built only outside the default bundle of build matrix 2026-12 (tvm-ffi01-cu126-aarch64-linux,"
-            ),
-            "{}",
-            p[1].message
+        // ROCm has no build set offering tvm-ffi: the warning says so.
+        let rocm = tvm_ffi_config(&[Cpu, Rocm], &[Cpu, Rocm]);
+        let p = check(&rocm);
+        assert_eq!(
+            summary(&p),
+            [(Severity::Warning, "general.backends[1]".into(), "backend-without-variants")]
         );
         assert_eq!(
-            p[1].help.as_deref(),
-            Some("pin the matrix whose bundle builds it: `matrix = \"upstream-2026-08\"` in `[general]`, or build them with `--all`")
+            p[0].message,
+            "`rocm` is listed in general.backends but no variant builds it: no `rocm` build set of the matrix offers tvm-ffi"
         );
         c.general.matrix = Some("upstream-2026-08".into());
         assert_eq!(check(&c), Vec::<Problem>::new());

@@ -305,6 +305,13 @@ fn vector_add_helion_is_reused_and_jobs_do_not_change_the_tree() {
         show.stdout
     );
     assert!(show.stdout.contains("3 entries, "), "{}", show.stdout);
+    // Noarch cells compile nothing: no CMake work directory, and the listing says so.
+    assert!(
+        show.stdout
+            .ends_with("0 work directories, 0 B (`native-cache prune-work` removes those of gone kernels)\n"),
+        "{}",
+        show.stdout
+    );
     let pruned = kb(t.path(), &cache, &[], &["native-cache", "prune", "--max-size", "0"]);
     assert_eq!(pruned.code, 0, "{}", pruned.stderr);
     assert!(pruned.stdout.starts_with("removed 3 entries ("), "{}", pruned.stdout);

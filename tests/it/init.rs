@@ -318,7 +318,7 @@ python-depends = []
 repo-id = "myorg/relu"
 
 # A compiled kernel: the torch binding plus one `[kernel.*]` per backend, built into one
-# variant per cell of the build matrix (`torch212-cxx11-cu126-x86_64-linux`, ...).
+# variant per cell of the build matrix (`torch215-cxx11-cu132-x86_64-linux`, ...).
 [torch]
 src = [
   "torch-ext/torch_binding.cpp",
@@ -333,6 +333,12 @@ src = ["relu_cpu/relu.cpp"]
 [kernel.relu_cuda]
 backend = "cuda"
 depends = ["torch"]
+# Two capabilities, so the first builds are quick: sm_80 runs on every Ampere/Ada GPU (8.x),
+# and 9.0's PTX lets the driver compile for newer ones at load time (slower first call).
+# Before publishing, list the capabilities your users' GPUs have (e.g. "10.0", "12.0"), or
+# remove this line for the toolkit's default list (ten or more: each one compiles every .cu
+# again, so builds take several times as long).
+cuda-capabilities = ["8.0", "9.0+PTX"]
 src = ["relu_cuda/relu.cu"]
 
 [kernel.relu_metal]

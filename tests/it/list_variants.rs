@@ -313,3 +313,21 @@ fn an_empty_listing_says_why() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("no variant of this kernel is built on aarch64-darwin"), "{stderr}");
 }
+
+/// kernels/relu-tvm-ffi pins no matrix: the default bundle has its tvm-ffi cells (a tvm-ffi
+/// variant carries no torch version, so the sets offering tvm-ffi are its bundle).
+#[test]
+fn relu_tvm_ffi_gets_bundle_variants_without_a_matrix_pin() {
+    let dir = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/relu-tvm-ffi");
+    assert!(!std::fs::read_to_string(dir.join("build.toml")).unwrap().contains("matrix ="));
+    let out = Command::cargo_bin("kernel-builder")
+        .unwrap()
+        .args(["list-variants", dir.as_str(), "--system", "x86_64-linux"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "tvm-ffi01-cpu-x86_64-linux\ntvm-ffi01-cu126-x86_64-linux\ntvm-ffi01-cu130-x86_64-linux\ntvm-ffi01-cu132-x86_64-linux\n"
+    );
+}

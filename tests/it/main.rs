@@ -2,9 +2,11 @@
 mod abi;
 mod build;
 mod cellcache;
+mod check_builds;
 mod ci_matrix;
 mod codegen;
 mod compiled;
+mod completions;
 mod config;
 mod corpus;
 mod hash;
