@@ -85,10 +85,13 @@ impl ToolchainArgs {
 #[command(after_long_help = "\
 Writes DIR/build/<variant>/ for each variant, replacing only the variants built, and \
 DIR/build/hashes.json (the NAR hash of each variant). For a noarch kernel (Helion, Triton, \
-plain torch) there is one torch-<backend> directory per backend. A compiled backend builds \
-natively the one cell the host toolchain gives (torch, or tvm_ffi for a [tvm-ffi] kernel, \
-from --python, the system C++ compiler, nvcc for CUDA), through a generated CMake project; a backend whose toolchain is \
-missing is skipped with a note saying what to install. Nothing in DIR/build/ changes when \
+plain torch) there is one torch-<backend> directory per backend. Natively, a [torch] kernel's \
+CPU and CUDA backends build every bundle cell of this system from pinned wheels (torch, the \
+CUDA toolkit, CMake, Ninja; downloaded once into the toolchain cache), compiled with the \
+system C++ compiler; with --python, and for stable-ABI and [tvm-ffi] kernels, a compiled \
+backend builds the one cell the host toolchain gives (torch or tvm_ffi from --python, nvcc \
+for CUDA). Both go through a generated CMake project; a cell or backend whose toolchain \
+cannot be had is skipped with a note saying what to do. Nothing in DIR/build/ changes when \
 the build fails. A native build reuses a cell built before from the same sources with the same \
 toolchain from the native cell cache (the line then says `reused`, not `built`; see \
 `kernel-builder native-cache`); `--jobs N` builds N cells at once.")]

@@ -1057,9 +1057,9 @@ Options:
       --python <PATH>
           The Python interpreter whose torch compiled variants are built against (its tvm_ffi for a
           `[tvm-ffi]` kernel); its torch version, CUDA build and C++ ABI (tvm-ffi's major.minor and
-          nvcc's CUDA) name the variant. CMake and Ninja are looked up beside it first, then on PATH
-          
-          [default: python3]
+          nvcc's CUDA) name the variant. CMake and Ninja are looked up beside it first, then on
+          PATH. Default: `python3`; `build-and-copy` without it builds every bundle cell of a
+          `[torch]` kernel's CPU and CUDA backends from pinned wheels instead
 
       --package-set <NAME>
           Record in metadata.json that the tools (--python, CXX, CUDACXX, PATH) come from the
@@ -1097,18 +1097,28 @@ Options:
           $XDG_CACHE_HOME/kernel-builder, else ~/.cache/kernel-builder; see `kernel-builder
           native-cache`)
 
+      --offline
+          Native builds without --python: never download a pinned wheel; use the toolchain cache and
+          --find-links directories only
+
+      --find-links <DIR>
+          Native builds without --python: look for pinned wheels (by file name) in DIR first, a
+          wheelhouse made elsewhere (repeatable). Each is checked against its pinned sha256
+
   -h, --help
           Print help (see a summary with '-h')
 
 Writes DIR/build/<variant>/ for each variant, replacing only the variants built, and
 DIR/build/hashes.json (the NAR hash of each variant). For a noarch kernel (Helion, Triton, plain
-torch) there is one torch-<backend> directory per backend. A compiled backend builds natively the
-one cell the host toolchain gives (torch, or tvm_ffi for a [tvm-ffi] kernel, from --python, the
-system C++ compiler, nvcc for CUDA), through a generated CMake project; a backend whose toolchain is
-missing is skipped with a note saying what to install. Nothing in DIR/build/ changes when the build
-fails. A native build reuses a cell built before from the same sources with the same toolchain from
-the native cell cache (the line then says `reused`, not `built`; see `kernel-builder native-cache`);
-`--jobs N` builds N cells at once.
+torch) there is one torch-<backend> directory per backend. Natively, a [torch] kernel's CPU and CUDA
+backends build every bundle cell of this system from pinned wheels (torch, the CUDA toolkit, CMake,
+Ninja; downloaded once into the toolchain cache), compiled with the system C++ compiler; with
+--python, and for stable-ABI and [tvm-ffi] kernels, a compiled backend builds the one cell the host
+toolchain gives (torch or tvm_ffi from --python, nvcc for CUDA). Both go through a generated CMake
+project; a cell or backend whose toolchain cannot be had is skipped with a note saying what to do.
+Nothing in DIR/build/ changes when the build fails. A native build reuses a cell built before from
+the same sources with the same toolchain from the native cell cache (the line then says `reused`,
+not `built`; see `kernel-builder native-cache`); `--jobs N` builds N cells at once.
 "#;
 
 #[test]

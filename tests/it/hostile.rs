@@ -438,7 +438,8 @@ fn a_killed_build_leaves_no_step_running_and_the_next_waits_for_orphans() {
     assert!(finished, "the next build did not go on once the orphan ended:\n{err}");
     assert_eq!(runs().lines().count(), 2, "{err}");
     let work = fs::read_dir(cache.join("cmake-v1")).unwrap().next().unwrap().unwrap().path();
-    let variant = fs::read_dir(&work).unwrap().next().unwrap().unwrap().path();
+    // The variant's directory (the key directory also records its kernel in `kernel-dir`).
+    let variant = fs::read_dir(&work).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
     assert!(
         err.contains(&format!("note: the work directory `{}` is still in use by another build, or by processes of an earlier one that was killed; waiting for them to finish", variant.display())),
         "{err}"

@@ -580,6 +580,8 @@ fn cells_depend_on_the_source_set_only() {
     let before = drv();
     fs::write(kernel.join("docs/NOTES.md"), "changed").unwrap();
     fs::write(kernel.join("torch-ext/nix_fixture/notes.txt"), "not in pyext").unwrap();
+    // The copy leaves bytecode out; a user's checkout may have it.
+    fs::create_dir_all(kernel.join("torch-ext/nix_fixture/__pycache__")).unwrap();
     fs::write(kernel.join("torch-ext/nix_fixture/__pycache__/x.cpython-313.pyc"), "bytecode").unwrap();
     git(&r, &["add", "-A"]);
     assert_eq!(drv(), before, "a file outside the source set changed a cell");
