@@ -192,11 +192,11 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     check = subprocess.run([kb, "check-config", str(kdir), "--json"], capture_output=True, text=True, env=env)
     try:
         doc = json.loads(check.stdout)
-        warnings = doc.get("warnings", [])
+        # The summary, or the --json failure document ("ok": false) with the file's problems.
         record["check_config"] = {
             "valid": doc.get("valid", check.returncode == 0),
-            "warnings": len(warnings) if isinstance(warnings, list) else warnings,
-            "errors": doc.get("errors", 0) if not doc.get("valid", True) else 0,
+            "warnings": len(doc.get("warnings", [])),
+            "errors": doc.get("error_count", 0),
         }
         if not doc.get("valid", True):
             record["check_config"]["first"] = (doc.get("problems") or [{}])[0].get("message", "")[:300]

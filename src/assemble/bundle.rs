@@ -344,6 +344,12 @@ pub trait Progress: Sync {
     fn started(&self, _name: &str) {}
     /// A cell is done.
     fn finished(&self, _name: &str, _outcome: CellOutcome) {}
+    /// Before any cell starts: what makes this build long ([`super::progress::build_note`]).
+    fn note(&self, _text: &str) {}
+    /// Where the compile steps of cell `name` go (Ninja's `[n/m]`), if anywhere.
+    fn steps(&self, _name: &str) -> Option<super::progress::StepSink> {
+        None
+    }
 }
 
 /// A [`Progress`] that shows nothing.
@@ -832,6 +838,9 @@ fn build_cells(
 
     let names: Vec<String> = selected.iter().map(|v| v.name.clone()).collect();
     options.progress.planned(&names);
+    if let Some(note) = super::progress::build_note(config, source.root(), selected) {
+        options.progress.note(&note);
+    }
     let jobs = options.jobs.clamp(1, selected.len().max(1));
     // Cells are taken in plan order, so every cell before a failed one has been started.
     let next = AtomicUsize::new(0);
@@ -843,7 +852,9 @@ fn build_cells(
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(v) = selected.get(i) else { break };
             options.progress.started(&v.name);
-            let r = build_one(source, config, v, ids, new_dir, work, options.cache);
+            let r = super::progress::with_steps(options.progress.steps(&v.name), || {
+                build_one(source, config, v, ids, new_dir, work, options.cache)
+            });
             let outcome = match &r {
                 Ok(c) if c.reused => CellOutcome::Reused,
                 Ok(_) => CellOutcome::Built,

@@ -1241,6 +1241,7 @@ fn run_step(
     args: &[String],
     env: &[(String, String)],
     tmp_dir: &Utf8Path,
+    steps: Option<super::progress::StepSink>,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!crate::interrupt::interrupted(), "{what} not started: interrupted");
     // One locale for every tool: messages (and anything a tool might embed) do not depend on
@@ -1248,7 +1249,6 @@ fn run_step(
     let mut cmd = duct::cmd(prog.as_str(), args)
         .stdin_null()
         .stderr_to_stdout()
-        .stdout_capture()
         .unchecked()
         .env("LC_ALL", "C")
         .env("TMPDIR", tmp_dir.as_str())
@@ -1260,7 +1260,11 @@ fn run_step(
     for (k, v) in env {
         cmd = cmd.env(k, v);
     }
-    let out = cmd.run().with_context(|| format!("cannot run `{prog}` ({what})"))?;
+    let out = match steps {
+        None => cmd.stdout_capture().run(),
+        Some(sink) => run_reporting_steps(&cmd, &*sink),
+    }
+    .with_context(|| format!("cannot run `{prog}` ({what})"))?;
     if !out.status.success() {
         let text = String::from_utf8_lossy(&out.stdout);
         let shown: Vec<String> = std::iter::once(prog.to_string()).chain(args.iter().cloned()).collect();
@@ -1273,6 +1277,36 @@ fn run_step(
         );
     }
     Ok(())
+}
+
+/// Run `cmd` (stdout and stderr joined), reading its output line by line as it comes and
+/// passing each Ninja counter (`[n/m]`, [`super::progress::ninja_counter`]) to `sink`; the
+/// whole output comes back as [`duct::Expression::run`] with `stdout_capture` gives it.
+fn run_reporting_steps(
+    cmd: &duct::Expression,
+    sink: &dyn Fn(u64, u64),
+) -> std::io::Result<std::process::Output> {
+    use std::io::BufRead;
+    let reader = cmd.reader()?;
+    let mut text = Vec::new();
+    let mut lines = std::io::BufReader::new(&reader);
+    loop {
+        let start = text.len();
+        if lines.read_until(b'\n', &mut text)? == 0 {
+            break;
+        }
+        if let Some((done, total)) = super::progress::ninja_counter(&String::from_utf8_lossy(&text[start..]))
+        {
+            sink(done, total);
+        }
+    }
+    drop(lines);
+    // At end of output the reader has waited for the process: its status is there.
+    let status = match reader.try_wait()? {
+        Some(out) => out.status,
+        None => return Err(std::io::Error::other("the process closed its output but did not exit")),
+    };
+    Ok(std::process::Output { status, stdout: text, stderr: Vec::new() })
 }
 
 /// Write `bytes` to `path` unless it already holds exactly them (keeps mtimes, so Ninja
@@ -1520,6 +1554,7 @@ pub fn build_cell(
             ],
             &facts.env,
             &tmp_dir,
+            None,
         )?;
         let text = serde_json::to_vec_pretty(&record).context("cannot serialise the configure record")?;
         sync_file(&configured, &text)?;
@@ -1559,24 +1594,27 @@ pub fn build_cell(
     }
     // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
     // editor can jump to them.
-    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, &tmp_dir).map_err(|e| {
-        let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
-        let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
-        let listed: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
-        let hint = super::stable_abi::compile_hint(&text)
-            .filter(|_| cell.kind == CellKind::StableAbi)
-            .or_else(|| {
-                super::parity::compile_hint(
-                    &text,
-                    &listed,
-                    &super::parity::kernel_files(source.root(), 20_000),
-                )
-            });
-        match hint {
-            Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
-            None => anyhow::anyhow!("{text}"),
-        }
-    })?;
+    let steps = super::progress::current_steps();
+    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, &tmp_dir, steps).map_err(
+        |e| {
+            let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
+            let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
+            let listed: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
+            let hint = super::stable_abi::compile_hint(&text)
+                .filter(|_| cell.kind == CellKind::StableAbi)
+                .or_else(|| {
+                    super::parity::compile_hint(
+                        &text,
+                        &listed,
+                        &super::parity::kernel_files(source.root(), 20_000),
+                    )
+                });
+            match hint {
+                Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
+                None => anyhow::anyhow!("{text}"),
+            }
+        },
+    )?;
     let module = format!("{}{}", facts.ops_name, module_suffix(cell.kind));
     let built = build_dir.join(&module);
     anyhow::ensure!(built.is_file(), "the build wrote no `{built}`");

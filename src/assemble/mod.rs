@@ -37,6 +37,7 @@ pub mod native;
 pub mod noarch;
 pub mod output;
 pub mod parity;
+pub mod progress;
 pub mod provenance;
 pub mod source;
 pub mod stable_abi;

@@ -156,12 +156,19 @@ pub struct NativeArgs {
 /// the cells being built. Drawn only when stderr is a terminal.
 struct CellBar {
     bar: indicatif::ProgressBar,
-    running: std::sync::Mutex<Vec<String>>,
+    /// `--json`: nothing on stderr but warnings and errors.
+    quiet: bool,
+    /// The cells being built, each with Ninja's last `[n/m]` when it compiles (shared with the
+    /// step sinks of [`bundle::Progress::steps`], which run on the cells' threads).
+    running: std::sync::Arc<std::sync::Mutex<Vec<Running>>>,
 }
 
+/// A cell being built, with Ninja's last `[n/m]` once it compiles.
+type Running = (String, Option<(u64, u64)>);
+
 impl CellBar {
-    fn new(hidden: bool) -> CellBar {
-        let target = if hidden {
+    fn new(quiet: bool) -> CellBar {
+        let target = if quiet {
             indicatif::ProgressDrawTarget::hidden()
         } else {
             indicatif::ProgressDrawTarget::stderr()
@@ -172,14 +179,28 @@ impl CellBar {
         {
             bar.set_style(style);
         }
-        CellBar { bar, running: std::sync::Mutex::new(Vec::new()) }
+        CellBar { bar, quiet, running: Default::default() }
     }
 
-    fn show_running(&self, running: &[String]) {
-        self.bar.set_message(if running.is_empty() {
+    /// Change the running cells with `f`, then show them: `building a [12/40], b`.
+    fn update(
+        bar: &indicatif::ProgressBar,
+        running: &std::sync::Mutex<Vec<Running>>,
+        f: impl FnOnce(&mut Vec<Running>),
+    ) {
+        let mut running = running.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut running);
+        let shown: Vec<String> = running
+            .iter()
+            .map(|(n, step)| match step {
+                Some((done, total)) => format!("{n} [{done}/{total}]"),
+                None => n.clone(),
+            })
+            .collect();
+        bar.set_message(if shown.is_empty() {
             String::new()
         } else {
-            format!("building {}", running.join(", "))
+            format!("building {}", shown.join(", "))
         });
     }
 }
@@ -194,16 +215,35 @@ impl bundle::Progress for CellBar {
     }
 
     fn started(&self, name: &str) {
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running.push(name.to_owned());
-        self.show_running(&running);
+        CellBar::update(&self.bar, &self.running, |r| r.push((name.to_owned(), None)));
     }
 
     fn finished(&self, name: &str, _outcome: bundle::CellOutcome) {
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running.retain(|n| n != name);
         self.bar.inc(1);
-        self.show_running(&running);
+        CellBar::update(&self.bar, &self.running, |r| r.retain(|(n, _)| n != name));
+    }
+
+    /// On stderr whether or not it is a terminal (a log shows why the build takes long), not
+    /// with `--json`.
+    fn note(&self, text: &str) {
+        if !self.quiet {
+            self.bar.suspend(|| eprintln!("note: {text}"));
+        }
+    }
+
+    /// Only when the bar is drawn (stderr a terminal, no `--json`): a log gets no line per step.
+    fn steps(&self, name: &str) -> Option<crate::assemble::progress::StepSink> {
+        if self.bar.is_hidden() {
+            return None;
+        }
+        let (bar, running, name) = (self.bar.clone(), std::sync::Arc::clone(&self.running), name.to_owned());
+        Some(std::sync::Arc::new(move |done, total| {
+            CellBar::update(&bar, &running, |r| {
+                if let Some(cell) = r.iter_mut().find(|(n, _)| *n == name) {
+                    cell.1 = Some((done, total));
+                }
+            });
+        }))
     }
 }
 

@@ -1,8 +1,6 @@
 //! `kernel-builder build-and-upload [DIR] [--variant V]... [upload flags]`: build natively
 //! (as `build-and-copy --nix never`), verify the rebuild against `build/hashes.json`, upload.
 
-use std::process::ExitCode;
-
 use camino::Utf8PathBuf;
 
 use super::upload::{run_upload, UploadFlags};
@@ -70,11 +68,8 @@ pub fn run(args: Args) -> super::CmdResult {
         .filter_map(|v| v.difference.as_ref().map(|d| format!("{}: {d}", v.name)))
         .collect();
     if !different.is_empty() {
-        eprintln!("error: the rebuild differs from build/, nothing was uploaded:");
-        for d in &different {
-            eprintln!("  {d}");
-        }
-        return Ok(ExitCode::from(1));
+        // An error (not a bare exit 1) so that --json prints the failure document too.
+        anyhow::bail!("the rebuild differs from build/, nothing was uploaded:\n  {}", different.join("\n  "));
     }
     eprintln!("verified {} variant(s) against build/hashes.json", checked.variants.len());
     run_upload(dir, &args.flags)

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Serialize;
 
-use super::list_variants::{load_or_report, MatrixFileArg};
+use super::list_variants::MatrixFileArg;
 use crate::matrix::{self, Scope};
 
 /// Arguments.
@@ -108,7 +108,7 @@ pub fn compare(
 
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
-    let Some(loaded) = load_or_report(&dir) else { return Ok(ExitCode::from(1)) };
+    let loaded = super::load_config(&dir)?;
     let m = args.matrix_file.choose(&loaded.config)?;
     let systems: Vec<String> = match args.system {
         Some(s) if !m.systems.contains(&s) => anyhow::bail!(

@@ -14,14 +14,15 @@ use crate::kernel;
 pub struct Args {
     /// Kernel directory (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
-    /// Print the summary as JSON on stdout instead of text; a file with errors prints a JSON
-    /// document of its problems with their lines and columns (the text still goes to stderr).
+    /// Print the summary as JSON on stdout instead of text; a file with errors prints the
+    /// failure document (`"ok": false`) with its problems, their lines and columns (the text
+    /// still goes to stderr).
     #[arg(long)]
     pub json: bool,
 }
 
-/// The summary printed on success (also the `--json` shape). Its `valid` is `true` and its
-/// `warnings` an array, where [`Invalid`] has `valid: false` and counts: read `valid` first.
+/// The summary printed on success (also the `--json` shape). Its `valid` is `true`, where
+/// [`Invalid`] has `valid: false`; `warnings` is the same list in both.
 #[derive(Debug, Serialize)]
 pub struct Summary {
     /// Always `true` (a file with errors prints [`Invalid`]).
@@ -50,11 +51,14 @@ pub struct Summary {
     pub helion_warnings: Vec<crate::tune::lint::Warning>,
 }
 
-/// The `--json` document of a file with errors (exit 1): every problem with its place, and
-/// how many are errors and warnings (counts here; [`Summary::warnings`] is the list).
+/// What a build.toml with errors adds to the `--json` failure document (exit 1, of every
+/// command that reads build.toml; `super::json`): every problem with its place, the warnings
+/// alone as in [`Summary::warnings`], and how many there are of each.
 ///
 /// ```json
-/// {"valid": false, "file": "k/build.toml", "errors": 1, "warnings": 0,
+/// {"ok": false, "command": "check-config", "error": {…},
+///  "valid": false, "file": "k/build.toml", "error_count": 1, "warning_count": 0,
+///  "warnings": [],
 ///  "problems": [{"severity": "error", "rule": "unknown-key", "key_path": "general.bogus",
 ///                "message": "…", "help": "…", "line": 7, "column": 1}]}
 /// ```
@@ -63,13 +67,15 @@ pub struct Invalid {
     /// Always `false` (a valid file prints [`Summary`]).
     pub valid: bool,
     pub file: String,
-    pub errors: usize,
-    pub warnings: usize,
+    pub error_count: usize,
+    pub warning_count: usize,
+    /// The problems of severity `warning`, as [`Summary::warnings`].
+    pub warnings: Vec<ProblemJson>,
     pub problems: Vec<ProblemJson>,
 }
 
 /// One problem of [`Invalid`]; `line` and `column` are 1-based, `null` without a place.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ProblemJson {
     /// `error` or `warning`.
     pub severity: &'static str,
@@ -110,12 +116,14 @@ impl Invalid {
     /// The document for `e`.
     pub fn of(e: &config::ConfigErrors) -> Invalid {
         let problems = ProblemJson::all(&e.problems, &e.locations);
-        let errors = e.errors().count();
+        let warnings: Vec<ProblemJson> =
+            problems.iter().filter(|p| p.severity == "warning").cloned().collect();
         Invalid {
             valid: false,
             file: e.path.to_string(),
-            errors,
-            warnings: problems.len() - errors,
+            error_count: problems.len() - warnings.len(),
+            warning_count: warnings.len(),
+            warnings,
             problems,
         }
     }
@@ -204,12 +212,8 @@ pub fn run(args: Args) -> super::CmdResult {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(errors) => {
-            eprint!("{}", errors.render());
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&Invalid::of(&errors))?);
-            }
-            Ok(ExitCode::from(1))
-        }
+        // Rendered on stderr by `report_error`; with --json the failure document on stdout
+        // holds [`Invalid`]'s keys (`super::json`).
+        Err(errors) => Err(errors.into()),
     }
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use camino::Utf8PathBuf;
 
-use super::list_variants::{load_or_report, MatrixFileArg};
+use super::list_variants::MatrixFileArg;
 use crate::ci::{self, CiMatrix, GroupBy, Runners};
 use crate::matrix::{self, Scope};
 
@@ -114,7 +114,7 @@ pub fn plan(
 /// or more than GitHub takes).
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    let Some(loaded) = load_or_report(&dir) else { return Ok(ExitCode::from(1)) };
+    let loaded = super::load_config(&dir)?;
     let m = args.matrix_file.choose(&loaded.config)?;
     check_runner_systems(&args.runner, &m.systems)?;
     let doc = plan(&m, &loaded.config, args.group_by, &Runners::with_overrides(&args.runner))?;

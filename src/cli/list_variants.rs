@@ -6,10 +6,9 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8PathBuf;
 
 use crate::config;
-use crate::kernel;
 use crate::matrix::data::{matrix, MatrixData};
 use crate::matrix::{self, Cell, Scope};
 
@@ -92,23 +91,6 @@ impl MatrixFileArg {
     }
 }
 
-/// Load `dir/build.toml`, printing its warnings on stderr; `None` (after printing every error
-/// on stderr) when it has errors, for the caller to exit 1.
-pub(crate) fn load_or_report(dir: &Utf8Path) -> Option<config::Loaded> {
-    match kernel::load(dir) {
-        Ok(loaded) => {
-            if !loaded.rendered_warnings.is_empty() {
-                eprint!("{}", loaded.rendered_warnings);
-            }
-            Some(loaded)
-        }
-        Err(errors) => {
-            eprint!("{}", errors.render());
-            None
-        }
-    }
-}
-
 /// Accept only systems of the build matrix (a bad value is a command-line error, exit 2).
 fn parse_system(s: &str) -> Result<String, String> {
     let systems = &matrix().systems;
@@ -150,7 +132,7 @@ pub fn listing(
 /// has errors (all of them rendered on stderr).
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    let Some(loaded) = load_or_report(&dir) else { return Ok(ExitCode::from(1)) };
+    let loaded = super::load_config(&dir)?;
     let m = args.matrix_file.choose(&loaded.config)?;
     let systems: Vec<String> = if args.all_systems {
         m.systems.clone()

@@ -17,6 +17,7 @@ pub mod completions;
 pub mod create_pyproject;
 pub mod hash;
 pub mod init;
+pub mod json;
 pub mod list_variants;
 pub mod lock_kernel_deps;
 pub mod matrix;
@@ -117,6 +118,7 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 /// Exit codes: 0 success, 1 the command failed (bad input, failed build), 2 bad command line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let json = cli.command.json_name();
     let result = match cli.command {
         Command::Init(a) => init::run(a),
         Command::CheckConfig(a) => check_config::run(a),
@@ -149,6 +151,9 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             report_error(&err);
+            if let Some(command) = json {
+                json::print_failure(command, &err);
+            }
             // A tune stopped by a signal exits as an interrupted build does: 128 + signal.
             match err.downcast_ref::<crate::tune::TuneError>() {
                 Some(crate::tune::TuneError::Interrupted { signal, .. }) => {
@@ -160,9 +165,32 @@ pub fn main() -> ExitCode {
     }
 }
 
+impl Command {
+    /// The command's name when `--json` was given: its failure is then also the
+    /// [`json::failure`] document on stdout.
+    fn json_name(&self) -> Option<&'static str> {
+        let (name, json) = match self {
+            Command::CheckConfig(a) => ("check-config", a.json),
+            Command::ListVariants(a) => ("list-variants", a.json),
+            Command::BuildAndCopy(a) => ("build-and-copy", a.json),
+            Command::Hash(a) => ("hash", a.json),
+            Command::CheckAbi(a) => ("check-abi", a.json),
+            Command::Upload(a) => ("upload", a.flags.json),
+            Command::BuildAndUpload(a) => ("build-and-upload", a.flags.json),
+            Command::Matrix(matrix::Args { command: matrix::MatrixCommand::CheckWheel(a) }) => {
+                ("matrix check-wheel", a.json)
+            }
+            Command::CheckBuilds(a) => ("check-builds", a.json),
+            _ => return None,
+        };
+        json.then_some(name)
+    }
+}
+
 /// Print an error: a miette diagnostic is rendered with its source snippet; anything else as
 /// `error: …` followed by each cause on its own line.
 pub fn report_error(err: &anyhow::Error) {
+    let err = err.downcast_ref::<json::WithDetail>().map_or(err, json::WithDetail::inner);
     if let Some(diags) = err.downcast_ref::<crate::config::ConfigErrors>() {
         eprint!("{}", diags.render());
         return;

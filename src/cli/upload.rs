@@ -31,7 +31,8 @@ pub struct UploadFlags {
     /// Also write the outcome as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub output_json: Option<Utf8PathBuf>,
-    /// Print the outcome as JSON on stdout (the summary line goes to stderr); also on failure.
+    /// Print the outcome as JSON on stdout (the summary line goes to stderr); a failure prints
+    /// the failure document (`"ok": false`) with the outcome's keys.
     #[arg(long)]
     pub json: bool,
 }
@@ -110,11 +111,13 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
                     eprintln!("warning: {e:#}");
                 }
             }
-            if flags.json {
-                print!("{}", outcome.to_json());
-            }
             eprintln!("{}", hub::upload::summary(&outcome));
-            return Err(error);
+            // With --json the outcome's keys (what landed, what was planned) join the failure
+            // document `super::json` prints.
+            return Err(crate::cli::json::WithDetail::wrap(
+                error,
+                serde_json::to_value(&outcome).unwrap_or_default(),
+            ));
         }
     };
     for n in &outcome.notes {

@@ -106,21 +106,25 @@ fn missing_compiler_and_cpu_only_torch_say_what_to_install() {
     );
 }
 
+/// In `root`: a CUDA 13.0 torch (`fake_python`), nvcc 13.0 where PyPI's wheel puts it, and
+/// CMake, Ninja and a C++ compiler in `root/env/bin` that only answer `--version` (any
+/// configure or compile fails). The bin directory and the Python.
+fn fake_cuda_tools(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let bin = root.join("env/bin");
+    let py = fake_python(root, "\"13.0\"");
+    script(&bin.join("cmake"), "[ \"$1\" = --version ] && echo 'cmake version 4.4.5' || exit 3");
+    script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
+    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
+    script(&root.join("site/nvidia/cu13/bin/nvcc"), "echo 'Cuda compilation tools, release 13.0, V13.0.88'");
+    (bin, py)
+}
+
 #[test]
 fn capabilities_this_cuda_cannot_build_fail_before_compiling() {
     let t = tempfile::tempdir().unwrap();
     let k = t.path().join("k");
     kernel(&k, "cuda", "cuda-capabilities = [\"7.0\"]\n");
-    let bin = t.path().join("env/bin");
-    let py = fake_python(t.path(), "\"13.0\"");
-    // Any compile would fail: these tools only answer --version.
-    script(&bin.join("cmake"), "[ \"$1\" = --version ] && echo 'cmake version 4.4.5' || exit 3");
-    script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
-    script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
-    script(
-        &t.path().join("site/nvidia/cu13/bin/nvcc"),
-        "echo 'Cuda compilation tools, release 13.0, V13.0.88'",
-    );
+    let (bin, py) = fake_cuda_tools(t.path());
     let (code, err) = run(&k, &[&bin], &py, &[]);
     assert_eq!(code, 1);
     assert!(
@@ -133,6 +137,42 @@ fn capabilities_this_cuda_cannot_build_fail_before_compiling() {
     assert!(err.contains("\nerror: cannot build `torch211-cxx11-cu130-x86_64-linux` natively: [kernel.k] asks for CUDA capabilities 7.0"), "{err}");
     assert!(!k.join("build").exists());
     assert!(!t.path().join("cache").exists(), "nothing was configured or compiled");
+}
+
+/// A CUDA build says up front what makes it long (on stderr, also when it is not a terminal;
+/// not with `--json`), before anything is configured.
+#[test]
+fn a_cuda_build_says_up_front_how_much_it_compiles() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("k");
+    kernel(&k, "cuda", "cuda-capabilities = [\"8.0\", \"9.0\"]\n");
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    fs::write(
+        k.join("build.toml"),
+        toml.replace("src = [\"src/k.cu\"]", "src = [\"src/k.cu\", \"src/k2.cu\", \"src/k.h\"]"),
+    )
+    .unwrap();
+    fs::write(k.join("src/k2.cu"), "").unwrap();
+    fs::write(k.join("src/k.h"), "").unwrap();
+    let (bin, py) = fake_cuda_tools(t.path());
+    let note = "note: building 1 cell; torch211-cxx11-cu130-x86_64-linux compiles 2 CUDA files for 2 \
+                capabilities: nvcc compiles each file once per capability, expect minutes; \
+                --cuda-capabilities 9.0 builds one for a quick check\n";
+    let (code, err) = run(&k, &[&bin], &py, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.starts_with(note), "{err}");
+    // The fake toolkit has no CUDA runtime: the cell fails after the note, before configuring.
+    assert!(err.contains("error: cannot build variant `torch211-cxx11-cu130-x86_64-linux`\n"), "{err}");
+    let (code, err) = run(&k, &[&bin], &py, &["--json"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.contains("note: building"), "{err}");
+    // One capability: said, without the advice.
+    let (code, err) = run(&k, &[&bin], &py, &["--cuda-capabilities", "9.0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("note: building 1 cell; torch211-cxx11-cu130-x86_64-linux compiles 2 CUDA files for 1 capability\n"),
+        "{err}"
+    );
 }
 
 /// A native build of a kernel that depends on cutlass, without the checkout: before anything

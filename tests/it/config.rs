@@ -893,8 +893,9 @@ fn check_config_invalid_exits_1_with_every_error() {
     insta::assert_snapshot!("check_config_invalid", err);
 }
 
-/// `--json` on a file with errors still prints a JSON document: every problem with its rule,
-/// key path, line and column (exit 1; the rendered text stays on stderr).
+/// `--json` on a file with errors still prints a JSON document (the shared failure shape,
+/// `tests/it/json_failure.rs`): every problem with its rule, key path, line and column (exit 1;
+/// the rendered text stays on stderr).
 #[test]
 fn check_config_json_on_errors_lists_the_problems_with_their_places() {
     let (_tmp, dir) = kernel_dir(&["torch-ext/torch_binding.cpp", "relu/relu.cu"]);
@@ -907,14 +908,19 @@ fn check_config_json_on_errors_lists_the_problems_with_their_places() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown key `bogus`"));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["valid"], false);
+    assert_eq!(
+        (&v["ok"], &v["command"], &v["valid"]),
+        (&false.into(), &"check-config".into(), &false.into())
+    );
     assert_eq!(v["file"], "./build.toml");
     let problems = v["problems"].as_array().unwrap();
     let count = |sev: &str| problems.iter().filter(|p| p["severity"] == sev).count() as u64;
     assert_eq!(
-        (v["errors"].as_u64(), v["warnings"].as_u64()),
+        (v["error_count"].as_u64(), v["warning_count"].as_u64()),
         (Some(count("error")), Some(count("warning")))
     );
+    let warnings: Vec<_> = problems.iter().filter(|p| p["severity"] == "warning").cloned().collect();
+    assert_eq!(v["warnings"], serde_json::Value::Array(warnings), "a list, as in the summary");
     let bogus = problems.iter().find(|p| p["rule"] == "unknown-key").expect("the unknown key");
     assert_eq!(
         (

@@ -13,6 +13,7 @@ mod hash;
 mod hostile;
 mod init;
 mod interrupt;
+mod json_failure;
 mod list_variants;
 mod matrix_check_wheel;
 mod matrix_corpus;

@@ -438,8 +438,41 @@ fn a_failure_in_the_middle_leaves_the_remote_unchanged() {
     // echoes the Authorization header it got: none, since the token never goes to an LFS
     // upload URL.
     env.server.fail("lfs_upload", 1, 3, 503, "storage is unavailable", true);
-    let r = env.upload(&cpu, &[]);
+    let r = env.upload(&cpu, &["--json"]);
     assert_eq!(r.code, 1);
+    // --json: the shared failure document (tests/it/json_failure.rs) with the outcome's keys.
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let mut keys: Vec<&str> = doc.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "branch",
+            "bytes_sent",
+            "command",
+            "commits",
+            "error",
+            "files",
+            "ok",
+            "pull_requests",
+            "repo_id",
+            "status",
+            "url"
+        ]
+    );
+    assert_eq!(
+        (&doc["ok"], &doc["command"], &doc["status"]),
+        (&json!(false), &json!("upload"), &json!("failed"))
+    );
+    assert_eq!(doc["commits"], json!([]));
+    let message = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with(
+            " failed: HTTP 503: storage is unavailable (request had Authorization: ) (after 3 attempts)"
+        ),
+        "{doc}"
+    );
+    assert_eq!((&doc["error"]["causes"], &doc["error"]["hints"]), (&json!([]), &json!([])));
     assert!(
         r.stderr
             .contains("HTTP 503: storage is unavailable (request had Authorization: ) (after 3 attempts)\n"),

@@ -1,0 +1,124 @@
+//! The one `--json` failure document (`src/cli/json.rs`): every `--json` command that fails
+//! prints `{"ok": false, "command", "error": {"message", "causes", "hints"}, …}` on stdout, with
+//! the exit status it had without `--json`.
+
+use std::fs;
+
+use serde_json::{json, Value};
+
+use crate::util::kb;
+
+/// A kernel directory whose build.toml has one error (an unknown key on line 4) and one
+/// warning (a license that is not SPDX, line 5).
+fn broken_kernel() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(
+        tmp.path().join("build.toml"),
+        "[general]\nname = \"relu\"\nversion = 1\nbogus = 2\nlicense = \"apache 2\"\nedition = 5\nbackends = [\"cpu\"]\n\n[torch-noarch]\n",
+    )
+    .unwrap();
+    tmp
+}
+
+/// Run `kernel-builder ARGS` in `dir`; its exit status and stdout as JSON.
+fn run_json(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, Value) {
+    let out = kb().args(args).current_dir(dir).output().unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), doc)
+}
+
+/// The problems of [`broken_kernel`], as every command that reads build.toml reports them.
+fn broken_kernel_failure(command: &str) -> Value {
+    let warning = json!({
+        "severity": "warning", "rule": "license-not-spdx", "key_path": "general.license",
+        "message": "`apache 2` is not an SPDX license expression (unknown term: `apache`)",
+        "help": "Use an id from https://spdx.org/licenses/ (e.g. `Apache-2.0`, `MIT`, `BSD-3-Clause`) or an \
+                 expression such as `MIT OR Apache-2.0`",
+        "line": 5, "column": 11
+    });
+    let error = json!({
+        "severity": "error", "rule": "unknown-key", "key_path": "general.bogus",
+        "message": "unknown key `bogus` in `[general]`",
+        "help": UNKNOWN_KEY_HELP,
+        "line": 4, "column": 1
+    });
+    json!({
+        "ok": false,
+        "command": command,
+        "error": {
+            "message": "`./build.toml` has 1 error",
+            "causes": ["general.bogus: unknown key `bogus` in `[general]`"],
+            "hints": [UNKNOWN_KEY_HELP],
+        },
+        "valid": false,
+        "file": "./build.toml",
+        "error_count": 1,
+        "warning_count": 1,
+        "warnings": [warning],
+        "problems": [error, warning],
+    })
+}
+
+const UNKNOWN_KEY_HELP: &str = "allowed keys: name, version, edition, license, upstream, source, backends, \
+     python-depends, kernel-depends, cuda, neuron, tpu, xpu, hub, matrix";
+
+#[test]
+fn check_config_failure_has_the_shared_shape_and_lists_its_warnings() {
+    let tmp = broken_kernel();
+    let (code, doc) = run_json(tmp.path(), &["check-config", "--json"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(doc, broken_kernel_failure("check-config"));
+}
+
+#[test]
+fn list_variants_failure_has_the_shared_shape() {
+    let tmp = broken_kernel();
+    let (code, doc) = run_json(tmp.path(), &["list-variants", "--json"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(doc, broken_kernel_failure("list-variants"));
+}
+
+/// Found by a user: `build-and-copy --json` printed nothing at all when it failed.
+#[test]
+fn build_and_copy_failure_prints_the_document() {
+    let tmp = broken_kernel();
+    let (code, doc) = run_json(tmp.path(), &["build-and-copy", "--json", "--nix", "never"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(doc, broken_kernel_failure("build-and-copy"));
+
+    let (code, doc) = run_json(tmp.path(), &["build-and-copy", "missing", "--json"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        doc,
+        json!({"ok": false, "command": "build-and-copy",
+               "error": {"message": "`missing` does not exist", "causes": [], "hints": []}})
+    );
+}
+
+/// An upload refused before any request (nothing built) prints the same shape.
+#[test]
+fn upload_failure_before_the_hub_prints_the_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, doc) = run_json(tmp.path(), &["upload", "missing", "--json"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        doc,
+        json!({"ok": false, "command": "upload",
+               "error": {"message": "`missing` is not a directory", "causes": [], "hints": []}})
+    );
+}
+
+/// Without `--json` a failure leaves stdout empty: the document is only for `--json`.
+#[test]
+fn without_json_a_failure_prints_nothing_on_stdout() {
+    let tmp = broken_kernel();
+    let out = kb().args(["check-config"]).current_dir(tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+}
