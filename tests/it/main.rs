@@ -9,6 +9,7 @@ mod compiled;
 mod completions;
 mod config;
 mod corpus;
+mod fill_card;
 mod hash;
 mod hostile;
 mod init;
