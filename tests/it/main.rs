@@ -25,6 +25,7 @@ mod nix_remote;
 mod parity;
 mod pinned;
 mod scripts;
+mod shells;
 mod tune;
 mod tune_lint;
 mod tvm_ffi;
