@@ -11,9 +11,7 @@ fn kb(args: &[&str]) -> std::process::Output {
 
 fn copy_kernel(tmp: &tempfile::TempDir, name: &str) -> Utf8PathBuf {
     let dir = Utf8Path::from_path(tmp.path()).unwrap().join(name);
-    let src = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels").join(name);
-    let cp = std::process::Command::new("cp").args(["-r", src.as_str(), dir.as_str()]).status().unwrap();
-    assert!(cp.success());
+    crate::util::copy_kernel(name, dir.as_std_path());
     dir
 }
 
@@ -23,15 +21,7 @@ fn card(dir: &Utf8Path) -> String {
 
 #[test]
 fn a_built_noarch_kernel_gets_its_variants_and_tuned_for_sections() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = copy_kernel(&tmp, "vector-add-helion");
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["build-and-copy", dir.as_str(), "--nix", "never"])
-        .env("KERNEL_BUILDER_CACHE_DIR", tmp.path().join("cache"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_tmp, dir) = crate::check_builds::built_vector_add();
 
     // Before fill-card, --check fails and names the command to run.
     let stale = kb(&["fill-card", "--check", dir.as_str()]);

@@ -22,6 +22,11 @@ fn venv_python() -> Option<PathBuf> {
     Some(py)
 }
 
+/// `testshell DIR --python PY -- python -c CODE`.
+fn testshell_python(dir: &str, py: &str, code: &str) -> (Option<i32>, String, String) {
+    run(&["testshell", dir, "--python", py, "--", "python", "-c", code])
+}
+
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let out = kb().args(args).output().unwrap();
     (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
@@ -102,32 +107,14 @@ fn testshell_needs_a_built_variant_and_makes_it_importable() {
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
 
     // The package, imported by name, is build/<cpu variant> (through the link on PYTHONPATH).
-    let (code, out, err) = run(&[
-        "testshell",
-        d,
-        "--python",
-        py,
-        "--",
-        "python",
-        "-c",
-        "import os, relu, torch; print(relu.relu(torch.tensor([-1.0, 2.0])).tolist()); print(os.path.realpath(os.path.dirname(relu.__file__)))",
-    ]);
+    let (code, out, err) = testshell_python(d, py, "import os, relu, torch; print(relu.relu(torch.tensor([-1.0, 2.0])).tolist()); print(os.path.realpath(os.path.dirname(relu.__file__)))");
     assert_eq!(code, Some(0), "{err}");
     let real = std::fs::canonicalize(dir.join("build").join(&cpu)).unwrap();
     assert_eq!(out, format!("[0.0, 2.0]\n{}\n", real.display()));
     assert!(err.contains(&format!("`import relu` loads build/{cpu}")), "{err}");
 
     // And through the `kernels` loader, from LOCAL_KERNELS (relu has no [general.hub] repo-id).
-    let (code, out, err) = run(&[
-        "testshell",
-        d,
-        "--python",
-        py,
-        "--",
-        "python",
-        "-c",
-        "import os, torch; from kernels import get_kernel; print(os.environ['LOCAL_KERNELS']); k = get_kernel('local/relu', version=1, backend='cpu'); print(k.relu(torch.tensor([-3.0, 4.0])).tolist())",
-    ]);
+    let (code, out, err) = testshell_python(d, py, "import os, torch; from kernels import get_kernel; print(os.environ['LOCAL_KERNELS']); k = get_kernel('local/relu', version=1, backend='cpu'); print(k.relu(torch.tensor([-3.0, 4.0])).tolist())");
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(out, format!("local/relu={}\n[0.0, 4.0]\n", Path::new(d).join("build").display()));
 }
