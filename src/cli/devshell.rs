@@ -121,6 +121,13 @@ fn run(args: Args, test: bool) -> super::CmdResult {
         ),
     };
     eprintln!("{summary}");
+    // Ctrl-C (and Ctrl-\) in the terminal reach the command itself; this process waits for it,
+    // as a shell waits for its job, and so outlives it to remove testshell's link directory.
+    // (The child starts with the default dispositions: exec resets handled signals.)
+    let waiting = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT] {
+        signal_hook::flag::register(sig, waiting.clone()).context("cannot install a signal handler")?;
+    }
     let status = std::process::Command::new(&program)
         .args(&rest)
         .envs(env)

@@ -113,6 +113,23 @@ fn testshell_needs_a_built_variant_and_makes_it_importable() {
     assert_eq!(out, format!("[0.0, 2.0]\n{}\n", real.display()));
     assert!(err.contains(&format!("`import relu` loads build/{cpu}")), "{err}");
 
+    // Ctrl-C reaches the command, not testshell, which waits for it, passes its status on and
+    // removes the link directory.
+    let (code, out, err) = run(&[
+        "testshell",
+        d,
+        "--python",
+        py,
+        "--",
+        "sh",
+        "-c",
+        "echo \"$PYTHONPATH\"; kill -INT $PPID; sleep 1; exit 3",
+    ]);
+    assert_eq!(code, Some(3), "{err}");
+    let links = out.trim().split(':').next().unwrap();
+    assert!(links.contains("kernel-builder-testshell-"), "{out}");
+    assert!(!Path::new(links).exists(), "{links} was left behind");
+
     // And through the `kernels` loader, from LOCAL_KERNELS (relu has no [general.hub] repo-id).
     let (code, out, err) = testshell_python(d, py, "import os, torch; from kernels import get_kernel; print(os.environ['LOCAL_KERNELS']); k = get_kernel('local/relu', version=1, backend='cpu'); print(k.relu(torch.tensor([-3.0, 4.0])).tolist())");
     assert_eq!(code, Some(0), "{err}");
