@@ -15,6 +15,8 @@ pub mod ci_matrix;
 pub mod clean_pyproject;
 pub mod completions;
 pub mod create_pyproject;
+pub mod devshell;
+pub mod fill_card;
 pub mod hash;
 pub mod init;
 pub mod json;
@@ -85,6 +87,12 @@ pub enum Command {
     CheckBuilds(check_builds::Args),
     /// Print the shell completion script (bash, zsh or fish).
     Completions(completions::Args),
+    /// Write DIR/build/CARD.md (the Hub README.md) from CARD.md, build.toml and build/.
+    FillCard(fill_card::Args),
+    /// Run $SHELL (or `-- CMD`) with the kernel's toolchain: Python env, compiler, CMake, Ninja, nvcc.
+    Devshell(devshell::Args),
+    /// As devshell, with the built variant importable: <package> on PYTHONPATH, LOCAL_KERNELS.
+    Testshell(devshell::Args),
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
@@ -143,6 +151,9 @@ pub fn main() -> ExitCode {
         Command::Tune(a) => tune::run(a),
         Command::CheckBuilds(a) => check_builds::run(a),
         Command::Completions(a) => completions::run(a),
+        Command::FillCard(a) => fill_card::run(a),
+        Command::Devshell(a) => devshell::run_dev(a),
+        Command::Testshell(a) => devshell::run_test(a),
     };
     // Interrupted: the signal handler removes what the command registered and exits with
     // 128 + signal; the command's own status (often a failure: its child was stopped) is moot.

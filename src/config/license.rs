@@ -191,6 +191,15 @@ const HUB_IDS: &[&str] = &[
     "zlib",
 ];
 
+/// The value of `license:` in a card's front matter: the Hub's own id, or `other` followed by a
+/// `license_name:` line.
+pub fn card_front_matter(expression: &str) -> String {
+    match hub_license(expression) {
+        HubLicense::Id(id) => id,
+        HubLicense::Other { name } => format!("other\nlicense_name: {name}"),
+    }
+}
+
 /// How a card states `expression`, an expression [`check`] accepted: a single SPDX id the Hub
 /// lists under its own id (`Apache-2.0` → `apache-2.0`, `GPL-3.0-only` → `gpl-3.0`), else
 /// [`HubLicense::Other`].

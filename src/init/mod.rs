@@ -263,10 +263,7 @@ fn vars(p: &Project) -> render::Vars {
     v.insert("repo_id", p.repo.to_string());
     v.insert("license_toml", toml_string(&p.license));
     // The card states the license as the Hub does: its own id, or `other` with a name.
-    let card_license = match crate::config::license::hub_license(&p.license) {
-        crate::config::license::HubLicense::Id(id) => id,
-        crate::config::license::HubLicense::Other { name } => format!("other\nlicense_name: {name}"),
-    };
+    let card_license = crate::config::license::card_front_matter(&p.license);
     v.insert("card_license", card_license);
     v.insert("flake_ref", p.flake_ref.clone());
     v.insert("backends_toml", quoted.join(", "));

@@ -8,8 +8,8 @@ fn kb(args: &[&str]) -> std::process::Output {
     Command::cargo_bin("kernel-builder").unwrap().args(args).output().unwrap()
 }
 
-/// A copy of kernels/vector-add-helion with build/ filled by `build-and-copy`.
-fn built_vector_add() -> (tempfile::TempDir, Utf8PathBuf) {
+/// A copy of kernels/vector-add-helion with build/ filled by `build-and-copy` (also fill-card's).
+pub(crate) fn built_vector_add() -> (tempfile::TempDir, Utf8PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = Utf8Path::from_path(tmp.path()).unwrap().join("vector-add-helion");
     let src = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/vector-add-helion");

@@ -29,6 +29,9 @@ const COMMANDS: &[&str] = &[
     "tune",
     "check-builds",
     "completions",
+    "fill-card",
+    "devshell",
+    "testshell",
 ];
 
 #[test]

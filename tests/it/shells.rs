@@ -1,0 +1,137 @@
+//! `kernel-builder devshell` and `testshell`, run with `-- CMD` instead of a shell, against the
+//! venv (`.venv/bin/python`: torch, cmake, ninja; made by `scripts/setup-venv.sh`; without it
+//! they say SKIPPED) and relu's CPU cell built natively.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::{copy_kernel, kb, repo};
+
+fn venv_python() -> Option<PathBuf> {
+    let py = repo().join(".venv/bin/python");
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import torch, kernels"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "SKIPPED: no torch and kernels in {} (run scripts/setup-venv.sh); the shell tests did not run",
+            py.display()
+        );
+        return None;
+    }
+    Some(py)
+}
+
+/// `testshell DIR --python PY -- python -c CODE`.
+fn testshell_python(dir: &str, py: &str, code: &str) -> (Option<i32>, String, String) {
+    run(&["testshell", dir, "--python", py, "--", "python", "-c", code])
+}
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = kb().args(args).output().unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn devshell_puts_the_cells_tools_on_path_and_passes_the_exit_status_on() {
+    let Some(py) = venv_python() else { return };
+    let py = py.to_str().unwrap();
+    let relu = repo().join("kernels/relu");
+    let relu = relu.to_str().unwrap();
+    let (code, out, err) = run(&[
+        "devshell",
+        relu,
+        "--python",
+        py,
+        "--",
+        "sh",
+        "-c",
+        "command -v cmake; command -v ninja; command -v python; command -v pytest; test -x \"$CXX\" && echo cxx ok",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let bin = repo().join(".venv/bin");
+    let bin = bin.display();
+    assert_eq!(out, format!("{bin}/cmake\n{bin}/ninja\n{bin}/python\n{bin}/pytest\ncxx ok\n"));
+    assert!(err.starts_with("devshell: torch "), "{err}");
+
+    let (code, _, _) = run(&["devshell", relu, "--python", py, "--", "sh", "-c", "exit 7"]);
+    assert_eq!(code, Some(7));
+
+    let (code, out, err) = run(&["devshell", relu, "--", "true"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        format!("error: devshell needs --python PATH: the Python environment (with torch, kernels and pytest) whose toolchain the shell gets, e.g. `kernel-builder devshell {relu} --python .venv/bin/python`\n")
+    );
+}
+
+#[test]
+fn testshell_needs_a_built_variant_and_makes_it_importable() {
+    let Some(py) = venv_python() else { return };
+    let py = py.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("relu");
+    copy_kernel("relu", &dir);
+    let d = dir.to_str().unwrap();
+
+    // Nothing built: an error naming what to build, and the command does not run.
+    let (code, out, err) = run(&["testshell", d, "--python", py, "--", "echo", "ran"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(out, "");
+    assert!(err.contains("/relu/build` has no variant for torch "), "{err}");
+    assert!(
+        err.contains(&format!(
+            "build it first (`kernel-builder build-and-copy {d} --nix never --python {py}`)"
+        )),
+        "{err}"
+    );
+
+    let version = std::process::Command::new(py)
+        .args(["-c", "import torch; print(torch.__version__)"])
+        .output()
+        .unwrap();
+    let version = String::from_utf8(version.stdout).unwrap();
+    let mut parts = version.trim().split(['.', '+']);
+    let cpu = format!(
+        "torch{}{}-cxx11-cpu-{}-linux",
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        std::env::consts::ARCH
+    );
+    let built = kb()
+        .args(["build-and-copy", d, "--nix", "never", "--python", py, "--variant", &cpu])
+        .env("KERNEL_BUILDER_CACHE_DIR", tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+
+    // The package, imported by name, is build/<cpu variant> (through the link on PYTHONPATH).
+    let (code, out, err) = testshell_python(d, py, "import os, relu, torch; print(relu.relu(torch.tensor([-1.0, 2.0])).tolist()); print(os.path.realpath(os.path.dirname(relu.__file__)))");
+    assert_eq!(code, Some(0), "{err}");
+    let real = std::fs::canonicalize(dir.join("build").join(&cpu)).unwrap();
+    assert_eq!(out, format!("[0.0, 2.0]\n{}\n", real.display()));
+    assert!(err.contains(&format!("`import relu` loads build/{cpu}")), "{err}");
+
+    // Ctrl-C reaches the command, not testshell, which waits for it, passes its status on and
+    // removes the link directory.
+    let (code, out, err) = run(&[
+        "testshell",
+        d,
+        "--python",
+        py,
+        "--",
+        "sh",
+        "-c",
+        "echo \"$PYTHONPATH\"; kill -INT $PPID; sleep 1; exit 3",
+    ]);
+    assert_eq!(code, Some(3), "{err}");
+    let links = out.trim().split(':').next().unwrap();
+    assert!(links.contains("kernel-builder-testshell-"), "{out}");
+    assert!(!Path::new(links).exists(), "{links} was left behind");
+
+    // And through the `kernels` loader, from LOCAL_KERNELS (relu has no [general.hub] repo-id).
+    let (code, out, err) = testshell_python(d, py, "import os, torch; from kernels import get_kernel; print(os.environ['LOCAL_KERNELS']); k = get_kernel('local/relu', version=1, backend='cpu'); print(k.relu(torch.tensor([-3.0, 4.0])).tolist())");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, format!("local/relu={}\n[0.0, 4.0]\n", Path::new(d).join("build").display()));
+}
