@@ -17,6 +17,7 @@ pub mod ci;
 pub mod cli;
 pub mod codegen;
 pub mod config;
+pub mod env;
 pub mod fsutil;
 pub mod hash;
 pub mod hub;
