@@ -432,7 +432,7 @@ impl HubClient {
                 Ok(answer) => return Ok(answer),
                 Err((e, true)) if attempt < ATTEMPTS => {
                     let wait = Duration::from_millis(500 << (attempt - 1));
-                    eprintln!(
+                    crate::printer::stderr!(
                         "note: {e}; trying again in {:.1} s (attempt {} of {ATTEMPTS})",
                         wait.as_secs_f64(),
                         attempt + 1
@@ -465,7 +465,7 @@ impl HubClient {
                 let started = std::time::Instant::now();
                 let mut next = NOTICE_AFTER;
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = waiting.recv_timeout(next) {
-                    eprintln!(
+                    crate::printer::stderr!(
                         "note: {shown}: no complete answer after {} s (waiting up to {answer} s for each part of it)",
                         started.elapsed().as_secs(),
                     );

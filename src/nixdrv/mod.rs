@@ -288,7 +288,7 @@ pub fn build(
         );
     }
     for line in builders::summary(&log) {
-        eprintln!("note: {line}");
+        crate::printer::stderr!("note: {line}");
     }
     let results: Vec<BuildResult> = serde_json::from_slice(&out.stdout)
         .with_context(|| format!("`{nix} build --json` printed something that is not its JSON"))?;
@@ -446,7 +446,7 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
     }
     if !files.is_empty() {
         const SHOWN: usize = 10;
-        eprintln!(
+        crate::printer::stderr!(
             "warning: {} file(s) in `{dir}` are not tracked by git, so Nix does not see them (`git add` them if the build needs them): {}{}",
             files.len(),
             files.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", "),
