@@ -235,30 +235,32 @@ pub fn readme_section() -> String {
     out
 }
 
+/// The library's source files (path under `src/`, text), for the tests that scan them.
+#[cfg(test)]
+pub(crate) fn sources() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(&root).unwrap().display().to_string();
+                out.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const BEGIN: &str = "<!-- env-table begin: generated from src/env.rs, see its test -->\n";
     const END: &str = "<!-- env-table end -->";
-
-    fn sources() -> Vec<(String, String)> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut out = Vec::new();
-        let mut stack = vec![root.clone()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs") {
-                    let rel = p.strip_prefix(&root).unwrap().display().to_string();
-                    out.push((rel, std::fs::read_to_string(&p).unwrap()));
-                }
-            }
-        }
-        out
-    }
 
     /// The quoted names after each `marker` in `text`.
     fn quoted_after(text: &str, marker: &str) -> Vec<String> {
