@@ -233,7 +233,7 @@ fn on_signal(sig: i32) -> ! {
     if !kept.is_empty() {
         msg.push_str(&format!("; could not remove {}", kept.join(", ")));
     }
-    eprintln!("{msg}");
+    crate::printer::stderr!("{msg}");
     std::process::exit(128 + sig);
 }
 

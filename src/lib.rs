@@ -9,14 +9,18 @@
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
 //! directory. [`tune`] pre-tunes Helion kernels on a GPU. [`interrupt`] cleans up after Ctrl-C.
 //! [`kernel`] is where a kernel is loaded: its `build.toml` through [`config`], then the
-//! [`matrix`] checks, then its source set.
+//! [`matrix`] checks, then its source set. Library code returns values or writes through
+//! [`printer`]; only [`cli`] and [`printer`] print (the lints below, `cargo clippy --all-targets`).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod abi;
 pub mod assemble;
 pub mod ci;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod cli;
 pub mod codegen;
 pub mod config;
+pub mod env;
 pub mod fsutil;
 pub mod hash;
 pub mod hub;
@@ -27,6 +31,8 @@ pub mod kernel;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
+#[allow(clippy::print_stderr)]
+pub mod printer;
 pub mod process;
 pub mod suggest;
 pub mod toolchain;

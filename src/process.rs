@@ -60,7 +60,7 @@ pub fn lock_work_dir(dir: &Utf8Path) -> anyhow::Result<std::fs::File> {
     match rustix::fs::flock(&file, Op::NonBlockingLockExclusive) {
         Ok(()) => {}
         Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-            eprintln!(
+            crate::printer::stderr!(
                 "note: the work directory `{dir}` is still in use by another build, or by processes \
                  of an earlier one that was killed; waiting for them to finish (`fuser -v {dir}` \
                  lists them)"

@@ -541,7 +541,9 @@ pub fn lock_dir(dir: &Utf8Path, how: Lock) -> anyhow::Result<std::fs::File> {
         Lock::Shared => "to finish writing it",
         Lock::Exclusive => "to finish with it",
     };
-    eprintln!("note: `{dir}` is locked by {who}; waiting for it {what} (builds of one kernel take turns)");
+    crate::printer::stderr!(
+        "note: `{dir}` is locked by {who}; waiting for it {what} (builds of one kernel take turns)"
+    );
     rustix::fs::flock(&file, wait).with_context(|| format!("cannot lock `{dir}`"))?;
     Ok(file)
 }

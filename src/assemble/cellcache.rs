@@ -95,8 +95,8 @@ pub const DEFAULT_MAX_BYTES: u64 = 5 << 30;
 ///
 /// Errors: the variable is set and is not a size (the message names it).
 pub fn build_max_bytes() -> Result<u64, String> {
-    match std::env::var("KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE") {
-        Ok(v) if !v.trim().is_empty() => {
+    match crate::env::NATIVE_CACHE_MAX_SIZE.get() {
+        Some(v) if !v.trim().is_empty() => {
             parse_size(&v).map_err(|e| format!("KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE: {e}"))
         }
         _ => Ok(DEFAULT_MAX_BYTES),
@@ -239,7 +239,7 @@ fn compiled_inputs(
     let generated: String = generated.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let env: serde_json::Map<String, serde_json::Value> = BUILD_ENV
         .iter()
-        .map(|k| ((*k).to_owned(), json!(std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()))))
+        .map(|k| ((*k).to_owned(), json!(crate::env::recorded(k).map(|v| v.to_string_lossy().into_owned()))))
         .collect();
     // What the cell compiles against: torch, or tvm-ffi (its version, where it lies, and its
     // version file and library, so that a reinstall of the same version is another key).

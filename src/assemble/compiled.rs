@@ -351,29 +351,7 @@ fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), Strin
 
 /// The environment variables CMake, the C++ compiler and nvcc read that change what they
 /// produce; each one's value is part of a compiled cell's key.
-pub const BUILD_ENV: &[&str] = &[
-    "CFLAGS",
-    "CXXFLAGS",
-    "CPPFLAGS",
-    "LDFLAGS",
-    "CUDAFLAGS",
-    "CUDAHOSTCXX",
-    "CUDAARCHS",
-    "NVCC_PREPEND_FLAGS",
-    "NVCC_APPEND_FLAGS",
-    "NVCC_CCBIN",
-    "CPATH",
-    "C_INCLUDE_PATH",
-    "CPLUS_INCLUDE_PATH",
-    "LIBRARY_PATH",
-    "GCC_EXEC_PREFIX",
-    "COMPILER_PATH",
-    "SOURCE_DATE_EPOCH",
-    "CMAKE_PREFIX_PATH",
-    "CMAKE_TOOLCHAIN_FILE",
-    "CMAKE_CXX_COMPILER_LAUNCHER",
-    "CMAKE_CUDA_COMPILER_LAUNCHER",
-];
+pub const BUILD_ENV: &[&str] = crate::env::COMPILER_ENV;
 
 /// One variant a bundle can hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,7 +374,8 @@ fn find_program(name: &str, dirs: &[Utf8PathBuf]) -> Option<Utf8PathBuf> {
         let p = Utf8PathBuf::from(name);
         return is_exe(&p).then_some(p);
     }
-    let path_dirs: Vec<Utf8PathBuf> = std::env::var("PATH")
+    let path_dirs: Vec<Utf8PathBuf> = crate::env::PATH
+        .get()
         .unwrap_or_default()
         .split(':')
         .filter(|d| !d.is_empty())
@@ -434,7 +413,7 @@ fn base_tools(host: &HostToolchain, executable: &Utf8Path) -> Result<(Tool, Tool
                 .ok_or_else(|| missing("Ninja", &format!("`{} -m pip install ninja`", host.python)))?,
         ),
     };
-    let cxx_name = std::env::var("CXX").ok().filter(|c| !c.is_empty());
+    let cxx_name = crate::env::CXX.non_empty();
     let cxx = match &cxx_name {
         Some(c) => find_program(c, &[]).ok_or_else(|| format!("`CXX` is `{c}`, which is not an executable"))?,
         None => ["c++", "g++", "clang++"]
@@ -464,8 +443,8 @@ fn find_nvcc(purelib: &Utf8Path, executable: &Utf8Path, want: Option<WantCuda<'_
     let mut candidates: Vec<Utf8PathBuf> = Vec::new();
     // A toolkit the user named is used or refused, never passed over for another one.
     for (var, path) in [
-        ("CUDACXX", std::env::var("CUDACXX").ok().map(Utf8PathBuf::from)),
-        ("CUDA_HOME", std::env::var("CUDA_HOME").ok().map(|h| Utf8PathBuf::from(h).join("bin/nvcc"))),
+        ("CUDACXX", crate::env::CUDACXX.get().map(Utf8PathBuf::from)),
+        ("CUDA_HOME", crate::env::CUDA_HOME.get().map(|h| Utf8PathBuf::from(h).join("bin/nvcc"))),
     ] {
         let Some(path) = path.filter(|p| !p.as_str().is_empty() && p.as_str() != "bin/nvcc") else {
             continue;
@@ -886,7 +865,7 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
 
 /// The environment variable that, like `--cuda-capabilities`, compiles CUDA kernels for
 /// fewer capabilities than they publish.
-pub const CUDA_CAPABILITIES_VAR: &str = "KERNEL_BUILDER_CUDA_CAPABILITIES";
+pub const CUDA_CAPABILITIES_VAR: &str = crate::env::CUDA_CAPABILITIES.name;
 
 /// The entries of `resolved` (a kernel's capabilities for this CUDA: `8.0`, `9.0a`,
 /// `12.0+PTX`) that `only` asks for: `X.Y` selects every entry of that major.minor (`9.0`
@@ -943,14 +922,14 @@ pub enum WorkDir {
 /// The cache root: `$KERNEL_BUILDER_CACHE_DIR`, `$XDG_CACHE_HOME/kernel-builder`, or
 /// `~/.cache/kernel-builder`.
 pub fn cache_root() -> anyhow::Result<Utf8PathBuf> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()).map(Utf8PathBuf::from);
-    if let Some(d) = var("KERNEL_BUILDER_CACHE_DIR") {
+    let var = |v: &crate::env::Var| v.non_empty().map(Utf8PathBuf::from);
+    if let Some(d) = var(&crate::env::CACHE_DIR) {
         return Ok(d);
     }
-    if let Some(d) = var("XDG_CACHE_HOME") {
+    if let Some(d) = var(&crate::env::XDG_CACHE_HOME) {
         return Ok(d.join("kernel-builder"));
     }
-    let home = var("HOME").context("neither KERNEL_BUILDER_CACHE_DIR, XDG_CACHE_HOME nor HOME is set: set KERNEL_BUILDER_CACHE_DIR to a directory for build work files")?;
+    let home = var(&crate::env::HOME).context("neither KERNEL_BUILDER_CACHE_DIR, XDG_CACHE_HOME nor HOME is set: set KERNEL_BUILDER_CACHE_DIR to a directory for build work files")?;
     Ok(home.join(".cache/kernel-builder"))
 }
 
@@ -1073,7 +1052,7 @@ pub fn cell_facts(
             if *d == CppDependency::Torch {
                 continue;
             }
-            let value = std::env::var(codegen::deps::env_var(*d)).ok();
+            let value = crate::env::DEP.var(&d.name());
             let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())
                 .map_err(anyhow::Error::msg)?;
             let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
@@ -1220,7 +1199,10 @@ impl ConfigureRecord {
         }
         first.insert("generator".into(), Some("Ninja".into()));
         for k in BUILD_ENV.iter().chain(&["CC", "CXX", "CUDACXX"]) {
-            first.insert(format!("env:{k}"), std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()));
+            first.insert(
+                format!("env:{k}"),
+                crate::env::recorded(k).map(|v| v.to_string_lossy().into_owned()),
+            );
         }
         for (k, v) in &facts.env {
             first.insert(format!("extra-env:{k}"), Some(v.clone()));
@@ -1396,11 +1378,11 @@ impl Drop for TmpDir {
 }
 
 /// The environment variable that sets Ninja's `-j` for native builds.
-pub const JOBS_VAR: &str = "KERNEL_BUILDER_JOBS";
+pub const JOBS_VAR: &str = crate::env::JOBS.name;
 
 /// nvcc's `--threads` from `KERNEL_BUILDER_NVCC_THREADS` ([`super::parity::nvcc_threads_var`]).
 pub fn nvcc_threads_from_env() -> anyhow::Result<Option<usize>> {
-    super::parity::nvcc_threads_var(std::env::var_os(super::parity::NVCC_THREADS_VAR).as_deref())
+    super::parity::nvcc_threads_var(crate::env::NVCC_THREADS.os().as_deref())
 }
 
 /// Ninja's `-j` from [`JOBS_VAR`] (`KERNEL_BUILDER_JOBS`): `None` when it is unset or empty,
@@ -1408,7 +1390,7 @@ pub fn nvcc_threads_from_env() -> anyhow::Result<Option<usize>> {
 ///
 /// Errors: any other value (not a number, 0, not UTF-8), naming the variable and its value.
 pub fn jobs_from_env() -> anyhow::Result<Option<usize>> {
-    parse_jobs(std::env::var_os(JOBS_VAR).as_deref())
+    parse_jobs(crate::env::JOBS.os().as_deref())
 }
 
 /// [`jobs_from_env`] for the value `value` of the variable.
@@ -1581,7 +1563,7 @@ pub fn build_cell(
             let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
             super::parity::default_nvcc_threads(cores, cuda_sources, targets)
         });
-        let user = std::env::var("NVCC_APPEND_FLAGS").ok();
+        let user = crate::env::NVCC_APPEND_FLAGS.get();
         if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), threads) {
             compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));
             if env_jobs.is_none() {

@@ -69,7 +69,7 @@ fn interface_defines(text: &str, targets: &[&str]) -> Vec<String> {
 }
 
 /// The environment variable that sets nvcc's `--threads` for native CUDA builds.
-pub const NVCC_THREADS_VAR: &str = "KERNEL_BUILDER_NVCC_THREADS";
+pub const NVCC_THREADS_VAR: &str = crate::env::NVCC_THREADS.name;
 
 /// `KERNEL_BUILDER_NVCC_THREADS` as nvcc's `--threads` (how many of a source's `-gencode`
 /// targets it compiles at once): `None` when unset or empty ([`default_nvcc_threads`] then).

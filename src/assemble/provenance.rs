@@ -149,7 +149,7 @@ pub fn unchecked_revision(kernel_dir: &Utf8Path, error: &std::io::Error) -> Opti
         ),
         None => "and HEAD could not be read, so no kernel revision is recorded".to_owned(),
     };
-    eprintln!(
+    crate::printer::stderr!(
         "warning: cannot run `git` ({error}): whether `{kernel_dir}` has uncommitted changes could not be checked; {what}. Install git (or put it on PATH) to record the real state."
     );
     Some(KernelRevision { commit: commit?, dirty: true })

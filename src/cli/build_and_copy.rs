@@ -290,7 +290,7 @@ pub(crate) fn run_native(
 /// Whether an executable `nix` is on PATH.
 fn nix_on_path() -> bool {
     use std::os::unix::fs::PermissionsExt;
-    let Some(path) = std::env::var_os("PATH") else {
+    let Some(path) = crate::env::PATH.os() else {
         return false;
     };
     std::env::split_paths(&path).any(|d| {

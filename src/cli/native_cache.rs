@@ -90,9 +90,9 @@ pub fn run(args: Args) -> super::CmdResult {
                 build_max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
             );
             // The toolchain cache, when there is one (a build without --python made it).
-            let dir = match std::env::var(store::DIR_VAR) {
-                Ok(d) if !d.is_empty() => camino::Utf8PathBuf::from(d),
-                _ => crate::assemble::compiled::cache_root()?.join(store::DIR_NAME),
+            let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
+                Some(d) => camino::Utf8PathBuf::from(d),
+                None => crate::assemble::compiled::cache_root()?.join(store::DIR_NAME),
             };
             if dir.is_dir() {
                 let s = Store::user(FetchOptions::default())?;

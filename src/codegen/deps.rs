@@ -119,7 +119,7 @@ pub fn pinned(dep: CppDependency) -> Option<&'static PinnedSource> {
 
 /// The environment variable that names a checkout of `dep` (`KERNEL_BUILDER_DEP_CUTLASS_3_6`).
 pub fn env_var(dep: CppDependency) -> String {
-    format!("KERNEL_BUILDER_DEP_{}", dep.name().to_ascii_uppercase().replace('-', "_"))
+    crate::env::DEP.name(&dep.name())
 }
 
 /// The CMake variable holding `dep`'s include directories (`KB_DEP_cutlass_3_6_INCLUDE_DIRS`).
@@ -162,7 +162,7 @@ pub struct Checkout {
 }
 
 /// Find `dep`'s checkout for a native build from `value`, the value of its [`env_var`]
-/// (`std::env::var(env_var(dep)).ok()`), for the kernel `who` (`[kernel.gemm]`, for messages).
+/// (`crate::env::DEP.var(dep.name())`), for the kernel `who` (`[kernel.gemm]`, for messages).
 ///
 /// Errors (each naming the variable, the pinned repository, tag and commit, and the commands
 /// that fetch it, [`fetch_hint`]): the variable unset or empty, naming no directory, or a

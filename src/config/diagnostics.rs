@@ -232,8 +232,8 @@ impl RenderStyle {
     /// set; `Plain` otherwise.
     pub fn detect() -> RenderStyle {
         use std::io::IsTerminal;
-        let plain_env = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
-            || std::env::var_os("KERNEL_BUILDER_PLAIN").is_some_and(|v| !v.is_empty());
+        let plain_env =
+            crate::env::NO_COLOR.os_non_empty().is_some() || crate::env::PLAIN.os_non_empty().is_some();
         if !plain_env && std::io::stderr().is_terminal() {
             RenderStyle::Fancy
         } else {

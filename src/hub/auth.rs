@@ -17,7 +17,7 @@ pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 /// The Hub endpoint: `HF_ENDPOINT` or [`DEFAULT_ENDPOINT`], without a trailing `/`.
 pub fn endpoint() -> String {
-    endpoint_from(std::env::var("HF_ENDPOINT").ok())
+    endpoint_from(crate::env::HF_ENDPOINT.get())
 }
 
 /// [`endpoint`], checked: it must start with `http://` or `https://` (an endpoint without a
@@ -132,15 +132,15 @@ impl fmt::Display for TokenSource {
 /// The token file the Hub CLI's login writes, per the module docs; `None` when no home
 /// directory can be found.
 pub fn token_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("HF_TOKEN_PATH").filter(|p| !p.is_empty()) {
+    if let Some(p) = crate::env::HF_TOKEN_PATH.os_non_empty() {
         return Some(PathBuf::from(p));
     }
-    let home = if let Some(h) = std::env::var_os("HF_HOME").filter(|h| !h.is_empty()) {
+    let home = if let Some(h) = crate::env::HF_HOME.os_non_empty() {
         PathBuf::from(h)
-    } else if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+    } else if let Some(x) = crate::env::XDG_CACHE_HOME.os_non_empty() {
         PathBuf::from(x).join("huggingface")
     } else {
-        PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".cache").join("huggingface")
+        PathBuf::from(crate::env::HOME.os_non_empty()?).join(".cache").join("huggingface")
     };
     Some(home.join("token"))
 }
@@ -150,7 +150,7 @@ pub fn token_path() -> Option<PathBuf> {
 /// # Errors
 /// The token file exists but cannot be read (the error names the file, never its content).
 pub fn find_token() -> anyhow::Result<Option<(Token, TokenSource)>> {
-    if let Some(t) = std::env::var("HF_TOKEN").ok().as_deref().and_then(Token::new) {
+    if let Some(t) = crate::env::HF_TOKEN.get().as_deref().and_then(Token::new) {
         return Ok(Some((t, TokenSource::Env)));
     }
     let Some(path) = token_path() else {

@@ -66,7 +66,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 pub const NOTICE_AFTER: Duration = Duration::from_secs(5);
 pub const NOTICE_EVERY: Duration = Duration::from_secs(30);
 /// The environment variable that sets [`Timeouts::answer`] in seconds.
-pub const TIMEOUT_ENV: &str = "KERNEL_BUILDER_HUB_TIMEOUT";
+pub const TIMEOUT_ENV: &str = crate::env::HUB_TIMEOUT.name;
 
 /// How long a request may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +87,7 @@ impl Timeouts {
     /// Errors: the variable is set to something that is not a whole number of seconds, 1 to
     /// 3600.
     pub fn from_env() -> anyhow::Result<Timeouts> {
-        match std::env::var(TIMEOUT_ENV).ok().filter(|v| !v.trim().is_empty()) {
+        match crate::env::HUB_TIMEOUT.get().filter(|v| !v.trim().is_empty()) {
             None => Ok(Timeouts::default()),
             Some(v) => match v.trim().parse::<u64>() {
                 Ok(s @ 1..=3600) => Ok(Timeouts { answer: Duration::from_secs(s) }),
@@ -432,7 +432,7 @@ impl HubClient {
                 Ok(answer) => return Ok(answer),
                 Err((e, true)) if attempt < ATTEMPTS => {
                     let wait = Duration::from_millis(500 << (attempt - 1));
-                    eprintln!(
+                    crate::printer::stderr!(
                         "note: {e}; trying again in {:.1} s (attempt {} of {ATTEMPTS})",
                         wait.as_secs_f64(),
                         attempt + 1
@@ -465,7 +465,7 @@ impl HubClient {
                 let started = std::time::Instant::now();
                 let mut next = NOTICE_AFTER;
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = waiting.recv_timeout(next) {
-                    eprintln!(
+                    crate::printer::stderr!(
                         "note: {shown}: no complete answer after {} s (waiting up to {answer} s for each part of it)",
                         started.elapsed().as_secs(),
                     );

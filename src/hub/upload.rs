@@ -430,7 +430,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
 
     let mut files = Vec::new();
     for v in &variants {
-        eprintln!("hashing build/{v}/ …");
+        crate::printer::stderr!("hashing build/{v}/ …");
         files.extend(plan::collect_files(&build_dir.join(v), &format!("build/{v}"))?);
     }
     let bench = dir.join("benchmarks");
@@ -438,7 +438,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         files.extend(plan::collect_files(&bench, "benchmarks")?);
     }
     files.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
-    eprintln!(
+    crate::printer::stderr!(
         "hashed {} files ({} bytes)",
         files.len(),
         crate::config::diagnostics::thousands(files.iter().map(|f| f.size as usize).sum())
@@ -620,7 +620,7 @@ fn commit_rev(
                     f.repo_path
                 );
                 sent += 1;
-                eprintln!(
+                crate::printer::stderr!(
                     "sending {} ({} bytes, LFS object {sent} of {to_send}) …",
                     f.repo_path,
                     crate::config::diagnostics::thousands(f.size as usize)
@@ -669,7 +669,7 @@ fn commit_rev(
     if ops.is_empty() {
         return Ok((None, 0));
     }
-    eprintln!("committing {} operation(s) to `{rev}` …", ops.len());
+    crate::printer::stderr!("committing {} operation(s) to `{rev}` …", ops.len());
     let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr).map_err(|e| {
         let what = if e.status == Some(412) {
             format!(

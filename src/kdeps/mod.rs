@@ -203,7 +203,7 @@ pub fn fetch_locked(
             if cached == pinned.hash {
                 return Ok(LockedTree { dependency: dep.clone(), pinned, dir, downloaded: false });
             }
-            eprintln!(
+            crate::printer::stderr!(
                 "note: the cached tree `{dir}` has NAR hash {cached}, not the locked {}; downloading it again",
                 pinned.hash
             );
@@ -280,7 +280,7 @@ pub fn fetch_for_build(config: &BuildConfig, kernel_dir: &Utf8Path) -> anyhow::R
     let cache = fetch::cache_dir()?;
     let trees = fetch_locked(config, kernel_dir, &cache, &mut HubReader::from_env)?;
     for t in &trees {
-        eprintln!(
+        crate::printer::stderr!(
             "kernel dependency {} at {} ({}): {}",
             describe(&t.dependency),
             &t.pinned.commit[..12],

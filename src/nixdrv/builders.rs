@@ -188,7 +188,7 @@ pub fn ping(builder: &Builder) -> anyhow::Result<()> {
 pub fn prepare(spec: Option<&str>) -> anyhow::Result<Vec<String>> {
     match spec {
         Some(spec) if spec.trim().is_empty() => {
-            eprintln!(
+            crate::printer::stderr!(
                 "note: --builders '': no remote builders (not even nix.conf's): every cell builds here"
             );
             Ok(vec!["--builders".into(), String::new()])
@@ -204,7 +204,7 @@ pub fn prepare(spec: Option<&str>) -> anyhow::Result<Vec<String>> {
             for m in &machines {
                 ping(m)?;
             }
-            eprintln!("note: remote builders: {}", uris(&machines));
+            crate::printer::stderr!("note: remote builders: {}", uris(&machines));
             Ok(vec!["--builders".into(), spec.to_owned()])
         }
         None => {
@@ -213,11 +213,13 @@ pub fn prepare(spec: Option<&str>) -> anyhow::Result<Vec<String>> {
             for m in machines {
                 match ping(&m) {
                     Ok(()) => up.push(m),
-                    Err(e) => eprintln!("warning: nix.conf's `builders`: {e:#}; Nix builds without it"),
+                    Err(e) => crate::printer::stderr!(
+                        "warning: nix.conf's `builders`: {e:#}; Nix builds without it"
+                    ),
                 }
             }
             if !up.is_empty() {
-                eprintln!("note: remote builders (nix.conf `builders`): {}", uris(&up));
+                crate::printer::stderr!("note: remote builders (nix.conf `builders`): {}", uris(&up));
             }
             Ok(Vec::new())
         }

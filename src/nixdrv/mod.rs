@@ -21,11 +21,11 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
 
 /// Environment variable that names the Nix program (default: `nix` from `PATH`).
-pub const NIX_ENV: &str = "KERNEL_BUILDER_NIX";
+pub const NIX_ENV: &str = crate::env::NIX.name;
 
 /// Environment variable naming a directory that holds `bin/kernel-builder`: the orchestrator
 /// the cells run, handed to the flake as `--override-input kernel-builder/orchestrator`.
-pub const ORCHESTRATOR_ENV: &str = "KERNEL_BUILDER_ORCHESTRATOR";
+pub const ORCHESTRATOR_ENV: &str = crate::env::ORCHESTRATOR.name;
 
 /// Lines of Nix's output shown when a build fails.
 const LOG_TAIL_LINES: usize = 200;
@@ -36,7 +36,7 @@ const KEPT_LOG_LINES: usize = 2000;
 
 /// The Nix program to run: `$KERNEL_BUILDER_NIX`, else `nix`.
 pub fn nix_program() -> String {
-    std::env::var(NIX_ENV).ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "nix".to_owned())
+    crate::env::NIX.non_empty().unwrap_or_else(|| "nix".to_owned())
 }
 
 /// `nix --version`'s first line (e.g. `nix (Nix) 2.8.0`).
@@ -288,7 +288,7 @@ pub fn build(
         );
     }
     for line in builders::summary(&log) {
-        eprintln!("note: {line}");
+        crate::printer::stderr!("note: {line}");
     }
     let results: Vec<BuildResult> = serde_json::from_slice(&out.stdout)
         .with_context(|| format!("`{nix} build --json` printed something that is not its JSON"))?;
@@ -310,7 +310,7 @@ pub fn offline_orchestrator(extra_args: &[String]) -> anyhow::Result<Option<&'st
     if extra_args.windows(2).any(|w| w[0] == "--override-input" && w[1].ends_with("/orchestrator")) {
         return Ok(Some("the `--override-input …/orchestrator` given"));
     }
-    if std::env::var_os(ORCHESTRATOR_ENV).is_some_and(|d| !d.is_empty()) {
+    if crate::env::ORCHESTRATOR.os_non_empty().is_some() {
         orchestrator_override(extra_args)?;
         return Ok(Some("KERNEL_BUILDER_ORCHESTRATOR"));
     }
@@ -334,7 +334,7 @@ pub fn orchestrator_override(extra_args: &[String]) -> anyhow::Result<Option<Utf
     if overridden {
         return Ok(None);
     }
-    if let Some(dir) = std::env::var_os(ORCHESTRATOR_ENV).filter(|d| !d.is_empty()) {
+    if let Some(dir) = crate::env::ORCHESTRATOR.os_non_empty() {
         let dir = Utf8PathBuf::from_path_buf(dir.into())
             .map_err(|d| anyhow::anyhow!("{ORCHESTRATOR_ENV}={} is not UTF-8", d.display()))?;
         if !dir.join("bin/kernel-builder").is_file() || !dir.join("flake.nix").is_file() {
@@ -383,10 +383,10 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let digest = sha2::Sha256::digest(bytes);
     let id: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
+    let cache = crate::env::XDG_CACHE_HOME
+        .os_non_empty()
         .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .or_else(|| crate::env::HOME.os().map(|h| std::path::PathBuf::from(h).join(".cache")))
         .context("neither XDG_CACHE_HOME nor HOME is set; set KERNEL_BUILDER_ORCHESTRATOR instead")?;
     let cache = Utf8PathBuf::from_path_buf(cache.join("kernel-builder"))
         .map_err(|p| anyhow::anyhow!("cache directory `{}` is not UTF-8", p.display()))?;
@@ -446,7 +446,7 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
     }
     if !files.is_empty() {
         const SHOWN: usize = 10;
-        eprintln!(
+        crate::printer::stderr!(
             "warning: {} file(s) in `{dir}` are not tracked by git, so Nix does not see them (`git add` them if the build needs them): {}{}",
             files.len(),
             files.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", "),

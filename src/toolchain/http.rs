@@ -11,7 +11,7 @@ use std::time::Duration;
 pub fn agent(timeout: Option<Duration>) -> ureq::Agent {
     use ureq::tls::{PemItem, RootCerts, TlsConfig};
     let mut tls = TlsConfig::builder();
-    if let Some(pem) = std::env::var_os("SSL_CERT_FILE").and_then(|f| std::fs::read(f).ok()) {
+    if let Some(pem) = crate::env::SSL_CERT_FILE.os().and_then(|f| std::fs::read(f).ok()) {
         let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
             .filter_map(|i| match i {
                 Ok(PemItem::Certificate(c)) => Some(c),

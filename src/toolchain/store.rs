@@ -29,9 +29,9 @@ pub const DIR_NAME: &str = "toolchain-v1";
 /// The file in a tree naming the wheels it was unpacked from, one a line.
 const TREE_NAMES: &str = ".kernel-builder-wheels";
 /// The environment variable that puts the toolchain cache elsewhere.
-pub const DIR_VAR: &str = "KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR";
+pub const DIR_VAR: &str = crate::env::TOOLCHAIN_CACHE_DIR.name;
 /// The environment variable bounding the toolchain cache.
-pub const MAX_SIZE_VAR: &str = "KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE";
+pub const MAX_SIZE_VAR: &str = crate::env::TOOLCHAIN_CACHE_MAX_SIZE.name;
 /// The default bound: two torch releases with their toolkits, unpacked, fit.
 pub const DEFAULT_MAX: u64 = 30 << 30;
 
@@ -67,8 +67,8 @@ pub struct Entry {
 
 /// `KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE`, else [`DEFAULT_MAX`].
 pub fn max_bytes() -> anyhow::Result<u64> {
-    match std::env::var(MAX_SIZE_VAR) {
-        Ok(v) if !v.trim().is_empty() => crate::assemble::cellcache::parse_size(v.trim())
+    match crate::env::TOOLCHAIN_CACHE_MAX_SIZE.get() {
+        Some(v) if !v.trim().is_empty() => crate::assemble::cellcache::parse_size(v.trim())
             .map_err(|e| anyhow::anyhow!("{MAX_SIZE_VAR} is `{v}`: {e}")),
         _ => Ok(DEFAULT_MAX),
     }
@@ -117,9 +117,9 @@ impl Store {
     /// `<cache root>/toolchain-v1` (one toolchain cache can serve several cell caches, e.g.
     /// every test of a run).
     pub fn user(options: FetchOptions) -> anyhow::Result<Store> {
-        let dir = match std::env::var(DIR_VAR) {
-            Ok(d) if !d.is_empty() => Utf8PathBuf::from(d),
-            _ => crate::assemble::compiled::cache_root()?.join(DIR_NAME),
+        let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
+            Some(d) => Utf8PathBuf::from(d),
+            None => crate::assemble::compiled::cache_root()?.join(DIR_NAME),
         };
         Store::open(&dir, options)
     }

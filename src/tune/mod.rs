@@ -650,7 +650,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     let scratch =
         Utf8PathBuf::try_from(scratch_path).context("the temporary directory's path is not UTF-8")?;
     let env = probe(&opts.python, &scratch)?;
-    eprintln!(
+    crate::printer::stderr!(
         "tune: {} ({} {}), driver {}, CUDA {}; torch {}, triton {}, helion {}",
         env.device_name,
         env.device_kind,
@@ -697,7 +697,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     let configs_file = run_dir.join(format!("tuned_configs_{hw}.json"));
     if let Some((previous, earlier)) = earlier.as_ref().filter(|_| !opts.retune) {
         crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
-        eprintln!(
+        crate::printer::stderr!(
             "tune: starting from the {} shapes recorded in `{previous}` (they are not searched \
              again; --retune searches the ones this run calls again, --fresh starts over)",
             tuned_shapes(earlier).len()
@@ -705,7 +705,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     }
     let own_records = dir.join(&records_rel);
     if let Some((previous, _)) = earlier.as_ref().filter(|(p, _)| !p.starts_with(&own_records)) {
-        eprintln!(
+        crate::printer::stderr!(
             "tune: `{previous}` is in Helion's own data-directory layout; this tune's records go to \
              `{own_records}` and that file is left as it is"
         );
@@ -766,7 +766,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
         let searched = tuned_shapes(&tuned_configs).len();
         let kept = merge_records(&mut tuned_configs, earlier);
         crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(&tuned_configs)?.as_bytes())?;
-        eprintln!(
+        crate::printer::stderr!(
             "tune: searched the {searched} shapes this run calls again (--retune); kept the \
              records of {kept} other shapes from `{previous}`"
         );
@@ -783,12 +783,14 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     let measurements_file = run_dir.join(format!("measurements_{hw}.csv"));
     let measured = match std::fs::read_to_string(&measurements_file) {
         Ok(text) => measured_shapes(&text).unwrap_or_else(|e| {
-            eprintln!("tune: warning: cannot read the measured shapes from `{measurements_file}`: {e:#}");
+            crate::printer::stderr!(
+                "tune: warning: cannot read the measured shapes from `{measurements_file}`: {e:#}"
+            );
             Vec::new()
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => {
-            eprintln!(
+            crate::printer::stderr!(
                 "tune: warning: cannot read `{measurements_file}`: {e}; the header lists no measured shapes"
             );
             Vec::new()

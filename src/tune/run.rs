@@ -210,7 +210,7 @@ impl Runner {
         args: &[String],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Finished> {
-        eprintln!("tune: {phase} phase");
+        crate::printer::stderr!("tune: {phase} phase");
         self.run_python(phase, args, env)
     }
 
@@ -267,7 +267,7 @@ impl Runner {
                 Ok(_) => {
                     let line = String::from_utf8_lossy(&buf);
                     let line = line.trim_end_matches(['\n', '\r']);
-                    eprintln!("{line}");
+                    crate::printer::stderr!("{line}");
                     if tail.len() == TAIL_LINES {
                         tail.pop_front();
                     }

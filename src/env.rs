@@ -1,0 +1,333 @@
+//! The environment variables kernel-builder reads, declared once: name, what it does, default.
+//!
+//! Every read of an environment variable in the library goes through a [`Var`] of [`RUNTIME`]
+//! (or [`Family::var`], or [`recorded`] for the compiler variables a cell's key records), so a
+//! variable cannot be read without being declared here; a test scans `src/` for any other
+//! `std::env::var`/`var_os` call and for clap `env = "…"` or `option_env!` names missing from
+//! this table. README's "Environment variables" section is [`readme_section`], checked by a test.
+
+use std::ffi::OsString;
+
+/// One environment variable the tool interprets.
+#[derive(Debug)]
+pub struct Var {
+    pub name: &'static str,
+    /// What it does, one line (README's list shows it).
+    pub meaning: &'static str,
+    /// What happens when it is unset or empty.
+    pub default: &'static str,
+}
+
+impl Var {
+    /// Its value, `None` when unset or not UTF-8 (`std::env::var(..).ok()`).
+    pub fn get(&self) -> Option<String> {
+        std::env::var(self.name).ok()
+    }
+
+    /// Its value, `None` when unset or empty or not UTF-8.
+    pub fn non_empty(&self) -> Option<String> {
+        self.get().filter(|v| !v.is_empty())
+    }
+
+    /// Its raw value, `None` when unset.
+    pub fn os(&self) -> Option<OsString> {
+        std::env::var_os(self.name)
+    }
+
+    /// Its raw value, `None` when unset or empty.
+    pub fn os_non_empty(&self) -> Option<OsString> {
+        self.os().filter(|v| !v.is_empty())
+    }
+}
+
+/// A family of variables, one per name (`KERNEL_BUILDER_DEP_<NAME>`).
+#[derive(Debug)]
+pub struct Family {
+    /// The pattern shown to users: the prefix, then `<NAME>`.
+    pub pattern: &'static str,
+    pub meaning: &'static str,
+    pub default: &'static str,
+}
+
+impl Family {
+    /// The member for `name`: the prefix, then `name` upper-cased with `-` as `_`.
+    pub fn name(&self, name: &str) -> String {
+        let prefix = self.pattern.trim_end_matches("<NAME>");
+        format!("{prefix}{}", name.to_ascii_uppercase().replace('-', "_"))
+    }
+
+    /// The value of [`Family::name`]`(name)`, `None` when unset or not UTF-8.
+    pub fn var(&self, name: &str) -> Option<String> {
+        std::env::var(self.name(name)).ok()
+    }
+}
+
+macro_rules! vars {
+    ($($id:ident = $name:literal, $meaning:literal, default $default:literal;)*) => {
+        $(pub const $id: Var = Var { name: $name, meaning: $meaning, default: $default };)*
+        /// Every variable read while the tool runs, in README's order.
+        pub const RUNTIME: &[Var] = &[$($id),*];
+    };
+}
+
+vars! {
+    CACHE_DIR = "KERNEL_BUILDER_CACHE_DIR",
+        "the cache root: native cell cache, CMake work directories, toolchain and kernel-deps caches",
+        default "`$XDG_CACHE_HOME/kernel-builder`, else `~/.cache/kernel-builder`";
+    NATIVE_CACHE_MAX_SIZE = "KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE",
+        "the size the native cell cache is pruned to after each build (e.g. `20G`)",
+        default "`20G`";
+    TOOLCHAIN_CACHE_DIR = "KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR",
+        "where pinned torch/CUDA wheels are downloaded and unpacked",
+        default "`toolchain-v1/` in the cache root";
+    TOOLCHAIN_CACHE_MAX_SIZE = "KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE",
+        "the size the toolchain cache is pruned to after each build",
+        default "`30G`";
+    JOBS = "KERNEL_BUILDER_JOBS",
+        "Ninja's `-j` inside each native compiled cell (a whole number of 1 or more)",
+        default "Ninja's default, or the cores divided by `--jobs`";
+    NVCC_THREADS = "KERNEL_BUILDER_NVCC_THREADS",
+        "nvcc's `--threads` for native CUDA builds",
+        default "chosen from the cores, sources and targets";
+    CUDA_CAPABILITIES = "KERNEL_BUILDER_CUDA_CAPABILITIES",
+        "like `--cuda-capabilities`: compile CUDA kernels for fewer capabilities (a check build)",
+        default "every capability the kernel publishes";
+    NIX = "KERNEL_BUILDER_NIX",
+        "the Nix program to run",
+        default "`nix` from `PATH`";
+    ORCHESTRATOR = "KERNEL_BUILDER_ORCHESTRATOR",
+        "a directory with `bin/kernel-builder` and `flake.nix`: the builder Nix cells run",
+        default "this binary when statically linked, else built by the flake";
+    FLAKE_REF = "KERNEL_BUILDER_FLAKE_REF",
+        "like `init --flake-ref`: the kernel-builder flake a new project's flake.nix names",
+        default "the flake this binary came from";
+    PYTHON = "KERNEL_BUILDER_PYTHON",
+        "like `tune --python`: the Python that runs Helion autotuning",
+        default "`python3`";
+    PLAIN = "KERNEL_BUILDER_PLAIN",
+        "non-empty: plain diagnostics (no colours or Unicode) even on a terminal",
+        default "fancy on a terminal";
+    NO_COLOR = "NO_COLOR",
+        "non-empty: the same as `KERNEL_BUILDER_PLAIN`",
+        default "fancy on a terminal";
+    HUB_TIMEOUT = "KERNEL_BUILDER_HUB_TIMEOUT",
+        "seconds a Hub request waits for an answer (1 to 3600)",
+        default "`60`";
+    HF_ENDPOINT = "HF_ENDPOINT",
+        "the Hub to talk to (an http(s) URL)",
+        default "`https://huggingface.co`";
+    HF_TOKEN = "HF_TOKEN",
+        "the Hub token",
+        default "the token file";
+    HF_TOKEN_PATH = "HF_TOKEN_PATH",
+        "the Hub token file",
+        default "`$HF_HOME/token`";
+    HF_HOME = "HF_HOME",
+        "the Hugging Face home directory (its `token`)",
+        default "`$XDG_CACHE_HOME/huggingface`, else `~/.cache/huggingface`";
+    XDG_CACHE_HOME = "XDG_CACHE_HOME",
+        "the user's cache directory",
+        default "`~/.cache`";
+    HOME = "HOME",
+        "the user's home directory (for `~/.cache`)",
+        default "none: then a cache directory variable must be set";
+    PATH = "PATH",
+        "where programs are looked for (nix, cmake, ninja, the C++ compiler, nvcc)",
+        default "no program is found there";
+    SSL_CERT_FILE = "SSL_CERT_FILE",
+        "extra PEM root certificates for HTTPS downloads",
+        default "the bundled roots only";
+    CXX = "CXX",
+        "the C++ compiler of native compiled cells",
+        default "`c++`, `g++` or `clang++` from `PATH`";
+    CUDACXX = "CUDACXX",
+        "the nvcc of native CUDA cells",
+        default "`$CUDA_HOME/bin/nvcc`, else `PATH`, else PyPI's nvcc in the Python environment";
+    CUDA_HOME = "CUDA_HOME",
+        "a CUDA toolkit whose `bin/nvcc` native CUDA cells use",
+        default "see `CUDACXX`";
+    NVCC_APPEND_FLAGS = "NVCC_APPEND_FLAGS",
+        "nvcc flags; kernel-builder appends its `--threads` to them",
+        default "only kernel-builder's `--threads`";
+}
+
+/// `KERNEL_BUILDER_DEP_<NAME>`: a checkout of a pinned C++ dependency for native builds.
+pub const DEP: Family = Family {
+    pattern: "KERNEL_BUILDER_DEP_<NAME>",
+    meaning: "a local checkout of the pinned C++ dependency `<name>` (e.g. `CUTLASS_3_6`) for native builds",
+    default: "none: a native build needing it fails naming the pin and how to fetch it",
+};
+
+/// The variables CMake, the C++ compiler and nvcc read that change what they produce; the
+/// tool never interprets them, but each one's value is part of a compiled cell's key.
+pub const COMPILER_ENV: &[&str] = &[
+    "CFLAGS",
+    "CXXFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "CUDAFLAGS",
+    "CUDAHOSTCXX",
+    "CUDAARCHS",
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_CCBIN",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "LIBRARY_PATH",
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
+    "SOURCE_DATE_EPOCH",
+    "CMAKE_PREFIX_PATH",
+    "CMAKE_TOOLCHAIN_FILE",
+    "CMAKE_CXX_COMPILER_LAUNCHER",
+    "CMAKE_CUDA_COMPILER_LAUNCHER",
+];
+
+/// Variables read when kernel-builder itself is compiled (`option_env!`), not when it runs.
+pub const BUILD_TIME: &[Var] = &[
+    Var {
+        name: "KERNEL_BUILDER_DEFAULT_FLAKE_REF",
+        meaning: "the flake `init` names by default (set by the flake's own build)",
+        default: "the checkout it was built from",
+    },
+    Var {
+        name: "KERNEL_BUILDER_GIT_COMMIT",
+        meaning: "the git commit recorded as the builder's provenance",
+        default: "not recorded",
+    },
+    Var {
+        name: "KERNEL_BUILDER_GIT_DIRTY",
+        meaning: "`true`/`false`: whether that commit's tree had changes",
+        default: "not recorded",
+    },
+];
+
+/// The raw value of `name`, a variable of [`COMPILER_ENV`] (or `CC`, or a declared [`Var`])
+/// recorded, not interpreted, in a compiled cell's key.
+pub fn recorded(name: &str) -> Option<OsString> {
+    debug_assert!(
+        COMPILER_ENV.contains(&name) || name == "CC" || RUNTIME.iter().any(|v| v.name == name),
+        "`{name}` is not declared in src/env.rs"
+    );
+    std::env::var_os(name)
+}
+
+/// README's "Environment variables" list, generated from the tables above.
+pub fn readme_section() -> String {
+    let mut out = String::new();
+    let line = |out: &mut String, name: &str, meaning: &str, default: &str| {
+        out.push_str(&format!("- `{name}`: {meaning}. Unset: {default}.\n"));
+    };
+    for v in RUNTIME {
+        line(&mut out, v.name, v.meaning, v.default);
+    }
+    line(&mut out, DEP.pattern, DEP.meaning, DEP.default);
+    let compiler: Vec<String> = COMPILER_ENV.iter().map(|n| format!("`{n}`")).collect();
+    out.push_str(&format!(
+        "- {} and `CC`: not read by kernel-builder, but passed to CMake and the compilers; their values are part of a compiled cell's cache key.\n",
+        compiler.join(", ")
+    ));
+    out.push_str("\nRead when kernel-builder itself is compiled:\n\n");
+    for v in BUILD_TIME {
+        line(&mut out, v.name, v.meaning, v.default);
+    }
+    out
+}
+
+/// The library's source files (path under `src/`, text), for the tests that scan them.
+#[cfg(test)]
+pub(crate) fn sources() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(&root).unwrap().display().to_string();
+                out.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEGIN: &str = "<!-- env-table begin: generated from src/env.rs, see its test -->\n";
+    const END: &str = "<!-- env-table end -->";
+
+    /// The quoted names after each `marker` in `text`.
+    fn quoted_after(text: &str, marker: &str) -> Vec<String> {
+        text.match_indices(marker)
+            .filter_map(|(i, _)| {
+                let rest = &text[i + marker.len()..];
+                rest.find('"').map(|end| rest[..end].to_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_read_goes_through_the_table() {
+        let mut stray = Vec::new();
+        for (file, text) in sources() {
+            if file == "env.rs" {
+                continue;
+            }
+            for (n, l) in text.lines().enumerate() {
+                let code = l.split("//").next().unwrap_or("");
+                if code.contains("env::var(") || code.contains("env::var_os(") || code.contains("env::vars") {
+                    stray.push(format!("src/{file}:{}: {}", n + 1, l.trim()));
+                }
+            }
+            let declared = |name: &str| RUNTIME.iter().chain(BUILD_TIME).any(|v| v.name == name);
+            for name in
+                quoted_after(&text, "env = \"").into_iter().chain(quoted_after(&text, "option_env!(\""))
+            {
+                if !declared(&name) {
+                    stray.push(format!("src/{file}: `{name}` is not declared in src/env.rs"));
+                }
+            }
+        }
+        assert!(stray.is_empty(), "read environment variables through src/env.rs:\n{}", stray.join("\n"));
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<&str> = RUNTIME.iter().chain(BUILD_TIME).map(|v| v.name).collect();
+        names.extend(COMPILER_ENV.iter().filter(|n| **n != "NVCC_APPEND_FLAGS"));
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n);
+    }
+
+    #[test]
+    fn family_names() {
+        assert_eq!(DEP.name("cutlass_3_6"), "KERNEL_BUILDER_DEP_CUTLASS_3_6");
+        assert_eq!(DEP.name("metal-cpp"), "KERNEL_BUILDER_DEP_METAL_CPP");
+    }
+
+    #[test]
+    fn readme_lists_the_table() {
+        let readme =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+                .unwrap();
+        let want = readme_section();
+        let got = readme
+            .split_once(BEGIN)
+            .and_then(|(_, rest)| rest.split_once(END))
+            .map(|(section, _)| section.trim_start_matches('\n'));
+        assert_eq!(
+            got,
+            Some(want.as_str()),
+            "README.md's environment variable list is not src/env.rs's table; put this between `{}` and `{END}`:\n{want}",
+            BEGIN.trim_end()
+        );
+    }
+}
