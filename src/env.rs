@@ -76,7 +76,7 @@ vars! {
         default "`$XDG_CACHE_HOME/kernel-builder`, else `~/.cache/kernel-builder`";
     NATIVE_CACHE_MAX_SIZE = "KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE",
         "the size the native cell cache is pruned to after each build (e.g. `20G`)",
-        default "`20G`";
+        default "`5G`";
     TOOLCHAIN_CACHE_DIR = "KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR",
         "where pinned torch/CUDA wheels are downloaded and unpacked",
         default "`toolchain-v1/` in the cache root";
@@ -134,6 +134,15 @@ vars! {
     PATH = "PATH",
         "where programs are looked for (nix, cmake, ninja, the C++ compiler, nvcc)",
         default "no program is found there";
+    SHELL = "SHELL",
+        "the shell `devshell` and `testshell` start when no command is given",
+        default "`/bin/sh`";
+    PYTHONPATH = "PYTHONPATH",
+        "kept after the link directory `testshell` puts first",
+        default "only that directory";
+    LOCAL_KERNELS = "LOCAL_KERNELS",
+        "kept after the `<repo-id>=DIR/build` mapping `testshell` puts first",
+        default "only that mapping";
     SSL_CERT_FILE = "SSL_CERT_FILE",
         "extra PEM root certificates for HTTPS downloads",
         default "the bundled roots only";

@@ -81,7 +81,7 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     let mut seen = std::collections::HashSet::new();
     let mut parts: Vec<String> =
         path.into_iter().map(String::from).filter(|p| seen.insert(p.clone())).collect();
-    if let Ok(old) = std::env::var("PATH") {
+    if let Some(old) = crate::env::PATH.get() {
         parts.extend(old.split(':').filter(|p| !p.is_empty() && !seen.contains(*p)).map(str::to_owned));
     }
     env.push(("PATH".into(), parts.join(":")));
@@ -104,10 +104,10 @@ fn run(args: Args, test: bool) -> super::CmdResult {
             .context("cannot link the variant into the temporary directory")?;
         let links_dir =
             Utf8Path::from_path(links.path()).context("the temporary directory's path is not UTF-8")?;
-        env.push(("PYTHONPATH".into(), join_var(links_dir.as_str(), "PYTHONPATH")));
+        env.push(("PYTHONPATH".into(), join_var(links_dir.as_str(), &crate::env::PYTHONPATH)));
         let repo =
             config.general.hub.repo_id.clone().unwrap_or_else(|| format!("local/{}", config.general.name));
-        env.push(("LOCAL_KERNELS".into(), join_var(&format!("{repo}={build}"), "LOCAL_KERNELS")));
+        env.push(("LOCAL_KERNELS".into(), join_var(&format!("{repo}={build}"), &crate::env::LOCAL_KERNELS)));
         summary = format!(
             "{summary}; `import {package}` loads build/{variant}, get_kernel(\"{repo}\") loads {build}"
         );
@@ -115,10 +115,7 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     }
     let (program, rest) = match args.command.split_first() {
         Some((p, rest)) => (p.clone(), rest.to_vec()),
-        None => (
-            std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/sh".into()),
-            Vec::new(),
-        ),
+        None => (crate::env::SHELL.non_empty().unwrap_or_else(|| "/bin/sh".into()), Vec::new()),
     };
     eprintln!("{summary}");
     // Ctrl-C (and Ctrl-\) in the terminal reach the command itself; this process waits for it,
@@ -144,10 +141,10 @@ fn run(args: Args, test: bool) -> super::CmdResult {
 }
 
 /// `value`, then the variable's current value after a `:` when it has one.
-fn join_var(value: &str, var: &str) -> String {
-    match std::env::var(var) {
-        Ok(old) if !old.is_empty() => format!("{value}:{old}"),
-        _ => value.to_owned(),
+fn join_var(value: &str, var: &crate::env::Var) -> String {
+    match var.non_empty() {
+        Some(old) => format!("{value}:{old}"),
+        None => value.to_owned(),
     }
 }
 
