@@ -115,6 +115,8 @@ fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
     assert_eq!(
         notes,
         [
+            // Said before anything compiles: how much CUDA work the build holds.
+            "note: building 4 cells; torch214-cxx11-cu130-x86_64-linux compiles 1 CUDA file for 1 capability; torch215-cxx11-cu132-x86_64-linux compiles 1 CUDA file for 1 capability",
             unpinned_note("torch214-cxx11-cu126-x86_64-linux", "cu126").as_str(),
             unpinned_note("torch214-cxx11-cu132-x86_64-linux", "cu132").as_str(),
             "note: the `metal` variant is not built: native `metal` builds need xcrun metal on macOS; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)",
