@@ -370,7 +370,7 @@ pub struct BuildOptions<'a> {
     pub jobs: usize,
     /// Told when each cell starts and finishes.
     pub progress: &'a dyn Progress,
-    /// Build the pinned bundle cells from this toolchain cache ([`crate::toolchain::plan`])
+    /// Build the pinned bundle cells from this toolchain cache ([`pinned_plan`])
     /// instead of the one cell per backend of the host toolchain.
     pub pinned: Option<&'a crate::toolchain::store::Store>,
 }
@@ -428,7 +428,7 @@ pub fn build_into_with(
     options: &BuildOptions<'_>,
 ) -> anyhow::Result<BundleReport> {
     let the_plan = match options.pinned {
-        Some(store) => crate::toolchain::plan(config, requested, host, store),
+        Some(store) => pinned_plan(config, requested, host, store),
         None => plan(config, host),
     };
     let planned = &the_plan.variants;
@@ -1027,6 +1027,76 @@ fn build_and_swap(
     // `tmp` (with the old variants) is removed here.
     tmp.close().with_context(|| format!("cannot remove the temporary directory `{tmp_path}`"))?;
     Ok((built, warnings, swapping))
+}
+
+/// The variants a pinned build makes: the noarch cells, every provisionable pinned bundle cell
+/// (restricted to `requested` when it names any), and for backends without pins the cell of
+/// `host` as [`plan`] plans it. Cells that cannot be provisioned are
+/// [`Plan::skipped`], each naming its variant.
+pub fn pinned_plan(
+    config: &BuildConfig,
+    requested: &[String],
+    host: &HostToolchain,
+    store: &crate::toolchain::store::Store,
+) -> Plan {
+    let mut variants = noarch_variants(config);
+    let mut skipped = Vec::new();
+    for backend in compiled_backends(config) {
+        if !crate::toolchain::provision::pinned_backend(config, backend) {
+            match host_cell(config, backend, host) {
+                Ok(v) => variants.push(v),
+                // Each bundle cell of this system the backend has is named (ROCm, XPU: no
+                // toolchain of theirs is pinned yet); a backend with none here, once.
+                Err(s) => {
+                    let here = pinned_bundle_cells(config, backend);
+                    if here.is_empty() {
+                        skipped.push(s);
+                    } else {
+                        skipped.extend(here.into_iter().map(|c| SkippedBackend {
+                            backend,
+                            variant: Some(c.name),
+                            reason: s.reason.clone(),
+                        }));
+                    }
+                }
+            }
+            continue;
+        }
+        for cell in crate::toolchain::provision::pinned_cells(config, backend) {
+            if !requested.is_empty() && !requested.contains(&cell.name) {
+                continue;
+            }
+            let planned = crate::toolchain::provision::provision(&cell, store, host.manylinux.clone())
+                // `--cuda-capabilities` narrows a pinned cell as it narrows a host one.
+                .map(|h| h.with_cuda_capabilities(host.cuda_capabilities_only.clone().unwrap_or_default()))
+                .and_then(|h| plan_cell(config, backend, &h))
+                .and_then(|c| {
+                    if c.variant == cell.name {
+                        Ok(c)
+                    } else {
+                        Err(format!(
+                            "its pinned torch builds `{}` instead; fix its entry in {}",
+                            c.variant,
+                            crate::toolchain::pins::PINS_FILE
+                        ))
+                    }
+                });
+            match planned {
+                Ok(c) => variants.push(compiled_variant(c)),
+                Err(reason) => skipped.push(SkippedBackend { backend, variant: Some(cell.name), reason }),
+            }
+        }
+    }
+    variants.sort_by(|a, b| a.name.cmp(&b.name));
+    Plan { variants, skipped }
+}
+
+/// The compiled bundle cells of `backend` on this system.
+fn pinned_bundle_cells(config: &BuildConfig, backend: Backend) -> Vec<crate::matrix::Cell> {
+    crate::matrix::cells(config, &crate::matrix::host_system(), crate::matrix::Scope::Bundle)
+        .into_iter()
+        .filter(|c| !c.noarch && c.backend == backend)
+        .collect()
 }
 
 #[cfg(test)]
