@@ -204,7 +204,18 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
         record["check_config"] = {"valid": check.returncode == 0, "raw": (check.stdout + check.stderr)[-300:]}
 
     # One cell per kernel: the compiled cell of the run's torch and backend, or the noarch one.
+    # A stable-ABI kernel's cell of the same compute and system has its own name
+    # (`torch-stable-abi210-cu130-x86_64-linux`): list-variants says which the kernel has.
     variant = args.compiled_variant if args.backend in compiled_backends(config) else f"torch-{args.backend}"
+    listed = subprocess.run([kb, "list-variants", str(kdir), "--all", "--json"], capture_output=True, text=True, env=env)
+    try:
+        names = {v["name"] for v in json.loads(listed.stdout)}
+    except (json.JSONDecodeError, TypeError, KeyError):
+        names = set()
+    if names and variant not in names:
+        compute_system = variant.split("-", 2)[-1]  # cu130-x86_64-linux
+        stable = sorted(n for n in names if n.startswith("torch-stable-abi") and n.endswith(compute_system))
+        variant = stable[-1] if stable else variant
     cmd = [kb, "build-and-copy", str(kdir), "--nix", "never", "--python", args.python, "--json",
            "--variant", variant, *args.build_args]
     start = time.monotonic()
