@@ -597,8 +597,12 @@ fn remove_leftover_tmp_dirs(build_dir: &Utf8Path) -> Vec<Warning> {
             continue;
         }
         // The fallback swap ([`swap_in`]) killed between its two renames: the old variant is
-        // in `old/`, and `build/` has none by that name. Put it back first.
-        if let Ok(old) = e.path().join("old").read_dir_utf8() {
+        // in `old/`, and `build/` has none by that name. Put it back first. Only from a real
+        // directory: a shipped `old -> ../../..` would otherwise pull whatever it names into
+        // `build/`.
+        let old = e.path().join("old");
+        let old_is_dir = std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_dir());
+        if let Some(Ok(old)) = old_is_dir.then(|| old.read_dir_utf8()) {
             for v in old.flatten() {
                 let target = build_dir.join(v.file_name());
                 if std::fs::symlink_metadata(&target).is_err() {

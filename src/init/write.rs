@@ -204,8 +204,9 @@ pub fn write_project(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result
         Ok(_) if !dir.is_dir() => return Err(InitError::NotADirectory(dir.to_owned())),
         Ok(_) => {
             check_existing(dir, files, overwrite)?;
-            // A link in the directory (`torch-ext -> ../elsewhere`) must not take a file out of it.
-            for rel in files.keys() {
+            // A link in the directory (`torch-ext -> ../elsewhere`, `.git -> ../victim`) must not
+            // take a file, or the repository `git init`/`git add` write, out of it.
+            for rel in files.keys().map(|k| k.as_str()).chain([".git"]) {
                 crate::fsutil::inside(dir, Utf8Path::new(rel))
                     .map_err(|e| InitError::Blocked { path: dir.join(rel), reason: format!("{e:#}") })?;
             }

@@ -510,3 +510,58 @@ fn a_link_in_the_cache_does_not_lead_the_build_out_of_it() {
     );
     assert_eq!(fs::read_dir(&victim).unwrap().count(), 0, "nothing created in the link's target");
 }
+
+/// Found by attacking the fixes (B4): `init --overwrite` into a directory whose `.git` is a
+/// link out of it made `git init`/`git add` write a repository there. Now it refuses, naming
+/// the link, and writes nothing.
+#[test]
+fn init_never_makes_a_repository_through_a_git_link() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("kk");
+    let victim = t.path().join("victim");
+    fs::create_dir_all(&dir).unwrap();
+    fs::create_dir_all(&victim).unwrap();
+    std::os::unix::fs::symlink("../victim", dir.join(".git")).unwrap();
+    let before = tree(t.path());
+    let r = kb(
+        t.path(),
+        &["init", "--name", "myorg/kk", "--template", "torch", "--overwrite", "kk"],
+        SHORT,
+        None,
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("remove the symbolic link `kk/.git`"), "{}", r.stderr);
+    assert_eq!(tree(t.path()), before, "nothing written anywhere");
+}
+
+/// Found by attacking the fixes (B1): a kernel shipped with
+/// `build/.kernel-builder-tmp-0/old -> ../../..` made the next build "restore" the directories
+/// beside the kernel into its `build/`. A leftover temporary directory's `old/` is used only
+/// when it is a real directory; the link is removed with the leftover, what it names is untouched.
+#[test]
+fn a_leftover_old_link_never_pulls_files_into_build() {
+    let t = tempfile::tempdir().unwrap();
+    let project = t.path().join("project");
+    fs::create_dir_all(&project).unwrap();
+    fs::write(project.join("main.c"), "precious").unwrap();
+    let k = t.path().join("evil");
+    super::util::copy_kernel("vector-add-helion", &k);
+    let leftover = k.join("build/.kernel-builder-tmp-0");
+    fs::create_dir_all(&leftover).unwrap();
+    std::os::unix::fs::symlink("../../..", leftover.join("old")).unwrap();
+    let r = kb(
+        &k,
+        &["build-and-copy", "--nix", "never", "--variant", "torch-cuda", "."],
+        Duration::from_secs(120),
+        None,
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(fs::read_to_string(project.join("main.c")).unwrap(), "precious");
+    let mut built: Vec<String> = fs::read_dir(k.join("build"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    built.sort();
+    assert_eq!(built, ["hashes.json", "torch-cuda"], "{}", r.stderr);
+    assert!(!r.stderr.contains("restored"), "{}", r.stderr);
+}
