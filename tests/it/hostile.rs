@@ -446,16 +446,15 @@ fn a_killed_build_leaves_no_step_running_and_the_next_waits_for_orphans() {
     );
 }
 
-/// `init --overwrite` into a directory holding `torch-ext -> ../victim` wrote the generated
-/// package into `victim`. Now it refuses, naming the link, before writing anything.
-#[test]
-fn init_never_writes_through_a_link_out_of_the_directory() {
+/// `init --overwrite kk` where `kk/<link>` is a symbolic link to a sibling `victim/`: the
+/// scratch directory, the victim, the tree before the call, and what the call did.
+fn init_over_a_link(link: &str) -> (tempfile::TempDir, PathBuf, Vec<(String, String)>, Ran) {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("kk");
     let victim = t.path().join("victim");
     fs::create_dir_all(&dir).unwrap();
     fs::create_dir_all(&victim).unwrap();
-    std::os::unix::fs::symlink("../victim", dir.join("torch-ext")).unwrap();
+    std::os::unix::fs::symlink("../victim", dir.join(link)).unwrap();
     let before = tree(t.path());
     let r = kb(
         t.path(),
@@ -463,6 +462,14 @@ fn init_never_writes_through_a_link_out_of_the_directory() {
         SHORT,
         None,
     );
+    (t, victim, before, r)
+}
+
+/// `init --overwrite` into a directory holding `torch-ext -> ../victim` wrote the generated
+/// package into `victim`. Now it refuses, naming the link, before writing anything.
+#[test]
+fn init_never_writes_through_a_link_out_of_the_directory() {
+    let (t, victim, before, r) = init_over_a_link("torch-ext");
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let v = victim.canonicalize().unwrap();
     assert_eq!(
@@ -516,19 +523,7 @@ fn a_link_in_the_cache_does_not_lead_the_build_out_of_it() {
 /// the link, and writes nothing.
 #[test]
 fn init_never_makes_a_repository_through_a_git_link() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("kk");
-    let victim = t.path().join("victim");
-    fs::create_dir_all(&dir).unwrap();
-    fs::create_dir_all(&victim).unwrap();
-    std::os::unix::fs::symlink("../victim", dir.join(".git")).unwrap();
-    let before = tree(t.path());
-    let r = kb(
-        t.path(),
-        &["init", "--name", "myorg/kk", "--template", "torch", "--overwrite", "kk"],
-        SHORT,
-        None,
-    );
+    let (t, _victim, before, r) = init_over_a_link(".git");
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("remove the symbolic link `kk/.git`"), "{}", r.stderr);
     assert_eq!(tree(t.path()), before, "nothing written anywhere");
