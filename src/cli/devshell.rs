@@ -1,7 +1,18 @@
-//! `kernel-builder devshell DIR --python PY` and `testshell DIR --python PY`: run `$SHELL` (or
-//! the command after `--`) with the cell's toolchain on PATH: the Python environment's bin
-//! directory (torch, kernels, pytest, pip's CMake and Ninja), the C++ compiler, CMake, Ninja and
-//! nvcc that the native build would use (the same discovery: [`crate::assemble::bundle::plan`]).
+//! `kernel-builder devshell DIR` and `testshell DIR`: run `$SHELL` (or the command after `--`)
+//! with a cell's toolchain on PATH.
+//!
+//! - With `--python PY`: the Python environment's bin directory (torch, kernels, pytest, pip's
+//!   CMake and Ninja), the C++ compiler, CMake, Ninja and nvcc that the native build would use
+//!   (the same discovery: [`crate::assemble::bundle::plan`]).
+//! - Without: one pinned bundle cell's toolchain (`--variant`, else the CUDA cell of the newest
+//!   torch, else its CPU cell), provisioned from the toolchain cache exactly as `build-and-copy
+//!   --nix never` provisions it ([`crate::assemble::bundle::pinned_plan`]): CMake, Ninja and (CUDA)
+//!   nvcc from their wheels, the torch wheel unpacked on PYTHONPATH with `Torch_ROOT` at its
+//!   package (for CMake's `find_package(Torch)`), and `python` the CPython of the pins (`python3.13` from PATH). Importing
+//!   that torch also needs its runtime dependencies (typing_extensions, sympy, …, and for PyPI's
+//!   CUDA builds NVIDIA's libraries), which are not pinned; `--python` gives an environment that
+//!   has them.
+//!
 //! `testshell` builds nothing: it needs the variant of build/ this torch loads and makes the
 //! kernel importable from it, both as the package (a `<package>` link on PYTHONPATH) and
 //! through `kernels` (`LOCAL_KERNELS=<repo-id>=DIR/build`, see the loader's local override).
@@ -12,7 +23,7 @@ use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::assemble::bundle;
-use crate::assemble::compiled::{HostToolchain, NativeCell};
+use crate::assemble::compiled::{HostToolchain, NativeCell, TorchFacts};
 use crate::config::{Backend, BuildConfig};
 
 /// Arguments of both shells.
@@ -24,9 +35,14 @@ pub struct Args {
     /// Kernel directory containing build.toml.
     pub dir: Utf8PathBuf,
     /// The Python environment whose torch the shell is for (e.g. `.venv/bin/python`); its bin
-    /// directory goes first on PATH.
+    /// directory goes first on PATH. Without it, a pinned cell's toolchain (`--variant`).
     #[arg(long, value_name = "PY")]
     pub python: Option<Utf8PathBuf>,
+    /// Without --python: the pinned bundle cell whose toolchain the shell gets (a CPU or CUDA
+    /// cell of a [torch] kernel, see `list-variants`); default: the CUDA cell of the newest
+    /// torch, else its CPU cell. Downloaded into the toolchain cache once, as a native build does.
+    #[arg(long, value_name = "VARIANT", conflicts_with = "python")]
+    pub variant: Option<String>,
     /// Run this command (and its arguments) instead of an interactive `$SHELL`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -45,24 +61,37 @@ pub fn run_test(args: Args) -> super::CmdResult {
 /// The toolchain of the shell: the interpreter and the compiled cell the host builds (none for
 /// a noarch kernel).
 struct Shell {
+    /// The directory put first on PATH for `python`: the environment's bin directory, or (a
+    /// pinned cell) a directory of links to the pins' CPython.
     python_bin: Utf8PathBuf,
+    /// The torch the shell is for (testshell picks the variant it loads).
+    torch: TorchFacts,
     /// The compiled cells the host builds with this Python, a CUDA one first (its tools,
     /// nvcc included, are the shell's).
     cells: Vec<NativeCell>,
+    /// A pinned cell's: PYTHONPATH entries (the unpacked wheels), `Torch_ROOT`, and what
+    /// must live as long as the shell (the link directory, the toolchain cache's in-use lock).
+    pinned: Option<Pinned>,
+}
+
+struct Pinned {
+    python_path: Vec<Utf8PathBuf>,
+    torch_root: Utf8PathBuf,
+    /// The pins' CPython, which `python` and `python3` link to.
+    python: Utf8PathBuf,
+    _links: tempfile::TempDir,
+    _store: crate::toolchain::store::Store,
 }
 
 fn run(args: Args, test: bool) -> super::CmdResult {
     super::require_dir(&args.dir)?;
     let which = if test { "testshell" } else { "devshell" };
-    let python = args.python.clone().with_context(|| {
-        format!(
-            "{which} needs --python PATH: the Python environment (with torch, kernels and pytest) whose toolchain the shell gets, e.g. `kernel-builder {which} {} --python .venv/bin/python`",
-            args.dir
-        )
-    })?;
     let loaded = super::load_config(&args.dir)?;
     let config = &loaded.config;
-    let shell = toolchain(config, &python)?;
+    let shell = match &args.python {
+        Some(python) => toolchain(config, python)?,
+        None => pinned_toolchain(config, &args.dir, args.variant.as_deref(), which)?,
+    };
     let mut env: Vec<(String, String)> = Vec::new();
     let mut path: Vec<Utf8PathBuf> = vec![shell.python_bin.clone()];
     if let Some(cell) = shell.cells.first() {
@@ -85,16 +114,27 @@ fn run(args: Args, test: bool) -> super::CmdResult {
         parts.extend(old.split(':').filter(|p| !p.is_empty() && !seen.contains(*p)).map(str::to_owned));
     }
     env.push(("PATH".into(), parts.join(":")));
+    let mut python_path: Vec<String> = Vec::new();
+    if let Some(p) = &shell.pinned {
+        python_path.extend(p.python_path.iter().map(|d| d.to_string()));
+        // CMake's `find_package(Torch)` looks under `<Torch_ROOT>/share/cmake/Torch/`.
+        env.push(("Torch_ROOT".into(), p.torch_root.to_string()));
+    }
 
     // testshell: the link directory lives (and is removed) with this process.
     let mut _links: Option<tempfile::TempDir> = None;
-    let mut summary = match shell.cells.first() {
-        Some(c) => format!("{which}: {} with the tools of cell {}", c.framework.describe(), c.variant),
-        None => format!("{which}: `{}` is noarch, the Python environment's tools only", config.general.name),
+    let mut summary = match (shell.cells.first(), &shell.pinned) {
+        (Some(c), Some(p)) => format!(
+            "{which}: the pinned toolchain of cell {} (torch {} unpacked on PYTHONPATH, `python` is {}; importing torch also needs its runtime dependencies, which are not pinned: --python gives an environment that has them)",
+            c.variant, shell.torch.version, p.python
+        ),
+        (Some(c), None) => format!("{which}: {} with the tools of cell {}", c.framework.describe(), c.variant),
+        (None, _) => format!("{which}: `{}` is noarch, the Python environment's tools only", config.general.name),
     };
     if test {
         let build = absolute(&args.dir.join("build"));
-        let variant = test_variant(&args.dir, &python, &shell.cells)?;
+        let python = args.python.clone().unwrap_or_else(|| shell.python_bin.join("python"));
+        let variant = test_variant(&args.dir, &python, &shell.torch, &shell.cells)?;
         let links = tempfile::Builder::new()
             .prefix("kernel-builder-testshell-")
             .tempdir()
@@ -104,7 +144,7 @@ fn run(args: Args, test: bool) -> super::CmdResult {
             .context("cannot link the variant into the temporary directory")?;
         let links_dir =
             Utf8Path::from_path(links.path()).context("the temporary directory's path is not UTF-8")?;
-        env.push(("PYTHONPATH".into(), join_var(links_dir.as_str(), &crate::env::PYTHONPATH)));
+        python_path.insert(0, links_dir.to_string());
         let repo =
             config.general.hub.repo_id.clone().unwrap_or_else(|| format!("local/{}", config.general.name));
         env.push(("LOCAL_KERNELS".into(), join_var(&format!("{repo}={build}"), &crate::env::LOCAL_KERNELS)));
@@ -112,6 +152,9 @@ fn run(args: Args, test: bool) -> super::CmdResult {
             "{summary}; `import {package}` loads build/{variant}, get_kernel(\"{repo}\") loads {build}"
         );
         _links = Some(links);
+    }
+    if !python_path.is_empty() {
+        env.push(("PYTHONPATH".into(), join_var(&python_path.join(":"), &crate::env::PYTHONPATH)));
     }
     let (program, rest) = match args.command.split_first() {
         Some((p, rest)) => (p.clone(), rest.to_vec()),
@@ -130,6 +173,7 @@ fn run(args: Args, test: bool) -> super::CmdResult {
         .envs(env)
         .status()
         .with_context(|| format!("cannot run `{program}`"))?;
+    drop(shell);
     Ok(match status.code() {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
         // Killed by a signal: exit as a shell reports it, 128 + signal.
@@ -159,14 +203,14 @@ fn absolute(p: &Utf8Path) -> Utf8PathBuf {
 /// nvcc); for a kernel with compiled backends none of which builds here, the reasons.
 fn toolchain(config: &BuildConfig, python: &Utf8Path) -> anyhow::Result<Shell> {
     let host = HostToolchain::new(python);
-    let facts = host.torch().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let facts = host.torch().map_err(|e| anyhow::anyhow!("{e}"))?.clone();
     // A path as given (a venv's `python` links outside the venv: keep the link's directory);
     // a bare name is the interpreter the probe ran.
     let interpreter = if python.as_str().contains('/') { absolute(python) } else { facts.executable.clone() };
     let python_bin =
         interpreter.parent().map(Utf8Path::to_owned).context("the interpreter has no directory")?;
     if bundle::compiled_backends(config).is_empty() {
-        return Ok(Shell { python_bin, cells: Vec::new() });
+        return Ok(Shell { python_bin, torch: facts, cells: Vec::new(), pinned: None });
     }
     let plan = bundle::plan(config, &host);
     let mut cells: Vec<NativeCell> = plan.variants.into_iter().filter_map(|v| v.cell.map(|c| *c)).collect();
@@ -180,15 +224,117 @@ fn toolchain(config: &BuildConfig, python: &Utf8Path) -> anyhow::Result<Shell> {
             reasons.join("\n")
         );
     }
-    Ok(Shell { python_bin, cells })
+    Ok(Shell { python_bin, torch: facts, cells, pinned: None })
+}
+
+/// The toolchain of one pinned bundle cell (`variant`, else the default of [`Args::variant`]),
+/// provisioned into the toolchain cache as `build-and-copy --nix never` does.
+fn pinned_toolchain(
+    config: &BuildConfig,
+    dir: &Utf8Path,
+    variant: Option<&str>,
+    which: &str,
+) -> anyhow::Result<Shell> {
+    let name = &config.general.name;
+    let mut cells: Vec<crate::matrix::Cell> = bundle::compiled_backends(config)
+        .into_iter()
+        .flat_map(|b| crate::toolchain::provision::pinned_cells(config, b))
+        .collect();
+    if cells.is_empty() {
+        anyhow::bail!(
+            "{which} needs --python PATH here: `{name}` has no cell built from pinned wheels (only a [torch] kernel's CPU and CUDA cells are); pass the Python environment (with torch, kernels and pytest) whose toolchain the shell gets, e.g. `kernel-builder {which} {dir} --python .venv/bin/python`"
+        );
+    }
+    // The default: CUDA first, then the newest torch.
+    let torch_key = |c: &crate::matrix::Cell| -> Vec<u64> {
+        c.torch_version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+    };
+    cells.sort_by(|a, b| {
+        (a.backend != Backend::Cuda).cmp(&(b.backend != Backend::Cuda)).then(torch_key(b).cmp(&torch_key(a)))
+    });
+    let cell = match variant {
+        Some(v) => cells.iter().find(|c| c.name == v).cloned().with_context(|| {
+            let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+            format!("`{v}` is not a pinned cell of `{name}` on this system; these are: {}", names.join(", "))
+        })?,
+        // The first whose torch wheel is pinned (else the first, which then says what to pin).
+        None => {
+            let pinned = |c: &&crate::matrix::Cell| {
+                let cuda = (c.backend == Backend::Cuda).then_some(c.backend_version.as_deref()).flatten();
+                crate::toolchain::pins::pins()
+                    .cell(&c.torch_version, cuda, &c.system)
+                    .is_ok_and(|p| p.torch.resolved().is_ok())
+            };
+            cells.iter().find(pinned).unwrap_or(&cells[0]).clone()
+        }
+    };
+    let store = crate::toolchain::store::Store::user(crate::toolchain::store::FetchOptions {
+        progress: true,
+        ..Default::default()
+    })?;
+    let host = HostToolchain::new("python3");
+    let plan = bundle::pinned_plan(config, std::slice::from_ref(&cell.name), &host, &store);
+    let Some(native) = plan.variants.into_iter().filter_map(|v| v.cell).find(|c| c.variant == cell.name)
+    else {
+        let why = plan
+            .skipped
+            .iter()
+            .find(|s| s.variant.as_deref() == Some(&cell.name))
+            .map(|s| s.reason.clone())
+            .unwrap_or_else(|| "it was not planned".into());
+        anyhow::bail!("the pinned toolchain of `{}` cannot be had: {why}", cell.name);
+    };
+    let torch = native.framework.torch().cloned().context("a pinned cell is a torch cell")?;
+    let python = pins_python()?;
+    let links = tempfile::Builder::new()
+        .prefix("kernel-builder-devshell-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    for link in ["python", "python3"] {
+        std::os::unix::fs::symlink(&python, links.path().join(link))
+            .with_context(|| format!("cannot link `{python}` into the temporary directory"))?;
+    }
+    let python_bin =
+        Utf8Path::from_path(links.path()).context("the temporary directory's path is not UTF-8")?.to_owned();
+    let tree = torch.torch_dir.parent().map(Utf8Path::to_owned).context("torch's directory has no parent")?;
+    let mut python_path = vec![tree.clone()];
+    if torch.purelib != tree {
+        python_path.push(torch.purelib.clone());
+    }
+    let pinned =
+        Pinned { python_path, torch_root: torch.torch_dir.clone(), python, _links: links, _store: store };
+    Ok(Shell { python_bin, torch, cells: vec![*native], pinned: Some(pinned) })
+}
+
+/// The CPython the pinned torch wheels are built for (`python3.13`), from PATH: the path of
+/// the interpreter it runs (a pyenv shim resolves to the real one).
+fn pins_python() -> anyhow::Result<Utf8PathBuf> {
+    let version = &crate::toolchain::pins::pins().python;
+    let program = format!("python{version}");
+    let out = duct::cmd!(&program, "-c", "import sys; print(sys.executable)")
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run();
+    match out {
+        Ok(o) if o.status.success() => {
+            Ok(Utf8PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_owned()))
+        }
+        _ => anyhow::bail!(
+            "the pinned torch wheels are for CPython {version}, and `{program}` does not run here; install CPython {version} (or put it on PATH), or pass --python PATH"
+        ),
+    }
 }
 
 /// The variant directory of `dir/build` that this torch loads: a compiled cell's (CUDA first),
 /// else the noarch one of torch's device (CUDA, XPU) or CPU, else `torch-universal`.
-fn test_variant(dir: &Utf8Path, python: &Utf8Path, cells: &[NativeCell]) -> anyhow::Result<String> {
+fn test_variant(
+    dir: &Utf8Path,
+    python: &Utf8Path,
+    facts: &TorchFacts,
+    cells: &[NativeCell],
+) -> anyhow::Result<String> {
     let build = dir.join("build");
-    let host = HostToolchain::new(python);
-    let facts = host.torch().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut wanted: Vec<String> = cells.iter().map(|c| c.variant.clone()).collect();
     if facts.cuda.is_some() {
         wanted.push("torch-cuda".into());

@@ -57,12 +57,15 @@ fn devshell_puts_the_cells_tools_on_path_and_passes_the_exit_status_on() {
     let (code, _, _) = run(&["devshell", relu, "--python", py, "--", "sh", "-c", "exit 7"]);
     assert_eq!(code, Some(7));
 
-    let (code, out, err) = run(&["devshell", relu, "--", "true"]);
+    // Without --python, a kernel with no pinned cell (noarch, stable-ABI, tvm-ffi) needs it.
+    let silu = repo().join("kernels/silu-and-mul");
+    let silu = silu.to_str().unwrap();
+    let (code, out, err) = run(&["devshell", silu, "--", "true"]);
     assert_eq!(code, Some(1));
     assert_eq!(out, "");
     assert_eq!(
         err,
-        format!("error: devshell needs --python PATH: the Python environment (with torch, kernels and pytest) whose toolchain the shell gets, e.g. `kernel-builder devshell {relu} --python .venv/bin/python`\n")
+        format!("error: devshell needs --python PATH here: `silu-and-mul` has no cell built from pinned wheels (only a [torch] kernel's CPU and CUDA cells are); pass the Python environment (with torch, kernels and pytest) whose toolchain the shell gets, e.g. `kernel-builder devshell {silu} --python .venv/bin/python`\n")
     );
 }
 
@@ -134,4 +137,85 @@ fn testshell_needs_a_built_variant_and_makes_it_importable() {
     let (code, out, err) = testshell_python(d, py, "import os, torch; from kernels import get_kernel; print(os.environ['LOCAL_KERNELS']); k = get_kernel('local/relu', version=1, backend='cpu'); print(k.relu(torch.tensor([-3.0, 4.0])).tolist())");
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(out, format!("local/relu={}\n[0.0, 4.0]\n", Path::new(d).join("build").display()));
+}
+
+/// A `python3.13` (the CPython of the pinned torch wheels) for PATH: the directory of a link
+/// to the interpreter that `python3.13` (or pyenv's 3.13) runs; `None` when there is none.
+fn python313_dir(tmp: &Path) -> Option<PathBuf> {
+    let probe = |env: &[(&str, &str)]| {
+        let out = std::process::Command::new("python3.13")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .envs(env.iter().copied())
+            .output()
+            .ok()?;
+        out.status.success().then(|| String::from_utf8(out.stdout).unwrap().trim().to_owned())
+    };
+    let exe = probe(&[]).or_else(|| probe(&[("PYENV_VERSION", "3.13.0")]))?;
+    let dir = tmp.join("py313");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(exe, dir.join("python3.13")).unwrap();
+    Some(dir)
+}
+
+/// devshell without --python: the pinned CPU cell named by --variant, its toolchain from the
+/// toolchain cache the tests share (`target/tmp/toolchain-cache`, as tests/it/pinned.rs): the
+/// pins' CPython as `python`, seeing that cell's torch wheel (its metadata: importing it also
+/// needs torch's runtime dependencies, which are not pinned), CMake and Ninja from their pinned
+/// wheels, and `Torch_ROOT` where CMake finds TorchConfig.cmake. A variant that is not a pinned
+/// cell is refused with the ones that are.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn devshell_without_python_gives_the_pinned_cells_toolchain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(py313) = python313_dir(tmp.path()) else {
+        eprintln!("SKIPPED: no python3.13 here (the CPython of the pinned torch wheels)");
+        return;
+    };
+    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("toolchain-cache");
+    let path = format!("{}:{}", py313.display(), std::env::var("PATH").unwrap());
+    let relu = repo().join("kernels/relu");
+    let relu = relu.to_str().unwrap();
+    let script = "python -c 'import sys, importlib.metadata as m; print(\"%d.%d\" % sys.version_info[:2], m.version(\"torch\"))'; \
+                  command -v cmake; command -v ninja; test -f \"$Torch_ROOT/share/cmake/Torch/TorchConfig.cmake\" && echo config ok";
+    for (torch, variant) in
+        [("2.14.0", "torch214-cxx11-cpu-x86_64-linux"), ("2.15.0", "torch215-cxx11-cpu-x86_64-linux")]
+    {
+        let out = kb()
+            .args(["devshell", relu, "--variant", variant, "--", "sh", "-c", script])
+            .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let (stdout, stderr) =
+            (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 4, "{stdout}");
+        assert_eq!(lines[0], format!("3.13 {torch}"));
+        for (line, tool) in lines[1..3].iter().zip(["cmake", "ninja"]) {
+            assert!(
+                line.starts_with(cache.to_str().unwrap()) && line.ends_with(&format!("/{tool}")),
+                "{line}"
+            );
+        }
+        assert_eq!(lines[3], "config ok");
+        assert!(
+            stderr.starts_with(&format!(
+                "devshell: the pinned toolchain of cell {variant} (torch {torch}+cu13"
+            )),
+            "{stderr}"
+        );
+    }
+
+    let out = kb()
+        .args(["devshell", relu, "--variant", "torch214-cxx11-cpu-aarch64-linux", "--", "true"])
+        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr,
+        "error: `torch214-cxx11-cpu-aarch64-linux` is not a pinned cell of `relu` on this system; these are: torch215-cxx11-cu132-x86_64-linux, torch214-cxx11-cu126-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch214-cxx11-cu132-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch214-cxx11-cpu-x86_64-linux\n"
+    );
 }
