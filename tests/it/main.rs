@@ -22,6 +22,7 @@ mod matrix_user_reports;
 mod nix;
 mod nix_cache;
 mod nix_compiled;
+mod nix_kernel_deps;
 mod nix_remote;
 mod parity;
 mod pinned;

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
 /// The token the tests use; no output may contain it.
-const SECRET: &str = "secret-hf_TestTokenValue0123456789";
+pub(crate) const SECRET: &str = "secret-hf_TestTokenValue0123456789";
 
 const BUILD_TOML: &str = r#"[general]
 name = "relu"
@@ -55,13 +55,13 @@ fn fixture(dir: &Path, build_toml: &str) {
 }
 
 /// The local Hub test server, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Server {
-    fn start() -> Server {
+    pub(crate) fn start() -> Server {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hub_server/server.py");
         let mut child = std::process::Command::new("python3")
             .arg(&script)
@@ -80,7 +80,7 @@ impl Server {
         Server { child, url: format!("http://127.0.0.1:{port}") }
     }
 
-    fn get(&self, path: &str) -> Value {
+    pub(crate) fn get(&self, path: &str) -> Value {
         let mut resp = ureq::get(&format!("{}{path}", self.url)).call().unwrap();
         serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
     }
