@@ -348,7 +348,7 @@ pub fn run(args: Args) -> super::CmdResult {
     if use_nix {
         let mut nix_args = crate::nixdrv::builders::prepare(args.builders.as_deref())?;
         nix_args.extend(args.nix_args.iter().cloned());
-        let paths = crate::nixdrv::build_and_copy(&dir, &args.variants, &nix_args)?;
+        let paths = crate::nixdrv::build_and_copy(&dir, &args.variants, &nix_args, args.json)?;
         if args.json {
             let variants: Vec<serde_json::Value> = paths
                 .iter()

@@ -81,6 +81,7 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         dry_run: flags.dry_run,
         force: flags.force,
         private: flags.private,
+        progress: !flags.json,
     };
     let prepared = hub::prepare(&opts)?;
     for w in &prepared.warnings {

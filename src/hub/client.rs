@@ -193,7 +193,8 @@ enum Body<'a> {
     Empty,
     Json(serde_json::Value),
     Raw(&'a [u8], &'a str),
-    File(&'a Utf8Path),
+    /// A file, and the byte bar its reads advance (from the position given, on every attempt).
+    File(&'a Utf8Path, Option<(&'a indicatif::ProgressBar, u64)>),
 }
 
 /// A connection to one Hub endpoint, with or without a token. `Debug` never shows the token.
@@ -545,11 +546,22 @@ impl HubClient {
                 .body(bytes)
                 .map_err(|e| local(e.to_string()))
                 .and_then(|r| self.run(r, bytes.len() as u64).map_err(transport)),
-            Body::File(path) => {
+            Body::File(path, None) => {
                 let file = crate::fsutil::open_regular(path).map_err(|e| local(format!("{e:#}")))?;
                 let n = file.metadata().map(|m| m.len()).unwrap_or(0);
                 builder
                     .body(file)
+                    .map_err(|e| local(e.to_string()))
+                    .and_then(|r| self.run(r, n).map_err(transport))
+            }
+            Body::File(path, Some((bar, from))) => {
+                let file = crate::fsutil::open_regular(path).map_err(|e| local(format!("{e:#}")))?;
+                let n = file.metadata().map(|m| m.len()).unwrap_or(0);
+                bar.set_position(from);
+                // A reader has no size of its own: the length goes in the header.
+                builder
+                    .header("Content-Length", n)
+                    .body(ureq::SendBody::from_owned_reader(bar.wrap_read(file)))
                     .map_err(|e| local(e.to_string()))
                     .and_then(|r| self.run(r, n).map_err(transport))
             }
@@ -748,8 +760,14 @@ impl HubClient {
         Ok(answer.objects)
     }
 
-    /// PUT the file at `path` to an LFS upload action (its headers only, no token).
-    pub fn lfs_put(&self, action: &LfsAction, path: &Utf8Path) -> Result<(), HubError> {
+    /// PUT the file at `path` to an LFS upload action (its headers only, no token), advancing
+    /// `progress` (a byte bar) as it is read.
+    pub fn lfs_put(
+        &self,
+        action: &LfsAction,
+        path: &Utf8Path,
+        progress: Option<&indicatif::ProgressBar>,
+    ) -> Result<(), HubError> {
         let headers: Vec<(&str, &str)> = action
             .header
             .iter()
@@ -758,7 +776,13 @@ impl HubClient {
             .collect();
         self.send(Call {
             auth: false,
-            ..Call::new("PUT", &action.href, Body::File(path), Answer::Small).headers(&headers)
+            ..Call::new(
+                "PUT",
+                &action.href,
+                Body::File(path, progress.map(|b| (b, b.position()))),
+                Answer::Small,
+            )
+            .headers(&headers)
         })?;
         Ok(())
     }

@@ -48,6 +48,8 @@ pub struct UploadOptions {
     pub force: bool,
     /// Create the repository as private when it does not exist.
     pub private: bool,
+    /// Draw a byte bar of what is sent on stderr (only when it is a terminal).
+    pub progress: bool,
 }
 
 /// Everything checked locally: where to upload and what.
@@ -566,6 +568,27 @@ fn apply_preupload(
     Ok(())
 }
 
+/// A byte bar on stderr for what one commit sends, drawn only with `progress` and a terminal.
+fn byte_bar(progress: bool, total: u64) -> indicatif::ProgressBar {
+    let target = if progress {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(Some(total), target);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} {elapsed} [{bytes}/{total_bytes}] {binary_bytes_per_sec} upload: {wide_msg}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// A line on stderr that the byte bar (when drawn) makes room for.
+fn say(bar: &indicatif::ProgressBar, line: &str) {
+    bar.suspend(|| crate::printer::stderr!("{line}"));
+}
+
 /// Upload the LFS content of the plan's files and commit; returns the commit answer (none
 /// when there was nothing to commit) and the bytes sent.
 #[allow(clippy::too_many_arguments)]
@@ -577,10 +600,21 @@ fn commit_rev(
     files: &[LocalFile],
     plan: &RevPlan,
     summary: &str,
-    create_pr: bool,
+    opts: &UploadOptions,
 ) -> anyhow::Result<(Option<super::client::CommitAnswer>, u64)> {
+    let create_pr = opts.create_pr;
     let mut ops = Vec::new();
     let mut bytes = 0u64;
+    // The bar counts the LFS uploads' bytes (added below) and the commit's inline files.
+    let inline: u64 = plan
+        .changes
+        .iter()
+        .filter_map(|c| match (c.action, c.local) {
+            (Action::Add | Action::Update, Some(i)) if !plan.lfs[i] => Some(files[i].size),
+            _ => None,
+        })
+        .sum();
+    let bar = byte_bar(opts.progress, inline);
     let mut lfs_objects: BTreeMap<String, usize> = BTreeMap::new();
     for c in &plan.changes {
         match (c.action, c.local) {
@@ -594,8 +628,15 @@ fn commit_rev(
         let objects: Vec<(String, u64)> =
             lfs_objects.iter().map(|(oid, &i)| (oid.clone(), files[i].size)).collect();
         let answers = client.lfs_batch(repo_id, rev, &objects)?;
-        let to_send =
-            answers.iter().filter(|o| o.actions.as_ref().is_some_and(|a| a.upload.is_some())).count();
+        let uploads = |o: &&super::client::LfsObject| o.actions.as_ref().is_some_and(|a| a.upload.is_some());
+        let to_send = answers.iter().filter(uploads).count();
+        bar.inc_length(
+            answers
+                .iter()
+                .filter(uploads)
+                .filter_map(|o| lfs_objects.get(&o.oid).map(|&i| files[i].size))
+                .sum(),
+        );
         let mut sent = 0;
         for obj in &answers {
             let Some(&i) = lfs_objects.get(&obj.oid) else {
@@ -620,12 +661,16 @@ fn commit_rev(
                     f.repo_path
                 );
                 sent += 1;
-                crate::printer::stderr!(
-                    "sending {} ({} bytes, LFS object {sent} of {to_send}) …",
-                    f.repo_path,
-                    crate::config::diagnostics::thousands(f.size as usize)
+                say(
+                    &bar,
+                    &format!(
+                        "sending {} ({} bytes, LFS object {sent} of {to_send}) …",
+                        f.repo_path,
+                        crate::config::diagnostics::thousands(f.size as usize)
+                    ),
                 );
-                client.lfs_put(up, &f.disk_path)?;
+                bar.set_message(format!("sending {}", f.repo_path));
+                client.lfs_put(up, &f.disk_path, Some(&bar))?;
                 bytes += f.size;
             }
             if let Some(verify) = &actions.verify {
@@ -667,10 +712,17 @@ fn commit_rev(
         }
     }
     if ops.is_empty() {
+        bar.finish_and_clear();
         return Ok((None, 0));
     }
-    crate::printer::stderr!("committing {} operation(s) to `{rev}` …", ops.len());
-    let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr).map_err(|e| {
+    say(&bar, &format!("committing {} operation(s) to `{rev}` …", ops.len()));
+    bar.set_message(format!("committing to `{rev}`"));
+    let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr);
+    if answer.is_ok() {
+        bar.inc(inline);
+    }
+    bar.finish_and_clear();
+    let answer = answer.map_err(|e| {
         let what = if e.status == Some(412) {
             format!(
                 "`{rev}` changed while uploading (another commit landed first), so this \
@@ -893,7 +945,7 @@ fn upload_into(
     let summary =
         format!("Upload {} with kernel-builder {}", prepared.variants.join(", "), env!("CARGO_PKG_VERSION"));
     let (answer, bytes) =
-        commit_rev(&client, repo, branch, Some(&parent), &prepared.files, &p, &summary, opts.create_pr)?;
+        commit_rev(&client, repo, branch, Some(&parent), &prepared.files, &p, &summary, opts)?;
     outcome.bytes_sent += bytes;
     let mut committed = false;
     if let Some(a) = answer {
@@ -938,7 +990,7 @@ fn upload_into(
             &card,
             &p,
             "Update README.md from the kernel card (kernel-builder)",
-            opts.create_pr,
+            opts,
         )?;
         outcome.bytes_sent += bytes;
         if let Some(a) = answer {

@@ -113,9 +113,9 @@ pub fn push(
     }
     let dir = kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
     let variants = flake_variants(&dir, &super::eval_flags(&extra))?;
-    let mut paths = super::build(&dir, &[], &extra)?;
+    let mut paths = super::build(&dir, &[], &extra, false)?;
     if !variants.is_empty() {
-        paths.extend(super::build(&dir, &variants, &extra)?);
+        paths.extend(super::build(&dir, &variants, &extra, false)?);
     }
     let mut sign: Vec<String> =
         vec!["store".into(), "sign".into(), "--recursive".into(), "--key-file".into(), key_file.to_string()];
@@ -362,7 +362,7 @@ pub fn pull(
     // `--max-jobs 0`: should the cache change between the check and the build, Nix fails
     // instead of building.
     extra.extend(["--max-jobs".into(), "0".into()]);
-    let variants = super::build_and_copy(&dir, &[], &extra)?;
+    let variants = super::build_and_copy(&dir, &[], &extra, false)?;
     Ok(Pulled { variants, bundle: bundle_out.to_owned(), fetched: copied })
 }
 

@@ -15,6 +15,7 @@
 pub mod builders;
 pub mod cache;
 pub mod jobs;
+mod progress;
 
 use anyhow::{bail, Context};
 use camino::{Utf8Path, Utf8PathBuf};
@@ -162,7 +163,8 @@ pub(crate) const NO_WRITE_LOCK: &str = "--no-write-lock-file";
 /// executable when it is static), so a machine without nixpkgs builds offline. Afterwards
 /// each built variant directory replaces `build/<variant>` atomically (other entries of
 /// `build/` are left alone); the copies are writable, and `build/hashes.json` records them as
-/// a native build does.
+/// a native build does. Nix's log goes to stderr as it comes, with a progress line under it on
+/// a terminal; `quiet` (`--json`) shows neither (the log is still in the error).
 ///
 /// Returns the paths of the variant directories written.
 ///
@@ -172,8 +174,9 @@ pub fn build_and_copy(
     kernel_dir: &Utf8Path,
     variants: &[String],
     extra_args: &[String],
+    quiet: bool,
 ) -> anyhow::Result<Vec<Utf8PathBuf>> {
-    let outputs = build(kernel_dir, variants, extra_args)?;
+    let outputs = build(kernel_dir, variants, extra_args, quiet)?;
     // `build` linked out of the kernel would make the copy write there.
     let dest = crate::fsutil::inside(kernel_dir, Utf8Path::new("build"))?;
     let mut copied = Vec::new();
@@ -208,6 +211,7 @@ pub fn build(
     kernel_dir: &Utf8Path,
     variants: &[String],
     extra_args: &[String],
+    quiet: bool,
 ) -> anyhow::Result<Vec<Utf8PathBuf>> {
     let version = nix_version()?;
     require_sandbox(&sandbox_setting()?)?;
@@ -237,7 +241,8 @@ pub fn build(
     args.extend(extra_args.iter().cloned());
     let nix = nix_program();
     // Nix's progress and build log (`-L`) go to stderr as they come, so a long build is not
-    // silent; the JSON result goes to a file, and the last lines are kept for the error.
+    // silent (with a progress line under them on a terminal; nothing with `quiet`); the JSON
+    // result goes to a file, and the last lines are kept for the error.
     let json =
         tempfile::NamedTempFile::new().context("cannot create a temporary file for `nix build --json`")?;
     // Interrupted (Ctrl-C, SIGTERM, SIGHUP): `nix build` is stopped, this file removed, and the
@@ -255,17 +260,18 @@ pub fn build(
     let mut kept: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let mut seen = 0usize;
     {
-        use std::io::{BufRead, Write};
-        let mut stderr = std::io::stderr();
+        use std::io::BufRead;
+        let mut shown = progress::NixProgress::new(quiet);
         for line in std::io::BufReader::new(&reader).split(b'\n') {
             let line = String::from_utf8_lossy(&line.context("cannot read Nix's output")?).into_owned();
-            let _ = writeln!(stderr, "{line}");
+            shown.line(&line);
             seen += 1;
             kept.push_back(line);
             if kept.len() > KEPT_LOG_LINES {
                 kept.pop_front();
             }
         }
+        shown.finish();
     }
     let status = reader
         .try_wait()

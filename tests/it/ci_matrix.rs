@@ -529,6 +529,7 @@ echo "shim: unexpected nix $*" >&2; exit 1
         dry_run: true,
         force: false,
         private: false,
+        progress: false,
     })
     .unwrap();
     assert_eq!(prepared.variants, ["torch-cuda", "torch-rocm", "torch-xpu"]);

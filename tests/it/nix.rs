@@ -38,7 +38,13 @@ pub(crate) fn stub_nixpkgs() -> String {
 
 /// Run `nix ARGS` in `cwd`, capturing both streams; never fails on Nix's exit status.
 fn nix_output(cwd: &Path, args: &[&str]) -> std::process::Output {
-    duct::cmd("nix", args)
+    nix_output_env(cwd, args, &[])
+}
+
+/// [`nix_output`] with the variables `env` set as well.
+pub(crate) fn nix_output_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    env.iter()
+        .fold(duct::cmd("nix", args), |c, (k, v)| c.env(k, v))
         .dir(cwd)
         .stdout_capture()
         .stderr_capture()
@@ -48,7 +54,7 @@ fn nix_output(cwd: &Path, args: &[&str]) -> std::process::Output {
 }
 
 /// Run `nix ARGS` in `cwd`; returns stdout, panics with Nix's stderr on failure.
-fn nix(cwd: &Path, args: &[&str]) -> String {
+pub(crate) fn nix(cwd: &Path, args: &[&str]) -> String {
     let out = nix_output(cwd, args);
     assert!(out.status.success(), "nix {} failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
@@ -101,7 +107,7 @@ pub(crate) fn override_orchestrator() -> Vec<String> {
 /// commit the lock. Nix 2.8 gives a flake its `rev` (recorded as the kernel commit) only when
 /// the tree is clean and the lock needs no change: an `--override-input` or a missing lock
 /// drops it. A real kernel repository commits its flake.lock the same way.
-fn commit_orchestrator_lock(r: &Path, kernel_rel: &str) {
+pub(crate) fn commit_orchestrator_lock(r: &Path, kernel_rel: &str) {
     let mut args: Vec<String> = vec!["flake".into(), "lock".into()];
     args.extend(override_orchestrator().into_iter().filter(|a| a != "--no-write-lock-file"));
     nix(&r.join(kernel_rel), &args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -325,10 +331,14 @@ fn bad_build_toml_fails_the_cell_with_check_config_diagnostics() {
         .output()
         .unwrap();
     assert_eq!(native.status.code(), Some(1));
-    let err =
-        kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
-            .unwrap_err()
-            .to_string();
+    let err = kernel_builder::nixdrv::build(
+        Utf8Path::from_path(&kernel).unwrap(),
+        &[],
+        &override_orchestrator(),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("licence"), "{err}");
     assert!(err.contains("Nix's build log"), "{err}");
 }
@@ -599,6 +609,7 @@ fn unknown_variant_is_refused_with_the_kernels_variants() {
         Utf8Path::from_path(&kernel).unwrap(),
         &["torch-metal".to_owned()],
         &override_orchestrator(),
+        false,
     )
     .unwrap_err()
     .to_string();
@@ -683,10 +694,14 @@ fn untracked_files_are_reported_before_nix_runs() {
     assert!(!kernel.join("build/torch-cuda/new_op.py").exists());
 
     git(&r, &["rm", "-q", "--cached", &format!("{FIXTURE}/build.toml")]);
-    let err =
-        kernel_builder::nixdrv::build(Utf8Path::from_path(&kernel).unwrap(), &[], &override_orchestrator())
-            .unwrap_err()
-            .to_string();
+    let err = kernel_builder::nixdrv::build(
+        Utf8Path::from_path(&kernel).unwrap(),
+        &[],
+        &override_orchestrator(),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("build.toml in ") && err.contains("is not tracked by git"), "{err}");
 }
 
@@ -831,4 +846,56 @@ fn readme_offline_recipe_runs_as_written() {
         assert!(kernel.join("result").join(v).join("metadata.json").is_file(), "nix build made no {v}");
         assert!(kernel.join("build").join(v).join("metadata.json").is_file(), "nix run made no build/{v}");
     }
+}
+
+/// `build-and-copy` through Nix, run three times on new sources (so Nix builds each time):
+/// outside a terminal Nix's log comes as it is, with no progress line; with `--json` nothing of
+/// it; in a terminal (a pty from `script`) the progress line is drawn under the log.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn nix_build_progress_only_on_a_terminal_and_nothing_with_json() {
+    let (_t, r) = clean_repo_with(FIXTURE);
+    commit_orchestrator_lock(&r, FIXTURE);
+    let kernel = r.join(FIXTURE);
+    let k = kernel.to_str().unwrap();
+    let orch = orchestrator();
+    let touch = |n: u32| {
+        let init = kernel.join("torch-ext/nix_fixture/__init__.py");
+        let text = fs::read_to_string(&init).unwrap();
+        fs::write(&init, format!("{text}# build {n}\n")).unwrap();
+        git(&r, &["commit", "-q", "-am", "new sources"]);
+    };
+    let run = |json: bool| {
+        let mut cmd = crate::util::kb();
+        cmd.args(["build-and-copy", k, "--nix", "always"]).env("KERNEL_BUILDER_ORCHESTRATOR", &orch);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stderr).unwrap()
+    };
+
+    touch(1);
+    let plain = run(false);
+    assert!(plain.lines().any(|l| l.starts_with("building '/nix/store/")), "{plain}");
+    assert!(!plain.contains("nix build: "), "{plain}");
+
+    touch(2);
+    let json = run(true);
+    assert!(!json.contains("building '"), "{json}");
+    assert!(!json.contains("nix build: "), "{json}");
+
+    touch(3);
+    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("{} build-and-copy {k} --nix always", exe.display()), "/dev/null"])
+        .env("KERNEL_BUILDER_ORCHESTRATOR", &orch)
+        .env("TERM", "xterm")
+        .output()
+        .expect("script (util-linux) runs the build in a pty");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(tty.contains("nix build: evaluating"), "{tty}");
+    assert!(tty.contains("building '/nix/store/"), "{tty}");
 }

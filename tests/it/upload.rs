@@ -1441,3 +1441,34 @@ fn a_token_file_that_is_a_fifo_is_refused() {
     );
     assert_eq!(env.server.stats()["requests"], json!({}), "nothing was sent");
 }
+
+/// Outside a terminal (every other test here) the upload draws no byte bar; in a terminal (a
+/// pty from `script`) it does, above which the `sending …` lines still come.
+#[test]
+fn upload_draws_a_byte_bar_on_a_terminal_only() {
+    let env = Env::new();
+    let dir = env.kernel("k", &[]);
+    let r = env.upload_ok(&dir, &[]);
+    assert!(r.stderr.contains("sending build/torch-") && !r.stderr.contains("upload: "), "{}", r.stderr);
+
+    fs::write(dir.join("torch-ext/relu/table.bin"), table_bin(9)).unwrap();
+    env.build(&dir, &[]);
+    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let mut script = std::process::Command::new("script");
+    for v in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
+        script.env_remove(v);
+    }
+    let out = script
+        .args(["-qec", &format!("{} upload {}", exe.display(), dir.display()), "/dev/null"])
+        .env("HF_ENDPOINT", &env.server.url)
+        .env("HF_HOME", env.root.join("hf"))
+        .env("HF_TOKEN", SECRET)
+        .env("TERM", "xterm")
+        .output()
+        .expect("script (util-linux) runs the upload in a pty");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(!tty.contains(SECRET));
+    assert!(tty.contains("sending build/torch-"), "{tty}");
+    assert!(tty.contains("upload: sending build/torch-"), "{tty}");
+}
