@@ -16,6 +16,18 @@ macro_rules! stderr {
 }
 pub(crate) use stderr;
 
+/// A progress bar (or, without a length, a spinner) on stderr in the indicatif `template`,
+/// drawn only when `draw` and stderr is a terminal; otherwise hidden, and every update a no-op.
+pub fn bar(draw: bool, len: Option<u64>, template: &str) -> indicatif::ProgressBar {
+    let target =
+        if draw { indicatif::ProgressDrawTarget::stderr() } else { indicatif::ProgressDrawTarget::hidden() };
+    let bar = indicatif::ProgressBar::with_draw_target(len, target);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
 #[cfg(test)]
 mod tests {
     /// Modules allowed to print: this one, the CLI, and the binary.

@@ -570,18 +570,11 @@ fn apply_preupload(
 
 /// A byte bar on stderr for what one commit sends, drawn only with `progress` and a terminal.
 fn byte_bar(progress: bool, total: u64) -> indicatif::ProgressBar {
-    let target = if progress {
-        indicatif::ProgressDrawTarget::stderr()
-    } else {
-        indicatif::ProgressDrawTarget::hidden()
-    };
-    let bar = indicatif::ProgressBar::with_draw_target(Some(total), target);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
+    crate::printer::bar(
+        progress,
+        Some(total),
         "{spinner} {elapsed} [{bytes}/{total_bytes}] {binary_bytes_per_sec} upload: {wide_msg}",
-    ) {
-        bar.set_style(style);
-    }
-    bar
+    )
 }
 
 /// A line on stderr that the byte bar (when drawn) makes room for.

@@ -15,15 +15,7 @@ pub(super) struct NixProgress {
 impl NixProgress {
     /// Drawn only when stderr is a terminal and not `quiet`.
     pub(super) fn new(quiet: bool) -> NixProgress {
-        let target = if quiet {
-            indicatif::ProgressDrawTarget::hidden()
-        } else {
-            indicatif::ProgressDrawTarget::stderr()
-        };
-        let bar = indicatif::ProgressBar::with_draw_target(None, target);
-        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {wide_msg}") {
-            bar.set_style(style);
-        }
+        let bar = crate::printer::bar(!quiet, None, "{spinner} {elapsed} {wide_msg}");
         if !bar.is_hidden() {
             bar.set_message("nix build: evaluating");
             bar.enable_steady_tick(std::time::Duration::from_millis(200));

@@ -233,7 +233,6 @@ impl Store {
         total: u64,
         name: &str,
     ) -> anyhow::Result<String> {
-        use std::io::IsTerminal;
         let mut out = std::fs::OpenOptions::new()
             .create(true)
             .append(append)
@@ -242,17 +241,11 @@ impl Store {
             .open(part)
             .with_context(|| format!("cannot write `{part}`"))?;
         let start = if append { out.metadata().map(|m| m.len()).unwrap_or(0) } else { 0 };
-        let target = if self.options.progress && std::io::stderr().is_terminal() {
-            indicatif::ProgressDrawTarget::stderr()
-        } else {
-            indicatif::ProgressDrawTarget::hidden()
-        };
-        let bar = indicatif::ProgressBar::with_draw_target(Some(total), target);
-        if let Ok(s) = indicatif::ProgressStyle::with_template(
+        let bar = crate::printer::bar(
+            self.options.progress,
+            Some(total),
             "{msg} {bytes}/{total_bytes} {binary_bytes_per_sec} {wide_bar} {eta}",
-        ) {
-            bar.set_style(s);
-        }
+        );
         bar.set_message(name.to_owned());
         bar.set_position(start);
         let mut buf = vec![0u8; 1 << 20];

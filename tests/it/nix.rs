@@ -19,6 +19,14 @@ pub(crate) use super::util::{copy_dir, git, repo};
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const FIXTURE: &str = "tests/fixtures/nix-kernel";
 
+/// The error of `nixdrv::build` of the kernel flake at `kernel` (its bundle, the static
+/// orchestrator), as text; panics when the build succeeds.
+fn nix_build_error(kernel: &Path) -> String {
+    kernel_builder::nixdrv::build(Utf8Path::from_path(kernel).unwrap(), &[], &override_orchestrator(), false)
+        .unwrap_err()
+        .to_string()
+}
+
 /// The static orchestrator directory (holds `bin/kernel-builder`).
 pub(crate) fn orchestrator() -> PathBuf {
     let dir = std::env::var_os("KERNEL_BUILDER_ORCHESTRATOR")
@@ -331,14 +339,7 @@ fn bad_build_toml_fails_the_cell_with_check_config_diagnostics() {
         .output()
         .unwrap();
     assert_eq!(native.status.code(), Some(1));
-    let err = kernel_builder::nixdrv::build(
-        Utf8Path::from_path(&kernel).unwrap(),
-        &[],
-        &override_orchestrator(),
-        false,
-    )
-    .unwrap_err()
-    .to_string();
+    let err = nix_build_error(&kernel);
     assert!(err.contains("licence"), "{err}");
     assert!(err.contains("Nix's build log"), "{err}");
 }
@@ -694,14 +695,7 @@ fn untracked_files_are_reported_before_nix_runs() {
     assert!(!kernel.join("build/torch-cuda/new_op.py").exists());
 
     git(&r, &["rm", "-q", "--cached", &format!("{FIXTURE}/build.toml")]);
-    let err = kernel_builder::nixdrv::build(
-        Utf8Path::from_path(&kernel).unwrap(),
-        &[],
-        &override_orchestrator(),
-        false,
-    )
-    .unwrap_err()
-    .to_string();
+    let err = nix_build_error(&kernel);
     assert!(err.contains("build.toml in ") && err.contains("is not tracked by git"), "{err}");
 }
 
@@ -848,7 +842,7 @@ fn readme_offline_recipe_runs_as_written() {
     }
 }
 
-/// `build-and-copy` through Nix, run three times on new sources (so Nix builds each time):
+/// `build-and-copy` through Nix, run three times on sources new to the store (so Nix builds):
 /// outside a terminal Nix's log comes as it is, with no progress line; with `--json` nothing of
 /// it; in a terminal (a pty from `script`) the progress line is drawn under the log.
 #[test]
@@ -859,10 +853,12 @@ fn nix_build_progress_only_on_a_terminal_and_nothing_with_json() {
     let kernel = r.join(FIXTURE);
     let k = kernel.to_str().unwrap();
     let orch = orchestrator();
+    // New bytes on every run of this test too, or Nix finds the cells in the store and says nothing.
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     let touch = |n: u32| {
         let init = kernel.join("torch-ext/nix_fixture/__init__.py");
         let text = fs::read_to_string(&init).unwrap();
-        fs::write(&init, format!("{text}# build {n}\n")).unwrap();
+        fs::write(&init, format!("{text}# build {nonce}-{n}\n")).unwrap();
         git(&r, &["commit", "-q", "-am", "new sources"]);
     };
     let run = |json: bool| {
@@ -895,7 +891,12 @@ fn nix_build_progress_only_on_a_terminal_and_nothing_with_json() {
         .output()
         .expect("script (util-linux) runs the build in a pty");
     let tty = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{tty}");
+    assert!(
+        out.status.success(),
+        "script: {:?}\n{tty}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(tty.contains("nix build: evaluating"), "{tty}");
     assert!(tty.contains("building '/nix/store/"), "{tty}");
 }

@@ -43,11 +43,12 @@ fn a_locked_kernel_dependency_is_fetched_in_the_sandbox_and_the_built_kernel_loa
     let t = tempfile::tempdir().unwrap();
     // A factor of this run's own, so the dependency's tree (and its store path) is new and
     // Nix has to run the fetcher rather than find the path already in the store.
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-    let factor = 2 + u64::from(nanos % 9973);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let factor = 2 + (nanos % 9973) as u64;
     let dep = t.path().join("kdeps-scale");
     copy_dir(&repo().join("tests/fixtures/kernel-deps/kdeps-scale"), &dep);
-    fs::write(dep.join("torch-ext/kdeps_scale/factor.py"), format!("FACTOR = {factor}.0\n")).unwrap();
+    fs::write(dep.join("torch-ext/kdeps_scale/factor.py"), format!("FACTOR = {factor}.0  # run {nanos}\n"))
+        .unwrap();
     let d = dep.to_str().unwrap();
     kb_hub(&hub, t.path(), false, &["build-and-copy", d, "--nix", "never"]);
     kb_hub(&hub, t.path(), true, &["upload", d]);
@@ -129,18 +130,7 @@ fn a_locked_kernel_dependency_is_fetched_in_the_sandbox_and_the_built_kernel_loa
     );
 
     // kernels 0.17.2 loads the consumer built by Nix, its dependency from the store.
-    let py = repo().join(".venv/bin/python");
-    let has_kernels = std::process::Command::new(&py)
-        .args(["-c", "import torch, kernels"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_kernels {
-        eprintln!(
-            "SKIPPED (the load only): no torch and kernels in {} (scripts/setup-venv.sh)",
-            py.display()
-        );
-        return;
-    }
+    let Some(py) = crate::util::venv_with_kernels("the load through kernels 0.17.2") else { return };
     const LOADER: &str = "import json, sys\nfrom pathlib import Path\nimport torch, kernels\nm = kernels.get_local_kernel(Path(sys.argv[1]), backend='cpu')\nprint(json.dumps({'out': m.scale_plus_one(torch.ones(2)).tolist(), 'dep': m._scale.__file__, 'version': kernels.__version__}))\n";
     let loaded = std::process::Command::new(&py)
         .args(["-c", LOADER])

@@ -7,19 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::util::{copy_kernel, kb, repo};
 
 fn venv_python() -> Option<PathBuf> {
-    let py = repo().join(".venv/bin/python");
-    let ok = std::process::Command::new(&py)
-        .args(["-c", "import torch, kernels"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "SKIPPED: no torch and kernels in {} (run scripts/setup-venv.sh); the shell tests did not run",
-            py.display()
-        );
-        return None;
-    }
-    Some(py)
+    crate::util::venv_with_kernels("the shell tests")
 }
 
 /// `testshell DIR --python PY -- python -c CODE`.

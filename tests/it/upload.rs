@@ -1467,7 +1467,12 @@ fn upload_draws_a_byte_bar_on_a_terminal_only() {
         .output()
         .expect("script (util-linux) runs the upload in a pty");
     let tty = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{tty}");
+    assert!(
+        out.status.success(),
+        "script: {:?}\n{tty}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!tty.contains(SECRET));
     assert!(tty.contains("sending build/torch-"), "{tty}");
     assert!(tty.contains("upload: sending build/torch-"), "{tty}");

@@ -67,3 +67,21 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
 pub(crate) fn copy_kernel(name: &str, dest: &Path) {
     copy_dir(&repo().join("kernels").join(name), dest);
 }
+
+/// The venv's Python (`.venv/bin/python`, made by scripts/setup-venv.sh) when it has torch and
+/// kernels; otherwise `None`, after saying on stderr that `what` did not run.
+pub(crate) fn venv_with_kernels(what: &str) -> Option<std::path::PathBuf> {
+    let py = repo().join(".venv/bin/python");
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import torch, kernels"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "SKIPPED: no torch and kernels in {} (run scripts/setup-venv.sh); {what} did not run",
+            py.display()
+        );
+        return None;
+    }
+    Some(py)
+}
