@@ -133,8 +133,12 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     };
     if test {
         let build = absolute(&args.dir.join("build"));
-        let python = args.python.clone().unwrap_or_else(|| shell.python_bin.join("python"));
-        let variant = test_variant(&args.dir, &python, &shell.torch, &shell.cells)?;
+        let how = match (&args.python, shell.cells.first()) {
+            (Some(python), _) => format!("--python {python}"),
+            (None, Some(cell)) => format!("--variant {}", cell.variant),
+            (None, None) => String::new(),
+        };
+        let variant = test_variant(&args.dir, &how, &shell.torch, &shell.cells)?;
         let links = tempfile::Builder::new()
             .prefix("kernel-builder-testshell-")
             .tempdir()
@@ -327,10 +331,11 @@ fn pins_python() -> anyhow::Result<Utf8PathBuf> {
 }
 
 /// The variant directory of `dir/build` that this torch loads: a compiled cell's (CUDA first),
-/// else the noarch one of torch's device (CUDA, XPU) or CPU, else `torch-universal`.
+/// else the noarch one of torch's device (CUDA, XPU) or CPU, else `torch-universal`; `how`
+/// (`--python PY`, `--variant V`) goes in the build command the error names.
 fn test_variant(
     dir: &Utf8Path,
-    python: &Utf8Path,
+    how: &str,
     facts: &TorchFacts,
     cells: &[NativeCell],
 ) -> anyhow::Result<String> {
@@ -347,7 +352,7 @@ fn test_variant(
         return Ok(v.clone());
     }
     anyhow::bail!(
-        "`{build}` has no variant for torch {} (looked for {}): build it first (`kernel-builder build-and-copy {} --nix never --python {python}`)",
+        "`{build}` has no variant for torch {} (looked for {}): build it first (`kernel-builder build-and-copy {} --nix never {how}`)",
         facts.version,
         wanted.join(", "),
         dir

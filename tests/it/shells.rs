@@ -149,8 +149,9 @@ fn python313_dir(tmp: &Path) -> Option<PathBuf> {
 /// toolchain cache the tests share (`target/tmp/toolchain-cache`, as tests/it/pinned.rs): the
 /// pins' CPython as `python`, seeing that cell's torch wheel (its metadata: importing it also
 /// needs torch's runtime dependencies, which are not pinned), CMake and Ninja from their pinned
-/// wheels, and `Torch_ROOT` where CMake finds TorchConfig.cmake. A variant that is not a pinned
-/// cell is refused with the ones that are.
+/// wheels, and `Torch_ROOT` where CMake finds TorchConfig.cmake; testshell the same, with the
+/// cell's variant of build/ linked as the package. A variant that is not a pinned cell is
+/// refused with the ones that are.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn devshell_without_python_gives_the_pinned_cells_toolchain() {
@@ -194,6 +195,48 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
             "{stderr}"
         );
     }
+
+    // testshell: the same toolchain, and the variant of build/ that is the cell's importable.
+    let dir = tmp.path().join("relu");
+    copy_kernel("relu", &dir);
+    let d = dir.to_str().unwrap();
+    let cpu = "torch214-cxx11-cpu-x86_64-linux";
+    let testshell = |dir: &str| {
+        kb().args([
+            "testshell",
+            dir,
+            "--variant",
+            cpu,
+            "--",
+            "sh",
+            "-c",
+            "readlink \"${PYTHONPATH%%:*}/relu\"",
+        ])
+        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
+        .env("PATH", &path)
+        .output()
+        .unwrap()
+    };
+    let out = testshell(d);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "build it first (`kernel-builder build-and-copy {d} --nix never --variant {cpu}`)"
+        )),
+        "{stderr}"
+    );
+    let built = kb()
+        .args(["build-and-copy", d, "--nix", "never", "--variant", cpu])
+        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
+        .env("KERNEL_BUILDER_CACHE_DIR", tmp.path().join("cells"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let out = testshell(d);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let abs = std::path::absolute(dir.join("build").join(cpu)).unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{}\n", abs.display()));
 
     let out = kb()
         .args(["devshell", relu, "--variant", "torch214-cxx11-cpu-aarch64-linux", "--", "true"])
