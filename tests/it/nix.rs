@@ -842,9 +842,10 @@ fn readme_offline_recipe_runs_as_written() {
     }
 }
 
-/// `build-and-copy` through Nix, run three times on sources new to the store (so Nix builds):
+/// `build-and-copy` through Nix, run four times on sources new to the store (so Nix builds):
 /// outside a terminal Nix's log comes as it is, with no progress line; with `--json` nothing of
-/// it; in a terminal (a pty from `script`) the progress line is drawn under the log.
+/// it; in a terminal (a pty from `script`) the progress line is drawn under the log, and with
+/// `--json` there only the document comes.
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn nix_build_progress_only_on_a_terminal_and_nothing_with_json() {
@@ -899,4 +900,17 @@ fn nix_build_progress_only_on_a_terminal_and_nothing_with_json() {
     );
     assert!(tty.contains("nix build: evaluating"), "{tty}");
     assert!(tty.contains("building '/nix/store/"), "{tty}");
+
+    // --json on a terminal: the document only.
+    touch(4);
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("{} build-and-copy {k} --nix always --json", exe.display()), "/dev/null"])
+        .env("KERNEL_BUILDER_ORCHESTRATOR", &orch)
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(tty.trim_start().starts_with('{') && tty.contains("\"variants\""), "{tty}");
+    assert!(!tty.contains("nix build: ") && !tty.contains("building '"), "{tty}");
 }

@@ -1443,7 +1443,8 @@ fn a_token_file_that_is_a_fifo_is_refused() {
 }
 
 /// Outside a terminal (every other test here) the upload draws no byte bar; in a terminal (a
-/// pty from `script`) it does, above which the `sending …` lines still come.
+/// pty from `script`) it does, above which the `sending …` lines still come; with `--json`
+/// it does not, on a terminal either.
 #[test]
 fn upload_draws_a_byte_bar_on_a_terminal_only() {
     let env = Env::new();
@@ -1476,4 +1477,20 @@ fn upload_draws_a_byte_bar_on_a_terminal_only() {
     assert!(!tty.contains(SECRET));
     assert!(tty.contains("sending build/torch-"), "{tty}");
     assert!(tty.contains("upload: sending build/torch-"), "{tty}");
+
+    // --json: no bar, on a terminal too.
+    fs::write(dir.join("torch-ext/relu/table.bin"), table_bin(11)).unwrap();
+    env.build(&dir, &[]);
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("{} upload {} --json", exe.display(), dir.display()), "/dev/null"])
+        .env("HF_ENDPOINT", &env.server.url)
+        .env("HF_HOME", env.root.join("hf"))
+        .env("HF_TOKEN", SECRET)
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(tty.contains("\"status\": \"uploaded\""), "{tty}");
+    assert!(!tty.contains("upload: "), "{tty}");
 }
