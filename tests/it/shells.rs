@@ -145,7 +145,8 @@ fn python313_dir(tmp: &Path) -> Option<PathBuf> {
     Some(dir)
 }
 
-/// devshell without --python: the pinned CPU cell named by --variant, its toolchain from the
+/// devshell without --python: the pinned CPU cell named by --variant (and, without it, the CUDA
+/// cell of the newest pinned torch, whose nvcc is on PATH), its toolchain from the
 /// toolchain cache the tests share (`target/tmp/toolchain-cache`, as tests/it/pinned.rs): the
 /// pins' CPython as `python`, seeing that cell's torch wheel (its metadata: importing it also
 /// needs torch's runtime dependencies, which are not pinned), CMake and Ninja from their pinned
@@ -195,6 +196,35 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
             "{stderr}"
         );
     }
+
+    // No --variant: the CUDA cell of the newest torch whose wheel is pinned, with its nvcc.
+    let out = kb()
+        .args([
+            "devshell",
+            relu,
+            "--",
+            "sh",
+            "-c",
+            "nvcc --version | grep -o 'release [0-9.]*'; echo \"$CUDACXX\"",
+        ])
+        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "devshell: the pinned toolchain of cell torch215-cxx11-cu132-x86_64-linux (torch 2.15.0"
+        ),
+        "{stderr}"
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "release 13.2", "{stdout}");
+    assert!(
+        lines[1].starts_with(cache.to_str().unwrap()) && lines[1].ends_with("/nvidia/cu13/bin/nvcc"),
+        "{stdout}"
+    );
 
     // testshell: the same toolchain, and the variant of build/ that is the cell's importable.
     let dir = tmp.path().join("relu");
