@@ -884,33 +884,14 @@ fn nix_build_progress_only_on_a_terminal_and_nothing_with_json() {
     assert!(!json.contains("nix build: "), "{json}");
 
     touch(3);
-    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
-    let out = std::process::Command::new("script")
-        .args(["-qec", &format!("{} build-and-copy {k} --nix always", exe.display()), "/dev/null"])
-        .env("KERNEL_BUILDER_ORCHESTRATOR", &orch)
-        .env("TERM", "xterm")
-        .output()
-        .expect("script (util-linux) runs the build in a pty");
-    let tty = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "script: {:?}\n{tty}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let orch_env = [("KERNEL_BUILDER_ORCHESTRATOR", orch.as_os_str())];
+    let tty = crate::util::kb_in_pty(&format!("build-and-copy {k} --nix always"), &orch_env);
     assert!(tty.contains("nix build: evaluating"), "{tty}");
     assert!(tty.contains("building '/nix/store/"), "{tty}");
 
     // --json on a terminal: the document only.
     touch(4);
-    let out = std::process::Command::new("script")
-        .args(["-qec", &format!("{} build-and-copy {k} --nix always --json", exe.display()), "/dev/null"])
-        .env("KERNEL_BUILDER_ORCHESTRATOR", &orch)
-        .env("TERM", "xterm")
-        .output()
-        .unwrap();
-    let tty = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{tty}");
+    let tty = crate::util::kb_in_pty(&format!("build-and-copy {k} --nix always --json"), &orch_env);
     assert!(tty.trim_start().starts_with('{') && tty.contains("\"variants\""), "{tty}");
     assert!(!tty.contains("nix build: ") && !tty.contains("building '"), "{tty}");
 }

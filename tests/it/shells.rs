@@ -163,6 +163,19 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
     };
     let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("toolchain-cache");
     let path = format!("{}:{}", py313.display(), std::env::var("PATH").unwrap());
+    // kernel-builder ARGS with the shared toolchain cache and python3.13 on PATH.
+    let pinned = |args: &[&str]| {
+        let out = kb()
+            .args(args)
+            .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
+            .env("KERNEL_BUILDER_CACHE_DIR", tmp.path().join("cells"))
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    let under_cache =
+        |line: &str, tail: &str| line.starts_with(cache.to_str().unwrap()) && line.ends_with(tail);
     let relu = repo().join("kernels/relu");
     let relu = relu.to_str().unwrap();
     let script = "python -c 'import sys, importlib.metadata as m; print(\"%d.%d\" % sys.version_info[:2], m.version(\"torch\"))'; \
@@ -170,111 +183,49 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
     for (torch, variant) in
         [("2.14.0", "torch214-cxx11-cpu-x86_64-linux"), ("2.15.0", "torch215-cxx11-cpu-x86_64-linux")]
     {
-        let out = kb()
-            .args(["devshell", relu, "--variant", variant, "--", "sh", "-c", script])
-            .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
-            .env("PATH", &path)
-            .output()
-            .unwrap();
-        let (stdout, stderr) =
-            (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
-        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let (code, stdout, stderr) =
+            pinned(&["devshell", relu, "--variant", variant, "--", "sh", "-c", script]);
+        assert_eq!(code, Some(0), "{stderr}");
         let lines: Vec<&str> = stdout.lines().collect();
         assert_eq!(lines.len(), 4, "{stdout}");
         assert_eq!(lines[0], format!("3.13 {torch}"));
-        for (line, tool) in lines[1..3].iter().zip(["cmake", "ninja"]) {
-            assert!(
-                line.starts_with(cache.to_str().unwrap()) && line.ends_with(&format!("/{tool}")),
-                "{line}"
-            );
-        }
+        assert!(under_cache(lines[1], "/cmake") && under_cache(lines[2], "/ninja"), "{stdout}");
         assert_eq!(lines[3], "config ok");
-        assert!(
-            stderr.starts_with(&format!(
-                "devshell: the pinned toolchain of cell {variant} (torch {torch}+cu13"
-            )),
-            "{stderr}"
-        );
+        let summary = format!("devshell: the pinned toolchain of cell {variant} (torch {torch}+cu13");
+        assert!(stderr.starts_with(&summary), "{stderr}");
     }
 
     // No --variant: the CUDA cell of the newest torch whose wheel is pinned, with its nvcc.
-    let out = kb()
-        .args([
-            "devshell",
-            relu,
-            "--",
-            "sh",
-            "-c",
-            "nvcc --version | grep -o 'release [0-9.]*'; echo \"$CUDACXX\"",
-        ])
-        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
-        .env("PATH", &path)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.starts_with(
-            "devshell: the pinned toolchain of cell torch215-cxx11-cu132-x86_64-linux (torch 2.15.0"
-        ),
-        "{stderr}"
-    );
+    let nvcc = "nvcc --version | grep -o 'release [0-9.]*'; echo \"$CUDACXX\"";
+    let (code, stdout, stderr) = pinned(&["devshell", relu, "--", "sh", "-c", nvcc]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let summary = "devshell: the pinned toolchain of cell torch215-cxx11-cu132-x86_64-linux (torch 2.15.0";
+    assert!(stderr.starts_with(summary), "{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[0], "release 13.2", "{stdout}");
-    assert!(
-        lines[1].starts_with(cache.to_str().unwrap()) && lines[1].ends_with("/nvidia/cu13/bin/nvcc"),
-        "{stdout}"
-    );
+    assert!(under_cache(lines[1], "/nvidia/cu13/bin/nvcc"), "{stdout}");
 
     // testshell: the same toolchain, and the variant of build/ that is the cell's importable.
     let dir = tmp.path().join("relu");
     copy_kernel("relu", &dir);
     let d = dir.to_str().unwrap();
     let cpu = "torch214-cxx11-cpu-x86_64-linux";
-    let testshell = |dir: &str| {
-        kb().args([
-            "testshell",
-            dir,
-            "--variant",
-            cpu,
-            "--",
-            "sh",
-            "-c",
-            "readlink \"${PYTHONPATH%%:*}/relu\"",
-        ])
-        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
-        .env("PATH", &path)
-        .output()
-        .unwrap()
-    };
-    let out = testshell(d);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(
-        stderr.contains(&format!(
-            "build it first (`kernel-builder build-and-copy {d} --nix never --variant {cpu}`)"
-        )),
-        "{stderr}"
-    );
-    let built = kb()
-        .args(["build-and-copy", d, "--nix", "never", "--variant", cpu])
-        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
-        .env("KERNEL_BUILDER_CACHE_DIR", tmp.path().join("cells"))
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    let out = testshell(d);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let link = "readlink \"${PYTHONPATH%%:*}/relu\"";
+    let (code, _, stderr) = pinned(&["testshell", d, "--variant", cpu, "--", "sh", "-c", link]);
+    assert_eq!(code, Some(1));
+    let build_first =
+        format!("build it first (`kernel-builder build-and-copy {d} --nix never --variant {cpu}`)");
+    assert!(stderr.contains(&build_first), "{stderr}");
+    let (code, _, stderr) = pinned(&["build-and-copy", d, "--nix", "never", "--variant", cpu]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stdout, stderr) = pinned(&["testshell", d, "--variant", cpu, "--", "sh", "-c", link]);
+    assert_eq!(code, Some(0), "{stderr}");
     let abs = std::path::absolute(dir.join("build").join(cpu)).unwrap();
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{}\n", abs.display()));
+    assert_eq!(stdout, format!("{}\n", abs.display()));
 
-    let out = kb()
-        .args(["devshell", relu, "--variant", "torch214-cxx11-cpu-aarch64-linux", "--", "true"])
-        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &cache)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let (code, _, stderr) =
+        pinned(&["devshell", relu, "--variant", "torch214-cxx11-cpu-aarch64-linux", "--", "true"]);
+    assert_eq!(code, Some(1));
     assert_eq!(
         stderr,
         "error: `torch214-cxx11-cpu-aarch64-linux` is not a pinned cell of `relu` on this system; these are: torch215-cxx11-cu132-x86_64-linux, torch214-cxx11-cu126-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch214-cxx11-cu132-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch214-cxx11-cpu-x86_64-linux\n"

@@ -1454,26 +1454,13 @@ fn upload_draws_a_byte_bar_on_a_terminal_only() {
 
     fs::write(dir.join("torch-ext/relu/table.bin"), table_bin(9)).unwrap();
     env.build(&dir, &[]);
-    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
-    let mut script = std::process::Command::new("script");
-    for v in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
-        script.env_remove(v);
-    }
-    let out = script
-        .args(["-qec", &format!("{} upload {}", exe.display(), dir.display()), "/dev/null"])
-        .env("HF_ENDPOINT", &env.server.url)
-        .env("HF_HOME", env.root.join("hf"))
-        .env("HF_TOKEN", SECRET)
-        .env("TERM", "xterm")
-        .output()
-        .expect("script (util-linux) runs the upload in a pty");
-    let tty = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "script: {:?}\n{tty}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let hf = env.root.join("hf");
+    let vars = [
+        ("HF_ENDPOINT", std::ffi::OsStr::new(&env.server.url)),
+        ("HF_HOME", hf.as_os_str()),
+        ("HF_TOKEN", std::ffi::OsStr::new(SECRET)),
+    ];
+    let tty = crate::util::kb_in_pty(&format!("upload {}", dir.display()), &vars);
     assert!(!tty.contains(SECRET));
     assert!(tty.contains("sending build/torch-"), "{tty}");
     assert!(tty.contains("upload: sending build/torch-"), "{tty}");
@@ -1481,16 +1468,7 @@ fn upload_draws_a_byte_bar_on_a_terminal_only() {
     // --json: no bar, on a terminal too.
     fs::write(dir.join("torch-ext/relu/table.bin"), table_bin(11)).unwrap();
     env.build(&dir, &[]);
-    let out = std::process::Command::new("script")
-        .args(["-qec", &format!("{} upload {} --json", exe.display(), dir.display()), "/dev/null"])
-        .env("HF_ENDPOINT", &env.server.url)
-        .env("HF_HOME", env.root.join("hf"))
-        .env("HF_TOKEN", SECRET)
-        .env("TERM", "xterm")
-        .output()
-        .unwrap();
-    let tty = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{tty}");
+    let tty = crate::util::kb_in_pty(&format!("upload {} --json", dir.display()), &vars);
     assert!(tty.contains("\"status\": \"uploaded\""), "{tty}");
     assert!(!tty.contains("upload: "), "{tty}");
 }

@@ -85,3 +85,28 @@ pub(crate) fn venv_with_kernels(what: &str) -> Option<std::path::PathBuf> {
     }
     Some(py)
 }
+
+/// `kernel-builder ARGS` (a shell command line) on a terminal: in a pty from util-linux's
+/// `script`, with `env` set (and `TERM=xterm`, no proxy variables); what the terminal showed,
+/// asserting success.
+pub(crate) fn kb_in_pty(args: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
+    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let mut script = std::process::Command::new("script");
+    for v in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
+        script.env_remove(v);
+    }
+    let out = script
+        .args(["-qec", &format!("{} {args}", exe.display()), "/dev/null"])
+        .envs(env.iter().copied())
+        .env("TERM", "xterm")
+        .output()
+        .expect("script (util-linux) runs the command in a pty");
+    let tty = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "script: {:?}\n{tty}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tty
+}
