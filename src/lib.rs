@@ -23,6 +23,7 @@ pub mod config;
 pub mod env;
 pub mod fsutil;
 pub mod hash;
+pub mod helion;
 pub mod hub;
 pub mod init;
 pub mod interrupt;

@@ -125,11 +125,10 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT] {
         signal_hook::flag::register(sig, waiting.clone()).context("cannot install a signal handler")?;
     }
-    let status = std::process::Command::new(&program)
-        .args(&rest)
-        .envs(env)
-        .status()
-        .with_context(|| format!("cannot run `{program}`"))?;
+    let status = env
+        .into_iter()
+        .fold(crate::process::Cmd::new(&program).args(rest), |c, (k, v)| c.env(k, v))
+        .status()?;
     Ok(match status.code() {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
         // Killed by a signal: exit as a shell reports it, 128 + signal.

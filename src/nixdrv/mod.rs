@@ -4,7 +4,7 @@
 //! The flake outputs used here are made by `lib.genKernelFlakeOutputs` (`nix/lib/`):
 //! `packages.<system>.bundle` (every bundle cell joined as `<variant>/…`) and
 //! `packages.<system>.<variant>` (one cell, holding `<variant>/…`). The Nix program is `nix`
-//! from `PATH`, or the one named by `KERNEL_BUILDER_NIX`. Every subprocess runs through `duct`
+//! from `PATH`, or the one named by `KERNEL_BUILDER_NIX`. Every subprocess runs through [`Cmd`]
 //! with its output captured, and Nix's build log is shown when a build fails.
 //!
 //! [`builders`] checks and reports Nix remote builders (`build-and-copy --builders`), [`cache`]
@@ -19,6 +19,8 @@ pub mod jobs;
 use anyhow::{bail, Context};
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
+
+use crate::process::Cmd;
 
 /// Environment variable that names the Nix program (default: `nix` from `PATH`).
 pub const NIX_ENV: &str = crate::env::NIX.name;
@@ -44,23 +46,17 @@ pub fn nix_program() -> String {
 /// Errors: Nix cannot be run; the message says how to install it or build without it.
 pub fn nix_version() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out = duct::cmd!(&nix, "--version")
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| {
-            format!(
-                "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
+    let out = Cmd::new(&nix).arg("--version").output().with_context(|| {
+        format!(
+            "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
                  (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
                  its path, or build without Nix (`build-and-copy --nix never`)"
-            )
-        })?;
-    if !out.status.success() {
-        bail!("`{nix} --version` failed:\n{}", String::from_utf8_lossy(&out.stderr).trim_end());
+        )
+    })?;
+    if !out.success() {
+        bail!("`{nix} --version` failed:\n{}", out.stderr.trim_end());
     }
-    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_owned())
+    Ok(out.stdout.lines().next().unwrap_or("").trim().to_owned())
 }
 
 /// The value of the `sandbox` setting, as `nix show-config --json` reports it.
@@ -79,21 +75,15 @@ pub enum Sandbox {
 /// Errors: the command cannot run or fails (the message suggests the nix.conf line it needs).
 pub fn show_config_json() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out = duct::cmd!(&nix, "show-config", "--json")
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nix} show-config --json`"))?;
-    if !out.status.success() {
+    let out = Cmd::new(&nix).args(["show-config", "--json"]).output()?;
+    if !out.success() {
         bail!(
             "`{nix} show-config --json` failed (is `experimental-features = nix-command flakes` in \
              /etc/nix/nix.conf?):\n{}",
-            String::from_utf8_lossy(&out.stderr).trim_end()
+            out.stderr.trim_end()
         );
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 /// Read `sandbox` from `nix show-config --json` (`{"sandbox": {"value": true, …}, …}`).
@@ -245,33 +235,12 @@ pub fn build(
     let json_path = Utf8Path::from_path(json.path())
         .context("the temporary file for `nix build --json` has a non-UTF-8 path")?;
     let _json_registered = crate::interrupt::remove_on_interrupt(json_path, crate::interrupt::Removal::All);
-    let reader = duct::cmd(&nix, &args)
-        .before_spawn(crate::process::before_spawn)
-        .stdout_path(json.path())
-        .stderr_to_stdout()
-        .unchecked()
-        .reader()
-        .with_context(|| format!("cannot run `{nix} build`"))?;
-    let mut kept: std::collections::VecDeque<String> = std::collections::VecDeque::new();
-    let mut seen = 0usize;
-    {
-        use std::io::{BufRead, Write};
-        let mut stderr = std::io::stderr();
-        for line in std::io::BufReader::new(&reader).split(b'\n') {
-            let line = String::from_utf8_lossy(&line.context("cannot read Nix's output")?).into_owned();
-            let _ = writeln!(stderr, "{line}");
-            seen += 1;
-            kept.push_back(line);
-            if kept.len() > KEPT_LOG_LINES {
-                kept.pop_front();
-            }
-        }
-    }
-    let status = reader
-        .try_wait()
-        .with_context(|| format!("cannot run `{nix} build`"))?
-        .map(|o| o.status)
-        .context("`nix build` did not finish")?;
+    let streamed = Cmd::new(&nix).args(args.iter().cloned()).stdout_file(json.path()).stream(
+        KEPT_LOG_LINES,
+        |_| {},
+        |line| crate::printer::stderr!("{line}"),
+    )?;
+    let (status, kept, seen) = (streamed.status, streamed.tail, streamed.lines);
     let stdout = std::fs::read(json.path()).context("cannot read the output of `nix build --json`")?;
     let out = std::process::Output { status, stdout, stderr: Vec::new() };
     let log = kept.iter().cloned().collect::<Vec<_>>().join("\n");
@@ -420,18 +389,12 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
 /// the flake's source). An untracked flake.nix or build.toml is an error; other untracked
 /// files of the kernel directory get a warning that names them. Outside git, nothing to check.
 fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
-    let untracked = match duct::cmd!("git", "ls-files", "--others", "--exclude-standard", "--", ".")
-        .before_spawn(crate::process::before_spawn)
-        .dir(dir)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-    {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
-        // No git, or not a work tree: Nix copies the directory as it is.
-        _ => return Ok(()),
-    };
+    let untracked =
+        match Cmd::git().args(["ls-files", "--others", "--exclude-standard", "--", "."]).dir(dir).run() {
+            Ok(out) => out.stdout,
+            // No git, or not a work tree: Nix copies the directory as it is.
+            _ => return Ok(()),
+        };
     let files: Vec<&str> = untracked.lines().filter(|l| !l.is_empty() && !l.starts_with("build/")).collect();
     let fatal: Vec<&str> =
         files.iter().copied().filter(|f| *f == "flake.nix" || *f == "build.toml").collect();
@@ -484,26 +447,15 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
         vec!["eval".into(), "--json".into(), NO_WRITE_LOCK.into(), format!("{dir}#variants.{system}")];
     // Only the flags that change what is evaluated (input overrides, lock handling).
     args.extend(eval_flags(extra_args));
-    let out = duct::cmd(&nix, &args)
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nix} eval`"))?;
-    if !out.status.success() {
-        bail!(
-            "`{nix} {}` failed:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim_end(),
-            offline_hint(&String::from_utf8_lossy(&out.stderr))
-        );
+    let out = Cmd::new(&nix).args(args.iter().cloned()).output()?;
+    if !out.success() {
+        bail!("`{nix} {}` failed:\n{}{}", args.join(" "), out.stderr.trim_end(), offline_hint(&out.stderr));
     }
     #[derive(Deserialize)]
     struct Named {
         name: String,
     }
-    let cells: Vec<Named> = serde_json::from_slice(&out.stdout).with_context(|| {
+    let cells: Vec<Named> = serde_json::from_str(&out.stdout).with_context(|| {
         format!(
             "`{dir}#variants.{system}` is not a list of cells; is the flake made by genKernelFlakeOutputs?"
         )

@@ -251,24 +251,20 @@ struct ProbeOutput {
 pub fn probe(python: &str, scratch: &Utf8Path) -> anyhow::Result<Environment> {
     let script = scratch.join("kb_probe.py");
     crate::fsutil::write_atomic(&script, PROBE_PY.as_bytes())?;
-    let out = duct::cmd(python, [script.as_str()])
-        .before_spawn(crate::process::before_spawn)
-        .stdin_null()
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| TuneError::PythonNotRunnable { python: python.into(), detail: e.to_string() })?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let parsed: Option<ProbeOutput> = stdout.lines().rev().find_map(|l| serde_json::from_str(l.trim()).ok());
-    let Some(parsed) = parsed.filter(|_| out.status.success()) else {
+    let out = crate::process::Cmd::new(python).arg(script.as_str()).output().map_err(|e| {
+        TuneError::PythonNotRunnable {
+            python: python.into(),
+            detail: std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default(),
+        }
+    })?;
+    let parsed: Option<ProbeOutput> =
+        out.stdout.lines().rev().find_map(|l| serde_json::from_str(l.trim()).ok());
+    let Some(parsed) = parsed.filter(|_| out.success()) else {
         return Err(TuneError::PythonNotRunnable {
             python: python.into(),
             detail: format!(
                 "the probe exited with {} and printed no result\n--- stdout\n{}--- stderr\n{}",
-                out.status,
-                stdout,
-                String::from_utf8_lossy(&out.stderr)
+                out.status, out.stdout, out.stderr
             ),
         }
         .into());
@@ -335,12 +331,12 @@ fn copy_kernel_dir(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
 
 /// `_helion_aot_<stem>_<kind>_<compute>.py` files under `root` (recursively), relative.
 fn heuristic_files(root: &Utf8Path, kind: &str, compute: &str) -> anyhow::Result<Vec<Utf8PathBuf>> {
-    let suffix = format!("_{kind}_{compute}.py");
+    let suffix = format!("_{kind}_{compute}{}", crate::helion::SUFFIX);
     let mut out = Vec::new();
     for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
         let entry = entry.with_context(|| format!("cannot read `{root}`"))?;
         let name = entry.file_name().to_string_lossy();
-        if entry.file_type().is_file() && name.starts_with("_helion_aot_") && name.ends_with(&suffix) {
+        if entry.file_type().is_file() && crate::helion::is_heuristic(&name) && name.ends_with(&suffix) {
             let rel = entry.path().strip_prefix(root.as_std_path()).expect("under root");
             out.push(Utf8PathBuf::try_from(rel.to_path_buf()).context("non-UTF-8 file name")?);
         }
