@@ -21,6 +21,7 @@ pub mod cli;
 pub mod codegen;
 pub mod config;
 pub mod env;
+pub mod error;
 pub mod fsutil;
 pub mod hash;
 pub mod helion;

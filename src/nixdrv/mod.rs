@@ -20,6 +20,7 @@ use anyhow::{bail, Context};
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
 
+use crate::error::{Error, Kind};
 use crate::process::Cmd;
 
 /// Environment variable that names the Nix program (default: `nix` from `PATH`).
@@ -41,18 +42,29 @@ pub fn nix_program() -> String {
     crate::env::NIX.non_empty().unwrap_or_else(|| "nix".to_owned())
 }
 
+/// `nix ARGS` run to the end ([`Cmd::output`]); Nix that cannot be started is a typed
+/// [`Kind::Nix`] error that says how to install it or build without it.
+fn nix_output(nix: &str, args: &[&str]) -> Result<crate::process::Output, Error> {
+    Cmd::new(nix).args(args.iter().copied()).output().map_err(|e| {
+        let command = e.command().to_owned();
+        Error::new(Kind::Nix, format!("cannot run `{command}`: Nix is not installed or not on PATH"))
+            .hint(format!(
+                "install Nix (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
+                 its path, or build without Nix (`build-and-copy --nix never`)"
+            ))
+            .with_source(match e {
+                crate::process::Error::Spawn { source, .. } => anyhow::Error::from(source),
+                other => anyhow::Error::from(other),
+            })
+    })
+}
+
 /// `nix --version`'s first line (e.g. `nix (Nix) 2.8.0`).
 ///
 /// Errors: Nix cannot be run; the message says how to install it or build without it.
 pub fn nix_version() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out = Cmd::new(&nix).arg("--version").output().with_context(|| {
-        format!(
-            "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
-                 (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
-                 its path, or build without Nix (`build-and-copy --nix never`)"
-        )
-    })?;
+    let out = nix_output(&nix, &["--version"])?;
     if !out.success() {
         bail!("`{nix} --version` failed:\n{}", out.stderr.trim_end());
     }
@@ -75,13 +87,14 @@ pub enum Sandbox {
 /// Errors: the command cannot run or fails (the message suggests the nix.conf line it needs).
 pub fn show_config_json() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out = Cmd::new(&nix).args(["show-config", "--json"]).output()?;
+    let out = nix_output(&nix, &["show-config", "--json"])?;
     if !out.success() {
-        bail!(
-            "`{nix} show-config --json` failed (is `experimental-features = nix-command flakes` in \
-             /etc/nix/nix.conf?):\n{}",
-            out.stderr.trim_end()
-        );
+        return Err(Error::new(
+            Kind::Nix,
+            format!("`{nix} show-config --json` failed:\n{}", out.stderr.trim_end()),
+        )
+        .hint("is `experimental-features = nix-command flakes` in /etc/nix/nix.conf?")
+        .into());
     }
     Ok(out.stdout)
 }
@@ -247,14 +260,14 @@ pub fn build(
     if !out.status.success() {
         let lines: Vec<&str> = log.lines().collect();
         let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-        bail!(
-            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}{}{}",
+        let message = format!(
+            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}{}",
             args.join(" "),
             if tail.len() < seen { " (last lines; `nix log <drv>` has the rest)" } else { "" },
             tail.join("\n"),
             builders::explain_failure(&log).map(|e| format!("\n{e}")).unwrap_or_default(),
-            offline_hint(&log)
         );
+        return Err(offline_hint(&log).into_iter().fold(Error::new(Kind::Nix, message), Error::hint).into());
     }
     for line in builders::summary(&log) {
         crate::printer::stderr!("note: {line}");
@@ -420,22 +433,20 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
 }
 
 /// When Nix failed to download something (no network, no binary cache), how to build offline.
-fn offline_hint(log: &str) -> &'static str {
+fn offline_hint(log: &str) -> Option<&'static str> {
     let offline =
         ["unable to download", "Could not resolve host", "Couldn't resolve host", "unable to fetch"]
             .iter()
             .any(|needle| log.contains(needle));
-    if offline {
-        "\nhint: Nix could not fetch an input (offline?). The cells only need the orchestrator: \
+    offline.then_some(
+        "Nix could not fetch an input (offline?). The cells only need the orchestrator: \
          hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
          KERNEL_BUILDER_ORCHESTRATOR to the directory it prints (or pass \
          `-- --override-input kernel-builder/orchestrator path:<dir>`), or run a static kernel-builder, \
          which hands itself over. If the unreachable input is kernel-builder itself (a kernel made by \
          `kernel-builder init` points at its public flake), add `-- --override-input kernel-builder \
-         path:<kernel-builder checkout>`, or build natively with `--nix never`"
-    } else {
-        ""
-    }
+         path:<kernel-builder checkout>`, or build natively with `--nix never`",
+    )
 }
 
 /// Refuse variants the flake does not build on this system, listing those it does (read from
@@ -449,7 +460,11 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
     args.extend(eval_flags(extra_args));
     let out = Cmd::new(&nix).args(args.iter().cloned()).output()?;
     if !out.success() {
-        bail!("`{nix} {}` failed:\n{}{}", args.join(" "), out.stderr.trim_end(), offline_hint(&out.stderr));
+        let message = format!("`{nix} {}` failed:\n{}", args.join(" "), out.stderr.trim_end());
+        return Err(offline_hint(&out.stderr)
+            .into_iter()
+            .fold(Error::new(Kind::Nix, message), Error::hint)
+            .into());
     }
     #[derive(Deserialize)]
     struct Named {
@@ -559,11 +574,13 @@ mod tests {
         assert!(offline_hint(
             "error: unable to download 'https://github.com/...': Couldn't resolve host name"
         )
+        .unwrap()
         .contains("--override-input"));
-        assert_eq!(offline_hint("error: builder failed with exit code 1"), "");
+        assert_eq!(offline_hint("error: builder failed with exit code 1"), None);
         assert!(offline_hint(
             "error: unable to download 'https://api.github.com/repos/nixos/nixpkgs/tarball/x'"
         )
+        .unwrap()
         .contains("KERNEL_BUILDER_ORCHESTRATOR"));
     }
 

@@ -149,28 +149,18 @@ pub enum TuneError {
     )]
     NoPackage(Utf8PathBuf),
     /// The Python could not be started or its probe crashed.
-    #[error(
-        "cannot run `{python}` to probe the tuning environment: {detail}\n  hint: pass --python PATH \
-         (or set KERNEL_BUILDER_PYTHON) to a Python that has torch, triton and helion"
-    )]
+    #[error("cannot run `{python}` to probe the tuning environment: {detail}")]
     PythonNotRunnable { python: String, detail: String },
     /// A package the runner needs is not importable.
-    #[error(
-        "`{python}` cannot import {package}: {detail}\n  hint: install it into that Python \
-         ({hint}), or pass --python PATH to one that has torch, triton and helion"
-    )]
+    #[error("`{python}` cannot import {package}: {detail}")]
     MissingPackage { python: String, package: &'static str, detail: String, hint: &'static str },
     /// No GPU visible.
-    #[error(
-        "no GPU: {detail}\n  hint: Helion tunes on the GPU it measures; run `tune` on a machine \
-         with the GPU you are tuning for"
-    )]
+    #[error("no GPU: {detail}")]
     NoGpu { detail: String },
     /// The collect phase recorded nothing.
     #[error(
         "the bench script `{bench}` called no Helion kernel{filter}: the collect phase recorded \
-         no configuration\n  hint: the script must call the kernel (an `@helion.aot_kernel` or \
-         `@helion.kernel` function) with the shapes to tune for when run as `python {bench}`"
+         no configuration"
     )]
     NoKernelCalled { bench: String, filter: String },
     /// The bench script exited non-zero.
@@ -206,6 +196,41 @@ pub enum TuneError {
          heuristic with this run's kernels only"
     )]
     WouldDropKernels { dropped: String, called: String, dir: Utf8PathBuf },
+}
+
+impl crate::error::Diagnostic for TuneError {
+    /// A Python, package or GPU that is missing is the toolchain's; a signal's stop exits as an
+    /// interrupted build does (128 + signal).
+    fn kind(&self) -> crate::error::Kind {
+        use crate::error::Kind;
+        match self {
+            TuneError::PythonNotRunnable { .. }
+            | TuneError::MissingPackage { .. }
+            | TuneError::NoGpu { .. } => Kind::Toolchain,
+            TuneError::Interrupted { signal, .. } => Kind::Interrupted { signal: *signal },
+            _ => Kind::Failed,
+        }
+    }
+
+    fn hints(&self) -> Vec<String> {
+        let hint = match self {
+            TuneError::PythonNotRunnable { .. } => "pass --python PATH (or set KERNEL_BUILDER_PYTHON) to a Python \
+                 that has torch, triton and helion"
+                .to_owned(),
+            TuneError::MissingPackage { hint, .. } => format!(
+                "install it into that Python ({hint}), or pass --python PATH to one that has torch, triton and helion"
+            ),
+            TuneError::NoGpu { .. } => {
+                "Helion tunes on the GPU it measures; run `tune` on a machine with the GPU you are tuning for".to_owned()
+            }
+            TuneError::NoKernelCalled { bench, .. } => format!(
+                "the script must call the kernel (an `@helion.aot_kernel` or `@helion.kernel` function) with the \
+                 shapes to tune for when run as `python {bench}`"
+            ),
+            _ => return Vec::new(),
+        };
+        vec![hint]
+    }
 }
 
 /// What [`probe`] found: the versions and device that tuning runs on.
@@ -615,6 +640,14 @@ pub struct Outcome {
 /// A [`TuneError`] for everything a user can fix; I/O errors name their path. In every error
 /// case the kernel directory is unchanged.
 pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
+    // A TuneError goes up as a typed error: its kind picks the exit code, its hints are data.
+    tune_unchanged_on_error(opts).map_err(|err| match err.downcast::<TuneError>() {
+        Ok(t) => crate::error::Error::from(t).into(),
+        Err(err) => err,
+    })
+}
+
+fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     let dir = &opts.dir;
     if !opts.bench.is_file() {
         return Err(TuneError::BenchMissing(opts.bench.clone()).into());
