@@ -329,15 +329,13 @@ fn non_elf_and_truncated_files_are_clear_errors() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.starts_with("error: --manylinux: unknown manylinux policy `2_29`"), "{stderr}");
-    for (flag, value, message) in [(
-        "--torch-stable-abi",
-        "2.x",
-        "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n",
-    )] {
-        let out = crate::util::kb().args(["check-abi", dir.as_str(), flag, value]).output().unwrap();
-        assert_eq!(out.status.code(), Some(1));
-        assert_eq!(String::from_utf8(out.stderr).unwrap(), message);
-    }
+    let out =
+        crate::util::kb().args(["check-abi", dir.as_str(), "--torch-stable-abi", "2.x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n"
+    );
 }
 
 /// `--python-abi` takes only Pythons with a stable ABI (3.2 on) that the vendored stable-ABI
