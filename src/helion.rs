@@ -1,6 +1,7 @@
 //! Helion's names: the AOT heuristic file `_helion_aot_<source stem>_<device kind>_<compute>.py`
 //! that Helion's runner writes beside a kernel's source file and looks up at load time
-//! (reference: kernels-loader-and-helion.md B6, B7), and the compute names a device reports.
+//! (reference: kernels-loader-and-helion.md B6, B7), the compute names a device reports, and the
+//! names of the data files its AOT runner writes for a hardware id.
 //!
 //! One rule reads such a name ([`split`]); the build uses it to ship a heuristic only in its
 //! backend's variant ([`parse`]), `tune`'s lint and the card to find the source a heuristic
@@ -23,6 +24,22 @@ pub const DEVICE_KINDS: [&str; 5] = ["cuda", "rocm", "xpu", "tpu", "cpu"];
 /// The heuristic file name of a source stem and a device.
 pub fn file_name(stem: &str, kind: &str, compute: &str) -> String {
     format!("{PREFIX}{stem}_{kind}_{compute}{SUFFIX}")
+}
+
+/// The file in which Helion's AOT runner records the configs it searched on the hardware
+/// `hardware_id` (`cuda_NVIDIA_H200_13.0`; reference B6).
+pub fn tuned_configs_file(hardware_id: &str) -> String {
+    format!("tuned_configs_{hardware_id}.json")
+}
+
+/// The file in which Helion's AOT runner summarizes the heuristic it fitted on `hardware_id`.
+pub fn heuristic_summary_file(hardware_id: &str) -> String {
+    format!("heuristic_summary_{hardware_id}.json")
+}
+
+/// The file in which Helion's AOT runner writes its measurements (one row per shape and config).
+pub fn measurements_file(hardware_id: &str) -> String {
+    format!("measurements_{hardware_id}.csv")
 }
 
 /// Whether `name` is named like a heuristic file (`_helion_aot_*.py`), well-formed or not.
@@ -160,6 +177,9 @@ mod tests {
         assert!(compute_is_reported("xpu", "Intel(R) Arc(TM) A770") && !compute_is_reported("xpu", ""));
         assert!(!compute_is_reported("cpu", "x86"));
         assert!(is_heuristic("_helion_aot_x.py") && !is_heuristic("_helion_aot_x.pyc"));
+        assert_eq!(tuned_configs_file("cuda_NVIDIA_H200_13.0"), "tuned_configs_cuda_NVIDIA_H200_13.0.json");
+        assert_eq!(heuristic_summary_file("h"), "heuristic_summary_h.json");
+        assert_eq!(measurements_file("h"), "measurements_h.csv");
     }
 
     /// A stem word: lower-case letters and digits, never a device kind.

@@ -614,7 +614,7 @@ fn rebase_foreign_sources(tuned: &mut serde_json::Value, kernel_dir: &Utf8Path) 
 fn earlier_records_file(dir: &Utf8Path, records_rel: &Utf8Path, hardware_id: &str) -> Option<Utf8PathBuf> {
     [
         records_rel.join("tuned_configs.json"),
-        Utf8PathBuf::from(format!("tuning/tuned_configs_{hardware_id}.json")),
+        Utf8Path::new("tuning").join(crate::helion::tuned_configs_file(hardware_id)),
     ]
     .into_iter()
     .map(|rel| dir.join(rel))
@@ -723,7 +723,7 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
         _ => None,
     };
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
-    let configs_file = run_dir.join(format!("tuned_configs_{hw}.json"));
+    let configs_file = run_dir.join(crate::helion::tuned_configs_file(hw));
     if let Some((previous, earlier)) = earlier.as_ref().filter(|_| !opts.retune) {
         crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
         crate::printer::stderr!(
@@ -809,7 +809,7 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     }
     fin.ensure_success("measure")?;
     // Which calls the trees will learn from. An unreadable file costs only that list.
-    let measurements_file = run_dir.join(format!("measurements_{hw}.csv"));
+    let measurements_file = run_dir.join(crate::helion::measurements_file(hw));
     let measured = match std::fs::read_to_string(&measurements_file) {
         Ok(text) => measured_shapes(&text).unwrap_or_else(|e| {
             crate::printer::stderr!(
@@ -901,7 +901,7 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     let table: report::MeasureTable = serde_json::from_str(&crate::fsutil::read_to_string(&table_file)?)
         .with_context(|| format!("`{table_file}` is not the table measure.py writes"))?;
 
-    let summary_file = run_dir.join(format!("heuristic_summary_{hw}.json"));
+    let summary_file = run_dir.join(crate::helion::heuristic_summary_file(hw));
     let summary: serde_json::Value = match std::fs::read_to_string(&summary_file) {
         Ok(s) => serde_json::from_str(&s).with_context(|| format!("`{summary_file}` is not JSON"))?,
         Err(_) => serde_json::Value::Null,
@@ -915,8 +915,8 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     records.insert("tune.json", report.to_json().into_bytes());
     records.insert("tuned_configs.json", (serde_json::to_string_pretty(&tuned_configs)? + "\n").into_bytes());
     for (src, name) in [
-        (format!("measurements_{hw}.csv"), "measurements.csv"),
-        (format!("heuristic_summary_{hw}.json"), "heuristic_summary.json"),
+        (crate::helion::measurements_file(hw), "measurements.csv"),
+        (crate::helion::heuristic_summary_file(hw), "heuristic_summary.json"),
         ("run_metadata.json".to_owned(), "run_metadata.json"),
     ] {
         if let Ok(bytes) = std::fs::read(run_dir.join(&src)) {
