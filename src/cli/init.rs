@@ -110,7 +110,8 @@ pub fn run(args: Args) -> super::CmdResult {
     let plan = resolve(&args).map_err(crate::error::Error::from)?;
     let files = init::render_project(&plan.project)?;
     init::check_rendered(plan.project.template, &files)?;
-    let written = init::write_project(&plan.dir, &files, args.overwrite)?;
+    let written =
+        init::write_project(&plan.dir, &files, args.overwrite).map_err(crate::error::Error::from)?;
     let p = &plan.project;
     if plan.repo_from_path {
         eprintln!(

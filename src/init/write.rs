@@ -55,11 +55,29 @@ fn not_empty_message(dir: &Utf8Path, replaced: &[Utf8PathBuf], others: &[Utf8Pat
             s.push_str(&format!("\n    {p}"));
         }
     }
-    s.push_str(
-        "\nhint: pass `--overwrite` to write the project anyway: generated files replace the files \
-         of the same name, other files are left as they are",
-    );
     s
+}
+
+impl crate::error::Diagnostic for InitError {
+    fn kind(&self) -> crate::error::Kind {
+        match self {
+            InitError::Git { output, .. } if output.ends_with("(is git installed and on PATH?)") => {
+                crate::error::Kind::Toolchain
+            }
+            _ => crate::error::Kind::Failed,
+        }
+    }
+
+    fn hints(&self) -> Vec<String> {
+        match self {
+            InitError::NotEmpty { .. } => {
+                vec!["pass `--overwrite` to write the project anyway: generated files \
+                 replace the files of the same name, other files are left as they are"
+                    .to_owned()]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 fn git_message(command: &str, dir: &Utf8Path, output: &str) -> String {
