@@ -57,7 +57,7 @@
 //! A package file named `_helion_aot_<source stem>_<device kind>_<compute>.py` (written by
 //! Helion's AOT runner beside the kernel's source file, see the loader reference B6) belongs
 //! to one backend: device kind `cuda` → `cuda`, `rocm` → `rocm`, `xpu` → `xpu`, `tpu` →
-//! `tpu`, `cpu` → `cpu`. The device kind is found as the rightmost `_<kind>_` of the name;
+//! `tpu`, `cpu` → `cpu`. The name is read by [`crate::helion::parse`];
 //! the stem may itself contain underscores. [`Role::Package`]'s `heuristic` records it, and the
 //! noarch assembler ships the file only in that backend's variant. Warnings: a heuristic for a
 //! backend not in `general.backends` (shipped nowhere); a name that starts with
@@ -124,15 +124,6 @@ pub struct SourceSet {
     tree_id: ObjectId,
     warnings: Vec<Warning>,
 }
-
-/// Helion's device kinds and the backend each belongs to.
-const HELION_KINDS: [(&str, Backend); 5] = [
-    ("cuda", Backend::Cuda),
-    ("rocm", Backend::Rocm),
-    ("xpu", Backend::Xpu),
-    ("tpu", Backend::Tpu),
-    ("cpu", Backend::Cpu),
-];
 
 impl SourceSet {
     /// Collect the source set of the kernel in `kernel_dir` described by `config`, hash it,
@@ -486,7 +477,14 @@ impl Collector {
         };
         let role = |below: &Utf8Path| -> Role {
             let in_package = below.strip_prefix(&pkg_for_role).unwrap_or(below).to_owned();
-            let heuristic = in_package.file_name().and_then(parse_heuristic_name);
+            let heuristic = in_package.file_name().and_then(crate::helion::parse).and_then(|h| {
+                Some(Heuristic {
+                    backend: Backend::from_name(&h.kind)?,
+                    stem: h.stem,
+                    device_kind: h.kind,
+                    compute: h.compute,
+                })
+            });
             Role::Package { in_package, heuristic }
         };
         self.walk(&pkg, &mut want, &role);
@@ -538,7 +536,7 @@ impl Collector {
                 });
             }
             let name = in_package.file_name().unwrap_or_default();
-            if name.starts_with("_helion_aot_") && name.ends_with(".py") {
+            if crate::helion::is_heuristic(name) {
                 heuristics.push((f.rel.clone(), heuristic.clone(), name.to_owned()));
             }
         }
@@ -574,30 +572,6 @@ impl Collector {
             }
         }
     }
-}
-
-/// Parse `_helion_aot_<stem>_<kind>_<compute>.py`; `None` when the name is not of that form
-/// or names no known device kind.
-pub fn parse_heuristic_name(name: &str) -> Option<Heuristic> {
-    let body = name.strip_prefix("_helion_aot_")?.strip_suffix(".py")?;
-    // The rightmost `_<kind>_` with a non-empty stem before it and a non-empty compute after.
-    let mut best: Option<(usize, &str, Backend)> = None;
-    for (kind, backend) in HELION_KINDS {
-        let pat = format!("_{kind}_");
-        if let Some(at) = body.rfind(&pat) {
-            let compute = &body[at + pat.len()..];
-            if at > 0 && !compute.is_empty() && best.is_none_or(|(b, _, _)| at > b) {
-                best = Some((at, kind, backend));
-            }
-        }
-    }
-    let (at, kind, backend) = best?;
-    Some(Heuristic {
-        stem: body[..at].to_owned(),
-        device_kind: kind.to_owned(),
-        compute: body[at + kind.len() + 2..].to_owned(),
-        backend,
-    })
 }
 
 /// Copy a source file to the new file `dest` with mode `mode`, streaming (a source file is
@@ -692,26 +666,5 @@ mod tests {
              - `kernel.relu.src[0]` is `../outside.cu`: source paths must be relative to the kernel directory and stay inside it\n  \
              - `kernel.relu.src[1]` names `torch-ext/relu/data.json`, which does not exist in the kernel directory"
         );
-    }
-
-    #[test]
-    fn heuristic_names() {
-        let h = parse_heuristic_name("_helion_aot_vector_add_cuda_sm90.py").unwrap();
-        assert_eq!(
-            (h.stem.as_str(), h.device_kind.as_str(), h.compute.as_str(), h.backend),
-            ("vector_add", "cuda", "sm90", Backend::Cuda)
-        );
-        let h = parse_heuristic_name("_helion_aot_op_rocm_gfx950.py").unwrap();
-        assert_eq!((h.stem.as_str(), h.backend, h.compute.as_str()), ("op", Backend::Rocm, "gfx950"));
-        // The stem may contain a device kind; the rightmost one wins.
-        let h = parse_heuristic_name("_helion_aot_cuda_utils_xpu_max_1550.py").unwrap();
-        assert_eq!(
-            (h.stem.as_str(), h.backend, h.compute.as_str()),
-            ("cuda_utils", Backend::Xpu, "max_1550")
-        );
-        assert_eq!(parse_heuristic_name("_helion_aot_vector_add.py"), None);
-        assert_eq!(parse_heuristic_name("_helion_aot_cuda_sm90.py"), None);
-        assert_eq!(parse_heuristic_name("_helion_aot_x_cuda_.py"), None);
-        assert_eq!(parse_heuristic_name("heuristic_vector_add.py"), None);
     }
 }

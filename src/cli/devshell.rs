@@ -172,11 +172,10 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT] {
         signal_hook::flag::register(sig, waiting.clone()).context("cannot install a signal handler")?;
     }
-    let status = std::process::Command::new(&program)
-        .args(&rest)
-        .envs(env)
-        .status()
-        .with_context(|| format!("cannot run `{program}`"))?;
+    let status = env
+        .into_iter()
+        .fold(crate::process::Cmd::new(&program).args(rest), |c, (k, v)| c.env(k, v))
+        .status()?;
     drop(shell);
     Ok(match status.code() {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
@@ -315,15 +314,9 @@ fn pinned_toolchain(
 fn pins_python() -> anyhow::Result<Utf8PathBuf> {
     let version = &crate::toolchain::pins::pins().python;
     let program = format!("python{version}");
-    let out = duct::cmd!(&program, "-c", "import sys; print(sys.executable)")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run();
+    let out = crate::process::Cmd::new(&program).args(["-c", "import sys; print(sys.executable)"]).output();
     match out {
-        Ok(o) if o.status.success() => {
-            Ok(Utf8PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_owned()))
-        }
+        Ok(o) if o.success() => Ok(Utf8PathBuf::from(o.stdout.trim().to_owned())),
         _ => anyhow::bail!(
             "the pinned torch wheels are for CPython {version}, and `{program}` does not run here; install CPython {version} (or put it on PATH), or pass --python PATH"
         ),

@@ -58,11 +58,22 @@ pub struct Args {
     pub overwrite: bool,
 }
 
-/// A bad command line: printed as `error:` and `hint:` lines, exit code 2.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A bad command line: printed as `error:` and `hint:` lines, exit code 2
+/// ([`crate::error::Kind::Usage`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct UsageError {
     pub message: String,
     pub hint: Option<String>,
+}
+
+impl crate::error::Diagnostic for UsageError {
+    fn kind(&self) -> crate::error::Kind {
+        crate::error::Kind::Usage
+    }
+    fn hints(&self) -> Vec<String> {
+        self.hint.iter().cloned().collect()
+    }
 }
 
 impl UsageError {
@@ -96,19 +107,11 @@ pub fn resolve(args: &Args) -> Result<Plan, UsageError> {
 
 /// Run the command.
 pub fn run(args: Args) -> super::CmdResult {
-    let plan = match resolve(&args) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {}", e.message);
-            if let Some(h) = &e.hint {
-                eprintln!("hint: {h}");
-            }
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let plan = resolve(&args).map_err(crate::error::Error::from)?;
     let files = init::render_project(&plan.project)?;
     init::check_rendered(plan.project.template, &files)?;
-    let written = init::write_project(&plan.dir, &files, args.overwrite)?;
+    let written =
+        init::write_project(&plan.dir, &files, args.overwrite).map_err(crate::error::Error::from)?;
     let p = &plan.project;
     if plan.repo_from_path {
         eprintln!(

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! `causes` is the error's cause chain below `message`; `hints` what to do (the help of each
-//! build.toml error), both `[]` when there are none. A failure that has more to say adds its own
+//! build.toml error, the hints of the typed errors of the chain: [`crate::error::hints`]), both
+//! `[]` when there are none. A failure that has more to say adds its own
 //! keys beside these: a build.toml with errors adds check-config's problem document
 //! ([`super::check_config::Invalid`]), a failed upload its outcome ([`crate::hub::upload::Outcome`]).
 
@@ -56,7 +57,7 @@ pub fn failure(command: &str, err: &anyhow::Error) -> Value {
         Some(d) => (&d.error, d.detail.clone()),
         None => (err, Map::new()),
     };
-    let (message, causes, hints, mut fields) = match err.downcast_ref::<crate::config::ConfigErrors>() {
+    let (message, causes, hints, mut fields) = match crate::error::find::<crate::config::ConfigErrors>(err) {
         Some(e) => {
             let errors: Vec<_> = e.errors().collect();
             let message = format!(
@@ -67,7 +68,7 @@ pub fn failure(command: &str, err: &anyhow::Error) -> Value {
             );
             let causes: Vec<String> =
                 errors.iter().map(|p| format!("{}: {}", p.key_path, p.message)).collect();
-            let hints: Vec<String> = errors.iter().filter_map(|p| p.help.clone()).collect();
+            let hints = crate::error::Diagnostic::hints(e);
             let fields = match serde_json::to_value(super::check_config::Invalid::of(e)) {
                 Ok(Value::Object(m)) => m,
                 _ => Map::new(),
@@ -76,7 +77,7 @@ pub fn failure(command: &str, err: &anyhow::Error) -> Value {
         }
         None => {
             let causes: Vec<String> = err.chain().skip(1).map(|c| c.to_string()).collect();
-            (err.to_string(), causes, Vec::new(), Map::new())
+            (err.to_string(), causes, crate::error::hints(err), Map::new())
         }
     };
     fields.extend(detail);

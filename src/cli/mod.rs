@@ -101,7 +101,7 @@ pub enum Command {
 /// Read `dir/build.toml` ([`crate::kernel::load`]) and print its warnings to stderr; errors
 /// come back rendered, for [`report_error`].
 pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
-    let loaded = crate::kernel::load(dir)?;
+    let loaded = crate::kernel::load(dir).map_err(crate::error::Error::from)?;
     if !loaded.rendered_warnings.is_empty() {
         eprint!("{}", loaded.rendered_warnings);
     }
@@ -111,7 +111,7 @@ pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::confi
 /// [`load_config`] through [`crate::kernel::load_locked`]: kernel-depends must be locked (the
 /// commands that build).
 pub(crate) fn load_config_locked(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
-    let loaded = crate::kernel::load_locked(dir)?;
+    let loaded = crate::kernel::load_locked(dir).map_err(crate::error::Error::from)?;
     if !loaded.rendered_warnings.is_empty() {
         eprint!("{}", loaded.rendered_warnings);
     }
@@ -123,7 +123,8 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 
 /// Parse the command line, run the command, print any error with its cause chain.
 ///
-/// Exit codes: 0 success, 1 the command failed (bad input, failed build), 2 bad command line.
+/// Exit codes: 0 success; a failure's from its kind ([`crate::error::Kind::exit_code`]): 1 the
+/// command failed (bad input, failed build), 2 bad command line, 128 + N stopped by signal N.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.command.json_name();
@@ -165,13 +166,9 @@ pub fn main() -> ExitCode {
             if let Some(command) = json {
                 json::print_failure(command, &err);
             }
-            // A tune stopped by a signal exits as an interrupted build does: 128 + signal.
-            match err.downcast_ref::<crate::tune::TuneError>() {
-                Some(crate::tune::TuneError::Interrupted { signal, .. }) => {
-                    ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
-                }
-                _ => ExitCode::from(1),
-            }
+            // The exit code is the typed error's ([`crate::error::Kind::exit_code`]).
+            let err = err.downcast_ref::<json::WithDetail>().map_or(&err, json::WithDetail::inner);
+            ExitCode::from(crate::error::kind(err).exit_code())
         }
     }
 }
@@ -198,18 +195,16 @@ impl Command {
     }
 }
 
-/// Print an error: a miette diagnostic is rendered with its source snippet; anything else as
-/// `error: …` followed by each cause on its own line.
+/// Print an error: build.toml's errors are rendered with their source snippets and `help:`
+/// lines; anything else through [`crate::printer::report`] (`error: …`, each cause, `hint:`
+/// lines).
 pub fn report_error(err: &anyhow::Error) {
     let err = err.downcast_ref::<json::WithDetail>().map_or(err, json::WithDetail::inner);
-    if let Some(diags) = err.downcast_ref::<crate::config::ConfigErrors>() {
+    if let Some(diags) = crate::error::find::<crate::config::ConfigErrors>(err) {
         eprint!("{}", diags.render());
         return;
     }
-    eprintln!("error: {err}");
-    for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
-    }
+    crate::printer::report(err);
 }
 
 /// The kernel directory argument, `.` when not given; an error that says whether it is missing

@@ -116,7 +116,7 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
             // With --json the outcome's keys (what landed, what was planned) join the failure
             // document `super::json` prints.
             return Err(crate::cli::json::WithDetail::wrap(
-                error,
+                crate::error::Error::from(HubFailure(error)).into(),
                 serde_json::to_value(&outcome).unwrap_or_default(),
             ));
         }
@@ -146,4 +146,36 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         println!("{summary}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A failed upload: [`crate::error::Kind::Hub`], with what to do when the Hub refused the
+/// token or did not answer ([`crate::hub::client::HubError`] in the chain). Its message and
+/// causes are the upload's error's.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+struct HubFailure(anyhow::Error);
+
+impl crate::error::Diagnostic for HubFailure {
+    fn kind(&self) -> crate::error::Kind {
+        crate::error::Kind::Hub
+    }
+
+    fn hints(&self) -> Vec<String> {
+        let mut hints: Vec<String> = Vec::new();
+        for e in self.0.chain().filter_map(|c| c.downcast_ref::<crate::hub::client::HubError>()) {
+            // (hint, the words that show the message already says it)
+            let (hint, said) = match e.status {
+                Some(401) => (
+                    "the Hub does not accept the token: log in again (`hf auth login`) or set HF_TOKEN",
+                    "hf auth login",
+                ),
+                None => ("no answer from the Hub: check HF_ENDPOINT and the network", "check HF_ENDPOINT"),
+                Some(_) => continue,
+            };
+            if !hints.iter().any(|h| h == hint) && !self.0.chain().any(|c| c.to_string().contains(said)) {
+                hints.push(hint.to_owned());
+            }
+        }
+        hints
+    }
 }

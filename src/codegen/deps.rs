@@ -206,14 +206,8 @@ pub fn find_checkout(dep: CppDependency, who: &str, value: Option<&str>) -> Resu
         include_dirs.push(inc);
     }
     let warning = pin.commit.and_then(|pinned_commit| {
-        let head = duct::cmd("git", ["-C", dir.as_str(), "rev-parse", "HEAD"]).before_spawn(crate::process::before_spawn)
-            .stdout_capture()
-            .stderr_null()
-            .unchecked()
-            .run()
-            .ok()
-            .filter(|o| o.status.success())?;
-        let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+        let head = crate::process::Cmd::git().args(["-C", dir.as_str(), "rev-parse", "HEAD"]).run().ok()?;
+        let head = head.stdout.trim().to_owned();
         (head.len() == 40 && head != pinned_commit).then(|| {
             format!(
                 "{var} (`{dir}`) is at commit {head}, not {pinned_commit} ({} {}) that `{}` is pinned to; the build uses it as it is",
@@ -288,17 +282,16 @@ mod tests {
         assert_eq!(c.include_dirs, [d.join("include"), d.join("tools/util/include")]);
         assert_eq!(c.warning, None, "not a git checkout: nothing to compare");
         let git = |args: &[&str]| {
-            let out = duct::cmd("git", args)
+            let out = crate::process::Cmd::git()
+                .args(args.iter().copied())
                 .dir(d)
                 .env("GIT_AUTHOR_NAME", "t")
                 .env("GIT_AUTHOR_EMAIL", "t@t")
                 .env("GIT_COMMITTER_NAME", "t")
                 .env("GIT_COMMITTER_EMAIL", "t@t")
-                .stdout_capture()
-                .stderr_capture()
                 .run()
                 .unwrap();
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+            out.stdout.trim().to_owned()
         };
         git(&["init", "-q"]);
         std::fs::write(d.join("include/cutlass/cutlass.h"), "// not cutlass\n").unwrap();

@@ -515,7 +515,9 @@ pub(crate) fn render(
     // Problems of one rule beyond the first GROUP_AFTER are counted, not drawn: rule → (how
     // many were left out, first and last line of those).
     let mut shown: std::collections::HashMap<&'static str, usize> = std::collections::HashMap::new();
-    let mut grouped: Vec<(&'static str, Severity, usize, Option<(usize, usize)>)> = Vec::new();
+    // (rule, severity, how many left out, first and last line of those)
+    type Group = (&'static str, Severity, usize, Option<(usize, usize)>);
+    let mut grouped: Vec<Group> = Vec::new();
     for p in placed {
         let n = shown.entry(p.problem.rule).or_insert(0);
         *n += 1;

@@ -60,6 +60,17 @@ impl std::fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
+impl crate::error::Diagnostic for ConfigErrors {
+    fn kind(&self) -> crate::error::Kind {
+        crate::error::Kind::Config
+    }
+
+    /// The fix of each error that has one (its rendering shows them as `help:`).
+    fn hints(&self) -> Vec<String> {
+        self.errors().filter_map(|p| p.help.clone()).collect()
+    }
+}
+
 /// A `build.toml` that passed every check, with the warnings found on the way.
 #[derive(Debug, Clone)]
 pub struct Loaded {

@@ -7,6 +7,7 @@ use std::io;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use super::FileSet;
+use crate::process::Cmd;
 
 /// Why a project could not be written. In every case nothing new is left behind (a file
 /// replaced under `overwrite` before the failure stays replaced).
@@ -54,11 +55,29 @@ fn not_empty_message(dir: &Utf8Path, replaced: &[Utf8PathBuf], others: &[Utf8Pat
             s.push_str(&format!("\n    {p}"));
         }
     }
-    s.push_str(
-        "\nhint: pass `--overwrite` to write the project anyway: generated files replace the files \
-         of the same name, other files are left as they are",
-    );
     s
+}
+
+impl crate::error::Diagnostic for InitError {
+    fn kind(&self) -> crate::error::Kind {
+        match self {
+            InitError::Git { output, .. } if output.ends_with("(is git installed and on PATH?)") => {
+                crate::error::Kind::Toolchain
+            }
+            _ => crate::error::Kind::Failed,
+        }
+    }
+
+    fn hints(&self) -> Vec<String> {
+        match self {
+            InitError::NotEmpty { .. } => {
+                vec!["pass `--overwrite` to write the project anyway: generated files \
+                 replace the files of the same name, other files are left as they are"
+                    .to_owned()]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 fn git_message(command: &str, dir: &Utf8Path, output: &str) -> String {
@@ -329,103 +348,53 @@ fn write_file(path: &Utf8Path, contents: &[u8]) -> Result<(), InitError> {
     Ok(())
 }
 
-/// Runs `git` with the variables that would redirect it to another repository removed
-/// (they are set, for example, under `git rebase --exec`).
+/// Runs `git` through [`crate::process::Cmd::git`] (the variables that would redirect it to
+/// another repository removed).
 struct Git;
-
-const GIT_REDIRECTS: [&str; 8] = [
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-];
 
 impl Git {
     fn new() -> Git {
         Git
     }
 
-    fn expr(&self, dir: &Utf8Path, args: &[&str]) -> duct::Expression {
-        let mut e = duct::cmd("git", args)
-            .before_spawn(crate::process::before_spawn)
-            .dir(dir)
-            .stdin_null()
-            .stderr_to_stdout()
-            .stdout_capture()
-            .unchecked();
-        for v in GIT_REDIRECTS {
-            e = e.env_remove(v);
-        }
-        e
+    fn cmd(&self, dir: &Utf8Path, args: &[&str]) -> Cmd {
+        Cmd::git().args(args.iter().copied()).dir(dir)
     }
 
     /// Fail early, before anything is written, when `git` cannot run.
     fn check_available(&self, dir: &Utf8Path) -> Result<(), InitError> {
-        let out = self.expr(Utf8Path::new("."), &["--version"]).run();
-        match out {
-            Ok(o) if o.status.success() => Ok(()),
-            Ok(o) => Err(InitError::Git {
-                command: "git --version".into(),
-                dir: dir.to_owned(),
-                output: String::from_utf8_lossy(&o.stdout).into_owned(),
-            }),
-            Err(e) => Err(InitError::Git {
-                command: "git --version".into(),
-                dir: dir.to_owned(),
-                output: format!("{e} (is git installed and on PATH?)"),
-            }),
+        let git_error =
+            |output: String| InitError::Git { command: "git --version".into(), dir: dir.to_owned(), output };
+        match self.cmd(Utf8Path::new("."), &["--version"]).output() {
+            Ok(o) if o.success() => Ok(()),
+            Ok(o) => Err(git_error(o.stdout + &o.stderr)),
+            Err(e) => Err(git_error(format!("{} (is git installed and on PATH?)", e.one_line()))),
         }
     }
 
     /// Whether the work tree holding `dir` ignores it (`git check-ignore`).
     fn is_ignored(&self, dir: &Utf8Path) -> bool {
-        let out = duct::cmd("git", ["check-ignore", "-q", "."])
-            .before_spawn(crate::process::before_spawn)
-            .dir(dir)
-            .stdin_null()
-            .stdout_null()
-            .stderr_null()
-            .unchecked();
-        GIT_REDIRECTS.iter().fold(out, |e, v| e.env_remove(v)).run().is_ok_and(|o| o.status.success())
+        self.cmd(dir, &["check-ignore", "-q", "."]).succeeds()
     }
 
     /// The top level of the work tree holding `dir`, if any.
     fn toplevel(&self, dir: &Utf8Path) -> Option<Utf8PathBuf> {
-        let out = duct::cmd("git", ["rev-parse", "--show-toplevel"])
-            .before_spawn(crate::process::before_spawn)
-            .dir(dir)
-            .stdin_null()
-            .stderr_null()
-            .stdout_capture()
-            .unchecked();
-        let out = GIT_REDIRECTS.iter().fold(out, |e, v| e.env_remove(v)).run().ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        let top = String::from_utf8(out.stdout).ok()?;
-        let top = top.trim_end_matches(['\n', '\r']);
+        let out = self.cmd(dir, &["rev-parse", "--show-toplevel"]).run().ok()?;
+        let top = out.stdout.trim_end_matches(['\n', '\r']);
         (!top.is_empty()).then(|| Utf8PathBuf::from(top))
     }
 
     fn run(&self, dir: &Utf8Path, args: &[&str]) -> Result<(), InitError> {
         let command = format!("git {}", args.join(" "));
-        let out = self.expr(dir, args).run().map_err(|e| InitError::Git {
+        let out = self.cmd(dir, args).output().map_err(|e| InitError::Git {
             command: command.clone(),
             dir: dir.to_owned(),
-            output: e.to_string(),
+            output: e.one_line(),
         })?;
-        if out.status.success() {
+        if out.success() {
             Ok(())
         } else {
-            Err(InitError::Git {
-                command,
-                dir: dir.to_owned(),
-                output: String::from_utf8_lossy(&out.stdout).into_owned(),
-            })
+            Err(InitError::Git { command, dir: dir.to_owned(), output: out.stdout + &out.stderr })
         }
     }
 }

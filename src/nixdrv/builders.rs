@@ -156,19 +156,13 @@ pub fn configured_spec() -> anyhow::Result<String> {
 pub fn ping(builder: &Builder) -> anyhow::Result<()> {
     let nix = super::nix_program();
     let uri = builder.store_uri();
-    let out = duct::cmd!(&nix, "store", "ping", "--store", &uri)
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nix} store ping`"))?;
-    if !out.status.success() {
+    let out = crate::process::Cmd::new(&nix).args(["store", "ping", "--store", &uri]).output()?;
+    if !out.success() {
         bail!(
             "remote builder `{}` cannot be reached (`{nix} store ping --store {uri}`):\n{}\n\
              check the SSH login (key, host key, port: NIX_SSHOPTS or ~/.ssh/config) and that Nix is installed there",
             builder.uri,
-            String::from_utf8_lossy(&out.stderr).trim_end()
+            out.stderr.trim_end()
         );
     }
     Ok(())

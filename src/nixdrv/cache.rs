@@ -45,17 +45,7 @@ pub struct Pulled {
 /// Run `nix ARGS` with captured output; the error carries Nix's stderr.
 fn nix(args: &[String]) -> anyhow::Result<String> {
     let nix = super::nix_program();
-    let out = duct::cmd(&nix, args)
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nix}`"))?;
-    if !out.status.success() {
-        bail!("`{nix} {}` failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim_end());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(crate::process::Cmd::new(nix).args(args.iter().cloned()).run()?.stdout)
 }
 
 /// The name of a Nix signing key file (`NAME:BASE64`, as `nix key generate-secret` writes).
@@ -286,14 +276,8 @@ pub fn pull(
     ];
     dry.extend(extra.iter().cloned());
     let nixp = super::nix_program();
-    let out = duct::cmd(&nixp, &dry)
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nixp} build --dry-run`"))?;
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = crate::process::Cmd::new(&nixp).args(dry.iter().cloned()).output()?;
+    let log = out.stderr;
     if !out.status.success() {
         bail!("`{nixp} {}` failed:\n{}", dry.join(" "), log.trim_end());
     }
@@ -336,15 +320,9 @@ pub fn pull(
             ["store", "verify", "--no-contents", "--store", from].map(String::from).to_vec();
         verify.extend(["--option".into(), "trusted-public-keys".into(), public_key.to_owned()]);
         verify.extend(fetched.iter().cloned());
-        let out = duct::cmd(&nixp, &verify)
-            .before_spawn(crate::process::before_spawn)
-            .stdout_capture()
-            .stderr_capture()
-            .unchecked()
-            .run()
-            .with_context(|| format!("cannot run `{nixp} store verify`"))?;
-        if !out.status.success() {
-            let log = String::from_utf8_lossy(&out.stderr);
+        let out = crate::process::Cmd::new(&nixp).args(verify.iter().cloned()).output()?;
+        if !out.success() {
+            let log = out.stderr;
             let untrusted: Vec<&str> = log
                 .lines()
                 .filter_map(|l| l.strip_prefix("path '")?.strip_suffix("' is untrusted"))

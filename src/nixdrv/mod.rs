@@ -4,7 +4,7 @@
 //! The flake outputs used here are made by `lib.genKernelFlakeOutputs` (`nix/lib/`):
 //! `packages.<system>.bundle` (every bundle cell joined as `<variant>/…`) and
 //! `packages.<system>.<variant>` (one cell, holding `<variant>/…`). The Nix program is `nix`
-//! from `PATH`, or the one named by `KERNEL_BUILDER_NIX`. Every subprocess runs through `duct`
+//! from `PATH`, or the one named by `KERNEL_BUILDER_NIX`. Every subprocess runs through [`Cmd`]
 //! with its output captured, and Nix's build log is shown when a build fails.
 //!
 //! [`builders`] checks and reports Nix remote builders (`build-and-copy --builders`), [`cache`]
@@ -20,6 +20,9 @@ mod progress;
 use anyhow::{bail, Context};
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
+
+use crate::error::{Error, Kind};
+use crate::process::Cmd;
 
 /// Environment variable that names the Nix program (default: `nix` from `PATH`).
 pub const NIX_ENV: &str = crate::env::NIX.name;
@@ -40,28 +43,33 @@ pub fn nix_program() -> String {
     crate::env::NIX.non_empty().unwrap_or_else(|| "nix".to_owned())
 }
 
+/// `nix ARGS` run to the end ([`Cmd::output`]); Nix that cannot be started is a typed
+/// [`Kind::Nix`] error that says how to install it or build without it.
+fn nix_output(nix: &str, args: &[&str]) -> Result<crate::process::Output, Error> {
+    Cmd::new(nix).args(args.iter().copied()).output().map_err(|e| {
+        let command = e.command().to_owned();
+        Error::new(Kind::Nix, format!("cannot run `{command}`: Nix is not installed or not on PATH"))
+            .hint(format!(
+                "install Nix (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
+                 its path, or build without Nix (`build-and-copy --nix never`)"
+            ))
+            .with_source(match e {
+                crate::process::Error::Spawn { source, .. } => anyhow::Error::from(source),
+                other => anyhow::Error::from(other),
+            })
+    })
+}
+
 /// `nix --version`'s first line (e.g. `nix (Nix) 2.8.0`).
 ///
 /// Errors: Nix cannot be run; the message says how to install it or build without it.
 pub fn nix_version() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out = duct::cmd!(&nix, "--version")
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| {
-            format!(
-                "cannot run `{nix} --version`: Nix is not installed or not on PATH. Install Nix \
-                 (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set {NIX_ENV} to \
-                 its path, or build without Nix (`build-and-copy --nix never`)"
-            )
-        })?;
-    if !out.status.success() {
-        bail!("`{nix} --version` failed:\n{}", String::from_utf8_lossy(&out.stderr).trim_end());
+    let out = nix_output(&nix, &["--version"])?;
+    if !out.success() {
+        bail!("`{nix} --version` failed:\n{}", out.stderr.trim_end());
     }
-    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_owned())
+    Ok(out.stdout.lines().next().unwrap_or("").trim().to_owned())
 }
 
 /// The value of the `sandbox` setting, as `nix show-config --json` reports it.
@@ -80,21 +88,16 @@ pub enum Sandbox {
 /// Errors: the command cannot run or fails (the message suggests the nix.conf line it needs).
 pub fn show_config_json() -> anyhow::Result<String> {
     let nix = nix_program();
-    let out = duct::cmd!(&nix, "show-config", "--json")
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nix} show-config --json`"))?;
-    if !out.status.success() {
-        bail!(
-            "`{nix} show-config --json` failed (is `experimental-features = nix-command flakes` in \
-             /etc/nix/nix.conf?):\n{}",
-            String::from_utf8_lossy(&out.stderr).trim_end()
-        );
+    let out = nix_output(&nix, &["show-config", "--json"])?;
+    if !out.success() {
+        return Err(Error::new(
+            Kind::Nix,
+            format!("`{nix} show-config --json` failed:\n{}", out.stderr.trim_end()),
+        )
+        .hint("is `experimental-features = nix-command flakes` in /etc/nix/nix.conf?")
+        .into());
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 /// Read `sandbox` from `nix show-config --json` (`{"sandbox": {"value": true, …}, …}`).
@@ -250,48 +253,29 @@ pub fn build(
     let json_path = Utf8Path::from_path(json.path())
         .context("the temporary file for `nix build --json` has a non-UTF-8 path")?;
     let _json_registered = crate::interrupt::remove_on_interrupt(json_path, crate::interrupt::Removal::All);
-    let reader = duct::cmd(&nix, &args)
-        .before_spawn(crate::process::before_spawn)
-        .stdout_path(json.path())
-        .stderr_to_stdout()
-        .unchecked()
-        .reader()
-        .with_context(|| format!("cannot run `{nix} build`"))?;
-    let mut kept: std::collections::VecDeque<String> = std::collections::VecDeque::new();
-    let mut seen = 0usize;
-    {
-        use std::io::BufRead;
-        let mut shown = progress::NixProgress::new(quiet);
-        for line in std::io::BufReader::new(&reader).split(b'\n') {
-            let line = String::from_utf8_lossy(&line.context("cannot read Nix's output")?).into_owned();
-            shown.line(&line);
-            seen += 1;
-            kept.push_back(line);
-            if kept.len() > KEPT_LOG_LINES {
-                kept.pop_front();
-            }
-        }
-        shown.finish();
-    }
-    let status = reader
-        .try_wait()
-        .with_context(|| format!("cannot run `{nix} build`"))?
-        .map(|o| o.status)
-        .context("`nix build` did not finish")?;
+    let mut shown = progress::NixProgress::new(quiet);
+    let streamed = Cmd::new(&nix).args(args.iter().cloned()).stdout_file(json.path()).stream(
+        KEPT_LOG_LINES,
+        |_| {},
+        |line| shown.line(line),
+    );
+    shown.finish();
+    let streamed = streamed?;
+    let (status, kept, seen) = (streamed.status, streamed.tail, streamed.lines);
     let stdout = std::fs::read(json.path()).context("cannot read the output of `nix build --json`")?;
     let out = std::process::Output { status, stdout, stderr: Vec::new() };
     let log = kept.iter().cloned().collect::<Vec<_>>().join("\n");
     if !out.status.success() {
         let lines: Vec<&str> = log.lines().collect();
         let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-        bail!(
-            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}{}{}",
+        let message = format!(
+            "`{nix} {}` failed ({version}); Nix's build log{}:\n{}{}",
             args.join(" "),
             if tail.len() < seen { " (last lines; `nix log <drv>` has the rest)" } else { "" },
             tail.join("\n"),
             builders::explain_failure(&log).map(|e| format!("\n{e}")).unwrap_or_default(),
-            offline_hint(&log)
         );
+        return Err(offline_hint(&log).into_iter().fold(Error::new(Kind::Nix, message), Error::hint).into());
     }
     for line in builders::summary(&log) {
         crate::printer::stderr!("note: {line}");
@@ -426,18 +410,12 @@ fn stage_orchestrator(bytes: &[u8]) -> anyhow::Result<Utf8PathBuf> {
 /// the flake's source). An untracked flake.nix or build.toml is an error; other untracked
 /// files of the kernel directory get a warning that names them. Outside git, nothing to check.
 fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
-    let untracked = match duct::cmd!("git", "ls-files", "--others", "--exclude-standard", "--", ".")
-        .before_spawn(crate::process::before_spawn)
-        .dir(dir)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-    {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
-        // No git, or not a work tree: Nix copies the directory as it is.
-        _ => return Ok(()),
-    };
+    let untracked =
+        match Cmd::git().args(["ls-files", "--others", "--exclude-standard", "--", "."]).dir(dir).run() {
+            Ok(out) => out.stdout,
+            // No git, or not a work tree: Nix copies the directory as it is.
+            _ => return Ok(()),
+        };
     let files: Vec<&str> = untracked.lines().filter(|l| !l.is_empty() && !l.starts_with("build/")).collect();
     let fatal: Vec<&str> =
         files.iter().copied().filter(|f| *f == "flake.nix" || *f == "build.toml").collect();
@@ -463,22 +441,20 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
 }
 
 /// When Nix failed to download something (no network, no binary cache), how to build offline.
-fn offline_hint(log: &str) -> &'static str {
+fn offline_hint(log: &str) -> Option<&'static str> {
     let offline =
         ["unable to download", "Could not resolve host", "Couldn't resolve host", "unable to fetch"]
             .iter()
             .any(|needle| log.contains(needle));
-    if offline {
-        "\nhint: Nix could not fetch an input (offline?). The cells only need the orchestrator: \
+    offline.then_some(
+        "Nix could not fetch an input (offline?). The cells only need the orchestrator: \
          hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
          KERNEL_BUILDER_ORCHESTRATOR to the directory it prints (or pass \
          `-- --override-input kernel-builder/orchestrator path:<dir>`), or run a static kernel-builder, \
          which hands itself over. If the unreachable input is kernel-builder itself (a kernel made by \
          `kernel-builder init` points at its public flake), add `-- --override-input kernel-builder \
-         path:<kernel-builder checkout>`, or build natively with `--nix never`"
-    } else {
-        ""
-    }
+         path:<kernel-builder checkout>`, or build natively with `--nix never`",
+    )
 }
 
 /// Refuse variants the flake does not build on this system, listing those it does (read from
@@ -490,26 +466,19 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
         vec!["eval".into(), "--json".into(), NO_WRITE_LOCK.into(), format!("{dir}#variants.{system}")];
     // Only the flags that change what is evaluated (input overrides, lock handling).
     args.extend(eval_flags(extra_args));
-    let out = duct::cmd(&nix, &args)
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nix} eval`"))?;
-    if !out.status.success() {
-        bail!(
-            "`{nix} {}` failed:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim_end(),
-            offline_hint(&String::from_utf8_lossy(&out.stderr))
-        );
+    let out = Cmd::new(&nix).args(args.iter().cloned()).output()?;
+    if !out.success() {
+        let message = format!("`{nix} {}` failed:\n{}", args.join(" "), out.stderr.trim_end());
+        return Err(offline_hint(&out.stderr)
+            .into_iter()
+            .fold(Error::new(Kind::Nix, message), Error::hint)
+            .into());
     }
     #[derive(Deserialize)]
     struct Named {
         name: String,
     }
-    let cells: Vec<Named> = serde_json::from_slice(&out.stdout).with_context(|| {
+    let cells: Vec<Named> = serde_json::from_str(&out.stdout).with_context(|| {
         format!(
             "`{dir}#variants.{system}` is not a list of cells; is the flake made by genKernelFlakeOutputs?"
         )
@@ -613,11 +582,13 @@ mod tests {
         assert!(offline_hint(
             "error: unable to download 'https://github.com/...': Couldn't resolve host name"
         )
+        .unwrap()
         .contains("--override-input"));
-        assert_eq!(offline_hint("error: builder failed with exit code 1"), "");
+        assert_eq!(offline_hint("error: builder failed with exit code 1"), None);
         assert!(offline_hint(
             "error: unable to download 'https://api.github.com/repos/nixos/nixpkgs/tarball/x'"
         )
+        .unwrap()
         .contains("KERNEL_BUILDER_ORCHESTRATOR"));
     }
 

@@ -42,13 +42,11 @@ struct PythonHeaders {
 
 fn python_headers() -> Result<PythonHeaders, String> {
     const PROBE: &str = "import json, sys, sysconfig; print(json.dumps([sysconfig.get_paths()['include'], sys.executable, '%d.%d' % sys.version_info[:2]]))";
-    let out = duct::cmd("python3", ["-c", PROBE])
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| format!("cannot run `python3` ({e}), whose `Python.h` the module's init function needs; install Python 3 with its headers (e.g. `apt-get install python3-dev`)"))?;
-    let (include, executable, version): (Utf8PathBuf, Utf8PathBuf, String) = serde_json::from_slice(&out.stdout)
+    let out = crate::process::Cmd::new("python3")
+        .args(["-c", PROBE])
+        .output()
+        .map_err(|e| format!("cannot run `python3` ({}), whose `Python.h` the module's init function needs; install Python 3 with its headers (e.g. `apt-get install python3-dev`)", std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default()))?;
+    let (include, executable, version): (Utf8PathBuf, Utf8PathBuf, String) = serde_json::from_str(&out.stdout)
         .map_err(|_| "`python3` could not report where its headers are; install Python 3 with its headers (e.g. `apt-get install python3-dev`)".to_owned())?;
     if !include.join("Python.h").is_file() {
         return Err(format!(

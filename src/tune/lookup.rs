@@ -94,29 +94,7 @@ pub fn a_device(kind: &str) -> String {
     }
 }
 
-/// `sm<major><minor>` as `(major, minor)`: the last digit is the minor (`sm90` → (9, 0),
-/// `sm121` → (12, 1)). `None` for anything else (`sm90a`, `sm_90`, `9.0`, `sm090`).
-pub fn parse_sm(compute: &str) -> Option<(u32, u32)> {
-    let digits = compute.strip_prefix("sm")?;
-    if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.starts_with('0') {
-        return None;
-    }
-    let n: u32 = digits.parse().ok()?;
-    Some((n / 10, n % 10))
-}
-
-/// Whether a device of `kind` can report `compute`: `sm<major><minor>` for CUDA, `gfx` and hex
-/// digits for ROCm, any non-empty name for XPU and TPU.
-pub fn compute_is_reported(kind: &str, compute: &str) -> bool {
-    match kind {
-        "cuda" => parse_sm(compute).is_some(),
-        "rocm" => compute.strip_prefix("gfx").is_some_and(|h| {
-            (3..=4).contains(&h.len()) && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        }),
-        "xpu" | "tpu" => !compute.is_empty(),
-        _ => false,
-    }
-}
+pub use crate::helion::{compute_is_reported, parse_sm};
 
 /// What the device's compute is for a file's compute, in the form a message shows: what a
 /// device of `kind` reports looks like.
@@ -336,7 +314,7 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
         let name = path.file_name().expect("a file has a name");
         let rel = path.strip_prefix(kernel_dir).expect("under the kernel directory").to_owned();
         let dir = rel.parent().expect("a file has a parent").to_owned();
-        if name.starts_with("_helion_aot_") {
+        if crate::helion::is_heuristic(name) {
             heuristic_paths.push((path.clone(), rel, dir));
             continue;
         }
@@ -353,30 +331,11 @@ pub fn scan(kernel_dir: &Utf8Path, package: &str) -> anyhow::Result<Package> {
     }
     for (path, rel, dir) in heuristic_paths {
         let name = rel.file_name().expect("a file name").to_owned();
-        let rest =
-            name.strip_prefix("_helion_aot_").and_then(|r| r.strip_suffix(".py")).expect("matched above");
         // Helion asks for the exact name `_helion_aot_<stem>_<kind>_<compute>.py` of a source and
-        // a device, so where two stems fit (`op` and `op_cuda` for `…_op_cuda_sm90.py`), the one
-        // whose remainder is a device Helion can report is the one that loads the file.
-        let split = |s: &str| -> Option<(String, String)> {
-            let (kind, compute) = rest.get(s.len() + 1..)?.split_once('_')?;
-            Some((kind.to_owned(), compute.to_owned()))
-        };
-        let stem = pkg
-            .sources_in(&dir)
-            .map(|s| s.stem.as_str())
-            .filter(|s| {
-                rest == *s
-                    || (rest.len() > s.len() && rest.starts_with(s) && rest.as_bytes()[s.len()] == b'_')
-            })
-            .max_by_key(|s| {
-                let device = split(s);
-                let reported = device.as_ref().is_some_and(|(k, c)| compute_is_reported(k, c));
-                let known = device.as_ref().is_some_and(|(k, _)| kind_backend(k).is_some());
-                (reported, known, s.len())
-            })
-            .map(str::to_owned);
-        let kind_compute = stem.as_deref().and_then(split);
+        // a device: the stems are those of the sources beside the file.
+        let split = crate::helion::split(&name, |s| pkg.sources_in(&dir).any(|src| src.stem == s));
+        let stem = split.as_ref().map(|s| s.stem.to_owned());
+        let kind_compute = split.and_then(|s| s.device).map(|(k, c)| (k.to_owned(), c.to_owned()));
         let text = crate::fsutil::read_to_string(&path)?;
         let list_after = |opens: &dyn Fn(&str) -> bool| -> Vec<String> {
             text.lines()
@@ -428,16 +387,6 @@ mod tests {
         let caps = [CudaCapability::parse("8.0").unwrap()];
         let got = devices_picking("cuda", &set(&["sm80", "sm90"]), Some(&caps));
         assert_eq!((got["sm80"].len(), got["sm90"].len()), (4, 0));
-    }
-
-    #[test]
-    fn sm_names() {
-        assert_eq!(parse_sm("sm90"), Some((9, 0)));
-        assert_eq!(parse_sm("sm121"), Some((12, 1)));
-        for bad in ["sm90a", "sm_90", "9.0", "sm9", "sm090", "SM90"] {
-            assert_eq!(parse_sm(bad), None, "{bad}");
-        }
-        assert!(compute_is_reported("rocm", "gfx90a") && !compute_is_reported("rocm", "mi300"));
     }
 
     #[test]

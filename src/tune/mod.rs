@@ -149,28 +149,18 @@ pub enum TuneError {
     )]
     NoPackage(Utf8PathBuf),
     /// The Python could not be started or its probe crashed.
-    #[error(
-        "cannot run `{python}` to probe the tuning environment: {detail}\n  hint: pass --python PATH \
-         (or set KERNEL_BUILDER_PYTHON) to a Python that has torch, triton and helion"
-    )]
+    #[error("cannot run `{python}` to probe the tuning environment: {detail}")]
     PythonNotRunnable { python: String, detail: String },
     /// A package the runner needs is not importable.
-    #[error(
-        "`{python}` cannot import {package}: {detail}\n  hint: install it into that Python \
-         ({hint}), or pass --python PATH to one that has torch, triton and helion"
-    )]
+    #[error("`{python}` cannot import {package}: {detail}")]
     MissingPackage { python: String, package: &'static str, detail: String, hint: &'static str },
     /// No GPU visible.
-    #[error(
-        "no GPU: {detail}\n  hint: Helion tunes on the GPU it measures; run `tune` on a machine \
-         with the GPU you are tuning for"
-    )]
+    #[error("no GPU: {detail}")]
     NoGpu { detail: String },
     /// The collect phase recorded nothing.
     #[error(
         "the bench script `{bench}` called no Helion kernel{filter}: the collect phase recorded \
-         no configuration\n  hint: the script must call the kernel (an `@helion.aot_kernel` or \
-         `@helion.kernel` function) with the shapes to tune for when run as `python {bench}`"
+         no configuration"
     )]
     NoKernelCalled { bench: String, filter: String },
     /// The bench script exited non-zero.
@@ -206,6 +196,41 @@ pub enum TuneError {
          heuristic with this run's kernels only"
     )]
     WouldDropKernels { dropped: String, called: String, dir: Utf8PathBuf },
+}
+
+impl crate::error::Diagnostic for TuneError {
+    /// A Python, package or GPU that is missing is the toolchain's; a signal's stop exits as an
+    /// interrupted build does (128 + signal).
+    fn kind(&self) -> crate::error::Kind {
+        use crate::error::Kind;
+        match self {
+            TuneError::PythonNotRunnable { .. }
+            | TuneError::MissingPackage { .. }
+            | TuneError::NoGpu { .. } => Kind::Toolchain,
+            TuneError::Interrupted { signal, .. } => Kind::Interrupted { signal: *signal },
+            _ => Kind::Failed,
+        }
+    }
+
+    fn hints(&self) -> Vec<String> {
+        let hint = match self {
+            TuneError::PythonNotRunnable { .. } => "pass --python PATH (or set KERNEL_BUILDER_PYTHON) to a Python \
+                 that has torch, triton and helion"
+                .to_owned(),
+            TuneError::MissingPackage { hint, .. } => format!(
+                "install it into that Python ({hint}), or pass --python PATH to one that has torch, triton and helion"
+            ),
+            TuneError::NoGpu { .. } => {
+                "Helion tunes on the GPU it measures; run `tune` on a machine with the GPU you are tuning for".to_owned()
+            }
+            TuneError::NoKernelCalled { bench, .. } => format!(
+                "the script must call the kernel (an `@helion.aot_kernel` or `@helion.kernel` function) with the \
+                 shapes to tune for when run as `python {bench}`"
+            ),
+            _ => return Vec::new(),
+        };
+        vec![hint]
+    }
 }
 
 /// What [`probe`] found: the versions and device that tuning runs on.
@@ -251,24 +276,20 @@ struct ProbeOutput {
 pub fn probe(python: &str, scratch: &Utf8Path) -> anyhow::Result<Environment> {
     let script = scratch.join("kb_probe.py");
     crate::fsutil::write_atomic(&script, PROBE_PY.as_bytes())?;
-    let out = duct::cmd(python, [script.as_str()])
-        .before_spawn(crate::process::before_spawn)
-        .stdin_null()
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| TuneError::PythonNotRunnable { python: python.into(), detail: e.to_string() })?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let parsed: Option<ProbeOutput> = stdout.lines().rev().find_map(|l| serde_json::from_str(l.trim()).ok());
-    let Some(parsed) = parsed.filter(|_| out.status.success()) else {
+    let out = crate::process::Cmd::new(python).arg(script.as_str()).output().map_err(|e| {
+        TuneError::PythonNotRunnable {
+            python: python.into(),
+            detail: std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default(),
+        }
+    })?;
+    let parsed: Option<ProbeOutput> =
+        out.stdout.lines().rev().find_map(|l| serde_json::from_str(l.trim()).ok());
+    let Some(parsed) = parsed.filter(|_| out.success()) else {
         return Err(TuneError::PythonNotRunnable {
             python: python.into(),
             detail: format!(
                 "the probe exited with {} and printed no result\n--- stdout\n{}--- stderr\n{}",
-                out.status,
-                stdout,
-                String::from_utf8_lossy(&out.stderr)
+                out.status, out.stdout, out.stderr
             ),
         }
         .into());
@@ -335,12 +356,12 @@ fn copy_kernel_dir(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
 
 /// `_helion_aot_<stem>_<kind>_<compute>.py` files under `root` (recursively), relative.
 fn heuristic_files(root: &Utf8Path, kind: &str, compute: &str) -> anyhow::Result<Vec<Utf8PathBuf>> {
-    let suffix = format!("_{kind}_{compute}.py");
+    let suffix = format!("_{kind}_{compute}{}", crate::helion::SUFFIX);
     let mut out = Vec::new();
     for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
         let entry = entry.with_context(|| format!("cannot read `{root}`"))?;
         let name = entry.file_name().to_string_lossy();
-        if entry.file_type().is_file() && name.starts_with("_helion_aot_") && name.ends_with(&suffix) {
+        if entry.file_type().is_file() && crate::helion::is_heuristic(&name) && name.ends_with(&suffix) {
             let rel = entry.path().strip_prefix(root.as_std_path()).expect("under root");
             out.push(Utf8PathBuf::try_from(rel.to_path_buf()).context("non-UTF-8 file name")?);
         }
@@ -593,7 +614,7 @@ fn rebase_foreign_sources(tuned: &mut serde_json::Value, kernel_dir: &Utf8Path) 
 fn earlier_records_file(dir: &Utf8Path, records_rel: &Utf8Path, hardware_id: &str) -> Option<Utf8PathBuf> {
     [
         records_rel.join("tuned_configs.json"),
-        Utf8PathBuf::from(format!("tuning/tuned_configs_{hardware_id}.json")),
+        Utf8Path::new("tuning").join(crate::helion::tuned_configs_file(hardware_id)),
     ]
     .into_iter()
     .map(|rel| dir.join(rel))
@@ -619,6 +640,14 @@ pub struct Outcome {
 /// A [`TuneError`] for everything a user can fix; I/O errors name their path. In every error
 /// case the kernel directory is unchanged.
 pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
+    // A TuneError goes up as a typed error: its kind picks the exit code, its hints are data.
+    tune_unchanged_on_error(opts).map_err(|err| match err.downcast::<TuneError>() {
+        Ok(t) => crate::error::Error::from(t).into(),
+        Err(err) => err,
+    })
+}
+
+fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     let dir = &opts.dir;
     if !opts.bench.is_file() {
         return Err(TuneError::BenchMissing(opts.bench.clone()).into());
@@ -694,7 +723,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
         _ => None,
     };
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
-    let configs_file = run_dir.join(format!("tuned_configs_{hw}.json"));
+    let configs_file = run_dir.join(crate::helion::tuned_configs_file(hw));
     if let Some((previous, earlier)) = earlier.as_ref().filter(|_| !opts.retune) {
         crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
         crate::printer::stderr!(
@@ -780,7 +809,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     }
     fin.ensure_success("measure")?;
     // Which calls the trees will learn from. An unreadable file costs only that list.
-    let measurements_file = run_dir.join(format!("measurements_{hw}.csv"));
+    let measurements_file = run_dir.join(crate::helion::measurements_file(hw));
     let measured = match std::fs::read_to_string(&measurements_file) {
         Ok(text) => measured_shapes(&text).unwrap_or_else(|e| {
             crate::printer::stderr!(
@@ -872,7 +901,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     let table: report::MeasureTable = serde_json::from_str(&crate::fsutil::read_to_string(&table_file)?)
         .with_context(|| format!("`{table_file}` is not the table measure.py writes"))?;
 
-    let summary_file = run_dir.join(format!("heuristic_summary_{hw}.json"));
+    let summary_file = run_dir.join(crate::helion::heuristic_summary_file(hw));
     let summary: serde_json::Value = match std::fs::read_to_string(&summary_file) {
         Ok(s) => serde_json::from_str(&s).with_context(|| format!("`{summary_file}` is not JSON"))?,
         Err(_) => serde_json::Value::Null,
@@ -886,8 +915,8 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
     records.insert("tune.json", report.to_json().into_bytes());
     records.insert("tuned_configs.json", (serde_json::to_string_pretty(&tuned_configs)? + "\n").into_bytes());
     for (src, name) in [
-        (format!("measurements_{hw}.csv"), "measurements.csv"),
-        (format!("heuristic_summary_{hw}.json"), "heuristic_summary.json"),
+        (crate::helion::measurements_file(hw), "measurements.csv"),
+        (crate::helion::heuristic_summary_file(hw), "heuristic_summary.json"),
         ("run_metadata.json".to_owned(), "run_metadata.json"),
     ] {
         if let Ok(bytes) = std::fs::read(run_dir.join(&src)) {

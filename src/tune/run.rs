@@ -4,7 +4,7 @@
 //! instead of killing this process with the kernel directory half-written.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, IsTerminal};
+use std::io::IsTerminal;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -235,58 +235,41 @@ impl Runner {
         if self.signals.interrupted.load(Ordering::SeqCst) {
             return Err(ours().into());
         }
-        let mut expr = duct::cmd(&self.python, args)
-            .before_spawn(crate::process::before_spawn)
-            .dir(&self.cwd)
-            .stdin_null()
-            .stderr_to_stdout()
-            .env("PYTHONUNBUFFERED", "1")
-            .unchecked();
-        // duct applies inner settings last, so a removal and a setting of the same variable
-        // would depend on their order: remove only what is not set here.
-        for k in SCRUBBED_ENV.iter().filter(|k| !env.iter().any(|(set, _)| set == *k)) {
-            expr = expr.env_remove(k);
-        }
-        for (k, v) in env {
-            expr = expr.env(k, v);
-        }
-        let reader = expr.reader().map_err(|e| TuneError::PythonNotRunnable {
-            python: self.python.clone(),
-            detail: e.to_string(),
-        })?;
-        if let Some(pid) = reader.pids().first() {
-            self.signals.child.store(*pid, Ordering::SeqCst);
-        }
-        let mut tail: VecDeque<String> = VecDeque::with_capacity(TAIL_LINES);
-        let mut lines = BufReader::new(&reader);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match lines.read_until(b'\n', &mut buf) {
-                Ok(0) => break,
-                Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf);
-                    let line = line.trim_end_matches(['\n', '\r']);
-                    crate::printer::stderr!("{line}");
-                    if tail.len() == TAIL_LINES {
-                        tail.pop_front();
-                    }
-                    tail.push_back(line.to_owned());
+        // Only what is not set here is removed (the last change of a variable wins in any case).
+        let cmd = SCRUBBED_ENV
+            .iter()
+            .filter(|k| !env.iter().any(|(set, _)| set == *k))
+            .fold(crate::process::Cmd::new(&self.python).args(args.iter().cloned()).dir(&self.cwd), |c, k| {
+                c.env_remove(*k)
+            })
+            .env("PYTHONUNBUFFERED", "1");
+        let cmd = env.iter().fold(cmd, |c, (k, v)| c.env(*k, *v));
+        let streamed = cmd.stream(
+            TAIL_LINES,
+            |pids| {
+                if let Some(pid) = pids.first() {
+                    self.signals.child.store(*pid, Ordering::SeqCst);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.signals.child.store(0, Ordering::SeqCst);
-                    let _ = reader.kill();
-                    return Err(e).with_context(|| format!("cannot read the output of `{}`", self.python));
+            },
+            |line| crate::printer::stderr!("{line}"),
+        );
+        let streamed = match streamed {
+            Ok(s) => s,
+            Err(crate::process::Error::Spawn { source, .. }) => {
+                return Err(TuneError::PythonNotRunnable {
+                    python: self.python.clone(),
+                    detail: source.to_string(),
                 }
+                .into())
             }
-        }
-        let output = reader
-            .try_wait()
-            .with_context(|| format!("cannot wait for `{}`", self.python))?
-            .context("the child closed its output but has not exited")?;
+            Err(e) => {
+                self.signals.child.store(0, Ordering::SeqCst);
+                return Err(e.into());
+            }
+        };
+        let (status, tail) = (streamed.status, streamed.tail);
         self.signals.child.store(0, Ordering::SeqCst);
-        let fin = Finished { status: output.status, tail, work: self.cwd.clone(), dir: self.dir.clone() };
+        let fin = Finished { status, tail, work: self.cwd.clone(), dir: self.dir.clone() };
         if self.signals.interrupted.load(Ordering::SeqCst) {
             return Err(ours().into());
         }

@@ -3,7 +3,6 @@
 
 use std::sync::OnceLock;
 
-use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use kernel_builder::abi::{check_library, check_variant, AbiPolicy, Violation};
 use kernel_builder::config::Version;
@@ -119,11 +118,7 @@ fn to_chars_needs_glibcxx_3_4_29() {
     }
 
     // The command: exit 1 under 2_28, the line names the library and the symbol.
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["check-abi", so.as_str(), "--manylinux", "2_28"])
-        .output()
-        .unwrap();
+    let out = crate::util::kb().args(["check-abi", so.as_str(), "--manylinux", "2_28"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
@@ -138,8 +133,7 @@ fn to_chars_needs_glibcxx_3_4_29() {
         )
     );
     // Without --manylinux: the policy met is reported, exit 0.
-    let out =
-        Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", so.as_str()]).output().unwrap();
+    let out = crate::util::kb().args(["check-abi", so.as_str()]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.starts_with(&format!("{so}: ok (ELF x86_64, meets manylinux_2_34)\n")), "{stdout}");
@@ -175,11 +169,7 @@ fn plain_c_meets_the_oldest_policy() {
     assert_eq!(lib.manylinux.as_deref(), Some("manylinux_2_5"));
     assert!(lib.violations.is_empty(), "{:?}", lib.violations);
     assert!(lib.limited_by.is_empty());
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["check-abi", so.as_str(), "-m", "2_17"])
-        .output()
-        .unwrap();
+    let out = crate::util::kb().args(["check-abi", so.as_str(), "-m", "2_17"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
@@ -207,11 +197,7 @@ fn python_symbols_outside_abi3_are_refused() {
             },
         ]
     );
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["check-abi", so.as_str(), "--python-abi", "3.13"])
-        .output()
-        .unwrap();
+    let out = crate::util::kb().args(["check-abi", so.as_str(), "--python-abi", "3.13"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("  - not abi3: PyCode_New is not in the CPython stable ABI\n"), "{stdout}");
@@ -239,11 +225,8 @@ fn torch_cxx_symbols_are_refused_under_the_stable_abi() {
     );
     // Not a stable-ABI variant: the torch rule is not applied.
     assert!(check_library(&so, &AbiPolicy::default()).unwrap().violations.is_empty());
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["check-abi", so.as_str(), "--torch-stable-abi", "2.13"])
-        .output()
-        .unwrap();
+    let out =
+        crate::util::kb().args(["check-abi", so.as_str(), "--torch-stable-abi", "2.13"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -270,7 +253,7 @@ fn stable_abi_variant_names_bring_the_torch_rule() {
         std::fs::write(v.join("metadata.json"), "{}").unwrap();
     }
     let check = |args: &[&str]| {
-        let out = Command::cargo_bin("kernel-builder").unwrap().arg("check-abi").args(args).output().unwrap();
+        let out = crate::util::kb().arg("check-abi").args(args).output().unwrap();
         (out.status.code(), String::from_utf8(out.stdout).unwrap())
     };
     let (code, stdout) = check(&[stable.as_str()]);
@@ -335,35 +318,24 @@ fn non_elf_and_truncated_files_are_clear_errors() {
     let err = check_library(&truncated, &AbiPolicy::default()).unwrap_err().to_string();
     assert!(err.starts_with(&format!("`{truncated}`: malformed Elf64 file: ")), "{err}");
 
-    let out =
-        Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", bad.as_str()]).output().unwrap();
+    let out = crate::util::kb().args(["check-abi", bad.as_str()]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(
         stderr,
         format!("error: `{bad}`: not a shared object (neither ELF nor Mach-O: unknown file format)\n")
     );
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["check-abi", dir.as_str(), "-m", "2_29"])
-        .output()
-        .unwrap();
+    let out = crate::util::kb().args(["check-abi", dir.as_str(), "-m", "2_29"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.starts_with("error: --manylinux: unknown manylinux policy `2_29`"), "{stderr}");
-    for (flag, value, message) in [(
-        "--torch-stable-abi",
-        "2.x",
-        "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n",
-    )] {
-        let out = Command::cargo_bin("kernel-builder")
-            .unwrap()
-            .args(["check-abi", dir.as_str(), flag, value])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(1));
-        assert_eq!(String::from_utf8(out.stderr).unwrap(), message);
-    }
+    let out =
+        crate::util::kb().args(["check-abi", dir.as_str(), "--torch-stable-abi", "2.x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: --torch-stable-abi: version `2.x` must be dot-separated numbers, e.g. \"2.12\"\n"
+    );
 }
 
 /// `--python-abi` takes only Pythons with a stable ABI (3.2 on) that the vendored stable-ABI
@@ -389,11 +361,8 @@ fn python_abi_values_without_a_stable_abi_are_usage_errors() {
         ("3.99", too_new("3.99")),
         ("3", "Python version `3` must be MAJOR.MINOR, e.g. 3.9".to_owned()),
     ] {
-        let out = Command::cargo_bin("kernel-builder")
-            .unwrap()
-            .args(["check-abi", "/nonexistent", "--python-abi", value])
-            .output()
-            .unwrap();
+        let out =
+            crate::util::kb().args(["check-abi", "/nonexistent", "--python-abi", value]).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{value}");
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert!(
@@ -402,13 +371,9 @@ fn python_abi_values_without_a_stable_abi_are_usage_errors() {
         );
     }
     // The newest the table knows is accepted (the file does not exist: exit 1, not 2).
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["check-abi", "/nonexistent", "--python-abi", "3.15"])
-        .output()
-        .unwrap();
+    let out = crate::util::kb().args(["check-abi", "/nonexistent", "--python-abi", "3.15"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", "--help"]).output().unwrap();
+    let out = crate::util::kb().args(["check-abi", "--help"]).output().unwrap();
     let help = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         help.contains(
@@ -447,11 +412,7 @@ fn kernel_directory_checks_each_variant() {
     assert_eq!(report.manylinux_met().as_deref(), Some("manylinux_2_34"));
     assert!(report.is_ok());
 
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["check-abi", dir.as_str(), "--json", "-m", "2_28"])
-        .output()
-        .unwrap();
+    let out = crate::util::kb().args(["check-abi", dir.as_str(), "--json", "-m", "2_28"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let variants: Vec<(&str, &str)> = json
@@ -476,8 +437,7 @@ fn kernel_directory_checks_each_variant() {
 
     // The build dir and the variant dir name the same variants.
     let text = |d: &Utf8Path| {
-        let out =
-            Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", d.as_str()]).output().unwrap();
+        let out = crate::util::kb().args(["check-abi", d.as_str()]).output().unwrap();
         assert_eq!(out.status.code(), Some(0));
         String::from_utf8(out.stdout).unwrap()
     };
@@ -496,8 +456,7 @@ fn kernel_directory_checks_each_variant() {
     // A kernel directory that was never built says so.
     let (_t2, unbuilt) = tempdir();
     std::fs::write(unbuilt.join("build.toml"), "").unwrap();
-    let out =
-        Command::cargo_bin("kernel-builder").unwrap().args(["check-abi", unbuilt.as_str()]).output().unwrap();
+    let out = crate::util::kb().args(["check-abi", unbuilt.as_str()]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("is a kernel directory without build/; build it first"), "{stderr}");
@@ -650,7 +609,7 @@ fn compiled_variants_without_shared_objects_fail_and_noarch_ones_are_skipped() {
         std::fs::write(v.join("__init__.py"), "").unwrap();
     }
     let run = |args: &[&str]| {
-        let out = Command::cargo_bin("kernel-builder").unwrap().arg("check-abi").args(args).output().unwrap();
+        let out = crate::util::kb().arg("check-abi").args(args).output().unwrap();
         (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
     };
     let (code, stdout, stderr) = run(&[dir.as_str()]);

@@ -279,10 +279,7 @@ fn rebuilds_are_byte_identical_anywhere_under_any_umask() {
         .env("TZ", "Pacific/Kiritimati")
         .args([
             "-c",
-            &format!(
-                "umask 077 && exec '{}' build-and-copy --nix never",
-                assert_cmd::cargo::cargo_bin("kernel-builder").display()
-            ),
+            &format!("umask 077 && exec '{}' build-and-copy --nix never", crate::util::kb_path().display()),
         ])
         .output()
         .unwrap();
@@ -1162,7 +1159,7 @@ fn concurrent_builds_take_turns() {
     let expected = tree(&t.path().join("build"));
     // They also race to create build/.
     fs::remove_dir_all(t.path().join("build")).unwrap();
-    let bin = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let bin = crate::util::kb_path();
     let children: Vec<std::process::Child> = (0..4)
         .map(|_| {
             std::process::Command::new(&bin)
@@ -1245,7 +1242,7 @@ fn a_source_file_larger_than_the_memory_limit_builds() {
     let big = t.path().join("torch-ext/vector_add/table.py");
     fs::File::create(&big).unwrap().set_len(96 << 20).unwrap(); // NUL bytes are UTF-8
     let cache = tempfile::tempdir().unwrap();
-    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let exe = crate::util::kb_path();
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg("ulimit -v 80000 && exec \"$0\" build-and-copy --nix never .")
@@ -1291,7 +1288,7 @@ fn a_build_killed_at_any_rename_of_the_swap_leaves_whole_variants() {
     let clean = tree(&reference.path().join("build"));
     assert_ne!(old, new);
 
-    let exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let exe = crate::util::kb_path();
     let mut killed = 0;
     for n in 1.. {
         let t = tempfile::tempdir().unwrap();
@@ -1370,7 +1367,7 @@ fn a_build_waiting_for_the_lock_says_whose_it_is() {
     fs::create_dir(t.path().join("build")).unwrap();
     let holder = fs::File::open(t.path().join("build")).unwrap();
     rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kernel-builder"))
+    let mut child = crate::util::kb_std()
         .current_dir(t.path())
         .args(["build-and-copy", "--nix", "never"])
         .stdout(std::process::Stdio::null())
@@ -1450,12 +1447,7 @@ fn kernel_dir_arguments_say_missing_or_file() {
     std::fs::write(d.join("notes.txt"), "").unwrap();
     for cmd in ["build-and-copy", "verify", "tune", "create-pyproject", "check-abi"] {
         let run = |arg: &str| {
-            let out = assert_cmd::Command::cargo_bin("kernel-builder")
-                .unwrap()
-                .current_dir(d)
-                .args([cmd, arg])
-                .output()
-                .unwrap();
+            let out = crate::util::kb().current_dir(d).args([cmd, arg]).output().unwrap();
             assert!(!out.status.success(), "{cmd} {arg}");
             String::from_utf8(out.stderr).unwrap()
         };
@@ -1489,8 +1481,7 @@ fn a_silent_failing_python_is_named_with_its_status() {
             std::fs::copy(e.path(), &to).unwrap();
         }
     }
-    let out = assert_cmd::Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["build-and-copy", "--nix", "never", "--no-cache", "--python", "/bin/false"])
         .arg(&k)
         .output()

@@ -11,8 +11,6 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
-
 pub(crate) use super::util::{copy_kernel, repo};
 
 /// An executable `#!/bin/sh` script at `path` running `body`.
@@ -31,12 +29,10 @@ pub(crate) struct Out {
 
 /// `kernel-builder ARGS` in `dir` with the cache `cache` and extra environment.
 pub(crate) fn kb(dir: &Path, cache: &Path, env: &[(&str, &Path)], args: &[&str]) -> Out {
-    let mut c = Command::cargo_bin("kernel-builder").unwrap();
+    let mut c = crate::util::kb();
     c.current_dir(dir)
         .env("KERNEL_BUILDER_CACHE_DIR", cache)
         .env_remove("KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
         .args(args);
     for (k, v) in env {
         c.env(k, v);

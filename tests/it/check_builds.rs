@@ -1,12 +1,9 @@
 //! `kernel-builder check-builds`: build/ against the variants the matrix says the kernel needs,
 //! on a tree `build-and-copy` really built (vector-add-helion: noarch, builds in a second).
 
-use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 
-fn kb(args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("kernel-builder").unwrap().args(args).output().unwrap()
-}
+use crate::util::kb_output as kb;
 
 /// A copy of kernels/vector-add-helion with build/ filled by `build-and-copy` (also fill-card's).
 pub(crate) fn built_vector_add() -> (tempfile::TempDir, Utf8PathBuf) {
@@ -15,8 +12,7 @@ pub(crate) fn built_vector_add() -> (tempfile::TempDir, Utf8PathBuf) {
     let src = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/vector-add-helion");
     let cp = std::process::Command::new("cp").args(["-r", src.as_str(), dir.as_str()]).status().unwrap();
     assert!(cp.success());
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["build-and-copy", dir.as_str(), "--nix", "never"])
         .env("KERNEL_BUILDER_CACHE_DIR", tmp.path().join("cache"))
         .output()

@@ -437,7 +437,7 @@ fn the_generated_workflow_runs_here() {
     let wf: Value = serde_norway::from_str(&wf_text).unwrap();
 
     // The shim: bin/nix, and kb/bin/kernel-builder (this build) for `--inputs-from` links.
-    let kb_bin = Utf8PathBuf::from_path_buf(assert_cmd::cargo::cargo_bin("kernel-builder")).unwrap();
+    let kb_bin = Utf8PathBuf::from_path_buf(crate::util::kb_path()).unwrap();
     let kb_dir = root.join("kb");
     std::fs::create_dir_all(kb_dir.join("bin")).unwrap();
     std::os::unix::fs::symlink(&kb_bin, kb_dir.join("bin/kernel-builder")).unwrap();

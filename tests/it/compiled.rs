@@ -7,8 +7,6 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use assert_cmd::Command;
-
 pub(crate) fn script(path: &Path, body: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -44,8 +42,7 @@ pub(crate) fn kernel(dir: &Path, backend: &str, extra: &str) {
 
 fn run(dir: &Path, path_dirs: &[&Path], python: &Path, extra: &[&str]) -> (i32, String) {
     let path: Vec<String> = path_dirs.iter().map(|d| d.display().to_string()).collect();
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["build-and-copy", "--nix", "never", "--python", python.to_str().unwrap()])
         .args(extra)
         .arg(dir)
@@ -226,8 +223,7 @@ fn bad_kernel_builder_jobs_is_an_error_before_configuring() {
     script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
     script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
     for bad in ["0", "four"] {
-        let out = Command::cargo_bin("kernel-builder")
-            .unwrap()
+        let out = crate::util::kb()
             .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()])
             .arg(&k)
             .env("PATH", bin.display().to_string())

@@ -1,9 +1,7 @@
 //! `kernel-builder completions <shell>`: scripts generated from the clap definitions.
 
-use assert_cmd::Command;
-
 fn script(shell: &str) -> String {
-    let out = Command::cargo_bin("kernel-builder").unwrap().args(["completions", shell]).output().unwrap();
+    let out = crate::util::kb().args(["completions", shell]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -70,8 +68,7 @@ fn zsh_and_fish_scripts_name_every_command() {
 
 #[test]
 fn an_unknown_shell_is_refused_with_the_choices() {
-    let out =
-        Command::cargo_bin("kernel-builder").unwrap().args(["completions", "powershell"]).output().unwrap();
+    let out = crate::util::kb().args(["completions", "powershell"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("[possible values: bash, zsh, fish]"), "{err}");

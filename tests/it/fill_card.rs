@@ -2,12 +2,9 @@
 //! a tree `build-and-copy` really built (vector-add-helion: noarch, builds in a second) and on
 //! relu with a fixture build/ (compiled variants: capabilities and torch from metadata.json).
 
-use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 
-fn kb(args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("kernel-builder").unwrap().args(args).output().unwrap()
-}
+use crate::util::kb_output as kb;
 
 fn copy_kernel(tmp: &tempfile::TempDir, name: &str) -> Utf8PathBuf {
     let dir = Utf8Path::from_path(tmp.path()).unwrap().join(name);

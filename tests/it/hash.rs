@@ -306,8 +306,7 @@ fn cli_accepts_non_utf8_paths() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
     fs::create_dir(&bad).unwrap();
-    assert_cmd::Command::cargo_bin("kernel-builder")
-        .unwrap()
+    crate::util::kb()
         .arg("hash")
         .arg(&bad)
         .assert()
@@ -335,8 +334,7 @@ fn cli_prints_one_line_per_path_in_order() {
     fs::create_dir(dir.path().join("b")).unwrap();
     let a = (FIXTURES[0].build)(&dir.path().join("a"));
     let b = (FIXTURES[6].build)(&dir.path().join("b"));
-    assert_cmd::Command::cargo_bin("kernel-builder")
-        .unwrap()
+    crate::util::kb()
         .args(["hash"])
         .arg(&b)
         .arg(&a)
@@ -350,20 +348,13 @@ fn cli_prints_one_line_per_path_in_order() {
 fn cli_error_names_the_path_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
-    assert_cmd::Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .arg("hash")
-        .arg(&missing)
-        .assert()
-        .code(1)
-        .stdout("")
-        .stderr(
-            format!(
-                "error: cannot hash `{0}`\n  caused by: cannot read metadata of `{0}`: No such file \
+    crate::util::kb().arg("hash").arg(&missing).assert().code(1).stdout("").stderr(
+        format!(
+            "error: cannot hash `{0}`\n  caused by: cannot read metadata of `{0}`: No such file \
              or directory (os error 2)\n",
-                missing.display()
-            ) + "error: 1 of 1 paths could not be hashed\n",
-        );
+            missing.display()
+        ) + "error: 1 of 1 paths could not be hashed\n",
+    );
 }
 
 /// `hash a b c` with `a` and `c` missing: `b` is still hashed and printed, both failures are
@@ -374,14 +365,7 @@ fn cli_hashes_every_path_and_exits_1_at_the_end() {
     let (a, c) = (dir.path().join("a"), dir.path().join("c"));
     let b = dir.path().join("b");
     std::fs::write(&b, "").unwrap();
-    let out = assert_cmd::Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .arg("hash")
-        .arg(&a)
-        .arg(&b)
-        .arg(&c)
-        .output()
-        .unwrap();
+    let out = crate::util::kb().arg("hash").arg(&a).arg(&b).arg(&c).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),

@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
-
 /// What a bounded run gave: exit code (-1 when killed), stdout, stderr.
 struct Ran {
     code: i32,
@@ -83,7 +81,7 @@ pub(crate) fn limit_memory(cmd: &mut Command, bytes: u64) {
 /// Run the binary with `args` in `cwd`, killed (and the test failed) after `limit`, with at
 /// most `memory` bytes of address space when given.
 fn kb(cwd: &Path, args: &[&str], limit: Duration, memory: Option<u64>) -> Ran {
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    let mut cmd = crate::util::kb_std();
     cmd.current_dir(cwd).args(args);
     if let Some(bytes) = memory {
         limit_memory(&mut cmd, bytes);
@@ -330,8 +328,7 @@ fn spawn_build(
     cache: &Path,
 ) -> (std::process::Child, std::sync::Arc<std::sync::Mutex<String>>) {
     use std::io::Read;
-    let mut child = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let mut child = crate::util::kb_std()
         .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()])
         .arg(kernel)
         .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))

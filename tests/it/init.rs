@@ -22,7 +22,7 @@ impl Scratch {
     }
 
     fn kb(&self) -> Command {
-        let mut c = Command::cargo_bin("kernel-builder").unwrap();
+        let mut c = crate::util::kb();
         c.current_dir(&self.root).env("KERNEL_BUILDER_FLAKE_REF", flake_ref()).env_remove("GIT_DIR");
         c
     }
@@ -83,14 +83,9 @@ fn entries(dir: &Utf8Path) -> Vec<String> {
 
 /// The files staged in the git repository holding `dir`, relative to `dir`.
 fn staged(dir: &Utf8Path) -> Vec<String> {
-    let out = std::process::Command::new("git")
-        .args(["ls-files", "--stage", "--", "."])
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('\t').nth(1).unwrap().to_owned()).collect()
+    // (`util::git` asserts that it succeeds.)
+    let out = crate::util::git(dir.as_std_path(), &["ls-files", "--stage", "--", "."]);
+    out.lines().map(|l| l.split('\t').nth(1).unwrap().to_owned()).collect()
 }
 
 fn read(path: impl AsRef<Path>) -> String {
@@ -419,12 +414,7 @@ fn empty_directory_and_existing_repo_are_reused() {
     // A directory holding only `.git`: the repository is reused.
     let repo = s.root.join("repo");
     std::fs::create_dir(&repo).unwrap();
-    assert!(std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&repo)
-        .status()
-        .unwrap()
-        .success());
+    crate::util::git(repo.as_std_path(), &["init", "-q"]);
     s.init(&["--name", "myorg/repo", "--template", "torch", "repo"]);
     assert_eq!(staged(&repo).len(), 9);
 }
@@ -437,12 +427,7 @@ fn a_workflow_inside_a_larger_repository_is_warned_about() {
     let s = Scratch::new();
     let mono = s.root.join("mono");
     std::fs::create_dir(&mono).unwrap();
-    assert!(std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&mono)
-        .status()
-        .unwrap()
-        .success());
+    crate::util::git(mono.as_std_path(), &["init", "-q"]);
     let out = s
         .kb()
         .args(["init", "--name", "myorg/inner", "--template", "torch", "mono/kernels/inner"])
@@ -471,20 +456,15 @@ fn project_inside_a_work_tree_is_staged_there() {
     let s = Scratch::new();
     let mono = s.root.join("mono");
     std::fs::create_dir(&mono).unwrap();
-    assert!(std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&mono)
-        .status()
-        .unwrap()
-        .success());
+    crate::util::git(mono.as_std_path(), &["init", "-q"]);
     let stdout = s.init(&["--name", "myorg/inner", "--template", "torch", "mono/kernels/inner"]);
     let top = std::fs::canonicalize(&mono).unwrap();
     assert!(stdout
         .contains(&format!("  staged the files in the existing git repository at `{}`\n", top.display())));
     assert!(!mono.join("kernels/inner/.git").exists());
-    let out = std::process::Command::new("git").args(["ls-files"]).current_dir(&mono).output().unwrap();
+    let out = crate::util::git(mono.as_std_path(), &["ls-files"]) + "\n";
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
+        out,
         "kernels/inner/.github/workflows/build.yml\nkernels/inner/.gitignore\nkernels/inner/CARD.md\nkernels/inner/README.md\nkernels/inner/build.toml\n\
          kernels/inner/flake.nix\nkernels/inner/tests/test_inner.py\nkernels/inner/torch-ext/inner/__init__.py\n\
          kernels/inner/torch-ext/inner/op.py\n"
@@ -507,8 +487,7 @@ fn overwrite_replaces_generated_files_and_keeps_others() {
 /// The short help, as users see it (the long help adds the templates' descriptions).
 #[test]
 fn short_help() {
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["init", "-h"])
         .env_remove("KERNEL_BUILDER_FLAKE_REF")
         .env("COLUMNS", "100")
@@ -1170,7 +1149,7 @@ fn init_inside_an_ignored_directory_makes_the_kernels_own_repository() {
     let s = Scratch::new();
     let outer = s.root.join("outer");
     std::fs::create_dir_all(outer.join("ignored")).unwrap();
-    duct::cmd!("git", "init", "-q").dir(&outer).run().unwrap();
+    crate::util::git(outer.as_std_path(), &["init", "-q"]);
     std::fs::write(outer.join(".gitignore"), "ignored/\n").unwrap();
     let out = s.init(&["--name", "myorg/vector-add-helion", "--", "outer/ignored/k"]);
     assert!(

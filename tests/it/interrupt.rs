@@ -8,10 +8,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-use assert_cmd::cargo::CommandCargoExt;
 
 const FAKE_NIX: &str = r#"#!/bin/sh
 case "$1" in
@@ -71,8 +69,7 @@ fn interrupt(s: &Setup, args: &[&str], sig: i32) -> (Option<i32>, String, i32, S
     for e in std::fs::read_dir(&s.pids).unwrap() {
         std::fs::remove_file(e.unwrap().path()).unwrap();
     }
-    let child = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let child = crate::util::kb_std()
         .args(args)
         .current_dir(&s.root)
         .env("KERNEL_BUILDER_NIX", &s.nix)
@@ -159,7 +156,7 @@ fn nix_commands_stop_nix_clean_up_and_exit_128_plus_the_signal() {
 fn a_signal_ignored_at_start_stays_ignored() {
     use std::os::unix::process::CommandExt;
     let s = setup();
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    let mut cmd = crate::util::kb_std();
     cmd.args(["build-and-copy", "--nix", "always", s.kernel.to_str().unwrap()])
         .current_dir(&s.root)
         .env("KERNEL_BUILDER_NIX", &s.nix)

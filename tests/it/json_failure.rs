@@ -122,3 +122,51 @@ fn without_json_a_failure_prints_nothing_on_stdout() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "");
 }
+
+/// A typed failure's hints are data: the `--json` document lists them, and the text report ends
+/// with them as `hint:` lines.
+#[test]
+fn a_missing_nix_fills_the_hints() {
+    let tmp = tempfile::tempdir().unwrap();
+    crate::util::copy_kernel("relu", tmp.path());
+    let hint =
+        "install Nix (Debian: `apt-get install nix-bin`, see scripts/setup-nix.sh), set KERNEL_BUILDER_NIX \
+                to its path, or build without Nix (`build-and-copy --nix never`)";
+    let out = kb()
+        .args(["build-and-copy", "--json", "--nix", "always"])
+        .env("KERNEL_BUILDER_NIX", "/nonexistent/nix")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["hints"], json!([hint]), "{doc}");
+    assert_eq!(
+        doc["error"]["message"],
+        "cannot run `/nonexistent/nix show-config --json`: Nix is not installed or not on PATH"
+    );
+    assert_eq!(doc["error"]["causes"], json!(["No such file or directory (os error 2)"]));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.ends_with(&format!("\nhint: {hint}\n")), "{stderr}");
+}
+
+/// The exit code comes from the kind of failure: 2 for a bad command line (clap's, and one
+/// `init` finds), 1 for a failed command (bad build.toml, missing tool).
+#[test]
+fn exit_codes_follow_the_kind_of_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = kb().args(["list-variants", "--no-such-flag"]).current_dir(tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = kb().args(["init", "--name", "vector-add"]).current_dir(tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "init's own usage error (its text: init::name_without_org)");
+    let broken = broken_kernel();
+    let out = kb().args(["check-config"]).current_dir(broken.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let out = kb()
+        .args(["build-and-copy", "--nix", "always"])
+        .env("KERNEL_BUILDER_NIX", "/nonexistent/nix")
+        .current_dir(broken.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}

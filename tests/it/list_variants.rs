@@ -75,7 +75,7 @@ cuda_capabilities = ["9.0"]
 "#;
 
 fn list_variants() -> Command {
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    let mut cmd = crate::util::kb();
     cmd.arg("list-variants").env("KERNEL_BUILDER_PLAIN", "1");
     cmd
 }
@@ -165,7 +165,7 @@ fn an_unknown_snapshot_is_refused_with_the_known_ones() {
 
 #[test]
 fn version_names_the_matrix_revision() {
-    let out = Command::cargo_bin("kernel-builder").unwrap().arg("--version").output().unwrap();
+    let out = crate::util::kb().arg("--version").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
@@ -273,8 +273,7 @@ fn missing_build_toml_fails_with_exit_1() {
 
 #[test]
 fn help_describes_every_option() {
-    let out =
-        Command::cargo_bin("kernel-builder").unwrap().args(["list-variants", "--help"]).output().unwrap();
+    let out = crate::util::kb().args(["list-variants", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap(), @r"
     List the build variants (matrix cells) of a kernel
@@ -320,11 +319,8 @@ fn an_empty_listing_says_why() {
 fn relu_tvm_ffi_gets_bundle_variants_without_a_matrix_pin() {
     let dir = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/relu-tvm-ffi");
     assert!(!std::fs::read_to_string(dir.join("build.toml")).unwrap().contains("matrix ="));
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["list-variants", dir.as_str(), "--system", "x86_64-linux"])
-        .output()
-        .unwrap();
+    let out =
+        crate::util::kb().args(["list-variants", dir.as_str(), "--system", "x86_64-linux"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),

@@ -5,15 +5,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
-
 fn check_wheel(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["matrix", "check-wheel"])
-        .args(args)
-        .output()
-        .unwrap();
+    let out = crate::util::kb().args(["matrix", "check-wheel"]).args(args).output().unwrap();
     (
         out.status.code().unwrap(),
         String::from_utf8(out.stdout).unwrap(),

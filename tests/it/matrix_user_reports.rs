@@ -1,7 +1,6 @@
 //! Users' reports about capabilities and gfx targets, each kept as a test, end to end: a
 //! build.toml on disk, `kernel::load` (config, then the matrix checks), and `check-config`.
 
-use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use kernel_builder::config::{Problem, Severity};
 use kernel_builder::kernel;
@@ -174,8 +173,7 @@ fn cuda_bounds_matching_no_build_set_warn_naming_the_bounds() {
 #[test]
 fn check_config_points_at_the_bad_capability() {
     let (_tmp, dir) = kernel_dir(&relu(r#"cuda-capabilities = ["8.0", "3.5"]"#, "", ""));
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["check-config", dir.as_str()])
         .env("KERNEL_BUILDER_PLAIN", "1")
         .output()
@@ -190,8 +188,7 @@ fn check_config_points_at_the_bad_capability() {
 #[test]
 fn check_config_points_at_an_unknown_matrix_pin_and_lists_the_known_ones() {
     let (_tmp, dir) = kernel_dir(&relu("", "", "matrix = \"upstream-2025-03\""));
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["check-config", dir.as_str()])
         .env("KERNEL_BUILDER_PLAIN", "1")
         .output()

@@ -293,7 +293,7 @@ fn nix_run_build_and_copy_replaces_only_the_bundle_variants() {
 fn cli_build_and_copy_through_nix_equals_the_bundle() {
     let (_t, r) = clean_repo_with(FIXTURE);
     let kernel = r.join(FIXTURE);
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    let mut cmd = crate::util::kb();
     cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--"]);
     cmd.args(override_orchestrator());
     cmd.assert().success();
@@ -305,7 +305,7 @@ fn cli_build_and_copy_through_nix_equals_the_bundle() {
     // One variant only: `build/torch-rocm` is replaced, the rest stays.
     fs::write(kernel.join("build/torch-cuda/extra.py"), "kept").unwrap();
     fs::write(kernel.join("build/torch-rocm/extra.py"), "dropped").unwrap();
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    let mut cmd = crate::util::kb();
     cmd.args([
         "build-and-copy",
         kernel.to_str().unwrap(),
@@ -357,8 +357,7 @@ fn build_and_copy_refuses_nix_with_the_sandbox_off() {
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
     let kernel = t.path().join("k");
     copy_dir(&repo().join(FIXTURE), &kernel);
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .env(kernel_builder::nixdrv::NIX_ENV, &fake)
         .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always"])
         .output()
@@ -628,7 +627,7 @@ fn unknown_variant_is_refused_with_the_kernels_variants() {
 fn a_static_kernel_builder_hands_itself_to_the_flake() {
     let static_exe = orchestrator().join("bin/kernel-builder");
     assert!(kernel_builder::nixdrv::is_static_elf(&fs::read(&static_exe).unwrap()));
-    let dynamic_exe = assert_cmd::cargo::cargo_bin("kernel-builder");
+    let dynamic_exe = crate::util::kb_path();
     assert!(!kernel_builder::nixdrv::is_static_elf(&fs::read(dynamic_exe).unwrap()));
 
     let (t, r) = clean_repo_with(FIXTURE);
@@ -682,7 +681,7 @@ fn untracked_files_are_reported_before_nix_runs() {
     let (_t, r) = clean_repo_with(FIXTURE);
     let kernel = r.join(FIXTURE);
     fs::write(kernel.join("torch-ext/nix_fixture/new_op.py"), "x = 1\n").unwrap();
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    let mut cmd = crate::util::kb();
     cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--"]);
     cmd.args(override_orchestrator());
     let out = cmd.output().unwrap();
@@ -763,11 +762,7 @@ fn flake_check_compares_the_bundle_with_a_committed_manifest() {
     let (_t, r) = clean_repo_with(FIXTURE);
     let kernel = r.join(FIXTURE);
     // A native build writes build/hashes.json; the author commits it (build/ is ignored).
-    Command::cargo_bin("kernel-builder")
-        .unwrap()
-        .args(["build-and-copy", "--nix", "never", kernel.to_str().unwrap()])
-        .assert()
-        .success();
+    crate::util::kb().args(["build-and-copy", "--nix", "never", kernel.to_str().unwrap()]).assert().success();
     git(&r, &["add", "-f", &format!("{FIXTURE}/build/hashes.json")]);
     git(&r, &["commit", "-q", "-m", "manifest"]);
     let stub = stub_nixpkgs();
@@ -811,7 +806,7 @@ fn readme_offline_recipe_runs_as_written() {
 
     let t = tempfile::tempdir().unwrap();
     let copy = t.path().join("kernel-builder");
-    let files = duct::cmd!("git", "ls-files", "-z").dir(repo()).read().unwrap();
+    let files = git(repo(), &["ls-files", "-z"]);
     for rel in files.split('\0').filter(|f| !f.is_empty()) {
         let (from, to) = (repo().join(rel), copy.join(rel));
         if from.is_file() {
@@ -820,8 +815,8 @@ fn readme_offline_recipe_runs_as_written() {
         }
     }
     // A clone is a git work tree; the kernel's `path:../..` input resolves inside it.
-    duct::cmd!("git", "init", "-q").dir(&copy).run().unwrap();
-    duct::cmd!("git", "add", "-A").dir(&copy).run().unwrap();
+    git(&copy, &["init", "-q"]);
+    git(&copy, &["add", "-A"]);
     let out = duct::cmd("bash", ["-euo", "pipefail", "-c", &script])
         .dir(&copy)
         .env("KERNEL_BUILDER_ORCHESTRATOR", orchestrator())

@@ -8,13 +8,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::cargo::CommandCargoExt;
-
 use super::nix::{clean_repo_with, git, orchestrator, override_orchestrator, tree};
 
-fn kb() -> PathBuf {
-    PathBuf::from(std::process::Command::cargo_bin("kernel-builder").unwrap().get_program())
-}
+use crate::util::kb_path as kb;
 
 /// Run `prog ARGS` with /nix replaced by `fresh_nix` (created empty when missing): stdout and
 /// stderr together, and whether it succeeded.
@@ -296,6 +292,6 @@ fn cache_pull_writes_no_lock_file_and_stages_nothing() {
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "the empty cache has no bundle:\n{log}");
     assert!(!kernel.join("flake.lock").exists(), "flake.lock written:\n{log}");
-    let status = duct::cmd!("git", "status", "--porcelain", "--untracked-files=all").dir(&r).read().unwrap();
+    let status = git(&r, &["status", "--porcelain", "--untracked-files=all"]);
     assert_eq!(status, "", "{log}");
 }

@@ -838,7 +838,7 @@ fn build_and_copy_through_nix_builds_compiled_cells() {
     fs::create_dir_all(kernel.join("build/torch-mine")).unwrap();
     fs::write(kernel.join("build/torch-mine/keep.py"), "mine").unwrap();
     let tc = host_toolchain("2_34");
-    let mut cmd = Command::cargo_bin("kernel-builder").unwrap();
+    let mut cmd = crate::util::kb();
     cmd.env(kernel_builder::nixdrv::ORCHESTRATOR_ENV, orchestrator());
     cmd.args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "always", "--"]);
     cmd.args(host_args(tc.path()));

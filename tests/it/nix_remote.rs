@@ -15,8 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
-
 use super::nix::{clean_repo_with, orchestrator, override_orchestrator, repo, tree};
 use super::nix_compiled::{host_args, host_toolchain, relu_repo, CPU_CELL};
 
@@ -170,7 +168,7 @@ fn build_remotely(b: &RemoteBuilder, kernel: &Path, args: &[String]) -> duct::Ex
         "0".into(),
     ];
     a.extend(args.iter().cloned());
-    let exe = std::process::Command::cargo_bin("kernel-builder").unwrap().get_program().to_owned();
+    let exe = crate::util::kb_path().into_os_string();
     duct::cmd(exe, a)
         .env("NIX_SSHOPTS", &b.sshopts)
         .env(kernel_builder::nixdrv::ORCHESTRATOR_ENV, orchestrator())
@@ -322,7 +320,7 @@ fn a_builder_that_dies_mid_build_fails_naming_it_and_leaves_build_alone() {
 fn an_unreachable_builder_is_named_before_the_build() {
     let (_t, r) = clean_repo_with("tests/fixtures/nix-kernel");
     let kernel = r.join("tests/fixtures/nix-kernel");
-    let exe = std::process::Command::cargo_bin("kernel-builder").unwrap().get_program().to_owned();
+    let exe = crate::util::kb_path().into_os_string();
     let mut args: Vec<String> = vec![
         "build-and-copy".into(),
         kernel.display().to_string(),

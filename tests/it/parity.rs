@@ -8,8 +8,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
-
 use super::nix::copy_dir;
 
 fn repo() -> PathBuf {
@@ -67,8 +65,7 @@ fn build_fixture(
     copy_dir(&repo().join("tests/fixtures/parity"), &k);
     let toml = fs::read_to_string(k.join("build.toml")).unwrap();
     fs::write(k.join("build.toml"), edit(toml)).unwrap();
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", cell])
         .args(["--cuda-capabilities", "9.0"])
         .arg(&k)
@@ -130,8 +127,7 @@ fn every_fault_class_compiles_for_one_capability() {
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "[1, 2, 3, 4]");
 
     // That tree is a quick check's: upload refuses it, whatever --force says.
-    let up = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let up = crate::util::kb()
         .args(["upload", "--repo-id", "test-org/parity", "--force"])
         .arg(&k)
         .env("HF_ENDPOINT", "http://127.0.0.1:9")
@@ -155,8 +151,7 @@ fn build_and_upload_refuses_a_capability_subset_before_building() {
     let t = tempfile::tempdir().unwrap();
     let k = t.path().join("parity");
     copy_dir(&repo().join("tests/fixtures/parity"), &k);
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["build-and-upload", "--repo-id", "test-org/parity", "--python", "/nonexistent/python3"])
         .arg(&k)
         .env("KERNEL_BUILDER_CUDA_CAPABILITIES", "9.0,10.0")
@@ -202,8 +197,7 @@ fn a_header_no_src_lists_fails_with_a_hint_naming_it() {
 /// error saying to build natively, before anything runs.
 #[test]
 fn a_capability_subset_with_nix_is_refused() {
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["build-and-copy", "--nix", "always", "--cuda-capabilities", "9.0"])
         .arg(repo().join("tests/fixtures/parity"))
         .env_remove("KERNEL_BUILDER_CUDA_CAPABILITIES")

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command as StdCommand, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
@@ -246,7 +246,7 @@ impl Fixture {
     }
 
     fn kb(&self) -> Command {
-        let mut c = Command::cargo_bin("kernel-builder").unwrap();
+        let mut c = crate::util::kb();
         c.current_dir(&self.root)
             .env("TMPDIR", &self.tmpdir)
             .env("FAKE_GPU", "1")
@@ -425,8 +425,7 @@ fn bench_paths_inside_outside_and_relative_to_the_kernel_directory() {
 #[test]
 fn a_relative_python_path_works_in_every_phase() {
     let f = Fixture::new(Stubs::Full, CALLING_BENCH);
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .current_dir(&f.root)
         .env("TMPDIR", &f.tmpdir)
         .env("FAKE_GPU", "1")
@@ -475,7 +474,7 @@ fn python_without_helion() {
     assert_eq!(
         stderr,
         format!(
-            "error: `{}` cannot import helion: ModuleNotFoundError: No module named 'helion'\n  \
+            "error: `{}` cannot import helion: ModuleNotFoundError: No module named 'helion'\n\
              hint: install it into that Python (pip install helion; with torch 2.11 use \
              helion==1.4.0), or pass --python PATH to one that has torch, triton and helion\n",
             f.python
@@ -488,8 +487,7 @@ fn python_without_helion() {
 fn python_that_does_not_exist() {
     let f = Fixture::new(Stubs::Full, NO_KERNEL_BENCH);
     let before = f.snapshot();
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .current_dir(&f.root)
         .env("TMPDIR", &f.tmpdir)
         .args(["tune", "toy-helion", "--python", "/nonexistent/python3"])
@@ -513,7 +511,7 @@ fn machine_without_a_gpu() {
     assert_eq!(
         stderr,
         "error: no GPU: torch 2.11.0+cu130 sees no GPU (torch.cuda.is_available() is False, CUDA \
-         build 13.0, no XPU)\n  hint: Helion tunes on the GPU it measures; run `tune` on a \
+         build 13.0, no XPU)\nhint: Helion tunes on the GPU it measures; run `tune` on a \
          machine with the GPU you are tuning for\n"
     );
     f.assert_untouched(&before);
@@ -530,7 +528,7 @@ fn bench_script_that_calls_no_kernel() {
     assert!(
         stderr.ends_with(
             "error: the bench script `bench.py` called no Helion kernel: the collect phase \
-             recorded no configuration\n  hint: the script must call the kernel (an \
+             recorded no configuration\nhint: the script must call the kernel (an \
              `@helion.aot_kernel` or `@helion.kernel` function) with the shapes to tune for \
              when run as `python bench.py`\n"
         ),
@@ -666,7 +664,7 @@ fn interrupted_run_keeps_the_earlier_heuristic() {
 }
 
 fn interrupt_once(f: &Fixture, signal: rustix::process::Signal, name: &str, code: i32) {
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("kernel-builder"))
+    let mut child = crate::util::kb_std()
         .current_dir(&f.root)
         .env("TMPDIR", &f.tmpdir)
         .env("FAKE_GPU", "1")
@@ -713,7 +711,7 @@ fn interrupt_once(f: &Fixture, signal: rustix::process::Signal, name: &str, code
 
 #[test]
 fn help_names_where_the_files_go() {
-    let out = Command::cargo_bin("kernel-builder").unwrap().args(["tune", "--help"]).output().unwrap();
+    let out = crate::util::kb().args(["tune", "--help"]).output().unwrap();
     let help = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success());
     for needle in [

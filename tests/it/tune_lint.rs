@@ -4,14 +4,9 @@
 
 use std::fs;
 
-use assert_cmd::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 
-fn cmd() -> Command {
-    let mut c = Command::cargo_bin("kernel-builder").unwrap();
-    c.env("KERNEL_BUILDER_PLAIN", "1");
-    c
-}
+use crate::util::kb as cmd;
 
 fn repo_kernel(name: &str) -> Utf8PathBuf {
     Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels").join(name)

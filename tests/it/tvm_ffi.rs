@@ -12,14 +12,11 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
-
 use super::cellcache::{copy_kernel, script, Out};
 use super::util::repo;
 
 fn kb(cache: &Path, args: &[&str]) -> Out {
-    let o = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let o = crate::util::kb()
         .env("KERNEL_BUILDER_CACHE_DIR", cache)
         .env_remove("CUDACXX")
         .env_remove("CUDA_HOME")
@@ -233,8 +230,7 @@ fn a_tvm_ffi_cuda_cell_takes_its_cuda_from_nvcc_and_its_name_from_tvm_ffi() {
     script(&bin.join("ninja"), "[ \"$1\" = --version ] && echo 1.13.2 || exit 3");
     script(&bin.join("c++"), "echo 'c++ (Debian 12.2.0-14+deb12u1) 12.2.0'");
     let run = |extra: &[&str]| {
-        let out = Command::cargo_bin("kernel-builder")
-            .unwrap()
+        let out = crate::util::kb()
             .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()])
             .args(extra)
             .arg(&k)
@@ -303,8 +299,7 @@ fn a_tvm_ffi_cuda_cell_takes_its_cuda_from_nvcc_and_its_name_from_tvm_ffi() {
     assert!(err.contains(&format!("error: {why}\n")), "{err}");
     assert!(!err.contains("pass --python"), "{err}");
     fs::create_dir_all(k.join("build").join(&other)).unwrap();
-    let out = Command::cargo_bin("kernel-builder")
-        .unwrap()
+    let out = crate::util::kb()
         .args(["verify", "--python", py.to_str().unwrap(), "--variant", &other])
         .arg(&k)
         .env("PATH", &bin)

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use assert_cmd::Command;
 use kernel_builder::cli::update_build::plan;
 use kernel_builder::config::upgrade::{dash_name, detect, upgrade, Upgrade};
 use kernel_builder::config::{Generation, Severity};
@@ -13,6 +12,7 @@ use toml_edit::DocumentMut;
 
 use crate::corpus::build_toml as corpus_text;
 use crate::corpus::build_tomls as corpus;
+use crate::util::kb;
 
 /// Upgrade a text; panics on a TOML parse error (callers pass valid TOML).
 fn up(text: &str) -> (String, Upgrade) {
@@ -480,10 +480,6 @@ fn fixture_kernel_dir(name: &str) -> (tempfile::TempDir, String) {
     }
     let text = std::fs::read_to_string(src.join("build.toml")).unwrap();
     (dir, text)
-}
-
-fn kb() -> Command {
-    Command::cargo_bin("kernel-builder").unwrap()
 }
 
 fn read(dir: &tempfile::TempDir) -> String {

@@ -137,14 +137,10 @@ fn kb(endpoint: &str, home: &Path, token: Option<&str>) -> Command {
 
 /// [`kb`] as a `std::process::Command` (which can be spawned and signalled).
 fn kb_std(endpoint: &str, home: &Path, token: Option<&str>) -> std::process::Command {
-    use assert_cmd::cargo::CommandCargoExt;
-    let mut c = std::process::Command::cargo_bin("kernel-builder").unwrap();
+    let mut c = crate::util::kb_std();
     for v in [
         "HF_TOKEN",
         "HF_TOKEN_PATH",
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
         "HTTP_PROXY",
         "HTTPS_PROXY",
         "ALL_PROXY",

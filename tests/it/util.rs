@@ -14,7 +14,23 @@ pub(crate) fn repo() -> &'static Path {
 /// `GIT_WORK_TREE` or `GIT_INDEX_FILE` (set when the tests run from a git hook), which would
 /// point its git calls at the wrong repository.
 pub(crate) fn kb() -> Command {
-    let mut c = Command::cargo_bin("kernel-builder").unwrap();
+    Command::from_std(kb_std())
+}
+
+/// Run [`kb`] with `args` to the end: its output (any exit status).
+pub(crate) fn kb_output(args: &[&str]) -> std::process::Output {
+    kb().args(args).output().unwrap()
+}
+
+/// The `kernel-builder` binary under test, for a test that hands its path to a script or Nix.
+pub(crate) fn kb_path() -> std::path::PathBuf {
+    assert_cmd::cargo::cargo_bin("kernel-builder")
+}
+
+/// [`kb`] as a `std::process::Command`, for a test that spawns it (to signal it, to feed its
+/// stdin, to wait with a limit).
+pub(crate) fn kb_std() -> std::process::Command {
+    let mut c = std::process::Command::new(kb_path());
     c.env("KERNEL_BUILDER_PLAIN", "1")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
