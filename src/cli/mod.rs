@@ -206,9 +206,11 @@ pub fn report_error(err: &anyhow::Error) {
         eprint!("{}", diags.render());
         return;
     }
-    eprintln!("error: {err}");
+    // Errors quote servers and file names: their control characters are shown escaped.
+    let shown = |e: &dyn std::fmt::Display| crate::printer::escape_controls(&e.to_string()).into_owned();
+    eprintln!("error: {}", shown(err));
     for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
+        eprintln!("  caused by: {}", shown(cause));
     }
 }
 

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use camino::Utf8PathBuf;
 
 use crate::hub::{self, auth, UploadOptions};
+use crate::printer::escape_controls;
 
 /// Options shared by `upload` and `build-and-upload`.
 #[derive(Debug, Clone, clap::Args)]
@@ -84,7 +85,7 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
     };
     let prepared = hub::prepare(&opts)?;
     for w in &prepared.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", escape_controls(w));
     }
     let token = auth::find_token()?.map(|(t, _)| t);
     let endpoint = auth::checked_endpoint()?;
@@ -104,7 +105,7 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         Err(failed) => {
             let hub::upload::Failed { outcome, error } = *failed;
             for n in &outcome.notes {
-                eprintln!("note: {n}");
+                eprintln!("note: {}", escape_controls(n));
             }
             if let Some(path) = &flags.output_json {
                 if let Err(e) = crate::fsutil::write_atomic(path, outcome.to_json().as_bytes()) {
@@ -121,10 +122,11 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         }
     };
     for n in &outcome.notes {
-        eprintln!("note: {n}");
+        eprintln!("note: {}", escape_controls(n));
     }
     if opts.dry_run {
         for line in &outcome.plan {
+            let line = escape_controls(line);
             if flags.json {
                 eprintln!("{line}");
             } else {
