@@ -64,6 +64,10 @@ pub const TREE_LISTING_LIMIT: u64 = 128 << 20;
 pub const MAX_TREE_FILES: usize = 200_000;
 /// The most pages a tree listing may take (a Hub page holds up to 1,000 entries).
 pub const MAX_TREE_PAGES: usize = 2_000;
+/// How long a whole tree listing may take, in answer timeouts ([`Timeouts::answer`]): 20 minutes
+/// by default. Each page has its own deadline; this bounds a server that answers every page
+/// just in time, for [`MAX_TREE_PAGES`] pages.
+pub const TREE_LISTING_ANSWERS: u32 = 20;
 /// The most redirects followed, each on the origin of the request it answers.
 pub const MAX_REDIRECTS: u32 = 5;
 /// How long to wait for a TCP (and TLS) connection.
@@ -755,12 +759,14 @@ impl HubClient {
     /// Errors: besides a failed request, a next page on another origin than the endpoint's
     /// (not followed: see the module doc), a next page that is the page itself, more than
     /// [`MAX_TREE_FILES`] entries or [`MAX_TREE_PAGES`] pages, or more than
-    /// [`TREE_LISTING_LIMIT`] bytes over all pages.
+    /// [`TREE_LISTING_LIMIT`] bytes over all pages, or longer than [`TREE_LISTING_ANSWERS`]
+    /// answer timeouts in all.
     pub fn list_tree(&self, repo_id: &str, rev: &str) -> Result<Vec<TreeEntry>, HubError> {
         let mut url = self.api(repo_id, &format!("tree/{}?recursive=true", encode_segment(rev)));
         let mut files = Vec::new();
         let mut entries = 0usize;
         let mut read = 0u64;
+        let (started, budget) = (std::time::Instant::now(), TREE_LISTING_ANSWERS * self.timeouts.answer);
         for pages in 1.. {
             let kind = Answer::Page { read, pages: pages - 1 };
             let (_, headers, bytes) = self.send(Call::new("GET", &url, Body::Empty, kind))?;
@@ -772,6 +778,12 @@ impl HubClient {
                 message: self.redact(&message),
             };
             entries += page.len();
+            if started.elapsed() > budget {
+                return Err(refuse(format!(
+                    "the listing has taken more than {} s ({pages} pages); kernel-builder gives up on a listing after {TREE_LISTING_ANSWERS} times the answer timeout ({TIMEOUT_ENV})",
+                    budget.as_secs()
+                )));
+            }
             if entries > MAX_TREE_FILES || pages > MAX_TREE_PAGES {
                 return Err(refuse(format!(
                     "the listing has more than {MAX_TREE_FILES} entries or {MAX_TREE_PAGES} pages, the most kernel-builder reads"
@@ -1017,6 +1029,37 @@ mod tests {
             )
         );
         assert_eq!(server.lines().len(), 5, "{:?}", server.lines());
+    }
+
+    /// Found by attacking the fixes: a server answering every page just within the answer
+    /// timeout could make a listing of 2,000 pages take days. The whole listing now has
+    /// [`TREE_LISTING_ANSWERS`] answer timeouts.
+    #[test]
+    fn a_listing_answered_just_in_time_page_after_page_is_given_up_on() {
+        use super::super::testserver::{Reply, TestServer};
+        let server = TestServer::start(|url, _, path| {
+            let cursor: usize = path.rsplit_once("cursor=").map_or(0, |(_, c)| c.parse().unwrap_or(0));
+            let next = format!(
+                "<{url}/api/kernels/o/n/tree/main?recursive=true&cursor={}>; rel=\"next\"",
+                cursor + 1
+            );
+            let page =
+                serde_json::json!([{"type": "file", "path": format!("f{cursor}"), "oid": "00", "size": 1}]);
+            let headers = vec![("Link".to_owned(), next)];
+            Reply::After(
+                Duration::from_millis(600),
+                Box::new(Reply::Full(200, headers, page.to_string().into_bytes())),
+            )
+        });
+        let client = HubClient::with_timeouts(&server.url, None, Timeouts { answer: Duration::from_secs(1) });
+        let e = client.list_tree("o/n", "main").unwrap_err();
+        let pages = server.lines().len();
+        assert!(
+            e.message.starts_with("the listing has taken more than 20 s (")
+                && e.message.ends_with(" pages); kernel-builder gives up on a listing after 20 times the answer timeout (KERNEL_BUILDER_HUB_TIMEOUT)"),
+            "{e}"
+        );
+        assert!(pages < MAX_TREE_PAGES, "{pages} pages asked for");
     }
 
     /// Minor (c) of the attack review: a redirect to another origin was followed (without the

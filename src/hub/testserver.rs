@@ -13,6 +13,8 @@ pub(crate) enum Reply {
     Large { head: Vec<u8>, filler: Vec<u8>, times: usize, tail: Vec<u8>, headers: Vec<(String, String)> },
     /// Read the request and never answer (until the client hangs up or 120 s pass).
     Silent,
+    /// The reply, after a pause.
+    After(std::time::Duration, Box<Reply>),
 }
 
 impl Reply {
@@ -69,7 +71,11 @@ impl TestServer {
                     let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
                     let line = format!("{method} {path}");
                     s.lock().unwrap().push(Seen { line: line.clone(), authorized });
-                    let reply = answer(&u, method, path);
+                    let mut reply = answer(&u, method, path);
+                    while let Reply::After(pause, then) = reply {
+                        std::thread::sleep(pause);
+                        reply = *then;
+                    }
                     let write_head = |conn: &mut std::net::TcpStream,
                                       status: u16,
                                       headers: &[(String, String)],
@@ -97,7 +103,7 @@ impl TestServer {
                                 conn.write_all(&tail)
                             })
                         }
-                        Reply::Silent => {
+                        Reply::Silent | Reply::After(..) => {
                             let _ = conn.read(&mut [0u8; 1]);
                             Ok(())
                         }

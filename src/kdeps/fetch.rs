@@ -20,6 +20,7 @@
 //! half-deleted cache entry is an error, never a silent wrong dependency.
 
 use std::io::{Read, Write};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -40,6 +41,10 @@ pub const MAX_FILE_BYTES: u64 = 4 << 30;
 pub const MAX_TREE_BYTES: u64 = 64 << 30;
 /// The most redirects a file download follows (the Hub answers with one, to its CDN).
 const MAX_REDIRECTS: u32 = 5;
+/// What a whole tree download may take per file, besides one request's deadline for all its
+/// bytes ([`Timeouts::deadline`] of the tree's size): each file has its own deadline too, and
+/// this bounds a server that answers every one of [`MAX_FILES`] files just in time.
+const PER_FILE: Duration = Duration::from_secs(2);
 
 /// A connection to `HF_ENDPOINT` for reading kernel trees.
 pub struct HubReader {
@@ -48,6 +53,8 @@ pub struct HubReader {
     token: Option<Token>,
     agent: ureq::Agent,
     timeouts: Timeouts,
+    /// [`PER_FILE`], shorter in tests.
+    per_file: Duration,
 }
 
 impl HubReader {
@@ -78,6 +85,7 @@ impl HubReader {
             token,
             agent,
             timeouts,
+            per_file: PER_FILE,
         }
     }
 
@@ -94,14 +102,14 @@ impl HubReader {
     /// GET `url` (on the endpoint: the token goes along; never on a redirect), whose answer
     /// is `bytes` long. The body is for the caller to read, within the deadline
     /// ([`Timeouts::deadline`] of `bytes`: at no less than 256 KiB/s).
-    fn get(&self, url: &str, bytes: u64) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
+    fn get(&self, url: &str, bytes: u64, until: Instant) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
         let mut req = self.agent.get(url);
         if let Some(t) = &self.token {
             req = req.header("Authorization", format!("Bearer {}", t.expose()));
         }
         let mut resp = req
             .config()
-            .timeout_global(Some(self.timeouts.deadline(bytes)))
+            .timeout_global(Some(self.timeouts.deadline(bytes).min(until.saturating_duration_since(Instant::now()))))
             .build()
             .call()
             .map_err(|e| match e {
@@ -205,8 +213,23 @@ impl HubReader {
             crate::fsutil::size_words(MAX_TREE_BYTES),
             self.shown(&self.endpoint)
         );
+        // The whole download's deadline: one request's for all the bytes, and a little per file.
+        let budget = self.timeouts.deadline(total) + self.per_file * files.len() as u32;
+        let until = Instant::now() + budget;
         std::fs::create_dir_all(dest).with_context(|| format!("cannot create `{dest}`"))?;
-        for f in &files {
+        let over = |done: usize| {
+            anyhow::anyhow!(
+                "{repo_id} at {commit}: the download has taken more than {} s ({done} of {} files); kernel-builder gives up on a kernel dependency after the time its {total} bytes take at 256 KiB/s, two answer timeouts ({}) and {} s per file",
+                budget.as_secs(),
+                files.len(),
+                crate::hub::client::TIMEOUT_ENV,
+                self.per_file.as_secs_f64()
+            )
+        };
+        for (done, f) in files.iter().enumerate() {
+            if Instant::now() >= until {
+                return Err(over(done));
+            }
             let target = dest.join(safe_relative(&f.path)?);
             if let Some(parent) = target.parent() {
                 std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{parent}`"))?;
@@ -220,15 +243,21 @@ impl HubReader {
                 self.endpoint,
                 f.path.split('/').map(encode_segment).collect::<Vec<_>>().join("/")
             );
-            let mut resp = self.get(&url, size)?;
-            let mut reader = resp.body_mut().as_reader().take(size + 1);
-            self.save(&mut reader, &target, size, &check).with_context(|| {
-                format!(
-                    "{repo_id} at {commit}: `{}` (GET {})",
-                    crate::printer::escape_controls(&f.path),
-                    self.shown(&url)
-                )
-            })?;
+            let fetched = self.get(&url, size, until).and_then(|mut resp| {
+                let mut reader = resp.body_mut().as_reader().take(size + 1);
+                self.save(&mut reader, &target, size, &check).with_context(|| {
+                    format!(
+                        "{repo_id} at {commit}: `{}` (GET {})",
+                        crate::printer::escape_controls(&f.path),
+                        self.shown(&url)
+                    )
+                })
+            });
+            match fetched {
+                // Cut by the whole download's deadline: say that, not the request's timeout.
+                Err(_) if Instant::now() >= until => return Err(over(done)),
+                other => other?,
+            }
         }
         Ok(())
     }
@@ -476,6 +505,43 @@ mod tests {
         assert_eq!(cdn.lines(), ["GET /good", "GET /bad"]);
         assert!(cdn.seen.lock().unwrap().iter().all(|s| !s.authorized), "the token went to the CDN");
         assert!(hub.seen.lock().unwrap().iter().all(|s| s.authorized));
+    }
+
+    /// Found by attacking the fixes: each file has a deadline, but a server answering every one
+    /// of 100,000 files just in time could make a download take weeks. The whole download now
+    /// has one deadline (here: 17 s, the per-file allowance set to nothing).
+    #[test]
+    fn a_tree_answered_just_in_time_file_after_file_is_given_up_on() {
+        let blob = {
+            let mut h = sha1::Sha1::new();
+            h.update(b"blob 1\0x");
+            hex(&h.finalize())
+        };
+        let hub = TestServer::start(move |_, _, path| {
+            if path.starts_with("/api/kernels/") {
+                let files: Vec<_> = (0..100)
+                    .map(|i| serde_json::json!({"type": "file", "path": format!("f{i:03}"), "oid": blob, "size": 1}))
+                    .collect();
+                return Reply::json(serde_json::Value::Array(files));
+            }
+            Reply::After(
+                std::time::Duration::from_millis(800),
+                Box::new(Reply::Full(200, vec![], b"x".to_vec())),
+            )
+        });
+        let mut r = HubReader::new(&hub.url, None, Timeouts { answer: Duration::from_secs(1) });
+        r.per_file = Duration::ZERO;
+        let t = tempfile::tempdir().unwrap();
+        let e = format!(
+            "{:#}",
+            r.download_tree("o/n", COMMIT, &Utf8Path::from_path(t.path()).unwrap().join("tree")).unwrap_err()
+        );
+        assert!(
+            e.starts_with(&format!("o/n at {COMMIT}: the download has taken more than 17 s ("))
+                && e.ends_with(" of 100 files); kernel-builder gives up on a kernel dependency after the time its 100 bytes take at 256 KiB/s, two answer timeouts (KERNEL_BUILDER_HUB_TIMEOUT) and 0 s per file"),
+            "{e}"
+        );
+        assert!(hub.lines().len() < 101, "every file was asked for");
     }
 
     /// Minor (b): the reader waited a fixed 60 s for each answer whatever

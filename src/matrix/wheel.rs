@@ -70,7 +70,9 @@ pub const MAX_DIRECTORY_BYTES: u64 = 32 << 20;
 
 /// The entry count and size of the central directory of the zip `file`, from its end of
 /// central directory record (and the zip64 one when the record defers to it); `None` when no
-/// record is found (the zip reader then says what is wrong).
+/// record is found (the zip reader then says what is wrong). Every place in the file's tail
+/// that looks like such a record is read, and the largest claim is returned: a comment can
+/// hold a decoy record, and the zip reader must not find a larger claim than was checked.
 fn central_directory(file: &mut std::fs::File) -> std::io::Result<Option<(u64, u64)>> {
     use std::io::{Seek, SeekFrom};
     let len = file.metadata()?.len();
@@ -82,27 +84,24 @@ fn central_directory(file: &mut std::fs::File) -> std::io::Result<Option<(u64, u
     let le16 = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as u64;
     let le32 = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as u64;
     let le64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
-    let Some(at) =
-        (0..tail.len().saturating_sub(21)).rev().find(|&i| tail[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])
-    else {
-        return Ok(None);
-    };
-    let (mut entries, mut bytes) = (le16(&tail, at + 10), le32(&tail, at + 12));
-    if entries == 0xffff || bytes == 0xffff_ffff {
+    let mut largest: Option<(u64, u64)> = None;
+    for at in (0..tail.len().saturating_sub(21)).filter(|&i| tail[i..i + 4] == [0x50, 0x4b, 0x05, 0x06]) {
+        let (mut entries, mut bytes) = (le16(&tail, at + 10), le32(&tail, at + 12));
         // The zip64 locator sits just before the record and gives the zip64 record's offset.
-        let Some(loc) = at.checked_sub(20).filter(|&l| tail[l..l + 4] == [0x50, 0x4b, 0x06, 0x07]) else {
-            return Ok(None);
-        };
-        let mut rec = [0u8; 56];
-        file.seek(SeekFrom::Start(le64(&tail, loc + 8)))?;
-        file.read_exact(&mut rec)?;
-        if rec[..4] != [0x50, 0x4b, 0x06, 0x06] {
-            return Ok(None);
+        if let Some(loc) = at.checked_sub(20).filter(|&l| tail[l..l + 4] == [0x50, 0x4b, 0x06, 0x07]) {
+            let mut rec = [0u8; 56];
+            file.seek(SeekFrom::Start(le64(&tail, loc + 8)))?;
+            if file.read_exact(&mut rec).is_ok() && rec[..4] == [0x50, 0x4b, 0x06, 0x06] {
+                // 0xFFFF and 0xFFFFFFFF in the record only say "see the zip64 record".
+                let (e64, b64) = (le64(&rec, 24).max(le64(&rec, 32)), le64(&rec, 40));
+                entries = if entries == 0xffff { e64 } else { entries.max(e64) };
+                bytes = if bytes == 0xffff_ffff { b64 } else { bytes.max(b64) };
+            }
         }
-        (entries, bytes) = (le64(&rec, 32), le64(&rec, 40));
+        largest = Some(largest.map_or((entries, bytes), |(e, b)| (e.max(entries), b.max(bytes))));
     }
     file.seek(SeekFrom::Start(0))?;
-    Ok(Some((entries, bytes)))
+    Ok(largest)
 }
 
 /// Read the facts of the torch wheel at `path`.

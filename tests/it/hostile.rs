@@ -287,21 +287,26 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
     assert!(r.stderr.contains("is a FIFO (named pipe), not a regular file"), "{}", r.stderr);
 }
 
-/// Found by attacking the fixes (minor e): a zip of a few hundred bytes whose central directory
-/// claims 2,000,000 entries took ~1.2 GB (the reader allocates for every entry listed). The
-/// count and size listed are now checked before the directory is read, under 512 MiB.
+/// Found by attacking the fixes (minor e): a zip whose central directory claims 2,000,000
+/// entries took ~1.2 GB (the reader allocates for every entry listed when the directory starts
+/// that far into the file). The count and size listed are now checked before the directory
+/// is read, under 512 MiB of address space.
 #[test]
 fn a_wheel_listing_millions_of_entries_is_refused_before_reading_them() {
     let t = tempfile::tempdir().unwrap();
     let wheel = t.path().join("torch-2.11.0-cp313-cp313-manylinux_2_28_x86_64.whl");
-    // No member at all; only the end records, which claim 2,000,000 entries (zip64).
+    // A sparse file (no disk used): a hole, then the end records, which claim 2,000,000
+    // entries (zip64) in a directory as large as that many entries take, 2 MB into the file.
     let script = r#"
 import struct, sys
 n = 2_000_000
-zip64 = struct.pack("<IQHHIIQQQQ", 0x06064b50, 44, 45, 45, 0, 0, n, n, 46 * n, 0)
-locator = struct.pack("<IIQI", 0x07064b50, 0, 0, 1)
+start, size = n, 46 * n
+zip64 = struct.pack("<IQHHIIQQQQ", 0x06064b50, 44, 45, 45, 0, 0, n, n, size, start)
+locator = struct.pack("<IIQI", 0x07064b50, 0, start + size, 1)
 end = struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
-open(sys.argv[1], "wb").write(zip64 + locator + end)
+with open(sys.argv[1], "wb") as f:
+    f.seek(start + size)
+    f.write(zip64 + locator + end)
 "#;
     assert!(Command::new("python3").args(["-c", script]).arg(&wheel).status().unwrap().success());
     let r = kb(t.path(), &["matrix", "check-wheel", wheel.to_str().unwrap()], SHORT, Some(512 << 20));
