@@ -279,6 +279,7 @@ mod tests {
     /// as fast as it can (an atomic exchange) while clean runs again and again: the victim's
     /// file and empty directory must survive every run.
     #[test]
+    #[cfg(target_os = "linux")]
     fn clean_never_deletes_through_a_directory_swapped_for_a_link() {
         use rustix::fs::{Mode, OFlags, RenameFlags, CWD};
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -337,6 +338,53 @@ mod tests {
             swaps > 1000 && removed > 0,
             "the race did not run: {swaps} swaps, {removed} removals, {refused} refusals"
         );
+    }
+
+    /// B5 for create-pyproject: a thread swaps `cmake` (a real directory) with a link to
+    /// `../victim` (which has the same `x/` inside) while the project is written again and
+    /// again (`--force`): nothing may ever be created in the victim.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn write_never_creates_through_a_directory_swapped_for_a_link() {
+        use rustix::fs::{RenameFlags, CWD};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        let (kernel, victim) = (d.join("kernel"), d.join("victim"));
+        std::fs::create_dir_all(kernel.join("cmake/x")).unwrap();
+        // The victim has the same shape, so a write led there would succeed.
+        std::fs::create_dir_all(victim.join("x")).unwrap();
+        std::os::unix::fs::symlink("../victim", kernel.join("other")).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (stop, kernel) = (stop.clone(), kernel.clone());
+            std::thread::spawn(move || {
+                let mut swaps = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let (a, b) = (kernel.join("cmake"), kernel.join("other"));
+                    rustix::fs::renameat_with(CWD, a.as_str(), CWD, b.as_str(), RenameFlags::EXCHANGE)
+                        .unwrap();
+                    swaps += 1;
+                }
+                swaps
+            })
+        };
+        let mut written = 0;
+        for _ in 0..3000 {
+            if write_project(&project(), &kernel, true).is_ok() {
+                written += 1;
+            }
+            let found: Vec<_> =
+                std::fs::read_dir(victim.join("x")).unwrap().map(|e| e.unwrap().file_name()).collect();
+            if !found.is_empty() || std::fs::read_dir(&victim).unwrap().count() != 1 {
+                stop.store(true, Ordering::Relaxed);
+                swapper.join().unwrap();
+                panic!("write created {found:?} in ../victim (after {written} writes)");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swaps = swapper.join().unwrap();
+        assert!(swaps > 1000 && written > 0, "the race did not run: {swaps} swaps, {written} writes");
     }
 
     #[test]

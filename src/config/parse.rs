@@ -72,6 +72,11 @@ impl<'a> Cx<'a> {
         message: String,
         help: Option<String>,
     ) {
+        // Messages quote the file's values, whose escapes (`"\u001b"`) may be terminal controls.
+        let (message, help) = (
+            crate::printer::escape_controls(&message).into_owned(),
+            help.map(|h| crate::printer::escape_controls(&h).into_owned()),
+        );
         self.problems.push(Problem { severity, key_path: path.to_owned(), rule, message, help });
     }
 
@@ -367,7 +372,7 @@ fn repo_id(cx: &mut Cx, item: &Item, path: &str) -> Option<String> {
         cx.error(
             path,
             "bad-repo-id",
-            format!("`{}` is not a Hub repository id: {why}", crate::printer::escape_controls(&s)),
+            format!("`{s}` is not a Hub repository id: {why}"),
             Some("write `owner/name`, e.g. \"kernels-community/relu\"".to_owned()),
         );
         return None;

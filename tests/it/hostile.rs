@@ -355,7 +355,7 @@ fn kernel_depends_ids_follow_the_hub_rules_at_their_line() {
     let t = tempfile::tempdir().unwrap();
     let kernel = relu(t.path());
     let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
-    let deps = "kernel-depends = [\n  { repo-id = \"o/..\", version = 1 },\n  { repo-id = \"o/n?a=b\", version = 1 },\n]\n";
+    let deps = "kernel-depends = [\n  { repo-id = \"o/..\", version = 1 },\n  { repo-id = \"o/n?a=b\", version = 1 },\n  { repo-id = \"o/x\\u001b[2J\", version = 1 },\n]\n";
     fs::write(kernel.join("build.toml"), toml.replacen("[general]\n", &format!("[general]\n{deps}"), 1))
         .unwrap();
     let r = kb(t.path(), &["check-config", kernel.to_str().unwrap()], SHORT, None);
@@ -366,9 +366,13 @@ fn kernel_depends_ids_follow_the_hub_rules_at_their_line() {
         format!("[{at}:3:"),
         "`o/n?a=b` is not a Hub repository id: its name has the character `?`; the Hub allows letters, digits, `-`, `_` and `.`".to_owned(),
         format!("[{at}:4:"),
+        // A terminal escape in the file is shown escaped (minor a).
+        "`o/x\\u{1b}[2J` is not a Hub repository id: its name has the character `\\u{1b}`".to_owned(),
+        format!("[{at}:5:"),
     ] {
         assert!(r.stderr.contains(&want), "wants {want:?}:\n{}", r.stderr);
     }
+    assert!(!r.stderr.contains('\x1b'), "{:?}", r.stderr);
 }
 
 /// Found by attacking the fixes (minor b): `lock-kernel-deps` waited a fixed 60 s for each
