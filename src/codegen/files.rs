@@ -273,6 +273,37 @@ mod tests {
         }
     }
 
+    /// A thread that swaps the directory entries `a` and `b` (an atomic exchange) as fast as
+    /// it can, until [`Swapper::stop`], which says how many swaps it made.
+    #[cfg(target_os = "linux")]
+    struct Swapper(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<u64>);
+
+    #[cfg(target_os = "linux")]
+    impl Swapper {
+        fn start(a: Utf8PathBuf, b: Utf8PathBuf) -> Swapper {
+            use rustix::fs::{RenameFlags, CWD};
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let s = stop.clone();
+            Swapper(
+                stop,
+                std::thread::spawn(move || {
+                    let mut swaps = 0;
+                    while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                        rustix::fs::renameat_with(CWD, a.as_str(), CWD, b.as_str(), RenameFlags::EXCHANGE)
+                            .unwrap();
+                        swaps += 1;
+                    }
+                    swaps
+                }),
+            )
+        }
+
+        fn stop(self) -> u64 {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.1.join().unwrap()
+        }
+    }
+
     /// B5 (attack review of issue 25): clean-pyproject checked each path, then removed it by
     /// name; a directory swapped for a link to `../victim` in between had it delete the
     /// victim's files. Here a thread swaps `mk` (a real directory) with a link to `../victim`
@@ -281,8 +312,7 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn clean_never_deletes_through_a_directory_swapped_for_a_link() {
-        use rustix::fs::{Mode, OFlags, RenameFlags, CWD};
-        use std::sync::atomic::{AtomicBool, Ordering};
+        use rustix::fs::{Mode, OFlags};
         let t = tempfile::tempdir().unwrap();
         let d = Utf8Path::from_path(t.path()).unwrap();
         let (kernel, victim) = (d.join("kernel"), d.join("victim"));
@@ -295,20 +325,7 @@ mod tests {
             rustix::fs::open(kernel.join("mk").as_str(), OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
                 .unwrap();
         let manifest = format!("dir mk/emptydir\nfile {} mk/known.txt\n", sha256_hex(b"known\n"));
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let swapper = {
-            let (stop, kernel) = (stop.clone(), kernel.clone());
-            std::thread::spawn(move || {
-                let mut swaps = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let (a, b) = (kernel.join("mk"), kernel.join("other"));
-                    rustix::fs::renameat_with(CWD, a.as_str(), CWD, b.as_str(), RenameFlags::EXCHANGE)
-                        .unwrap();
-                    swaps += 1;
-                }
-                swaps
-            })
-        };
+        let swapper = Swapper::start(kernel.join("mk"), kernel.join("other"));
         let (mut removed, mut refused) = (0, 0);
         for _ in 0..3000 {
             let f = rustix::fs::openat(
@@ -327,13 +344,11 @@ mod tests {
             }
             let intact = victim.join("known.txt").is_file() && victim.join("emptydir").is_dir();
             if !intact {
-                stop.store(true, Ordering::Relaxed);
-                swapper.join().unwrap();
+                swapper.stop();
                 panic!("clean deleted in ../victim (after {removed} removals, {refused} refusals)");
             }
         }
-        stop.store(true, Ordering::Relaxed);
-        let swaps = swapper.join().unwrap();
+        let swaps = swapper.stop();
         assert!(
             swaps > 1000 && removed > 0,
             "the race did not run: {swaps} swaps, {removed} removals, {refused} refusals"
@@ -346,8 +361,6 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn write_never_creates_through_a_directory_swapped_for_a_link() {
-        use rustix::fs::{RenameFlags, CWD};
-        use std::sync::atomic::{AtomicBool, Ordering};
         let t = tempfile::tempdir().unwrap();
         let d = Utf8Path::from_path(t.path()).unwrap();
         let (kernel, victim) = (d.join("kernel"), d.join("victim"));
@@ -355,20 +368,7 @@ mod tests {
         // The victim has the same shape, so a write led there would succeed.
         std::fs::create_dir_all(victim.join("x")).unwrap();
         std::os::unix::fs::symlink("../victim", kernel.join("other")).unwrap();
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let swapper = {
-            let (stop, kernel) = (stop.clone(), kernel.clone());
-            std::thread::spawn(move || {
-                let mut swaps = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let (a, b) = (kernel.join("cmake"), kernel.join("other"));
-                    rustix::fs::renameat_with(CWD, a.as_str(), CWD, b.as_str(), RenameFlags::EXCHANGE)
-                        .unwrap();
-                    swaps += 1;
-                }
-                swaps
-            })
-        };
+        let swapper = Swapper::start(kernel.join("cmake"), kernel.join("other"));
         let mut written = 0;
         for _ in 0..3000 {
             if write_project(&project(), &kernel, true).is_ok() {
@@ -377,13 +377,11 @@ mod tests {
             let found: Vec<_> =
                 std::fs::read_dir(victim.join("x")).unwrap().map(|e| e.unwrap().file_name()).collect();
             if !found.is_empty() || std::fs::read_dir(&victim).unwrap().count() != 1 {
-                stop.store(true, Ordering::Relaxed);
-                swapper.join().unwrap();
+                swapper.stop();
                 panic!("write created {found:?} in ../victim (after {written} writes)");
             }
         }
-        stop.store(true, Ordering::Relaxed);
-        let swaps = swapper.join().unwrap();
+        let swaps = swapper.stop();
         assert!(swaps > 1000 && written > 0, "the race did not run: {swaps} swaps, {written} writes");
     }
 

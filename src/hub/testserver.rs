@@ -55,13 +55,14 @@ impl TestServer {
                 let (s, u, answer) = (s.clone(), u.clone(), answer.clone());
                 std::thread::spawn(move || {
                     let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(120)));
+                    // The head, line by line, up to the empty line.
                     let mut head = Vec::new();
-                    let mut b = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n")
-                        && head.len() < 65536
-                        && conn.read(&mut b).is_ok_and(|n| n == 1)
-                    {
-                        head.push(b[0]);
+                    let mut lines = std::io::BufReader::new(conn.try_clone().unwrap());
+                    while head.len() < 65536 && !head.ends_with(b"\r\n\r\n") {
+                        match std::io::BufRead::read_until(&mut lines, b'\n', &mut head) {
+                            Ok(n) if n > 0 => {}
+                            _ => break,
+                        }
                     }
                     let text = String::from_utf8_lossy(&head).into_owned();
                     let line = text.lines().next().unwrap_or_default().to_owned();

@@ -120,6 +120,15 @@ pub(crate) fn relu(dir: &Path) -> PathBuf {
     kernel.canonicalize().unwrap()
 }
 
+/// [`relu`] with `lines` (a `kernel-depends = …` entry) at the top of its `[general]` table.
+fn relu_depending(dir: &Path, lines: &str) -> PathBuf {
+    let kernel = relu(dir);
+    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
+    fs::write(kernel.join("build.toml"), toml.replacen("[general]\n", &format!("[general]\n{lines}"), 1))
+        .unwrap();
+    kernel
+}
+
 /// Every path under `dir` with its bytes (directories as empty), links as `-> target`.
 fn tree(dir: &Path) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = walkdir::WalkDir::new(dir)
@@ -251,6 +260,15 @@ fn a_matrix_file_that_is_endless_or_huge_is_refused() {
     assert!(r.stderr.contains(&want), "{}", r.stderr);
 }
 
+/// `matrix check-wheel WHEEL` (in `dir`, under 512 MiB of address space) after `script`
+/// (Python, given the path) made WHEEL; checked to fail.
+fn check_wheel_made_by(dir: &Path, wheel: &Path, script: &str) -> Ran {
+    assert!(Command::new("python3").args(["-c", script]).arg(wheel).status().unwrap().success());
+    let r = kb(dir, &["matrix", "check-wheel", wheel.to_str().unwrap()], SHORT, Some(512 << 20));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    r
+}
+
 /// Case 6: `matrix check-wheel` on a 6 MB zip bomb took 6.3 GB. Each member it reads is now
 /// cut at 1 MiB; under a 512 MiB address space the bomb is named as such.
 #[test]
@@ -268,11 +286,8 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
         for _ in range(1024):
             f.write(chunk)
 "#;
-    let ok = Command::new("python3").args(["-c", script]).arg(&wheel).status().unwrap();
-    assert!(ok.success());
+    let r = check_wheel_made_by(t.path(), &wheel, script);
     assert!(fs::metadata(&wheel).unwrap().len() < 8 << 20);
-    let r = kb(t.path(), &["matrix", "check-wheel", wheel.to_str().unwrap()], SHORT, Some(512 << 20));
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert_eq!(
         r.stderr.trim_end(),
         format!(
@@ -308,9 +323,7 @@ with open(sys.argv[1], "wb") as f:
     f.seek(start + size)
     f.write(zip64 + locator + end)
 "#;
-    assert!(Command::new("python3").args(["-c", script]).arg(&wheel).status().unwrap().success());
-    let r = kb(t.path(), &["matrix", "check-wheel", wheel.to_str().unwrap()], SHORT, Some(512 << 20));
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let r = check_wheel_made_by(t.path(), &wheel, script);
     assert_eq!(
         r.stderr.trim_end(),
         format!(
@@ -353,11 +366,8 @@ fn a_kernel_name_longer_than_the_hub_allows_is_a_config_error_at_its_line() {
 #[test]
 fn kernel_depends_ids_follow_the_hub_rules_at_their_line() {
     let t = tempfile::tempdir().unwrap();
-    let kernel = relu(t.path());
-    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
     let deps = "kernel-depends = [\n  { repo-id = \"o/..\", version = 1 },\n  { repo-id = \"o/n?a=b\", version = 1 },\n  { repo-id = \"o/x\\u001b[2J\", version = 1 },\n]\n";
-    fs::write(kernel.join("build.toml"), toml.replacen("[general]\n", &format!("[general]\n{deps}"), 1))
-        .unwrap();
+    let kernel = relu_depending(t.path(), deps);
     let r = kb(t.path(), &["check-config", kernel.to_str().unwrap()], SHORT, None);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     let at = kernel.join("build.toml").display().to_string();
@@ -381,11 +391,10 @@ fn kernel_depends_ids_follow_the_hub_rules_at_their_line() {
 #[test]
 fn lock_kernel_deps_honours_the_hub_timeout() {
     let t = tempfile::tempdir().unwrap();
-    let kernel = relu(t.path());
-    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
-    let dep = "kernel-depends = [{ repo-id = \"kernels-community/relu\", version = 1 }]\n";
-    fs::write(kernel.join("build.toml"), toml.replacen("[general]\n", &format!("[general]\n{dep}"), 1))
-        .unwrap();
+    let kernel = relu_depending(
+        t.path(),
+        "kernel-depends = [{ repo-id = \"kernels-community/relu\", version = 1 }]\n",
+    );
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
