@@ -357,6 +357,8 @@ impl Anchored {
         use rustix::fs::AtFlags;
         let Some((dir, name)) = self.parent(rel, false)? else { return Ok(false) };
         match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            // The casts are for systems whose `dev_t`/`ino_t` are narrower than Linux's.
+            #[allow(clippy::unnecessary_cast)]
             Ok(st) if FileId(st.st_dev as u64, st.st_ino as u64) == id => {}
             _ => return Ok(false),
         }

@@ -112,7 +112,7 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
                     eprintln!("warning: {e:#}");
                 }
             }
-            eprintln!("{}", hub::upload::summary(&outcome));
+            eprintln!("{}", escape_controls(&hub::upload::summary(&outcome)));
             // With --json the outcome's keys (what landed, what was planned) join the failure
             // document `super::json` prints.
             return Err(crate::cli::json::WithDetail::wrap(
@@ -137,7 +137,9 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
     if let Some(path) = &flags.output_json {
         crate::fsutil::write_atomic(path, outcome.to_json().as_bytes())?;
     }
+    // The summary quotes the server's commit and pull request URLs.
     let summary = hub::upload::summary(&outcome);
+    let summary = escape_controls(&summary);
     if flags.json {
         print!("{}", outcome.to_json());
         eprintln!("{summary}");
