@@ -15,12 +15,15 @@
 //! | [`HubClient::commit`] | `POST /api/kernels/{repo}/commit/{rev}[?create_pr=1]`, NDJSON lines `header`, `file`, `lfsFile`, `deletedFile` | `{"commitOid","commitUrl","pullRequestUrl"?,"prNum"?}` |
 //!
 //! The token goes only into the `Authorization` header of requests to the endpoint's own
-//! origin (scheme, host and port: never to an LFS upload URL, which may be another host, and
-//! never on a redirect), and every error text passes through [`super::auth::Token::redact`].
-//! A listing whose `Link: rel="next"` points at another origin is refused rather than
-//! followed: the next page would come from a server that is not the Hub asked, and what
-//! upload believes is on the branch (what it skips, what it deletes) would be that server's
-//! word. Every request but the commit is tried up to 3 times when it fails transiently (no
+//! origin (scheme, host and port: never to an LFS upload URL, which may be another host), and
+//! every error text passes through [`super::auth::Token::redact`] and
+//! [`crate::printer::escape_controls`]. A listing whose `Link: rel="next"` points at another
+//! origin is refused rather than followed, and so is a redirect to another origin than the
+//! URL asked (redirects on it are followed, up to [`MAX_REDIRECTS`]): the answer would come
+//! from a server that is not the Hub asked, and what upload believes is on the branch (what it
+//! skips, what it deletes) would be that server's word. (File downloads of kernel
+//! dependencies, whose bytes are checked, may follow a redirect elsewhere:
+//! `crate::kdeps::fetch`.) Every request but the commit is tried up to 3 times when it fails transiently (no
 //! answer, HTTP 429 or 5xx), each retry announced on stderr; a commit is sent once, since one
 //! whose answer was lost may have landed. Errors are [`HubError`]s: the request, the status
 //! and the server's own message.
@@ -28,7 +31,9 @@
 //! Bounds (a hostile or broken server can cost neither unbounded memory nor unbounded time):
 //! every answer is read with a cap for its kind ([`Answer`]: JSON listings
 //! [`LISTING_LIMIT`], other answers [`SMALL_LIMIT`], error bodies [`ERROR_LIMIT`], truncated);
-//! a tree listing holds at most [`MAX_TREE_FILES`] files; each request has a connect timeout
+//! a tree listing reads at most [`TREE_LISTING_LIMIT`] over all its pages, holds at most
+//! [`MAX_TREE_FILES`] files in at most [`MAX_TREE_PAGES`] pages, and takes at most
+//! [`TREE_LISTING_ANSWERS`] answer timeouts in all; each request has a connect timeout
 //! ([`CONNECT_TIMEOUT`]), waits at most [`Timeouts::answer`] for the answer's head or body, and
 //! has an overall deadline ([`Timeouts::deadline`]); a request still running after
 //! [`NOTICE_AFTER`] says so on stderr, and again every [`NOTICE_EVERY`].
