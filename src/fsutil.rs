@@ -174,6 +174,218 @@ pub fn inside(root: &Utf8Path, rel: &Utf8Path) -> anyhow::Result<camino::Utf8Pat
     Ok(path)
 }
 
+/// A directory the tool owns, opened once, in which every read, write and removal is made
+/// relative to directory handles opened without following links (`openat` with `O_NOFOLLOW`,
+/// `unlinkat`, `renameat`, through `rustix`). A path checked by [`inside`] can still be
+/// changed before it is used (a directory swapped for a link to `../victim` in between); here
+/// each directory on the way is opened as it is at that moment, a link on the way is an error,
+/// and what is removed or replaced is the entry in the directory opened, never what a link
+/// names. The root itself is opened as named (the user chose it).
+pub struct Anchored {
+    root: camino::Utf8PathBuf,
+    fd: std::os::fd::OwnedFd,
+}
+
+/// The identity of a file (device and inode), to remove only the file that was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId(u64, u64);
+
+impl Anchored {
+    /// Open the directory `root`.
+    pub fn open(root: &Utf8Path) -> anyhow::Result<Anchored> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            root.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(std::io::Error::from)
+        .with_context(|| format!("cannot open the directory `{root}`"))?;
+        Ok(Anchored { root: root.to_owned(), fd })
+    }
+
+    /// The directory that holds `rel` and `rel`'s last component: each directory on the way
+    /// opened with `O_NOFOLLOW`, created (0755) when `create`. `Ok(None)` when one is missing
+    /// and not created.
+    ///
+    /// Errors: `rel` is not a plain relative path, or a component on the way is a link or not
+    /// a directory (named).
+    fn parent<'r>(
+        &self,
+        rel: &'r Utf8Path,
+        create: bool,
+    ) -> anyhow::Result<Option<(std::os::fd::OwnedFd, &'r str)>> {
+        use rustix::fs::{Mode, OFlags};
+        let parts: Vec<&str> = rel
+            .components()
+            .map(|c| match c {
+                camino::Utf8Component::Normal(n) => Ok(n),
+                _ => Err(anyhow::anyhow!("`{rel}` is not a plain path inside `{}`", self.root)),
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let Some((last, dirs)) = parts.split_last() else {
+            anyhow::bail!("`{rel}` is not a plain path inside `{}`", self.root)
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut at = rustix::io::dup(&self.fd)
+            .map_err(std::io::Error::from)
+            .context("cannot duplicate a descriptor")?;
+        let mut shown = self.root.clone();
+        for d in dirs {
+            shown.push(d);
+            let opened = match rustix::fs::openat(&at, *d, flags, Mode::empty()) {
+                Err(rustix::io::Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(&at, *d, Mode::from_raw_mode(0o755)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => {
+                            return Err(std::io::Error::from(e))
+                                .with_context(|| format!("cannot create `{shown}`"))
+                        }
+                    }
+                    rustix::fs::openat(&at, *d, flags, Mode::empty())
+                }
+                other => other,
+            };
+            at = match opened {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::NOENT) => return Ok(None),
+                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => anyhow::bail!(
+                    "`{shown}` is a symbolic link or not a directory; kernel-builder writes and removes files in `{}` only through its own directories: remove or replace `{shown}`",
+                    self.root
+                ),
+                Err(e) => return Err(std::io::Error::from(e)).with_context(|| format!("cannot open `{shown}`")),
+            };
+        }
+        Ok(Some((at, *last)))
+    }
+
+    /// The regular file `rel`, opened without following a link, and its identity; `Ok(None)`
+    /// when nothing is there.
+    ///
+    /// Errors: a link or anything but a regular file is there (named), or a link on the way.
+    pub fn open_file(&self, rel: &Utf8Path) -> anyhow::Result<Option<(std::fs::File, FileId)>> {
+        use rustix::fs::{Mode, OFlags};
+        let Some((dir, name)) = self.parent(rel, false)? else { return Ok(None) };
+        let path = self.root.join(rel);
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(&dir, name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(rustix::io::Errno::LOOP) => {
+                anyhow::bail!("`{path}` is a symbolic link, not a file kernel-builder wrote; remove it")
+            }
+            Err(e) => return Err(std::io::Error::from(e)).with_context(|| format!("cannot read `{path}`")),
+        };
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata().with_context(|| format!("cannot read `{path}`"))?;
+        if let Some(what) = not_regular(meta.file_type()) {
+            anyhow::bail!("`{path}` is {what}, not a regular file; give the path of a file");
+        }
+        use std::os::unix::fs::MetadataExt;
+        Ok(Some((file, FileId(meta.dev(), meta.ino()))))
+    }
+
+    /// [`Anchored::open_file`] read to the end, at most `limit` bytes (`what` it is, for the
+    /// error).
+    pub fn read(&self, rel: &Utf8Path, limit: u64, what: &str) -> anyhow::Result<Option<(Vec<u8>, FileId)>> {
+        let Some((file, id)) = self.open_file(rel)? else { return Ok(None) };
+        let path = self.root.join(rel);
+        let mut bytes = Vec::new();
+        file.take(limit + 1).read_to_end(&mut bytes).with_context(|| format!("cannot read `{path}`"))?;
+        if bytes.len() as u64 > limit {
+            anyhow::bail!(
+                "`{path}` is larger than {}, the most kernel-builder reads of {what}; check that this is the right file",
+                size_words(limit)
+            );
+        }
+        Ok(Some((bytes, id)))
+    }
+
+    /// Create the directory `rel` (0755) and those on the way; an existing one is kept.
+    pub fn create_dir_all(&self, rel: &Utf8Path) -> anyhow::Result<()> {
+        let Some((dir, name)) = self.parent(rel, true)? else { return Ok(()) };
+        match rustix::fs::mkdirat(&dir, name, rustix::fs::Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+            Err(e) => Err(std::io::Error::from(e))
+                .with_context(|| format!("cannot create `{}`", self.root.join(rel))),
+        }
+    }
+
+    /// Write `contents` to `rel` atomically (a temporary file beside it, renamed over it),
+    /// keeping the permissions of a regular file it replaces (else 0644). A link at `rel` is
+    /// replaced, never followed; the directories on the way must exist.
+    pub fn write_atomic(&self, rel: &Utf8Path, contents: &[u8]) -> anyhow::Result<()> {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let path = self.root.join(rel);
+        let Some((dir, name)) = self.parent(rel, false)? else {
+            anyhow::bail!("cannot write `{path}`: its directory does not exist")
+        };
+        let mode = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st)
+                if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile =>
+            {
+                st.st_mode & 0o7777
+            }
+            _ => 0o644,
+        };
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let tmp = format!(
+            ".kernel-builder-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&dir, tmp.as_str(), flags, Mode::from_raw_mode(0o600))
+            .map_err(std::io::Error::from)
+            .with_context(|| format!("cannot create a temporary file beside `{path}`"))?;
+        let mut file = std::fs::File::from(fd);
+        let written = file
+            .write_all(contents)
+            .and_then(|_| file.sync_all())
+            .and_then(|_| rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(std::io::Error::from))
+            .and_then(|_| rustix::fs::renameat(&dir, tmp.as_str(), &dir, name).map_err(std::io::Error::from));
+        if let Err(e) = written {
+            let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
+            return Err(e).with_context(|| format!("cannot write `{path}`"));
+        }
+        Ok(())
+    }
+
+    /// Remove the file `rel` when it is still the file `id` (as [`Anchored::open_file`] saw
+    /// it): `Ok(false)` when it is gone or another file is there now (left alone).
+    pub fn remove_file(&self, rel: &Utf8Path, id: FileId) -> anyhow::Result<bool> {
+        use rustix::fs::AtFlags;
+        let Some((dir, name)) = self.parent(rel, false)? else { return Ok(false) };
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            // The casts are for systems whose `dev_t`/`ino_t` are narrower than Linux's.
+            #[allow(clippy::unnecessary_cast)]
+            Ok(st) if FileId(st.st_dev as u64, st.st_ino as u64) == id => {}
+            _ => return Ok(false),
+        }
+        rustix::fs::unlinkat(&dir, name, AtFlags::empty())
+            .map_err(std::io::Error::from)
+            .with_context(|| format!("cannot remove `{}`", self.root.join(rel)))?;
+        Ok(true)
+    }
+
+    /// Remove the directory `rel` when it is empty (never a link): `Ok(false)` when it is not
+    /// empty, not a directory, or gone.
+    pub fn remove_empty_dir(&self, rel: &Utf8Path) -> anyhow::Result<bool> {
+        let Some((dir, name)) = self.parent(rel, false)? else { return Ok(false) };
+        match rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::REMOVEDIR) {
+            Ok(()) => Ok(true),
+            Err(
+                rustix::io::Errno::NOTEMPTY
+                | rustix::io::Errno::EXIST
+                | rustix::io::Errno::NOTDIR
+                | rustix::io::Errno::NOENT,
+            ) => Ok(false),
+            Err(e) => Err(std::io::Error::from(e))
+                .with_context(|| format!("cannot remove `{}`", self.root.join(rel))),
+        }
+    }
+}
+
 /// The size of the buffer every streaming read in this crate uses.
 pub const STREAM_BUFFER: usize = 256 * 1024;
 

@@ -17,10 +17,11 @@ pub fn failure_lines(err: &anyhow::Error) -> Vec<String> {
     lines
 }
 
-/// Print [`failure_lines`] on stderr.
+/// Print [`failure_lines`] on stderr. Errors quote servers and file names: their control
+/// characters are shown escaped ([`escape_controls`]).
 pub fn report(err: &anyhow::Error) {
     for line in failure_lines(err) {
-        stderr_line(format_args!("{line}"));
+        stderr_line(format_args!("{}", escape_controls(&line)));
     }
 }
 
@@ -42,6 +43,24 @@ pub fn bar(draw: bool, len: Option<u64>, template: &str) -> indicatif::ProgressB
         bar.set_style(style);
     }
     bar
+}
+
+/// `text` with every control character (C0 but newline and tab, DEL, C1) and every
+/// bidirectional override written as a Rust escape (`\u{1b}`), so that text from a server or
+/// a file (an error body, a listed path, a name) can neither drive the terminal (colours,
+/// cursor moves, window titles, hyperlinks) nor hide what it says. Call it on such text before
+/// it reaches the terminal.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    };
+    if !text.contains(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars().map(|c| if bad(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect(),
+    )
 }
 
 #[cfg(test)]
@@ -72,6 +91,16 @@ mod tests {
             ]
         );
         assert_eq!(super::failure_lines(&anyhow::anyhow!("plain")), ["error: plain"]);
+    }
+
+    #[test]
+    fn escape_controls_leaves_text_and_escapes_terminal_sequences() {
+        assert_eq!(super::escape_controls("plain `x`\n\tnext é"), "plain `x`\n\tnext é");
+        assert_eq!(
+            super::escape_controls("\x1b]0;owned\x07red\x1b[31m"),
+            "\\u{1b}]0;owned\\u{7}red\\u{1b}[31m"
+        );
+        assert_eq!(super::escape_controls("a\rb\u{9b}c\u{202e}d\x7f"), "a\\u{d}b\\u{9b}c\\u{202e}d\\u{7f}");
     }
 
     #[test]

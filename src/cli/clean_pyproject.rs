@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use camino::Utf8PathBuf;
 
 use crate::codegen::files;
+use crate::printer::escape_controls;
 
 /// Arguments of `clean-pyproject`.
 #[derive(Debug, clap::Args)]
@@ -34,13 +35,16 @@ pub fn run(args: Args) -> super::CmdResult {
     };
     let verb = if args.dry_run { "would remove" } else { "removed" };
     for f in c.removed.iter().chain(c.removed_dirs.iter()) {
-        println!("{verb} {}", target.join(f));
+        println!("{verb} {}", escape_controls(target.join(f).as_str()));
     }
     for f in &c.kept_changed {
-        eprintln!("note: kept {}: it was changed since create-pyproject wrote it", target.join(f));
+        eprintln!(
+            "note: kept {}: it was changed since create-pyproject wrote it",
+            escape_controls(target.join(f).as_str())
+        );
     }
     for f in &c.missing {
-        eprintln!("note: {} was already removed", target.join(f));
+        eprintln!("note: {} was already removed", escape_controls(target.join(f).as_str()));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use camino::Utf8PathBuf;
 
 use crate::hub::{self, auth, UploadOptions};
+use crate::printer::escape_controls;
 
 /// Options shared by `upload` and `build-and-upload`.
 #[derive(Debug, Clone, clap::Args)]
@@ -85,7 +86,7 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
     };
     let prepared = hub::prepare(&opts)?;
     for w in &prepared.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", escape_controls(w));
     }
     let token = auth::find_token()?.map(|(t, _)| t);
     let endpoint = auth::checked_endpoint()?;
@@ -105,14 +106,14 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         Err(failed) => {
             let hub::upload::Failed { outcome, error } = *failed;
             for n in &outcome.notes {
-                eprintln!("note: {n}");
+                eprintln!("note: {}", escape_controls(n));
             }
             if let Some(path) = &flags.output_json {
                 if let Err(e) = crate::fsutil::write_atomic(path, outcome.to_json().as_bytes()) {
                     eprintln!("warning: {e:#}");
                 }
             }
-            eprintln!("{}", hub::upload::summary(&outcome));
+            eprintln!("{}", escape_controls(&hub::upload::summary(&outcome)));
             // With --json the outcome's keys (what landed, what was planned) join the failure
             // document `super::json` prints.
             return Err(crate::cli::json::WithDetail::wrap(
@@ -122,10 +123,11 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         }
     };
     for n in &outcome.notes {
-        eprintln!("note: {n}");
+        eprintln!("note: {}", escape_controls(n));
     }
     if opts.dry_run {
         for line in &outcome.plan {
+            let line = escape_controls(line);
             if flags.json {
                 eprintln!("{line}");
             } else {
@@ -136,7 +138,9 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
     if let Some(path) = &flags.output_json {
         crate::fsutil::write_atomic(path, outcome.to_json().as_bytes())?;
     }
+    // The summary quotes the server's commit and pull request URLs.
     let summary = hub::upload::summary(&outcome);
+    let summary = escape_controls(&summary);
     if flags.json {
         print!("{}", outcome.to_json());
         eprintln!("{summary}");

@@ -7,6 +7,12 @@
 //! hold what was written (a file edited since is left, with a note), then the directories it
 //! created once they are empty, then the manifest.
 //!
+//! Every path is first checked with [`crate::fsutil::inside`] (a link leading out of the target
+//! is named, and nothing is done), and then read, written and removed through
+//! [`crate::fsutil::Anchored`]: relative to directory handles opened without following links,
+//! so a directory swapped for a link between the check and the act cannot lead a write or a
+//! removal out of the target either.
+//!
 //! Manifest format (`-v1`; change the name if the format changes):
 //!
 //! ```text
@@ -20,6 +26,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::{Project, GENERATED_BY};
+use crate::fsutil::{Anchored, FileId};
 
 /// The manifest's file name in the target directory.
 pub const MANIFEST: &str = ".kernel-builder-generated-v1";
@@ -62,22 +69,24 @@ const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 /// are a few kilobytes).
 const MAX_GENERATED_BYTES: u64 = 16 << 20;
 
-/// The bytes of the regular file `target/rel` when it resolves inside `target` and is there;
-/// `Ok(None)` when nothing is there.
+/// The bytes of the regular file `target/rel` and its identity when it is there (read through
+/// `dir`, the target opened); `Ok(None)` when nothing is there.
 ///
-/// Errors: the path leads out of `target` (a symbolic link on the way), or something that is
-/// not a regular file is there (a FIFO is refused, not read), or it is larger than `limit`.
-fn read_inside(target: &Utf8Path, rel: &Utf8Path, limit: u64) -> anyhow::Result<Option<Vec<u8>>> {
-    let path = crate::fsutil::inside(target, rel)?;
-    if std::fs::symlink_metadata(&path).is_err() {
-        return Ok(None);
-    }
-    crate::fsutil::read_bounded(&path, limit, "a generated file").map(Some)
+/// Errors: the path leads out of `target` (a symbolic link on the way), something that is not
+/// a regular file is there (a FIFO is refused, not read), or it is larger than `limit`.
+fn read_inside(
+    dir: &Anchored,
+    target: &Utf8Path,
+    rel: &Utf8Path,
+    limit: u64,
+) -> anyhow::Result<Option<(Vec<u8>, FileId)>> {
+    crate::fsutil::inside(target, rel)?;
+    dir.read(rel, limit, "a generated file")
 }
 
-fn read_manifest(target: &Utf8Path) -> anyhow::Result<Option<Manifest>> {
+fn read_manifest(dir: &Anchored, target: &Utf8Path) -> anyhow::Result<Option<Manifest>> {
     let path = target.join(MANIFEST);
-    let Some(bytes) = read_inside(target, Utf8Path::new(MANIFEST), MAX_MANIFEST_BYTES)? else {
+    let Some((bytes, _)) = read_inside(dir, target, Utf8Path::new(MANIFEST), MAX_MANIFEST_BYTES)? else {
         return Ok(None);
     };
     let text = String::from_utf8(bytes).with_context(|| format!("`{path}` is not UTF-8 text"))?;
@@ -118,13 +127,14 @@ fn read_manifest(target: &Utf8Path) -> anyhow::Result<Option<Manifest>> {
 /// Each file is written atomically; the manifest last, merging what an earlier run recorded.
 pub fn write_project(project: &Project, target: &Utf8Path, force: bool) -> anyhow::Result<Written> {
     anyhow::ensure!(target.is_dir(), "`{target}` is not a directory; create it first");
-    let old = read_manifest(target)?.unwrap_or_default();
+    let dir = Anchored::open(target)?;
+    let old = read_manifest(&dir, target)?.unwrap_or_default();
     let mut conflicts = Vec::new();
     let mut replaced = Vec::new();
     for f in &project.files {
         // A link on the way out of `target`, or a FIFO in the file's place, is an error here,
         // before anything is written.
-        let Some(existing) = read_inside(target, &f.path, MAX_GENERATED_BYTES)? else {
+        let Some((existing, _)) = read_inside(&dir, target, &f.path, MAX_GENERATED_BYTES)? else {
             continue;
         };
         replaced.push(f.path.clone());
@@ -150,13 +160,14 @@ pub fn write_project(project: &Project, target: &Utf8Path, force: bool) -> anyho
             d = p.parent();
         }
         for m in missing.iter().rev() {
-            let dir = crate::fsutil::inside(target, m)?;
-            std::fs::create_dir(&dir).with_context(|| format!("cannot create `{dir}`"))?;
+            crate::fsutil::inside(target, m)?;
+            dir.create_dir_all(m)?;
             if !dirs.contains(m) {
                 dirs.push(m.clone());
             }
         }
-        crate::fsutil::write_atomic(&crate::fsutil::inside(target, &f.path)?, f.contents.as_bytes())?;
+        crate::fsutil::inside(target, &f.path)?;
+        dir.write_atomic(&f.path, f.contents.as_bytes())?;
     }
     let mut files: Vec<(String, Utf8PathBuf)> =
         project.files.iter().map(|f| (sha256_hex(f.contents.as_bytes()), f.path.clone())).collect();
@@ -177,7 +188,7 @@ pub fn write_project(project: &Project, target: &Utf8Path, force: bool) -> anyho
     for (h, p) in &files {
         text.push_str(&format!("file {h} {p}\n"));
     }
-    crate::fsutil::write_atomic(&crate::fsutil::inside(target, Utf8Path::new(MANIFEST))?, text.as_bytes())?;
+    dir.write_atomic(Utf8Path::new(MANIFEST), text.as_bytes())?;
     Ok(Written { files: project.files.iter().map(|f| f.path.clone()).collect(), replaced })
 }
 
@@ -187,7 +198,8 @@ pub fn write_project(project: &Project, target: &Utf8Path, force: bool) -> anyho
 /// `Ok(None)` when `target` has no manifest (nothing was generated there). Errors: an
 /// unreadable or malformed manifest, a file that cannot be removed.
 pub fn clean_project(target: &Utf8Path, dry_run: bool) -> anyhow::Result<Option<Cleaned>> {
-    let Some(m) = read_manifest(target)? else {
+    let dir = Anchored::open(target)?;
+    let Some(m) = read_manifest(&dir, target)? else {
         return Ok(None);
     };
     let mut out = Cleaned::default();
@@ -195,20 +207,23 @@ pub fn clean_project(target: &Utf8Path, dry_run: bool) -> anyhow::Result<Option<
     // anything is removed.
     let mut found = Vec::new();
     for (hash, rel) in &m.files {
-        // Only the hash is kept: a manifest of many entries costs no more than one file.
-        found.push((hash, rel, read_inside(target, rel, MAX_GENERATED_BYTES)?.map(|b| sha256_hex(&b))));
+        // Only the hash (and which file it was) is kept: a manifest of many entries costs no
+        // more than one file.
+        let now = read_inside(&dir, target, rel, MAX_GENERATED_BYTES)?.map(|(b, id)| (sha256_hex(&b), id));
+        found.push((hash, rel, now));
     }
     for d in &m.dirs {
         crate::fsutil::inside(target, d)?;
     }
     for (hash, rel, now) in found {
         match now {
-            Some(now) if now == *hash => {
-                if !dry_run {
-                    let p = crate::fsutil::inside(target, rel)?;
-                    std::fs::remove_file(&p).with_context(|| format!("cannot remove `{p}`"))?;
+            // Removed only when the file there is still the one whose bytes were checked.
+            Some((now, id)) if now == *hash => {
+                if dry_run || dir.remove_file(rel, id)? {
+                    out.removed.push(rel.clone());
+                } else {
+                    out.kept_changed.push(rel.clone());
                 }
-                out.removed.push(rel.clone());
             }
             Some(_) => out.kept_changed.push(rel.clone()),
             None => out.missing.push(rel.clone()),
@@ -219,22 +234,27 @@ pub fn clean_project(target: &Utf8Path, dry_run: bool) -> anyhow::Result<Option<
     dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for d in dirs {
         let p = crate::fsutil::inside(target, &d)?;
+        if !dry_run {
+            // Only an empty directory, never a link, and relative to the handles opened.
+            if dir.remove_empty_dir(&d)? {
+                out.removed_dirs.push(d);
+            }
+            continue;
+        }
         if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
             continue; // not the directory created (a link or a file now)
         }
         let empty = p.read_dir_utf8().map(|mut rd| {
-            rd.all(|e| e.is_ok_and(|e| dry_run && out.removed.iter().any(|r| target.join(r) == e.path())))
+            rd.all(|e| e.is_ok_and(|e| out.removed.iter().any(|r| target.join(r) == e.path())))
         });
         if empty.unwrap_or(false) {
-            if !dry_run {
-                std::fs::remove_dir(&p).with_context(|| format!("cannot remove `{p}`"))?;
-            }
             out.removed_dirs.push(d);
         }
     }
     if !dry_run {
-        let mp = target.join(MANIFEST);
-        std::fs::remove_file(&mp).with_context(|| format!("cannot remove `{mp}`"))?;
+        if let Some((_, id)) = dir.open_file(Utf8Path::new(MANIFEST))? {
+            dir.remove_file(Utf8Path::new(MANIFEST), id)?;
+        }
     }
     Ok(Some(out))
 }
@@ -251,6 +271,118 @@ mod tests {
                 GeneratedFile { path: "cmake/x/y.cmake".into(), contents: "# b\n".into() },
             ],
         }
+    }
+
+    /// A thread that swaps the directory entries `a` and `b` (an atomic exchange) as fast as
+    /// it can, until [`Swapper::stop`], which says how many swaps it made.
+    #[cfg(target_os = "linux")]
+    struct Swapper(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<u64>);
+
+    #[cfg(target_os = "linux")]
+    impl Swapper {
+        fn start(a: Utf8PathBuf, b: Utf8PathBuf) -> Swapper {
+            use rustix::fs::{RenameFlags, CWD};
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let s = stop.clone();
+            Swapper(
+                stop,
+                std::thread::spawn(move || {
+                    let mut swaps = 0;
+                    while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                        rustix::fs::renameat_with(CWD, a.as_str(), CWD, b.as_str(), RenameFlags::EXCHANGE)
+                            .unwrap();
+                        swaps += 1;
+                    }
+                    swaps
+                }),
+            )
+        }
+
+        fn stop(self) -> u64 {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.1.join().unwrap()
+        }
+    }
+
+    /// B5 (attack review of issue 25): clean-pyproject checked each path, then removed it by
+    /// name; a directory swapped for a link to `../victim` in between had it delete the
+    /// victim's files. Here a thread swaps `mk` (a real directory) with a link to `../victim`
+    /// as fast as it can (an atomic exchange) while clean runs again and again: the victim's
+    /// file and empty directory must survive every run.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn clean_never_deletes_through_a_directory_swapped_for_a_link() {
+        use rustix::fs::{Mode, OFlags};
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        let (kernel, victim) = (d.join("kernel"), d.join("victim"));
+        std::fs::create_dir_all(kernel.join("mk")).unwrap();
+        std::fs::create_dir_all(victim.join("emptydir")).unwrap();
+        std::fs::write(victim.join("known.txt"), "known\n").unwrap();
+        std::os::unix::fs::symlink("../victim", kernel.join("other")).unwrap();
+        // The real directory, whatever its name at the moment.
+        let real =
+            rustix::fs::open(kernel.join("mk").as_str(), OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
+                .unwrap();
+        let manifest = format!("dir mk/emptydir\nfile {} mk/known.txt\n", sha256_hex(b"known\n"));
+        let swapper = Swapper::start(kernel.join("mk"), kernel.join("other"));
+        let (mut removed, mut refused) = (0, 0);
+        for _ in 0..3000 {
+            let f = rustix::fs::openat(
+                &real,
+                "known.txt",
+                OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC,
+                Mode::from_raw_mode(0o644),
+            )
+            .unwrap();
+            rustix::io::write(&f, b"known\n").unwrap();
+            let _ = rustix::fs::mkdirat(&real, "emptydir", Mode::from_raw_mode(0o755));
+            std::fs::write(kernel.join(MANIFEST), &manifest).unwrap();
+            match clean_project(&kernel, false) {
+                Ok(Some(c)) => removed += c.removed.len(),
+                _ => refused += 1,
+            }
+            let intact = victim.join("known.txt").is_file() && victim.join("emptydir").is_dir();
+            if !intact {
+                swapper.stop();
+                panic!("clean deleted in ../victim (after {removed} removals, {refused} refusals)");
+            }
+        }
+        let swaps = swapper.stop();
+        assert!(
+            swaps > 1000 && removed > 0,
+            "the race did not run: {swaps} swaps, {removed} removals, {refused} refusals"
+        );
+    }
+
+    /// B5 for create-pyproject: a thread swaps `cmake` (a real directory) with a link to
+    /// `../victim` (which has the same `x/` inside) while the project is written again and
+    /// again (`--force`): nothing may ever be created in the victim.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn write_never_creates_through_a_directory_swapped_for_a_link() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        let (kernel, victim) = (d.join("kernel"), d.join("victim"));
+        std::fs::create_dir_all(kernel.join("cmake/x")).unwrap();
+        // The victim has the same shape, so a write led there would succeed.
+        std::fs::create_dir_all(victim.join("x")).unwrap();
+        std::os::unix::fs::symlink("../victim", kernel.join("other")).unwrap();
+        let swapper = Swapper::start(kernel.join("cmake"), kernel.join("other"));
+        let mut written = 0;
+        for _ in 0..3000 {
+            if write_project(&project(), &kernel, true).is_ok() {
+                written += 1;
+            }
+            let found: Vec<_> =
+                std::fs::read_dir(victim.join("x")).unwrap().map(|e| e.unwrap().file_name()).collect();
+            if !found.is_empty() || std::fs::read_dir(&victim).unwrap().count() != 1 {
+                swapper.stop();
+                panic!("write created {found:?} in ../victim (after {written} writes)");
+            }
+        }
+        let swaps = swapper.stop();
+        assert!(swaps > 1000 && written > 0, "the race did not run: {swaps} swaps, {written} writes");
     }
 
     #[test]

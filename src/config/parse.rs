@@ -72,6 +72,11 @@ impl<'a> Cx<'a> {
         message: String,
         help: Option<String>,
     ) {
+        // Messages quote the file's values, whose escapes (`"\u001b"`) may be terminal controls.
+        let (message, help) = (
+            crate::printer::escape_controls(&message).into_owned(),
+            help.map(|h| crate::printer::escape_controls(&h).into_owned()),
+        );
         self.problems.push(Problem { severity, key_path: path.to_owned(), rule, message, help });
     }
 
@@ -360,22 +365,17 @@ fn python_depends(cx: &mut Cx, table: &dyn TableLike, path: &str, backend: Optio
     plain(list)
 }
 
-/// A Hub repository id: `owner/name`, both parts non-empty, no spaces.
+/// A Hub repository id: `owner/name` by the Hub's rules ([`super::validate::repo_id_problem`]).
 fn repo_id(cx: &mut Cx, item: &Item, path: &str) -> Option<String> {
     let s = as_str(cx, item, path, "\"owner/name\"")?;
-    let ok = match s.split_once('/') {
-        Some((owner, name)) => {
-            !owner.is_empty() && !name.is_empty() && !name.contains('/') && !s.contains(char::is_whitespace)
-        }
-        None => false,
-    };
-    if !ok {
+    if let Some(why) = super::validate::repo_id_problem(&s) {
         cx.error(
             path,
             "bad-repo-id",
-            format!("`{s}` is not a Hub repository id"),
+            format!("`{s}` is not a Hub repository id: {why}"),
             Some("write `owner/name`, e.g. \"kernels-community/relu\"".to_owned()),
         );
+        return None;
     }
     Some(s)
 }

@@ -13,6 +13,45 @@ pub const NAME_RULE: &str = "^[a-z][-a-z0-9]*[a-z0-9]$";
 /// 255 bytes a file name may have).
 pub const MAX_NAME_LEN: usize = 96;
 
+/// Why `id` is not a Hub repository id (`owner/name`), or `None` when it is one. The Hub's
+/// rules (as `huggingface_hub`'s `validate_repo_id` states them): each part is letters,
+/// digits, `-`, `_` and `.`, starts and ends with a letter, digit or `_`, has no `--` or `..`,
+/// and the name is at most [`MAX_NAME_LEN`] characters and does not end in `.git`. An id that
+/// breaks them (`o/..`, `o/n?a=b`) would be put into Hub URLs as it is.
+pub fn repo_id_problem(id: &str) -> Option<String> {
+    let Some((owner, name)) = id.split_once('/') else {
+        return Some("it is not of the form `owner/name`".to_owned());
+    };
+    if owner.is_empty() || name.is_empty() || name.contains('/') {
+        return Some("it is not of the form `owner/name`".to_owned());
+    }
+    for (what, part) in [("owner", owner), ("name", name)] {
+        if let Some(c) = part.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
+            return Some(format!(
+                "its {what} has the character {}; the Hub allows letters, digits, `-`, `_` and `.`",
+                crate::printer::escape_controls(&format!("`{c}`"))
+            ));
+        }
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        if !part.starts_with(word) || !part.ends_with(word) {
+            return Some(format!("its {what} starts or ends with `-` or `.`, which the Hub does not allow"));
+        }
+        if part.contains("--") || part.contains("..") {
+            return Some(format!("its {what} has `--` or `..`, which the Hub does not allow"));
+        }
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Some(format!(
+            "its name is {} characters long; the Hub allows at most {MAX_NAME_LEN}",
+            name.len()
+        ));
+    }
+    if name.ends_with(".git") {
+        return Some("its name ends in `.git`, which the Hub does not allow".to_owned());
+    }
+    None
+}
+
 /// Whether `name` matches [`NAME_RULE`]: at least two characters, a lowercase letter first,
 /// then lowercase letters, digits and `-`, not ending with `-`.
 pub fn is_valid_name(name: &str) -> bool {
@@ -297,6 +336,37 @@ pub fn check_path_on_disk(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repo_ids_follow_the_hub_rules() {
+        for ok in ["kernels-community/relu", "a/b", "o_/n.x-y", "A1/b2", &format!("o/{}", "n".repeat(96))] {
+            assert_eq!(repo_id_problem(ok), None, "{ok}");
+        }
+        let form = "it is not of the form `owner/name`";
+        for (bad, why) in [
+            ("relu", form),
+            ("o/", form),
+            ("/n", form),
+            ("a/b/c", form),
+            ("o/..", "its name starts or ends with `-` or `.`, which the Hub does not allow"),
+            ("o/n?a=b", "its name has the character `?`; the Hub allows letters, digits, `-`, `_` and `.`"),
+            ("o/a..b", "its name has `--` or `..`, which the Hub does not allow"),
+            ("o--x/n", "its owner has `--` or `..`, which the Hub does not allow"),
+            ("o/n.git", "its name ends in `.git`, which the Hub does not allow"),
+            (
+                "o/n\u{1b}[2J",
+                "its name has the character `\\u{1b}`; the Hub allows letters, digits, `-`, `_` and `.`",
+            ),
+            ("o/é", "its name has the character `é`; the Hub allows letters, digits, `-`, `_` and `.`"),
+        ] {
+            assert_eq!(repo_id_problem(bad).as_deref(), Some(why), "{bad}");
+        }
+        let long = format!("o/{}", "n".repeat(97));
+        assert_eq!(
+            repo_id_problem(&long).as_deref(),
+            Some("its name is 97 characters long; the Hub allows at most 96")
+        );
+    }
 
     #[test]
     fn names() {

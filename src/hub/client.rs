@@ -15,12 +15,15 @@
 //! | [`HubClient::commit`] | `POST /api/kernels/{repo}/commit/{rev}[?create_pr=1]`, NDJSON lines `header`, `file`, `lfsFile`, `deletedFile` | `{"commitOid","commitUrl","pullRequestUrl"?,"prNum"?}` |
 //!
 //! The token goes only into the `Authorization` header of requests to the endpoint's own
-//! origin (scheme, host and port: never to an LFS upload URL, which may be another host, and
-//! never on a redirect), and every error text passes through [`super::auth::Token::redact`].
-//! A listing whose `Link: rel="next"` points at another origin is refused rather than
-//! followed: the next page would come from a server that is not the Hub asked, and what
-//! upload believes is on the branch (what it skips, what it deletes) would be that server's
-//! word. Every request but the commit is tried up to 3 times when it fails transiently (no
+//! origin (scheme, host and port: never to an LFS upload URL, which may be another host), and
+//! every error text passes through [`super::auth::Token::redact`] and
+//! [`crate::printer::escape_controls`]. A listing whose `Link: rel="next"` points at another
+//! origin is refused rather than followed, and so is a redirect to another origin than the
+//! URL asked (redirects on it are followed, up to [`MAX_REDIRECTS`]): the answer would come
+//! from a server that is not the Hub asked, and what upload believes is on the branch (what it
+//! skips, what it deletes) would be that server's word. (File downloads of kernel
+//! dependencies, whose bytes are checked, may follow a redirect elsewhere:
+//! `crate::kdeps::fetch`.) Every request but the commit is tried up to 3 times when it fails transiently (no
 //! answer, HTTP 429 or 5xx), each retry announced on stderr; a commit is sent once, since one
 //! whose answer was lost may have landed. Errors are [`HubError`]s: the request, the status
 //! and the server's own message.
@@ -28,7 +31,9 @@
 //! Bounds (a hostile or broken server can cost neither unbounded memory nor unbounded time):
 //! every answer is read with a cap for its kind ([`Answer`]: JSON listings
 //! [`LISTING_LIMIT`], other answers [`SMALL_LIMIT`], error bodies [`ERROR_LIMIT`], truncated);
-//! a tree listing holds at most [`MAX_TREE_FILES`] files; each request has a connect timeout
+//! a tree listing reads at most [`TREE_LISTING_LIMIT`] over all its pages, holds at most
+//! [`MAX_TREE_FILES`] files in at most [`MAX_TREE_PAGES`] pages, and takes at most
+//! [`TREE_LISTING_ANSWERS`] answer timeouts in all; each request has a connect timeout
 //! ([`CONNECT_TIMEOUT`]), waits at most [`Timeouts::answer`] for the answer's head or body, and
 //! has an overall deadline ([`Timeouts::deadline`]); a request still running after
 //! [`NOTICE_AFTER`] says so on stderr, and again every [`NOTICE_EVERY`].
@@ -56,10 +61,20 @@ pub const LISTING_LIMIT: u64 = 32 << 20;
 pub const SMALL_LIMIT: u64 = 1 << 20;
 /// The most bytes read of an error answer; the rest is left unread (only an excerpt is shown).
 pub const ERROR_LIMIT: u64 = 64 << 10;
+/// The most bytes read of a tree listing over all its pages: each page is read up to
+/// [`LISTING_LIMIT`] and no further than what is left of this (a Hub listing of
+/// [`MAX_TREE_FILES`] files is about 60 MB).
+pub const TREE_LISTING_LIMIT: u64 = 128 << 20;
 /// The most files a tree listing may hold (the Hub advises fewer than 100,000 per repository).
-pub const MAX_TREE_FILES: usize = 1_000_000;
+pub const MAX_TREE_FILES: usize = 200_000;
 /// The most pages a tree listing may take (a Hub page holds up to 1,000 entries).
-pub const MAX_TREE_PAGES: usize = 10_000;
+pub const MAX_TREE_PAGES: usize = 2_000;
+/// How long a whole tree listing may take, in answer timeouts ([`Timeouts::answer`]): 20 minutes
+/// by default. Each page has its own deadline; this bounds a server that answers every page
+/// just in time, for [`MAX_TREE_PAGES`] pages.
+pub const TREE_LISTING_ANSWERS: u32 = 20;
+/// The most redirects followed, each on the origin of the request it answers.
+pub const MAX_REDIRECTS: u32 = 5;
 /// How long to wait for a TCP (and TLS) connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// When a request still running is first reported on stderr, and then how often.
@@ -112,13 +127,26 @@ enum Answer {
     Listing,
     /// Anything else: up to [`SMALL_LIMIT`].
     Small,
+    /// A page of a tree listing, of which `read` bytes were read on `pages` earlier pages: up to
+    /// [`LISTING_LIMIT`], and no further than [`TREE_LISTING_LIMIT`] in all.
+    Page { read: u64, pages: usize },
 }
 
 impl Answer {
-    fn limit(self) -> (u64, &'static str) {
+    /// The most bytes to read, and what to say when an answer is larger.
+    fn limit(self) -> (u64, String) {
+        let listing = || (LISTING_LIMIT, "32 MiB, the limit for a JSON listing".to_owned());
         match self {
-            Answer::Listing => (LISTING_LIMIT, "32 MiB, the limit for a JSON listing"),
-            Answer::Small => (SMALL_LIMIT, "1 MiB, the limit for this answer"),
+            Answer::Listing => listing(),
+            Answer::Small => (SMALL_LIMIT, "1 MiB, the limit for this answer".to_owned()),
+            Answer::Page { read, pages } if TREE_LISTING_LIMIT - read.min(TREE_LISTING_LIMIT) < LISTING_LIMIT => (
+                TREE_LISTING_LIMIT - read.min(TREE_LISTING_LIMIT),
+                format!(
+                    "what is left of {} after the {pages} pages before it (the most kernel-builder reads of a tree listing, over all its pages)",
+                    crate::fsutil::size_words(TREE_LISTING_LIMIT)
+                ),
+            ),
+            Answer::Page { .. } => listing(),
         }
     }
 }
@@ -363,6 +391,33 @@ pub fn encode_segment(s: &str) -> String {
     out
 }
 
+/// `location` (a `Location` header: absolute, `//host/…`, `/path` or a relative path) as an
+/// absolute URL, resolved against the URL `base` it answered.
+pub fn join_url(base: &str, location: &str) -> String {
+    let location = location.trim();
+    if location.contains("://")
+        && location
+            .split("://")
+            .next()
+            .is_some_and(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
+    {
+        return location.to_owned();
+    }
+    let (scheme, rest) = base.split_once("://").unwrap_or(("", base));
+    if let Some(host_path) = location.strip_prefix("//") {
+        return format!("{scheme}://{host_path}");
+    }
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    if location.starts_with('/') {
+        return format!("{scheme}://{authority}{location}");
+    }
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+    let dir = if dir.is_empty() { "/" } else { dir };
+    format!("{scheme}://{authority}{dir}{location}")
+}
+
 /// The URL of `next` in a `Link` header (`<url>; rel="next", …`).
 fn next_link(link: &str) -> Option<String> {
     link.split(',').find_map(|part| {
@@ -387,9 +442,8 @@ impl HubClient {
             .timeout_recv_response(Some(timeouts.answer))
             .timeout_recv_body(Some(timeouts.answer))
             .timeout_per_write(Some(timeouts.answer))
-            .max_redirects(5)
-            // Never: ureq's `SameHost` ignores the port and lets http become https; a
-            // redirect is not a place the token was sent to.
+            // Redirects are followed by `exchange`, on the request's own origin only.
+            .max_redirects(0)
             .redirect_auth_headers(ureq::config::RedirectAuthHeaders::Never)
             .user_agent(concat!("kernel-builder/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -412,13 +466,16 @@ impl HubClient {
         self.token.is_some()
     }
 
-    /// `s` without the token and without user information in URLs.
+    /// `s` without the token, without user information in URLs, and with control characters
+    /// escaped ([`crate::printer::escape_controls`]): every text of a [`HubError`] passes here,
+    /// so a server's message cannot drive the terminal it is shown on.
     fn redact(&self, s: &str) -> String {
         let s = super::auth::redact_userinfo(s);
-        match &self.token {
+        let s = match &self.token {
             Some(t) => t.redact(&s),
             None => s,
-        }
+        };
+        crate::printer::escape_controls(&s).into_owned()
     }
 
     /// [`HubClient::send_once`], tried up to [`ATTEMPTS`] times while the failure is
@@ -479,24 +536,17 @@ impl HubClient {
         })
     }
 
-    /// Run `request`, which sends `sends` bytes, with its overall deadline.
-    fn run<B: ureq::AsSendBody>(
+    /// Send `method url` once (no redirect followed) with `headers`, `body`, and the token when
+    /// `auth` and `url` is on the endpoint's origin.
+    fn request_at(
         &self,
-        request: ureq::http::Request<B>,
-        sends: u64,
-    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
-        let deadline = Some(self.timeouts.deadline(sends));
-        self.agent.run(self.agent.configure_request(request).timeout_global(deadline).build())
-    }
-
-    /// The work of [`HubClient::send_once`]; `request` is how it is shown.
-    fn exchange(&self, call: Call<'_>, request: &str) -> Result<Answered, (HubError, bool)> {
-        let Call { method, url, headers, body, auth, kind } = call;
-        let fail = |status: Option<u16>, message: String| HubError {
-            status,
-            request: request.to_owned(),
-            message: self.redact(&message),
-        };
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Body<'_>,
+        auth: bool,
+        fail: &dyn Fn(Option<u16>, String) -> HubError,
+    ) -> Result<ureq::http::Response<ureq::Body>, (HubError, bool)> {
         // A request that cannot be built is never transient; one that got no answer may be.
         let local = |e: String| (fail(None, e), false);
         let transport = |e: ureq::Error| {
@@ -527,7 +577,7 @@ impl HubClient {
             }
         }
         // The overall deadline of this request, which grows with what it sends.
-        let result = match body {
+        match body {
             Body::Empty => builder
                 .body(())
                 .map_err(|e| local(e.to_string()))
@@ -565,8 +615,62 @@ impl HubClient {
                     .map_err(|e| local(e.to_string()))
                     .and_then(|r| self.run(r, n).map_err(transport))
             }
+        }
+    }
+
+    /// Run `request`, which sends `sends` bytes, with its overall deadline.
+    fn run<B: ureq::AsSendBody>(
+        &self,
+        request: ureq::http::Request<B>,
+        sends: u64,
+    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        let deadline = Some(self.timeouts.deadline(sends));
+        self.agent.run(self.agent.configure_request(request).timeout_global(deadline).build())
+    }
+
+    /// The work of [`HubClient::send_once`]; `request` is how it is shown. Redirects are
+    /// followed here, up to [`MAX_REDIRECTS`], and only on the origin of the URL asked: an
+    /// answer from another server is not the Hub's word (and a body sent there would leak).
+    fn exchange(&self, call: Call<'_>, request: &str) -> Result<Answered, (HubError, bool)> {
+        let Call { mut method, url, headers, mut body, auth, kind } = call;
+        let fail = |status: Option<u16>, message: String| HubError {
+            status,
+            request: request.to_owned(),
+            message: self.redact(&message),
         };
-        let mut resp = result?;
+        let mut at = url.to_owned();
+        let mut hops = 0;
+        let mut resp = loop {
+            let resp = self.request_at(method, &at, headers, body.clone(), auth, &fail)?;
+            let status = resp.status().as_u16();
+            let location = resp.headers().get("location").and_then(|v| v.to_str().ok());
+            let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location) else {
+                break resp;
+            };
+            let next = join_url(&at, location);
+            if origin(&next).is_none() || origin(&next) != origin(&at) {
+                let message = format!(
+                    "the answer is a redirect (HTTP {status}) to another server (`{}`); kernel-builder takes this answer only from {} and follows redirects elsewhere only for file downloads, whose bytes it checks",
+                    super::auth::redact_userinfo(&next),
+                    origin(&at).unwrap_or_default()
+                );
+                return Err((fail(Some(status), message), false));
+            }
+            hops += 1;
+            if hops > MAX_REDIRECTS {
+                let message = format!(
+                    "more than {MAX_REDIRECTS} redirects (the last to `{}`)",
+                    super::auth::redact_userinfo(&next)
+                );
+                return Err((fail(Some(status), message), false));
+            }
+            // As browsers and ureq do: 303, and 301/302 after a POST, become a GET without body.
+            if status == 303 || (matches!(status, 301 | 302) && method == "POST") {
+                method = "GET";
+                body = Body::Empty;
+            }
+            at = next;
+        };
         let status = resp.status().as_u16();
         let mut kept = BTreeMap::new();
         for name in ["link", "x-error-message", "x-error-code"] {
@@ -645,6 +749,18 @@ impl HubClient {
         }
     }
 
+    /// The commit `rev` (a branch, tag or commit) of `repo_id` is at (`GET …/revision/{rev}`,
+    /// its `sha`), as the Hub answers it: the caller checks that it is a commit id.
+    pub fn revision(&self, repo_id: &str, rev: &str) -> Result<String, HubError> {
+        let url = self.api(repo_id, &format!("revision/{}", encode_segment(rev)));
+        let (_, _, bytes) = self.send(Call::new("GET", &url, Body::Empty, Answer::Listing))?;
+        #[derive(Deserialize)]
+        struct Info {
+            sha: String,
+        }
+        self.json::<Info>("GET", &url, &bytes).map(|i| i.sha)
+    }
+
     /// Create `branch` from `main`'s head. `Ok(false)` when it already existed (409).
     pub fn create_branch(&self, repo_id: &str, branch: &str) -> Result<bool, HubError> {
         let url = self.api(repo_id, &format!("branch/{}", encode_segment(branch)));
@@ -658,14 +774,20 @@ impl HubClient {
     /// Every file of revision `rev` (directories left out), following pagination.
     ///
     /// Errors: besides a failed request, a next page on another origin than the endpoint's
-    /// (not followed: see the module doc), a next page that is the page itself, or more than
-    /// [`MAX_TREE_FILES`] entries.
+    /// (not followed: see the module doc), a next page that is the page itself, more than
+    /// [`MAX_TREE_FILES`] entries or [`MAX_TREE_PAGES`] pages, or more than
+    /// [`TREE_LISTING_LIMIT`] bytes over all pages, or longer than [`TREE_LISTING_ANSWERS`]
+    /// answer timeouts in all.
     pub fn list_tree(&self, repo_id: &str, rev: &str) -> Result<Vec<TreeEntry>, HubError> {
         let mut url = self.api(repo_id, &format!("tree/{}?recursive=true", encode_segment(rev)));
         let mut files = Vec::new();
         let mut entries = 0usize;
+        let mut read = 0u64;
+        let (started, budget) = (std::time::Instant::now(), TREE_LISTING_ANSWERS * self.timeouts.answer);
         for pages in 1.. {
-            let (_, headers, bytes) = self.send(Call::new("GET", &url, Body::Empty, Answer::Listing))?;
+            let kind = Answer::Page { read, pages: pages - 1 };
+            let (_, headers, bytes) = self.send(Call::new("GET", &url, Body::Empty, kind))?;
+            read += bytes.len() as u64;
             let page: Vec<TreeEntry> = self.json("GET", &url, &bytes)?;
             let refuse = |message: String| HubError {
                 status: None,
@@ -673,6 +795,12 @@ impl HubClient {
                 message: self.redact(&message),
             };
             entries += page.len();
+            if started.elapsed() > budget {
+                return Err(refuse(format!(
+                    "the listing has taken more than {} s ({pages} pages); kernel-builder gives up on a listing after {TREE_LISTING_ANSWERS} times the answer timeout ({TIMEOUT_ENV})",
+                    budget.as_secs()
+                )));
+            }
             if entries > MAX_TREE_FILES || pages > MAX_TREE_PAGES {
                 return Err(refuse(format!(
                     "the listing has more than {MAX_TREE_FILES} entries or {MAX_TREE_PAGES} pages, the most kernel-builder reads"
@@ -896,6 +1024,129 @@ mod tests {
             Some("http://h/api/x?cursor=abc".to_owned())
         );
         assert_eq!(next_link("<http://h/a>; rel=\"prev\""), None);
+    }
+
+    /// B2 (attack review of issue 25): 77 pages of 30 MiB each were read one after the other
+    /// (each under the page limit), 2.4 GB in all. The listing is now bounded over all its
+    /// pages: the fifth 30 MiB page is cut at what is left of 128 MiB.
+    #[test]
+    fn a_listing_of_many_large_pages_is_bounded_in_all() {
+        use super::super::testserver::{Reply, TestServer};
+        let server = TestServer::start(|url, _, path| {
+            let cursor: usize = path.rsplit_once("cursor=").map_or(0, |(_, c)| c.parse().unwrap_or(0));
+            let entry = format!(r#"[{{"type":"file","path":"f{cursor}","oid":"00","size":1}}"#);
+            let mut headers = vec![("Content-Type".to_owned(), "application/json".to_owned())];
+            if cursor < 7 {
+                let next = format!("{url}/api/kernels/o/n/tree/main?recursive=true&cursor={}", cursor + 1);
+                headers.push(("Link".to_owned(), format!("<{next}>; rel=\"next\"")));
+            }
+            Reply::Large {
+                head: entry.into_bytes(),
+                filler: vec![b' '; 1 << 20],
+                times: 30,
+                tail: b"]".to_vec(),
+                headers,
+            }
+        });
+        let client = HubClient::new(&server.url, None);
+        let e = client.list_tree("o/n", "main").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "GET {}/api/kernels/o/n/tree/main?recursive=true&cursor=4 failed: HTTP 200: the answer is larger than what is left of 128 MiB after the 4 pages before it (the most kernel-builder reads of a tree listing, over all its pages); is HF_ENDPOINT ({}) a Hub?",
+                server.url, server.url
+            )
+        );
+        assert_eq!(server.lines().len(), 5, "{:?}", server.lines());
+    }
+
+    /// Found by attacking the fixes: a server answering every page just within the answer
+    /// timeout could make a listing of 2,000 pages take days. The whole listing now has
+    /// [`TREE_LISTING_ANSWERS`] answer timeouts.
+    #[test]
+    fn a_listing_answered_just_in_time_page_after_page_is_given_up_on() {
+        use super::super::testserver::{Reply, TestServer};
+        let server = TestServer::start(|url, _, path| {
+            let cursor: usize = path.rsplit_once("cursor=").map_or(0, |(_, c)| c.parse().unwrap_or(0));
+            let next = format!(
+                "<{url}/api/kernels/o/n/tree/main?recursive=true&cursor={}>; rel=\"next\"",
+                cursor + 1
+            );
+            let page =
+                serde_json::json!([{"type": "file", "path": format!("f{cursor}"), "oid": "00", "size": 1}]);
+            let headers = vec![("Link".to_owned(), next)];
+            Reply::After(
+                Duration::from_millis(600),
+                Box::new(Reply::Full(200, headers, page.to_string().into_bytes())),
+            )
+        });
+        let client = HubClient::with_timeouts(&server.url, None, Timeouts { answer: Duration::from_secs(1) });
+        let e = client.list_tree("o/n", "main").unwrap_err();
+        let pages = server.lines().len();
+        assert!(
+            e.message.starts_with("the listing has taken more than 20 s (")
+                && e.message.ends_with(" pages); kernel-builder gives up on a listing after 20 times the answer timeout (KERNEL_BUILDER_HUB_TIMEOUT)"),
+            "{e}"
+        );
+        assert!(pages < MAX_TREE_PAGES, "{pages} pages asked for");
+    }
+
+    /// Minor (c) of the attack review: a redirect to another origin was followed (without the
+    /// token) and its answer believed. Now it is refused, and the other server is never asked;
+    /// a redirect on the same origin is followed, with the token.
+    #[test]
+    fn redirects_are_followed_only_on_the_same_origin() {
+        use super::super::testserver::{Reply, TestServer};
+        let elsewhere = TestServer::start(|_, _, _| Reply::json(serde_json::json!({"branches": []})));
+        let to = format!("{}/steal", elsewhere.url);
+        let hub = TestServer::start(move |url, _, path| match path {
+            "/api/kernels/o/n/refs" => Reply::redirect(&to),
+            "/api/kernels/o/m/refs" => Reply::redirect(&format!("{url}/api/kernels/o/renamed/refs")),
+            _ => Reply::json(serde_json::json!({"branches": [{"name": "main", "targetCommit": "abc"}]})),
+        });
+        let token = Token::new("hf_secretsecretsecret").unwrap();
+        let client = HubClient::new(&hub.url, Some(token));
+        let e = client.refs("o/n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "GET {}/api/kernels/o/n/refs failed: HTTP 307: the answer is a redirect (HTTP 307) to another server (`{}/steal`); kernel-builder takes this answer only from {} and follows redirects elsewhere only for file downloads, whose bytes it checks",
+                hub.url, elsewhere.url, hub.url
+            )
+        );
+        assert!(elsewhere.lines().is_empty(), "{:?}", elsewhere.lines());
+        let refs = client.refs("o/m").unwrap().unwrap();
+        assert_eq!(refs.branches[0].target_commit, "abc");
+        let seen = hub.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen.iter().map(|s| s.line.as_str()).collect::<Vec<_>>()[1..],
+            ["GET /api/kernels/o/m/refs", "GET /api/kernels/o/renamed/refs"]
+        );
+        assert!(seen.iter().all(|s| s.authorized), "{seen:?}");
+    }
+
+    /// Minor (a): a server's error text with terminal escapes (a window title, a colour) is
+    /// shown with them escaped.
+    #[test]
+    fn a_servers_message_cannot_drive_the_terminal() {
+        use super::super::testserver::{Reply, TestServer};
+        let hub = TestServer::start(|_, _, _| {
+            Reply::Full(403, vec![], br#"{"error":"no\u001b]0;pwned\u0007 \u001b[2Jway"}"#.to_vec())
+        });
+        let e = HubClient::new(&hub.url, None).create_branch("o/n", "b").unwrap_err().to_string();
+        assert!(!e.contains('\u{1b}') && !e.contains('\u{7}'), "{e:?}");
+        assert!(e.ends_with(r"HTTP 403: no\u{1b}]0;pwned\u{7} \u{1b}[2Jway"), "{e:?}");
+    }
+
+    #[test]
+    fn redirect_locations_resolve_against_the_request() {
+        let base = "http://127.0.0.1:8080/api/kernels/o/n/refs?x=1";
+        assert_eq!(join_url(base, "http://other:1/steal"), "http://other:1/steal");
+        assert_eq!(join_url(base, "//other/steal"), "http://other/steal");
+        assert_eq!(join_url(base, "/api/kernels/o/m/refs"), "http://127.0.0.1:8080/api/kernels/o/m/refs");
+        assert_eq!(join_url(base, "tree"), "http://127.0.0.1:8080/api/kernels/o/n/tree");
+        assert_eq!(join_url("http://h", "a"), "http://h/a");
+        assert_ne!(origin(&join_url(base, "//127.0.0.1:8081/x")), origin(base));
     }
 
     #[test]

@@ -12,3 +12,6 @@ pub mod plan;
 pub mod upload;
 
 pub use upload::{prepare, upload, Outcome, Prepared, Status, UploadOptions};
+
+#[cfg(test)]
+pub(crate) mod testserver;

@@ -192,17 +192,20 @@ impl Outcome {
     }
 }
 
-/// Check that `id` is `owner/name` with the characters the Hub allows.
+/// Check that `id` is `owner/name` by the Hub's rules ([`crate::config::validate::repo_id_problem`]).
 fn check_repo_id(id: &str) -> anyhow::Result<()> {
-    let ok_part = |p: &str| {
-        !p.is_empty()
-            && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && !p.starts_with(['-', '.'])
-            && !p.ends_with(['-', '.'])
-    };
-    match id.split_once('/') {
-        Some((o, n)) if ok_part(o) && ok_part(n) => Ok(()),
-        _ => anyhow::bail!("repository id `{id}` is not of the form `owner/name`"),
+    match crate::config::validate::repo_id_problem(id) {
+        None => Ok(()),
+        Some(why) if why.contains("of the form") => {
+            anyhow::bail!(
+                "repository id `{}` is not of the form `owner/name`",
+                crate::printer::escape_controls(id)
+            )
+        }
+        Some(why) => anyhow::bail!(
+            "repository id `{}` is not a Hub repository id: {why}",
+            crate::printer::escape_controls(id)
+        ),
     }
 }
 
@@ -1081,10 +1084,20 @@ mod tests {
         for ok in ["org/name", "kernels-community/silu_and_mul", "a.b/c-d"] {
             assert!(check_repo_id(ok).is_ok(), "{ok}");
         }
-        for bad in ["name", "org/", "/name", "a/b/c", "org/na me", "-org/name", "org/name."] {
+        for bad in ["name", "org/", "/name", "a/b/c"] {
             assert_eq!(
                 check_repo_id(bad).unwrap_err().to_string(),
                 format!("repository id `{bad}` is not of the form `owner/name`")
+            );
+        }
+        for (bad, why) in [
+            ("org/na me", "its name has the character ` `; the Hub allows letters, digits, `-`, `_` and `.`"),
+            ("-org/name", "its owner starts or ends with `-` or `.`, which the Hub does not allow"),
+            ("org/name.", "its name starts or ends with `-` or `.`, which the Hub does not allow"),
+        ] {
+            assert_eq!(
+                check_repo_id(bad).unwrap_err().to_string(),
+                format!("repository id `{bad}` is not a Hub repository id: {why}")
             );
         }
     }

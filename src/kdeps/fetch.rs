@@ -2,11 +2,16 @@
 //! into the dependency cache, every file checked against the listing and the tree against its
 //! NAR hash.
 //!
-//! Listing and refs go through [`HubClient`]. File bytes and revision lookups are read here, on
-//! an agent of their own, because they are the only answers that are streamed to disk (a
-//! compiled dependency's shared objects may be hundreds of megabytes): each file is read up to
-//! the size the listing gave and no further, and its Git blob id (or LFS SHA-256) is checked
-//! before the tree is hashed.
+//! Listing, refs and revision lookups go through [`HubClient`] (its bounds, its timeouts
+//! `$KERNEL_BUILDER_HUB_TIMEOUT`, and redirects followed only on the Hub's origin). File bytes
+//! are read here, on an agent of their own, because they are the only answers streamed to disk
+//! (a compiled dependency's shared objects may be hundreds of megabytes). What the listing
+//! claims is not trusted for the bounds: a file listed larger than [`MAX_FILE_BYTES`], or a
+//! tree larger than [`MAX_TREE_BYTES`] in all, is refused before a byte is downloaded; each
+//! file is then read up to its listed size and no further, within a deadline that grows with
+//! that size, and its Git blob id (or LFS SHA-256) is checked before the tree is hashed. A file
+//! download may follow redirects to another server (the Hub sends LFS content from a CDN):
+//! the token never goes along, and the bytes are checked against the listing's id.
 //!
 //! Cache layout: `<cache root>/kernel-deps/<owner>--<name>--<commit>/` holds the tree exactly as
 //! the Hub has it at that commit (what upstream's Nix fetcher puts in its store path, so the
@@ -15,7 +20,7 @@
 //! half-deleted cache entry is an error, never a silent wrong dependency.
 
 use std::io::{Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -24,21 +29,22 @@ use sha1::Digest;
 use super::lock::describe;
 use crate::config::{KernelDependency, KernelPin};
 use crate::hub::auth::{self, Token};
-use crate::hub::client::{encode_segment, HubClient};
+use crate::hub::client::{encode_segment, HubClient, Timeouts, CONNECT_TIMEOUT};
 
-/// The most bytes read of a revision answer (`{"sha", "siblings", …}`).
-const INFO_LIMIT: u64 = 16 << 20;
 /// The most files one dependency tree may hold.
 const MAX_FILES: usize = 100_000;
-/// How long the head of an answer may take.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The overall deadline of a request whose answer is `bytes` long: two answer timeouts and the
-/// body at no less than 256 KiB/s, so a silent or trickling server cannot hold a lock or a
-/// build forever, and a large shared object still has the time it needs.
-fn deadline(bytes: u64) -> Duration {
-    2 * ANSWER_TIMEOUT + Duration::from_secs(bytes / (256 << 10))
-}
+/// The most bytes of one file of a dependency tree, whatever the listing says (a compiled
+/// kernel's shared object for every CUDA architecture is well under 2 GiB).
+pub const MAX_FILE_BYTES: u64 = 4 << 30;
+/// The most bytes of a whole dependency tree (every variant of a kernel), whatever the
+/// listing says.
+pub const MAX_TREE_BYTES: u64 = 64 << 30;
+/// The most redirects a file download follows (the Hub answers with one, to its CDN).
+const MAX_REDIRECTS: u32 = 5;
+/// What a whole tree download may take per file, besides one request's deadline for all its
+/// bytes ([`Timeouts::deadline`] of the tree's size): each file has its own deadline too, and
+/// this bounds a server that answers every one of [`MAX_FILES`] files just in time.
+const PER_FILE: Duration = Duration::from_secs(2);
 
 /// A connection to `HF_ENDPOINT` for reading kernel trees.
 pub struct HubReader {
@@ -46,6 +52,9 @@ pub struct HubReader {
     endpoint: String,
     token: Option<Token>,
     agent: ureq::Agent,
+    timeouts: Timeouts,
+    /// [`PER_FILE`], shorter in tests.
+    per_file: Duration,
 }
 
 impl HubReader {
@@ -53,46 +62,65 @@ impl HubReader {
     pub fn from_env() -> anyhow::Result<HubReader> {
         let endpoint = auth::checked_endpoint()?;
         let token = auth::find_token()?.map(|(t, _)| t);
-        Ok(HubReader::new(&endpoint, token))
+        Ok(HubReader::new(&endpoint, token, Timeouts::from_env()?))
     }
 
-    pub fn new(endpoint: &str, token: Option<Token>) -> HubReader {
+    /// A reader of `endpoint` with `token`, each request waiting `timeouts.answer` for each
+    /// part of its answer.
+    pub fn new(endpoint: &str, token: Option<Token>, timeouts: Timeouts) -> HubReader {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(15)))
-            .timeout_recv_response(Some(ANSWER_TIMEOUT))
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_recv_response(Some(timeouts.answer))
+            .timeout_recv_body(Some(timeouts.answer))
+            .max_redirects(MAX_REDIRECTS)
+            // The token goes to the endpoint only, never along a redirect.
+            .redirect_auth_headers(ureq::config::RedirectAuthHeaders::Never)
             .user_agent(concat!("kernel-builder/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
         HubReader {
-            client: HubClient::new(endpoint, token.clone()),
+            client: HubClient::with_timeouts(endpoint, token.clone(), timeouts),
             endpoint: endpoint.trim_end_matches('/').to_owned(),
             token,
             agent,
+            timeouts,
+            per_file: PER_FILE,
         }
     }
 
+    /// `s` as shown: no token, no user information, control characters escaped.
     fn shown(&self, s: &str) -> String {
         let s = auth::redact_userinfo(s);
-        match &self.token {
+        let s = match &self.token {
             Some(t) => t.redact(&s),
             None => s,
-        }
+        };
+        crate::printer::escape_controls(&s).into_owned()
     }
 
     /// GET `url` (on the endpoint: the token goes along; never on a redirect), whose answer
-    /// is about `bytes` long. The body is for the caller to read, within [`deadline`].
-    fn get(&self, url: &str, bytes: u64) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
+    /// is `bytes` long. The body is for the caller to read, within the deadline
+    /// ([`Timeouts::deadline`] of `bytes`: at no less than 256 KiB/s).
+    fn get(&self, url: &str, bytes: u64, until: Instant) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
         let mut req = self.agent.get(url);
         if let Some(t) = &self.token {
             req = req.header("Authorization", format!("Bearer {}", t.expose()));
         }
         let mut resp = req
             .config()
-            .timeout_global(Some(deadline(bytes)))
+            .timeout_global(Some(self.timeouts.deadline(bytes).min(until.saturating_duration_since(Instant::now()))))
             .build()
             .call()
-            .map_err(|e| anyhow::anyhow!("GET {} failed: {e}", self.shown(url)))?;
+            .map_err(|e| match e {
+                ureq::Error::Timeout(what) => anyhow::anyhow!(
+                    "GET {} failed: no answer in time ({what}; kernel-builder waits {} s for an answer, {} sets it)",
+                    self.shown(url),
+                    self.timeouts.answer.as_secs(),
+                    crate::hub::client::TIMEOUT_ENV
+                ),
+                e => anyhow::anyhow!("GET {} failed: {}", self.shown(url), self.shown(&e.to_string())),
+            })?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             let mut bytes = Vec::new();
@@ -139,31 +167,17 @@ impl HubReader {
                     }
                 }
             }
-            KernelPin::Revision(r) => {
-                let url =
-                    format!("{}/api/kernels/{}/revision/{}", self.endpoint, dep.repo_id, encode_segment(r));
-                let mut resp = self
-                    .get(&url, INFO_LIMIT)
-                    .with_context(|| format!("cannot resolve {}", describe(dep)))?;
-                let body = resp
-                    .body_mut()
-                    .with_config()
-                    .limit(INFO_LIMIT)
-                    .read_to_vec()
-                    .with_context(|| format!("cannot read the answer of GET {}", self.shown(&url)))?;
-                let info: serde_json::Value = serde_json::from_slice(&body)
-                    .with_context(|| format!("GET {}: the answer is not JSON", self.shown(&url)))?;
-                info.get("sha")
-                    .and_then(|s| s.as_str())
-                    .map(str::to_owned)
-                    .with_context(|| format!("GET {}: the answer has no `sha`", self.shown(&url)))?
-            }
+            KernelPin::Revision(r) => self
+                .client
+                .revision(&dep.repo_id, r)
+                .with_context(|| format!("cannot resolve {}", describe(dep)))?,
         };
         let commit = commit.to_ascii_lowercase();
         anyhow::ensure!(
             commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
-            "{}: the Hub answered `{commit}`, which is not a commit id",
-            describe(dep)
+            "{}: the Hub answered `{}`, which is not a commit id",
+            describe(dep),
+            crate::printer::escape_controls(&commit)
         );
         Ok(commit)
     }
@@ -177,11 +191,46 @@ impl HubReader {
             "{repo_id} at {commit} lists {} files; a kernel tree holds at most {MAX_FILES}",
             files.len()
         );
-        std::fs::create_dir_all(dest).with_context(|| format!("cannot create `{dest}`"))?;
+        // What the listing claims is checked against our own bounds before anything is read.
+        let mut total = 0u64;
         for f in &files {
-            let rel = safe_relative(&f.path)
-                .with_context(|| format!("{repo_id} at {commit} lists the path `{}`", f.path))?;
-            let target = dest.join(rel);
+            let path = crate::printer::escape_controls(&f.path);
+            safe_relative(&f.path)
+                .with_context(|| format!("{repo_id} at {commit} lists the path `{path}`"))?;
+            let size = f.lfs.as_ref().map_or(f.size, |l| l.size);
+            anyhow::ensure!(
+                size <= MAX_FILE_BYTES,
+                "{repo_id} at {commit} lists `{path}` at {size} bytes; kernel-builder downloads at most {} of one file of a kernel dependency (is HF_ENDPOINT ({}) a Hub?)",
+                crate::fsutil::size_words(MAX_FILE_BYTES),
+                self.shown(&self.endpoint)
+            );
+            total = total.saturating_add(size);
+        }
+        anyhow::ensure!(
+            total <= MAX_TREE_BYTES,
+            "{repo_id} at {commit} lists {} files of {total} bytes in all; kernel-builder downloads at most {} of one kernel dependency (is HF_ENDPOINT ({}) a Hub?)",
+            files.len(),
+            crate::fsutil::size_words(MAX_TREE_BYTES),
+            self.shown(&self.endpoint)
+        );
+        // The whole download's deadline: one request's for all the bytes, and a little per file.
+        let budget = self.timeouts.deadline(total) + self.per_file * files.len() as u32;
+        let until = Instant::now() + budget;
+        std::fs::create_dir_all(dest).with_context(|| format!("cannot create `{dest}`"))?;
+        let over = |done: usize| {
+            anyhow::anyhow!(
+                "{repo_id} at {commit}: the download has taken more than {} s ({done} of {} files); kernel-builder gives up on a kernel dependency after the time its {total} bytes take at 256 KiB/s, two answer timeouts ({}) and {} s per file",
+                budget.as_secs(),
+                files.len(),
+                crate::hub::client::TIMEOUT_ENV,
+                self.per_file.as_secs_f64()
+            )
+        };
+        for (done, f) in files.iter().enumerate() {
+            if Instant::now() >= until {
+                return Err(over(done));
+            }
+            let target = dest.join(safe_relative(&f.path)?);
             if let Some(parent) = target.parent() {
                 std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{parent}`"))?;
             }
@@ -194,10 +243,21 @@ impl HubReader {
                 self.endpoint,
                 f.path.split('/').map(encode_segment).collect::<Vec<_>>().join("/")
             );
-            let mut resp = self.get(&url, size)?;
-            let mut reader = resp.body_mut().as_reader().take(size + 1);
-            self.save(&mut reader, &target, size, &check)
-                .with_context(|| format!("{repo_id} at {commit}: `{}` (GET {})", f.path, self.shown(&url)))?;
+            let fetched = self.get(&url, size, until).and_then(|mut resp| {
+                let mut reader = resp.body_mut().as_reader().take(size + 1);
+                self.save(&mut reader, &target, size, &check).with_context(|| {
+                    format!(
+                        "{repo_id} at {commit}: `{}` (GET {})",
+                        crate::printer::escape_controls(&f.path),
+                        self.shown(&url)
+                    )
+                })
+            });
+            match fetched {
+                // Cut by the whole download's deadline: say that, not the request's timeout.
+                Err(_) if Instant::now() >= until => return Err(over(done)),
+                other => other?,
+            }
         }
         Ok(())
     }
@@ -229,7 +289,11 @@ impl HubReader {
             Check::GitBlob(oid) => (oid, hex(&sha1.finalize())),
             Check::Sha256(oid) => (oid, hex(&sha256.finalize())),
         };
-        anyhow::ensure!(&have == want, "the bytes sent have id {have} where the listing says {want}");
+        anyhow::ensure!(
+            &have == want,
+            "the bytes sent have id {have} where the listing says {}",
+            crate::printer::escape_controls(want)
+        );
         Ok(())
     }
 }
@@ -345,6 +409,154 @@ fn set_read_only(dir: &Utf8Path, read_only: bool) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::hub::testserver::{Reply, TestServer};
+
+    const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn reader(url: &str, token: Option<&str>) -> HubReader {
+        HubReader::new(url, token.and_then(Token::new), Timeouts::default())
+    }
+
+    /// B3 (attack review of issue 25): the listing's LFS size set both the read limit and the
+    /// deadline, so a server announcing 1 TiB got 1 TiB of disk and days of time. Claims are
+    /// now checked against our own caps, per file and per tree, before a byte is downloaded.
+    #[test]
+    fn listed_sizes_are_checked_against_our_caps_before_any_download() {
+        let lfs = |path: &str, size: u64| {
+            serde_json::json!({"type": "file", "path": path, "oid": "00", "size": 134,
+                               "lfs": {"oid": "ab".repeat(32), "size": size}})
+        };
+        let (huge, many) =
+            (lfs("big.so", 1 << 40), (0..17).map(|i| lfs(&format!("v{i}.so"), 4 << 30)).collect::<Vec<_>>());
+        let hub = TestServer::start(move |_, _, path| {
+            if path.starts_with("/api/kernels/o/huge/tree/") {
+                Reply::json(serde_json::json!([huge]))
+            } else if path.starts_with("/api/kernels/o/many/tree/") {
+                Reply::json(serde_json::Value::Array(many.clone()))
+            } else {
+                // Whatever is asked for, a megabyte of it, then the connection closes.
+                Reply::Large {
+                    head: vec![],
+                    filler: vec![0; 1 << 20],
+                    times: 1,
+                    tail: vec![],
+                    headers: vec![],
+                }
+            }
+        });
+        let t = tempfile::tempdir().unwrap();
+        let dest = Utf8Path::from_path(t.path()).unwrap().join("tree");
+        let e = reader(&hub.url, None).download_tree("o/huge", COMMIT, &dest).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            format!("o/huge at {COMMIT} lists `big.so` at 1099511627776 bytes; kernel-builder downloads at most 4 GiB of one file of a kernel dependency (is HF_ENDPOINT ({}) a Hub?)", hub.url)
+        );
+        let e = reader(&hub.url, None).download_tree("o/many", COMMIT, &dest).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            format!("o/many at {COMMIT} lists 17 files of 73014444032 bytes in all; kernel-builder downloads at most 64 GiB of one kernel dependency (is HF_ENDPOINT ({}) a Hub?)", hub.url)
+        );
+        assert!(hub.lines().iter().all(|l| !l.contains("/resolve/")), "{:?}", hub.lines());
+        assert!(!dest.exists());
+    }
+
+    /// Minor (c): file content may come from another server by a redirect (the Hub's CDN):
+    /// followed without the token, and the bytes are checked against the listing. A revision
+    /// lookup redirected elsewhere is refused, and the other server is never asked.
+    #[test]
+    fn only_file_downloads_follow_a_redirect_elsewhere_and_their_bytes_are_checked() {
+        let cdn = TestServer::start(|_, _, path| {
+            Reply::Full(200, vec![], if path == "/good" { b"hello\n".to_vec() } else { b"evil!\n".to_vec() })
+        });
+        let blob = {
+            let mut h = sha1::Sha1::new();
+            h.update(b"blob 6\0hello\n");
+            hex(&h.finalize())
+        };
+        let (c, b) = (cdn.url.clone(), blob.clone());
+        let hub = TestServer::start(move |_, _, path| match path {
+            p if p.starts_with("/api/kernels/o/good/tree/") => {
+                Reply::json(serde_json::json!([{"type": "file", "path": "a.txt", "oid": b, "size": 6}]))
+            }
+            p if p.starts_with("/api/kernels/o/bad/tree/") => {
+                Reply::json(serde_json::json!([{"type": "file", "path": "b.txt", "oid": b, "size": 6}]))
+            }
+            p if p.starts_with("/kernels/o/good/resolve/") => Reply::redirect(&format!("{c}/good")),
+            p if p.starts_with("/kernels/o/bad/resolve/") => Reply::redirect(&format!("{c}/bad")),
+            _ => Reply::redirect(&format!("{c}/revision")),
+        });
+        let r = reader(&hub.url, Some("hf_secretsecretsecret"));
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        r.download_tree("o/good", COMMIT, &root.join("good")).unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("good/a.txt")).unwrap(), "hello\n");
+        let e = r.download_tree("o/bad", COMMIT, &root.join("bad")).unwrap_err();
+        assert!(format!("{e:#}").ends_with(&format!("where the listing says {blob}")), "{e:#}");
+        let dep = KernelDependency { repo_id: "o/rev".into(), pin: KernelPin::Revision("main".into()) };
+        let e = format!("{:#}", r.resolve(&dep).unwrap_err());
+        assert!(
+            e.contains(&format!(
+                "HTTP 307: the answer is a redirect (HTTP 307) to another server (`{}/revision`)",
+                cdn.url
+            )),
+            "{e}"
+        );
+        assert_eq!(cdn.lines(), ["GET /good", "GET /bad"]);
+        assert!(cdn.seen.lock().unwrap().iter().all(|s| !s.authorized), "the token went to the CDN");
+        assert!(hub.seen.lock().unwrap().iter().all(|s| s.authorized));
+    }
+
+    /// Found by attacking the fixes: each file has a deadline, but a server answering every one
+    /// of 100,000 files just in time could make a download take weeks. The whole download now
+    /// has one deadline (here: 17 s, the per-file allowance set to nothing).
+    #[test]
+    fn a_tree_answered_just_in_time_file_after_file_is_given_up_on() {
+        let blob = {
+            let mut h = sha1::Sha1::new();
+            h.update(b"blob 1\0x");
+            hex(&h.finalize())
+        };
+        let hub = TestServer::start(move |_, _, path| {
+            if path.starts_with("/api/kernels/") {
+                let files: Vec<_> = (0..100)
+                    .map(|i| serde_json::json!({"type": "file", "path": format!("f{i:03}"), "oid": blob, "size": 1}))
+                    .collect();
+                return Reply::json(serde_json::Value::Array(files));
+            }
+            Reply::After(
+                std::time::Duration::from_millis(800),
+                Box::new(Reply::Full(200, vec![], b"x".to_vec())),
+            )
+        });
+        let mut r = HubReader::new(&hub.url, None, Timeouts { answer: Duration::from_secs(1) });
+        r.per_file = Duration::ZERO;
+        let t = tempfile::tempdir().unwrap();
+        let e = format!(
+            "{:#}",
+            r.download_tree("o/n", COMMIT, &Utf8Path::from_path(t.path()).unwrap().join("tree")).unwrap_err()
+        );
+        assert!(
+            e.starts_with(&format!("o/n at {COMMIT}: the download has taken more than 17 s ("))
+                && e.ends_with(" of 100 files); kernel-builder gives up on a kernel dependency after the time its 100 bytes take at 256 KiB/s, two answer timeouts (KERNEL_BUILDER_HUB_TIMEOUT) and 0 s per file"),
+            "{e}"
+        );
+        assert!(hub.lines().len() < 101, "every file was asked for");
+    }
+
+    /// Minor (b): the reader waited a fixed 60 s for each answer whatever
+    /// `$KERNEL_BUILDER_HUB_TIMEOUT` said; it now takes the client's timeouts.
+    #[test]
+    fn the_answer_timeout_is_the_one_given() {
+        let hub = TestServer::start(|_, _, _| Reply::Silent);
+        let r = HubReader::new(&hub.url, None, Timeouts { answer: std::time::Duration::from_secs(1) });
+        let dep = KernelDependency { repo_id: "o/n".into(), pin: KernelPin::Revision("main".into()) };
+        let e = format!("{:#}", r.resolve(&dep).unwrap_err());
+        assert!(
+            e.contains("kernel-builder waits 1 s for an answer, KERNEL_BUILDER_HUB_TIMEOUT sets it"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn listing_paths_stay_inside_the_tree() {

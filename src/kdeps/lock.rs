@@ -113,6 +113,12 @@ impl Lock {
                 (None, Some(r)) => KernelPin::Revision(r),
                 _ => anyhow::bail!("`{}` needs exactly one of `version` and `revision`", d.repo_id),
             };
+            if let Some(why) = crate::config::validate::repo_id_problem(&d.repo_id) {
+                anyhow::bail!(
+                    "`{}` is not a Hub repository id: {why}",
+                    crate::printer::escape_controls(&d.repo_id)
+                );
+            }
             let dep = KernelDependency { repo_id: d.repo_id, pin };
             let commit = e.lock.commit.to_ascii_lowercase();
             anyhow::ensure!(
@@ -239,6 +245,13 @@ mod tests {
         assert_eq!(
             Lock::parse(&short).unwrap_err().to_string(),
             "o/n (version 1): `abc` is not a 40-digit commit id"
+        );
+        let bad_id = format!(
+            r#"[{{"dependency":{{"repo-id":"o/..","version":1}},"lock":{{"commit":"{c}","hash":"{H}"}}}}]"#
+        );
+        assert_eq!(
+            Lock::parse(&bad_id).unwrap_err().to_string(),
+            "`o/..` is not a Hub repository id: its name starts or ends with `-` or `.`, which the Hub does not allow"
         );
     }
 }

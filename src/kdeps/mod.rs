@@ -110,6 +110,15 @@ fn tree_depends(dir: &Utf8Path) -> anyhow::Result<Vec<KernelDependency>> {
         let file = std::fs::File::open(&path).with_context(|| format!("cannot read `{path}`"))?;
         let meta: Meta = serde_json::from_reader(std::io::Read::take(file, 1 << 20))
             .with_context(|| format!("`{path}` is not a kernel metadata.json"))?;
+        // The tree came from the Hub: its ids go into URLs only when they are Hub ids.
+        for d in &meta.kernel_depends {
+            if let Some(why) = crate::config::validate::repo_id_problem(&d.repo_id) {
+                anyhow::bail!(
+                    "`{path}` lists the kernel dependency `{}`, which is not a Hub repository id: {why}",
+                    crate::printer::escape_controls(&d.repo_id)
+                );
+            }
+        }
         out.extend(meta.kernel_depends.iter().map(Key::of));
     }
     Ok(out.iter().map(Key::dependency).collect())
@@ -345,6 +354,15 @@ mod tests {
         assert_eq!(
             err,
             "cyclic kernel dependency: o/a (version 1) -> o/b (version 1) -> o/c (version 1) -> o/a (version 1)"
+        );
+
+        // Found by attacking the fixes: a downloaded tree's metadata named dependencies whose
+        // ids went into Hub URLs unchecked (`o/n?a=b`, `o/..`).
+        let c = tree(root, "o/c", &["o/n?a=b"]);
+        let err = walk(&[dep("o/c")], &mut visit_in(root)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("`{c}/build/torch-cpu/metadata.json` lists the kernel dependency `o/n?a=b`, which is not a Hub repository id: its name has the character `?`; the Hub allows letters, digits, `-`, `_` and `.`")
         );
     }
 

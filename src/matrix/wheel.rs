@@ -54,11 +54,55 @@ pub enum WheelError {
     TooLarge { path: String, member: String },
     #[error("{0:#}")]
     NotAFile(anyhow::Error),
+    #[error("`{path}`: its central directory lists {entries} entries in {bytes} bytes; kernel-builder reads at most {MAX_ENTRIES} entries and {} (a torch wheel has about 13,000 entries; is this a zip bomb?)", crate::fsutil::size_words(MAX_DIRECTORY_BYTES))]
+    TooManyEntries { path: String, entries: u64, bytes: u64 },
 }
 
 /// The most bytes of one member (METADATA, WHEEL, `torch/version.py`) unpacked: each is a few
 /// kilobytes, and reading no more keeps a zip bomb from costing memory.
 pub const MAX_MEMBER_BYTES: u64 = 1 << 20;
+
+/// The most entries a wheel's central directory may list (torch 2.15's wheel has 13,187), and
+/// the most bytes it may take: checked in the end of central directory record before the
+/// directory is read, since reading one allocates for every entry it lists.
+pub const MAX_ENTRIES: u64 = 100_000;
+pub const MAX_DIRECTORY_BYTES: u64 = 32 << 20;
+
+/// The entry count and size of the central directory of the zip `file`, from its end of
+/// central directory record (and the zip64 one when the record defers to it); `None` when no
+/// record is found (the zip reader then says what is wrong). Every place in the file's tail
+/// that looks like such a record is read, and the largest claim is returned: a comment can
+/// hold a decoy record, and the zip reader must not find a larger claim than was checked.
+fn central_directory(file: &mut std::fs::File) -> std::io::Result<Option<(u64, u64)>> {
+    use std::io::{Seek, SeekFrom};
+    let len = file.metadata()?.len();
+    // The record is 22 bytes, followed by a comment of at most 65,535.
+    let tail_len = len.min(22 + 65_535);
+    let mut tail = vec![0u8; tail_len as usize];
+    file.seek(SeekFrom::Start(len - tail_len))?;
+    file.read_exact(&mut tail)?;
+    let le16 = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as u64;
+    let le32 = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as u64;
+    let le64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+    let mut largest: Option<(u64, u64)> = None;
+    for at in (0..tail.len().saturating_sub(21)).filter(|&i| tail[i..i + 4] == [0x50, 0x4b, 0x05, 0x06]) {
+        let (mut entries, mut bytes) = (le16(&tail, at + 10), le32(&tail, at + 12));
+        // The zip64 locator sits just before the record and gives the zip64 record's offset.
+        if let Some(loc) = at.checked_sub(20).filter(|&l| tail[l..l + 4] == [0x50, 0x4b, 0x06, 0x07]) {
+            let mut rec = [0u8; 56];
+            file.seek(SeekFrom::Start(le64(&tail, loc + 8)))?;
+            if file.read_exact(&mut rec).is_ok() && rec[..4] == [0x50, 0x4b, 0x06, 0x06] {
+                // 0xFFFF and 0xFFFFFFFF in the record only say "see the zip64 record".
+                let (e64, b64) = (le64(&rec, 24).max(le64(&rec, 32)), le64(&rec, 40));
+                entries = if entries == 0xffff { e64 } else { entries.max(e64) };
+                bytes = if bytes == 0xffff_ffff { b64 } else { bytes.max(b64) };
+            }
+        }
+        largest = Some(largest.map_or((entries, bytes), |(e, b)| (e.max(entries), b.max(bytes))));
+    }
+    file.seek(SeekFrom::Start(0))?;
+    Ok(largest)
+}
 
 /// Read the facts of the torch wheel at `path`.
 ///
@@ -66,10 +110,15 @@ pub const MAX_MEMBER_BYTES: u64 = 1 << 20;
 /// missing or not text; METADATA has no `Name`/`Version`; `version.py` has no `__version__`.
 pub fn read_wheel(path: &Utf8Path) -> Result<WheelFacts, WheelError> {
     let p = path.to_string();
-    let file = crate::fsutil::open_regular(path).map_err(|e| match e.downcast::<std::io::Error>() {
+    let mut file = crate::fsutil::open_regular(path).map_err(|e| match e.downcast::<std::io::Error>() {
         Ok(source) => WheelError::Open { path: p.clone(), source },
         Err(e) => WheelError::NotAFile(e),
     })?;
+    let listed =
+        central_directory(&mut file).map_err(|source| WheelError::Open { path: p.clone(), source })?;
+    if let Some((entries, bytes)) = listed.filter(|&(e, b)| e > MAX_ENTRIES || b > MAX_DIRECTORY_BYTES) {
+        return Err(WheelError::TooManyEntries { path: p, entries, bytes });
+    }
     let mut zip =
         zip::ZipArchive::new(file).map_err(|source| WheelError::NotZip { path: p.clone(), source })?;
     let names: Vec<String> = zip.file_names().map(str::to_owned).collect();

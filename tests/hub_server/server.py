@@ -37,7 +37,9 @@ Test controls (not part of the Hub API):
                        chunked JSON body that never ends (until the client hangs up or
                        "seconds" pass); "hostile": "redirect" answers 307 to "location";
                        "hostile": "empty_pages" (tree) answers an empty page linking to the
-                       next; "link_next": URL (tree only) answers normally with
+                       next; "hostile": "big_pages" (tree) answers a page of one file padded
+                       with spaces to "mib" MiB (default 30), linking to the next;
+                       "link_next": URL (tree only) answers normally with
                        `Link: <URL>; rel="next"`
 
 Everything is kept in memory. Mutating API calls need `Authorization: Bearer <token>` (equal
@@ -224,6 +226,25 @@ class Handler(BaseHTTPRequestHandler):
             url = urlsplit(self.path)
             cursor = int(parse_qs(url.query).get("cursor", ["0"])[0]) + 1
             self.send(200, [], headers={"Link": '<%s%s?recursive=true&cursor=%d>; rel="next"' % (self.base(), url.path, cursor)})
+            return
+        if f["hostile"] == "big_pages":  # tree only: a large page that links to the next
+            url = urlsplit(self.path)
+            cursor = int(parse_qs(url.query).get("cursor", ["0"])[0]) + 1
+            entry = json.dumps([{"type": "file", "path": "f%d" % cursor, "oid": "00", "size": 1}]).encode()
+            pad = int(f.get("mib", 30)) << 20
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Link", '<%s%s?recursive=true&cursor=%d>; rel="next"' % (self.base(), url.path, cursor))
+            self.send_header("Content-Length", str(len(entry) + pad))
+            self.end_headers()
+            try:
+                self.wfile.write(entry[:-1])
+                chunk = b" " * (1 << 20)
+                for _ in range(pad >> 20):
+                    self.wfile.write(chunk)
+                self.wfile.write(b"]")
+            except OSError:  # the client hung up
+                pass
             return
         raise ValueError("unknown hostile mode %r" % f["hostile"])
 

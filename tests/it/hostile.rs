@@ -118,6 +118,15 @@ pub(crate) fn relu(dir: &Path) -> PathBuf {
     kernel.canonicalize().unwrap()
 }
 
+/// [`relu`] with `lines` (a `kernel-depends = …` entry) at the top of its `[general]` table.
+fn relu_depending(dir: &Path, lines: &str) -> PathBuf {
+    let kernel = relu(dir);
+    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
+    fs::write(kernel.join("build.toml"), toml.replacen("[general]\n", &format!("[general]\n{lines}"), 1))
+        .unwrap();
+    kernel
+}
+
 /// Every path under `dir` with its bytes (directories as empty), links as `-> target`.
 fn tree(dir: &Path) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = walkdir::WalkDir::new(dir)
@@ -249,6 +258,15 @@ fn a_matrix_file_that_is_endless_or_huge_is_refused() {
     assert!(r.stderr.contains(&want), "{}", r.stderr);
 }
 
+/// `matrix check-wheel WHEEL` (in `dir`, under 512 MiB of address space) after `script`
+/// (Python, given the path) made WHEEL; checked to fail.
+fn check_wheel_made_by(dir: &Path, wheel: &Path, script: &str) -> Ran {
+    assert!(Command::new("python3").args(["-c", script]).arg(wheel).status().unwrap().success());
+    let r = kb(dir, &["matrix", "check-wheel", wheel.to_str().unwrap()], SHORT, Some(512 << 20));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    r
+}
+
 /// Case 6: `matrix check-wheel` on a 6 MB zip bomb took 6.3 GB. Each member it reads is now
 /// cut at 1 MiB; under a 512 MiB address space the bomb is named as such.
 #[test]
@@ -266,11 +284,8 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
         for _ in range(1024):
             f.write(chunk)
 "#;
-    let ok = Command::new("python3").args(["-c", script]).arg(&wheel).status().unwrap();
-    assert!(ok.success());
+    let r = check_wheel_made_by(t.path(), &wheel, script);
     assert!(fs::metadata(&wheel).unwrap().len() < 8 << 20);
-    let r = kb(t.path(), &["matrix", "check-wheel", wheel.to_str().unwrap()], SHORT, Some(512 << 20));
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert_eq!(
         r.stderr.trim_end(),
         format!(
@@ -283,6 +298,37 @@ with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
     let r = kb(t.path(), &["matrix", "check-wheel", fifo.to_str().unwrap()], SHORT, None);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("is a FIFO (named pipe), not a regular file"), "{}", r.stderr);
+}
+
+/// Found by attacking the fixes (minor e): a zip whose central directory claims 2,000,000
+/// entries took ~1.2 GB (the reader allocates for every entry listed when the directory starts
+/// that far into the file). The count and size listed are now checked before the directory
+/// is read, under 512 MiB of address space.
+#[test]
+fn a_wheel_listing_millions_of_entries_is_refused_before_reading_them() {
+    let t = tempfile::tempdir().unwrap();
+    let wheel = t.path().join("torch-2.11.0-cp313-cp313-manylinux_2_28_x86_64.whl");
+    // A sparse file (no disk used): a hole, then the end records, which claim 2,000,000
+    // entries (zip64) in a directory as large as that many entries take, 2 MB into the file.
+    let script = r#"
+import struct, sys
+n = 2_000_000
+start, size = n, 46 * n
+zip64 = struct.pack("<IQHHIIQQQQ", 0x06064b50, 44, 45, 45, 0, 0, n, n, size, start)
+locator = struct.pack("<IIQI", 0x07064b50, 0, start + size, 1)
+end = struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+with open(sys.argv[1], "wb") as f:
+    f.seek(start + size)
+    f.write(zip64 + locator + end)
+"#;
+    let r = check_wheel_made_by(t.path(), &wheel, script);
+    assert_eq!(
+        r.stderr.trim_end(),
+        format!(
+            "error: `{}`: its central directory lists 2000000 entries in 92000000 bytes; kernel-builder reads at most 100000 entries and 32 MiB (a torch wheel has about 13,000 entries; is this a zip bomb?)",
+            wheel.display()
+        )
+    );
 }
 
 /// Case 9: a 300-character kernel name passed check-config, then failed the build. Over the
@@ -310,6 +356,66 @@ fn a_kernel_name_longer_than_the_hub_allows_is_a_config_error_at_its_line() {
             }
         }
     }
+}
+
+/// Found by attacking the fixes (minor d): kernel-depends ids like `o/..` and `o/n?a=b`
+/// passed check-config and went into Hub URLs as they were. Each is now an error at its line,
+/// by the Hub's own rules.
+#[test]
+fn kernel_depends_ids_follow_the_hub_rules_at_their_line() {
+    let t = tempfile::tempdir().unwrap();
+    let deps = "kernel-depends = [\n  { repo-id = \"o/..\", version = 1 },\n  { repo-id = \"o/n?a=b\", version = 1 },\n  { repo-id = \"o/x\\u001b[2J\", version = 1 },\n]\n";
+    let kernel = relu_depending(t.path(), deps);
+    let r = kb(t.path(), &["check-config", kernel.to_str().unwrap()], SHORT, None);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let at = kernel.join("build.toml").display().to_string();
+    for want in [
+        "`o/..` is not a Hub repository id: its name starts or ends with `-` or `.`, which the Hub does not allow".to_owned(),
+        format!("[{at}:3:"),
+        "`o/n?a=b` is not a Hub repository id: its name has the character `?`; the Hub allows letters, digits, `-`, `_` and `.`".to_owned(),
+        format!("[{at}:4:"),
+        // A terminal escape in the file is shown escaped (minor a).
+        "`o/x\\u{1b}[2J` is not a Hub repository id: its name has the character `\\u{1b}`".to_owned(),
+        format!("[{at}:5:"),
+    ] {
+        assert!(r.stderr.contains(&want), "wants {want:?}:\n{}", r.stderr);
+    }
+    assert!(!r.stderr.contains('\x1b'), "{:?}", r.stderr);
+}
+
+/// Found by attacking the fixes (minor b): `lock-kernel-deps` waited a fixed 60 s for each
+/// answer (three times) whatever `KERNEL_BUILDER_HUB_TIMEOUT` said. Against a server that
+/// accepts and never answers, it now gives up after the timeout set, and says which it was.
+#[test]
+fn lock_kernel_deps_honours_the_hub_timeout() {
+    let t = tempfile::tempdir().unwrap();
+    let kernel = relu_depending(
+        t.path(),
+        "kernel-depends = [{ repo-id = \"kernels-community/relu\", version = 1 }]\n",
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    let mut cmd = crate::util::kb_std();
+    cmd.current_dir(t.path())
+        .args(["lock-kernel-deps", kernel.to_str().unwrap()])
+        .env("HF_ENDPOINT", &url)
+        .env("HF_HOME", t.path().join("hf"))
+        .env_remove("HF_TOKEN")
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .env("KERNEL_BUILDER_HUB_TIMEOUT", "1");
+    let b = run_bounded(cmd, Duration::from_secs(60));
+    assert!(!b.killed, "lock-kernel-deps still ran after 60 s:\n{}", b.stderr);
+    assert_eq!(b.code, 1, "{}", b.stderr);
+    let want = format!(
+        "GET {url}/api/kernels/kernels-community/relu/refs failed: no answer in time (receive response; kernel-builder waits 1 s for an answer, KERNEL_BUILDER_HUB_TIMEOUT sets it) (after 3 attempts)"
+    );
+    assert!(b.stderr.contains(&want), "{}", b.stderr);
 }
 
 /// Whether process `pid` still runs (a zombie counts as gone).

@@ -1386,10 +1386,11 @@ fn a_next_page_on_another_host_is_not_followed() {
     assert!(r.stderr.contains(&want), "{}", r.stderr);
 }
 
-/// Attacking the bounds again: a redirect to another host is followed without the token, and
-/// a listing of endless empty pages is refused at its first empty page with a next link.
+/// Attacking the bounds again: a redirect to another host is not followed (it was, without
+/// the token, and its answer believed: minor c of the second attack review), and a listing of
+/// endless empty pages is refused at its first empty page with a next link.
 #[test]
-fn a_redirect_elsewhere_carries_no_token_and_empty_pages_do_not_go_on() {
+fn a_redirect_elsewhere_is_refused_and_empty_pages_do_not_go_on() {
     let env = Env::new();
     let dir = env.kernel("relu", &[]);
     let thief = Thief::start(std::time::Duration::from_secs(60));
@@ -1397,9 +1398,12 @@ fn a_redirect_elsewhere_carries_no_token_and_empty_pages_do_not_go_on() {
     let r = env.upload(&dir, &[]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     let seen = thief.seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 1, "the redirect was followed once: {seen:?}");
-    assert!(seen[0].starts_with("GET /steal HTTP/1.1\r\n"), "{seen:?}");
-    assert!(!seen[0].to_ascii_lowercase().contains("authorization"), "the token went to {seen:?}");
+    assert_eq!(seen, Vec::<String>::new(), "the redirect was followed");
+    let want = format!(
+        "GET {}/api/kernels/test-org/relu/refs failed: HTTP 307: the answer is a redirect (HTTP 307) to another server (`{}/steal`); kernel-builder takes this answer only from {}",
+        env.server.url, thief.url, env.server.url
+    );
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
 
     env.upload_ok(&dir, &[]);
     env.server.hostile("tree", 1000, json!({"hostile": "empty_pages"}));
