@@ -263,6 +263,32 @@ pub fn check_utf8(mut reader: impl Read) -> std::io::Result<Result<(), NotUtf8>>
     }
 }
 
+/// The user's cache directory, the root of every cache and work directory kernel-builder
+/// keeps between runs: `$KERNEL_BUILDER_CACHE_DIR`, `$XDG_CACHE_HOME/kernel-builder`, or
+/// `~/.cache/kernel-builder`.
+pub fn cache_root() -> anyhow::Result<camino::Utf8PathBuf> {
+    let var = |v: &crate::env::Var| v.non_empty().map(camino::Utf8PathBuf::from);
+    if let Some(d) = var(&crate::env::CACHE_DIR) {
+        return Ok(d);
+    }
+    if let Some(d) = var(&crate::env::XDG_CACHE_HOME) {
+        return Ok(d.join("kernel-builder"));
+    }
+    let home = var(&crate::env::HOME).context("neither KERNEL_BUILDER_CACHE_DIR, XDG_CACHE_HOME nor HOME is set: set KERNEL_BUILDER_CACHE_DIR to a directory for build work files")?;
+    Ok(home.join(".cache/kernel-builder"))
+}
+
+/// Bytes of the regular files below `dir`.
+pub fn dir_size(dir: &Utf8Path) -> u64 {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

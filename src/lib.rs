@@ -15,6 +15,7 @@
 
 pub mod abi;
 pub mod assemble;
+pub mod bundle;
 pub mod ci;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod cli;
@@ -31,9 +32,11 @@ pub mod kernel;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
+pub mod output;
 #[allow(clippy::print_stderr)]
 pub mod printer;
 pub mod process;
+pub mod source;
 pub mod suggest;
 pub mod toolchain;
 pub mod tune;

@@ -60,7 +60,7 @@ pub fn list(root: &Utf8Path) -> anyhow::Result<Vec<WorkDir>> {
             kernel_exists: kernel.as_ref().is_some_and(|k| k.is_dir()),
             kernel,
             variants,
-            size: super::cellcache::dir_size(&dir),
+            size: crate::fsutil::dir_size(&dir),
             dir,
         });
     }

@@ -1,11 +1,16 @@
 //! A bundle: the variants of one kernel in `DIR/build/<variant>/`, written all-or-nothing.
 //!
+//! The `build/` transaction: this module plans and swaps, [`cellcache`] gives a later build an
+//! identical cell's variant directory instead of building it again, and [`verify`] rebuilds
+//! variants in a scratch directory and compares them with `build/` and its manifest. Each
+//! variant itself is built by [`crate::assemble`].
+//!
 //! # Which variants
 //!
 //! A noarch variant (`torch-<backend>`) does not depend on the host, so the bundle holds every
 //! noarch cell of the matrix on *any* system ([`crate::matrix::cells()`] with
 //! [`Scope::Bundle`]). A compiled backend gets the one cell the host toolchain builds
-//! ([`super::compiled::plan_cell`]: torch from `--python`); a backend whose toolchain is missing
+//! ([`crate::assemble::compiled::plan_cell`]: torch from `--python`); a backend whose toolchain is missing
 //! is skipped with a note saying what is missing ([`Plan::skipped`]), and the other variants
 //! still build. `--variant V` restricts the build to the named variants; an unknown name is an
 //! error that lists the valid ones, and a compiled one this host cannot build says why.
@@ -48,17 +53,19 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::cellcache::{CellCache, CellKey, Fetched};
-use super::compiled::{
-    build_cell, plan_cell, HostToolchain, NativeCell, PlannedVariant, SkippedBackend, WorkDir,
-};
-use super::noarch::{assemble_noarch, op_namespace};
-use super::provenance::{BuildIds, KernelRevision};
-use super::source::SourceSet;
-use super::Warning;
-use crate::config::{deps, Backend, BuildConfig};
+pub mod cellcache;
+pub mod verify;
+
+use crate::assemble::compiled::{plan_cell, NativeCell, PlannedVariant, SkippedBackend, WorkDir};
+use crate::assemble::noarch::op_namespace;
+use crate::assemble::{assemble_variant, check_python_depends};
+use crate::config::{Backend, BuildConfig};
 use crate::hash::manifest::Manifest;
 use crate::matrix::{self, Scope};
+use crate::source::provenance::{git_revision, BuildIds, KernelRevision};
+use crate::source::{SourceSet, Warning};
+use crate::toolchain::host::HostToolchain;
+use cellcache::{CellCache, CellKey, Fetched};
 
 /// What `build-and-copy` builds on this host.
 #[derive(Debug, Clone)]
@@ -246,50 +253,20 @@ pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Resul
     Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
 }
 
-/// Check that every name of `backend`'s `python-depends` is a known dependency (the general
-/// table, or that backend's table), as the `kernels` loader will (A9).
-pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::Result<()> {
-    let unknown: Vec<String> = config
-        .general
-        .python_depends_for(backend)
-        .into_iter()
-        .filter(|n| {
-            deps::python_dependency(n, None).is_none() && deps::python_dependency(n, Some(backend)).is_none()
-        })
-        .collect();
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    let mut known: Vec<&str> = deps::python_dependency_names(None).unwrap_or_default();
-    known.extend(deps::python_dependency_names(Some(backend)).unwrap_or_default());
-    anyhow::bail!(
-        "unknown Python dependenc{} {} for `{backend}` in `{}`; the `kernels` loader refuses to load such a variant. Known for `{backend}`: {}",
-        if unknown.len() == 1 { "y" } else { "ies" },
-        unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-        config.path,
-        known.join(", ")
-    )
-}
-
-/// Write one planned variant into `out_dir/<name>/` (noarch, or compiled in `work`).
-pub fn assemble_variant(
-    source: &SourceSet,
+/// Build `variants` (all planned ones when empty) of the kernel in `dir`, described by
+/// `config`, natively into `dir/build/`: [`build_into_with`] with the kernel's git
+/// revision ([`git_revision`]) and `options` (cell cache, parallel jobs, progress).
+///
+/// Errors: those of [`git_revision`] and [`build_into_with`]; `build/` is then as it
+/// was.
+pub fn build_native(
+    dir: &Utf8Path,
     config: &BuildConfig,
-    variant: &PlannedVariant,
-    ids: &BuildIds,
-    out_dir: &Utf8Path,
-    work: &WorkDir,
-) -> anyhow::Result<Vec<Warning>> {
-    let dest = out_dir.join(&variant.name);
-    if variant.compiled {
-        check_python_depends(config, variant.backend)?;
-        let cell =
-            variant.cell.as_ref().with_context(|| format!("variant `{}` has no toolchain", variant.name))?;
-        build_cell(source, config, cell, ids, &dest, work)
-    } else {
-        check_python_depends(config, variant.backend)?;
-        assemble_noarch(source, config, variant.backend, ids, &dest)
-    }
+    variants: &[String],
+    host: &HostToolchain,
+    options: &BuildOptions<'_>,
+) -> anyhow::Result<BundleReport> {
+    build_into_with(dir, config, variants, git_revision(dir)?, host, options)
 }
 
 /// What [`build_into`] did.
@@ -318,7 +295,7 @@ pub struct BuiltVariant {
     pub id: Option<String>,
     /// Number of files in it, `metadata.json` included.
     pub files: usize,
-    /// True when it came out of the native cell cache ([`super::cellcache`]) instead of a
+    /// True when it came out of the native cell cache ([`cellcache`]) instead of a
     /// build.
     pub reused: bool,
 }
@@ -344,10 +321,10 @@ pub trait Progress: Sync {
     fn started(&self, _name: &str) {}
     /// A cell is done.
     fn finished(&self, _name: &str, _outcome: CellOutcome) {}
-    /// Before any cell starts: what makes this build long ([`super::progress::build_note`]).
+    /// Before any cell starts: what makes this build long ([`crate::assemble::progress::build_note`]).
     fn note(&self, _text: &str) {}
     /// Where the compile steps of cell `name` go (Ninja's `[n/m]`), if anywhere.
-    fn steps(&self, _name: &str) -> Option<super::progress::StepSink> {
+    fn steps(&self, _name: &str) -> Option<crate::assemble::progress::StepSink> {
         None
     }
 }
@@ -394,7 +371,7 @@ impl std::fmt::Debug for BuildOptions<'_> {
 /// when empty) into `kernel_dir/build/`, all or nothing (see the module doc).
 ///
 /// `kernel` is the kernel's revision for `provenance.kernel` (see
-/// [`super::provenance::git_revision`]).
+/// [`crate::source::provenance::git_revision`]).
 ///
 /// Errors: an unknown variant, a compiled variant, a source or layout problem, an unknown
 /// Python dependency, or a filesystem failure; in each case `build/` is unchanged, except
@@ -844,7 +821,7 @@ fn build_cells(
 
     let names: Vec<String> = selected.iter().map(|v| v.name.clone()).collect();
     options.progress.planned(&names);
-    if let Some(note) = super::progress::build_note(config, source.root(), selected) {
+    if let Some(note) = crate::assemble::progress::build_note(config, source.root(), selected) {
         options.progress.note(&note);
     }
     let jobs = options.jobs.clamp(1, selected.len().max(1));
@@ -858,7 +835,7 @@ fn build_cells(
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(v) = selected.get(i) else { break };
             options.progress.started(&v.name);
-            let r = super::progress::with_steps(options.progress.steps(&v.name), || {
+            let r = crate::assemble::progress::with_steps(options.progress.steps(&v.name), || {
                 build_one(source, config, v, ids, new_dir, work, options.cache)
             });
             let outcome = match &r {
@@ -941,11 +918,11 @@ fn build_one(
     Ok(CellResult { warnings, reused: false })
 }
 
-/// Prune `cache` to the bound of [`super::cellcache::build_max_bytes`]; a warning when that
+/// Prune `cache` to the bound of [`cellcache::build_max_bytes`]; a warning when that
 /// fails.
 fn prune_after_store(cache: &CellCache) -> Vec<Warning> {
     let warn = |message: String| vec![Warning { path: None, message }];
-    let max = match super::cellcache::build_max_bytes() {
+    let max = match cellcache::build_max_bytes() {
         Ok(n) => n,
         Err(e) => return warn(format!("{e}; the native cell cache was not pruned")),
     };
@@ -1193,8 +1170,8 @@ mod tests {
 
     /// A planned tvm-ffi cell `variant` of `backend`, built with nvcc `nvcc` (CUDA cells).
     fn tvm_ffi_planned(variant: &str, backend: crate::config::Backend, nvcc: Option<&str>) -> PlannedVariant {
-        use crate::assemble::compiled::{CellFramework, Tool};
-        use crate::assemble::tvm_ffi::TvmFfiFacts;
+        use crate::toolchain::host::{CellFramework, Tool};
+        use crate::toolchain::tvm_ffi::TvmFfiFacts;
         let tool = |p: &str, v: &str| Tool { path: p.into(), version: v.into() };
         let cell = NativeCell {
             variant: variant.into(),

@@ -1,7 +1,7 @@
 //! `kernel-builder devshell DIR --python PY` and `testshell DIR --python PY`: run `$SHELL` (or
 //! the command after `--`) with the cell's toolchain on PATH: the Python environment's bin
 //! directory (torch, kernels, pytest, pip's CMake and Ninja), the C++ compiler, CMake, Ninja and
-//! nvcc that the native build would use (the same discovery: [`crate::assemble::bundle::plan`]).
+//! nvcc that the native build would use (the same discovery: [`crate::bundle::plan`]).
 //! `testshell` builds nothing: it needs the variant of build/ this torch loads and makes the
 //! kernel importable from it, both as the package (a `<package>` link on PYTHONPATH) and
 //! through `kernels` (`LOCAL_KERNELS=<repo-id>=DIR/build`, see the loader's local override).
@@ -11,9 +11,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::assemble::bundle;
-use crate::assemble::compiled::{HostToolchain, NativeCell};
+use crate::assemble::compiled::NativeCell;
+use crate::bundle;
 use crate::config::{Backend, BuildConfig};
+use crate::toolchain::host::HostToolchain;
 
 /// Arguments of both shells.
 ///

@@ -515,7 +515,7 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
             "`{dir}` has no variant {} on {system}; its variants are: {}{}",
             unknown.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", "),
             if known.is_empty() { "(none)".to_owned() } else { known.join(", ") },
-            crate::assemble::bundle::did_you_mean(&unknown, &known)
+            crate::bundle::did_you_mean(&unknown, &known)
         );
     }
     Ok(())

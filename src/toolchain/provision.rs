@@ -7,9 +7,9 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 
+use super::host::{HostToolchain, ProvisionedTools, TorchFacts};
 use super::pins::{self, ResolvedWheel, WheelPin};
 use super::store::Store;
-use crate::assemble::compiled::{HostToolchain, ProvisionedTools, TorchFacts};
 use crate::config::{Backend, BuildConfig, Framework};
 use crate::matrix::{self, CellKind, Scope};
 

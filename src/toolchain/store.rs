@@ -68,7 +68,7 @@ pub struct Entry {
 /// `KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE`, else [`DEFAULT_MAX`].
 pub fn max_bytes() -> anyhow::Result<u64> {
     match crate::env::TOOLCHAIN_CACHE_MAX_SIZE.get() {
-        Some(v) if !v.trim().is_empty() => crate::assemble::cellcache::parse_size(v.trim())
+        Some(v) if !v.trim().is_empty() => crate::bundle::cellcache::parse_size(v.trim())
             .map_err(|e| anyhow::anyhow!("{MAX_SIZE_VAR} is `{v}`: {e}")),
         _ => Ok(DEFAULT_MAX),
     }
@@ -119,7 +119,7 @@ impl Store {
     pub fn user(options: FetchOptions) -> anyhow::Result<Store> {
         let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
             Some(d) => Utf8PathBuf::from(d),
-            None => crate::assemble::compiled::cache_root()?.join(DIR_NAME),
+            None => crate::fsutil::cache_root()?.join(DIR_NAME),
         };
         Store::open(&dir, options)
     }
