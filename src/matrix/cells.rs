@@ -15,7 +15,7 @@
 //!    `listToAttrs`); with [`Scope::All`] the first *bundle* set is preferred, so that a cell
 //!    of the bundle is described the same way in both scopes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{Backend, BuildConfig, Framework, Kernel, Version};
 
@@ -34,7 +34,7 @@ pub enum Scope {
 }
 
 /// What kind of build a cell is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CellKind {
     /// Pure Python / JIT code, named `torch-<backend>`.
@@ -51,7 +51,7 @@ pub enum CellKind {
 ///
 /// Serialised (snake_case keys) by `kernel-builder list-variants --json` and read by the Nix
 /// library and CI; `backend` and `kind` serialise as lowercase / kebab-case strings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cell {
     /// The variant name, also the directory under `build/`: `torch213-cxx11-cu130-x86_64-linux`,
     /// `torch213-cpu-aarch64-darwin`, `torch-stable-abi211-cu126-x86_64-linux`,
@@ -210,6 +210,64 @@ pub(crate) fn kernels_in_cell<'c>(
     })
 }
 
+/// The architectures of a cell of `backend` (backend version `version`, as the matrix writes
+/// it): for a compiled CUDA cell the capabilities its kernels compile (union, sorted), for a
+/// compiled ROCm cell the gfx targets; for a noarch cell `[torch-noarch]`'s lists, when set.
+fn cell_archs(
+    m: &MatrixData,
+    config: &BuildConfig,
+    backend: Backend,
+    version: Option<&str>,
+    noarch: bool,
+) -> (Option<Vec<String>>, Option<Vec<String>>) {
+    let (mut cuda_capabilities, mut rocm_archs) = (None, None);
+    if noarch {
+        if let Framework::TorchNoarch(t) = &config.framework {
+            if backend == Backend::Cuda {
+                cuda_capabilities =
+                    t.cuda_capabilities.as_ref().map(|c| c.iter().map(ToString::to_string).collect());
+            }
+            if backend == Backend::Rocm {
+                rocm_archs = t.rocm_archs.clone();
+            }
+        }
+    } else if backend == Backend::Cuda {
+        let mut all = Vec::new();
+        if let Some((cuda, tk)) = version.and_then(|v| toolkit(m, v)) {
+            for (_, k) in kernels_in_cell(config, backend, Some(&cuda)) {
+                match &k.cuda_capabilities {
+                    Some(caps) => all.extend(resolve_list(m, caps, &cuda, tk)),
+                    None => all.extend(default_list(tk)),
+                }
+            }
+        }
+        cuda_capabilities = Some(normalize(all).iter().map(ToString::to_string).collect());
+    } else if backend == Backend::Rocm {
+        let mut all: Vec<String> = Vec::new();
+        if let Some(v) = version {
+            for (_, k) in kernels_in_cell(config, backend, None) {
+                all.extend(resolve_rocm_archs_in(m, k.rocm_archs.as_deref(), v).unwrap_or_default());
+            }
+        }
+        all.sort_by(|a, b| gfx_key(a).cmp(&gfx_key(b)));
+        all.dedup();
+        rocm_archs = Some(all);
+    }
+
+    (cuda_capabilities, rocm_archs)
+}
+
+/// `cell` (a cell as the kernel's flake lists it, `variants.<system>`) with the architectures
+/// of a compiled cell resolved from matrix `m`, as [`cells_in`] resolves them: Nix leaves them
+/// null, since the orchestrator resolves them inside the cell.
+pub fn with_resolved_archs(m: &MatrixData, config: &BuildConfig, mut cell: Cell) -> Cell {
+    if !cell.noarch {
+        (cell.cuda_capabilities, cell.rocm_archs) =
+            cell_archs(m, config, cell.backend, cell.backend_version.as_deref(), false);
+    }
+    cell
+}
+
 fn cell_for(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) -> Cell {
     let backend = set.backend;
     let version = set.version.as_deref().map(json_version);
@@ -228,39 +286,7 @@ fn cell_for(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) 
         (CellKind::Torch, arch_variant.clone())
     };
 
-    let (mut cuda_capabilities, mut rocm_archs) = (None, None);
-    if noarch {
-        if let Framework::TorchNoarch(t) = &config.framework {
-            if backend == Backend::Cuda {
-                cuda_capabilities =
-                    t.cuda_capabilities.as_ref().map(|c| c.iter().map(ToString::to_string).collect());
-            }
-            if backend == Backend::Rocm {
-                rocm_archs = t.rocm_archs.clone();
-            }
-        }
-    } else if backend == Backend::Cuda {
-        let mut all = Vec::new();
-        if let Some((cuda, tk)) = set.version.as_deref().and_then(|v| toolkit(m, v)) {
-            for (_, k) in kernels_in_cell(config, backend, Some(&cuda)) {
-                match &k.cuda_capabilities {
-                    Some(caps) => all.extend(resolve_list(m, caps, &cuda, tk)),
-                    None => all.extend(default_list(tk)),
-                }
-            }
-        }
-        cuda_capabilities = Some(normalize(all).iter().map(ToString::to_string).collect());
-    } else if backend == Backend::Rocm {
-        let mut all: Vec<String> = Vec::new();
-        if let Some(v) = set.version.as_deref() {
-            for (_, k) in kernels_in_cell(config, backend, None) {
-                all.extend(resolve_rocm_archs_in(m, k.rocm_archs.as_deref(), v).unwrap_or_default());
-            }
-        }
-        all.sort_by(|a, b| gfx_key(a).cmp(&gfx_key(b)));
-        all.dedup();
-        rocm_archs = Some(all);
-    }
+    let (cuda_capabilities, rocm_archs) = cell_archs(m, config, backend, set.version.as_deref(), noarch);
 
     Cell {
         name,

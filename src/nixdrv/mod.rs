@@ -14,6 +14,7 @@
 
 pub mod builders;
 pub mod cache;
+pub mod flake_cells;
 pub mod jobs;
 
 use anyhow::{bail, Context};
