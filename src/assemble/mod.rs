@@ -76,14 +76,10 @@ pub fn assemble_variant(
     work: &WorkDir,
 ) -> anyhow::Result<Vec<Warning>> {
     let dest = out_dir.join(&variant.name);
-    if variant.compiled {
-        check_python_depends(config, variant.backend)?;
-        let cell =
-            variant.cell.as_ref().with_context(|| format!("variant `{}` has no toolchain", variant.name))?;
-        build_cell(source, config, cell, ids, &dest, work)
-    } else {
-        check_python_depends(config, variant.backend)?;
-        assemble_noarch(source, config, variant.backend, ids, &dest)
+    check_python_depends(config, variant.backend)?;
+    match &variant.cell {
+        Some(cell) => build_cell(source, config, cell, ids, &dest, work),
+        None => assemble_noarch(source, config, variant.backend, ids, &dest),
     }
 }
 
@@ -111,21 +107,17 @@ pub fn assemble_one(
 ) -> anyhow::Result<Utf8PathBuf> {
     let cfg = config;
     let variant = if cfg.is_noarch_for(backend) {
-        PlannedVariant {
-            name: crate::matrix::naming::noarch_name(backend),
-            backend,
-            compiled: false,
-            cell: None,
-        }
+        PlannedVariant::noarch(crate::matrix::naming::noarch_name(backend), backend)
     } else {
         anyhow::ensure!(
             cfg.general.backends.contains(&backend),
             "cannot build `{backend}`: it is not in `general.backends` of `{}`",
             cfg.path
         );
-        let cell =
-            plan_cell(cfg, backend, host).map_err(|e| anyhow::anyhow!("cannot build `{backend}`: {e}"))?;
-        PlannedVariant { name: cell.variant.clone(), backend, compiled: true, cell: Some(Box::new(cell)) }
+        let cells = crate::matrix::KernelCells::of(cfg);
+        let cell = plan_cell(cfg, &cells, backend, host)
+            .map_err(|e| anyhow::anyhow!("cannot build `{backend}`: {e}"))?;
+        PlannedVariant::compiled(cell)
     };
     if let Some(want) = expect_variant {
         anyhow::ensure!(

@@ -132,7 +132,7 @@ impl CellKey {
             "config": config_digest(config),
             "variant": variant.name,
             "backend": variant.backend.as_str(),
-            "compiled": variant.compiled,
+            "compiled": variant.is_compiled(),
             "uid": ids.uid,
             "kernel": ids.kernel.clone().filter(|k| k.dirty),
             "kernel-builder": {
@@ -143,7 +143,7 @@ impl CellKey {
                 "executable": exe.as_deref().map(stamp),
             },
         });
-        if variant.compiled {
+        if variant.is_compiled() {
             let cell = variant
                 .cell
                 .as_ref()
@@ -658,7 +658,6 @@ mod tests {
             let v = PlannedVariant {
                 name: "tvm-ffi01-cpu-x86_64-linux".into(),
                 backend: Backend::Cpu,
-                compiled: true,
                 cell: Some(Box::new(cell(f))),
             };
             CellKey::of(&source, &config, &v, &ids).unwrap()

@@ -61,73 +61,63 @@ use crate::assemble::noarch::op_namespace;
 use crate::assemble::{assemble_variant, check_python_depends};
 use crate::config::{Backend, BuildConfig};
 use crate::hash::manifest::Manifest;
-use crate::matrix::{self, Scope};
+use crate::matrix::{self, KernelCells, Scope};
 use crate::source::provenance::{git_revision, BuildIds, KernelRevision};
 use crate::source::{SourceSet, Warning};
 use crate::toolchain::host::HostToolchain;
 use cellcache::{CellCache, CellKey, Fetched};
 
-/// What `build-and-copy` builds on this host.
+/// The resolved plan of one build: what `build-and-copy` (and `verify`, and the dev shells)
+/// builds on this host, what it cannot and why, and every cell of the kernel in the matrix,
+/// computed once here and read by every later step (the stale variants of `build/`, why a
+/// requested variant is not built).
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Sorted by name.
     pub variants: Vec<PlannedVariant>,
     /// Compiled backends this host cannot build, with the reason (what is missing).
     pub skipped: Vec<SkippedBackend>,
+    /// Every cell of the kernel on every system of its matrix.
+    pub cells: KernelCells,
 }
 
 /// Every variant `build-and-copy` builds for `config` on this host, sorted by name: the
 /// noarch cells of every system, and per compiled backend the cell `host` builds.
 pub fn plan(config: &BuildConfig, host: &HostToolchain) -> Plan {
-    let mut out = noarch_variants(config);
+    let cells = KernelCells::of(config);
+    let mut out = noarch_variants(&cells);
     let mut skipped = Vec::new();
     for backend in compiled_backends(config) {
-        match host_cell(config, backend, host) {
+        match host_cell(config, &cells, backend, host) {
             Ok(v) => out.push(v),
             Err(s) => skipped.push(s),
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants: out, skipped }
+    Plan { variants: out, skipped, cells }
 }
 
 /// The one cell of `backend` that `host` builds, or why it builds none.
 pub fn host_cell(
     config: &BuildConfig,
+    cells: &KernelCells,
     backend: Backend,
     host: &HostToolchain,
 ) -> Result<PlannedVariant, SkippedBackend> {
-    plan_cell(config, backend, host).map(compiled_variant).map_err(|reason| SkippedBackend {
+    plan_cell(config, cells, backend, host).map(PlannedVariant::compiled).map_err(|reason| SkippedBackend {
         backend,
         variant: None,
         reason,
     })
 }
 
-/// The planned variant of the compiled cell `cell`.
-pub fn compiled_variant(cell: NativeCell) -> PlannedVariant {
-    PlannedVariant {
-        name: cell.variant.clone(),
-        backend: cell.backend,
-        compiled: true,
-        cell: Some(Box::new(cell)),
-    }
-}
-
-/// The noarch cells of every system (they do not depend on the host).
-pub fn noarch_variants(config: &BuildConfig) -> Vec<PlannedVariant> {
+/// The noarch bundle cells of every system (they do not depend on the host), each name once.
+pub fn noarch_variants(cells: &KernelCells) -> Vec<PlannedVariant> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for system in &matrix::data::matrix().systems {
-        for cell in matrix::cells(config, system, Scope::Bundle) {
-            if cell.noarch && seen.insert(cell.name.clone()) {
-                out.push(PlannedVariant {
-                    name: cell.name,
-                    backend: cell.backend,
-                    compiled: false,
-                    cell: None,
-                });
-            }
+    for cell in cells.in_scope(Scope::Bundle) {
+        if cell.noarch && seen.insert(cell.name.clone()) {
+            out.push(PlannedVariant::noarch(cell.name.clone(), cell.backend));
         }
     }
     out
@@ -145,10 +135,10 @@ pub fn compiled_backends(config: &BuildConfig) -> Vec<Backend> {
 /// Why `name`, which is not planned, cannot be built here, when it names a compiled variant
 /// of this kernel (a backend skipped, or a cell another toolchain would build).
 pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Option<String> {
-    let backend = matrix::data::matrix()
-        .systems
+    let backend = plan
+        .cells
+        .in_scope(Scope::All)
         .iter()
-        .flat_map(|s| matrix::cells(config, s, Scope::All))
         .find(|c| c.name == name && !c.noarch)
         .map(|c| c.backend)
         .or_else(|| variant_kind(name).filter(|(_, kind)| *kind != "noarch").map(|(b, _)| b))
@@ -159,7 +149,7 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
     if let Some(s) = plan.skipped.iter().find(|s| s.backend == backend && s.variant.is_none()) {
         return Some(format!("cannot build `{name}` natively: {}", s.reason));
     }
-    let built = plan.variants.iter().find(|v| v.backend == backend && v.compiled)?;
+    let built = plan.variants.iter().find(|v| v.backend == backend && v.is_compiled())?;
     let cell = built.cell.as_ref()?;
     if let (Some(nvcc), Some(fix)) = (&cell.nvcc, tvm_ffi_cuda_fix(cell, name)) {
         // A tvm-ffi cell's CUDA is the nvcc's own, not something of the Python environment.
@@ -475,7 +465,7 @@ pub fn build_into_with(
     let (built, mut warnings, _swapping) = result?;
     warnings.extend(leftovers);
 
-    warnings.extend(write_manifest(config, &build_dir, &built, planned, &source.tree_id())?);
+    warnings.extend(write_manifest(&the_plan.cells, &build_dir, &built, planned, &source.tree_id())?);
 
     warnings.extend(source.warnings().iter().cloned());
     if let Some(cache) = options.cache.filter(|_| built.iter().any(|b| !b.reused)) {
@@ -612,7 +602,7 @@ const TMP_PREFIX: &str = ".kernel-builder-tmp-";
 /// Returns one warning per planned variant left in `build/` that the new manifest does not
 /// record (built from other sources, or never recorded): it may be stale, and `verify` checks it.
 fn write_manifest(
-    config: &BuildConfig,
+    cells: &KernelCells,
     build_dir: &Utf8Path,
     built: &[BuiltVariant],
     planned: &[PlannedVariant],
@@ -635,7 +625,7 @@ fn write_manifest(
             ),
         })
         .collect();
-    for n in unplanned_variant_dirs(build_dir, planned, config) {
+    for n in unplanned_variant_dirs(build_dir, planned, cells) {
         warnings.push(Warning {
             path: None,
             message: format!(
@@ -664,8 +654,8 @@ pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
 }
 
 /// The directories of `build_dir` that look like variants (they hold a `metadata.json`), are
-/// not among `planned`, and are of a backend and kind ([`variant_kind`]) that `config` no
-/// longer has in any cell of the matrix: left from a build of an older `build.toml`. Sorted.
+/// not among `planned`, and are of a backend and kind ([`variant_kind`]) that the kernel no
+/// longer has in any of its `cells`: left from a build of an older `build.toml`. Sorted.
 ///
 /// Not among them: a variant of a backend skipped on this host (no toolchain here: it is kept
 /// as it was), and one of another torch, tvm-ffi or CUDA version, or of another system, of a
@@ -673,14 +663,10 @@ pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
 pub fn unplanned_variant_dirs(
     build_dir: &Utf8Path,
     planned: &[PlannedVariant],
-    config: &BuildConfig,
+    cells: &KernelCells,
 ) -> Vec<String> {
-    let kinds: BTreeSet<(Backend, &'static str)> = matrix::data::matrix()
-        .systems
-        .iter()
-        .flat_map(|s| matrix::cells(config, s, Scope::All))
-        .filter_map(|c| variant_kind(&c.name))
-        .collect();
+    let kinds: BTreeSet<(Backend, &'static str)> =
+        cells.in_scope(Scope::All).iter().filter_map(|c| variant_kind(&c.name)).collect();
     let Ok(rd) = build_dir.read_dir_utf8() else {
         return Vec::new();
     };
@@ -1020,22 +1006,23 @@ pub fn pinned_plan(
     host: &HostToolchain,
     store: &crate::toolchain::store::Store,
 ) -> Plan {
-    let mut variants = noarch_variants(config);
+    let cells = KernelCells::of(config);
+    let mut variants = noarch_variants(&cells);
     let mut skipped = Vec::new();
     for backend in compiled_backends(config) {
         if !crate::toolchain::provision::pinned_backend(config, backend) {
-            match host_cell(config, backend, host) {
+            match host_cell(config, &cells, backend, host) {
                 Ok(v) => variants.push(v),
                 // Each bundle cell of this system the backend has is named (ROCm, XPU: no
                 // toolchain of theirs is pinned yet); a backend with none here, once.
                 Err(s) => {
-                    let here = pinned_bundle_cells(config, backend);
+                    let here = compiled_cells_here(&cells, backend);
                     if here.is_empty() {
                         skipped.push(s);
                     } else {
                         skipped.extend(here.into_iter().map(|c| SkippedBackend {
                             backend,
-                            variant: Some(c.name),
+                            variant: Some(c.name.clone()),
                             reason: s.reason.clone(),
                         }));
                     }
@@ -1043,14 +1030,14 @@ pub fn pinned_plan(
             }
             continue;
         }
-        for cell in crate::toolchain::provision::pinned_cells(config, backend) {
+        for cell in crate::toolchain::provision::pinned_cells(config, &cells, backend) {
             if !requested.is_empty() && !requested.contains(&cell.name) {
                 continue;
             }
-            let planned = crate::toolchain::provision::provision(&cell, store, host.manylinux.clone())
+            let planned = crate::toolchain::provision::provision(cell, store, host.manylinux.clone())
                 // `--cuda-capabilities` narrows a pinned cell as it narrows a host one.
                 .map(|h| h.with_cuda_capabilities(host.cuda_capabilities_only.clone().unwrap_or_default()))
-                .and_then(|h| plan_cell(config, backend, &h))
+                .and_then(|h| plan_cell(config, &cells, backend, &h))
                 .and_then(|c| {
                     if c.variant == cell.name {
                         Ok(c)
@@ -1063,21 +1050,21 @@ pub fn pinned_plan(
                     }
                 });
             match planned {
-                Ok(c) => variants.push(compiled_variant(c)),
-                Err(reason) => skipped.push(SkippedBackend { backend, variant: Some(cell.name), reason }),
+                Ok(c) => variants.push(PlannedVariant::compiled(c)),
+                Err(reason) => {
+                    skipped.push(SkippedBackend { backend, variant: Some(cell.name.clone()), reason })
+                }
             }
         }
     }
     variants.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants, skipped }
+    Plan { variants, skipped, cells }
 }
 
 /// The compiled bundle cells of `backend` on this system.
-fn pinned_bundle_cells(config: &BuildConfig, backend: Backend) -> Vec<crate::matrix::Cell> {
-    crate::matrix::cells(config, &crate::matrix::host_system(), crate::matrix::Scope::Bundle)
-        .into_iter()
-        .filter(|c| !c.noarch && c.backend == backend)
-        .collect()
+fn compiled_cells_here(cells: &KernelCells, backend: Backend) -> Vec<&crate::matrix::Cell> {
+    let system = crate::matrix::host_system();
+    cells.on(&system, Scope::Bundle).filter(|c| !c.noarch && c.backend == backend).collect::<Vec<_>>()
 }
 
 #[cfg(test)]
@@ -1100,7 +1087,7 @@ mod tests {
         let c = noarch_config(&[Cpu, Cuda, Metal, Rocm, Tpu, Xpu]);
         let planned = plan(&c, &host()).variants;
         assert_eq!(names(&planned), ["torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]);
-        assert!(planned.iter().all(|p| !p.compiled));
+        assert!(planned.iter().all(|p| !p.is_compiled()));
     }
 
     #[test]
@@ -1137,7 +1124,7 @@ mod tests {
             std::fs::write(build.join(d).join("metadata.json"), "{}").unwrap();
         }
         assert_eq!(
-            unplanned_variant_dirs(build, &p.variants, &c),
+            unplanned_variant_dirs(build, &p.variants, &p.cells),
             [
                 "torch-cuda",
                 "torch-stable-abi211-cu130-x86_64-linux",
@@ -1198,7 +1185,7 @@ mod tests {
             hermetic: false,
             manylinux: None,
         };
-        PlannedVariant { name: variant.into(), backend, compiled: true, cell: Some(Box::new(cell)) }
+        PlannedVariant { name: variant.into(), backend, cell: Some(Box::new(cell)) }
     }
 
     /// A tvm-ffi variant of another CUDA than the nvcc found: the fix is the nvcc (CUDACXX), not
@@ -1212,6 +1199,7 @@ mod tests {
                 tvm_ffi_planned("tvm-ffi01-cu130-x86_64-linux", Cuda, Some("13.0.88")),
             ],
             skipped: Vec::new(),
+            cells: KernelCells::of(&c),
         };
         assert_eq!(
             why_not_buildable(&c, &p, "tvm-ffi01-cu126-x86_64-linux").unwrap(),

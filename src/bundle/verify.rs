@@ -158,7 +158,7 @@ pub fn verify(
     if requested.is_empty() {
         // A variant the sources no longer build (a backend removed since) is not what they
         // produce, and the loader may still pick it.
-        for name in super::unplanned_variant_dirs(&build_dir, &planned, config) {
+        for name in super::unplanned_variant_dirs(&build_dir, &planned, &the_plan.cells) {
             out.push(VariantCheck {
                 difference: Some(format!(
                     "this kernel does not build `{name}` (see `general.backends`): `{build_dir}/{name}` is left from an earlier build; remove it"

@@ -343,6 +343,47 @@ pub fn cells_on(m: &MatrixData, config: &BuildConfig, systems: &[String], scope:
     systems.iter().flat_map(|s| cells_in(m, config, s, scope)).collect()
 }
 
+/// Every cell of one kernel on every system of its matrix, in both scopes: computed once when
+/// a build is planned ([`KernelCells::of`]), then read by every step that asks which cells the
+/// kernel has (the host cell's nearest bundle cells, why a named variant is not built here, the
+/// pinned cells, the stale variants of `build/`), instead of each step recomputing them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelCells {
+    /// [`Scope::Bundle`]: each system of the matrix in turn, each sorted by name ([`cells_on`]).
+    bundle: Vec<Cell>,
+    /// [`Scope::All`], in the same order.
+    all: Vec<Cell>,
+}
+
+impl KernelCells {
+    /// The cells of `config` in the matrix it pins ([`for_config`]).
+    pub fn of(config: &BuildConfig) -> KernelCells {
+        KernelCells::in_matrix(for_config(config), config)
+    }
+
+    /// The cells of `config` in matrix `m`.
+    pub fn in_matrix(m: &MatrixData, config: &BuildConfig) -> KernelCells {
+        KernelCells {
+            bundle: cells_on(m, config, &m.systems, Scope::Bundle),
+            all: cells_on(m, config, &m.systems, Scope::All),
+        }
+    }
+
+    /// Every system's cells in `scope` (a noarch name once per system that has it).
+    pub fn in_scope(&self, scope: Scope) -> &[Cell] {
+        match scope {
+            Scope::Bundle => &self.bundle,
+            Scope::All => &self.all,
+        }
+    }
+
+    /// The cells of `system` in `scope`, sorted by name (none for a system the matrix lacks):
+    /// what [`cells`] gives.
+    pub fn on<'a: 's, 's>(&'a self, system: &'s str, scope: Scope) -> impl Iterator<Item = &'a Cell> + 's {
+        self.in_scope(scope).iter().filter(move |c| c.system == system)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::data::named;

@@ -15,21 +15,38 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::config::{Backend, BuildConfig, Framework, Version};
-use crate::matrix::{self, naming, CellKind, Scope};
+use crate::matrix::{self, naming, CellKind, KernelCells, Scope};
 use crate::toolchain::host::{
     base_tools, find_nvcc, nvcc_tool, CellFramework, HostToolchain, Tool, WantCuda,
 };
 
-/// One variant a bundle can hold.
+/// One variant a build makes: a noarch one, or a compiled cell with everything it compiles
+/// with decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedVariant {
     /// Directory name under `build/` (`torch-cuda`, `torch212-cxx11-cu130-x86_64-linux`).
     pub name: String,
     pub backend: Backend,
-    /// True when a `[kernel.*]` compiles code for the backend.
-    pub compiled: bool,
-    /// Compiled variants: the cell the host toolchain builds.
+    /// A compiled variant (a `[kernel.*]` compiles code for the backend): the cell the toolchain
+    /// builds. `None`: a noarch variant.
     pub cell: Option<Box<NativeCell>>,
+}
+
+impl PlannedVariant {
+    /// The noarch variant `name` of `backend`.
+    pub fn noarch(name: String, backend: Backend) -> PlannedVariant {
+        PlannedVariant { name, backend, cell: None }
+    }
+
+    /// The variant of the compiled cell `cell`, named by it.
+    pub fn compiled(cell: NativeCell) -> PlannedVariant {
+        PlannedVariant { name: cell.variant.clone(), backend: cell.backend, cell: Some(Box::new(cell)) }
+    }
+
+    /// Whether a `[kernel.*]` compiles code for the variant.
+    pub fn is_compiled(&self) -> bool {
+        self.cell.is_some()
+    }
 }
 
 /// One compiled cell that this host can build, with everything it compiles with decided.
@@ -67,15 +84,21 @@ pub struct NativeCell {
     pub manylinux: Option<String>,
 }
 
-/// Decide the cell this host builds for `backend`, or say why it cannot.
+/// Decide the cell this host builds for `backend`, or say why it cannot. `cells` are the
+/// kernel's cells ([`KernelCells::of`]): an outside-bundle cell names its nearest bundle cells.
 ///
 /// Errors (the reason, naming what to install or change): no usable torch (for `[torch]`) or
-/// tvm_ffi (for `[tvm-ffi]`, [`crate::assemble::tvm_ffi::probe`]), no CMake, Ninja or C++ compiler, a
+/// tvm_ffi (for `[tvm-ffi]`, [`crate::toolchain::tvm_ffi::probe`]), no CMake, Ninja or C++ compiler, a
 /// torch without the backend (a CPU-only torch for CUDA), no nvcc (of torch's CUDA version
 /// for a torch cell), a backend this version does not build natively (ROCm, XPU, Metal), the
 /// cell outside the kernel's `[torch]`/`[general.cuda]` bounds, or CUDA capabilities this CUDA
 /// cannot build.
-pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -> Result<NativeCell, String> {
+pub fn plan_cell(
+    config: &BuildConfig,
+    cells: &KernelCells,
+    backend: Backend,
+    host: &HostToolchain,
+) -> Result<NativeCell, String> {
     let system = matrix::host_system();
     if !matches!(backend, Backend::Cpu | Backend::Cuda) {
         let tool = match (backend, &config.framework) {
@@ -246,10 +269,8 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
         }
     }
 
-    let bundle: Vec<matrix::Cell> = matrix::cells(config, &system, Scope::Bundle)
-        .into_iter()
-        .filter(|c| c.backend == backend && !c.noarch)
-        .collect();
+    let bundle: Vec<&matrix::Cell> =
+        cells.on(&system, Scope::Bundle).filter(|c| c.backend == backend && !c.noarch).collect();
     let outside_bundle = (!bundle.iter().any(|c| c.name == variant)).then(|| {
         let mut near: Vec<(u64, &str)> = bundle
             .iter()
@@ -284,7 +305,7 @@ pub fn plan_cell(config: &BuildConfig, backend: Backend, host: &HostToolchain) -
             .collect();
         near.sort();
         let names: Vec<&str> = near.iter().take(2).map(|(_, n)| *n).collect();
-        let in_matrix = matrix::cells(config, &system, Scope::All).iter().any(|c| c.name == variant);
+        let in_matrix = cells.on(&system, Scope::All).any(|c| c.name == variant);
         let which = matrix::data::for_config(config).name.clone();
         format!(
             "`{variant}` ({} from `{}`) is {}; it builds, but the published bundle holds {}",
