@@ -289,6 +289,37 @@ pub fn dir_size(dir: &Utf8Path) -> u64 {
         .sum()
 }
 
+/// Parse a size: a number of bytes with an optional unit `K`, `M`, `G`, `T` (powers of 1024;
+/// `KiB`, `MiB`, … and `KB`, `MB`, … mean the same), e.g. `500M`, `2GiB`, `1.5G`.
+///
+/// Errors: anything else, with the accepted forms.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim().to_ascii_uppercase();
+    let shift = match unit.trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)"
+            ))
+        }
+    };
+    let n: f64 = num.parse().map_err(|_| {
+        format!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)")
+    })?;
+    let bytes = n * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,6 +75,7 @@ use sha2::Digest as _;
 
 use crate::assemble::compiled::{cell_facts, NativeCell, PlannedVariant, BUILD_ENV};
 use crate::config::BuildConfig;
+use crate::fsutil::parse_size;
 use crate::source::provenance::{builder_provenance, BuildIds};
 use crate::source::{SourceSet, Warning};
 use crate::toolchain::host::{CellFramework, Tool};
@@ -90,7 +91,7 @@ const ENTRY_FORMAT: u32 = 1;
 pub const DEFAULT_MAX_BYTES: u64 = 5 << 30;
 
 /// The bound a build prunes the cache to after storing cells:
-/// `$KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE` ([`parse_size`]) when set, else
+/// `$KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE` ([`crate::fsutil::parse_size`]) when set, else
 /// [`DEFAULT_MAX_BYTES`].
 ///
 /// Errors: the variable is set and is not a size (the message names it).
@@ -569,37 +570,6 @@ fn copy_tree(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<u64> {
         }
     }
     Ok(bytes)
-}
-
-/// Parse a size: a number of bytes with an optional unit `K`, `M`, `G`, `T` (powers of 1024;
-/// `KiB`, `MiB`, … and `KB`, `MB`, … mean the same), e.g. `500M`, `2GiB`, `1.5G`.
-///
-/// Errors: anything else, with the accepted forms.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let unit = unit.trim().to_ascii_uppercase();
-    let shift = match unit.trim_end_matches("IB").trim_end_matches('B') {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => {
-            return Err(format!(
-                "`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)"
-            ))
-        }
-    };
-    let n: f64 = num.parse().map_err(|_| {
-        format!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)")
-    })?;
-    let bytes = n * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("`{s}` is out of range"));
-    }
-    Ok(bytes as u64)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use crate::assemble::workdirs;
-use crate::bundle::cellcache::{build_max_bytes, parse_size, CellCache};
+use crate::bundle::cellcache::{build_max_bytes, CellCache};
+use crate::fsutil::parse_size;
 use crate::toolchain::store::{self, FetchOptions, Store};
 
 /// Arguments of `native-cache`.

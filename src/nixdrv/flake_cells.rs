@@ -70,8 +70,7 @@ pub enum FlakeCells {
 /// The cells the flake in `dir` builds, per [`FlakeCells`].
 ///
 /// Errors: `flake.nix` cannot be read; Nix fails to evaluate the flake's `variants` output
-/// (its message, with how to work offline when it could not fetch an input); the output is
-/// not a list of cells per system.
+/// ([`eval_variants`]); the output is not a list of cells per system.
 pub fn flake_cells(dir: &Utf8Path) -> anyhow::Result<FlakeCells> {
     let flake = dir.join("flake.nix");
     if !flake.is_file() {
@@ -87,9 +86,24 @@ pub fn flake_cells(dir: &Utf8Path) -> anyhow::Result<FlakeCells> {
             e.to_string().lines().next().unwrap_or_default()
         )));
     }
+    let stdout = eval_variants(dir, "variants", &[])?;
+    let per_system: std::collections::BTreeMap<String, Vec<Cell>> = serde_json::from_slice(&stdout)
+        .with_context(|| {
+            format!("`{dir}#variants` is not a list of cells per system; is the flake made by genKernelFlakeOutputs?")
+        })?;
+    Ok(FlakeCells::Evaluated(per_system.into_values().flatten().collect()))
+}
+
+/// `nix eval --json <dir>#<attr>` (the flake's `variants` or `variants.<system>`) with
+/// `eval_flags` (input overrides, lock handling), never writing a lock file: its JSON.
+///
+/// Errors: Nix cannot be run, or the evaluation fails (the command and Nix's message, with how
+/// to work offline when it could not fetch an input).
+pub(super) fn eval_variants(dir: &Utf8Path, attr: &str, eval_flags: &[String]) -> anyhow::Result<Vec<u8>> {
     let nix = super::nix_program();
-    let args: Vec<String> =
-        vec!["eval".into(), "--json".into(), super::NO_WRITE_LOCK.into(), format!("{dir}#variants")];
+    let mut args: Vec<String> =
+        vec!["eval".into(), "--json".into(), super::NO_WRITE_LOCK.into(), format!("{dir}#{attr}")];
+    args.extend(eval_flags.iter().cloned());
     let out = duct::cmd(&nix, &args)
         .before_spawn(crate::process::before_spawn)
         .stdout_capture()
@@ -100,17 +114,13 @@ pub fn flake_cells(dir: &Utf8Path) -> anyhow::Result<FlakeCells> {
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         anyhow::bail!(
-            "`{flake}` changes the kernel's cells (`torchVersions` or `systems`), and `{nix} {}` failed:\n{}{}",
+            "`{nix} {}` failed:\n{}{}",
             args.join(" "),
             stderr.trim_end(),
             super::offline_hint(&stderr)
         );
     }
-    let per_system: std::collections::BTreeMap<String, Vec<Cell>> = serde_json::from_slice(&out.stdout)
-        .with_context(|| {
-            format!("`{dir}#variants` is not a list of cells per system; is the flake made by genKernelFlakeOutputs?")
-        })?;
-    Ok(FlakeCells::Evaluated(per_system.into_values().flatten().collect()))
+    Ok(out.stdout)
 }
 
 #[cfg(test)]

@@ -480,31 +480,13 @@ fn offline_hint(log: &str) -> &'static str {
 /// the flake's `variants.<system>` output).
 fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<()> {
     let system = crate::matrix::host_system();
-    let nix = nix_program();
-    let mut args: Vec<String> =
-        vec!["eval".into(), "--json".into(), NO_WRITE_LOCK.into(), format!("{dir}#variants.{system}")];
     // Only the flags that change what is evaluated (input overrides, lock handling).
-    args.extend(eval_flags(extra_args));
-    let out = duct::cmd(&nix, &args)
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .with_context(|| format!("cannot run `{nix} eval`"))?;
-    if !out.status.success() {
-        bail!(
-            "`{nix} {}` failed:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim_end(),
-            offline_hint(&String::from_utf8_lossy(&out.stderr))
-        );
-    }
+    let stdout = flake_cells::eval_variants(dir, &format!("variants.{system}"), &eval_flags(extra_args))?;
     #[derive(Deserialize)]
     struct Named {
         name: String,
     }
-    let cells: Vec<Named> = serde_json::from_slice(&out.stdout).with_context(|| {
+    let cells: Vec<Named> = serde_json::from_slice(&stdout).with_context(|| {
         format!(
             "`{dir}#variants.{system}` is not a list of cells; is the flake made by genKernelFlakeOutputs?"
         )

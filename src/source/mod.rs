@@ -1,4 +1,5 @@
-//! The kernel's *source set*: the files a build reads, and the unique id derived from them.
+//! The kernel's *source set*: the files a build reads, and the unique id derived from them
+//! ([`gitid`]: git's object ids); [`provenance`]: the git state a build records.
 //!
 //! # The rules (the Nix cell's source filter keeps at least these files)
 //!

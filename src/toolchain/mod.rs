@@ -1,4 +1,6 @@
-//! Cell toolchains as data: the pins of every CPU and CUDA cell ([`pins`], from
+//! What builds a compiled cell: the host's toolchain, found ([`host`]: torch, tvm_ffi
+//! ([`tvm_ffi`]), CMake, Ninja, the C++ compiler, nvcc), or, for a bundle cell, its pinned
+//! wheels. Cell toolchains as data: the pins of every CPU and CUDA cell ([`pins`], from
 //! `nix/torch-wheels.json`), the content-addressed cache they are fetched into ([`store`]),
 //! and the provisioning of a bundle cell from them ([`provision`]).
 //!
