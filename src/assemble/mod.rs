@@ -155,3 +155,25 @@ pub fn assemble_one(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Backend::*;
+    use crate::matrix::testutil::noarch_config;
+
+    #[test]
+    fn python_depends_are_checked_per_backend() {
+        let mut c = noarch_config(&[Cuda, Rocm]);
+        c.general.python_depends = vec!["helion".into()];
+        c.general.cuda.deps.python_depends = vec!["nvidia-cutlass-dsl".into()];
+        assert!(check_python_depends(&c, Cuda).is_ok());
+        assert!(check_python_depends(&c, Rocm).is_ok());
+        c.general.python_depends.push("numpy".into());
+        let err = check_python_depends(&c, Rocm).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown Python dependency `numpy` for `rocm` in `build.toml`; the `kernels` loader refuses to load such a variant. Known for `rocm`: einops, helion, tvm-ffi"
+        );
+    }
+}

@@ -109,9 +109,13 @@ impl Store {
             std::fs::create_dir_all(root.join(d))
                 .with_context(|| format!("cannot create `{}`", root.join(d)))?;
         }
+        // The trees' paths reach the compile (include directories, `-ffile-prefix-map`): a root
+        // reached through a symbolic link would give the compiler one spelling of a header's
+        // path and the prefix map another, and the unmapped one would land in the binary.
+        let root = root.canonicalize_utf8().with_context(|| format!("cannot resolve `{root}`"))?;
         let in_use = lock(&root.join("locks/in-use.lock"), true)?;
         let agent = super::http::agent(None);
-        Ok(Store { root: root.to_owned(), options, agent, _in_use: in_use })
+        Ok(Store { root, options, agent, _in_use: in_use })
     }
 
     /// The user's toolchain cache: `$KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR`, else
