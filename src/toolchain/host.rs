@@ -414,7 +414,7 @@ pub(crate) fn find_nvcc(
                     Some((major, e.path().join("bin/nvcc")))
                 })
                 .collect();
-            found.sort_by(|a, b| b.0.cmp(&a.0));
+            found.sort_by_key(|f| std::cmp::Reverse(f.0));
             candidates.extend(found.into_iter().map(|(_, p)| p));
         }
     }
