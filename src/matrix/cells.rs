@@ -504,6 +504,31 @@ mod tests {
         assert_eq!(super::cells(&c, "aarch64-linux", Scope::Bundle)[0].matrix_revision, "2026-08-20");
     }
 
+    /// A cell as the kernel's flake lists it (compiled cells without architectures) gets back
+    /// exactly the architectures `cells_in` resolves, on every system, for a kernel of every
+    /// framework; a noarch cell keeps what it has.
+    #[test]
+    fn flake_cells_get_the_architectures_cells_in_resolves() {
+        let configs = [
+            torch_config(&[Cpu, Cuda, Metal, Rocm, Xpu], &[Cpu, Cuda, Metal, Rocm, Xpu]),
+            crate::matrix::testutil::tvm_ffi_config(&[Cpu, Cuda], &[Cpu, Cuda]),
+            crate::matrix::testutil::noarch_config(&[Cuda, Rocm]),
+        ];
+        let m = for_config(&configs[0]);
+        let mut compiled = 0;
+        for c in &configs {
+            for cell in KernelCells::of(c).in_scope(Scope::All) {
+                let mut from_nix = cell.clone();
+                if !cell.noarch {
+                    (from_nix.cuda_capabilities, from_nix.rocm_archs) = (None, None);
+                    compiled += 1;
+                }
+                assert_eq!(&with_resolved_archs(m, c, from_nix), cell, "{}", cell.name);
+            }
+        }
+        assert!(compiled > 20, "{compiled}");
+    }
+
     #[test]
     fn relu_like_kernel_builds_the_whole_matrix() {
         let c = torch_config(&[Cpu, Cuda, Metal, Rocm, Xpu], &[Cpu, Cuda, Metal, Rocm, Xpu]);
