@@ -73,7 +73,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::Digest as _;
 
-use crate::assemble::compiled::{cell_facts, NativeCell, PlannedVariant, BUILD_ENV};
+use crate::assemble::compiled::{cell_facts, CompiledCell, PlannedVariant, BUILD_ENV};
 use crate::config::BuildConfig;
 use crate::fsutil::parse_size;
 use crate::source::provenance::{builder_provenance, BuildIds};
@@ -218,7 +218,7 @@ fn tool(t: &Tool) -> serde_json::Value {
 fn compiled_inputs(
     source: &SourceSet,
     config: &BuildConfig,
-    cell: &NativeCell,
+    cell: &CompiledCell,
     ids: &BuildIds,
 ) -> anyhow::Result<serde_json::Value> {
     // Placeholder work directories: the binaries never see them (-ffile-prefix-map).
@@ -580,7 +580,7 @@ mod tests {
     /// another tvm_ffi (or a reinstall) is another entry; a torch cell's key has no tvm-ffi.
     #[test]
     fn a_tvm_ffi_cells_key_holds_tvm_ffi() {
-        use crate::assemble::compiled::NativeCell;
+        use crate::assemble::compiled::CompiledCell;
         use crate::config::Backend;
         use crate::matrix::CellKind;
         use crate::toolchain::host::{CellFramework, Tool};
@@ -604,7 +604,7 @@ mod tests {
             }
         };
         let tool = |p: &str| Tool { path: p.into(), version: "1".into() };
-        let cell = |f: TvmFfiFacts| NativeCell {
+        let cell = |f: TvmFfiFacts| CompiledCell {
             variant: "tvm-ffi01-cpu-x86_64-linux".into(),
             backend: Backend::Cpu,
             kind: CellKind::TvmFfi,

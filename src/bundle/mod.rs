@@ -56,7 +56,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 pub mod cellcache;
 pub mod verify;
 
-use crate::assemble::compiled::{plan_cell, NativeCell, PlannedVariant, SkippedBackend, WorkDir};
+use crate::assemble::compiled::{plan_cell, CompiledCell, PlannedVariant, SkippedBackend, WorkDir};
 use crate::assemble::noarch::op_namespace;
 use crate::assemble::{assemble_variant, check_python_depends};
 use crate::config::{Backend, BuildConfig};
@@ -170,7 +170,7 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
 /// change, the nvcc (`point CUDACXX … at an nvcc of CUDA 12.6`), and the Python environment
 /// too when the tvm-ffi tag differs as well. `None` when `name` is no tvm-ffi CUDA variant or
 /// its CUDA is the cell's (only the tvm-ffi tag differs: the torch-style wording applies).
-fn tvm_ffi_cuda_fix(cell: &NativeCell, name: &str) -> Option<String> {
+fn tvm_ffi_cuda_fix(cell: &CompiledCell, name: &str) -> Option<String> {
     use matrix::naming::{parse_variant_name, ParsedVariant};
     if cell.kind != matrix::CellKind::TvmFfi {
         return None;
@@ -271,7 +271,7 @@ pub struct BundleReport {
     /// Warnings about the sources and the variants, sorted, each once.
     pub warnings: Vec<Warning>,
     /// Compiled backends skipped because this host lacks their toolchain (what is missing),
-    /// then what the cells built leave out ([`NativeCell::notes`]).
+    /// then what the cells built leave out ([`CompiledCell::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -1160,7 +1160,7 @@ mod tests {
         use crate::toolchain::host::{CellFramework, Tool};
         use crate::toolchain::tvm_ffi::TvmFfiFacts;
         let tool = |p: &str, v: &str| Tool { path: p.into(), version: v.into() };
-        let cell = NativeCell {
+        let cell = CompiledCell {
             variant: variant.into(),
             backend,
             kind: crate::matrix::CellKind::TvmFfi,

@@ -58,7 +58,7 @@ pub struct VerifyReport {
     /// Per variant, sorted by name.
     pub variants: Vec<VariantCheck>,
     /// Notes that apply to the bundle (no manifest; the manifest's source differs), then what
-    /// the rebuilt cells leave out ([`crate::assemble::compiled::NativeCell::notes`]).
+    /// the rebuilt cells leave out ([`crate::assemble::compiled::CompiledCell::notes`]).
     pub notes: Vec<String>,
 }
 

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::assemble::compiled::NativeCell;
+use crate::assemble::compiled::CompiledCell;
 use crate::bundle;
 use crate::config::{Backend, BuildConfig};
 use crate::toolchain::host::HostToolchain;
@@ -49,7 +49,7 @@ struct Shell {
     python_bin: Utf8PathBuf,
     /// The compiled cells the host builds with this Python, a CUDA one first (its tools,
     /// nvcc included, are the shell's).
-    cells: Vec<NativeCell>,
+    cells: Vec<CompiledCell>,
 }
 
 fn run(args: Args, test: bool) -> super::CmdResult {
@@ -170,7 +170,7 @@ fn toolchain(config: &BuildConfig, python: &Utf8Path) -> anyhow::Result<Shell> {
         return Ok(Shell { python_bin, cells: Vec::new() });
     }
     let plan = bundle::plan(config, &host);
-    let mut cells: Vec<NativeCell> = plan.variants.into_iter().filter_map(|v| v.cell.map(|c| *c)).collect();
+    let mut cells: Vec<CompiledCell> = plan.variants.into_iter().filter_map(|v| v.cell.map(|c| *c)).collect();
     cells.sort_by_key(|c| c.backend != Backend::Cuda);
     if cells.is_empty() {
         let reasons: Vec<String> =
@@ -186,7 +186,7 @@ fn toolchain(config: &BuildConfig, python: &Utf8Path) -> anyhow::Result<Shell> {
 
 /// The variant directory of `dir/build` that this torch loads: a compiled cell's (CUDA first),
 /// else the noarch one of torch's device (CUDA, XPU) or CPU, else `torch-universal`.
-fn test_variant(dir: &Utf8Path, python: &Utf8Path, cells: &[NativeCell]) -> anyhow::Result<String> {
+fn test_variant(dir: &Utf8Path, python: &Utf8Path, cells: &[CompiledCell]) -> anyhow::Result<String> {
     let build = dir.join("build");
     let host = HostToolchain::new(python);
     let facts = host.torch().map_err(|e| anyhow::anyhow!("{e}"))?;

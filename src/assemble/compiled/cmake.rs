@@ -9,7 +9,7 @@ use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 
-use super::plan::NativeCell;
+use super::plan::CompiledCell;
 use crate::assemble::noarch::op_namespace;
 use crate::codegen;
 use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
@@ -50,7 +50,7 @@ pub struct CellFacts {
 /// `build_dir` (both mapped away in the binaries).
 pub fn cell_facts(
     config: &BuildConfig,
-    cell: &NativeCell,
+    cell: &CompiledCell,
     uid: &str,
     src_dir: &Utf8Path,
     build_dir: &Utf8Path,
@@ -287,7 +287,7 @@ pub(super) struct ConfigureRecord {
 }
 
 impl ConfigureRecord {
-    pub(super) fn new(cell: &NativeCell, facts: &CellFacts, cache_script: &str) -> Self {
+    pub(super) fn new(cell: &CompiledCell, facts: &CellFacts, cache_script: &str) -> Self {
         let mut first = BTreeMap::new();
         let mut tool = |name: &str, t: &Tool| {
             first.insert(format!("tool:{name}"), Some(format!("{} ({})", t.path, t.version)));

@@ -62,7 +62,7 @@ pub use cmake::{
     cell_facts, jobs_from_env, module_suffix, nvcc_threads_from_env, parse_jobs, CellFacts, WorkDir,
     BUILD_ENV, JOBS_VAR,
 };
-pub use plan::{plan_cell, NativeCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
+pub use plan::{plan_cell, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
 
 use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
 use super::noarch::{create_dir, create_dirs_below, write_file};
@@ -84,7 +84,7 @@ use crate::toolchain::host::CellFramework;
 pub fn build_cell(
     source: &SourceSet,
     config: &BuildConfig,
-    cell: &NativeCell,
+    cell: &CompiledCell,
     ids: &BuildIds,
     out_variant_dir: &Utf8Path,
     work: &WorkDir,
@@ -360,11 +360,11 @@ pub const BUNDLE_MANYLINUX: &str = "manylinux_2_28";
 /// on.
 ///
 /// Errors: an abi3 or torch stable-ABI violation; with a requested policy
-/// ([`NativeCell::manylinux`]), any violation of it; each names the library and the symbol.
+/// ([`CompiledCell::manylinux`]), any violation of it; each names the library and the symbol.
 pub fn check_abi(
     variant_dir: &Utf8Path,
     config: &BuildConfig,
-    cell: &NativeCell,
+    cell: &CompiledCell,
 ) -> anyhow::Result<(Option<String>, Vec<Warning>)> {
     let torch_stable_abi = match (&config.framework, cell.kind) {
         (Framework::Torch(t), CellKind::StableAbi) => t.stable_abi.for_backend(cell.backend).cloned(),

@@ -1,6 +1,6 @@
 //! Planning one compiled cell: from the kernel's config and the toolchain found
 //! ([`crate::toolchain::host`]), the variant it builds and everything it compiles with
-//! ([`NativeCell`]), or why this host builds none ([`SkippedBackend`]).
+//! ([`CompiledCell`]), or why this host builds none ([`SkippedBackend`]).
 //!
 //! The toolchain decides the cell: with this repository's venv (PyPI torch 2.11.0, a CUDA 13.0
 //! build) the CPU cell is `torch211-cxx11-cpu-x86_64-linux` and the CUDA cell
@@ -29,7 +29,7 @@ pub struct PlannedVariant {
     pub backend: Backend,
     /// A compiled variant (a `[kernel.*]` compiles code for the backend): the cell the toolchain
     /// builds. `None`: a noarch variant.
-    pub cell: Option<Box<NativeCell>>,
+    pub cell: Option<Box<CompiledCell>>,
 }
 
 impl PlannedVariant {
@@ -39,7 +39,7 @@ impl PlannedVariant {
     }
 
     /// The variant of the compiled cell `cell`, named by it.
-    pub fn compiled(cell: NativeCell) -> PlannedVariant {
+    pub fn compiled(cell: CompiledCell) -> PlannedVariant {
         PlannedVariant { name: cell.variant.clone(), backend: cell.backend, cell: Some(Box::new(cell)) }
     }
 
@@ -49,9 +49,10 @@ impl PlannedVariant {
     }
 }
 
-/// One compiled cell that this host can build, with everything it compiles with decided.
+/// One compiled cell that the toolchain given can build (the host's, a pinned one, or a Nix
+/// cell's), with everything it compiles with decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NativeCell {
+pub struct CompiledCell {
     /// The variant name, from what is used (`torch211-cxx11-cpu-x86_64-linux`,
     /// `tvm-ffi01-cpu-x86_64-linux`).
     pub variant: String,
@@ -98,7 +99,7 @@ pub fn plan_cell(
     cells: &KernelCells,
     backend: Backend,
     host: &HostToolchain,
-) -> Result<NativeCell, String> {
+) -> Result<CompiledCell, String> {
     let system = matrix::host_system();
     if !matches!(backend, Backend::Cpu | Backend::Cuda) {
         let tool = match (backend, &config.framework) {
@@ -324,7 +325,7 @@ pub fn plan_cell(
         )
     });
 
-    Ok(NativeCell {
+    Ok(CompiledCell {
         variant,
         backend,
         kind,
