@@ -475,6 +475,63 @@ pub fn check_utf8(mut reader: impl Read) -> std::io::Result<Result<(), NotUtf8>>
     }
 }
 
+/// The user's cache directory, the root of every cache and work directory kernel-builder
+/// keeps between runs: `$KERNEL_BUILDER_CACHE_DIR`, `$XDG_CACHE_HOME/kernel-builder`, or
+/// `~/.cache/kernel-builder`.
+pub fn cache_root() -> anyhow::Result<camino::Utf8PathBuf> {
+    let var = |v: &crate::env::Var| v.non_empty().map(camino::Utf8PathBuf::from);
+    if let Some(d) = var(&crate::env::CACHE_DIR) {
+        return Ok(d);
+    }
+    if let Some(d) = var(&crate::env::XDG_CACHE_HOME) {
+        return Ok(d.join("kernel-builder"));
+    }
+    let home = var(&crate::env::HOME).context("neither KERNEL_BUILDER_CACHE_DIR, XDG_CACHE_HOME nor HOME is set: set KERNEL_BUILDER_CACHE_DIR to a directory for build work files")?;
+    Ok(home.join(".cache/kernel-builder"))
+}
+
+/// Bytes of the regular files below `dir`.
+pub fn dir_size(dir: &Utf8Path) -> u64 {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Parse a size: a number of bytes with an optional unit `K`, `M`, `G`, `T` (powers of 1024;
+/// `KiB`, `MiB`, … and `KB`, `MB`, … mean the same), e.g. `500M`, `2GiB`, `1.5G`.
+///
+/// Errors: anything else, with the accepted forms.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim().to_ascii_uppercase();
+    let shift = match unit.trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)"
+            ))
+        }
+    };
+    let n: f64 = num.parse().map_err(|_| {
+        format!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)")
+    })?;
+    let bytes = n * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

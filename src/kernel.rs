@@ -6,15 +6,15 @@
 //!    the build matrix (capabilities against CUDA toolkits, gfx targets against ROCm releases,
 //!    backends with no cell); its problems are placed and rendered with the file's own;
 //! 3. for a build, [`load_with_sources`] then collects the kernel's source set
-//!    ([`crate::assemble::source::SourceSet`]).
+//!    ([`crate::source::SourceSet`]).
 //!
 //! `config` knows nothing of `matrix`; `matrix` reads the model of `config`; this module uses
 //! both.
 
 use camino::Utf8Path;
 
-use crate::assemble::source::SourceSet;
 use crate::config::{self, diagnostics::RenderStyle, BuildConfig, ConfigErrors, Loaded};
+use crate::source::SourceSet;
 
 /// Read `kernel_dir/build.toml` (any generation), validate it, check it against the build
 /// matrix, and check that every `src` and `include` path exists inside `kernel_dir`.

@@ -2,8 +2,11 @@
 //! and lays them out as Hub-ready trees that the `kernels` Python library loads.
 //!
 //! Data flows one way: `build.toml` → [`config`] (one typed model for every edition) →
-//! [`matrix`] (the cells to build) → [`assemble`] (one variant directory per cell, natively or
-//! as the builder inside a Nix derivation, see [`nixdrv`]) → [`hash`] (NAR hashes, digests and
+//! [`matrix`] (the cells to build) → [`toolchain`] (what builds a compiled cell: the host's,
+//! found, or pinned wheels, provisioned) → [`source`] (the files a build reads, their id and
+//! provenance) → [`assemble`] (one variant directory per cell, natively or as the builder
+//! inside a Nix derivation, see [`nixdrv`]) → [`bundle`] (the variants of `build/`, planned once
+//! and written all-or-nothing, the cell cache, `verify`) → [`hash`] (NAR hashes, digests and
 //! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
 //! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
@@ -15,6 +18,7 @@
 
 pub mod abi;
 pub mod assemble;
+pub mod bundle;
 pub mod ci;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod cli;
@@ -33,9 +37,11 @@ pub mod kernel;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
+pub mod output;
 #[allow(clippy::print_stderr)]
 pub mod printer;
 pub mod process;
+pub mod source;
 pub mod suggest;
 pub mod toolchain;
 pub mod tune;

@@ -58,8 +58,10 @@ let
     kernelDeps = call ./kernelDeps.nix;
     mkCell = call ./mkCell.nix;
     mkNoarchCell = call ./mkNoarchCell.nix;
-    mkTorchCell = call ./mkTorchCell.nix;
-    mkTvmFfiCell = call ./mkTvmFfiCell.nix;
+    mkCompiledCell = call ./mkCompiledCell.nix;
+    # The compiled-cell builder under the names of its cell kinds (one function).
+    mkTorchCell = lib.mkCompiledCell;
+    mkTvmFfiCell = lib.mkCompiledCell;
     nixpkgsToolchain = call ./nixpkgsToolchain.nix;
     mkBundle = call ./mkBundle.nix;
     mkBuildAndCopy = call ./mkBuildAndCopy.nix;

@@ -1,4 +1,4 @@
-# internalCompiledCell (private): the derivation behind mkTorchCell and mkTvmFfiCell.
+# internalCompiledCell (private): the derivation behind mkCompiledCell.
 #
 # `kernel-builder assemble --source <src> --backend <b> --out $out --python <toolchain python>
 # --package-set <name> [--hermetic] --expect-variant <cell name>`, with CXX, CUDACXX and PATH

@@ -1,5 +1,5 @@
-# mkCell: the derivation of any cell, dispatched on `cell.kind` to mkNoarchCell, mkTorchCell
-# or mkTvmFfiCell (one function per cell kind, so compiled cells slot in).
+# mkCell: the derivation of any cell, dispatched on `cell.kind`: mkNoarchCell for a noarch
+# cell, mkCompiledCell for the others (torch, stable-abi, tvm-ffi).
 #
 # Type: mkCell :: { cell, ... } -> Derivation   (the other attributes are passed through)
 { lib, ... }:
@@ -7,9 +7,4 @@ args:
 let
   k = args.cell.kind;
 in
-if k == "noarch" then
-  lib.mkNoarchCell args
-else if k == "tvm-ffi" then
-  lib.mkTvmFfiCell args
-else
-  lib.mkTorchCell args
+if k == "noarch" then lib.mkNoarchCell args else lib.mkCompiledCell args

@@ -113,9 +113,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::super::metadata::{BackendInfo, Provenance};
-    use super::super::provenance::BuilderProvenance;
     use super::*;
     use crate::hash::digest::{Algorithm, Digest};
+    use crate::source::provenance::BuilderProvenance;
 
     fn meta(deps: &[&str], archs: Option<&[&str]>) -> Metadata {
         Metadata {

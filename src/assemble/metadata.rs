@@ -12,9 +12,9 @@
 
 use serde::Serialize;
 
-use super::provenance::{BuilderProvenance, KernelRevision};
 use crate::config::{Backend, CudaCapability, KernelDependency};
 use crate::hash::digest::Digest;
+use crate::source::provenance::{BuilderProvenance, KernelRevision};
 
 /// The whole file, fields in the order they are written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

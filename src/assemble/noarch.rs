@@ -40,10 +40,10 @@ use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use super::metadata::{BackendInfo, Metadata, Provenance};
-use super::provenance::{builder_provenance, BuildIds};
-use super::source::{copy_source, Role, SourceSet};
 use super::Warning;
 use crate::config::{Backend, BuildConfig, Framework};
+use crate::source::provenance::{builder_provenance, BuildIds};
+use crate::source::{copy_source, Role, SourceSet};
 
 /// Mode of every file written.
 pub const FILE_MODE: u32 = 0o644;

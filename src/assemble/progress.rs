@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use camino::Utf8Path;
 
-use super::compiled::PlannedVariant;
+use super::compiled::plan::PlannedVariant;
 use crate::codegen;
 use crate::config::{Backend, BuildConfig};
 

@@ -6,7 +6,7 @@
 //! `tvm_ffi.load_module`, not imported by Python. So a cell needs no torch: the toolchain is
 //! the `tvm_ffi` package of the Python environment given (`--python`, PyPI's
 //! `apache-tvm-ffi`), whose headers (`include/tvm/ffi/`, `include/dlpack/`) and
-//! `lib/libtvm_ffi.so` the compile and link use ([`TvmFfiFacts`], found by [`probe`]).
+//! `lib/libtvm_ffi.so` the compile and link use ([`crate::toolchain::tvm_ffi`]).
 //!
 //! What differs from a torch cell, and nothing else (the generated project, the work
 //! directory, the compile, the ABI check, the cache and the layout are shared with
@@ -17,71 +17,9 @@
 //!   (kernels-loader A4), and for CUDA for the version of the nvcc used;
 //! - the compile sees the tvm-ffi headers, defines `TVM_FFI_EXTENSION_NAME=<op namespace>`
 //!   ([`defines`]), uses C++17 (what tvm-ffi's headers require) and links
-//!   `libtvm_ffi.so` ([`TvmFfiFacts::link_libraries`]);
+//!   `libtvm_ffi.so` ([`crate::toolchain::tvm_ffi::TvmFfiFacts::link_libraries`]);
 //! - the module is `<op namespace>.so` (no `lib` prefix, no `abi3`: kernel-builder-cli §4.1),
 //!   and `_ops.py` loads it with `tvm_ffi.load_module` ([`ops_py`], §4.2).
-//!
-//! The probe does not import `tvm_ffi`: importing it imports torch when torch is installed
-//! (seconds). It finds the package with `importlib.util.find_spec` and reads its version from
-//! the package's own `_version.py`, the module `tvm_ffi.__version__` comes from.
-
-use camino::{Utf8Path, Utf8PathBuf};
-use serde::{Deserialize, Serialize};
-
-use crate::config::Version;
-
-/// What the `tvm_ffi` package of a Python environment offers a build.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TvmFfiFacts {
-    /// `tvm_ffi.__version__`, e.g. `0.1.15.post2`.
-    pub version: String,
-    /// The `tvm_ffi` package directory (site-packages/tvm_ffi).
-    pub package_dir: Utf8PathBuf,
-    /// `sysconfig.get_paths()["purelib"]` (site-packages, where PyPI's nvidia wheels live).
-    pub purelib: Utf8PathBuf,
-    /// `sys.executable`.
-    pub executable: Utf8PathBuf,
-    /// `X.Y` of the interpreter.
-    pub python_version: String,
-}
-
-impl TvmFfiFacts {
-    /// The header directory: `tvm/ffi/…` and `dlpack/dlpack.h` are below it.
-    pub fn include_dir(&self) -> Utf8PathBuf {
-        self.package_dir.join("include")
-    }
-
-    /// The shared library every tvm-ffi module links (`lib/libtvm_ffi.so`).
-    pub fn library(&self) -> Utf8PathBuf {
-        self.package_dir.join("lib/libtvm_ffi.so")
-    }
-
-    /// The file `tvm_ffi.__version__` is read from; a reinstall changes it.
-    pub fn version_file(&self) -> Utf8PathBuf {
-        self.package_dir.join("_version.py")
-    }
-
-    /// The libraries a cell links, as full paths: `libtvm_ffi.so`.
-    pub fn link_libraries(&self) -> Vec<Utf8PathBuf> {
-        vec![self.library()]
-    }
-
-    /// The version's `major.minor` (`0.1.15.post2` → `0.1`), what names the variant.
-    ///
-    /// Errors: a version that does not start with `MAJOR.MINOR`.
-    pub fn major_minor(&self) -> Result<Version, String> {
-        let parts: Vec<&str> = self.version.split(['.', '+']).take(2).collect();
-        let ok =
-            parts.len() == 2 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-        if !ok {
-            return Err(format!(
-                "tvm_ffi in `{}` reports version `{}`, which does not start with MAJOR.MINOR; reinstall it (`{} -m pip install --force-reinstall apache-tvm-ffi`)",
-                self.package_dir, self.version, self.executable
-            ));
-        }
-        Version::parse(&parts.join(".")).map_err(|e| e.to_string())
-    }
-}
 
 /// The C++ standard of a tvm-ffi cell: tvm-ffi's headers need C++17.
 pub const CXX_STANDARD: &str = "17";
@@ -95,94 +33,6 @@ pub fn defines(ops_name: &str) -> Vec<String> {
 /// The module file of a tvm-ffi cell: `<ops_name>.so`.
 pub fn module_file(ops_name: &str) -> String {
     format!("{ops_name}.so")
-}
-
-/// The Python program that reports [`TvmFfiFacts`] as JSON, or exits with 3 when the
-/// environment has no `tvm_ffi`.
-const PROBE: &str = r#"
-import importlib.util, json, os, runpy, sys, sysconfig
-spec = importlib.util.find_spec("tvm_ffi")
-if spec is None or not spec.submodule_search_locations:
-    sys.exit(3)
-pkg = os.path.realpath(list(spec.submodule_search_locations)[0])
-version = runpy.run_path(os.path.join(pkg, "_version.py")).get("__version__")
-print(json.dumps({
-    "version": version,
-    "package_dir": pkg,
-    "purelib": sysconfig.get_paths()["purelib"],
-    "executable": sys.executable,
-    "python_version": "%d.%d" % sys.version_info[:2],
-}))
-"#;
-
-/// Find `tvm_ffi` in the Python environment `python` (a path or a name on PATH) and check
-/// that it has what a build needs.
-///
-/// Errors (each says what to install or pass): the interpreter cannot be run; it has no
-/// `tvm_ffi` (install `apache-tvm-ffi` there); the package has no version, no headers or no
-/// `libtvm_ffi.so` (a broken or source-tree install).
-pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
-    let out = duct::cmd(python.as_str(), ["-c", PROBE]).before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| {
-            format!(
-                "cannot run the Python interpreter `{python}` ({e}); pass --python PATH to a Python with tvm-ffi (`pip install apache-tvm-ffi`)"
-            )
-        })?;
-    if out.status.code() == Some(3) {
-        return Err(format!(
-            "`{python}` has no tvm_ffi, which a `[tvm-ffi]` kernel is built against; install it there (`{python} -m pip install apache-tvm-ffi`) or pass --python PATH to a Python that has it"
-        ));
-    }
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let detail = if err.trim().is_empty() {
-            format!("it exited with {} and printed nothing; is it a Python with tvm-ffi?", out.status)
-        } else {
-            super::output::tail(&err, 20)
-        };
-        return Err(format!("`{python}` could not report tvm_ffi's build facts:\n{detail}"));
-    }
-    #[derive(Deserialize)]
-    struct Raw {
-        version: Option<String>,
-        package_dir: Utf8PathBuf,
-        purelib: Utf8PathBuf,
-        executable: Utf8PathBuf,
-        python_version: String,
-    }
-    let raw: Raw = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("`{python}` printed unexpected tvm_ffi facts ({e})"))?;
-    let reinstall =
-        format!("reinstall it (`{} -m pip install --force-reinstall apache-tvm-ffi`)", raw.executable);
-    let version = raw.version.filter(|v| !v.is_empty()).ok_or_else(|| {
-        format!("tvm_ffi in `{}` has no version in its `_version.py`; {reinstall}", raw.package_dir)
-    })?;
-    let facts = TvmFfiFacts {
-        version,
-        package_dir: raw.package_dir,
-        purelib: raw.purelib,
-        executable: raw.executable,
-        python_version: raw.python_version,
-    };
-    for needed in [
-        facts.include_dir().join("tvm/ffi/c_api.h"),
-        facts.include_dir().join("dlpack/dlpack.h"),
-        facts.library(),
-    ] {
-        if !needed.is_file() {
-            return Err(format!(
-                "tvm_ffi {} in `{}` has no `{}`, which a build needs (a source checkout or a broken install); {reinstall}",
-                facts.version,
-                facts.package_dir,
-                needed.strip_prefix(&facts.package_dir).unwrap_or(&needed)
-            ));
-        }
-    }
-    Ok(facts)
 }
 
 /// The `_ops.py` of a tvm-ffi variant: loads `<namespace>.so` beside it with
@@ -220,30 +70,6 @@ def jax_add_ffi_target_name_prefix(name: str) -> str:
 mod tests {
     use super::*;
 
-    fn facts(version: &str) -> TvmFfiFacts {
-        TvmFfiFacts {
-            version: version.into(),
-            package_dir: "/sp/tvm_ffi".into(),
-            purelib: "/sp".into(),
-            executable: "/venv/bin/python".into(),
-            python_version: "3.11".into(),
-        }
-    }
-
-    #[test]
-    fn major_minor_names_the_variant() {
-        for (v, want) in [("0.1.15.post2", "0.1"), ("0.1.0", "0.1"), ("1.12", "1.12"), ("0.2+local", "0.2")] {
-            assert_eq!(facts(v).major_minor().unwrap().to_string(), want, "{v}");
-        }
-        let err = facts("dev").major_minor().unwrap_err();
-        assert_eq!(
-            err,
-            "tvm_ffi in `/sp/tvm_ffi` reports version `dev`, which does not start with MAJOR.MINOR; reinstall it (`/venv/bin/python -m pip install --force-reinstall apache-tvm-ffi`)"
-        );
-        assert_eq!(facts("0.1.15").library(), Utf8PathBuf::from("/sp/tvm_ffi/lib/libtvm_ffi.so"));
-        assert_eq!(facts("0.1.15").include_dir(), Utf8PathBuf::from("/sp/tvm_ffi/include"));
-    }
-
     #[test]
     fn ops_py_loads_the_module_beside_it() {
         let text = ops_py("_relu_tvm_ffi_cpu_abc1234", "tvm-ffi01-cpu-x86_64-linux");
@@ -257,24 +83,5 @@ mod tests {
         assert!(text.contains("return f\"_relu_tvm_ffi_cpu_abc1234.{name}\""));
         assert_eq!(module_file("_x_cpu_1"), "_x_cpu_1.so");
         assert_eq!(defines("_x_cpu_1"), ["TVM_FFI_EXTENSION_NAME=_x_cpu_1"]);
-    }
-
-    #[test]
-    fn a_python_without_tvm_ffi_says_what_to_install() {
-        // The system Python of the test machine, or any: `-S` keeps site-packages out, so
-        // tvm_ffi cannot be found. A wrapper script passes it.
-        let t = tempfile::tempdir().unwrap();
-        let d = Utf8Path::from_path(t.path()).unwrap();
-        let py = d.join("python");
-        std::fs::write(&py, "#!/bin/sh\nexec python3 -S -I \"$@\"\n").unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let err = probe(&py).unwrap_err();
-        assert_eq!(
-            err,
-            format!("`{py}` has no tvm_ffi, which a `[tvm-ffi]` kernel is built against; install it there (`{py} -m pip install apache-tvm-ffi`) or pass --python PATH to a Python that has it")
-        );
-        let err = probe(Utf8Path::new("/nonexistent/python")).unwrap_err();
-        assert!(err.starts_with("cannot run the Python interpreter `/nonexistent/python` ("), "{err}");
     }
 }

@@ -1,5 +1,5 @@
 //! The CMake work directories of native compiled builds, `cmake-v1/<kernel key>/<variant>/`
-//! under the cache root ([`super::compiled::cache_root`]): what they are, which kernel each
+//! under the cache root ([`crate::fsutil::cache_root`]): what they are, which kernel each
 //! belongs to, and pruning them. The key is a hash of the kernel directory's path, so each
 //! key directory records that path in [`KERNEL_FILE`] for `native-cache` to name it.
 
@@ -60,7 +60,7 @@ pub fn list(root: &Utf8Path) -> anyhow::Result<Vec<WorkDir>> {
             kernel_exists: kernel.as_ref().is_some_and(|k| k.is_dir()),
             kernel,
             variants,
-            size: super::cellcache::dir_size(&dir),
+            size: crate::fsutil::dir_size(&dir),
             dir,
         });
     }

@@ -5,12 +5,13 @@ use std::process::ExitCode;
 
 use camino::Utf8PathBuf;
 
-use crate::assemble::bundle;
-use crate::assemble::cellcache::CellCache;
-use crate::assemble::compiled::HostToolchain;
-use crate::assemble::native::{assemble_one, build_native};
-use crate::assemble::provenance::KernelRevision;
+use crate::assemble::assemble_one;
+use crate::bundle;
+use crate::bundle::build_native;
+use crate::bundle::cellcache::CellCache;
 use crate::config::Backend;
+use crate::source::provenance::KernelRevision;
+use crate::toolchain::host::HostToolchain;
 
 /// How `build-and-copy` builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -372,7 +373,7 @@ pub fn run(args: Args) -> super::CmdResult {
 
     let loaded = super::load_config_locked(&dir)?;
     // Without --python, a [torch] kernel's CPU and CUDA bundle cells come from pinned wheels.
-    let uses_pins = crate::assemble::bundle::compiled_backends(&loaded.config)
+    let uses_pins = crate::bundle::compiled_backends(&loaded.config)
         .into_iter()
         .any(|b| crate::toolchain::provision::pinned_backend(&loaded.config, b));
     let pinned = match &args.toolchain.python {

@@ -4,7 +4,7 @@
 use camino::Utf8PathBuf;
 
 use super::upload::{run_upload, UploadFlags};
-use crate::assemble::verify::verify;
+use crate::bundle::verify::verify;
 
 /// Arguments of `build-and-upload`.
 #[derive(Debug, clap::Args)]

@@ -1,5 +1,6 @@
 //! `kernel-builder ci-matrix [DIR] [--format github|json] [--group-by cell|backend|system]`:
-//! the build jobs a CI system runs for a kernel's whole bundle (see [`crate::ci`]).
+//! the build jobs a CI system runs for a kernel's whole bundle (see [`crate::ci`]): the cells
+//! its flake builds ([`super::list_variants::kernel_cells`], as `list-variants` lists them).
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -88,24 +89,25 @@ pub fn check_runner_systems(runners: &[(String, String)], known: &[String]) -> a
     Ok(())
 }
 
-/// The document `ci-matrix` prints for already-loaded `config` from matrix `m`.
+/// The document `ci-matrix` prints for already-loaded `config` from matrix `m`, building
+/// `cells` (every system's bundle cells, [`super::list_variants::kernel_cells`]).
 ///
 /// # Errors
 /// A system with cells but no runner label ([`ci::NoRunner`]).
 pub fn plan(
     m: &matrix::data::MatrixData,
     config: &crate::config::BuildConfig,
+    cells: &[matrix::Cell],
     group_by: GroupBy,
     runners: &Runners,
 ) -> Result<CiMatrix, ci::NoRunner> {
-    let cells = matrix::cells_on(m, config, &m.systems, Scope::Bundle);
     Ok(CiMatrix {
         format: ci::FORMAT,
         kernel: config.general.name.clone(),
         matrix: m.name.clone(),
         matrix_revision: m.revision.clone(),
         group_by,
-        jobs: ci::jobs(&cells, group_by, runners)?,
+        jobs: ci::jobs(cells, group_by, runners)?,
     })
 }
 
@@ -117,7 +119,8 @@ pub fn run(args: Args) -> super::CmdResult {
     let loaded = super::load_config(&dir)?;
     let m = args.matrix_file.choose(&loaded.config)?;
     check_runner_systems(&args.runner, &m.systems)?;
-    let doc = plan(&m, &loaded.config, args.group_by, &Runners::with_overrides(&args.runner))?;
+    let cells = super::list_variants::kernel_cells(&dir, &m, &loaded.config, &m.systems, Scope::Bundle)?;
+    let doc = plan(&m, &loaded.config, &cells, args.group_by, &Runners::with_overrides(&args.runner))?;
     let text = match args.format {
         Format::Json => {
             if doc.jobs.is_empty() {

@@ -3,10 +3,10 @@
 //!
 //! - With `--python PY`: the Python environment's bin directory (torch, kernels, pytest, pip's
 //!   CMake and Ninja), the C++ compiler, CMake, Ninja and nvcc that the native build would use
-//!   (the same discovery: [`crate::assemble::bundle::plan`]).
+//!   (the same discovery: [`crate::bundle::plan`]).
 //! - Without: one pinned bundle cell's toolchain (`--variant`, else the CUDA cell of the newest
 //!   torch, else its CPU cell), provisioned from the toolchain cache exactly as `build-and-copy
-//!   --nix never` provisions it ([`crate::assemble::bundle::pinned_plan`]): CMake, Ninja and (CUDA)
+//!   --nix never` provisions it ([`crate::bundle::pinned_plan`]): CMake, Ninja and (CUDA)
 //!   nvcc from their wheels, the torch wheel unpacked on PYTHONPATH with `Torch_ROOT` at its
 //!   package (for CMake's `find_package(Torch)`), and `python` the CPython of the pins (`python3.13` from PATH). Importing
 //!   that torch also needs its runtime dependencies (typing_extensions, sympy, …, and for PyPI's
@@ -22,9 +22,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use crate::assemble::bundle;
-use crate::assemble::compiled::{HostToolchain, NativeCell, TorchFacts};
+use crate::assemble::compiled::CompiledCell;
+use crate::bundle;
 use crate::config::{Backend, BuildConfig};
+use crate::toolchain::host::{HostToolchain, TorchFacts};
 
 /// Arguments of both shells.
 ///
@@ -68,7 +69,7 @@ struct Shell {
     torch: TorchFacts,
     /// The compiled cells the host builds with this Python, a CUDA one first (its tools,
     /// nvcc included, are the shell's).
-    cells: Vec<NativeCell>,
+    cells: Vec<CompiledCell>,
     /// A pinned cell's: PYTHONPATH entries (the unpacked wheels), `Torch_ROOT`, and what
     /// must live as long as the shell (the link directory, the toolchain cache's in-use lock).
     pinned: Option<Pinned>,
@@ -216,7 +217,7 @@ fn toolchain(config: &BuildConfig, python: &Utf8Path) -> anyhow::Result<Shell> {
         return Ok(Shell { python_bin, torch: facts, cells: Vec::new(), pinned: None });
     }
     let plan = bundle::plan(config, &host);
-    let mut cells: Vec<NativeCell> = plan.variants.into_iter().filter_map(|v| v.cell.map(|c| *c)).collect();
+    let mut cells: Vec<CompiledCell> = plan.variants.into_iter().filter_map(|v| v.cell.map(|c| *c)).collect();
     cells.sort_by_key(|c| c.backend != Backend::Cuda);
     if cells.is_empty() {
         let reasons: Vec<String> =
@@ -239,9 +240,11 @@ fn pinned_toolchain(
     which: &str,
 ) -> anyhow::Result<Shell> {
     let name = &config.general.name;
+    let kernel_cells = crate::matrix::KernelCells::of(config);
     let mut cells: Vec<crate::matrix::Cell> = bundle::compiled_backends(config)
         .into_iter()
-        .flat_map(|b| crate::toolchain::provision::pinned_cells(config, b))
+        .flat_map(|b| crate::toolchain::provision::pinned_cells(config, &kernel_cells, b))
+        .cloned()
         .collect();
     if cells.is_empty() {
         anyhow::bail!(
@@ -330,7 +333,7 @@ fn test_variant(
     dir: &Utf8Path,
     how: &str,
     facts: &TorchFacts,
-    cells: &[NativeCell],
+    cells: &[CompiledCell],
 ) -> anyhow::Result<String> {
     let build = dir.join("build");
     let mut wanted: Vec<String> = cells.iter().map(|c| c.variant.clone()).collect();

@@ -1,6 +1,7 @@
 //! `kernel-builder list-variants [DIR] [--json] [--system S | --all-systems] [--all]`: the
 //! build variants (matrix cells) of a kernel, computed from build.toml and the build matrix
-//! without evaluating Nix.
+//! without evaluating Nix, unless the kernel's flake.nix changes its cells with
+//! `torchVersions` or `systems`: then they are the flake's own ([`kernel_cells`]).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -18,6 +19,9 @@ use crate::matrix::{self, Cell, Scope};
 /// name per line, sorted. Variants are the directory names under `build/`: for example
 /// `torch213-cxx11-cu130-x86_64-linux`, `torch-stable-abi211-cu126-x86_64-linux`,
 /// `tvm-ffi01-cu126-x86_64-linux`, or `torch-cuda` for noarch (Python-only) kernels.
+///
+/// When the kernel's flake.nix passes `torchVersions` or `systems` to genKernelFlakeOutputs,
+/// the variants are the ones the flake builds, read from its `variants` output with Nix.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Kernel directory containing build.toml (default: the current directory).
@@ -101,24 +105,53 @@ fn parse_system(s: &str) -> Result<String, String> {
     }
 }
 
-/// The listing for already-loaded `config`: the text (or JSON) to print on stdout.
+/// The cells of the kernel in `dir` (already loaded as `config`) on `systems`, in order, in
+/// `scope`: what its flake builds. When flake.nix changes the cells (`torchVersions`,
+/// `systems`: [`crate::nixdrv::flake_cells`]), they are the flake's `variants`, evaluated by
+/// Nix, with the architectures of compiled cells resolved from `m`; otherwise, or with
+/// `--matrix-file` (a matrix Nix does not read), build.toml's cells of matrix `m`. Without Nix
+/// for such a flake, build.toml's cells, with a warning on stderr.
 ///
-/// `systems` are listed in order; `prefix_system` puts `<system>\t` before each name.
-pub fn listing(
-    m: &MatrixData,
+/// # Errors
+/// Those of [`crate::nixdrv::flake_cells::flake_cells`].
+pub fn kernel_cells(
+    dir: &camino::Utf8Path,
+    m: &ChosenMatrix,
     config: &config::BuildConfig,
     systems: &[String],
     scope: Scope,
-    json: bool,
-) -> anyhow::Result<String> {
-    let cells: Vec<Cell> = matrix::cells_on(m, config, systems, scope);
+) -> anyhow::Result<Vec<Cell>> {
+    use crate::nixdrv::flake_cells::{flake_cells, FlakeCells};
+    let from_flake = match m {
+        ChosenMatrix::File(_) => FlakeCells::AsBuildToml,
+        ChosenMatrix::BuiltIn(_) => flake_cells(dir)?,
+    };
+    Ok(match from_flake {
+        FlakeCells::Evaluated(cells) => systems
+            .iter()
+            .flat_map(|system| cells.iter().filter(move |c| &c.system == system))
+            .filter(|c| scope == Scope::All || c.bundle)
+            .map(|c| matrix::cells::with_resolved_archs(m, config, c.clone()))
+            .collect(),
+        FlakeCells::NoNix(warning) => {
+            eprintln!("warning: {warning}");
+            matrix::cells_on(m, config, systems, scope)
+        }
+        FlakeCells::AsBuildToml => matrix::cells_on(m, config, systems, scope),
+    })
+}
+
+/// The listing of `cells` (from [`kernel_cells`]): the text (or JSON) to print on stdout.
+///
+/// With more than one system in `systems`, `<system>\t` comes before each name.
+pub fn listing(cells: &[Cell], systems: &[String], json: bool) -> anyhow::Result<String> {
     if json {
         let mut s = serde_json::to_string_pretty(&cells)?;
         s.push('\n');
         return Ok(s);
     }
     let mut out = String::new();
-    for cell in &cells {
+    for cell in cells {
         if systems.len() > 1 {
             let _ = writeln!(out, "{}\t{}", cell.system, cell.name);
         } else {
@@ -146,7 +179,8 @@ pub fn run(args: Args) -> super::CmdResult {
         vec![system]
     };
     let scope = if args.all { Scope::All } else { Scope::Bundle };
-    let text = listing(&m, &loaded.config, &systems, scope, args.json)?;
+    let cells = kernel_cells(&dir, &m, &loaded.config, &systems, scope)?;
+    let text = listing(&cells, &systems, args.json)?;
     if !args.json && text.is_empty() {
         // An empty stdout alone reads like a failure; say why there is nothing.
         eprintln!(

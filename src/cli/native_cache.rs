@@ -1,10 +1,11 @@
 //! `kernel-builder native-cache [show|prune --max-size SIZE]`: the native cell cache
-//! ([`crate::assemble::cellcache`]) that native builds reuse cells from.
+//! ([`crate::bundle::cellcache`]) that native builds reuse cells from.
 
 use std::process::ExitCode;
 
-use crate::assemble::cellcache::{build_max_bytes, parse_size, CellCache};
-use crate::assemble::{compiled, workdirs};
+use crate::assemble::workdirs;
+use crate::bundle::cellcache::{build_max_bytes, CellCache};
+use crate::fsutil::parse_size;
 use crate::toolchain::store::{self, FetchOptions, Store};
 
 /// Arguments of `native-cache`.
@@ -92,7 +93,7 @@ pub fn run(args: Args) -> super::CmdResult {
             // The toolchain cache, when there is one (a build without --python made it).
             let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
                 Some(d) => camino::Utf8PathBuf::from(d),
-                None => crate::assemble::compiled::cache_root()?.join(store::DIR_NAME),
+                None => crate::fsutil::cache_root()?.join(store::DIR_NAME),
             };
             if dir.is_dir() {
                 let s = Store::user(FetchOptions::default())?;
@@ -114,7 +115,7 @@ pub fn run(args: Args) -> super::CmdResult {
                     store::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
                 );
             }
-            let work = workdirs::list(&compiled::cache_root()?)?;
+            let work = workdirs::list(&crate::fsutil::cache_root()?)?;
             println!(
                 "CMake work directories (cmake-v1/, kept for incremental builds, never pruned by a build):"
             );
@@ -139,7 +140,7 @@ pub fn run(args: Args) -> super::CmdResult {
             );
         }
         Action::PruneWork { all } => {
-            let root = compiled::cache_root()?;
+            let root = crate::fsutil::cache_root()?;
             let removed = workdirs::prune(&root, all)?;
             for w in &removed {
                 println!("removed {} ({})", w.dir, human(w.size));

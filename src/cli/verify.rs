@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use camino::Utf8PathBuf;
 
-use crate::assemble::verify::verify;
+use crate::bundle::verify::verify;
 
 /// Arguments of `verify`.
 ///

@@ -429,7 +429,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
     let current_source = loaded
         .as_ref()
         .ok()
-        .and_then(|l| crate::assemble::source::SourceSet::collect(dir, &l.config).ok())
+        .and_then(|l| crate::source::SourceSet::collect(dir, &l.config).ok())
         .map(|set| set.tree_id());
     check_manifest(&build_dir, &variants, current_source.as_deref(), opts.force, &mut warnings)?;
 

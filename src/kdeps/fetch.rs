@@ -321,7 +321,7 @@ fn safe_relative(path: &str) -> anyhow::Result<&Utf8Path> {
 
 /// The dependency cache: `<cache root>/kernel-deps`.
 pub fn cache_dir() -> anyhow::Result<Utf8PathBuf> {
-    Ok(crate::assemble::compiled::cache_root()?.join("kernel-deps"))
+    Ok(crate::fsutil::cache_root()?.join("kernel-deps"))
 }
 
 /// Where the tree of `repo_id` at `commit` is cached.

@@ -15,7 +15,7 @@
 //!    `listToAttrs`); with [`Scope::All`] the first *bundle* set is preferred, so that a cell
 //!    of the bundle is described the same way in both scopes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{Backend, BuildConfig, Framework, Kernel, Version};
 
@@ -34,7 +34,7 @@ pub enum Scope {
 }
 
 /// What kind of build a cell is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CellKind {
     /// Pure Python / JIT code, named `torch-<backend>`.
@@ -51,7 +51,7 @@ pub enum CellKind {
 ///
 /// Serialised (snake_case keys) by `kernel-builder list-variants --json` and read by the Nix
 /// library and CI; `backend` and `kind` serialise as lowercase / kebab-case strings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cell {
     /// The variant name, also the directory under `build/`: `torch213-cxx11-cu130-x86_64-linux`,
     /// `torch213-cpu-aarch64-darwin`, `torch-stable-abi211-cu126-x86_64-linux`,
@@ -210,6 +210,64 @@ pub(crate) fn kernels_in_cell<'c>(
     })
 }
 
+/// The architectures of a cell of `backend` (backend version `version`, as the matrix writes
+/// it): for a compiled CUDA cell the capabilities its kernels compile (union, sorted), for a
+/// compiled ROCm cell the gfx targets; for a noarch cell `[torch-noarch]`'s lists, when set.
+fn cell_archs(
+    m: &MatrixData,
+    config: &BuildConfig,
+    backend: Backend,
+    version: Option<&str>,
+    noarch: bool,
+) -> (Option<Vec<String>>, Option<Vec<String>>) {
+    let (mut cuda_capabilities, mut rocm_archs) = (None, None);
+    if noarch {
+        if let Framework::TorchNoarch(t) = &config.framework {
+            if backend == Backend::Cuda {
+                cuda_capabilities =
+                    t.cuda_capabilities.as_ref().map(|c| c.iter().map(ToString::to_string).collect());
+            }
+            if backend == Backend::Rocm {
+                rocm_archs = t.rocm_archs.clone();
+            }
+        }
+    } else if backend == Backend::Cuda {
+        let mut all = Vec::new();
+        if let Some((cuda, tk)) = version.and_then(|v| toolkit(m, v)) {
+            for (_, k) in kernels_in_cell(config, backend, Some(&cuda)) {
+                match &k.cuda_capabilities {
+                    Some(caps) => all.extend(resolve_list(m, caps, &cuda, tk)),
+                    None => all.extend(default_list(tk)),
+                }
+            }
+        }
+        cuda_capabilities = Some(normalize(all).iter().map(ToString::to_string).collect());
+    } else if backend == Backend::Rocm {
+        let mut all: Vec<String> = Vec::new();
+        if let Some(v) = version {
+            for (_, k) in kernels_in_cell(config, backend, None) {
+                all.extend(resolve_rocm_archs_in(m, k.rocm_archs.as_deref(), v).unwrap_or_default());
+            }
+        }
+        all.sort_by(|a, b| gfx_key(a).cmp(&gfx_key(b)));
+        all.dedup();
+        rocm_archs = Some(all);
+    }
+
+    (cuda_capabilities, rocm_archs)
+}
+
+/// `cell` (a cell as the kernel's flake lists it, `variants.<system>`) with the architectures
+/// of a compiled cell resolved from matrix `m`, as [`cells_in`] resolves them: Nix leaves them
+/// null, since the orchestrator resolves them inside the cell.
+pub fn with_resolved_archs(m: &MatrixData, config: &BuildConfig, mut cell: Cell) -> Cell {
+    if !cell.noarch {
+        (cell.cuda_capabilities, cell.rocm_archs) =
+            cell_archs(m, config, cell.backend, cell.backend_version.as_deref(), false);
+    }
+    cell
+}
+
 fn cell_for(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) -> Cell {
     let backend = set.backend;
     let version = set.version.as_deref().map(json_version);
@@ -228,39 +286,7 @@ fn cell_for(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) 
         (CellKind::Torch, arch_variant.clone())
     };
 
-    let (mut cuda_capabilities, mut rocm_archs) = (None, None);
-    if noarch {
-        if let Framework::TorchNoarch(t) = &config.framework {
-            if backend == Backend::Cuda {
-                cuda_capabilities =
-                    t.cuda_capabilities.as_ref().map(|c| c.iter().map(ToString::to_string).collect());
-            }
-            if backend == Backend::Rocm {
-                rocm_archs = t.rocm_archs.clone();
-            }
-        }
-    } else if backend == Backend::Cuda {
-        let mut all = Vec::new();
-        if let Some((cuda, tk)) = set.version.as_deref().and_then(|v| toolkit(m, v)) {
-            for (_, k) in kernels_in_cell(config, backend, Some(&cuda)) {
-                match &k.cuda_capabilities {
-                    Some(caps) => all.extend(resolve_list(m, caps, &cuda, tk)),
-                    None => all.extend(default_list(tk)),
-                }
-            }
-        }
-        cuda_capabilities = Some(normalize(all).iter().map(ToString::to_string).collect());
-    } else if backend == Backend::Rocm {
-        let mut all: Vec<String> = Vec::new();
-        if let Some(v) = set.version.as_deref() {
-            for (_, k) in kernels_in_cell(config, backend, None) {
-                all.extend(resolve_rocm_archs_in(m, k.rocm_archs.as_deref(), v).unwrap_or_default());
-            }
-        }
-        all.sort_by(|a, b| gfx_key(a).cmp(&gfx_key(b)));
-        all.dedup();
-        rocm_archs = Some(all);
-    }
+    let (cuda_capabilities, rocm_archs) = cell_archs(m, config, backend, set.version.as_deref(), noarch);
 
     Cell {
         name,
@@ -315,6 +341,47 @@ pub fn cells_in(m: &MatrixData, config: &BuildConfig, system: &str, scope: Scope
 /// it. This is what `list-variants` prints and what `ci-matrix` fans out.
 pub fn cells_on(m: &MatrixData, config: &BuildConfig, systems: &[String], scope: Scope) -> Vec<Cell> {
     systems.iter().flat_map(|s| cells_in(m, config, s, scope)).collect()
+}
+
+/// Every cell of one kernel on every system of its matrix, in both scopes: computed once when
+/// a build is planned ([`KernelCells::of`]), then read by every step that asks which cells the
+/// kernel has (the host cell's nearest bundle cells, why a named variant is not built here, the
+/// pinned cells, the stale variants of `build/`), instead of each step recomputing them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelCells {
+    /// [`Scope::Bundle`]: each system of the matrix in turn, each sorted by name ([`cells_on`]).
+    bundle: Vec<Cell>,
+    /// [`Scope::All`], in the same order.
+    all: Vec<Cell>,
+}
+
+impl KernelCells {
+    /// The cells of `config` in the matrix it pins ([`for_config`]).
+    pub fn of(config: &BuildConfig) -> KernelCells {
+        KernelCells::in_matrix(for_config(config), config)
+    }
+
+    /// The cells of `config` in matrix `m`.
+    pub fn in_matrix(m: &MatrixData, config: &BuildConfig) -> KernelCells {
+        KernelCells {
+            bundle: cells_on(m, config, &m.systems, Scope::Bundle),
+            all: cells_on(m, config, &m.systems, Scope::All),
+        }
+    }
+
+    /// Every system's cells in `scope` (a noarch name once per system that has it).
+    pub fn in_scope(&self, scope: Scope) -> &[Cell] {
+        match scope {
+            Scope::Bundle => &self.bundle,
+            Scope::All => &self.all,
+        }
+    }
+
+    /// The cells of `system` in `scope`, sorted by name (none for a system the matrix lacks):
+    /// what [`cells`] gives.
+    pub fn on<'a: 's, 's>(&'a self, system: &'s str, scope: Scope) -> impl Iterator<Item = &'a Cell> + 's {
+        self.in_scope(scope).iter().filter(move |c| c.system == system)
+    }
 }
 
 #[cfg(test)]
@@ -435,6 +502,31 @@ mod tests {
         );
         assert_eq!(super::cells(&c, "aarch64-linux", Scope::Bundle)[0].matrix, "upstream-2026-08");
         assert_eq!(super::cells(&c, "aarch64-linux", Scope::Bundle)[0].matrix_revision, "2026-08-20");
+    }
+
+    /// A cell as the kernel's flake lists it (compiled cells without architectures) gets back
+    /// exactly the architectures `cells_in` resolves, on every system, for a kernel of every
+    /// framework; a noarch cell keeps what it has.
+    #[test]
+    fn flake_cells_get_the_architectures_cells_in_resolves() {
+        let configs = [
+            torch_config(&[Cpu, Cuda, Metal, Rocm, Xpu], &[Cpu, Cuda, Metal, Rocm, Xpu]),
+            crate::matrix::testutil::tvm_ffi_config(&[Cpu, Cuda], &[Cpu, Cuda]),
+            crate::matrix::testutil::noarch_config(&[Cuda, Rocm]),
+        ];
+        let m = for_config(&configs[0]);
+        let mut compiled = 0;
+        for c in &configs {
+            for cell in KernelCells::of(c).in_scope(Scope::All) {
+                let mut from_nix = cell.clone();
+                if !cell.noarch {
+                    (from_nix.cuda_capabilities, from_nix.rocm_archs) = (None, None);
+                    compiled += 1;
+                }
+                assert_eq!(&with_resolved_archs(m, c, from_nix), cell, "{}", cell.name);
+            }
+        }
+        assert!(compiled > 20, "{compiled}");
     }
 
     #[test]

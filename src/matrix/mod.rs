@@ -21,6 +21,6 @@ mod proptests;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use cells::{cells, cells_in, cells_on, host_system, Cell, CellKind, Scope};
+pub use cells::{cells, cells_in, cells_on, host_system, Cell, CellKind, KernelCells, Scope};
 pub use check::check;
 pub use cuda::{resolve_cuda_capabilities, resolve_cuda_capabilities_in, unbuildable_cuda_capabilities_in};

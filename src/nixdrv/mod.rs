@@ -14,6 +14,7 @@
 
 pub mod builders;
 pub mod cache;
+pub mod flake_cells;
 pub mod jobs;
 mod progress;
 
@@ -461,24 +462,13 @@ fn offline_hint(log: &str) -> Option<&'static str> {
 /// the flake's `variants.<system>` output).
 fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) -> anyhow::Result<()> {
     let system = crate::matrix::host_system();
-    let nix = nix_program();
-    let mut args: Vec<String> =
-        vec!["eval".into(), "--json".into(), NO_WRITE_LOCK.into(), format!("{dir}#variants.{system}")];
     // Only the flags that change what is evaluated (input overrides, lock handling).
-    args.extend(eval_flags(extra_args));
-    let out = Cmd::new(&nix).args(args.iter().cloned()).output()?;
-    if !out.success() {
-        let message = format!("`{nix} {}` failed:\n{}", args.join(" "), out.stderr.trim_end());
-        return Err(offline_hint(&out.stderr)
-            .into_iter()
-            .fold(Error::new(Kind::Nix, message), Error::hint)
-            .into());
-    }
+    let stdout = flake_cells::eval_variants(dir, &format!("variants.{system}"), &eval_flags(extra_args))?;
     #[derive(Deserialize)]
     struct Named {
         name: String,
     }
-    let cells: Vec<Named> = serde_json::from_str(&out.stdout).with_context(|| {
+    let cells: Vec<Named> = serde_json::from_str(&stdout).with_context(|| {
         format!(
             "`{dir}#variants.{system}` is not a list of cells; is the flake made by genKernelFlakeOutputs?"
         )
@@ -490,7 +480,7 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
             "`{dir}` has no variant {} on {system}; its variants are: {}{}",
             unknown.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", "),
             if known.is_empty() { "(none)".to_owned() } else { known.join(", ") },
-            crate::assemble::bundle::did_you_mean(&unknown, &known)
+            crate::bundle::did_you_mean(&unknown, &known)
         );
     }
     Ok(())

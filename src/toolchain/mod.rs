@@ -1,14 +1,18 @@
-//! Cell toolchains as data: the pins of every CPU and CUDA cell ([`pins`], from
+//! What builds a compiled cell: the host's toolchain, found ([`host`]: torch, tvm_ffi
+//! ([`tvm_ffi`]), CMake, Ninja, the C++ compiler, nvcc), or, for a bundle cell, its pinned
+//! wheels. Cell toolchains as data: the pins of every CPU and CUDA cell ([`pins`], from
 //! `nix/torch-wheels.json`), the content-addressed cache they are fetched into ([`store`]),
 //! and the provisioning of a bundle cell from them ([`provision`]).
 //!
 //! `build-and-copy --nix never` without `--python` builds every bundle cell of this system that
-//! [`crate::assemble::bundle::pinned_plan`] can provision (`[torch]` kernels' CPU and CUDA cells); a cell that cannot be (no
+//! [`crate::bundle::pinned_plan`] can provision (`[torch]` kernels' CPU and CUDA cells); a cell that cannot be (no
 //! hash pinned, the index unreachable, offline) is named with the reason and what to do, and
 //! the others still build. With `--python`, the one-cell-per-backend host mode of
 //! [`crate::assemble::compiled`] is used instead, unchanged.
 
+pub mod host;
 mod http;
 pub mod pins;
 pub mod provision;
 pub mod store;
+pub mod tvm_ffi;

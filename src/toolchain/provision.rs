@@ -7,9 +7,9 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 
+use super::host::{HostToolchain, ProvisionedTools, TorchFacts};
 use super::pins::{self, ResolvedWheel, WheelPin};
 use super::store::Store;
-use crate::assemble::compiled::{HostToolchain, ProvisionedTools, TorchFacts};
 use crate::config::{Backend, BuildConfig, Framework};
 use crate::matrix::{self, CellKind, Scope};
 
@@ -20,13 +20,19 @@ pub fn pinned_backend(config: &BuildConfig, backend: Backend) -> bool {
         && matches!(&config.framework, Framework::Torch(t) if t.stable_abi.for_backend(backend).is_none())
 }
 
-/// The bundle cells of `config` on this system that are built from pins, for `backend`.
-pub fn pinned_cells(config: &BuildConfig, backend: Backend) -> Vec<matrix::Cell> {
+/// The bundle cells of `config` (whose cells are `cells`) on this system that are built from
+/// pins, for `backend`.
+pub fn pinned_cells<'c>(
+    config: &BuildConfig,
+    cells: &'c matrix::KernelCells,
+    backend: Backend,
+) -> Vec<&'c matrix::Cell> {
     if !pinned_backend(config, backend) {
         return Vec::new();
     }
-    matrix::cells(config, &matrix::host_system(), Scope::Bundle)
-        .into_iter()
+    let system = matrix::host_system();
+    cells
+        .on(&system, Scope::Bundle)
         .filter(|c| !c.noarch && c.backend == backend && c.kind == CellKind::Torch)
         .collect()
 }

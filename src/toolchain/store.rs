@@ -68,8 +68,9 @@ pub struct Entry {
 /// `KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE`, else [`DEFAULT_MAX`].
 pub fn max_bytes() -> anyhow::Result<u64> {
     match crate::env::TOOLCHAIN_CACHE_MAX_SIZE.get() {
-        Some(v) if !v.trim().is_empty() => crate::assemble::cellcache::parse_size(v.trim())
-            .map_err(|e| anyhow::anyhow!("{MAX_SIZE_VAR} is `{v}`: {e}")),
+        Some(v) if !v.trim().is_empty() => {
+            crate::fsutil::parse_size(v.trim()).map_err(|e| anyhow::anyhow!("{MAX_SIZE_VAR} is `{v}`: {e}"))
+        }
         _ => Ok(DEFAULT_MAX),
     }
 }
@@ -108,9 +109,13 @@ impl Store {
             std::fs::create_dir_all(root.join(d))
                 .with_context(|| format!("cannot create `{}`", root.join(d)))?;
         }
+        // The trees' paths reach the compile (include directories, `-ffile-prefix-map`): a root
+        // reached through a symbolic link would give the compiler one spelling of a header's
+        // path and the prefix map another, and the unmapped one would land in the binary.
+        let root = root.canonicalize_utf8().with_context(|| format!("cannot resolve `{root}`"))?;
         let in_use = lock(&root.join("locks/in-use.lock"), true)?;
         let agent = super::http::agent(None);
-        Ok(Store { root: root.to_owned(), options, agent, _in_use: in_use })
+        Ok(Store { root, options, agent, _in_use: in_use })
     }
 
     /// The user's toolchain cache: `$KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR`, else
@@ -119,7 +124,7 @@ impl Store {
     pub fn user(options: FetchOptions) -> anyhow::Result<Store> {
         let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
             Some(d) => Utf8PathBuf::from(d),
-            None => crate::assemble::compiled::cache_root()?.join(DIR_NAME),
+            None => crate::fsutil::cache_root()?.join(DIR_NAME),
         };
         Store::open(&dir, options)
     }

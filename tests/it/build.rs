@@ -12,8 +12,8 @@ use base64::Engine;
 use camino::Utf8Path;
 use sha2::{Digest as _, Sha256};
 
-use kernel_builder::assemble::SourceSet;
 use kernel_builder::hash::manifest::Manifest;
+use kernel_builder::source::SourceSet;
 
 use super::util::git;
 
@@ -465,12 +465,12 @@ fn failing_build_leaves_build_unchanged() {
     let mut config = kernel_builder::kernel::load(dir).unwrap().config;
     config.general.xpu.python_depends.push("not-a-package".into());
     write(&t.path().join("torch-ext/vector_add/vector_add.py"), "changed = True\n");
-    let err = kernel_builder::assemble::bundle::build_into(
+    let err = kernel_builder::bundle::build_into(
         dir,
         &config,
         &[],
         None,
-        &kernel_builder::assemble::compiled::HostToolchain::new("python3"),
+        &kernel_builder::toolchain::host::HostToolchain::new("python3"),
     )
     .unwrap_err();
     let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();

@@ -327,3 +327,58 @@ fn relu_tvm_ffi_gets_bundle_variants_without_a_matrix_pin() {
         "tvm-ffi01-cpu-x86_64-linux\ntvm-ffi01-cu126-x86_64-linux\ntvm-ffi01-cu130-x86_64-linux\ntvm-ffi01-cu132-x86_64-linux\n"
     );
 }
+
+/// `list-variants` and `ci-matrix` list what the kernel's flake builds: a flake.nix whose
+/// `torchVersions` keeps only the CUDA build sets and whose `systems` keeps x86_64-linux
+/// gives exactly build.toml's cells of that backend and system (the flake's `variants`,
+/// evaluated by Nix, with the compiled cells' capabilities resolved as for any cell); without
+/// those arguments the listing is build.toml's own, Nix or not (issue 23).
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn list_variants_and_ci_matrix_follow_the_flakes_torch_versions_and_systems() {
+    let (_t, r) = crate::nix::clean_repo_with("kernels/relu");
+    let kernel = r.join("kernels/relu");
+    let list = |extra: &[&str]| -> String {
+        let out = crate::util::kb().arg("list-variants").arg(&kernel).args(extra).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let before: Vec<serde_json::Value> =
+        serde_json::from_str(&list(&["--all-systems", "--all", "--json"])).unwrap();
+    assert!(
+        before.iter().any(|c| c["backend"] == "cpu") && before.iter().any(|c| c["system"] == "aarch64-linux")
+    );
+    let expected: Vec<&serde_json::Value> =
+        before.iter().filter(|c| c["backend"] == "cuda" && c["system"] == "x86_64-linux").collect();
+    assert!(
+        expected.len() >= 2 && expected.iter().all(|c| c["cuda_capabilities"].is_array()),
+        "{expected:?}"
+    );
+
+    let flake = std::fs::read_to_string(kernel.join("flake.nix")).unwrap();
+    let filtered = flake.replace(
+        "path = ./.;",
+        "path = ./.;\n      systems = [ \"x86_64-linux\" ];\n      torchVersions = defaults: builtins.filter (e: e ? cudaVersion) defaults;",
+    );
+    assert_ne!(flake, filtered);
+    std::fs::write(kernel.join("flake.nix"), filtered).unwrap();
+    crate::util::git(&r, &["commit", "-qam", "filter the matrix"]);
+
+    let after: Vec<serde_json::Value> =
+        serde_json::from_str(&list(&["--all-systems", "--all", "--json"])).unwrap();
+    assert_eq!(after.iter().collect::<Vec<_>>(), expected);
+    let bundle: Vec<&str> =
+        expected.iter().filter(|c| c["bundle"] == true).map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        list(&["--all-systems"]),
+        bundle.iter().map(|n| format!("x86_64-linux\t{n}\n")).collect::<String>()
+    );
+
+    let out = crate::util::kb().arg("ci-matrix").arg(&kernel).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut jobs: Vec<&str> =
+        doc["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap()).collect();
+    jobs.sort();
+    assert_eq!(jobs, bundle);
+}

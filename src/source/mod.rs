@@ -1,4 +1,5 @@
-//! The kernel's *source set*: the files a build reads, and the unique id derived from them.
+//! The kernel's *source set*: the files a build reads, and the unique id derived from them
+//! ([`gitid`]: git's object ids); [`provenance`]: the git state a build records.
 //!
 //! # The rules (the Nix cell's source filter keeps at least these files)
 //!
@@ -34,7 +35,7 @@
 //! # Unique id
 //!
 //! [`SourceSet::tree_id`] is the git tree id of a directory holding exactly the source set
-//! ([`super::gitid`]): blob ids of the files' contents, modes `100755` for files whose owner
+//! ([`gitid`]): blob ids of the files' contents, modes `100755` for files whose owner
 //! execute bit is set and `100644` otherwise. When the kernel directory is committed in git
 //! and the set has no symbolic links, it equals `git rev-parse HEAD:<kernel dir>` of a commit
 //! containing only those files. [`SourceSet::uid`] is its first 7 hex digits, the part of the
@@ -65,15 +66,38 @@
 //! with no `<source stem>.py` beside it (Helion looks it up from that file, so it is never
 //! used).
 
+pub mod gitid;
+pub mod provenance;
+
 use std::collections::BTreeMap;
+use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 
 use anyhow::Context;
 use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
 
-use super::gitid::{self, FileMode, ObjectId, TreeFile};
-use super::Warning;
+use self::gitid::{FileMode, ObjectId, TreeFile};
 use crate::config::{Backend, BuildConfig, Framework};
+
+/// A non-fatal finding while collecting sources or assembling a variant (a stray Helion
+/// heuristic file, a source `_ops.py` that the generated one replaces, …). The build goes on;
+/// the CLI prints each one as `warning: …`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Warning {
+    /// The file the warning is about, relative to the kernel directory, when there is one.
+    pub path: Option<Utf8PathBuf>,
+    /// What is wrong and what happens because of it.
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.path {
+            Some(p) => write!(f, "`{p}`: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
 
 /// Why a file is in the source set.
 #[derive(Debug, Clone, PartialEq, Eq)]

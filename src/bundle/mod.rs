@@ -1,11 +1,16 @@
 //! A bundle: the variants of one kernel in `DIR/build/<variant>/`, written all-or-nothing.
 //!
+//! The `build/` transaction: this module plans and swaps, [`cellcache`] gives a later build an
+//! identical cell's variant directory instead of building it again, and [`verify`] rebuilds
+//! variants in a scratch directory and compares them with `build/` and its manifest. Each
+//! variant itself is built by [`crate::assemble`].
+//!
 //! # Which variants
 //!
 //! A noarch variant (`torch-<backend>`) does not depend on the host, so the bundle holds every
 //! noarch cell of the matrix on *any* system ([`crate::matrix::cells()`] with
 //! [`Scope::Bundle`]). A compiled backend gets the one cell the host toolchain builds
-//! ([`super::compiled::plan_cell`]: torch from `--python`); a backend whose toolchain is missing
+//! ([`crate::assemble::compiled::plan_cell`]: torch from `--python`); a backend whose toolchain is missing
 //! is skipped with a note saying what is missing ([`Plan::skipped`]), and the other variants
 //! still build. `--variant V` restricts the build to the named variants; an unknown name is an
 //! error that lists the valid ones, and a compiled one this host cannot build says why.
@@ -48,79 +53,71 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::cellcache::{CellCache, CellKey, Fetched};
-use super::compiled::{
-    build_cell, plan_cell, HostToolchain, NativeCell, PlannedVariant, SkippedBackend, WorkDir,
-};
-use super::noarch::{assemble_noarch, op_namespace};
-use super::provenance::{BuildIds, KernelRevision};
-use super::source::SourceSet;
-use super::Warning;
-use crate::config::{deps, Backend, BuildConfig};
-use crate::hash::manifest::Manifest;
-use crate::matrix::{self, Scope};
+pub mod cellcache;
+pub mod verify;
 
-/// What `build-and-copy` builds on this host.
+use crate::assemble::compiled::{plan_cell, CompiledCell, PlannedVariant, SkippedBackend, WorkDir};
+use crate::assemble::noarch::op_namespace;
+use crate::assemble::{assemble_variant, check_python_depends};
+use crate::config::{Backend, BuildConfig};
+use crate::hash::manifest::Manifest;
+use crate::matrix::{self, KernelCells, Scope};
+use crate::source::provenance::{git_revision, BuildIds, KernelRevision};
+use crate::source::{SourceSet, Warning};
+use crate::toolchain::host::HostToolchain;
+use cellcache::{CellCache, CellKey, Fetched};
+
+/// The resolved plan of one build: what `build-and-copy` (and `verify`, and the dev shells)
+/// builds on this host, what it cannot and why, and every cell of the kernel in the matrix,
+/// computed once here and read by every later step (the stale variants of `build/`, why a
+/// requested variant is not built).
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Sorted by name.
     pub variants: Vec<PlannedVariant>,
     /// Compiled backends this host cannot build, with the reason (what is missing).
     pub skipped: Vec<SkippedBackend>,
+    /// Every cell of the kernel on every system of its matrix.
+    pub cells: KernelCells,
 }
 
 /// Every variant `build-and-copy` builds for `config` on this host, sorted by name: the
 /// noarch cells of every system, and per compiled backend the cell `host` builds.
 pub fn plan(config: &BuildConfig, host: &HostToolchain) -> Plan {
-    let mut out = noarch_variants(config);
+    let cells = KernelCells::of(config);
+    let mut out = noarch_variants(&cells);
     let mut skipped = Vec::new();
     for backend in compiled_backends(config) {
-        match host_cell(config, backend, host) {
+        match host_cell(config, &cells, backend, host) {
             Ok(v) => out.push(v),
             Err(s) => skipped.push(s),
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants: out, skipped }
+    Plan { variants: out, skipped, cells }
 }
 
 /// The one cell of `backend` that `host` builds, or why it builds none.
 pub fn host_cell(
     config: &BuildConfig,
+    cells: &KernelCells,
     backend: Backend,
     host: &HostToolchain,
 ) -> Result<PlannedVariant, SkippedBackend> {
-    plan_cell(config, backend, host).map(compiled_variant).map_err(|reason| SkippedBackend {
+    plan_cell(config, cells, backend, host).map(PlannedVariant::compiled).map_err(|reason| SkippedBackend {
         backend,
         variant: None,
         reason,
     })
 }
 
-/// The planned variant of the compiled cell `cell`.
-pub fn compiled_variant(cell: NativeCell) -> PlannedVariant {
-    PlannedVariant {
-        name: cell.variant.clone(),
-        backend: cell.backend,
-        compiled: true,
-        cell: Some(Box::new(cell)),
-    }
-}
-
-/// The noarch cells of every system (they do not depend on the host).
-pub fn noarch_variants(config: &BuildConfig) -> Vec<PlannedVariant> {
+/// The noarch bundle cells of every system (they do not depend on the host), each name once.
+pub fn noarch_variants(cells: &KernelCells) -> Vec<PlannedVariant> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for system in &matrix::data::matrix().systems {
-        for cell in matrix::cells(config, system, Scope::Bundle) {
-            if cell.noarch && seen.insert(cell.name.clone()) {
-                out.push(PlannedVariant {
-                    name: cell.name,
-                    backend: cell.backend,
-                    compiled: false,
-                    cell: None,
-                });
-            }
+    for cell in cells.in_scope(Scope::Bundle) {
+        if cell.noarch && seen.insert(cell.name.clone()) {
+            out.push(PlannedVariant::noarch(cell.name.clone(), cell.backend));
         }
     }
     out
@@ -138,10 +135,10 @@ pub fn compiled_backends(config: &BuildConfig) -> Vec<Backend> {
 /// Why `name`, which is not planned, cannot be built here, when it names a compiled variant
 /// of this kernel (a backend skipped, or a cell another toolchain would build).
 pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Option<String> {
-    let backend = matrix::data::matrix()
-        .systems
+    let backend = plan
+        .cells
+        .in_scope(Scope::All)
         .iter()
-        .flat_map(|s| matrix::cells(config, s, Scope::All))
         .find(|c| c.name == name && !c.noarch)
         .map(|c| c.backend)
         .or_else(|| variant_kind(name).filter(|(_, kind)| *kind != "noarch").map(|(b, _)| b))
@@ -152,7 +149,7 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
     if let Some(s) = plan.skipped.iter().find(|s| s.backend == backend && s.variant.is_none()) {
         return Some(format!("cannot build `{name}` natively: {}", s.reason));
     }
-    let built = plan.variants.iter().find(|v| v.backend == backend && v.compiled)?;
+    let built = plan.variants.iter().find(|v| v.backend == backend && v.is_compiled())?;
     let cell = built.cell.as_ref()?;
     if let (Some(nvcc), Some(fix)) = (&cell.nvcc, tvm_ffi_cuda_fix(cell, name)) {
         // A tvm-ffi cell's CUDA is the nvcc's own, not something of the Python environment.
@@ -173,7 +170,7 @@ pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Optio
 /// change, the nvcc (`point CUDACXX … at an nvcc of CUDA 12.6`), and the Python environment
 /// too when the tvm-ffi tag differs as well. `None` when `name` is no tvm-ffi CUDA variant or
 /// its CUDA is the cell's (only the tvm-ffi tag differs: the torch-style wording applies).
-fn tvm_ffi_cuda_fix(cell: &NativeCell, name: &str) -> Option<String> {
+fn tvm_ffi_cuda_fix(cell: &CompiledCell, name: &str) -> Option<String> {
     use matrix::naming::{parse_variant_name, ParsedVariant};
     if cell.kind != matrix::CellKind::TvmFfi {
         return None;
@@ -246,50 +243,20 @@ pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Resul
     Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
 }
 
-/// Check that every name of `backend`'s `python-depends` is a known dependency (the general
-/// table, or that backend's table), as the `kernels` loader will (A9).
-pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::Result<()> {
-    let unknown: Vec<String> = config
-        .general
-        .python_depends_for(backend)
-        .into_iter()
-        .filter(|n| {
-            deps::python_dependency(n, None).is_none() && deps::python_dependency(n, Some(backend)).is_none()
-        })
-        .collect();
-    if unknown.is_empty() {
-        return Ok(());
-    }
-    let mut known: Vec<&str> = deps::python_dependency_names(None).unwrap_or_default();
-    known.extend(deps::python_dependency_names(Some(backend)).unwrap_or_default());
-    anyhow::bail!(
-        "unknown Python dependenc{} {} for `{backend}` in `{}`; the `kernels` loader refuses to load such a variant. Known for `{backend}`: {}",
-        if unknown.len() == 1 { "y" } else { "ies" },
-        unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-        config.path,
-        known.join(", ")
-    )
-}
-
-/// Write one planned variant into `out_dir/<name>/` (noarch, or compiled in `work`).
-pub fn assemble_variant(
-    source: &SourceSet,
+/// Build `variants` (all planned ones when empty) of the kernel in `dir`, described by
+/// `config`, natively into `dir/build/`: [`build_into_with`] with the kernel's git
+/// revision ([`git_revision`]) and `options` (cell cache, parallel jobs, progress).
+///
+/// Errors: those of [`git_revision`] and [`build_into_with`]; `build/` is then as it
+/// was.
+pub fn build_native(
+    dir: &Utf8Path,
     config: &BuildConfig,
-    variant: &PlannedVariant,
-    ids: &BuildIds,
-    out_dir: &Utf8Path,
-    work: &WorkDir,
-) -> anyhow::Result<Vec<Warning>> {
-    let dest = out_dir.join(&variant.name);
-    if variant.compiled {
-        check_python_depends(config, variant.backend)?;
-        let cell =
-            variant.cell.as_ref().with_context(|| format!("variant `{}` has no toolchain", variant.name))?;
-        build_cell(source, config, cell, ids, &dest, work)
-    } else {
-        check_python_depends(config, variant.backend)?;
-        assemble_noarch(source, config, variant.backend, ids, &dest)
-    }
+    variants: &[String],
+    host: &HostToolchain,
+    options: &BuildOptions<'_>,
+) -> anyhow::Result<BundleReport> {
+    build_into_with(dir, config, variants, git_revision(dir)?, host, options)
 }
 
 /// What [`build_into`] did.
@@ -304,7 +271,7 @@ pub struct BundleReport {
     /// Warnings about the sources and the variants, sorted, each once.
     pub warnings: Vec<Warning>,
     /// Compiled backends skipped because this host lacks their toolchain (what is missing),
-    /// then what the cells built leave out ([`NativeCell::notes`]).
+    /// then what the cells built leave out ([`CompiledCell::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -318,7 +285,7 @@ pub struct BuiltVariant {
     pub id: Option<String>,
     /// Number of files in it, `metadata.json` included.
     pub files: usize,
-    /// True when it came out of the native cell cache ([`super::cellcache`]) instead of a
+    /// True when it came out of the native cell cache ([`cellcache`]) instead of a
     /// build.
     pub reused: bool,
 }
@@ -344,10 +311,10 @@ pub trait Progress: Sync {
     fn started(&self, _name: &str) {}
     /// A cell is done.
     fn finished(&self, _name: &str, _outcome: CellOutcome) {}
-    /// Before any cell starts: what makes this build long ([`super::progress::build_note`]).
+    /// Before any cell starts: what makes this build long ([`crate::assemble::progress::build_note`]).
     fn note(&self, _text: &str) {}
     /// Where the compile steps of cell `name` go (Ninja's `[n/m]`), if anywhere.
-    fn steps(&self, _name: &str) -> Option<super::progress::StepSink> {
+    fn steps(&self, _name: &str) -> Option<crate::assemble::progress::StepSink> {
         None
     }
 }
@@ -394,7 +361,7 @@ impl std::fmt::Debug for BuildOptions<'_> {
 /// when empty) into `kernel_dir/build/`, all or nothing (see the module doc).
 ///
 /// `kernel` is the kernel's revision for `provenance.kernel` (see
-/// [`super::provenance::git_revision`]).
+/// [`crate::source::provenance::git_revision`]).
 ///
 /// Errors: an unknown variant, a compiled variant, a source or layout problem, an unknown
 /// Python dependency, or a filesystem failure; in each case `build/` is unchanged, except
@@ -498,7 +465,7 @@ pub fn build_into_with(
     let (built, mut warnings, _swapping) = result?;
     warnings.extend(leftovers);
 
-    warnings.extend(write_manifest(config, &build_dir, &built, planned, &source.tree_id())?);
+    warnings.extend(write_manifest(&the_plan.cells, &build_dir, &built, planned, &source.tree_id())?);
 
     warnings.extend(source.warnings().iter().cloned());
     if let Some(cache) = options.cache.filter(|_| built.iter().any(|b| !b.reused)) {
@@ -635,7 +602,7 @@ const TMP_PREFIX: &str = ".kernel-builder-tmp-";
 /// Returns one warning per planned variant left in `build/` that the new manifest does not
 /// record (built from other sources, or never recorded): it may be stale, and `verify` checks it.
 fn write_manifest(
-    config: &BuildConfig,
+    cells: &KernelCells,
     build_dir: &Utf8Path,
     built: &[BuiltVariant],
     planned: &[PlannedVariant],
@@ -658,7 +625,7 @@ fn write_manifest(
             ),
         })
         .collect();
-    for n in unplanned_variant_dirs(build_dir, planned, config) {
+    for n in unplanned_variant_dirs(build_dir, planned, cells) {
         warnings.push(Warning {
             path: None,
             message: format!(
@@ -687,8 +654,8 @@ pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
 }
 
 /// The directories of `build_dir` that look like variants (they hold a `metadata.json`), are
-/// not among `planned`, and are of a backend and kind ([`variant_kind`]) that `config` no
-/// longer has in any cell of the matrix: left from a build of an older `build.toml`. Sorted.
+/// not among `planned`, and are of a backend and kind ([`variant_kind`]) that the kernel no
+/// longer has in any of its `cells`: left from a build of an older `build.toml`. Sorted.
 ///
 /// Not among them: a variant of a backend skipped on this host (no toolchain here: it is kept
 /// as it was), and one of another torch, tvm-ffi or CUDA version, or of another system, of a
@@ -696,14 +663,10 @@ pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
 pub fn unplanned_variant_dirs(
     build_dir: &Utf8Path,
     planned: &[PlannedVariant],
-    config: &BuildConfig,
+    cells: &KernelCells,
 ) -> Vec<String> {
-    let kinds: BTreeSet<(Backend, &'static str)> = matrix::data::matrix()
-        .systems
-        .iter()
-        .flat_map(|s| matrix::cells(config, s, Scope::All))
-        .filter_map(|c| variant_kind(&c.name))
-        .collect();
+    let kinds: BTreeSet<(Backend, &'static str)> =
+        cells.in_scope(Scope::All).iter().filter_map(|c| variant_kind(&c.name)).collect();
     let Ok(rd) = build_dir.read_dir_utf8() else {
         return Vec::new();
     };
@@ -844,7 +807,7 @@ fn build_cells(
 
     let names: Vec<String> = selected.iter().map(|v| v.name.clone()).collect();
     options.progress.planned(&names);
-    if let Some(note) = super::progress::build_note(config, source.root(), selected) {
+    if let Some(note) = crate::assemble::progress::build_note(config, source.root(), selected) {
         options.progress.note(&note);
     }
     let jobs = options.jobs.clamp(1, selected.len().max(1));
@@ -858,7 +821,7 @@ fn build_cells(
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(v) = selected.get(i) else { break };
             options.progress.started(&v.name);
-            let r = super::progress::with_steps(options.progress.steps(&v.name), || {
+            let r = crate::assemble::progress::with_steps(options.progress.steps(&v.name), || {
                 build_one(source, config, v, ids, new_dir, work, options.cache)
             });
             let outcome = match &r {
@@ -941,11 +904,11 @@ fn build_one(
     Ok(CellResult { warnings, reused: false })
 }
 
-/// Prune `cache` to the bound of [`super::cellcache::build_max_bytes`]; a warning when that
+/// Prune `cache` to the bound of [`cellcache::build_max_bytes`]; a warning when that
 /// fails.
 fn prune_after_store(cache: &CellCache) -> Vec<Warning> {
     let warn = |message: String| vec![Warning { path: None, message }];
-    let max = match super::cellcache::build_max_bytes() {
+    let max = match cellcache::build_max_bytes() {
         Ok(n) => n,
         Err(e) => return warn(format!("{e}; the native cell cache was not pruned")),
     };
@@ -1043,22 +1006,23 @@ pub fn pinned_plan(
     host: &HostToolchain,
     store: &crate::toolchain::store::Store,
 ) -> Plan {
-    let mut variants = noarch_variants(config);
+    let cells = KernelCells::of(config);
+    let mut variants = noarch_variants(&cells);
     let mut skipped = Vec::new();
     for backend in compiled_backends(config) {
         if !crate::toolchain::provision::pinned_backend(config, backend) {
-            match host_cell(config, backend, host) {
+            match host_cell(config, &cells, backend, host) {
                 Ok(v) => variants.push(v),
                 // Each bundle cell of this system the backend has is named (ROCm, XPU: no
                 // toolchain of theirs is pinned yet); a backend with none here, once.
                 Err(s) => {
-                    let here = pinned_bundle_cells(config, backend);
+                    let here = compiled_cells_here(&cells, backend);
                     if here.is_empty() {
                         skipped.push(s);
                     } else {
                         skipped.extend(here.into_iter().map(|c| SkippedBackend {
                             backend,
-                            variant: Some(c.name),
+                            variant: Some(c.name.clone()),
                             reason: s.reason.clone(),
                         }));
                     }
@@ -1066,14 +1030,14 @@ pub fn pinned_plan(
             }
             continue;
         }
-        for cell in crate::toolchain::provision::pinned_cells(config, backend) {
+        for cell in crate::toolchain::provision::pinned_cells(config, &cells, backend) {
             if !requested.is_empty() && !requested.contains(&cell.name) {
                 continue;
             }
-            let planned = crate::toolchain::provision::provision(&cell, store, host.manylinux.clone())
+            let planned = crate::toolchain::provision::provision(cell, store, host.manylinux.clone())
                 // `--cuda-capabilities` narrows a pinned cell as it narrows a host one.
                 .map(|h| h.with_cuda_capabilities(host.cuda_capabilities_only.clone().unwrap_or_default()))
-                .and_then(|h| plan_cell(config, backend, &h))
+                .and_then(|h| plan_cell(config, &cells, backend, &h))
                 .and_then(|c| {
                     if c.variant == cell.name {
                         Ok(c)
@@ -1086,21 +1050,21 @@ pub fn pinned_plan(
                     }
                 });
             match planned {
-                Ok(c) => variants.push(compiled_variant(c)),
-                Err(reason) => skipped.push(SkippedBackend { backend, variant: Some(cell.name), reason }),
+                Ok(c) => variants.push(PlannedVariant::compiled(c)),
+                Err(reason) => {
+                    skipped.push(SkippedBackend { backend, variant: Some(cell.name.clone()), reason })
+                }
             }
         }
     }
     variants.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants, skipped }
+    Plan { variants, skipped, cells }
 }
 
 /// The compiled bundle cells of `backend` on this system.
-fn pinned_bundle_cells(config: &BuildConfig, backend: Backend) -> Vec<crate::matrix::Cell> {
-    crate::matrix::cells(config, &crate::matrix::host_system(), crate::matrix::Scope::Bundle)
-        .into_iter()
-        .filter(|c| !c.noarch && c.backend == backend)
-        .collect()
+fn compiled_cells_here(cells: &KernelCells, backend: Backend) -> Vec<&crate::matrix::Cell> {
+    let system = crate::matrix::host_system();
+    cells.on(&system, Scope::Bundle).filter(|c| !c.noarch && c.backend == backend).collect::<Vec<_>>()
 }
 
 #[cfg(test)]
@@ -1123,7 +1087,7 @@ mod tests {
         let c = noarch_config(&[Cpu, Cuda, Metal, Rocm, Tpu, Xpu]);
         let planned = plan(&c, &host()).variants;
         assert_eq!(names(&planned), ["torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]);
-        assert!(planned.iter().all(|p| !p.compiled));
+        assert!(planned.iter().all(|p| !p.is_compiled()));
     }
 
     #[test]
@@ -1160,7 +1124,7 @@ mod tests {
             std::fs::write(build.join(d).join("metadata.json"), "{}").unwrap();
         }
         assert_eq!(
-            unplanned_variant_dirs(build, &p.variants, &c),
+            unplanned_variant_dirs(build, &p.variants, &p.cells),
             [
                 "torch-cuda",
                 "torch-stable-abi211-cu130-x86_64-linux",
@@ -1193,10 +1157,10 @@ mod tests {
 
     /// A planned tvm-ffi cell `variant` of `backend`, built with nvcc `nvcc` (CUDA cells).
     fn tvm_ffi_planned(variant: &str, backend: crate::config::Backend, nvcc: Option<&str>) -> PlannedVariant {
-        use crate::assemble::compiled::{CellFramework, Tool};
-        use crate::assemble::tvm_ffi::TvmFfiFacts;
+        use crate::toolchain::host::{CellFramework, Tool};
+        use crate::toolchain::tvm_ffi::TvmFfiFacts;
         let tool = |p: &str, v: &str| Tool { path: p.into(), version: v.into() };
-        let cell = NativeCell {
+        let cell = CompiledCell {
             variant: variant.into(),
             backend,
             kind: crate::matrix::CellKind::TvmFfi,
@@ -1221,7 +1185,7 @@ mod tests {
             hermetic: false,
             manylinux: None,
         };
-        PlannedVariant { name: variant.into(), backend, compiled: true, cell: Some(Box::new(cell)) }
+        PlannedVariant { name: variant.into(), backend, cell: Some(Box::new(cell)) }
     }
 
     /// A tvm-ffi variant of another CUDA than the nvcc found: the fix is the nvcc (CUDACXX), not
@@ -1235,6 +1199,7 @@ mod tests {
                 tvm_ffi_planned("tvm-ffi01-cu130-x86_64-linux", Cuda, Some("13.0.88")),
             ],
             skipped: Vec::new(),
+            cells: KernelCells::of(&c),
         };
         assert_eq!(
             why_not_buildable(&c, &p, "tvm-ffi01-cu126-x86_64-linux").unwrap(),
@@ -1269,20 +1234,5 @@ mod tests {
         );
         let err = select(&planned, &["torch-metal".into()]).unwrap_err().to_string();
         assert!(err.ends_with("torch-rocm, torch-xpu"), "no near miss, no suggestion: {err}");
-    }
-
-    #[test]
-    fn python_depends_are_checked_per_backend() {
-        let mut c = noarch_config(&[Cuda, Rocm]);
-        c.general.python_depends = vec!["helion".into()];
-        c.general.cuda.deps.python_depends = vec!["nvidia-cutlass-dsl".into()];
-        assert!(check_python_depends(&c, Cuda).is_ok());
-        assert!(check_python_depends(&c, Rocm).is_ok());
-        c.general.python_depends.push("numpy".into());
-        let err = check_python_depends(&c, Rocm).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            "unknown Python dependency `numpy` for `rocm` in `build.toml`; the `kernels` loader refuses to load such a variant. Known for `rocm`: einops, helion, tvm-ffi"
-        );
     }
 }

@@ -41,7 +41,7 @@ impl KernelRevision {
     }
 }
 
-/// The ids of one build: the unique id of the source (see [`super::source`]) and the kernel's
+/// The ids of one build: the unique id of the source (see [`super`]) and the kernel's
 /// revision, when known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildIds {

@@ -21,13 +21,15 @@
 use anyhow::Context;
 use camino::Utf8Path;
 
-use super::bundle::{assemble_variant, lock_dir, plan, why_not_buildable, Lock};
-use super::compiled::{HostToolchain, PlannedVariant, WorkDir};
-use super::provenance::{git_revision, BuildIds, KernelRevision};
-use super::source::SourceSet;
+use super::{lock_dir, plan, why_not_buildable, Lock};
+use crate::assemble::assemble_variant;
+use crate::assemble::compiled::{PlannedVariant, WorkDir};
 use crate::config::BuildConfig;
 use crate::hash::manifest::{self, Manifest};
 use crate::hash::tree_diff::{self, TreeDifference};
+use crate::source::provenance::{git_revision, BuildIds, KernelRevision};
+use crate::source::SourceSet;
+use crate::toolchain::host::HostToolchain;
 
 /// The outcome for one variant (also its `verify --json` form).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -56,7 +58,7 @@ pub struct VerifyReport {
     /// Per variant, sorted by name.
     pub variants: Vec<VariantCheck>,
     /// Notes that apply to the bundle (no manifest; the manifest's source differs), then what
-    /// the rebuilt cells leave out ([`super::compiled::NativeCell::notes`]).
+    /// the rebuilt cells leave out ([`crate::assemble::compiled::CompiledCell::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -156,7 +158,7 @@ pub fn verify(
     if requested.is_empty() {
         // A variant the sources no longer build (a backend removed since) is not what they
         // produce, and the loader may still pick it.
-        for name in super::bundle::unplanned_variant_dirs(&build_dir, &planned, config) {
+        for name in super::unplanned_variant_dirs(&build_dir, &planned, &the_plan.cells) {
             out.push(VariantCheck {
                 difference: Some(format!(
                     "this kernel does not build `{name}` (see `general.backends`): `{build_dir}/{name}` is left from an earlier build; remove it"

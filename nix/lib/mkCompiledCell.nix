@@ -1,4 +1,8 @@
-# mkTorchCell: the derivation of one compiled torch cell (arch or stable-ABI variant).
+# mkCompiledCell: the derivation of one compiled cell, whatever it compiles against: a torch
+# cell (arch or stable-ABI variant) or a tvm-ffi cell (`tvm-ffi<v>-<compute>-<system>`, whose
+# toolchain python must hold tvm-ffi). The orchestrator decides what the cell compiles, and
+# refuses with its own message what it cannot build yet. `mkTorchCell` and `mkTvmFfiCell` are
+# this function under the names of the cell kinds.
 #
 # The builder is the orchestrator itself, `kernel-builder assemble`, as for noarch cells: it
 # loads and validates build.toml (a bad file fails the cell with `check-config`'s
@@ -18,10 +22,10 @@
 # `missing` (a message: e.g. a torch wheel whose hash is not pinned yet) gives a cell that
 # evaluates and fails when built with that message.
 #
-# Type: mkTorchCell :: { cell, src, orchestrator, toolchain, cppDepends ? [], kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
+# Type: mkCompiledCell :: { cell, src, orchestrator, toolchain, cppDepends ? [], kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
 #
 # Arguments:
-#   cell          a kernelCells entry with kind "torch" or "stable-abi"
+#   cell          a kernelCells entry with kind "torch", "stable-abi" or "tvm-ffi"
 #   src           the kernelSource store path
 #   orchestrator  a store path holding bin/kernel-builder, runnable on cell.system
 #   toolchain     the cell's toolchain record (genKernelFlakeOutputs: `toolchainFor cell`)
@@ -32,7 +36,8 @@
 #   kernelCommit, kernelDirty, name: as mkNoarchCell
 #
 # Output: `$out/<cell.name>/` (`_<name>_<backend>_<uid>.abi3.so`, the package files,
-# `_ops.py`, `metadata.json`). The result carries `cell` and `toolchain`.
+# `_ops.py`, `metadata.json`; a tvm-ffi cell's module is `<op namespace>.so`). The result
+# carries `cell` and `toolchain`.
 { lib, ... }:
 {
   cell,

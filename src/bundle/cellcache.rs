@@ -4,7 +4,7 @@
 //! # Where
 //!
 //! `<cache root>/native-cells-v1/` ([`DIR_NAME`]; the cache root is
-//! [`super::compiled::cache_root`]: `$KERNEL_BUILDER_CACHE_DIR`, else
+//! [`crate::fsutil::cache_root`]: `$KERNEL_BUILDER_CACHE_DIR`, else
 //! `$XDG_CACHE_HOME/kernel-builder`, else `~/.cache/kernel-builder`). The `v1` changes when the
 //! layout of an entry or of the key changes, so an older binary's entries are never read.
 //!
@@ -26,11 +26,11 @@
 //!   and a digest of the configuration model read from `build.toml`;
 //! - the cell: the variant name, the backend, noarch or compiled, and the kernel revision as
 //!   `metadata.json` records it (only a dirty one is recorded, see
-//!   [`super::provenance`]);
+//!   [`crate::source::provenance`]);
 //! - kernel-builder itself: its version, the commit and dirty flag baked in, the matrix data
 //!   version, and the size and modification time of the running executable (a rebuilt binary,
 //!   whose assembly or code generation may differ, never reuses an older one's cells);
-//! - compiled cells also: every fact the compile uses ([`super::compiled::cell_facts`], computed
+//! - compiled cells also: every fact the compile uses ([`crate::assemble::compiled::cell_facts`], computed
 //!   with fixed placeholder work directories, which the binaries never see: defines, include
 //!   directories, libraries, `-gencode` pairs, compiler flags, dependency checkouts by path),
 //!   the generated CMake project's files, the toolchain (path, `--version` line, size and
@@ -40,7 +40,7 @@
 //!   of its `_version.py`, `libtvm_ffi.so` and every file under its `include/` (path, size,
 //!   modification time); the Python version and interpreter; the package
 //!   set, hermetic flag and manylinux policy), and the
-//!   environment variables CMake and the compilers read ([`super::compiled::BUILD_ENV`]).
+//!   environment variables CMake and the compilers read ([`crate::assemble::compiled::BUILD_ENV`]).
 //!
 //! Not in the key: the kernel directory's path (two checkouts of one source share entries),
 //! `KERNEL_BUILDER_JOBS` and `--jobs` (they change how fast, not what), `PATH` (every tool the
@@ -73,11 +73,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::Digest as _;
 
-use super::compiled::{cell_facts, CellFramework, NativeCell, PlannedVariant, Tool, BUILD_ENV};
-use super::provenance::{builder_provenance, BuildIds};
-use super::source::SourceSet;
-use super::Warning;
+use crate::assemble::compiled::{cell_facts, CompiledCell, PlannedVariant, BUILD_ENV};
 use crate::config::BuildConfig;
+use crate::fsutil::parse_size;
+use crate::source::provenance::{builder_provenance, BuildIds};
+use crate::source::{SourceSet, Warning};
+use crate::toolchain::host::{CellFramework, Tool};
 
 /// The cache's directory name below the cache root; the version changes with the entry layout
 /// or the key.
@@ -90,7 +91,7 @@ const ENTRY_FORMAT: u32 = 1;
 pub const DEFAULT_MAX_BYTES: u64 = 5 << 30;
 
 /// The bound a build prunes the cache to after storing cells:
-/// `$KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE` ([`parse_size`]) when set, else
+/// `$KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE` ([`crate::fsutil::parse_size`]) when set, else
 /// [`DEFAULT_MAX_BYTES`].
 ///
 /// Errors: the variable is set and is not a size (the message names it).
@@ -132,7 +133,7 @@ impl CellKey {
             "config": config_digest(config),
             "variant": variant.name,
             "backend": variant.backend.as_str(),
-            "compiled": variant.compiled,
+            "compiled": variant.is_compiled(),
             "uid": ids.uid,
             "kernel": ids.kernel.clone().filter(|k| k.dirty),
             "kernel-builder": {
@@ -143,7 +144,7 @@ impl CellKey {
                 "executable": exe.as_deref().map(stamp),
             },
         });
-        if variant.compiled {
+        if variant.is_compiled() {
             let cell = variant
                 .cell
                 .as_ref()
@@ -217,7 +218,7 @@ fn tool(t: &Tool) -> serde_json::Value {
 fn compiled_inputs(
     source: &SourceSet,
     config: &BuildConfig,
-    cell: &NativeCell,
+    cell: &CompiledCell,
     ids: &BuildIds,
 ) -> anyhow::Result<serde_json::Value> {
     // Placeholder work directories: the binaries never see them (-ffile-prefix-map).
@@ -347,9 +348,9 @@ impl CellCache {
 
     /// The cache in the user's cache directory: `<cache root>/native-cells-v1`.
     ///
-    /// Errors: no cache root can be found (see [`super::compiled::cache_root`]).
+    /// Errors: no cache root can be found (see [`crate::fsutil::cache_root`]).
     pub fn user() -> anyhow::Result<CellCache> {
-        Ok(CellCache::at(super::compiled::cache_root()?.join(DIR_NAME)))
+        Ok(CellCache::at(crate::fsutil::cache_root()?.join(DIR_NAME)))
     }
 
     /// Its directory.
@@ -490,7 +491,7 @@ impl CellCache {
                 std::fs::read(&entry_file).ok().and_then(|t| serde_json::from_slice(&t).ok());
             let size = match &entry {
                 Some(en) => en.size + meta.as_ref().map_or(0, |m| m.len()),
-                None => dir_size(&dir),
+                None => crate::fsutil::dir_size(&dir),
             };
             let last_used = meta.and_then(|m| m.modified().ok()).unwrap_or(std::time::UNIX_EPOCH);
             out.push(EntryInfo { dir, variant: entry.map(|e| e.variant), size, last_used });
@@ -543,17 +544,6 @@ fn remove_entry(cache_dir: &Utf8Path, dir: &Utf8Path) {
     }
 }
 
-/// Bytes of the regular files below `dir`.
-pub(crate) fn dir_size(dir: &Utf8Path) -> u64 {
-    walkdir::WalkDir::new(dir)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
-}
-
 /// Copy the variant tree `from` to the new directory `to` (its parent must exist): directories
 /// and regular files only, each with the permission bits it has. Returns the bytes copied.
 ///
@@ -582,37 +572,6 @@ fn copy_tree(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<u64> {
     Ok(bytes)
 }
 
-/// Parse a size: a number of bytes with an optional unit `K`, `M`, `G`, `T` (powers of 1024;
-/// `KiB`, `MiB`, … and `KB`, `MB`, … mean the same), e.g. `500M`, `2GiB`, `1.5G`.
-///
-/// Errors: anything else, with the accepted forms.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let unit = unit.trim().to_ascii_uppercase();
-    let shift = match unit.trim_end_matches("IB").trim_end_matches('B') {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => {
-            return Err(format!(
-                "`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)"
-            ))
-        }
-    };
-    let n: f64 = num.parse().map_err(|_| {
-        format!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)")
-    })?;
-    let bytes = n * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("`{s}` is out of range"));
-    }
-    Ok(bytes as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,10 +580,11 @@ mod tests {
     /// another tvm_ffi (or a reinstall) is another entry; a torch cell's key has no tvm-ffi.
     #[test]
     fn a_tvm_ffi_cells_key_holds_tvm_ffi() {
-        use crate::assemble::compiled::{CellFramework, NativeCell, Tool};
-        use crate::assemble::tvm_ffi::TvmFfiFacts;
+        use crate::assemble::compiled::CompiledCell;
         use crate::config::Backend;
         use crate::matrix::CellKind;
+        use crate::toolchain::host::{CellFramework, Tool};
+        use crate::toolchain::tvm_ffi::TvmFfiFacts;
 
         let kernel = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels/relu-tvm-ffi");
         let (config, source) = crate::kernel::load_with_sources(&kernel).unwrap();
@@ -644,7 +604,7 @@ mod tests {
             }
         };
         let tool = |p: &str| Tool { path: p.into(), version: "1".into() };
-        let cell = |f: TvmFfiFacts| NativeCell {
+        let cell = |f: TvmFfiFacts| CompiledCell {
             variant: "tvm-ffi01-cpu-x86_64-linux".into(),
             backend: Backend::Cpu,
             kind: CellKind::TvmFfi,
@@ -668,7 +628,6 @@ mod tests {
             let v = PlannedVariant {
                 name: "tvm-ffi01-cpu-x86_64-linux".into(),
                 backend: Backend::Cpu,
-                compiled: true,
                 cell: Some(Box::new(cell(f))),
             };
             CellKey::of(&source, &config, &v, &ids).unwrap()

@@ -1,0 +1,557 @@
+//! Driving CMake and Ninja for one compiled cell: the facts of the compile as CMake cache
+//! variables ([`CellFacts`], computed before anything runs), the initial-cache script, the
+//! record of what a build directory was configured with, and the steps run in a process group
+//! of their own with a private `TMPDIR`.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+
+use super::plan::CompiledCell;
+use crate::assemble::noarch::op_namespace;
+use crate::codegen;
+use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
+use crate::matrix::CellKind;
+use crate::output::{clip_lines, error_lines, tail};
+use crate::toolchain::host::{CellFramework, Tool};
+
+/// The environment variables CMake, the C++ compiler and nvcc read that change what they
+/// produce; each one's value is part of a compiled cell's key.
+pub const BUILD_ENV: &[&str] = crate::env::COMPILER_ENV;
+
+/// Where a cell's CMake work happens.
+#[derive(Debug, Clone)]
+pub enum WorkDir {
+    /// The per-kernel directory in the user's cache, kept between builds (incremental).
+    /// `ninja_jobs` is Ninja's `-j` when `KERNEL_BUILDER_JOBS` is not set (`None`: Ninja's
+    /// default).
+    Cache { kernel_dir: Utf8PathBuf, ninja_jobs: Option<usize> },
+    /// A fresh temporary directory, removed afterwards (verify, Nix cells).
+    Fresh,
+}
+
+/// Every fact the compile of one cell depends on, as CMake cache variables (name → value,
+/// lists `;`-joined), computed before anything runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellFacts {
+    pub ops_name: String,
+    pub cache: BTreeMap<String, String>,
+    /// `-gencode` flags per CUDA kernel.
+    pub gencode: BTreeMap<String, Vec<String>>,
+    /// Extra environment for CMake and Ninja (`LIBRARY_PATH` for PyPI's CUDA layout).
+    pub env: Vec<(String, String)>,
+    /// Findings that do not stop the build (a dependency checkout at another commit).
+    pub warnings: Vec<String>,
+}
+
+/// Compute [`CellFacts`] for `cell` with the project in `src_dir` and the build in
+/// `build_dir` (both mapped away in the binaries).
+pub fn cell_facts(
+    config: &BuildConfig,
+    cell: &CompiledCell,
+    uid: &str,
+    src_dir: &Utf8Path,
+    build_dir: &Utf8Path,
+) -> anyhow::Result<CellFacts> {
+    let python_name = config.general.python_name();
+    let ops_name = op_namespace(&python_name, cell.backend, uid);
+    let stable = cell.kind == CellKind::StableAbi;
+    // What the framework brings: the C++ standard, definitions, include directories,
+    // libraries, and its installation directory, mapped away in the binaries.
+    let (std, mut defines, mut includes, mut libs, framework_map) = match &cell.framework {
+        CellFramework::Torch(t) => {
+            let tv = t.public_version();
+            let std = if tv < Version::parse("2.12").expect("version") { "17" } else { "20" };
+            let mut defines = vec![
+                format!("TORCH_EXTENSION_NAME={ops_name}"),
+                "Py_LIMITED_API=0x03090000".to_owned(),
+                format!("_GLIBCXX_USE_CXX11_ABI={}", u8::from(t.cxx11_abi)),
+            ];
+            // What linking torch's CMake targets defines in upstream's build.
+            defines.extend(crate::assemble::parity::torch_interface_defines(&t.torch_dir));
+            if let Framework::Torch(tt) = &config.framework {
+                if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
+                    defines.push(format!("TORCH_TARGET_VERSION={}", super::torch_target_version(abi)));
+                }
+            }
+            let lib = t.torch_dir.join("lib");
+            // A stable-ABI cell sees torch's stable headers and links its C shim only (`stable_abi`).
+            let (includes, mut libs) = if stable {
+                (
+                    vec![crate::assemble::stable_abi::include_root(build_dir), t.python_include.clone()],
+                    crate::assemble::stable_abi::link_libraries(&lib, cell.backend),
+                )
+            } else {
+                (
+                    vec![
+                        t.torch_dir.join("include"),
+                        t.torch_dir.join("include/torch/csrc/api/include"),
+                        t.python_include.clone(),
+                    ],
+                    vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")],
+                )
+            };
+            if cell.backend == Backend::Cuda && !stable {
+                libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
+            }
+            (std, defines, includes, libs, (t.torch_dir.clone(), "/torch"))
+        }
+        // A tvm-ffi cell sees tvm-ffi's headers and links libtvm_ffi.so (`tvm_ffi`).
+        CellFramework::TvmFfi(f) => (
+            crate::assemble::tvm_ffi::CXX_STANDARD,
+            crate::assemble::tvm_ffi::defines(&ops_name),
+            vec![f.include_dir()],
+            f.link_libraries(),
+            (f.package_dir.clone(), "/tvm_ffi"),
+        ),
+    };
+    match cell.backend {
+        Backend::Cpu => defines.push("CPU_KERNEL".into()),
+        Backend::Cuda => defines.extend(["CUDA_KERNEL".into(), "USE_CUDA=1".into()]),
+        Backend::Rocm => defines.extend(["ROCM_KERNEL".into(), "USE_ROCM=1".into()]),
+        Backend::Metal => defines.push("METAL_KERNEL".into()),
+        Backend::Xpu => defines.extend(["XPU_KERNEL".into(), "USE_XPU".into()]),
+        _ => {}
+    }
+    let mut env = Vec::new();
+    let mut cache = BTreeMap::new();
+    let mut gencode = BTreeMap::new();
+    if cell.backend == Backend::Cuda {
+        let nvcc = cell.nvcc.as_ref().expect("CUDA cells have nvcc");
+        let root = nvcc.path.parent().and_then(Utf8Path::parent).map(Utf8Path::to_owned).unwrap_or_default();
+        includes.push(root.join("include"));
+        if root.join("include/cccl").is_dir() {
+            includes.push(root.join("include/cccl"));
+        }
+        let libdir =
+            ["lib64", "lib"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or(root.join("lib"));
+        let cudart = find_versioned(&libdir, "libcudart.so").with_context(|| {
+            format!("no libcudart.so in `{libdir}` (the CUDA runtime); install it (`pip install nvidia-cuda-runtime`)")
+        })?;
+        libs.push(cudart);
+        env.push(("LIBRARY_PATH".to_owned(), libdir.to_string()));
+        cache.insert("CMAKE_CUDA_COMPILER".into(), nvcc.path.to_string());
+        cache.insert("CMAKE_CUDA_HOST_COMPILER".into(), cell.cxx.path.to_string());
+        for (k, caps) in &cell.cuda_capabilities {
+            let flags =
+                codegen::cuda::gencode_flags(caps).map_err(|e| anyhow::anyhow!("[kernel.{k}]: {e}"))?;
+            cache.insert(format!("KB_CUDA_ARCH_FLAGS_{}", codegen::cmake_ident(k)), flags.join(";"));
+            gencode.insert(k.clone(), flags);
+        }
+    }
+    let mut warnings = Vec::new();
+    let mut dep_maps: Vec<(Utf8PathBuf, String)> = Vec::new();
+    for (name, k) in &config.kernels {
+        if !cell.kernels.contains(name) {
+            continue;
+        }
+        for d in &k.depends {
+            if *d == CppDependency::Torch {
+                continue;
+            }
+            let value = crate::env::DEP.var(&d.name());
+            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
+            cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));
+            warnings.extend(checkout.warning);
+            // Where the checkout lies does not reach the binary (Nix and native builds agree).
+            dep_maps.push((checkout.dir, format!("/{}", d.name())));
+        }
+    }
+    let map = |from: &Utf8Path, to: &str| format!("-ffile-prefix-map={from}={to}");
+    let mut host_opts: Vec<String> =
+        vec![map(src_dir, "."), map(build_dir, "."), map(&framework_map.0, framework_map.1)];
+    host_opts.extend(dep_maps.iter().map(|(dir, to)| map(dir, to)));
+    // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
+    // clang never does and has no such flag.
+    let gnu = !cell.cxx.version.contains("clang");
+    if gnu {
+        // Each kernel's function-local statics stay its own when two are loaded in one process.
+        host_opts.push("-fno-gnu-unique".into());
+    }
+    if stable {
+        host_opts.extend(crate::assemble::stable_abi::compile_options(build_dir, gnu));
+    }
+    let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
+    if cell.backend == Backend::Cuda {
+        for o in &host_opts {
+            opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o).map_err(anyhow::Error::msg)?));
+        }
+        if cell.framework.torch().is_some() {
+            // The nvcc options torch's CMake gives upstream's build (`parity`).
+            opts.extend(
+                crate::assemble::parity::TORCH_NVCC_FLAGS
+                    .iter()
+                    .map(|f| format!("$<$<COMPILE_LANGUAGE:CUDA>:{f}>")),
+            );
+        }
+    }
+    cache.insert("KB_BACKEND".into(), cell.backend.as_str().into());
+    cache.insert("KB_KERNELS".into(), cell.kernels.join(";"));
+    cache.insert("KB_OPS_NAME".into(), ops_name.clone());
+    cache.insert("KB_MODULE_SUFFIX".into(), module_suffix(cell.kind).into());
+    cache.insert("KB_CXX_STANDARD".into(), std.into());
+    cache.insert("KB_DEFINES".into(), defines.join(";"));
+    cache.insert("KB_INCLUDE_DIRS".into(), includes.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(";"));
+    cache.insert("KB_LINK_LIBRARIES".into(), libs.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(";"));
+    cache.insert("KB_COMPILE_OPTIONS".into(), opts.join(";"));
+    // No symbol table: nvcc names its host translation unit after a temporary file holding
+    // its process id (`tmpxft_<pid>_…cudafe1.cpp`), which lands in local symbols and would make
+    // every build differ. The dynamic symbols (what loaders and the ABI check read) stay.
+    cache.insert("KB_LINK_OPTIONS".into(), "-Wl,--strip-all".into());
+    cache.insert("KB_SOURCE_DIR".into(), src_dir.to_string());
+    cache.insert("CMAKE_BUILD_TYPE".into(), "Release".into());
+    cache.insert("CMAKE_CXX_COMPILER".into(), cell.cxx.path.to_string());
+    cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
+    cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
+    Ok(CellFacts { ops_name, cache, gencode, env, warnings })
+}
+
+/// The module's file name suffix: `.so` for a tvm-ffi cell (a library `tvm_ffi` opens, not a
+/// Python extension), `.abi3.so` (CPython's limited API) otherwise.
+pub fn module_suffix(kind: CellKind) -> &'static str {
+    match kind {
+        CellKind::TvmFfi => ".so",
+        _ => ".abi3.so",
+    }
+}
+
+/// nvcc's `-Xcompiler` form of the host compiler option `opt`. nvcc splits an unquoted value
+/// at whitespace and commas when it builds the host compiler's command, so an option holding
+/// a path with a space (a cache directory or TMPDIR such as `/home/a b/…`) is passed in double
+/// quotes, which nvcc strips; one without whitespace or commas is passed as it is.
+///
+/// Errors: `opt` holds `"`, `\`, `$` or a backquote, which nvcc's quoting cannot carry; the
+/// message names the option and where its paths come from.
+fn xcompiler(opt: &str) -> Result<String, String> {
+    if let Some(c) = opt.chars().find(|c| matches!(c, '"' | '\\' | '$' | '`')) {
+        return Err(format!(
+            "the host compiler option `{opt}` holds `{c}`, which nvcc cannot pass to the host compiler; \
+             its path comes from the work directory (set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for \
+             `verify`, to a directory whose path has no `\"`, `\\`, `$` or backquote), the torch \
+             installation or a dependency checkout (move it to such a path)"
+        ));
+    }
+    if opt.chars().any(|c| c.is_whitespace() || c == ',') {
+        Ok(format!("-Xcompiler=\"{opt}\""))
+    } else {
+        Ok(format!("-Xcompiler={opt}"))
+    }
+}
+
+/// `dir/<name>` or the first `dir/<name>.N…` (sorted), for libraries without the plain link.
+fn find_versioned(dir: &Utf8Path, name: &str) -> Option<Utf8PathBuf> {
+    if dir.join(name).is_file() {
+        return Some(dir.join(name));
+    }
+    let mut found: Vec<Utf8PathBuf> = dir
+        .read_dir_utf8()
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().starts_with(&format!("{name}.")))
+        .map(|e| e.path().to_owned())
+        .collect();
+    found.sort();
+    found.into_iter().next()
+}
+
+/// The initial-cache file (`cmake -C`) holding `facts`.
+pub(super) fn cache_file(facts: &CellFacts) -> String {
+    let mut out = format!(
+        "# {}.\n# The facts of one cell, as CMake cache variables: `cmake -G Ninja -C kernel-builder-cell.cmake -S <project> -B <here>`.\n",
+        codegen::GENERATED_BY
+    );
+    for (k, v) in &facts.cache {
+        out.push_str(&format!(
+            "set({k} \"{}\" CACHE STRING \"\" FORCE)\n",
+            v.replace('\\', "\\\\").replace('"', "\\\"")
+        ));
+    }
+    out
+}
+
+/// What one CMake configure of a cell's build directory was given
+/// (`<build>/kernel-builder-cell.configured`, JSON, written after the configure succeeded).
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub(super) struct ConfigureRecord {
+    /// The inputs CMake reads only at the first configure of a build directory and caches
+    /// (`CMakeCache.txt`, `CMakeFiles/`): the tools' paths and versions, each of
+    /// [`BUILD_ENV`] (and `CC`, `CXX`, `CUDACXX`) with its value or `null`,
+    /// the extra environment. A change starts the build directory afresh.
+    pub(super) first_configure: BTreeMap<String, Option<String>>,
+    /// The `-C` cache script: a change re-runs the configure in place (incremental).
+    cache_script: String,
+}
+
+impl ConfigureRecord {
+    pub(super) fn new(cell: &CompiledCell, facts: &CellFacts, cache_script: &str) -> Self {
+        let mut first = BTreeMap::new();
+        let mut tool = |name: &str, t: &Tool| {
+            first.insert(format!("tool:{name}"), Some(format!("{} ({})", t.path, t.version)));
+        };
+        tool("cmake", &cell.cmake);
+        tool("ninja", &cell.ninja);
+        tool("cxx", &cell.cxx);
+        if let Some(n) = &cell.nvcc {
+            tool("nvcc", n);
+        }
+        first.insert("generator".into(), Some("Ninja".into()));
+        for k in BUILD_ENV.iter().chain(&["CC", "CXX", "CUDACXX"]) {
+            first.insert(
+                format!("env:{k}"),
+                crate::env::recorded(k).map(|v| v.to_string_lossy().into_owned()),
+            );
+        }
+        for (k, v) in &facts.env {
+            first.insert(format!("extra-env:{k}"), Some(v.clone()));
+        }
+        ConfigureRecord { first_configure: first, cache_script: cache_script.to_owned() }
+    }
+}
+
+/// Run a build step; on failure the error shows the command and the tail of its output.
+///
+/// The step runs in a process group of its own ([`crate::interrupt::in_own_group`]: an
+/// interruption stops it and the compilers it started), with `TMPDIR` set to `tmp_dir` (the
+/// cell's own, removed after the build and on interruption, so nvcc's `tmpxft_*` files never
+/// stay behind in the user's `$TMPDIR`). It is not started once an interruption arrived.
+pub(super) fn run_step(
+    what: &str,
+    prog: &Utf8Path,
+    args: &[String],
+    env: &[(String, String)],
+    tmp_dir: &Utf8Path,
+    steps: Option<crate::assemble::progress::StepSink>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(!crate::interrupt::interrupted(), "{what} not started: interrupted");
+    // One locale for every tool: messages (and anything a tool might embed) do not depend on
+    // the user's language settings.
+    let mut cmd = duct::cmd(prog.as_str(), args)
+        .stdin_null()
+        .stderr_to_stdout()
+        .unchecked()
+        .env("LC_ALL", "C")
+        .env("TMPDIR", tmp_dir.as_str())
+        .before_spawn(|c| {
+            crate::interrupt::in_own_group(c);
+            crate::process::dies_with_parent(c);
+            Ok(())
+        });
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let out = match steps {
+        None => cmd.stdout_capture().run(),
+        Some(sink) => run_reporting_steps(&cmd, &*sink),
+    }
+    .with_context(|| format!("cannot run `{prog}` ({what})"))?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let shown: Vec<String> = std::iter::once(prog.to_string()).chain(args.iter().cloned()).collect();
+        anyhow::bail!(
+            "{what} failed ({}): `{}`\n{}--- last lines of its output ---\n{}\n---",
+            out.status,
+            shown.join(" "),
+            error_lines(&text),
+            clip_lines(&tail(&text, 40), 400)
+        );
+    }
+    Ok(())
+}
+
+/// Run `cmd` (stdout and stderr joined), reading its output line by line as it comes and
+/// passing each Ninja counter (`[n/m]`, [`crate::assemble::progress::ninja_counter`]) to `sink`; the
+/// whole output comes back as [`duct::Expression::run`] with `stdout_capture` gives it.
+pub(super) fn run_reporting_steps(
+    cmd: &duct::Expression,
+    sink: &dyn Fn(u64, u64),
+) -> std::io::Result<std::process::Output> {
+    use std::io::BufRead;
+    let reader = cmd.reader()?;
+    let mut text = Vec::new();
+    let mut lines = std::io::BufReader::new(&reader);
+    loop {
+        let start = text.len();
+        if lines.read_until(b'\n', &mut text)? == 0 {
+            break;
+        }
+        if let Some((done, total)) =
+            crate::assemble::progress::ninja_counter(&String::from_utf8_lossy(&text[start..]))
+        {
+            sink(done, total);
+        }
+    }
+    drop(lines);
+    // At end of output the reader has waited for the process: its status is there.
+    let status = match reader.try_wait()? {
+        Some(out) => out.status,
+        None => return Err(std::io::Error::other("the process closed its output but did not exit")),
+    };
+    Ok(std::process::Output { status, stdout: text, stderr: Vec::new() })
+}
+
+/// Write `bytes` to `path` unless it already holds exactly them (keeps mtimes, so Ninja
+/// rebuilds nothing for unchanged files). Creates parent directories.
+pub(super) fn sync_file(path: &Utf8Path, bytes: &[u8]) -> anyhow::Result<bool> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).with_context(|| format!("cannot create `{p}`"))?;
+    }
+    std::fs::write(path, bytes).with_context(|| format!("cannot write `{path}`"))?;
+    Ok(true)
+}
+
+/// Copy the source file `src` to `dest` unless `dest` already has its bytes (so Ninja
+/// rebuilds nothing for unchanged files), streaming; creates parent directories.
+pub(super) fn sync_copy(src: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<bool> {
+    if crate::fsutil::same_contents(src, dest) {
+        return Ok(false);
+    }
+    if let Some(p) = dest.parent() {
+        std::fs::create_dir_all(p).with_context(|| format!("cannot create `{p}`"))?;
+    }
+    match std::fs::remove_file(dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot replace `{dest}`")),
+    }
+    crate::fsutil::copy_new_file(src, dest, crate::assemble::noarch::FILE_MODE)?;
+    Ok(true)
+}
+
+/// Where a cell's compilers keep their temporary files (their `TMPDIR`), and whether that is
+/// outside `work_dir`: `<work_dir>/tmp`, unless that path holds whitespace or a comma, which
+/// nvcc's fatbinary step splits its arguments at (seen: every CUDA compile failed with "… is
+/// not in 'keyword=value' format" under a cache directory `my cache, here`); then a fresh
+/// `kernel-builder-tmp-*` directory in the system's temporary directory (`$TMPDIR`).
+///
+/// Errors: that directory cannot be created, or its path is not UTF-8.
+pub(super) fn compilers_tmp_dir(work_dir: &Utf8Path) -> anyhow::Result<(Utf8PathBuf, bool)> {
+    let inside = work_dir.join("tmp");
+    if !inside.as_str().chars().any(|c| c.is_whitespace() || c == ',') {
+        return Ok((inside, false));
+    }
+    let fresh = tempfile::Builder::new()
+        .prefix("kernel-builder-tmp-")
+        .tempdir()
+        .context("cannot create a temporary directory for the compilers in $TMPDIR")?
+        .keep();
+    let fresh = Utf8PathBuf::from_path_buf(fresh)
+        .map_err(|p| anyhow::anyhow!("the temporary directory `{}` is not UTF-8", p.display()))?;
+    Ok((fresh, true))
+}
+
+/// A cell's directory for the compilers' temporary files (their `TMPDIR`), emptied when
+/// created and removed when dropped.
+pub(super) struct TmpDir {
+    path: Utf8PathBuf,
+    _registered: Option<crate::interrupt::Registered>,
+}
+
+impl TmpDir {
+    /// Create `path` afresh (what an earlier killed build left there is removed); `register`:
+    /// also remove it on interruption (a work directory in the cache, which stays; a fresh
+    /// one is removed whole).
+    pub(super) fn create(path: &Utf8Path, register: bool) -> anyhow::Result<TmpDir> {
+        let registered =
+            register.then(|| crate::interrupt::remove_on_interrupt(path, crate::interrupt::Removal::All));
+        match std::fs::remove_dir_all(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot empty the temporary directory `{path}`"))
+            }
+        }
+        std::fs::create_dir_all(path)
+            .with_context(|| format!("cannot create the temporary directory `{path}`"))?;
+        Ok(TmpDir { path: path.to_owned(), _registered: registered })
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The environment variable that sets Ninja's `-j` for native builds.
+pub const JOBS_VAR: &str = crate::env::JOBS.name;
+
+/// nvcc's `--threads` from `KERNEL_BUILDER_NVCC_THREADS` ([`crate::assemble::parity::nvcc_threads_var`]).
+pub fn nvcc_threads_from_env() -> anyhow::Result<Option<usize>> {
+    crate::assemble::parity::nvcc_threads_var(crate::env::NVCC_THREADS.os().as_deref())
+}
+
+/// Ninja's `-j` from [`JOBS_VAR`] (`KERNEL_BUILDER_JOBS`): `None` when it is unset or empty,
+/// else its value, a whole number of at least 1.
+///
+/// Errors: any other value (not a number, 0, not UTF-8), naming the variable and its value.
+pub fn jobs_from_env() -> anyhow::Result<Option<usize>> {
+    parse_jobs(crate::env::JOBS.os().as_deref())
+}
+
+/// [`jobs_from_env`] for the value `value` of the variable.
+pub fn parse_jobs(value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usize>> {
+    let Some(value) = value.filter(|v| !v.is_empty()) else { return Ok(None) };
+    match value.to_str().map(str::trim).map(str::parse::<usize>) {
+        Some(Ok(n)) if n >= 1 => Ok(Some(n)),
+        _ => anyhow::bail!(
+            "{JOBS_VAR} is `{}`, not a number of parallel jobs: set it to a whole number of 1 or \
+             more (Ninja's -j), or unset it for Ninja's default",
+            value.to_string_lossy()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xcompiler_quotes_spaces_and_commas_and_refuses_what_nvcc_cannot_carry() {
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/c/kb/src=.").unwrap(),
+            "-Xcompiler=-ffile-prefix-map=/c/kb/src=."
+        );
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/home/a b/kb/src=.").unwrap(),
+            "-Xcompiler=\"-ffile-prefix-map=/home/a b/kb/src=.\""
+        );
+        assert_eq!(
+            xcompiler("-ffile-prefix-map=/tmp/x,y=.").unwrap(),
+            "-Xcompiler=\"-ffile-prefix-map=/tmp/x,y=.\""
+        );
+        assert_eq!(xcompiler("-fno-gnu-unique").unwrap(), "-Xcompiler=-fno-gnu-unique");
+        for bad in ["/tmp/a\"b", "/tmp/a\\b", "/tmp/$HOME", "/tmp/a`b"] {
+            let err = xcompiler(&format!("-ffile-prefix-map={bad}=.")).unwrap_err();
+            assert!(
+                err.starts_with(&format!("the host compiler option `-ffile-prefix-map={bad}=.` holds `")),
+                "{err}"
+            );
+            assert!(err.contains("set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for `verify`"), "{err}");
+        }
+    }
+
+    #[test]
+    fn kernel_builder_jobs_must_be_a_positive_number() {
+        use std::ffi::OsStr;
+        assert_eq!(parse_jobs(None).unwrap(), None);
+        assert_eq!(parse_jobs(Some(OsStr::new(""))).unwrap(), None);
+        assert_eq!(parse_jobs(Some(OsStr::new("4"))).unwrap(), Some(4));
+        assert_eq!(parse_jobs(Some(OsStr::new(" 2 "))).unwrap(), Some(2));
+        for bad in ["0", "abc", "-1", "2.5", "4 jobs"] {
+            assert_eq!(
+                parse_jobs(Some(OsStr::new(bad))).unwrap_err().to_string(),
+                format!(
+                    "KERNEL_BUILDER_JOBS is `{bad}`, not a number of parallel jobs: set it to a whole \
+                     number of 1 or more (Ninja's -j), or unset it for Ninja's default"
+                )
+            );
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! Compiled variants: a backend that a `[kernel.*]` compiles code for (in a `[torch]` or
+//! `[tvm-ffi]` kernel), built natively for the one cell the toolchain gives.
+//!
+//! The pieces, along the data flow: the toolchain found ([`crate::toolchain::host`]: torch or
+//! tvm_ffi from `--python`, CMake, Ninja, the C++ compiler, nvcc) → the cell it builds
+//! ([`plan`]: the variant name, the kernels and CUDA capabilities, or why none) → the CMake
+//! project driven with the cell's facts (`cmake`) → the variant directory ([`build_cell`],
+//! this module).
+//!
+//! # How
+//!
+//! [`build_cell`] (one code path for `build-and-copy --nix never`, `verify` and the hidden
+//! `assemble` a Nix cell runs):
+//!
+//! 1. computes every fact the compile depends on ([`CellFacts`]: op namespace, kernels in the
+//!    cell, exact `-gencode` pairs per CUDA kernel from the matrix data, defines, include
+//!    directories, libraries, prefix maps, `-fno-gnu-unique`, the C++ standard: 17 for
+//!    torch < 2.12, 20 from 2.12) before anything is compiled, so a capability list that
+//!    this CUDA cannot build fails first;
+//! 2. mirrors the source set and the generated project ([`crate::codegen`]) into a work
+//!    directory (`src/`), writing only files whose bytes changed, so an unchanged rebuild
+//!    compiles nothing;
+//! 3. runs CMake (Ninja generator) with the facts as cache variables (`build/kernel-builder-cell.cmake`,
+//!    read with `cmake -C`), then `ninja`;
+//! 4. writes the variant directory: the package files, `_ops.py` importing the module,
+//!    `_<pkg>_<backend>_<uid>.abi3.so` (`.so` for tvm-ffi, whose `_ops.py` opens it with
+//!    `tvm_ffi.load_module`), and `metadata.json` (with `build`: native, not
+//!    hermetic, and the toolchain's versions);
+//! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
+//!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
+//!
+//! CMake and Ninja run in a process group of their own (an interruption stops them and the
+//! compilers they started, [`crate::interrupt`]) with `TMPDIR` set to `<work>/tmp` (or, where
+//! that path has a space or comma nvcc cannot take, a fresh directory in `$TMPDIR`), emptied
+//! before and removed after each build and on interruption, so nvcc's `tmpxft_*` files never
+//! stay behind; where it is changes no output and no cache key.
+//!
+//! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
+//! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
+//! share the cores); for a CUDA cell it is divided by nvcc's `--threads`
+//! (`KERNEL_BUILDER_NVCC_THREADS`, else [`super::parity::default_nvcc_threads`]).
+//! The torch probe (a Python process importing torch, seconds) is cached in
+//! `<cache>/probe-v1/` ([`crate::toolchain::host`]), valid while the interpreter and torch's `version.py` keep their size and
+//! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
+//! (`$KERNEL_BUILDER_CACHE_DIR`, else `$XDG_CACHE_HOME/kernel-builder`, else
+//! `~/.cache/kernel-builder`; `cmake-v1/<kernel dir hash>/<variant>`); `verify` and `assemble`
+//! use a fresh one. Source and build directories are mapped away (`-ffile-prefix-map`), there
+//! are no timestamps, and sources are listed in `build.toml` order, so a fresh build is byte
+//! for byte the cached one.
+
+mod cmake;
+pub mod plan;
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+use sha2::Digest as _;
+
+use cmake::{cache_file, compilers_tmp_dir, run_step, sync_copy, sync_file, ConfigureRecord, TmpDir};
+pub use cmake::{
+    cell_facts, jobs_from_env, module_suffix, nvcc_threads_from_env, parse_jobs, CellFacts, WorkDir,
+    BUILD_ENV, JOBS_VAR,
+};
+pub use plan::{plan_cell, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
+
+use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
+use super::noarch::{create_dir, create_dirs_below, write_file};
+use crate::codegen::{self, Layout};
+use crate::config::{Backend, BuildConfig, Framework, Version};
+use crate::fsutil::cache_root;
+use crate::matrix::CellKind;
+use crate::source::provenance::{builder_provenance, BuildIds};
+use crate::source::{copy_source, Role, SourceSet, Warning};
+use crate::toolchain::host::CellFramework;
+
+/// Build the compiled variant `cell` of the kernel (`source`, `config`) into
+/// `out_variant_dir` (which must not exist; its parent must). Returns warnings.
+///
+/// Errors: a fact that cannot be computed (no CUDA runtime library, a dependency without a
+/// checkout), a generated path that the source set also has, CMake or Ninja failing (the
+/// error shows the command and the tail of its output). On error `out_variant_dir` may be
+/// partly written; the caller writes into a temporary directory.
+pub fn build_cell(
+    source: &SourceSet,
+    config: &BuildConfig,
+    cell: &CompiledCell,
+    ids: &BuildIds,
+    out_variant_dir: &Utf8Path,
+    work: &WorkDir,
+) -> anyhow::Result<Vec<Warning>> {
+    // Before anything is configured: a bad value would reach Ninja only after CMake ran.
+    let env_jobs = jobs_from_env()?;
+    let nvcc_threads = nvcc_threads_from_env()?;
+    let mut warnings: Vec<Warning> = Vec::new();
+    if let Some(w) = &cell.outside_bundle {
+        warnings.push(Warning { path: None, message: w.clone() });
+    }
+    let _fresh;
+    let work_dir: Utf8PathBuf = match work {
+        WorkDir::Cache { kernel_dir, .. } => {
+            let canon =
+                kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+            let key: String =
+                sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+            let rel = Utf8PathBuf::from("cmake-v1").join(&key[..16]).join(&cell.variant);
+            let d = crate::fsutil::inside(&cache_root()?, &rel)?; // no link leads the build out of it
+            std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
+            // So that `native-cache` can name the kernel a work directory belongs to.
+            super::workdirs::record_kernel(d.parent().unwrap_or(&d), &canon)?;
+            d
+        }
+        WorkDir::Fresh => {
+            let t = tempfile::Builder::new()
+                .prefix("kernel-builder-cell-")
+                .tempdir()
+                .context("cannot create a temporary work directory")?;
+            let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
+                .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
+            // Interrupted while CMake or Ninja runs in it: removed before the process exits.
+            _fresh = (crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All), t);
+            p
+        }
+    };
+    let _work_lock = crate::process::lock_work_dir(&work_dir)?; // no orphan of a killed build shares it
+                                                                // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
+                                                                // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
+                                                                // root, tvm-ffi's binding directory) and fails on a missing header that is there.
+    if cell.backend == Backend::Cuda && work_dir.as_str().contains(',') {
+        anyhow::bail!(
+            "the work directory `{work_dir}` of the CUDA cell `{}` has a comma, and nvcc splits include \
+             paths at commas (quoted or not), so the compile would not find the kernel's own headers; \
+             set KERNEL_BUILDER_CACHE_DIR (or TMPDIR, for `verify`) to a directory whose path has no comma",
+            cell.variant
+        );
+    }
+    let src_dir = work_dir.join("src");
+    let build_dir = work_dir.join("build");
+    // The compilers' temporary files (nvcc's `tmpxft_*`, megabytes per CUDA source): in the
+    // cell's work directory where nvcc can take its path, removed when the build ends (any
+    // way) or is interrupted. Not a fact of the cell: the outputs do not depend on where it is.
+    let (tmp_dir, outside) = compilers_tmp_dir(&work_dir)?;
+    let _tmp = TmpDir::create(&tmp_dir, outside || matches!(work, WorkDir::Cache { .. }))?;
+    let facts = cell_facts(config, cell, &ids.uid, &src_dir, &build_dir)?;
+    warnings.extend(facts.warnings.iter().map(|w| Warning { path: None, message: w.clone() }));
+
+    // The project: the source set plus the generated files.
+    let project = codegen::generate(config, source.root(), &Layout::default())?;
+    let mut wanted: Vec<Utf8PathBuf> = Vec::new();
+    for f in source.files() {
+        if project.file(f.rel.as_str()).is_some() {
+            warnings.push(Warning {
+                path: Some(f.rel.clone()),
+                message:
+                    "has the path of a generated file; the generated one is used (remove it from the kernel)"
+                        .into(),
+            });
+            continue;
+        }
+        sync_copy(&f.abs, &src_dir.join(&f.rel))?;
+        wanted.push(f.rel.clone());
+    }
+    for f in &project.files {
+        sync_file(&src_dir.join(&f.path), f.contents.as_bytes())?;
+        wanted.push(f.path.clone());
+    }
+    remove_unwanted(&src_dir, &wanted)?;
+
+    // Configure when the facts changed or nothing is configured yet; then build. CMake reads
+    // the compilers, the generator and the flag variables (CXXFLAGS, …) only at the first
+    // configure of a build directory: when one of those differs from the last configure that
+    // succeeded (or none did), the build directory is started afresh.
+    let cell_text = cache_file(&facts);
+    let record = ConfigureRecord::new(cell, &facts, &cell_text);
+    let configured = build_dir.join("kernel-builder-cell.configured");
+    let last =
+        std::fs::read(&configured).ok().and_then(|b| serde_json::from_slice::<ConfigureRecord>(&b).ok());
+    if last.as_ref().is_none_or(|l| l.first_configure != record.first_configure) && build_dir.exists() {
+        std::fs::remove_dir_all(&build_dir)
+            .with_context(|| format!("cannot remove the stale build directory `{build_dir}`"))?;
+    }
+    std::fs::create_dir_all(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
+    if let (CellKind::StableAbi, Some(t)) = (cell.kind, cell.framework.torch()) {
+        super::stable_abi::prepare_include_root(&build_dir, &t.torch_dir.join("include"))?;
+    }
+    let cell_file = build_dir.join("kernel-builder-cell.cmake");
+    sync_file(&cell_file, cell_text.as_bytes())?;
+    // A configure that failed or was interrupted leaves the old build.ninja (for the old
+    // facts), which must not be used.
+    if last.as_ref() != Some(&record) || !build_dir.join("build.ninja").is_file() {
+        let _ = std::fs::remove_file(&configured);
+        run_step(
+            "CMake configure",
+            &cell.cmake.path,
+            &[
+                "-G".into(),
+                "Ninja".into(),
+                "-C".into(),
+                cell_file.to_string(),
+                "-S".into(),
+                src_dir.to_string(),
+                "-B".into(),
+                build_dir.to_string(),
+            ],
+            &facts.env,
+            &tmp_dir,
+            None,
+        )?;
+        let text = serde_json::to_vec_pretty(&record).context("cannot serialise the configure record")?;
+        sync_file(&configured, &text)?;
+    }
+    let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
+    let mut jobs = match (env_jobs, work) {
+        (Some(n), _) | (None, &WorkDir::Cache { ninja_jobs: Some(n), .. }) => Some(n),
+        _ => None,
+    };
+    let mut compile_env = facts.env.clone();
+    if cell.backend == Backend::Cuda {
+        // nvcc compiles a source's architectures on `threads` threads; Ninja runs fewer
+        // compiles at once so that the two together fill the cores
+        // (`parity::default_nvcc_threads`).
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let threads = nvcc_threads.unwrap_or_else(|| {
+            let cuda_sources: usize = config
+                .kernels
+                .iter()
+                .filter(|(n, _)| cell.kernels.contains(n))
+                .filter_map(|(_, k)| codegen::expand(source.root(), &k.src).ok())
+                .map(|s| s.iter().filter(|p| codegen::source_kind(p) == codegen::SourceKind::Cuda).count())
+                .sum();
+            let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
+            super::parity::default_nvcc_threads(cores, cuda_sources, targets)
+        });
+        let user = crate::env::NVCC_APPEND_FLAGS.get();
+        if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), threads) {
+            compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));
+            if env_jobs.is_none() {
+                jobs = Some(super::parity::ninja_jobs_with_threads(jobs, cores, threads));
+            }
+        }
+    }
+    if let Some(n) = jobs {
+        ninja_args.extend(["-j".to_owned(), n.to_string()]);
+    }
+    // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
+    // editor can jump to them.
+    let steps = super::progress::current_steps();
+    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, &tmp_dir, steps).map_err(
+        |e| {
+            let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
+            let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
+            let listed: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
+            let hint = super::stable_abi::compile_hint(&text)
+                .filter(|_| cell.kind == CellKind::StableAbi)
+                .or_else(|| {
+                    super::parity::compile_hint(
+                        &text,
+                        &listed,
+                        &super::parity::kernel_files(source.root(), 20_000),
+                    )
+                });
+            match hint {
+                Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
+                None => anyhow::anyhow!("{text}"),
+            }
+        },
+    )?;
+    let module = format!("{}{}", facts.ops_name, module_suffix(cell.kind));
+    let built = build_dir.join(&module);
+    anyhow::ensure!(built.is_file(), "the build wrote no `{built}`");
+
+    // The variant directory.
+    create_dir(out_variant_dir)?;
+    for f in source.package_files() {
+        let Role::Package { in_package, .. } = &f.role else { continue };
+        if in_package.as_str() == "_ops.py" {
+            continue;
+        }
+        let dest = out_variant_dir.join(in_package);
+        if let Some(parent) = dest.parent() {
+            create_dirs_below(out_variant_dir, parent)?;
+        }
+        copy_source(f, &dest, super::noarch::FILE_MODE)?;
+    }
+    let ops_py = match cell.kind {
+        CellKind::TvmFfi => super::tvm_ffi::ops_py(&facts.ops_name, &cell.variant),
+        _ => compiled_ops_py(&facts.ops_name, &cell.variant),
+    };
+    write_file(&out_variant_dir.join("_ops.py"), ops_py.as_bytes())?;
+    let so = std::fs::read(&built).with_context(|| format!("cannot read `{built}`"))?;
+    write_file(&out_variant_dir.join(&module), &so)?;
+    let (manylinux, abi_warnings) = check_abi(out_variant_dir, config, cell)?;
+    warnings.extend(abi_warnings);
+
+    let digest = crate::hash::digest::variant_digest(out_variant_dir)
+        .with_context(|| format!("cannot compute the digest of `{out_variant_dir}`"))?;
+    let g = &config.general;
+    let archs = (cell.backend == Backend::Cuda).then(|| {
+        let mut all: Vec<String> = cell.cuda_capabilities.values().flatten().cloned().collect();
+        super::metadata::sort_cuda_archs(&mut all);
+        all
+    });
+    let mut toolchain = BTreeMap::new();
+    match &cell.framework {
+        CellFramework::Torch(t) => toolchain.insert("torch".to_owned(), t.version.clone()),
+        CellFramework::TvmFfi(f) => toolchain.insert("tvm-ffi".to_owned(), f.version.clone()),
+    };
+    toolchain.insert("python".to_owned(), cell.framework.python_version().to_owned());
+    toolchain.insert("cxx".to_owned(), cell.cxx.version.clone());
+    toolchain.insert("cmake".to_owned(), cell.cmake.version.clone());
+    toolchain.insert("ninja".to_owned(), cell.ninja.version.clone());
+    if let Some(n) = &cell.nvcc {
+        toolchain.insert("nvcc".to_owned(), n.version.clone());
+    }
+    let metadata = Metadata {
+        name: g.name.clone(),
+        id: facts.ops_name.clone(),
+        version: g.version,
+        license: g.license.clone(),
+        upstream: g.upstream.clone(),
+        source: g.source.clone(),
+        python_depends: g.python_depends_for(cell.backend),
+        kernel_depends: g.kernel_depends_for(cell.backend),
+        backend: BackendInfo { kind: cell.backend, archs },
+        digest,
+        provenance: Provenance {
+            kernel_builder: builder_provenance(),
+            kernel: ids.kernel.clone().filter(|k| k.dirty),
+        },
+        build: Some(BuildInfo {
+            native: cell.package_set.is_none(),
+            hermetic: cell.hermetic,
+            package_set: cell.package_set.clone(),
+            manylinux,
+            toolchain,
+            capabilities_only: cell.capabilities_only.clone(),
+        }),
+    };
+    write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
+    Ok(warnings)
+}
+
+/// The manylinux policy a native build without `--manylinux` is compared with: the one the
+/// published bundle's cells are held to (reference: nix-builder.md §4.1).
+pub const BUNDLE_MANYLINUX: &str = "manylinux_2_28";
+
+/// The ABI check of a finished compiled variant ([`crate::abi`]), before its metadata is
+/// written: every shared object against the CPython abi3 table (Python 3.9), against the torch
+/// C shim for stable-ABI cells, and against the manylinux policy the cell is held to.
+///
+/// A tvm-ffi module is not a Python extension (tvm_ffi opens it; it calls libtvm_ffi's C API),
+/// so it references no CPython symbol and the abi3 rule finds nothing to judge. The rule still
+/// runs: a module that does reference CPython (a binding that includes `Python.h`) binds to
+/// the interpreter it is loaded in, and the variant's name promises every Python, which only
+/// the stable ABI keeps.
+///
+/// Returns the oldest manylinux policy every library meets (recorded in `metadata.json` as
+/// `build.manylinux`) and warnings: without a requested policy, each reference that keeps the
+/// variant from [`BUNDLE_MANYLINUX`], naming the symbol and the distributions it will not load
+/// on.
+///
+/// Errors: an abi3 or torch stable-ABI violation; with a requested policy
+/// ([`CompiledCell::manylinux`]), any violation of it; each names the library and the symbol.
+pub fn check_abi(
+    variant_dir: &Utf8Path,
+    config: &BuildConfig,
+    cell: &CompiledCell,
+) -> anyhow::Result<(Option<String>, Vec<Warning>)> {
+    let torch_stable_abi = match (&config.framework, cell.kind) {
+        (Framework::Torch(t), CellKind::StableAbi) => t.stable_abi.for_backend(cell.backend).cloned(),
+        _ => None,
+    };
+    let enforced = cell.manylinux.is_some();
+    let policy = crate::abi::AbiPolicy {
+        manylinux: Some(cell.manylinux.clone().unwrap_or_else(|| BUNDLE_MANYLINUX.to_owned())),
+        python_abi: Some((3, 9)),
+        torch_stable_abi,
+    };
+    let report = crate::abi::check_variant(variant_dir, &policy)
+        .with_context(|| format!("the ABI check of `{}` failed", cell.variant))?;
+    let mut warnings = Vec::new();
+    let mut errors = Vec::new();
+    for (lib, v) in report.violations() {
+        let name = lib.file_name().unwrap_or(lib.as_str());
+        if v.is_manylinux() && !enforced {
+            warnings.push(Warning { path: None, message: format!("`{}`: `{name}` is {v}", cell.variant) });
+        } else {
+            errors.push(format!("`{name}`: {v}"));
+        }
+    }
+    if !errors.is_empty() {
+        let asked = match &cell.manylinux {
+            Some(p) => format!(" (asked for {p})"),
+            None => String::new(),
+        };
+        anyhow::bail!(
+            "the ABI check of `{}` failed{asked}; nothing was swapped into build/:\n  {}",
+            cell.variant,
+            errors.join("\n  ")
+        );
+    }
+    Ok((report.manylinux_met(), warnings))
+}
+
+/// Remove files under `dir` that are not in `wanted` (left from an earlier source set), so
+/// the mirror holds exactly the source set and the generated files.
+fn remove_unwanted(dir: &Utf8Path, wanted: &[Utf8PathBuf]) -> anyhow::Result<()> {
+    for e in walkdir::WalkDir::new(dir).contents_first(true) {
+        let e = e.with_context(|| format!("cannot list `{dir}`"))?;
+        let Some(p) = Utf8Path::from_path(e.path()) else { continue };
+        let Ok(rel) = p.strip_prefix(dir) else { continue };
+        if rel.as_str().is_empty() {
+            continue;
+        }
+        if e.file_type().is_dir() {
+            let _ = std::fs::remove_dir(p); // only when empty
+        } else if !wanted.iter().any(|w| w == rel) {
+            std::fs::remove_file(p).with_context(|| format!("cannot remove `{p}`"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The `_ops.py` of a compiled variant: imports the native module (which registers the ops in
+/// the namespace) and exposes `ops` and `add_op_namespace_prefix`.
+pub fn compiled_ops_py(namespace: &str, variant: &str) -> String {
+    format!(
+        r#"# Generated by kernel-builder for the `{variant}` variant; do not edit.
+import torch
+
+# The native module: importing it registers this kernel's ops in its namespace.
+from . import {namespace}  # noqa: F401
+
+ops = torch.ops.{namespace}
+
+
+def add_op_namespace_prefix(op_name: str) -> str:
+    """Qualify `op_name` with this variant's op namespace (`namespace::op_name`)."""
+    return f"{namespace}::{{op_name}}"
+"#
+    )
+}
+
+/// The `TORCH_TARGET_VERSION` of a stable-ABI target: `(major << 56) | (minor << 48)` in hex
+/// (`2.11` → `0x020b000000000000`), what torch's stable headers compare against.
+pub fn torch_target_version(abi: &Version) -> String {
+    let v: u64 = (u64::from(abi.part(0)) << 56) | (u64::from(abi.part(1)) << 48);
+    format!("0x{v:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stable_abi_target_versions() {
+        let v = |s: &str| Version::parse(s).unwrap();
+        assert_eq!(torch_target_version(&v("2.11")), "0x020b000000000000");
+        assert_eq!(torch_target_version(&v("2.9")), "0x0209000000000000");
+        assert_eq!(torch_target_version(&v("3.0")), "0x0300000000000000");
+    }
+
+    #[test]
+    fn compiled_ops_py_imports_the_module() {
+        let text = compiled_ops_py("_relu_cpu_abc1234", "torch211-cxx11-cpu-x86_64-linux");
+        assert!(text.starts_with(
+            "# Generated by kernel-builder for the `torch211-cxx11-cpu-x86_64-linux` variant; do not edit.\n"
+        ));
+        assert!(text.contains("\nfrom . import _relu_cpu_abc1234  # noqa: F401\n"));
+        assert!(text.contains("\nops = torch.ops._relu_cpu_abc1234\n"));
+        assert!(text.contains("return f\"_relu_cpu_abc1234::{op_name}\""));
+    }
+}

@@ -1,0 +1,434 @@
+//! Planning one compiled cell: from the kernel's config and the toolchain found
+//! ([`crate::toolchain::host`]), the variant it builds and everything it compiles with
+//! ([`CompiledCell`]), or why this host builds none ([`SkippedBackend`]).
+//!
+//! The toolchain decides the cell: with this repository's venv (PyPI torch 2.11.0, a CUDA 13.0
+//! build) the CPU cell is `torch211-cxx11-cpu-x86_64-linux` and the CUDA cell
+//! `torch211-cxx11-cu130-x86_64-linux`. A `[tvm-ffi]` kernel's cells are named for the tvm-ffi
+//! major.minor and, for CUDA, the version of the nvcc found (`tvm-ffi01-cu130-x86_64-linux`). A
+//! cell the bundle matrix does not hold builds with a warning naming the nearest bundle cells.
+//! A backend whose toolchain is missing (no torch, no C++ compiler, no nvcc, a CPU-only torch
+//! for CUDA, …) is not buildable here, and the reason says what to install.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::config::{Backend, BuildConfig, Framework, Version};
+use crate::matrix::{self, naming, CellKind, KernelCells, Scope};
+use crate::toolchain::host::{
+    base_tools, find_nvcc, nvcc_tool, CellFramework, HostToolchain, Tool, WantCuda,
+};
+
+/// One variant a build makes: a noarch one, or a compiled cell with everything it compiles
+/// with decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedVariant {
+    /// Directory name under `build/` (`torch-cuda`, `torch212-cxx11-cu130-x86_64-linux`).
+    pub name: String,
+    pub backend: Backend,
+    /// A compiled variant (a `[kernel.*]` compiles code for the backend): the cell the toolchain
+    /// builds. `None`: a noarch variant.
+    pub cell: Option<Box<CompiledCell>>,
+}
+
+impl PlannedVariant {
+    /// The noarch variant `name` of `backend`.
+    pub fn noarch(name: String, backend: Backend) -> PlannedVariant {
+        PlannedVariant { name, backend, cell: None }
+    }
+
+    /// The variant of the compiled cell `cell`, named by it.
+    pub fn compiled(cell: CompiledCell) -> PlannedVariant {
+        PlannedVariant { name: cell.variant.clone(), backend: cell.backend, cell: Some(Box::new(cell)) }
+    }
+
+    /// Whether a `[kernel.*]` compiles code for the variant.
+    pub fn is_compiled(&self) -> bool {
+        self.cell.is_some()
+    }
+}
+
+/// One compiled cell that the toolchain given can build (the host's, a pinned one, or a Nix
+/// cell's), with everything it compiles with decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledCell {
+    /// The variant name, from what is used (`torch211-cxx11-cpu-x86_64-linux`,
+    /// `tvm-ffi01-cpu-x86_64-linux`).
+    pub variant: String,
+    pub backend: Backend,
+    pub kind: CellKind,
+    pub framework: CellFramework,
+    /// CUDA version for CUDA cells (`13.0`: torch's, or for tvm-ffi the nvcc's).
+    pub backend_version: Option<String>,
+    pub cmake: Tool,
+    pub ninja: Tool,
+    pub cxx: Tool,
+    pub nvcc: Option<Tool>,
+    /// The `[kernel.*]` tables compiled in this cell, in build.toml order.
+    pub kernels: Vec<String>,
+    /// Per CUDA kernel: the resolved capabilities (`["7.5", "9.0a"]`).
+    pub cuda_capabilities: BTreeMap<String, Vec<String>>,
+    /// Warning when the cell is not one of the bundle matrix.
+    pub outside_bundle: Option<String>,
+    /// Notes on what the cell leaves out: per CUDA kernel, the `cuda-capabilities` the nvcc
+    /// found cannot build (they are skipped, the rest is built).
+    pub notes: Vec<String>,
+    /// The capabilities asked for with `--cuda-capabilities`, when they left out some of what
+    /// a CUDA kernel publishes (recorded as `build.capabilities-only`).
+    pub capabilities_only: Option<Vec<String>>,
+    /// [`HostToolchain::package_set`].
+    pub package_set: Option<String>,
+    /// [`HostToolchain::hermetic`].
+    pub hermetic: bool,
+    /// The manylinux policy the variant must meet ([`HostToolchain::manylinux`]).
+    pub manylinux: Option<String>,
+}
+
+/// Decide the cell this host builds for `backend`, or say why it cannot. `cells` are the
+/// kernel's cells ([`KernelCells::of`]): an outside-bundle cell names its nearest bundle cells.
+///
+/// Errors (the reason, naming what to install or change): no usable torch (for `[torch]`) or
+/// tvm_ffi (for `[tvm-ffi]`, [`crate::toolchain::tvm_ffi::probe`]), no CMake, Ninja or C++ compiler, a
+/// torch without the backend (a CPU-only torch for CUDA), no nvcc (of torch's CUDA version
+/// for a torch cell), a backend this version does not build natively (ROCm, XPU, Metal), the
+/// cell outside the kernel's `[torch]`/`[general.cuda]` bounds, or CUDA capabilities this CUDA
+/// cannot build.
+pub fn plan_cell(
+    config: &BuildConfig,
+    cells: &KernelCells,
+    backend: Backend,
+    host: &HostToolchain,
+) -> Result<CompiledCell, String> {
+    let system = matrix::host_system();
+    if !matches!(backend, Backend::Cpu | Backend::Cuda) {
+        let tool = match (backend, &config.framework) {
+            (Backend::Rocm, Framework::TvmFfi(_)) => "hipcc",
+            (Backend::Rocm, _) => "hipcc and a ROCm torch",
+            (Backend::Xpu, Framework::TvmFfi(_)) => "icpx",
+            (Backend::Xpu, _) => "icpx and an XPU torch",
+            (Backend::Metal, _) => "xcrun metal on macOS",
+            _ => "a toolchain",
+        };
+        return Err(format!(
+            "native `{backend}` builds need {tool}; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)"
+        ));
+    }
+    let framework = match &config.framework {
+        Framework::TvmFfi(_) => CellFramework::TvmFfi(host.tvm_ffi()?.clone()),
+        _ => {
+            let torch = host.torch()?.clone();
+            if system.ends_with("-linux") && !torch.cxx11_abi {
+                return Err(format!(
+                    "torch {} in `{}` uses the pre-C++11 ABI, which the build matrix does not build; use a torch built with the C++11 ABI",
+                    torch.version, host.python
+                ));
+            }
+            CellFramework::Torch(torch)
+        }
+    };
+    let (cmake, ninja, cxx) = base_tools(host, framework.executable())?;
+    let (backend_version, nvcc) = match (backend, &framework) {
+        (Backend::Cuda, CellFramework::Torch(torch)) => {
+            let cuda = torch.cuda.clone().ok_or_else(|| {
+                format!(
+                    "torch {} in `{}` is not a CUDA build (torch.version.cuda is None); install a CUDA torch",
+                    torch.version, host.python
+                )
+            })?;
+            let want = WantCuda { cuda: &cuda, torch_version: &torch.version };
+            let nvcc = match host.provisioned.as_ref().and_then(|p| p.nvcc.clone()) {
+                Some(pinned) => nvcc_tool(pinned, Some(want))?,
+                None => find_nvcc(&torch.purelib, &torch.executable, Some(want))?,
+            };
+            (Some(cuda), Some(nvcc))
+        }
+        (Backend::Cuda, CellFramework::TvmFfi(f)) => {
+            // The CUDA of a tvm-ffi cell is the nvcc's (`13.0.88` → `13.0`).
+            let nvcc = find_nvcc(&f.purelib, &f.executable, None)?;
+            let v = Version::parse(&nvcc.version).map_err(|e| format!("`{}`: {e}", nvcc.path))?;
+            (Some(format!("{}.{}", v.part(0), v.part(1))), Some(nvcc))
+        }
+        _ => (None, None),
+    };
+    let (min, max) = config.framework.torch_bounds();
+    if let Some(torch) = framework.torch() {
+        let tv = torch.public_version();
+        if min.is_some_and(|m| tv < *m) || max.is_some_and(|m| tv > *m) {
+            return Err(format!(
+                "torch {} in `{}` is outside `[torch]` minver/maxver of `{}`; use a Python environment with a torch in range",
+                torch.version, host.python, config.path
+            ));
+        }
+    }
+    let bv = backend_version.as_deref().map(|v| Version::parse(v).map_err(|e| e.to_string())).transpose()?;
+    if backend == Backend::Cuda {
+        let g = &config.general.cuda;
+        let cuda = bv.as_ref().expect("CUDA version");
+        if g.minver.as_ref().is_some_and(|m| cuda < m) || g.maxver.as_ref().is_some_and(|m| cuda > m) {
+            return Err(format!(
+                "{} CUDA {cuda} is outside `[general.cuda]` minver/maxver of `{}`",
+                if framework.torch().is_some() { "torch's" } else { "nvcc's" },
+                config.path
+            ));
+        }
+    }
+    let compute = naming::compute_tag(backend, bv.as_ref());
+    // `named_version`: what the nearest bundle cells are looked for by, torch's version (also
+    // for a stable-ABI cell) or tvm-ffi's major.minor.
+    let (kind, variant, named_version) = match (&config.framework, &framework) {
+        (Framework::TvmFfi(_), CellFramework::TvmFfi(f)) => {
+            let v = f.major_minor()?;
+            (CellKind::TvmFfi, naming::tvm_ffi_name(&v, &compute, &system), v)
+        }
+        (Framework::Torch(t), CellFramework::Torch(torch)) => {
+            let tv = torch.public_version();
+            match t.stable_abi.for_backend(backend) {
+                Some(abi) => {
+                    if tv < *abi {
+                        return Err(format!(
+                            "torch {} is older than the stable ABI target {abi} of `[torch] stable-abi`",
+                            torch.version
+                        ));
+                    }
+                    (CellKind::StableAbi, naming::stable_abi_name(abi, &compute, &system), tv)
+                }
+                None => (CellKind::Torch, naming::torch_arch_name(&tv, &compute, &system), tv),
+            }
+        }
+        _ => {
+            return Err(format!(
+                "`{}` is a `[{}]` kernel, which compiles nothing for `{backend}`",
+                config.path,
+                config.framework.section()
+            ))
+        }
+    };
+
+    let kernels: Vec<String> =
+        matrix::cells::kernels_in_cell(config, backend, bv.as_ref()).map(|(n, _)| n.clone()).collect();
+    if kernels.is_empty() {
+        return Err(format!("no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"));
+    }
+    let mut cuda_capabilities = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut capabilities_only = None;
+    if backend == Backend::Cuda {
+        let cuda = backend_version.as_deref().expect("CUDA version");
+        for name in &kernels {
+            let k = &config.kernels[name];
+            let resolved = matrix::resolve_cuda_capabilities_in(
+                matrix::data::for_config(config),
+                k.cuda_capabilities.as_deref(),
+                cuda,
+            )?;
+            if let (Some(asked), Some(nvcc), false) = (&k.cuda_capabilities, &nvcc, resolved.is_empty()) {
+                let dropped =
+                    matrix::unbuildable_cuda_capabilities_in(matrix::data::for_config(config), asked, cuda)?;
+                if !dropped.is_empty() {
+                    notes.push(dropped_capabilities_note(name, &dropped, nvcc, &variant, &resolved));
+                }
+            }
+            if resolved.is_empty() {
+                let asked: Vec<String> =
+                    k.cuda_capabilities.iter().flatten().map(ToString::to_string).collect();
+                let can = matrix::data::for_config(config)
+                    .cuda
+                    .iter()
+                    .find(|(v, _)| Version::parse(v).ok().as_ref() == bv.as_ref());
+                return Err(format!(
+                    "[kernel.{name}] asks for CUDA capabilities {} and CUDA {cuda} builds none of them (it builds {}); fix `cuda-capabilities`",
+                    asked.join(", "),
+                    can.map(|(_, t)| t.capabilities.join(", ")).unwrap_or_default()
+                ));
+            }
+            let resolved = match &host.cuda_capabilities_only {
+                Some(only) => {
+                    let kept = select_capabilities(&resolved, only)
+                        .map_err(|e| format!("--cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {e}"))?;
+                    if kept.is_empty() {
+                        return Err(format!(
+                            "[kernel.{name}] builds CUDA capabilities {} here, none of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}; ask for one of them",
+                            resolved.join(", "),
+                            only.join(", ")
+                        ));
+                    }
+                    if kept.len() < resolved.len() {
+                        notes.push(format!(
+                            "[kernel.{name}]: compiled for CUDA capabilit{} {} only (--cuda-capabilities / {CUDA_CAPABILITIES_VAR}), not {}; `{variant}` is for checks, and upload refuses it",
+                            if kept.len() == 1 { "y" } else { "ies" },
+                            kept.join(", "),
+                            resolved.iter().filter(|c| !kept.contains(c)).cloned().collect::<Vec<_>>().join(", ")
+                        ));
+                        capabilities_only = Some(only.clone());
+                    }
+                    kept
+                }
+                None => resolved,
+            };
+            cuda_capabilities.insert(name.clone(), resolved);
+        }
+    }
+
+    let bundle: Vec<&matrix::Cell> =
+        cells.on(&system, Scope::Bundle).filter(|c| c.backend == backend && !c.noarch).collect();
+    let outside_bundle = (!bundle.iter().any(|c| c.name == variant)).then(|| {
+        let mut near: Vec<(u64, &str)> = bundle
+            .iter()
+            .map(|c| {
+                // A torch cell's torch; a tvm-ffi cell's tvm-ffi (`tvm-ffi01-…` → 0.1, the
+                // loader's reading of the digits: one for the major, the rest the minor).
+                let ct = match c.kind {
+                    CellKind::TvmFfi => match naming::parse_variant_name(&c.name) {
+                        Some(naming::ParsedVariant::TvmFfi { tvm_ffi, .. }) => {
+                            Version::parse(&format!("{}.{}", &tvm_ffi[..1], &tvm_ffi[1..])).ok()
+                        }
+                        _ => None,
+                    },
+                    _ => Version::parse(&c.torch_version).ok(),
+                };
+                let dt = ct
+                    .map(|c| {
+                        (c.part(0) as i64 * 100 + c.part(1) as i64
+                            - (named_version.part(0) as i64 * 100 + named_version.part(1) as i64))
+                            .unsigned_abs()
+                    })
+                    .unwrap_or(999);
+                let db =
+                    match (c.backend_version.as_deref().and_then(|v| Version::parse(v).ok()), bv.as_ref()) {
+                        (Some(a), Some(b)) => (a.part(0) as i64 * 100 + a.part(1) as i64
+                            - (b.part(0) as i64 * 100 + b.part(1) as i64))
+                            .unsigned_abs(),
+                        _ => 0,
+                    };
+                (dt * 1000 + db, c.name.as_str())
+            })
+            .collect();
+        near.sort();
+        let names: Vec<&str> = near.iter().take(2).map(|(_, n)| *n).collect();
+        let in_matrix = cells.on(&system, Scope::All).any(|c| c.name == variant);
+        let which = matrix::data::for_config(config).name.clone();
+        format!(
+            "`{variant}` ({} from `{}`) is {}; it builds, but the published bundle holds {}",
+            framework.describe(),
+            host.python,
+            if in_matrix {
+                format!("not a bundle cell of matrix {which}")
+            } else {
+                format!("not a cell of matrix {which} at all")
+            },
+            if names.is_empty() {
+                "no compiled cell of this backend".to_owned()
+            } else {
+                format!("e.g. {}", names.join(", "))
+            }
+        )
+    });
+
+    Ok(CompiledCell {
+        variant,
+        backend,
+        kind,
+        framework,
+        backend_version,
+        cmake,
+        ninja,
+        cxx,
+        nvcc,
+        kernels,
+        cuda_capabilities,
+        outside_bundle,
+        notes,
+        capabilities_only,
+        package_set: host.package_set.clone(),
+        hermetic: host.package_set.is_some() && host.hermetic,
+        manylinux: host.manylinux.clone(),
+    })
+}
+
+/// The environment variable that, like `--cuda-capabilities`, compiles CUDA kernels for
+/// fewer capabilities than they publish.
+pub const CUDA_CAPABILITIES_VAR: &str = crate::env::CUDA_CAPABILITIES.name;
+
+/// The entries of `resolved` (a kernel's capabilities for this CUDA: `8.0`, `9.0a`,
+/// `12.0+PTX`) that `only` asks for: `X.Y` selects every entry of that major.minor (`9.0`
+/// selects `9.0` and `9.0a`), `X.Ya`/`X.Yf` that one only; `+PTX` of an entry is kept.
+/// Errors: an entry of `only` that is not a capability.
+fn select_capabilities(resolved: &[String], only: &[String]) -> Result<Vec<String>, String> {
+    use crate::config::{CapabilitySuffix, CudaCapability};
+    let wanted: Vec<CudaCapability> =
+        only.iter().map(|o| CudaCapability::parse(o.trim())).collect::<Result<_, _>>()?;
+    Ok(resolved
+        .iter()
+        .filter(|r| {
+            CudaCapability::parse(r).is_ok_and(|c| {
+                wanted.iter().any(|w| {
+                    (w.major, w.minor) == (c.major, c.minor)
+                        && (w.suffix == CapabilitySuffix::None || w.suffix == c.suffix)
+                })
+            })
+        })
+        .cloned()
+        .collect())
+}
+
+/// The note for CUDA kernel `kernel` of cell `variant` whose `cuda-capabilities` entries
+/// `dropped` the CUDA of `nvcc` cannot build; `built` is what it builds instead.
+fn dropped_capabilities_note(
+    kernel: &str,
+    dropped: &[String],
+    nvcc: &Tool,
+    variant: &str,
+    built: &[String],
+) -> String {
+    format!(
+        "[kernel.{kernel}]: the nvcc found (`{}`, CUDA {}) cannot build CUDA capabilit{} {} of `cuda-capabilities`; `{variant}` holds {} only",
+        nvcc.path,
+        nvcc.version,
+        if dropped.len() == 1 { "y" } else { "ies" },
+        dropped.join(", "),
+        built.join(", "),
+    )
+}
+
+/// A compiled backend this host cannot build, and why (what is missing).
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedBackend {
+    pub backend: Backend,
+    /// The cell not built, when one cell of the backend is meant (a pinned bundle cell).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_are_selected_by_major_minor_or_exactly_with_a_suffix() {
+        let resolved: Vec<String> =
+            ["7.5", "8.0", "9.0", "9.0a", "12.0+PTX"].iter().map(|c| c.to_string()).collect();
+        let sel = |only: &[&str]| {
+            select_capabilities(&resolved, &only.iter().map(|c| c.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(sel(&["9.0"]).unwrap(), ["9.0", "9.0a"]);
+        assert_eq!(sel(&["9.0a"]).unwrap(), ["9.0a"]);
+        assert_eq!(sel(&["8.0", "12.0"]).unwrap(), ["8.0", "12.0+PTX"]);
+        assert!(sel(&["8.6"]).unwrap().is_empty());
+        assert!(sel(&["sm_90"]).unwrap_err().contains("is not a CUDA capability"));
+    }
+
+    #[test]
+    fn dropped_capabilities_are_named_with_the_nvcc() {
+        let nvcc = Tool { path: "/cuda/bin/nvcc".into(), version: "13.0.88".into() };
+        assert_eq!(
+            dropped_capabilities_note("relu", &["5.0".into()], &nvcc, "torch211-cxx11-cu130-x86_64-linux", &["9.0".into()]),
+            "[kernel.relu]: the nvcc found (`/cuda/bin/nvcc`, CUDA 13.0.88) cannot build CUDA capability 5.0 of `cuda-capabilities`; `torch211-cxx11-cu130-x86_64-linux` holds 9.0 only"
+        );
+        assert_eq!(
+            dropped_capabilities_note("k", &["5.0".into(), "6.1".into()], &nvcc, "v", &["8.0".into(), "9.0".into()]),
+            "[kernel.k]: the nvcc found (`/cuda/bin/nvcc`, CUDA 13.0.88) cannot build CUDA capabilities 5.0, 6.1 of `cuda-capabilities`; `v` holds 8.0, 9.0 only"
+        );
+    }
+}

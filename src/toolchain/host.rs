@@ -1,0 +1,507 @@
+//! Host toolchain discovery: what the machine this runs on offers a native compiled cell.
+//!
+//! torch comes from a Python environment (`--python`, default `python3`): its version, its
+//! CUDA / ROCm / XPU build and its C++ ABI ([`TorchFacts`], one `python -c` run, cached in
+//! `<cache>/probe-v1/` while the interpreter and torch's `version.py` keep their size and
+//! modification time). A `[tvm-ffi]` kernel takes tvm_ffi from the same environment
+//! ([`super::tvm_ffi`]). CMake and Ninja are looked for next to the interpreter, then on PATH;
+//! the C++ compiler is `CXX`, else `c++`, `g++`, `clang++` on PATH; nvcc is `CUDACXX`,
+//! `CUDA_HOME/bin`, PATH, then PyPI's `nvidia/cu<major>/bin` in the environment. A cell
+//! provisioned from pinned wheels ([`super::provision`]) gives its torch facts and tools
+//! instead ([`HostToolchain::provisioned`]). What a cell then builds with these is decided in
+//! [`crate::assemble::compiled::plan`].
+
+use std::sync::OnceLock;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+use super::tvm_ffi::TvmFfiFacts;
+use crate::config::Version;
+use crate::fsutil::cache_root;
+use crate::output::tail;
+
+/// What `torch` in a Python environment says about itself (one `python -c` run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TorchFacts {
+    /// `torch.__version__`, e.g. `2.11.0+cu130`.
+    pub version: String,
+    /// `torch.version.cuda` (`13.0`), when torch is a CUDA build.
+    pub cuda: Option<String>,
+    /// `torch.version.hip`, when a ROCm build.
+    pub hip: Option<String>,
+    /// `torch.version.xpu`, when an XPU build.
+    pub xpu: Option<String>,
+    /// `torch._C._GLIBCXX_USE_CXX11_ABI`.
+    pub cxx11_abi: bool,
+    /// `torch.utils.cmake_prefix_path` (recorded; the generated project does not use torch's
+    /// CMake, whose CUDA logic picks architectures itself).
+    pub cmake_prefix_path: String,
+    /// The torch package directory.
+    pub torch_dir: Utf8PathBuf,
+    /// `sysconfig.get_paths()["include"]` (for `Python.h`).
+    pub python_include: Utf8PathBuf,
+    /// `sysconfig.get_paths()["purelib"]` (site-packages, where PyPI's nvidia wheels live).
+    pub purelib: Utf8PathBuf,
+    /// `sys.executable`.
+    pub executable: Utf8PathBuf,
+    /// `X.Y` of the interpreter.
+    pub python_version: String,
+}
+
+impl TorchFacts {
+    /// The torch version without its local part (`2.11.0`).
+    pub fn public_version(&self) -> Version {
+        let v = self.version.split('+').next().unwrap_or(&self.version);
+        Version::parse(v).unwrap_or_else(|_| Version { parts: vec![0], text: v.to_owned() })
+    }
+}
+
+/// The Python program that reports [`TorchFacts`] as JSON.
+const PROBE: &str = r#"
+import json, os, sys, sysconfig
+import torch
+v = torch.version
+print(json.dumps({
+    "version": torch.__version__,
+    "cuda": getattr(v, "cuda", None),
+    "hip": getattr(v, "hip", None),
+    "xpu": getattr(v, "xpu", None),
+    "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+    "cmake_prefix_path": torch.utils.cmake_prefix_path,
+    "torch_dir": os.path.dirname(torch.__file__),
+    "python_include": sysconfig.get_paths()["include"],
+    "purelib": sysconfig.get_paths()["purelib"],
+    "executable": sys.executable,
+    "python_version": "%d.%d" % sys.version_info[:2],
+}))
+"#;
+
+/// A program found, with the version it reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tool {
+    pub path: Utf8PathBuf,
+    /// The first line of `--version` (trimmed), or the parsed version where noted.
+    pub version: String,
+}
+
+/// The host toolchain for native builds, probed lazily (torch only when a compiled backend
+/// is planned).
+#[derive(Debug)]
+pub struct HostToolchain {
+    /// The Python interpreter given (`--python`), as typed.
+    pub python: Utf8PathBuf,
+    /// Where the tools come from: `None` for the host's own (PATH, `--python`); the name of
+    /// a declared package set (a Nix cell's, e.g. `nixpkgs`) otherwise. Recorded in
+    /// `metadata.json` (`build.package-set`), with [`HostToolchain::hermetic`].
+    pub package_set: Option<String>,
+    /// Whether that package set is hermetic (pinned inputs only). Never true without one.
+    pub hermetic: bool,
+    /// The manylinux policy every compiled variant must meet (`manylinux_2_28`, `2_28`):
+    /// a violation fails the build naming the library and the symbol. `None`: the policy met
+    /// is recorded, and what keeps a variant from manylinux_2_28 (the bundle's policy) is a
+    /// warning.
+    pub manylinux: Option<String>,
+    /// Compile CUDA kernels for these capabilities only (`--cuda-capabilities`,
+    /// `KERNEL_BUILDER_CUDA_CAPABILITIES`): a quick check, recorded in metadata.json
+    /// (`build.capabilities-only`), which `upload` refuses. `None`: every capability.
+    pub cuda_capabilities_only: Option<Vec<String>>,
+    /// Tools provisioned from pinned wheels ([`crate::toolchain`]), used instead of looking
+    /// them up; `None`: found on the host.
+    pub provisioned: Option<ProvisionedTools>,
+    torch: OnceLock<Result<TorchFacts, String>>,
+    tvm_ffi: OnceLock<Result<TvmFfiFacts, String>>,
+}
+
+/// CMake, Ninja and (for a CUDA cell) nvcc of a cell provisioned from pinned wheels.
+#[derive(Debug, Clone)]
+pub struct ProvisionedTools {
+    pub cmake: Utf8PathBuf,
+    pub ninja: Utf8PathBuf,
+    pub nvcc: Option<Utf8PathBuf>,
+}
+
+impl HostToolchain {
+    /// A toolchain that takes torch from the interpreter `python` (a path or a name on PATH).
+    pub fn new(python: impl Into<Utf8PathBuf>) -> HostToolchain {
+        HostToolchain {
+            python: python.into(),
+            package_set: None,
+            hermetic: false,
+            manylinux: None,
+            cuda_capabilities_only: None,
+            provisioned: None,
+            torch: OnceLock::new(),
+            tvm_ffi: OnceLock::new(),
+        }
+    }
+
+    /// A toolchain whose torch facts and tools are given (a cell provisioned from pinned
+    /// wheels); `python` only supplies `Python.h`.
+    pub fn provisioned(
+        python: impl Into<Utf8PathBuf>,
+        torch: TorchFacts,
+        tools: ProvisionedTools,
+    ) -> HostToolchain {
+        let host = HostToolchain { provisioned: Some(tools), ..HostToolchain::new(python) };
+        let _ = host.torch.set(Ok(torch));
+        host
+    }
+
+    /// The same toolchain, holding every compiled variant to the manylinux policy `policy`
+    /// (see [`HostToolchain::manylinux`]).
+    pub fn with_manylinux(mut self, policy: Option<String>) -> HostToolchain {
+        self.manylinux = policy;
+        self
+    }
+
+    /// The same toolchain, compiling CUDA kernels for `only` of their capabilities (see
+    /// [`HostToolchain::cuda_capabilities_only`]; an empty list means every capability).
+    pub fn with_cuda_capabilities(mut self, only: Vec<String>) -> HostToolchain {
+        self.cuda_capabilities_only = (!only.is_empty()).then_some(only);
+        self
+    }
+
+    /// The same toolchain, declared to come from the package set `name` (hermetic or not).
+    /// The tools are still found the same way (`--python`, `CXX`, `CUDACXX`, PATH); only what
+    /// `metadata.json` says about them changes, so a native build given a Nix cell's tools and
+    /// package-set name writes the same bytes as the cell.
+    pub fn with_package_set(mut self, name: impl Into<String>, hermetic: bool) -> HostToolchain {
+        self.package_set = Some(name.into());
+        self.hermetic = hermetic;
+        self
+    }
+
+    /// torch's facts, or why torch cannot be used (no such interpreter, no torch, …).
+    pub fn torch(&self) -> Result<&TorchFacts, &str> {
+        self.torch.get_or_init(|| probe_torch(&self.python)).as_ref().map_err(String::as_str)
+    }
+
+    /// tvm_ffi's facts (for `[tvm-ffi]` kernels), or why it cannot be used (no such
+    /// interpreter, no `tvm_ffi`: the reason says to install `apache-tvm-ffi`).
+    pub fn tvm_ffi(&self) -> Result<&TvmFfiFacts, &str> {
+        self.tvm_ffi.get_or_init(|| super::tvm_ffi::probe(&self.python)).as_ref().map_err(String::as_str)
+    }
+
+    /// The directory of the interpreter (`.venv/bin`), where pip puts `cmake` and `ninja`;
+    /// absolute (symlinks kept: a venv's `python` links outside the venv), because CMake runs
+    /// the tools found there from its own build directory. `executable` is `sys.executable`
+    /// as the probe reported it, used when `--python` is a bare name.
+    fn python_bin_dir(&self, executable: &Utf8Path) -> Option<Utf8PathBuf> {
+        if self.python.as_str().contains('/') {
+            let abs = std::path::absolute(self.python.as_std_path()).ok()?;
+            return Utf8PathBuf::from_path_buf(abs).ok()?.parent().map(Utf8Path::to_owned);
+        }
+        executable.parent().map(Utf8Path::to_owned)
+    }
+}
+
+/// What a cached probe is valid for: the interpreter file and torch's `version.py`, by size
+/// and modification time (a reinstall of either changes them).
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct ProbeStamp {
+    python: String,
+    python_mtime_ns: u128,
+    python_len: u64,
+    torch_version_py_mtime_ns: u128,
+    torch_version_py_len: u64,
+}
+
+fn stamp_of(python: &Utf8Path, torch_dir: &Utf8Path) -> Option<ProbeStamp> {
+    let resolved = find_program(python.as_str(), &[])?;
+    let meta = |p: &Utf8Path| -> Option<(u128, u64)> {
+        let m = std::fs::metadata(p).ok()?;
+        let t = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+        Some((t.as_nanos(), m.len()))
+    };
+    let (pm, pl) = meta(&resolved)?;
+    let (tm, tl) = meta(&torch_dir.join("version.py"))?;
+    Some(ProbeStamp {
+        python: resolved.to_string(),
+        python_mtime_ns: pm,
+        python_len: pl,
+        torch_version_py_mtime_ns: tm,
+        torch_version_py_len: tl,
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+struct CachedProbe {
+    stamp: ProbeStamp,
+    facts: serde_json::Value,
+}
+
+/// torch's facts for `python`, from the probe cache (`<cache>/probe-v1/`) when the
+/// interpreter and torch are unchanged since, else by running the probe (importing torch
+/// takes seconds) and caching the result.
+fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
+    let key: String =
+        sha2::Sha256::digest(python.as_str().as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let cache_file = cache_root().ok().map(|r| r.join("probe-v1").join(format!("{key}.json")));
+    if let Some(f) = &cache_file {
+        if let Ok(text) = std::fs::read_to_string(f) {
+            if let Ok(c) = serde_json::from_str::<CachedProbe>(&text) {
+                if let Ok(facts) = serde_json::from_value::<TorchFacts>(c.facts.clone()) {
+                    if stamp_of(python, &facts.torch_dir).as_ref() == Some(&c.stamp) {
+                        return Ok(facts);
+                    }
+                }
+            }
+        }
+    }
+    let (facts, raw) = run_probe(python)?;
+    if let (Some(f), Some(stamp)) = (&cache_file, stamp_of(python, &facts.torch_dir)) {
+        if let Some(dir) = f.parent() {
+            let _ = std::fs::create_dir_all(dir);
+            if let Ok(text) = serde_json::to_vec(&CachedProbe { stamp, facts: raw }) {
+                let _ = crate::fsutil::write_atomic(f, &text);
+            }
+        }
+    }
+    Ok(facts)
+}
+
+fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), String> {
+    let out = duct::cmd(python.as_str(), ["-c", PROBE])
+        .before_spawn(crate::process::before_spawn)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| {
+            format!(
+            "cannot run the Python interpreter `{python}` ({e}); pass --python PATH to a Python with torch"
+        )
+        })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("No module named 'torch'") {
+            return Err(format!(
+                "`{python}` has no torch; install it there (`{python} -m pip install torch`) or pass --python PATH to a Python that has it"
+            ));
+        }
+        // A Python that dies silently (`--python /bin/false`) leaves nothing to show: say what ran.
+        let detail = if err.trim().is_empty() {
+            format!("it exited with {} and printed nothing; is it a Python with torch?", out.status)
+        } else {
+            tail(&err, 20)
+        };
+        return Err(format!("`{python}` could not report torch's build facts:\n{detail}"));
+    }
+    let raw: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
+    let facts = serde_json::from_value(raw.clone())
+        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
+    Ok((facts, raw))
+}
+
+/// Find an executable: a path (with `/`) as given, else `dirs` in order, else PATH.
+fn find_program(name: &str, dirs: &[Utf8PathBuf]) -> Option<Utf8PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exe =
+        |p: &Utf8Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if name.contains('/') {
+        let p = Utf8PathBuf::from(name);
+        return is_exe(&p).then_some(p);
+    }
+    let path_dirs: Vec<Utf8PathBuf> = crate::env::PATH
+        .get()
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(Utf8PathBuf::from)
+        .collect();
+    dirs.iter().chain(path_dirs.iter()).map(|d| d.join(name)).find(|p| is_exe(p))
+}
+
+/// `prog --version`'s first line.
+fn version_line(prog: &Utf8Path) -> Result<String, String> {
+    let out = duct::cmd(prog.as_str(), ["--version"])
+        .before_spawn(crate::process::before_spawn)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| format!("cannot run `{prog}` ({e})"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned())
+}
+
+/// The tools every compiled cell needs: CMake, Ninja and a C++ compiler (`executable`: the
+/// interpreter the framework probe ran, see [`HostToolchain::python_bin_dir`]).
+pub(crate) fn base_tools(host: &HostToolchain, executable: &Utf8Path) -> Result<(Tool, Tool, Tool), String> {
+    let near: Vec<Utf8PathBuf> = host.python_bin_dir(executable).into_iter().collect();
+    let missing = |what: &str, install: &str| {
+        format!("{what} was not found next to `{}` or on PATH; install it ({install})", host.python)
+    };
+    let (cmake, ninja) = match &host.provisioned {
+        Some(p) => (p.cmake.clone(), p.ninja.clone()),
+        None => (
+            find_program("cmake", &near)
+                .ok_or_else(|| missing("CMake", &format!("`{} -m pip install cmake`", host.python)))?,
+            find_program("ninja", &near)
+                .ok_or_else(|| missing("Ninja", &format!("`{} -m pip install ninja`", host.python)))?,
+        ),
+    };
+    let cxx_name = crate::env::CXX.non_empty();
+    let cxx = match &cxx_name {
+        Some(c) => find_program(c, &[]).ok_or_else(|| format!("`CXX` is `{c}`, which is not an executable"))?,
+        None => ["c++", "g++", "clang++"]
+            .iter()
+            .find_map(|n| find_program(n, &[]))
+            .ok_or_else(|| "no C++ compiler on PATH (c++, g++, clang++); install one (e.g. `apt-get install g++`) or set CXX".to_owned())?,
+    };
+    let v = |p: Utf8PathBuf| -> Result<Tool, String> { Ok(Tool { version: version_line(&p)?, path: p }) };
+    Ok((v(cmake)?, v(ninja)?, v(cxx)?))
+}
+
+/// The CUDA an nvcc must be: torch's (`13.0`) for a torch cell; `None` for a tvm-ffi cell,
+/// which takes the CUDA of the nvcc found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WantCuda<'a> {
+    pub(crate) cuda: &'a str,
+    /// `torch 2.11.0+cu130`, named when nvcc is of another CUDA.
+    pub(crate) torch_version: &'a str,
+}
+
+/// Find nvcc: `CUDACXX`, `CUDA_HOME/bin`, PATH, then the Python environment's
+/// `nvidia/cu<major>/bin` (PyPI's `nvidia-cuda-nvcc`; `purelib` is its site-packages). With
+/// `want` (a torch cell), the CUDA of torch's build, `cu<its major>`, and an nvcc of another
+/// CUDA is refused; without (a tvm-ffi cell), the newest `cu<major>` there, and the CUDA is
+/// the nvcc's own.
+pub(crate) fn find_nvcc(
+    purelib: &Utf8Path,
+    executable: &Utf8Path,
+    want: Option<WantCuda<'_>>,
+) -> Result<Tool, String> {
+    let mut candidates: Vec<Utf8PathBuf> = Vec::new();
+    // A toolkit the user named is used or refused, never passed over for another one.
+    for (var, path) in [
+        ("CUDACXX", crate::env::CUDACXX.get().map(Utf8PathBuf::from)),
+        ("CUDA_HOME", crate::env::CUDA_HOME.get().map(|h| Utf8PathBuf::from(h).join("bin/nvcc"))),
+    ] {
+        let Some(path) = path.filter(|p| !p.as_str().is_empty() && p.as_str() != "bin/nvcc") else {
+            continue;
+        };
+        if find_program(path.as_str(), &[]).is_none() {
+            let which =
+                want.map(|w| format!("nvcc of CUDA {}", w.cuda)).unwrap_or_else(|| "an nvcc".to_owned());
+            return Err(format!(
+                "`{var}` names `{path}`, which is not an executable nvcc; point it at {which}, or unset it to use the one on PATH or in the Python environment"
+            ));
+        }
+        candidates.push(path);
+    }
+    if let Some(p) = find_program("nvcc", &[]) {
+        candidates.push(p);
+    }
+    match want {
+        Some(w) => {
+            let major = w.cuda.split('.').next().unwrap_or(w.cuda);
+            candidates.push(purelib.join(format!("nvidia/cu{major}/bin/nvcc")));
+        }
+        None => {
+            // `nvidia/cu13/`, `nvidia/cu12/`, …: the newest CUDA first.
+            let mut found: Vec<(u32, Utf8PathBuf)> = purelib
+                .join("nvidia")
+                .read_dir_utf8()
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let major = e.file_name().strip_prefix("cu")?.parse::<u32>().ok()?;
+                    Some((major, e.path().join("bin/nvcc")))
+                })
+                .collect();
+            found.sort_by_key(|f| std::cmp::Reverse(f.0));
+            candidates.extend(found.into_iter().map(|(_, p)| p));
+        }
+    }
+    let nvcc = candidates.into_iter().find(|p| find_program(p.as_str(), &[]).is_some()).ok_or_else(|| match want {
+        Some(WantCuda { cuda, .. }) => {
+            let major = cuda.split('.').next().unwrap_or(cuda);
+            format!(
+                "no nvcc for CUDA {cuda} (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install it, e.g. `{executable} -m pip install nvidia-cuda-nvcc=={cuda}.* nvidia-nvvm=={cuda}.* nvidia-cuda-crt=={cuda}.*`",
+                purelib.join(format!("nvidia/cu{major}/bin")),
+            )
+        }
+        None => format!(
+            "no nvcc (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install one, e.g. `{executable} -m pip install nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-runtime`",
+            purelib.join("nvidia/cu*/bin"),
+        ),
+    })?;
+    nvcc_tool(nvcc, want)
+}
+
+/// The nvcc at `nvcc` with its version; with `want`, refused unless of that CUDA.
+pub(crate) fn nvcc_tool(nvcc: Utf8PathBuf, want: Option<WantCuda<'_>>) -> Result<Tool, String> {
+    let out = duct::cmd(nvcc.as_str(), ["--version"])
+        .before_spawn(crate::process::before_spawn)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| format!("cannot run `{nvcc}` ({e})"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "Cuda compilation tools, release 13.0, V13.0.88"
+    let version = text
+        .split(", V")
+        .nth(1)
+        .map(|v| v.split_whitespace().next().unwrap_or("").to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| format!("`{nvcc} --version` printed no version:\n{}", tail(&text, 5)))?;
+    let nv = Version::parse(&version).map_err(|e| format!("`{nvcc}`: {e}"))?;
+    if let Some(WantCuda { cuda, torch_version }) = want {
+        let want = Version::parse(cuda).map_err(|e| format!("torch.version.cuda: {e}"))?;
+        if (nv.part(0), nv.part(1)) != (want.part(0), want.part(1)) {
+            return Err(format!(
+                "`{nvcc}` is CUDA {version}, but torch {torch_version} was built with CUDA {cuda}; use the nvcc of CUDA {cuda} (CUDACXX=…)"
+            ));
+        }
+    }
+    Ok(Tool { path: nvcc, version })
+}
+
+/// What a cell compiles against, from the Python environment: torch for a `[torch]` kernel,
+/// tvm-ffi for a `[tvm-ffi]` one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CellFramework {
+    Torch(TorchFacts),
+    TvmFfi(TvmFfiFacts),
+}
+
+impl CellFramework {
+    /// torch's facts, for a torch (or stable-ABI) cell.
+    pub fn torch(&self) -> Option<&TorchFacts> {
+        match self {
+            CellFramework::Torch(t) => Some(t),
+            CellFramework::TvmFfi(_) => None,
+        }
+    }
+
+    /// `X.Y` of the interpreter the facts come from.
+    pub fn python_version(&self) -> &str {
+        match self {
+            CellFramework::Torch(t) => &t.python_version,
+            CellFramework::TvmFfi(f) => &f.python_version,
+        }
+    }
+
+    /// `sys.executable` of that interpreter.
+    pub fn executable(&self) -> &Utf8Path {
+        match self {
+            CellFramework::Torch(t) => &t.executable,
+            CellFramework::TvmFfi(f) => &f.executable,
+        }
+    }
+
+    /// What the variant is built against, for messages: `torch 2.11.0+cu130`,
+    /// `tvm-ffi 0.1.15.post2`.
+    pub fn describe(&self) -> String {
+        match self {
+            CellFramework::Torch(t) => format!("torch {}", t.version),
+            CellFramework::TvmFfi(f) => format!("tvm-ffi {}", f.version),
+        }
+    }
+}
