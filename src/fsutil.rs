@@ -313,21 +313,31 @@ impl Anchored {
 
     /// Write `contents` to `rel` atomically (a temporary file beside it, renamed over it),
     /// keeping the permissions of a regular file it replaces (else 0644). A link at `rel` is
-    /// replaced, never followed; the directories on the way must exist.
-    pub fn write_atomic(&self, rel: &Utf8Path, contents: &[u8]) -> anyhow::Result<()> {
+    /// replaced, never followed; the directories on the way must exist. Returns the identity
+    /// of the file written.
+    pub fn write_atomic(&self, rel: &Utf8Path, contents: &[u8]) -> anyhow::Result<FileId> {
+        self.write_with_mode(rel, contents, None)
+    }
+
+    /// [`Anchored::write_atomic`] with the permission bits `mode` whatever was there before.
+    pub fn write_atomic_mode(&self, rel: &Utf8Path, contents: &[u8], mode: u32) -> anyhow::Result<FileId> {
+        self.write_with_mode(rel, contents, Some(mode))
+    }
+
+    fn write_with_mode(&self, rel: &Utf8Path, contents: &[u8], mode: Option<u32>) -> anyhow::Result<FileId> {
         use rustix::fs::{AtFlags, Mode, OFlags};
         let path = self.root.join(rel);
         let Some((dir, name)) = self.parent(rel, false)? else {
             anyhow::bail!("cannot write `{path}`: its directory does not exist")
         };
-        let mode = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        let mode = mode.unwrap_or_else(|| match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st)
                 if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile =>
             {
                 st.st_mode & 0o7777
             }
             _ => 0o644,
-        };
+        });
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let tmp = format!(
             ".kernel-builder-{}-{}",
@@ -348,7 +358,39 @@ impl Anchored {
             let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
             return Err(e).with_context(|| format!("cannot write `{path}`"));
         }
-        Ok(())
+        let meta = file.metadata().with_context(|| format!("cannot write `{path}`"))?;
+        use std::os::unix::fs::MetadataExt;
+        Ok(FileId(meta.dev(), meta.ino()))
+    }
+
+    /// Whether anything (a link included, never followed) is at `rel`; a missing directory
+    /// on the way is "nothing".
+    ///
+    /// Errors: a link or non-directory on the way (named).
+    pub fn exists(&self, rel: &Utf8Path) -> anyhow::Result<bool> {
+        let Some((dir, name)) = self.parent(rel, false)? else { return Ok(false) };
+        Ok(rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok())
+    }
+
+    /// Create the directory `rel` and those missing on the way (0755), each through the
+    /// directory opened before it; the paths created, outermost first (for a rollback).
+    ///
+    /// Errors: a link or non-directory on the way or at `rel` (named).
+    pub fn create_dirs(&self, rel: &Utf8Path) -> anyhow::Result<Vec<camino::Utf8PathBuf>> {
+        let mut created = Vec::new();
+        let mut at = camino::Utf8PathBuf::new();
+        for part in rel.components() {
+            at.push(part.as_str());
+            if !self.exists(&at)? {
+                self.create_dir_all(&at)?;
+                created.push(at.clone());
+            }
+        }
+        // The last one opened as a directory without following a link: refuses a link there.
+        if !rel.as_str().is_empty() {
+            self.parent(&rel.join("x"), false)?;
+        }
+        Ok(created)
     }
 
     /// Remove the file `rel` when it is still the file `id` (as [`Anchored::open_file`] saw
@@ -383,6 +425,37 @@ impl Anchored {
             Err(e) => Err(std::io::Error::from(e))
                 .with_context(|| format!("cannot remove `{}`", self.root.join(rel))),
         }
+    }
+}
+
+/// For tests of races: a thread that swaps the directory entries `a` and `b` (an atomic
+/// exchange) as fast as it can, until [`Swapper::stop`], which says how many swaps it made.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) struct Swapper(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<u64>);
+
+#[cfg(all(test, target_os = "linux"))]
+impl Swapper {
+    pub(crate) fn start(a: camino::Utf8PathBuf, b: camino::Utf8PathBuf) -> Swapper {
+        use rustix::fs::{RenameFlags, CWD};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        Swapper(
+            stop,
+            std::thread::spawn(move || {
+                let mut swaps = 0;
+                while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                    rustix::fs::renameat_with(CWD, a.as_str(), CWD, b.as_str(), RenameFlags::EXCHANGE)
+                        .unwrap();
+                    swaps += 1;
+                }
+                swaps
+            }),
+        )
+    }
+
+    pub(crate) fn stop(self) -> u64 {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.1.join().unwrap()
     }
 }
 

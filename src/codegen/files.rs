@@ -273,36 +273,8 @@ mod tests {
         }
     }
 
-    /// A thread that swaps the directory entries `a` and `b` (an atomic exchange) as fast as
-    /// it can, until [`Swapper::stop`], which says how many swaps it made.
     #[cfg(target_os = "linux")]
-    struct Swapper(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<u64>);
-
-    #[cfg(target_os = "linux")]
-    impl Swapper {
-        fn start(a: Utf8PathBuf, b: Utf8PathBuf) -> Swapper {
-            use rustix::fs::{RenameFlags, CWD};
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let s = stop.clone();
-            Swapper(
-                stop,
-                std::thread::spawn(move || {
-                    let mut swaps = 0;
-                    while !s.load(std::sync::atomic::Ordering::Relaxed) {
-                        rustix::fs::renameat_with(CWD, a.as_str(), CWD, b.as_str(), RenameFlags::EXCHANGE)
-                            .unwrap();
-                        swaps += 1;
-                    }
-                    swaps
-                }),
-            )
-        }
-
-        fn stop(self) -> u64 {
-            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-            self.1.join().unwrap()
-        }
-    }
+    use crate::fsutil::Swapper;
 
     /// B5 (attack review of issue 25): clean-pyproject checked each path, then removed it by
     /// name; a directory swapped for a link to `../victim` in between had it delete the

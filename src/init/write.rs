@@ -7,6 +7,7 @@ use std::io;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use super::FileSet;
+use crate::fsutil::{Anchored, FileId};
 use crate::process::Cmd;
 
 /// Why a project could not be written. In every case nothing new is left behind (a file
@@ -140,18 +141,30 @@ fn io_err(action: &'static str, path: &Utf8Path) -> impl FnOnce(io::Error) -> In
 }
 
 /// Undo what a failed write created: files and directories, newest first. Directories are
-/// removed only when empty. Errors are ignored: this runs while reporting another error.
+/// removed only when empty. Inside the project directory this goes through its directory
+/// handle (`inner`), so a link swapped in meanwhile is never followed, and a file is removed
+/// only while it is still the one written. Errors are ignored: this runs while reporting
+/// another error.
 struct Rollback {
-    files: Vec<Utf8PathBuf>,
+    /// The project directory's missing ancestors and itself, as created.
     dirs: Vec<Utf8PathBuf>,
+    inner: Option<Anchored>,
+    inner_files: Vec<(Utf8PathBuf, FileId)>,
+    inner_dirs: Vec<Utf8PathBuf>,
     armed: bool,
 }
 
 impl Rollback {
     fn run(&mut self) {
-        for f in self.files.drain(..).rev() {
-            let _ = std::fs::remove_file(&f);
+        if let Some(root) = &self.inner {
+            for (f, id) in self.inner_files.drain(..).rev() {
+                let _ = root.remove_file(&f, id);
+            }
+            for d in self.inner_dirs.drain(..).rev() {
+                let _ = root.remove_empty_dir(&d);
+            }
         }
+        self.inner = None;
         for d in self.dirs.drain(..).rev() {
             let _ = std::fs::remove_dir(&d);
         }
@@ -234,19 +247,19 @@ pub fn write_project(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result
         Err(e) => return Err(io_err("inspect", dir)(e)),
     }
 
-    let mut rollback = Rollback { files: Vec::new(), dirs: Vec::new(), armed: true };
+    let mut rollback = Rollback {
+        dirs: Vec::new(),
+        inner: None,
+        inner_files: Vec::new(),
+        inner_dirs: Vec::new(),
+        armed: true,
+    };
     create_dirs(dir, &mut rollback)?;
-    for (rel, contents) in files {
-        let path = dir.join(rel);
-        if let Some(parent) = path.parent() {
-            create_dirs(parent, &mut rollback)?;
-        }
-        let existed = path.exists();
-        write_file(&path, contents.as_bytes())?;
-        if !existed {
-            rollback.files.push(path);
-        }
-    }
+    // Everything inside is written through the directory's handle, each directory on the way
+    // opened without following links: a link swapped in after the check above (a race) is
+    // refused, never written through.
+    rollback.inner = Some(Anchored::open(dir).map_err(blocked(dir.to_owned()))?);
+    write_files(dir, files, &mut rollback)?;
 
     let had_git = dir.join(".git").exists();
     // A directory the enclosing repository ignores cannot be staged there (`git add` refuses
@@ -327,25 +340,29 @@ fn check_existing(dir: &Utf8Path, files: &FileSet, overwrite: bool) -> Result<()
     Err(InitError::NotEmpty { dir: dir.to_owned(), replaced, others })
 }
 
-/// Write one file through a temporary file in the same directory, mode 0644.
-fn write_file(path: &Utf8Path, contents: &[u8]) -> Result<(), InitError> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-    let parent = path.parent().unwrap_or(Utf8Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".kernel-builder-init-")
-        .tempfile_in(parent)
-        .map_err(io_err("create a temporary file in", parent))?;
-    tmp.write_all(contents).map_err(io_err("write", path))?;
-    tmp.as_file().sync_all().map_err(io_err("write", path))?;
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))
-        .map_err(io_err("set permissions on", path))?;
-    tmp.persist(path).map_err(|e| InitError::Io {
-        action: "write",
-        path: path.to_owned(),
-        source: e.error,
-    })?;
-    Ok(())
+/// An error of a write through the directory handle, blocked at `path`.
+fn blocked(path: Utf8PathBuf) -> impl FnOnce(anyhow::Error) -> InitError {
+    move |e| InitError::Blocked { path, reason: format!("{e:#}") }
+}
+
+/// Write `files` into `dir` through `rollback`'s handle of it (mode 0644, directories 0755),
+/// recording what did not exist before for the rollback.
+fn write_files(dir: &Utf8Path, files: &FileSet, rollback: &mut Rollback) -> Result<(), InitError> {
+    let Some(root) = rollback.inner.take() else { return Ok(()) };
+    let result = files.iter().try_for_each(|(rel, contents)| {
+        if let Some(parent) = rel.parent().filter(|p| !p.as_str().is_empty()) {
+            let created = root.create_dirs(parent).map_err(blocked(dir.join(parent)))?;
+            rollback.inner_dirs.extend(created);
+        }
+        let existed = root.exists(rel).map_err(blocked(dir.join(rel)))?;
+        let id = root.write_atomic_mode(rel, contents.as_bytes(), 0o644).map_err(blocked(dir.join(rel)))?;
+        if !existed {
+            rollback.inner_files.push((rel.clone(), id));
+        }
+        Ok(())
+    });
+    rollback.inner = Some(root);
+    result
 }
 
 /// Runs `git` through [`crate::process::Cmd::git`] (the variables that would redirect it to
@@ -396,5 +413,50 @@ impl Git {
         } else {
             Err(InitError::Git { command, dir: dir.to_owned(), output: out.stdout + &out.stderr })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The race the up-front link check leaves open (issue 25): a thread swaps `torch-ext` (a
+    /// real directory) with a link to `../victim` (which has the same `kk/` inside, so a write
+    /// led there would succeed) while init's files are written again and again. Nothing may
+    /// ever land in the victim; the writes that find the real directory succeed.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn init_never_writes_through_a_directory_swapped_for_a_link() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        let (kernel, victim) = (d.join("kernel"), d.join("victim"));
+        std::fs::create_dir_all(kernel.join("torch-ext/kk")).unwrap();
+        std::fs::create_dir_all(victim.join("kk")).unwrap();
+        std::os::unix::fs::symlink("../victim", kernel.join("other")).unwrap();
+        let files: FileSet = [(Utf8PathBuf::from("torch-ext/kk/__init__.py"), "x = 1\n".to_owned())].into();
+        let swapper = crate::fsutil::Swapper::start(kernel.join("torch-ext"), kernel.join("other"));
+        let mut written = 0;
+        for _ in 0..3000 {
+            let mut rollback = Rollback {
+                dirs: Vec::new(),
+                inner: Some(Anchored::open(&kernel).unwrap()),
+                inner_files: Vec::new(),
+                inner_dirs: Vec::new(),
+                armed: true,
+            };
+            if write_files(&kernel, &files, &mut rollback).is_ok() {
+                written += 1;
+            }
+            // The rollback removes what was written, through the handle, as a failed init does.
+            drop(rollback);
+            let found: Vec<_> =
+                std::fs::read_dir(victim.join("kk")).unwrap().map(|e| e.unwrap().file_name()).collect();
+            if !found.is_empty() || std::fs::read_dir(&victim).unwrap().count() != 1 {
+                swapper.stop();
+                panic!("init wrote {found:?} in ../victim (after {written} writes)");
+            }
+        }
+        let swaps = swapper.stop();
+        assert!(swaps > 1000 && written > 0, "the race did not run: {swaps} swaps, {written} writes");
     }
 }
