@@ -26,13 +26,24 @@ pub fn clip_lines(text: &str, width: usize) -> String {
 /// The first compiler error lines of a build log (up to 5), which notes printed after them
 /// can push out of the tail.
 pub fn error_lines(text: &str) -> String {
-    let errors: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            l.contains("error:") || l.contains(": error") || l.contains("error #") || l.starts_with("FAILED:")
-        })
-        .take(5)
-        .collect();
+    let errors: Vec<&str> = text.lines().filter(|l| is_error_line(l)).take(FIRST_ERRORS).collect();
+    first_errors_block(&errors)
+}
+
+/// How many compiler error lines [`error_lines`] shows.
+pub const FIRST_ERRORS: usize = 5;
+
+/// Whether `line` of a build log is a compiler's (gcc, clang, nvcc, Ninja) error line.
+pub fn is_error_line(line: &str) -> bool {
+    line.contains("error:")
+        || line.contains(": error")
+        || line.contains("error #")
+        || line.starts_with("FAILED:")
+}
+
+/// The block [`error_lines`] shows for `errors` (empty for none).
+pub fn first_errors_block<S: AsRef<str>>(errors: &[S]) -> String {
+    let errors: Vec<&str> = errors.iter().map(AsRef::as_ref).collect();
     if errors.is_empty() {
         return String::new();
     }

@@ -82,6 +82,8 @@ pub struct Cmd {
     /// In the order given; the last change of a variable wins (`None`: removed).
     env: Vec<(String, Option<String>)>,
     stdout_file: Option<std::path::PathBuf>,
+    /// Start it in a process group of its own ([`Cmd::own_process_group`]).
+    own_group: bool,
 }
 
 /// What a command that ran to its end printed, as text (invalid UTF-8 replaced).
@@ -98,6 +100,9 @@ impl Output {
         self.status.success()
     }
 }
+
+/// The longest line [`Cmd::stream`] passes on in one piece (bytes).
+pub const MAX_LINE: u64 = 64 * 1024;
 
 /// What a streamed command ([`Cmd::stream`]) left: its status and the last lines of its output.
 #[derive(Debug, Clone)]
@@ -185,7 +190,14 @@ impl Cmd {
     /// `program` with no arguments, run in the current directory with this process's
     /// environment.
     pub fn new(program: impl Into<String>) -> Cmd {
-        Cmd { program: program.into(), args: Vec::new(), dir: None, env: Vec::new(), stdout_file: None }
+        Cmd {
+            program: program.into(),
+            args: Vec::new(),
+            dir: None,
+            env: Vec::new(),
+            stdout_file: None,
+            own_group: false,
+        }
     }
 
     /// `git`, with [`GIT_REDIRECTS`] removed so that it works on the repository of its working
@@ -228,6 +240,14 @@ impl Cmd {
         self
     }
 
+    /// Start the child in a process group of its own, so that an interruption reaches every
+    /// process it starts (Ninja's compilers) through the group
+    /// ([`crate::interrupt::in_own_group`]).
+    pub fn own_process_group(mut self) -> Cmd {
+        self.own_group = true;
+        self
+    }
+
     /// Send the child's stdout to the file `path` (created or truncated) instead of capturing
     /// it; [`Cmd::stream`] then streams stderr alone.
     pub fn stdout_file(mut self, path: &std::path::Path) -> Cmd {
@@ -263,7 +283,15 @@ impl Cmd {
     }
 
     fn expression(&self) -> duct::Expression {
-        let mut e = duct::cmd(&self.program, &self.args).before_spawn(before_spawn).unchecked();
+        let own_group = self.own_group;
+        let mut e = duct::cmd(&self.program, &self.args)
+            .before_spawn(move |c| {
+                if own_group {
+                    crate::interrupt::in_own_group(c);
+                }
+                before_spawn(c)
+            })
+            .unchecked();
         if let Some(dir) = &self.dir {
             e = e.dir(dir);
         }
@@ -352,7 +380,8 @@ impl Cmd {
         let mut input = std::io::BufReader::new(&reader);
         loop {
             buf.clear();
-            match input.read_until(b'\n', &mut buf) {
+            // A line longer than MAX_LINE comes in pieces: memory stays bounded whatever it prints.
+            match std::io::Read::take(&mut input, MAX_LINE).read_until(b'\n', &mut buf) {
                 Ok(0) => break,
                 Ok(_) => {
                     let line = String::from_utf8_lossy(&buf);
@@ -500,6 +529,28 @@ mod tests {
             .unwrap();
         assert_eq!((seen, s.status.code()), (vec!["to-stream".to_owned()], Some(0)));
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "to-file\n");
+    }
+
+    /// A child that prints one endless line cannot make the reader hold it whole: it comes in
+    /// pieces of at most MAX_LINE bytes.
+    #[test]
+    fn stream_cuts_an_overlong_line_into_bounded_pieces() {
+        let mut pieces = Vec::new();
+        let s = sh("head -c 200000 /dev/zero | tr '\\0' x; echo; echo end")
+            .stream(1, |_| {}, |l| pieces.push(l.len()))
+            .unwrap();
+        assert_eq!(pieces, [65536, 65536, 65536, 200000 - 3 * 65536, 3]);
+        assert_eq!((s.lines, s.tail.back().map(String::as_str)), (5, Some("end")));
+    }
+
+    /// `own_process_group` starts the child as the leader of a group of its own.
+    #[test]
+    fn own_process_group_makes_the_child_a_group_leader() {
+        let mine = sh("ps -o pgid= -p $$").run().unwrap().stdout.trim().to_owned();
+        let own = sh("echo $$; ps -o pgid= -p $$").own_process_group().run().unwrap().stdout;
+        let (pid, pgid) = own.split_once('\n').unwrap();
+        assert_eq!(pid.trim(), pgid.trim());
+        assert_ne!(mine, pgid.trim());
     }
 
     #[test]

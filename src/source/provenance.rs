@@ -84,21 +84,10 @@ pub fn builder_provenance() -> BuilderProvenance {
     BuilderProvenance { version: env!("CARGO_PKG_VERSION").to_owned(), commit, dirty }
 }
 
-/// A `git` command run in `dir`, with the variables that would redirect it to another
-/// repository removed (they are set, for example, under `git rebase --exec`).
-fn git(dir: &Utf8Path, args: &[&str]) -> duct::Expression {
-    let mut full = vec!["-C", dir.as_str()];
-    full.extend_from_slice(args);
-    duct::cmd("git", full)
-        .before_spawn(crate::process::before_spawn)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_OBJECT_DIRECTORY")
-        .env_remove("GIT_CEILING_DIRECTORIES")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
+/// A `git` command run in `dir` ([`crate::process::Cmd::git`]: the variables that would
+/// redirect it to another repository removed).
+fn git(dir: &Utf8Path, args: &[&str]) -> crate::process::Cmd {
+    crate::process::Cmd::git().args(["-C", dir.as_str()]).args(args.iter().copied())
 }
 
 /// The git state of the kernel in `kernel_dir`: `HEAD`'s commit and whether tracked files
@@ -113,9 +102,11 @@ fn git(dir: &Utf8Path, args: &[&str]) -> duct::Expression {
 /// `Ok(None)` when `kernel_dir` is not in a repository, or the repository has no commit yet.
 /// Errors: `git status` fails inside a repository (its stderr is shown).
 pub fn git_revision(kernel_dir: &Utf8Path) -> anyhow::Result<Option<KernelRevision>> {
-    let head = match git(kernel_dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).run() {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-        Err(e) => return Ok(unchecked_revision(kernel_dir, &e)),
+    let head = match git(kernel_dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).output() {
+        Ok(out) if out.success() => out.stdout.trim().to_owned(),
+        Err(crate::process::Error::Spawn { source, .. }) => {
+            return Ok(unchecked_revision(kernel_dir, &source))
+        }
         // Not a repository, or no commit: nothing to record.
         _ => return Ok(None),
     };
@@ -124,13 +115,13 @@ pub fn git_revision(kernel_dir: &Utf8Path) -> anyhow::Result<Option<KernelRevisi
     };
     let status =
         git(kernel_dir, &["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)build"])
-            .run()
+            .output()
             .with_context(|| format!("cannot run `git status` in `{kernel_dir}`"))?;
-    if !status.status.success() {
+    if !status.success() {
         anyhow::bail!(
             "`git status --porcelain --untracked-files=no` failed in `{kernel_dir}` ({}):\n{}",
             status.status,
-            String::from_utf8_lossy(&status.stderr).trim_end()
+            status.stderr.trim_end()
         );
     }
     Ok(Some(KernelRevision { commit, dirty: !status.stdout.is_empty() }))

@@ -263,19 +263,14 @@ fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
 }
 
 fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), String> {
-    let out = duct::cmd(python.as_str(), ["-c", PROBE])
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| {
-            format!(
-            "cannot run the Python interpreter `{python}` ({e}); pass --python PATH to a Python with torch"
+    let out = crate::process::Cmd::new(python.as_str()).args(["-c", PROBE]).output().map_err(|e| {
+        format!(
+            "cannot run the Python interpreter `{python}` ({}); pass --python PATH to a Python with torch",
+            std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string())
         )
-        })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
+    })?;
+    if !out.success() {
+        let err = &out.stderr;
         if err.contains("No module named 'torch'") {
             return Err(format!(
                 "`{python}` has no torch; install it there (`{python} -m pip install torch`) or pass --python PATH to a Python that has it"
@@ -289,7 +284,7 @@ fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), Strin
         };
         return Err(format!("`{python}` could not report torch's build facts:\n{detail}"));
     }
-    let raw: serde_json::Value = serde_json::from_slice(&out.stdout)
+    let raw: serde_json::Value = serde_json::from_str(&out.stdout)
         .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
     let facts = serde_json::from_value(raw.clone())
         .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
@@ -315,16 +310,20 @@ fn find_program(name: &str, dirs: &[Utf8PathBuf]) -> Option<Utf8PathBuf> {
     dirs.iter().chain(path_dirs.iter()).map(|d| d.join(name)).find(|p| is_exe(p))
 }
 
+/// `prog --version`, run to its end (any status).
+fn version_output(prog: &Utf8Path) -> Result<crate::process::Output, String> {
+    crate::process::Cmd::new(prog.as_str()).arg("--version").output().map_err(|e| {
+        format!(
+            "cannot run `{prog}` ({})",
+            std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string())
+        )
+    })
+}
+
 /// `prog --version`'s first line.
 fn version_line(prog: &Utf8Path) -> Result<String, String> {
-    let out = duct::cmd(prog.as_str(), ["--version"])
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| format!("cannot run `{prog}` ({e})"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let out = version_output(prog)?;
+    let text = out.stdout;
     Ok(text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned())
 }
 
@@ -436,14 +435,8 @@ pub(crate) fn find_nvcc(
 
 /// The nvcc at `nvcc` with its version; with `want`, refused unless of that CUDA.
 pub(crate) fn nvcc_tool(nvcc: Utf8PathBuf, want: Option<WantCuda<'_>>) -> Result<Tool, String> {
-    let out = duct::cmd(nvcc.as_str(), ["--version"])
-        .before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| format!("cannot run `{nvcc}` ({e})"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let out = version_output(&nvcc)?;
+    let text = out.stdout;
     // "Cuda compilation tools, release 13.0, V13.0.88"
     let version = text
         .split(", V")

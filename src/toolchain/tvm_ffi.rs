@@ -89,23 +89,19 @@ print(json.dumps({
 /// `tvm_ffi` (install `apache-tvm-ffi` there); the package has no version, no headers or no
 /// `libtvm_ffi.so` (a broken or source-tree install).
 pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
-    let out = duct::cmd(python.as_str(), ["-c", PROBE]).before_spawn(crate::process::before_spawn)
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| {
-            format!(
-                "cannot run the Python interpreter `{python}` ({e}); pass --python PATH to a Python with tvm-ffi (`pip install apache-tvm-ffi`)"
-            )
-        })?;
+    let out = crate::process::Cmd::new(python.as_str()).args(["-c", PROBE]).output().map_err(|e| {
+        format!(
+            "cannot run the Python interpreter `{python}` ({}); pass --python PATH to a Python with tvm-ffi (`pip install apache-tvm-ffi`)",
+            std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string())
+        )
+    })?;
     if out.status.code() == Some(3) {
         return Err(format!(
             "`{python}` has no tvm_ffi, which a `[tvm-ffi]` kernel is built against; install it there (`{python} -m pip install apache-tvm-ffi`) or pass --python PATH to a Python that has it"
         ));
     }
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
+    if !out.success() {
+        let err = &out.stderr;
         let detail = if err.trim().is_empty() {
             format!("it exited with {} and printed nothing; is it a Python with tvm-ffi?", out.status)
         } else {
@@ -121,7 +117,7 @@ pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
         executable: Utf8PathBuf,
         python_version: String,
     }
-    let raw: Raw = serde_json::from_slice(&out.stdout)
+    let raw: Raw = serde_json::from_str(&out.stdout)
         .map_err(|e| format!("`{python}` printed unexpected tvm_ffi facts ({e})"))?;
     let reinstall =
         format!("reinstall it (`{} -m pip install --force-reinstall apache-tvm-ffi`)", raw.executable);

@@ -14,7 +14,7 @@ use crate::assemble::noarch::op_namespace;
 use crate::codegen;
 use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
 use crate::matrix::CellKind;
-use crate::output::{clip_lines, error_lines, tail};
+use crate::output::{clip_lines, tail};
 use crate::toolchain::host::{CellFramework, Tool};
 
 /// The environment variables CMake, the C++ compiler and nvcc read that change what they
@@ -328,69 +328,46 @@ pub(super) fn run_step(
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!crate::interrupt::interrupted(), "{what} not started: interrupted");
     // One locale for every tool: messages (and anything a tool might embed) do not depend on
-    // the user's language settings.
-    let mut cmd = duct::cmd(prog.as_str(), args)
-        .stdin_null()
-        .stderr_to_stdout()
-        .unchecked()
-        .env("LC_ALL", "C")
-        .env("TMPDIR", tmp_dir.as_str())
-        .before_spawn(|c| {
-            crate::interrupt::in_own_group(c);
-            crate::process::dies_with_parent(c);
-            Ok(())
-        });
-    for (k, v) in env {
-        cmd = cmd.env(k, v);
-    }
-    let out = match steps {
-        None => cmd.stdout_capture().run(),
-        Some(sink) => run_reporting_steps(&cmd, &*sink),
-    }
-    .with_context(|| format!("cannot run `{prog}` ({what})"))?;
-    if !out.status.success() {
-        let text = String::from_utf8_lossy(&out.stdout);
+    // the user's language settings. Its own process group: an interruption reaches the
+    // compilers Ninja starts. Only the first error lines and the last lines are kept, so
+    // memory stays bounded however much a compile prints.
+    let cmd = env.iter().fold(
+        crate::process::Cmd::new(prog.as_str())
+            .args(args.iter().cloned())
+            .env("LC_ALL", "C")
+            .env("TMPDIR", tmp_dir.as_str())
+            .own_process_group(),
+        |c, (k, v)| c.env(k.as_str(), v.as_str()),
+    );
+    let mut first_errors: Vec<String> = Vec::new();
+    let streamed = cmd
+        .stream(
+            40,
+            |_| {},
+            |line| {
+                if first_errors.len() < crate::output::FIRST_ERRORS && crate::output::is_error_line(line) {
+                    first_errors.push(line.to_owned());
+                }
+                if let (Some(sink), Some((done, total))) =
+                    (&steps, crate::assemble::progress::ninja_counter(line))
+                {
+                    sink(done, total);
+                }
+            },
+        )
+        .with_context(|| format!("cannot run `{prog}` ({what})"))?;
+    if !streamed.status.success() {
         let shown: Vec<String> = std::iter::once(prog.to_string()).chain(args.iter().cloned()).collect();
+        let last: Vec<String> = streamed.tail.into_iter().collect();
         anyhow::bail!(
             "{what} failed ({}): `{}`\n{}--- last lines of its output ---\n{}\n---",
-            out.status,
+            streamed.status,
             shown.join(" "),
-            error_lines(&text),
-            clip_lines(&tail(&text, 40), 400)
+            crate::output::first_errors_block(&first_errors),
+            clip_lines(&tail(&last.join("\n"), 40), 400)
         );
     }
     Ok(())
-}
-
-/// Run `cmd` (stdout and stderr joined), reading its output line by line as it comes and
-/// passing each Ninja counter (`[n/m]`, [`crate::assemble::progress::ninja_counter`]) to `sink`; the
-/// whole output comes back as [`duct::Expression::run`] with `stdout_capture` gives it.
-pub(super) fn run_reporting_steps(
-    cmd: &duct::Expression,
-    sink: &dyn Fn(u64, u64),
-) -> std::io::Result<std::process::Output> {
-    use std::io::BufRead;
-    let reader = cmd.reader()?;
-    let mut text = Vec::new();
-    let mut lines = std::io::BufReader::new(&reader);
-    loop {
-        let start = text.len();
-        if lines.read_until(b'\n', &mut text)? == 0 {
-            break;
-        }
-        if let Some((done, total)) =
-            crate::assemble::progress::ninja_counter(&String::from_utf8_lossy(&text[start..]))
-        {
-            sink(done, total);
-        }
-    }
-    drop(lines);
-    // At end of output the reader has waited for the process: its status is there.
-    let status = match reader.try_wait()? {
-        Some(out) => out.status,
-        None => return Err(std::io::Error::other("the process closed its output but did not exit")),
-    };
-    Ok(std::process::Output { status, stdout: text, stderr: Vec::new() })
 }
 
 /// Write `bytes` to `path` unless it already holds exactly them (keeps mtimes, so Ninja
