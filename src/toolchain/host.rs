@@ -280,7 +280,7 @@ fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), Strin
         let detail = if err.trim().is_empty() {
             format!("it exited with {} and printed nothing; is it a Python with torch?", out.status)
         } else {
-            tail(&err, 20)
+            tail(err, 20)
         };
         return Err(format!("`{python}` could not report torch's build facts:\n{detail}"));
     }

@@ -105,7 +105,7 @@ pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
         let detail = if err.trim().is_empty() {
             format!("it exited with {} and printed nothing; is it a Python with tvm-ffi?", out.status)
         } else {
-            crate::output::tail(&err, 20)
+            crate::output::tail(err, 20)
         };
         return Err(format!("`{python}` could not report tvm_ffi's build facts:\n{detail}"));
     }
