@@ -407,7 +407,15 @@ fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_bu
     assert_eq!(tools["python"], "/usr/bin/python3", "{tools}");
     let (_t, native) = native_pinned_build(&tools, &cells.map(|c| c.0));
     for (cell, variant) in built {
-        assert_eq!(tree(&variant), tree(&native.join(cell)), "{cell}: the Nix and native trees differ");
+        let (nix_tree, native_tree) = (tree(&variant), tree(&native.join(cell)));
+        let differ: Vec<&String> =
+            nix_tree.keys().chain(native_tree.keys()).filter(|f| nix_tree.get(*f) != native_tree.get(*f)).collect();
+        assert!(
+            differ.is_empty(),
+            "{cell}: the Nix and native trees differ in {differ:?}; metadata.json:\n{}\n{}",
+            String::from_utf8_lossy(&nix_tree["metadata.json"]),
+            String::from_utf8_lossy(&native_tree["metadata.json"])
+        );
         assert_eq!(nar_hash(&variant), nar_hash(&native.join(cell)), "{cell}");
     }
 }
