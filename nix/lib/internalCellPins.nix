@@ -45,21 +45,13 @@ let
       "${w.project} ${w.version} (${if w.file or null == null then "no file resolved" else w.file}) has no sha256 pinned in ${pinFile} yet: run `kernel-builder matrix pin --index ${w.index}` where that index is reachable"
     else
       null;
-  # A wheel by its pinned sha256: the store path `nix-store --add-fixed sha256 <file>` gives.
+  # A wheel by its pinned sha256 (Nix's own `builtin:fetchurl`): the store path
+  # `nix-store --add-fixed sha256 <file>` gives.
   fetch =
     w:
-    derivation {
+    import <nix/fetchurl.nix> {
       name = w.file;
-      system = cell.system;
-      builder = "builtin:fetchurl";
-      inherit (w) url;
-      urls = [ w.url ];
-      outputHashMode = "flat";
-      outputHashAlgo = "sha256";
-      outputHash = w.sha256;
-      executable = false;
-      unpack = false;
-      preferLocalBuild = true;
+      inherit (w) url sha256;
     };
   unpacked =
     name: ws:
