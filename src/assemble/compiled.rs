@@ -1070,10 +1070,11 @@ pub fn cell_facts(
         names.extend(resolved(from).filter(|r| r != from));
         names.iter().map(|f| format!("-ffile-prefix-map={f}={to}")).collect()
     };
-    let mut host_opts: Vec<String> = [(src_dir, "."), (build_dir, "."), (framework_map.0.as_path(), framework_map.1)]
-        .into_iter()
-        .flat_map(|(from, to)| map(from, to))
-        .collect();
+    let mut host_opts: Vec<String> =
+        [(src_dir, "."), (build_dir, "."), (framework_map.0.as_path(), framework_map.1)]
+            .into_iter()
+            .flat_map(|(from, to)| map(from, to))
+            .collect();
     host_opts.extend(dep_maps.iter().flat_map(|(dir, to)| map(dir, to)));
     // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
     // clang never does and has no such flag.

@@ -169,7 +169,10 @@ fn toolchain_of(u: &Unpacked, py: &PythonHeaders) -> Result<HostToolchain, Strin
         None => None,
         Some(tree) => {
             let cuda = facts.cuda.as_deref().ok_or_else(|| {
-                format!("the torch wheel `{}` is not a CUDA build, but CUDA toolkit wheels were given", u.torch_wheel)
+                format!(
+                    "the torch wheel `{}` is not a CUDA build, but CUDA toolkit wheels were given",
+                    u.torch_wheel
+                )
             })?;
             let major = cuda.split('.').next().unwrap_or(cuda);
             let nvcc = tree.join(format!("nvidia/cu{major}/bin/nvcc"));

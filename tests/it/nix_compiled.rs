@@ -358,8 +358,11 @@ fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_bu
     let tc = host_toolchain("2_34");
     add_pinned_wheels_to_store("2.14", None);
     // (cell, torch version recorded, nvcc recorded)
-    let cells: [(&str, &str, Option<&str>); 3] =
-        [(CPU_CELL_214, "2.14.0+cu130", None), (CPU_CELL, "2.15.0+cu132", None), (CUDA_CELL, "2.15.0+cu132", Some("13.2.86"))];
+    let cells: [(&str, &str, Option<&str>); 3] = [
+        (CPU_CELL_214, "2.14.0+cu130", None),
+        (CPU_CELL, "2.15.0+cu132", None),
+        (CUDA_CELL, "2.15.0+cu132", Some("13.2.86")),
+    ];
     let mut built = Vec::new();
     for (cell, torch, nvcc) in cells {
         let out = nix_build_cell(tc.path(), "relu", cell);
@@ -376,16 +379,23 @@ fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_bu
         assert_eq!(files, ["__init__.py", "_ops.py", &format!("{id}.abi3.so"), "metadata.json"]);
         let so = fs::read(variant.join(format!("{id}.abi3.so"))).unwrap();
         for leak in ["/nix/store", "/build/", "/tmp/", "toolchain-cache", REPO] {
-            assert!(!so.windows(leak.len()).any(|w| w == leak.as_bytes()), "{cell}: the module holds `{leak}`");
+            assert!(
+                !so.windows(leak.len()).any(|w| w == leak.as_bytes()),
+                "{cell}: the module holds `{leak}`"
+            );
         }
         if nvcc.is_some() {
             assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": ["9.0"] }));
-            assert_eq!(fatbin_targets(&variant.join(format!("{id}.abi3.so"))), (vec!["sm_90".to_owned()], vec![]));
+            assert_eq!(
+                fatbin_targets(&variant.join(format!("{id}.abi3.so"))),
+                (vec!["sm_90".to_owned()], vec![])
+            );
         }
         built.push((cell, variant));
     }
     // The cell's derivation names the pinned wheel (URL and hash of nix/torch-wheels.json).
-    let pins: Value = serde_json::from_slice(&fs::read(repo().join("nix/torch-wheels.json")).unwrap()).unwrap();
+    let pins: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/torch-wheels.json")).unwrap()).unwrap();
     let mut args: Vec<String> = [
         "eval",
         "--json",
@@ -408,8 +418,11 @@ fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_bu
     let (_t, native) = native_pinned_build(&tools, &cells.map(|c| c.0));
     for (cell, variant) in built {
         let (nix_tree, native_tree) = (tree(&variant), tree(&native.join(cell)));
-        let differ: Vec<&String> =
-            nix_tree.keys().chain(native_tree.keys()).filter(|f| nix_tree.get(*f) != native_tree.get(*f)).collect();
+        let differ: Vec<&String> = nix_tree
+            .keys()
+            .chain(native_tree.keys())
+            .filter(|f| nix_tree.get(*f) != native_tree.get(*f))
+            .collect();
         assert!(
             differ.is_empty(),
             "{cell}: the Nix and native trees differ in {differ:?}; metadata.json:\n{}\n{}",
@@ -686,7 +699,8 @@ fn every_compiled_corpus_cell_evaluates_with_the_default_package_set() {
                 assert_eq!(at("--expect-variant"), variant);
                 assert_eq!(at("--package-set"), "nixpkgs");
                 // A cell built from pins needs only `Python.h`: the plain interpreter.
-                let python = if args.contains(&"--torch-wheel") { "-python3.13-stub" } else { "-python3.13-env-stub" };
+                let python =
+                    if args.contains(&"--torch-wheel") { "-python3.13-stub" } else { "-python3.13-env-stub" };
                 assert!(at("--python").ends_with(&format!("{python}/bin/python3")), "{args:?}");
                 assert_eq!(args.contains(&"--hermetic"), !variant.contains("-metal-"), "{variant}");
             } else {
