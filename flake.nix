@@ -16,8 +16,9 @@
     # is itself an input of a kernel flake, so the default must not be one.)
     orchestrator.follows = "nixpkgs";
     # The package set of compiled cells. By default it follows nixpkgs and every compiled cell
-    # takes its toolchain from nixpkgs (lib.nixpkgsToolchain: official torch wheels pinned in
-    # nix/torch-wheels.json, CUDA/ROCm/oneAPI packages, a manylinux_2_28 compiler). A flake
+    # takes its toolchain from nixpkgs (lib.nixpkgsToolchain: a manylinux_2_28 compiler, CMake,
+    # Ninja, Python, ROCm/oneAPI packages); torch and CUDA of CPU and CUDA cells come from the
+    # pins in nix/torch-wheels.json whatever the set (nix/API.md, "Pins"). A flake
     # whose `lib.toolchainFor` maps a cell to a toolchain record replaces it for every cell:
     #   --override-input kernel-builder/toolchain path:/abs/dir
     # (the offline tests use tests/fixtures/host-toolchain this way; it is not hermetic).

@@ -4,6 +4,9 @@
 #   matrix                (default: nix/build-matrix.json) the default build matrix, the same
 #                         bytes the Rust side embeds; its `snapshots` (name -> file under nix/)
 #                         are the other matrices a kernel may pin with `[general] matrix`
+#   torchWheels           (default: nix/torch-wheels.json) the pins of compiled cells'
+#                         toolchains (torch and CUDA toolkit wheels), the bytes the Rust side
+#                         embeds
 #   defaultKernelBuilder  (default: throws) system -> store path holding bin/kernel-builder
 #   defaultMkShell        (default: throws) system -> nixpkgs' mkShell
 #   defaultToolchainFor   (default: throws) cell -> the toolchain record of a compiled cell
@@ -14,6 +17,7 @@
 # Names starting with `internal` are private helpers.
 {
   matrix ? builtins.fromJSON (builtins.readFile ../build-matrix.json),
+  torchWheels ? builtins.fromJSON (builtins.readFile ../torch-wheels.json),
   defaultKernelBuilder ? (
     system: throw "kernel-builder: no orchestrator for ${system}; pass `kernelBuilder = system: <path with bin/kernel-builder>;`"
   ),
@@ -33,6 +37,7 @@ let
       lib
       matrix
       matrices
+      torchWheels
       defaultKernelBuilder
       defaultMkShell
       defaultToolchainFor
@@ -74,6 +79,7 @@ let
     internalFailingCell = call ./internalFailingCell.nix;
     internalAssembleArgs = call ./internalAssembleArgs.nix;
     internalCompiledCell = call ./internalCompiledCell.nix;
+    internalCellPins = call ./internalCellPins.nix;
     internalDevShells = call ./internalDevShells.nix;
   };
 in

@@ -1,6 +1,10 @@
 # nixpkgsToolchain: the default package set of compiled cells, from nixpkgs.
 #
-# For one cell: torch from the official binary wheel of the cell's torch × framework × system
+# A torch cell on CPU or CUDA takes torch and the CUDA toolkit from its pins, not from here
+# (internalCellPins: the wheels of nix/torch-wheels.json, fixed-output downloads): for it this
+# set gives only CPython 3.13 (for `Python.h`), CMake, Ninja and the compiler.
+#
+# For the other cells: torch from the official binary wheel of the cell's torch × framework × system
 # (nix/torch-wheels.json; CPython 3.13, as upstream), CMake and Ninja, a compiler whose output
 # meets manylinux_2_28 (`pkgs.manylinux_2_28`, a scope nixpkgs itself does not have: upstream's
 # nix-builder overlay provides it; without it the cell fails when built, saying so), and the
@@ -39,8 +43,12 @@ let
   entry =
     ((wheels.wheels.${cell.torch_version} or { }).${framework} or { }).${cell.system} or null;
   pinFile = "nix/torch-wheels.json";
+  # Built from its pins (internalCellPins decides the same way): nothing of torch or CUDA here.
+  pinned = (cell.kind or "torch") == "torch" && builtins.elem cell.backend [ "cpu" "cuda" ];
   missing =
-    if entry == null then
+    if pinned then
+      null
+    else if entry == null then
       "no torch wheel for torch ${cell.torch_version} × ${framework} × ${cell.system} in ${pinFile}; add its URL and sha256 there"
     else if entry.sha256 == null then
       "the torch wheel ${entry.url} has no hash pinned yet: run `nix-prefetch-url '${entry.url}'` (or `nix store prefetch-file`) where download.pytorch.org is reachable and set its \"sha256\" in ${pinFile} (torch ${cell.torch_version} / ${framework} / ${cell.system})"
@@ -77,7 +85,9 @@ let
   rocmPackages = pkgs."rocmPackages_${under cell.backend_version}";
   xpuPackages = pkgs."xpuPackages_${under cell.backend_version}";
   backendPath =
-    if cell.backend == "cuda" then
+    if pinned then
+      [ ]
+    else if cell.backend == "cuda" then
       [ "${cudaRoot}/bin" ]
     else if cell.backend == "rocm" then
       [ "${rocmPackages.clr}/bin" ]
@@ -105,10 +115,10 @@ in
   impure = cell.backend == "metal";
   manylinux = if darwin then null else "2_28";
   inherit missing;
-  torchWheel = entry;
-  python = "${pythonEnv}/bin/python3";
+  torchWheel = if pinned then null else entry;
+  python = if pinned then "${python}/bin/python3" else "${pythonEnv}/bin/python3";
   cxx = "${cc}/bin/c++";
-  nvcc = if cell.backend == "cuda" then "${cudaRoot}/bin/nvcc" else null;
+  nvcc = if cell.backend == "cuda" && !pinned then "${cudaRoot}/bin/nvcc" else null;
   path =
     [
       "${pkgs.cmake}/bin"

@@ -1037,6 +1037,12 @@ pub fn pinned_plan(
             let planned = crate::toolchain::provision::provision(cell, store, host.manylinux.clone())
                 // `--cuda-capabilities` narrows a pinned cell as it narrows a host one.
                 .map(|h| h.with_cuda_capabilities(host.cuda_capabilities_only.clone().unwrap_or_default()))
+                // `--package-set` too: a native build given a Nix cell's compiler and set name
+                // writes the cell's bytes.
+                .map(|h| match &host.package_set {
+                    Some(name) => h.with_package_set(name.clone(), host.hermetic),
+                    None => h,
+                })
                 .and_then(|h| plan_cell(config, &cells, backend, &h))
                 .and_then(|c| {
                     if c.variant == cell.name {

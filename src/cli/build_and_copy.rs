@@ -71,7 +71,12 @@ impl ToolchainArgs {
     /// The host toolchain these arguments describe.
     pub fn host(&self) -> HostToolchain {
         let python = self.python.clone().unwrap_or_else(|| "python3".into());
-        let host = HostToolchain::new(python).with_manylinux(self.manylinux.clone()).with_cuda_capabilities(
+        self.apply(HostToolchain::new(python))
+    }
+
+    /// `host` with these arguments' manylinux policy, capabilities and package set.
+    fn apply(&self, host: HostToolchain) -> HostToolchain {
+        let host = host.with_manylinux(self.manylinux.clone()).with_cuda_capabilities(
             self.cuda_capabilities.iter().filter(|c| !c.trim().is_empty()).cloned().collect(),
         );
         match &self.package_set {
@@ -471,6 +476,43 @@ pub struct AssembleArgs {
     /// toolchain given builds another one (e.g. a torch wheel of the wrong version).
     #[arg(long, value_name = "VARIANT")]
     pub expect_variant: Option<String>,
+    /// The cell's pinned torch wheel (a Nix cell's fixed-output download): torch's version,
+    /// CUDA build and C++ ABI are read from it, never by importing torch; `--python` then
+    /// only supplies `Python.h`, and CMake and Ninja are taken from PATH.
+    #[arg(long, value_name = "WHEEL", requires = "torch_tree")]
+    pub torch_wheel: Option<Utf8PathBuf>,
+    /// That wheel unpacked (`kernel-builder nix-support unpack-wheels`).
+    #[arg(long, value_name = "DIR", requires = "torch_wheel")]
+    pub torch_tree: Option<Utf8PathBuf>,
+    /// The cell's pinned CUDA toolkit wheels unpacked together (CUDA cells): nvcc, headers and
+    /// the runtime come from there.
+    #[arg(long, value_name = "DIR", requires = "torch_wheel")]
+    pub cuda_tree: Option<Utf8PathBuf>,
+}
+
+impl AssembleArgs {
+    /// The toolchain to build with: the pinned wheels given (`--torch-wheel`), else the
+    /// interpreter's torch (`--python`).
+    fn host(&self) -> anyhow::Result<HostToolchain> {
+        let (Some(wheel), Some(tree)) = (&self.torch_wheel, &self.torch_tree) else {
+            return Ok(self.toolchain.host());
+        };
+        let on_path = |name: &str| {
+            crate::toolchain::host::find_program(name, &[])
+                .ok_or_else(|| anyhow::anyhow!("no `{name}` on PATH; the package set gives CMake and Ninja"))
+        };
+        let unpacked = crate::toolchain::provision::Unpacked {
+            torch_wheel: wheel.clone(),
+            torch_tree: tree.clone(),
+            toolkit_tree: self.cuda_tree.clone(),
+            cmake: on_path("cmake")?,
+            ninja: on_path("ninja")?,
+        };
+        let python = self.toolchain.python.clone().unwrap_or_else(|| "python3".into());
+        let host = crate::toolchain::provision::from_unpacked(&unpacked, python.as_str())
+            .map_err(|e| anyhow::anyhow!("the pinned toolchain: {e}"))?;
+        Ok(self.toolchain.apply(host))
+    }
 }
 
 /// Run the hidden `assemble` command.
@@ -487,7 +529,7 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
         args.backend,
         &args.out,
         kernel,
-        &args.toolchain.host(),
+        &args.host()?,
         args.expect_variant.as_deref(),
         &mut |w| eprintln!("warning: {w}"),
     )?;

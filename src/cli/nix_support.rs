@@ -79,6 +79,13 @@ pub enum Job {
         out: Utf8PathBuf,
         deps: Vec<String>,
     },
+    /// Unpack the pinned wheels WHEEL… together into OUT (never installed), as the native
+    /// toolchain cache unpacks them: a compiled cell's torch or CUDA toolkit.
+    UnpackWheels {
+        #[arg(long)]
+        out: Utf8PathBuf,
+        wheels: Vec<Utf8PathBuf>,
+    },
     /// Fail with MESSAGE (a cell that cannot be built yet).
     Fail {
         #[arg(long)]
@@ -112,6 +119,7 @@ pub fn run(args: Args) -> super::CmdResult {
             crate::kdeps::fetch::HubReader::from_env()?.download_tree(&repo_id, &commit, &out)?
         }
         Job::KernelDepPaths { out, deps } => crate::kdeps::write_dep_paths(&out, &deps)?,
+        Job::UnpackWheels { out, wheels } => crate::toolchain::store::unpack_into(&wheels, &out)?,
         Job::Fail { message } => anyhow::bail!("{message}"),
     }
     Ok(std::process::ExitCode::SUCCESS)

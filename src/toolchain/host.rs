@@ -292,7 +292,7 @@ fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), Strin
 }
 
 /// Find an executable: a path (with `/`) as given, else `dirs` in order, else PATH.
-fn find_program(name: &str, dirs: &[Utf8PathBuf]) -> Option<Utf8PathBuf> {
+pub(crate) fn find_program(name: &str, dirs: &[Utf8PathBuf]) -> Option<Utf8PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let is_exe =
         |p: &Utf8Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);

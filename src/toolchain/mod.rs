@@ -9,6 +9,12 @@
 //! hash pinned, the index unreachable, offline) is named with the reason and what to do, and
 //! the others still build. With `--python`, the one-cell-per-backend host mode of
 //! [`crate::assemble::compiled`] is used instead, unchanged.
+//!
+//! A Nix cell fetches the same pins as fixed-output derivations, unpacks them with
+//! [`store::unpack_into`] (`kernel-builder nix-support unpack-wheels`) and hands them to
+//! `kernel-builder assemble --torch-wheel … --torch-tree … [--cuda-tree …]`, which builds with
+//! [`provision::from_unpacked`]: the same torch facts and tools as a native pinned build, so the
+//! two give the same bytes given the same compiler.
 
 pub mod host;
 mod http;

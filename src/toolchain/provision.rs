@@ -46,14 +46,14 @@ struct PythonHeaders {
     version: String,
 }
 
-fn python_headers() -> Result<PythonHeaders, String> {
+fn python_headers(python: &str) -> Result<PythonHeaders, String> {
     const PROBE: &str = "import json, sys, sysconfig; print(json.dumps([sysconfig.get_paths()['include'], sys.executable, '%d.%d' % sys.version_info[:2]]))";
-    let out = crate::process::Cmd::new("python3")
+    let out = crate::process::Cmd::new(python)
         .args(["-c", PROBE])
         .output()
-        .map_err(|e| format!("cannot run `python3` ({}), whose `Python.h` the module's init function needs; install Python 3 with its headers (e.g. `apt-get install python3-dev`)", std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default()))?;
+        .map_err(|e| format!("cannot run `{python}` ({}), whose `Python.h` the module's init function needs; install Python 3 with its headers (e.g. `apt-get install python3-dev`)", std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default()))?;
     let (include, executable, version): (Utf8PathBuf, Utf8PathBuf, String) = serde_json::from_str(&out.stdout)
-        .map_err(|_| "`python3` could not report where its headers are; install Python 3 with its headers (e.g. `apt-get install python3-dev`)".to_owned())?;
+        .map_err(|_| format!("`{python}` could not report where its headers are; install Python 3 with its headers (e.g. `apt-get install python3-dev`)"))?;
     if !include.join("Python.h").is_file() {
         return Err(format!(
             "`{include}/Python.h` is missing (the module's init function needs it); install Python's headers (e.g. `apt-get install python3-dev`)"
@@ -127,7 +127,7 @@ pub fn provision(
     manylinux: Option<String>,
 ) -> Result<HostToolchain, String> {
     static PY: std::sync::OnceLock<Result<PythonHeaders, String>> = std::sync::OnceLock::new();
-    let py = PY.get_or_init(python_headers).clone()?;
+    let py = PY.get_or_init(|| python_headers("python3")).clone()?;
     let cuda = (cell.backend == Backend::Cuda).then_some(cell.backend_version.as_deref()).flatten();
     let p = pins::pins().cell(&cell.torch_version, cuda, &cell.system)?;
     let torch = p.torch.resolved()?;
@@ -136,22 +136,56 @@ pub fn provision(
     let torch_tree = store.tree(std::slice::from_ref(&torch))?;
     let torch_wheel = store.wheel(&torch)?;
     let tools_tree = store.tree(&tools)?;
-    let (purelib, nvcc) = if toolkit.is_empty() {
-        (torch_tree.clone(), None)
-    } else {
-        let tree = store.tree(&toolkit)?;
-        let major = cuda.and_then(|c| c.split('.').next()).unwrap_or("13");
-        let nvcc = tree.join(format!("nvidia/cu{major}/bin/nvcc"));
-        if !nvcc.is_file() {
-            return Err(format!("the pinned CUDA {} toolkit wheels have no `{nvcc}`", cuda.unwrap_or("?")));
-        }
-        (tree, Some(nvcc))
-    };
-    let facts = torch_facts(&torch_wheel, &torch_tree, &purelib, &py)?;
-    let provisioned = ProvisionedTools {
+    let toolkit_tree = if toolkit.is_empty() { None } else { Some(store.tree(&toolkit)?) };
+    let unpacked = Unpacked {
+        torch_wheel,
+        torch_tree,
+        toolkit_tree,
         cmake: tool_in(&tools_tree, "cmake")?,
         ninja: tool_in(&tools_tree, "ninja")?,
-        nvcc,
     };
-    Ok(HostToolchain::provisioned(py.executable.clone(), facts, provisioned).with_manylinux(manylinux))
+    Ok(toolchain_of(&unpacked, &py)?.with_manylinux(manylinux))
+}
+
+/// A cell's pinned wheels at hand: the torch wheel, unpacked (with the wheel file, whose
+/// METADATA and `torch/version.py` say which torch it is), the CUDA toolkit wheels unpacked
+/// together (CUDA cells), and the CMake and Ninja to run.
+#[derive(Debug, Clone)]
+pub struct Unpacked {
+    pub torch_wheel: Utf8PathBuf,
+    pub torch_tree: Utf8PathBuf,
+    pub toolkit_tree: Option<Utf8PathBuf>,
+    pub cmake: Utf8PathBuf,
+    pub ninja: Utf8PathBuf,
+}
+
+/// The toolchain of a cell whose pinned wheels a Nix cell unpacked (`kernel-builder assemble
+/// --torch-wheel …`): the same facts and tools as [`provision`] gives a native build, with
+/// `python` (the package set's interpreter) supplying only `Python.h`.
+pub fn from_unpacked(unpacked: &Unpacked, python: &str) -> Result<HostToolchain, String> {
+    toolchain_of(unpacked, &python_headers(python)?)
+}
+
+fn toolchain_of(u: &Unpacked, py: &PythonHeaders) -> Result<HostToolchain, String> {
+    let purelib = u.toolkit_tree.clone().unwrap_or_else(|| u.torch_tree.clone());
+    let facts = torch_facts(&u.torch_wheel, &u.torch_tree, &purelib, py)?;
+    let nvcc = match &u.toolkit_tree {
+        None => None,
+        Some(tree) => {
+            let cuda = facts.cuda.as_deref().ok_or_else(|| {
+                format!(
+                    "the torch wheel `{}` is not a CUDA build, but CUDA toolkit wheels were given",
+                    u.torch_wheel
+                )
+            })?;
+            let major = cuda.split('.').next().unwrap_or(cuda);
+            let nvcc = tree.join(format!("nvidia/cu{major}/bin/nvcc"));
+            if !nvcc.is_file() {
+                return Err(format!("the pinned CUDA {cuda} toolkit wheels have no `{nvcc}`"));
+            }
+            Some(nvcc)
+        }
+    };
+    let provisioned = ProvisionedTools { cmake: u.cmake.clone(), ninja: u.ninja.clone(), nvcc };
+    Ok(HostToolchain::provisioned(py.executable.clone(), facts, provisioned))
 }

@@ -403,6 +403,18 @@ fn cu12_merged(rel: &std::path::Path) -> std::path::PathBuf {
 
 /// Unpack the wheel `file` into `dir` (files only; each path checked to stay inside). A file
 /// whose mode has an execute bit, or which lies in a `bin/` directory, is 0o755; others 0o644.
+/// Unpack the wheels `files` together into the new directory `dir`, as the cache unpacks a
+/// tree (the same layout and modes; no tree-names file): what a Nix cell's unpack derivation
+/// runs (`kernel-builder nix-support unpack-wheels`), so that Nix and native builds compile
+/// against the same files.
+pub fn unpack_into(files: &[Utf8PathBuf], dir: &Utf8Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{dir}`"))?;
+    for f in files {
+        unpack(f, dir).with_context(|| format!("cannot unpack `{f}`"))?;
+    }
+    Ok(())
+}
+
 fn unpack(file: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let f = std::fs::File::open(file).with_context(|| format!("cannot open `{file}`"))?;

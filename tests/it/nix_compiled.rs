@@ -4,14 +4,19 @@
 //! - the default one (nixpkgs, `lib.nixpkgsToolchain`), which these machines cannot fetch: its
 //!   cells are evaluated against the stub nixpkgs (`tests/fixtures/nixpkgs-stub`) and their
 //!   wiring checked;
-//! - the offline test package set (`tests/fixtures/host-toolchain`), NOT HERMETIC: the PyPI
-//!   torch and nvcc wheels added to the store by their PyPI sha256, and the host's python,
-//!   g++, CMake and Ninja through derivations marked `__noChroot` (so these builds pass
-//!   `--option sandbox relaxed`). With it, relu's CPU and CUDA cells and relu-tvm-ffi's CPU
-//!   and CUDA cells are built in Nix for real (tvm-ffi cells: PyPI's apache-tvm-ffi wheel,
-//!   pinned the same way, first on their python's path).
+//! - the offline test package set (`tests/fixtures/host-toolchain`), NOT HERMETIC: the host's
+//!   python, g++, CMake and Ninja through derivations marked `__noChroot` (so these builds pass
+//!   `--option sandbox relaxed`). With it, relu's bundle cells (torch 2.14 and 2.15, CPU and
+//!   CUDA) and relu-tvm-ffi's CPU and CUDA cells are built in Nix for real.
 //!
-//! The host set needs this repository's venv (`.venv`: torch 2.11.0, cmake, ninja), Debian's
+//! Torch cells on CPU and CUDA take torch and the CUDA toolkit from their pins
+//! (nix/torch-wheels.json) in every package set: the pinned wheels come from the toolchain cache
+//! the native pinned builds share (`target/tmp/toolchain-cache`, filled when missing) and are
+//! added to the store by their sha256 before `nix build`. tvm-ffi cells take PyPI's
+//! apache-tvm-ffi wheel and CUDA 13.0's nvcc wheels from the host set (`wheels.json`), pinned
+//! the same way.
+//!
+//! The host set needs this repository's venv (`.venv`: cmake, ninja, cuobjdump), Debian's
 //! `/usr/bin/python3` of the same minor version (the venv's interpreter lives under /root,
 //! which the build users cannot read), g++, and the static orchestrator (scripts/setup-nix.sh).
 
@@ -25,8 +30,10 @@ use serde_json::Value;
 use super::nix::{git, orchestrator, repo, stub_nixpkgs};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
-pub(crate) const CPU_CELL: &str = "torch211-cxx11-cpu-x86_64-linux";
-const CUDA_CELL: &str = "torch211-cxx11-cu130-x86_64-linux";
+/// A bundle cell the host package set builds (from its pins: torch 2.15's CUDA 13.2 wheel).
+pub(crate) const CPU_CELL: &str = "torch215-cxx11-cpu-x86_64-linux";
+const CPU_CELL_214: &str = "torch214-cxx11-cpu-x86_64-linux";
+const CUDA_CELL: &str = "torch215-cxx11-cu132-x86_64-linux";
 const TVM_FFI_CPU_CELL: &str = "tvm-ffi01-cpu-x86_64-linux";
 const TVM_FFI_CUDA_CELL: &str = "tvm-ffi01-cu130-x86_64-linux";
 
@@ -90,12 +97,46 @@ pub(crate) fn host_toolchain(manylinux: &str) -> tempfile::TempDir {
     }
     fs::write(t.path().join("host.json"), serde_json::to_string_pretty(&host).unwrap()).unwrap();
     let wheels: Value = serde_json::from_slice(&fs::read(fixture.join("wheels.json")).unwrap()).unwrap();
-    let mut all = vec![&wheels["torch"], &wheels["tvm-ffi"]];
+    // The set's own torch (2.11) serves only cells not built from pins, which no test builds.
+    let mut all = vec![&wheels["tvm-ffi"]];
     all.extend(wheels["cuda"]["wheels"].as_array().unwrap());
     for w in all {
         add_wheel_to_store(w["file"].as_str().unwrap(), w["sha256"].as_str().unwrap());
     }
+    // The pins of the cells built with it (CPU_CELL, CUDA_CELL).
+    add_pinned_wheels_to_store("2.15", Some("13.2"));
     t
+}
+
+/// Put the pinned wheels of the bundle cell of torch `torch` (`2.15`) and CUDA `cuda` (`None`:
+/// CPU) on x86_64-linux in the store, at the fixed-output paths its Nix cell names: from the
+/// toolchain cache the native pinned builds share (downloaded into it when missing, checked
+/// against the pinned sha256), added with `nix-store --add-fixed sha256`.
+fn add_pinned_wheels_to_store(torch: &str, cuda: Option<&str>) {
+    use kernel_builder::toolchain::pins::pins;
+    use kernel_builder::toolchain::store::{FetchOptions, Store};
+    let cache = super::pinned::shared_toolchain_cache();
+    let c = pins().cell(torch, cuda, "x86_64-linux").unwrap();
+    let mut store = None;
+    for w in std::iter::once(c.torch).chain(c.toolkit) {
+        let w = w.resolved().unwrap();
+        let (ok, path, err) = run("nix-store", &["--print-fixed-path", "sha256", &w.sha256, &w.file], repo());
+        assert!(ok, "{err}");
+        if run("nix-store", &["--check-validity", path.trim()], repo()).0 {
+            continue;
+        }
+        let store = store.get_or_insert_with(|| {
+            Store::open(camino::Utf8Path::from_path(&cache).unwrap(), FetchOptions::default()).unwrap()
+        });
+        let cached = store.wheel(&w).unwrap();
+        // Named as the pin names it (the store path's name), beside the cache (one file system).
+        let named = tempfile::tempdir_in(&cache).unwrap();
+        let file = named.path().join(&w.file);
+        fs::hard_link(&cached, &file).unwrap();
+        let (ok, added, err) = run("nix-store", &["--add-fixed", "sha256", file.to_str().unwrap()], repo());
+        assert!(ok, "{err}");
+        assert_eq!(added.trim(), path.trim());
+    }
 }
 
 /// Make sure the wheel `file` with PyPI sha256 `sha256` is in the store (the path the fixture's
@@ -181,8 +222,14 @@ fn copy_kernel(name: &str, dest: &Path) -> PathBuf {
 /// The toolchain record the host package set gives the cell `name` of `kind` (`torch`,
 /// `tvm-ffi`): its python, CXX, PATH (store paths' bin dirs and the host's) and nvcc.
 fn host_tools(toolchain: &Path, name: &str, kind: &str, backend: &str, backend_version: &str) -> Value {
+    // `torch215-…` → "2.15" (tvm-ffi cells name no torch).
+    let torch_version = name
+        .strip_prefix("torch")
+        .and_then(|r| r.split('-').next())
+        .map(|d| format!("{}.{}", &d[..1], &d[1..]))
+        .unwrap_or_else(|| "2.11".to_owned());
     let expr = format!(
-        r#"let t = (builtins.getFlake "path:{}").lib.toolchainFor {{ name = "{name}"; system = "x86_64-linux"; backend = "{backend}"; backend_version = {backend_version}; torch_version = "2.11"; kind = "{kind}"; }}; in {{ inherit (t) python cxx path nvcc missing; }}"#,
+        r#"let t = (builtins.getFlake "path:{}").lib.toolchainFor {{ name = "{name}"; system = "x86_64-linux"; backend = "{backend}"; backend_version = {backend_version}; torch_version = "{torch_version}"; kind = "{kind}"; }}; in {{ inherit (t) python cxx path nvcc missing; }}"#,
         toolchain.display()
     );
     serde_json::from_str(&nix(repo(), &["eval", "--impure", "--json", "--expr", &expr])).unwrap()
@@ -221,6 +268,30 @@ fn native_build_with(tools: &Value, kernel: &str, cell: &str) -> (tempfile::Temp
         .success();
     let native = kernel.join("build").join(cell);
     (t, native)
+}
+
+/// The native pinned build (`build-and-copy --nix never` without `--python`: torch, the CUDA
+/// toolkit, CMake and Ninja from the pinned wheels in the shared toolchain cache) of
+/// kernels/relu's `cells`, with the compiler of the host set's record `tools` (its CXX, and
+/// PATH for the rest: `python3` for `Python.h`) and its package-set name, so that each cell's
+/// bytes can be compared with the Nix cell's. Returns the temp dir holding the copy and
+/// `build/`.
+fn native_pinned_build(tools: &Value, cells: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let kernel = copy_kernel("relu", t.path());
+    let path: Vec<&str> = tools["path"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    let mut cmd = Command::new(orchestrator().join("bin/kernel-builder"));
+    cmd.env("PATH", path.join(":"))
+        .env("CXX", tools["cxx"].as_str().unwrap())
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", super::pinned::shared_toolchain_cache())
+        .args(["build-and-copy", kernel.to_str().unwrap(), "--nix", "never", "--package-set", "host-test"]);
+    for c in cells {
+        cmd.args(["--variant", c]);
+    }
+    cmd.assert().success();
+    let build = kernel.join("build");
+    (t, build)
 }
 
 /// `nix hash path`: the NAR hash (SRI) of a tree.
@@ -273,41 +344,96 @@ fn loads_through_kernels(test: &str, var: &str, out: &Path) {
     assert!(run.status.success() && log.contains("1 passed") && !log.contains("skipped"), "{log}");
 }
 
-/// relu's CPU cell, `nix build` of the kernel's own flake with the host package set: the NAR
-/// hash of the variant equals the native `build-and-copy --nix never` given the same tools
-/// (python, CXX, PATH) and package-set name; nothing of the build directory, the store or the
-/// time is in it; and it loads through `kernels.get_local_kernel` and equals `torch.relu`.
+/// relu's bundle cells `torch214-cxx11-cpu`, `torch215-cxx11-cpu` and `torch215-cxx11-cu132`
+/// (x86_64-linux), `nix build` of the kernel's own flake with the host package set: each takes
+/// torch (and CUDA) from its pins, not from the set (the CPU cells compile against their
+/// release's CUDA wheel, as natively), records the pinned torch's version read from the wheel;
+/// the CUDA cell holds exactly the SASS its `cuda-capabilities` asks for; nothing of the build
+/// directory, the store or the time is in a module; and each is byte for byte (NAR hash) the
+/// native pinned `build-and-copy --nix never` of the same cell given the same compiler and
+/// package-set name.
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
-fn relu_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
+fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_build() {
     let tc = host_toolchain("2_34");
-    let out = nix_build_cell(tc.path(), "relu", CPU_CELL);
-    let variant = out.join(CPU_CELL);
-    let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
-    assert_eq!(meta["build"]["package-set"], "host-test", "{meta}");
-    assert_eq!(meta["build"]["hermetic"], false);
-    assert_eq!(meta["build"]["native"], false);
-    assert_eq!(meta["build"]["toolchain"]["torch"], "2.11.0+cu130");
-    let id = meta["id"].as_str().unwrap();
-    let mut files: Vec<String> = tree(&variant).into_keys().collect();
-    files.sort();
-    assert_eq!(files, ["__init__.py", "_ops.py", &format!("{id}.abi3.so"), "metadata.json"]);
-    let so = fs::read(variant.join(format!("{id}.abi3.so"))).unwrap();
-    for leak in ["/nix/store", "/build/", "/tmp/", REPO] {
-        assert!(!so.windows(leak.len()).any(|w| w == leak.as_bytes()), "the module holds `{leak}`");
+    add_pinned_wheels_to_store("2.14", None);
+    // (cell, torch version recorded, nvcc recorded)
+    let cells: [(&str, &str, Option<&str>); 3] = [
+        (CPU_CELL_214, "2.14.0+cu130", None),
+        (CPU_CELL, "2.15.0+cu132", None),
+        (CUDA_CELL, "2.15.0+cu132", Some("13.2.86")),
+    ];
+    let mut built = Vec::new();
+    for (cell, torch, nvcc) in cells {
+        let out = nix_build_cell(tc.path(), "relu", cell);
+        let variant = out.join(cell);
+        let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+        assert_eq!(meta["build"]["package-set"], "host-test", "{meta}");
+        assert_eq!(meta["build"]["hermetic"], false);
+        assert_eq!(meta["build"]["native"], false);
+        assert_eq!(meta["build"]["toolchain"]["torch"], torch, "{meta}");
+        assert_eq!(meta["build"]["toolchain"]["nvcc"].as_str(), nvcc, "{meta}");
+        let id = meta["id"].as_str().unwrap();
+        let mut files: Vec<String> = tree(&variant).into_keys().collect();
+        files.sort();
+        assert_eq!(files, ["__init__.py", "_ops.py", &format!("{id}.abi3.so"), "metadata.json"]);
+        let so = fs::read(variant.join(format!("{id}.abi3.so"))).unwrap();
+        for leak in ["/nix/store", "/build/", "/tmp/", "toolchain-cache", REPO] {
+            assert!(
+                !so.windows(leak.len()).any(|w| w == leak.as_bytes()),
+                "{cell}: the module holds `{leak}`"
+            );
+        }
+        if nvcc.is_some() {
+            assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": ["9.0"] }));
+            assert_eq!(
+                fatbin_targets(&variant.join(format!("{id}.abi3.so"))),
+                (vec!["sm_90".to_owned()], vec![])
+            );
+        }
+        built.push((cell, variant));
     }
+    // The cell's derivation names the pinned wheel (URL and hash of nix/torch-wheels.json).
+    let pins: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/torch-wheels.json")).unwrap()).unwrap();
+    let mut args: Vec<String> = [
+        "eval",
+        "--json",
+        &format!("{REPO}/kernels/relu#packages.x86_64-linux.{CPU_CELL}.torchWheel.drvAttrs"),
+        "--apply",
+        "a: { inherit (a) url outputHash; }",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(host_args(tc.path()));
+    let wheel: Value =
+        serde_json::from_str(&nix(repo(), &args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
+    let pin = &pins["wheels"]["2.15"]["cu132"]["x86_64-linux"];
+    assert_eq!(wheel, serde_json::json!({ "url": pin["url"], "outputHash": pin["sha256"] }));
 
-    // The native build with the same tools.
+    // The native pinned builds with the same compiler.
     let tools = host_tools(tc.path(), CPU_CELL, "torch", "cpu", "null");
-    let (_t, native) = native_build_with(&tools, "relu", CPU_CELL);
-    assert_eq!(tree(&variant), tree(&native), "the Nix and native trees differ");
-    assert_eq!(nar_hash(&variant), nar_hash(&native));
-
-    // The real loader.
-    loads_through_kernels("tests/python/test_nix_relu_cpu.py", "KERNEL_BUILDER_NIX_RELU_CPU", &out);
+    assert_eq!(tools["missing"], Value::Null, "{tools}");
+    assert_eq!(tools["python"], "/usr/bin/python3", "{tools}");
+    let (_t, native) = native_pinned_build(&tools, &cells.map(|c| c.0));
+    for (cell, variant) in built {
+        let (nix_tree, native_tree) = (tree(&variant), tree(&native.join(cell)));
+        let differ: Vec<&String> = nix_tree
+            .keys()
+            .chain(native_tree.keys())
+            .filter(|f| nix_tree.get(*f) != native_tree.get(*f))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{cell}: the Nix and native trees differ in {differ:?}; metadata.json:\n{}\n{}",
+            String::from_utf8_lossy(&nix_tree["metadata.json"]),
+            String::from_utf8_lossy(&native_tree["metadata.json"])
+        );
+        assert_eq!(nar_hash(&variant), nar_hash(&native.join(cell)), "{cell}");
+    }
 }
 
-/// relu's CUDA cell compiles in Nix with PyPI's nvcc 13.0 (no GPU), and its fat binary holds
+/// relu's CUDA cell compiles in Nix with its pinned nvcc 13.2 (no GPU), and its fat binary holds
 /// exactly what `cuda-capabilities` asks for: relu's own `["9.0"]` gives sm_90 code and no
 /// PTX; `["8.0", "9.0+PTX"]` (a copy of relu) gives sm_80 and sm_90 code and the compute_90
 /// PTX (which cuobjdump lists as `sm_90.ptx`), nothing else.
@@ -340,7 +466,7 @@ fn relu_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
     toolchainFor = (builtins.getFlake "path:{tc}").lib.toolchainFor;
     mkShell = _: _: {{ }};
     systems = [ "x86_64-linux" ];
-    torchVersions = _: [ {{ torchVersion = "2.11"; cudaVersion = "13.0"; systems = [ "x86_64-linux" ]; bundleBuild = true; }} ];
+    torchVersions = _: [ {{ torchVersion = "2.15"; cudaVersion = "13.2"; systems = [ "x86_64-linux" ]; bundleBuild = true; }} ];
   }};
 in out.packages.x86_64-linux.{CUDA_CELL}"#,
             dir = dir.display(),
@@ -365,7 +491,7 @@ in out.packages.x86_64-linux.{CUDA_CELL}"#,
         let variant = out_path(&json).join(CUDA_CELL);
         let meta: Value = serde_json::from_slice(&fs::read(variant.join("metadata.json")).unwrap()).unwrap();
         assert_eq!(meta["backend"], serde_json::json!({ "type": "cuda", "archs": archs }));
-        assert_eq!(meta["build"]["toolchain"]["nvcc"], "13.0.88", "{meta}");
+        assert_eq!(meta["build"]["toolchain"]["nvcc"], "13.2.86", "{meta}");
         let so = variant.join(format!("{}.abi3.so", meta["id"].as_str().unwrap()));
         let (targets, ptxs) = fatbin_targets(&so);
         assert_eq!(targets, sass, "{archs:?}");
@@ -487,7 +613,8 @@ fn relu_tvm_ffi_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
 
 /// A Nix expression: the compiled cells of the kernel in `dir` on every system, with the
 /// default package set (lib.nixpkgsToolchain over the stub nixpkgs), each as its drvPath,
-/// builder arguments, environment and the toolchain's wheel and `missing`.
+/// builder arguments, environment, `missing`, the toolchain's wheel (cells not built from pins)
+/// and the pinned torch wheel's URL and hash (`pin`, cells built from pins).
 fn default_set_cells_expr(dirs: &[String]) -> String {
     format!(
         r#"let
@@ -506,6 +633,7 @@ fn default_set_cells_expr(dirs: &[String]) -> String {
       env = builtins.removeAttrs d.drvAttrs [ "args" "builder" "name" "system" "src" ];
       missing = d.missing;
       wheel = d.toolchain.torchWheel;
+      pin = if d.torchWheel == null then null else {{ inherit (d.torchWheel.drvAttrs) url outputHash; }};
       manylinux = d.toolchain.manylinux;
       kind = c.kind;
     }};
@@ -570,7 +698,10 @@ fn every_compiled_corpus_cell_evaluates_with_the_default_package_set() {
                 let at = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
                 assert_eq!(at("--expect-variant"), variant);
                 assert_eq!(at("--package-set"), "nixpkgs");
-                assert!(at("--python").ends_with("-python3.13-env-stub/bin/python3"), "{args:?}");
+                // A cell built from pins needs only `Python.h`: the plain interpreter.
+                let python =
+                    if args.contains(&"--torch-wheel") { "-python3.13-stub" } else { "-python3.13-env-stub" };
+                assert!(at("--python").ends_with(&format!("{python}/bin/python3")), "{args:?}");
                 assert_eq!(args.contains(&"--hermetic"), !variant.contains("-metal-"), "{variant}");
             } else {
                 unpinned += 1;
@@ -578,6 +709,7 @@ fn every_compiled_corpus_cell_evaluates_with_the_default_package_set() {
                 let m = c["missing"].as_str().unwrap();
                 assert!(
                     m.contains("has no hash pinned yet: run `nix-prefetch-url")
+                        || m.contains("has no sha256 pinned in nix/torch-wheels.json yet: run `kernel-builder matrix pin --index https://download.pytorch.org/whl/")
                         || (m.contains("`metal-cpp`") && m.contains("has no pinned source yet")),
                     "{c}"
                 );
@@ -593,10 +725,11 @@ fn every_compiled_corpus_cell_evaluates_with_the_default_package_set() {
     assert!(cells >= 400, "{cells}");
 }
 
-/// The wiring of a representative set of relu's cells with the default package set: the wheel
-/// each takes from nix/torch-wheels.json (PyPI hash where pinned), CUDA's nvcc and toolkit
-/// root, ROCm's clr, XPU's oneAPI, Metal's impure Xcode access, the manylinux policy, and the
-/// build-time message of a cell whose wheel is not pinned.
+/// The wiring of a representative set of relu's cells with the default package set: the pinned
+/// torch and CUDA toolkit wheels of CPU and CUDA cells (nix/torch-wheels.json, fixed-output
+/// downloads), the wheel other cells take from the package set, ROCm's clr, XPU's oneAPI,
+/// Metal's impure Xcode access, the manylinux policy, and the build-time message of a cell
+/// whose wheel is not pinned (for a pinned cell: the `matrix pin` command).
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn relu_cells_are_wired_to_the_default_package_set() {
@@ -624,20 +757,42 @@ fn relu_cells_are_wired_to_the_default_package_set() {
         .collect();
     assert_eq!(names, expected.iter().map(String::as_str).collect::<Vec<_>>());
 
-    // CUDA 13.0, torch 2.13, x86_64: PyPI's pinned wheel, nvcc from the joined toolkit root.
+    // CUDA 13.0, torch 2.13, x86_64: torch and the CUDA toolkit from the pins (PyPI's wheels,
+    // fixed-output downloads with the pinned sha256, unpacked by the orchestrator); the package
+    // set gives only python (for `Python.h`), the compiler, CMake and Ninja.
     let c = &cells["torch213-cxx11-cu130-x86_64-linux"];
-    assert_eq!(c["wheel"], wheels["wheels"]["2.13"]["cu130"]["x86_64-linux"]);
-    assert_eq!(c["wheel"]["sha256"], "a3a9a21312872af8a26950b2c15680335a386a1f56ed03e780653d78b9607e9e");
-    assert!(c["env"]["CUDACXX"].as_str().unwrap().ends_with("-cuda-13.0-root/bin/nvcc"), "{c}");
+    assert!(c["wheel"].is_null(), "{c}");
+    let pin = &wheels["wheels"]["2.13"]["cu130"]["x86_64-linux"];
+    assert_eq!(c["pin"], serde_json::json!({ "url": pin["url"], "outputHash": pin["sha256"] }));
+    assert_eq!(c["pin"]["outputHash"], "a3a9a21312872af8a26950b2c15680335a386a1f56ed03e780653d78b9607e9e");
+    let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let at = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
+    assert!(at("--torch-wheel").ends_with(&format!("-{}", pin["file"].as_str().unwrap())), "{args:?}");
+    assert!(at("--torch-tree").ends_with("-unpacked"), "{args:?}");
+    assert!(at("--cuda-tree").contains("-cuda-13.0-"), "{args:?}");
+    assert!(c["env"].get("CUDACXX").is_none(), "{c}");
     assert!(c["env"]["CXX"].as_str().unwrap().ends_with("-manylinux_2_28-gcc-stub/bin/c++"), "{c}");
     let path = c["env"]["PATH"].as_str().unwrap();
-    for tool in
-        ["-cmake-stub/bin", "-ninja-stub/bin", "-manylinux_2_28-gcc-stub-bintools/bin", "-cuda-13.0-root/bin"]
-    {
+    for tool in ["-cmake-stub/bin", "-ninja-stub/bin", "-manylinux_2_28-gcc-stub-bintools/bin"] {
         assert!(path.contains(tool), "{tool} not in {path}");
     }
+    assert!(!path.contains("cuda"), "{path}");
     assert_eq!(c["manylinux"], "2_28");
     assert!(c["env"].get("__noChroot").is_none());
+    // A CPU cell compiles against its release's CUDA wheel (`compile-against`), as natively:
+    // one download serves both; no CUDA toolkit.
+    let cpu = &cells["torch215-cxx11-cpu-x86_64-linux"];
+    let pin = &wheels["wheels"]["2.15"]["cu132"]["x86_64-linux"];
+    assert_eq!(cpu["pin"], serde_json::json!({ "url": pin["url"], "outputHash": pin["sha256"] }));
+    assert!(!cpu["args"].as_array().unwrap().iter().any(|a| a == "--cuda-tree"), "{cpu}");
+    // A cell whose pin has no sha256 yet (its wheel only on PyTorch's index) evaluates and fails
+    // when built, naming the command that pins it.
+    let u = &cells["torch214-cxx11-cu126-x86_64-linux"];
+    let expected = "torch 2.14.0 (torch-2.14.0+cu126-cp313-cp313-manylinux_2_28_x86_64.whl) has no sha256 pinned in nix/torch-wheels.json yet: run `kernel-builder matrix pin --index https://download.pytorch.org/whl/cu126` where that index is reachable";
+    assert_eq!(u["missing"], expected);
+    assert_eq!(u["pin"], Value::Null);
+    assert_eq!(u["args"][1], "fail");
+    assert_eq!(u["args"][3], format!("kernel-builder: cell torch214-cxx11-cu126-x86_64-linux: {expected}"));
     // The Metal cell: the macOS CPU wheel from PyPI, the host's Xcode (impure, not hermetic).
     let m = &cells["torch213-metal-aarch64-darwin"];
     assert_eq!(m["wheel"]["sha256"], "33449899ce5496c1b84b4853179d94fd102028ae1407314d9fb956bb79e70d09");
@@ -739,7 +894,7 @@ fn torch_wheels_cover_the_matrix_and_hashes_are_well_formed() {
 }
 
 /// A committed git repository with the root flake and kernels/relu, whose flake builds only
-/// torch 2.11's CPU cell, as a bundle cell (the cell the host package set can build), so that
+/// torch 2.15's CPU cell ([`CPU_CELL`], from its pins), as a bundle cell, so that
 /// `nix flake check` and `build-and-copy --nix always` build it. `build_toml` edits build.toml.
 pub(crate) fn relu_repo(build_toml: impl Fn(String) -> String) -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
@@ -770,7 +925,7 @@ pub(crate) fn relu_repo(build_toml: impl Fn(String) -> String) -> (tempfile::Tem
       inherit self;
       path = ./.;
       systems = [ "x86_64-linux" ];
-      torchVersions = _: [ { torchVersion = "2.11"; cpu = true; systems = [ "x86_64-linux" ]; bundleBuild = true; } ];
+      torchVersions = _: [ { torchVersion = "2.15"; cpu = true; systems = [ "x86_64-linux" ]; bundleBuild = true; } ];
     };
 }
 "#,

@@ -20,7 +20,7 @@ fn repo() -> PathBuf {
 }
 
 /// The toolchain cache every test of the run shares.
-fn shared_toolchain_cache() -> PathBuf {
+pub(crate) fn shared_toolchain_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("toolchain-cache")
 }
 

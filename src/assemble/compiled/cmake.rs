@@ -161,10 +161,20 @@ pub fn cell_facts(
             dep_maps.push((checkout.dir, format!("/{}", d.name())));
         }
     }
-    let map = |from: &Utf8Path, to: &str| format!("-ffile-prefix-map={from}={to}");
+    // A directory reached through a symbolic link (a cache directory that is a link) reaches
+    // the binary under its resolved name too (CMake resolves some paths, the compiler others):
+    // both names are mapped.
+    let map = |from: &Utf8Path, to: &str| -> Vec<String> {
+        let mut names = vec![from.to_owned()];
+        names.extend(resolved(from).filter(|r| r != from));
+        names.iter().map(|f| format!("-ffile-prefix-map={f}={to}")).collect()
+    };
     let mut host_opts: Vec<String> =
-        vec![map(src_dir, "."), map(build_dir, "."), map(&framework_map.0, framework_map.1)];
-    host_opts.extend(dep_maps.iter().map(|(dir, to)| map(dir, to)));
+        [(src_dir, "."), (build_dir, "."), (framework_map.0.as_path(), framework_map.1)]
+            .into_iter()
+            .flat_map(|(from, to)| map(from, to))
+            .collect();
+    host_opts.extend(dep_maps.iter().flat_map(|(dir, to)| map(dir, to)));
     // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
     // clang never does and has no such flag.
     let gnu = !cell.cxx.version.contains("clang");
@@ -485,8 +495,32 @@ pub fn parse_jobs(value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usiz
     }
 }
 
+/// `path` with every symbolic link resolved: its deepest existing ancestor canonicalized, the
+/// rest appended (a work directory may not exist yet); `None` when no ancestor resolves.
+fn resolved(path: &Utf8Path) -> Option<Utf8PathBuf> {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = at.canonicalize_utf8() {
+            return Some(rest.iter().rev().fold(real, |p: Utf8PathBuf, c: &&str| p.join(c)));
+        }
+        rest.push(at.file_name()?);
+        at = at.parent()?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_path_through_a_link_resolves_to_its_target_even_where_it_does_not_exist_yet() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap().canonicalize_utf8().unwrap();
+        std::fs::create_dir_all(root.join("real/trees")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        assert_eq!(resolved(&root.join("link/trees/k/torch")), Some(root.join("real/trees/k/torch")));
+        assert_eq!(resolved(&root.join("real/trees")), Some(root.join("real/trees")));
+    }
+
     use super::*;
 
     #[test]
