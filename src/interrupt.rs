@@ -8,7 +8,7 @@
 //!
 //! 1. it is passed on to this process's direct children (found in `/proc` by parent pid): to
 //!    the whole process group of each build step (CMake, Ninja and the compilers they run,
-//!    started in a group of their own, [`in_own_group`]), which is then waited for; to
+//!    started in a group of their own, [`crate::process::Cmd::own_process_group`]), which is then waited for; to
 //!    another child (Nix) unless it is a terminal's SIGINT, which that child got itself;
 //! 2. if a [`hold`] is active, that section is let finish first;
 //! 3. every registered path still registered is removed, newest first
@@ -194,16 +194,6 @@ fn ignored_at_start(sig: i32) -> bool {
     }
 }
 
-/// The `std::process::Command` setting every build step's child gets ([`in_own_group`]):
-/// it runs in a process group of its own, so that an interruption can stop it and everything
-/// it started (Ninja's compilers, nvcc's `cudafe++`, `cicc`, `ptxas`) by signalling the group.
-/// The terminal's Ctrl-C then no longer reaches it directly: the handler passes every signal
-/// on to such a group.
-pub fn in_own_group(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    cmd.process_group(0);
-}
-
 fn signal_name(sig: i32) -> &'static str {
     match sig {
         signal_hook::consts::SIGINT => "SIGINT",
@@ -273,7 +263,7 @@ fn remove(path: &Utf8Path, removal: Removal) -> std::io::Result<bool> {
 }
 
 /// Send `sig` to this process's direct children (Linux: `/proc/<pid>/stat` whose parent pid is
-/// ours). A child that leads a process group of its own ([`in_own_group`]) gets it sent to
+/// ours). A child that leads a process group of its own ([`crate::process::Cmd::own_process_group`]) gets it sent to
 /// its whole group, always (no terminal signal reaches that group); any other child gets it
 /// only when `direct` (not a terminal's SIGINT, which it got itself). Returns the process
 /// groups signalled. Elsewhere than Linux, nothing: the children keep running into the work

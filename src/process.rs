@@ -12,8 +12,9 @@
 //! process ends, however it ends (`kill -9` included; `PR_SET_PDEATHSIG`). SIGTERM rather
 //! than SIGKILL so the tools that start processes of their own (Ninja, CMake, Nix) stop those
 //! too; a process that ignores it, or a grandchild that is not told, is what
-//! [`lock_work_dir`] is for: the lock it takes is inherited by every child, so it is held
-//! until the last process of a build is gone, and the next build waits for that.
+//! [`crate::assemble::workdirs::lock_work_dir`] is for: the lock it takes is inherited by
+//! every child, so it is held until the last process of a build is gone, and the next build
+//! waits for that.
 //!
 //! Caveat of the mechanism: the signal fires when the *thread* that spawned the child ends,
 //! so a child must be spawned by a thread that outlives it (every site here waits for its
@@ -21,7 +22,6 @@
 
 use std::os::unix::process::CommandExt;
 
-use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
 /// Make the process `cmd` starts receive SIGTERM when this process dies (Linux; elsewhere
@@ -240,9 +240,10 @@ impl Cmd {
         self
     }
 
-    /// Start the child in a process group of its own, so that an interruption reaches every
-    /// process it starts (Ninja's compilers) through the group
-    /// ([`crate::interrupt::in_own_group`]).
+    /// Start the child in a process group of its own, so that an interruption can stop it and
+    /// everything it started (Ninja's compilers, nvcc's `cudafe++`, `cicc`, `ptxas`) by
+    /// signalling the group ([`crate::interrupt`] passes every signal on to such a group; the
+    /// terminal's Ctrl-C no longer reaches it directly).
     pub fn own_process_group(mut self) -> Cmd {
         self.own_group = true;
         self
@@ -287,7 +288,7 @@ impl Cmd {
         let mut e = duct::cmd(&self.program, &self.args)
             .before_spawn(move |c| {
                 if own_group {
-                    crate::interrupt::in_own_group(c);
+                    std::os::unix::process::CommandExt::process_group(c, 0);
                 }
                 before_spawn(c)
             })
@@ -417,32 +418,6 @@ impl Cmd {
     pub fn status(&self) -> Result<std::process::ExitStatus, Error> {
         self.expression().run().map(|o| o.status).map_err(|source| self.spawn_error(source))
     }
-}
-
-/// Lock the work directory `dir` for one build (an exclusive `flock` on the directory, held
-/// until the returned file is dropped *and* every child that inherited it has ended: the
-/// descriptor is left open across exec on purpose). When processes of an earlier build still
-/// hold it (a build killed while its compilers ran), says so and waits for them.
-///
-/// Errors: `dir` cannot be opened or locked.
-pub fn lock_work_dir(dir: &Utf8Path) -> anyhow::Result<std::fs::File> {
-    use rustix::fs::FlockOperation as Op;
-    let file = std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
-    match rustix::fs::flock(&file, Op::NonBlockingLockExclusive) {
-        Ok(()) => {}
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-            crate::printer::stderr!(
-                "note: the work directory `{dir}` is still in use by another build, or by processes \
-                 of an earlier one that was killed; waiting for them to finish (`fuser -v {dir}` \
-                 lists them)"
-            );
-            rustix::fs::flock(&file, Op::LockExclusive).with_context(|| format!("cannot lock `{dir}`"))?;
-        }
-        Err(e) => return Err(std::io::Error::from(e)).with_context(|| format!("cannot lock `{dir}`")),
-    }
-    rustix::io::fcntl_setfd(&file, rustix::io::FdFlags::empty())
-        .with_context(|| format!("cannot lock `{dir}`"))?;
-    Ok(file)
 }
 
 #[cfg(test)]
@@ -585,25 +560,5 @@ mod tests {
         };
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(libc::SIGTERM));
-    }
-
-    #[test]
-    fn a_work_directory_is_locked_while_a_child_holding_it_lives() {
-        let t = tempfile::tempdir().unwrap();
-        let d = Utf8Path::from_path(t.path()).unwrap();
-        let lock = lock_work_dir(d).unwrap();
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        drop(lock);
-        let again = std::fs::File::open(d).unwrap();
-        let try_lock = || rustix::fs::flock(&again, rustix::fs::FlockOperation::NonBlockingLockExclusive);
-        assert_eq!(try_lock(), Err(rustix::io::Errno::WOULDBLOCK), "the child still holds it");
-        child.kill().unwrap();
-        child.wait().unwrap();
-        // A process another test spawns meanwhile inherits the descriptor too, briefly.
-        let started = std::time::Instant::now();
-        while try_lock().is_err() && started.elapsed() < std::time::Duration::from_secs(20) {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        assert_eq!(try_lock(), Ok(()));
     }
 }

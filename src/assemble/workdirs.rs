@@ -82,9 +82,55 @@ pub fn prune(root: &Utf8Path, all: bool) -> anyhow::Result<Vec<WorkDir>> {
     Ok(removed)
 }
 
+/// Lock the work directory `dir` for one build (an exclusive `flock` on the directory, held
+/// until the returned file is dropped *and* every child that inherited it has ended: the
+/// descriptor is left open across exec on purpose). When processes of an earlier build still
+/// hold it (a build killed while its compilers ran), says so and waits for them.
+///
+/// Errors: `dir` cannot be opened or locked.
+pub fn lock_work_dir(dir: &Utf8Path) -> anyhow::Result<std::fs::File> {
+    use rustix::fs::FlockOperation as Op;
+    let file = std::fs::File::open(dir).with_context(|| format!("cannot open `{dir}` to lock it"))?;
+    match rustix::fs::flock(&file, Op::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            crate::printer::stderr!(
+                "note: the work directory `{dir}` is still in use by another build, or by processes \
+                 of an earlier one that was killed; waiting for them to finish (`fuser -v {dir}` \
+                 lists them)"
+            );
+            rustix::fs::flock(&file, Op::LockExclusive).with_context(|| format!("cannot lock `{dir}`"))?;
+        }
+        Err(e) => return Err(std::io::Error::from(e)).with_context(|| format!("cannot lock `{dir}`")),
+    }
+    rustix::io::fcntl_setfd(&file, rustix::io::FdFlags::empty())
+        .with_context(|| format!("cannot lock `{dir}`"))?;
+    Ok(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_work_directory_is_locked_while_a_child_holding_it_lives() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Utf8Path::from_path(t.path()).unwrap();
+        let lock = lock_work_dir(d).unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        drop(lock);
+        let again = std::fs::File::open(d).unwrap();
+        let try_lock = || rustix::fs::flock(&again, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+        assert_eq!(try_lock(), Err(rustix::io::Errno::WOULDBLOCK), "the child still holds it");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // A process another test spawns meanwhile inherits the descriptor too, briefly.
+        let started = std::time::Instant::now();
+        while try_lock().is_err() && started.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(try_lock(), Ok(()));
+    }
 
     #[test]
     fn lists_names_and_prunes_work_dirs_of_gone_kernels() {

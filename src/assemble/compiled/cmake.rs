@@ -324,7 +324,7 @@ impl ConfigureRecord {
 
 /// Run a build step; on failure the error shows the command and the tail of its output.
 ///
-/// The step runs in a process group of its own ([`crate::interrupt::in_own_group`]: an
+/// The step runs in a process group of its own ([`crate::process::Cmd::own_process_group`]: an
 /// interruption stops it and the compilers it started), with `TMPDIR` set to `tmp_dir` (the
 /// cell's own, removed after the build and on interruption, so nvcc's `tmpxft_*` files never
 /// stay behind in the user's `$TMPDIR`). It is not started once an interruption arrived.

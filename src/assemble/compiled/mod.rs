@@ -122,10 +122,10 @@ pub fn build_cell(
             p
         }
     };
-    let _work_lock = crate::process::lock_work_dir(&work_dir)?; // no orphan of a killed build shares it
-                                                                // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
-                                                                // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
-                                                                // root, tvm-ffi's binding directory) and fails on a missing header that is there.
+    let _work_lock = crate::assemble::workdirs::lock_work_dir(&work_dir)?; // no orphan of a killed build shares it
+                                                                           // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
+                                                                           // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
+                                                                           // root, tvm-ffi's binding directory) and fails on a missing header that is there.
     if cell.backend == Backend::Cuda && work_dir.as_str().contains(',') {
         anyhow::bail!(
             "the work directory `{work_dir}` of the CUDA cell `{}` has a comma, and nvcc splits include \
