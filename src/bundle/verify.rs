@@ -63,7 +63,9 @@ pub struct VerifyReport {
 }
 
 /// Rebuild and compare the variants of the kernel in `kernel_dir` named in `requested`; when
-/// empty, those in the manifest and the planned variants present in `build/`.
+/// empty, those in the manifest and the planned variants present in `build/`. With `pinned`,
+/// the kernel's CPU and CUDA bundle cells are planned from their pinned wheels (as
+/// `build-and-copy` without `--python` builds them), else from `host`.
 ///
 /// Errors: no `build/` to verify, an unknown variant (the valid ones are listed), a manifest
 /// that cannot be read, or a failed rebuild.
@@ -72,6 +74,7 @@ pub fn verify(
     config: &BuildConfig,
     requested: &[String],
     host: &HostToolchain,
+    pinned: Option<&crate::toolchain::store::Store>,
 ) -> anyhow::Result<VerifyReport> {
     let build_dir = kernel_dir.join("build");
     anyhow::ensure!(
@@ -82,7 +85,11 @@ pub fn verify(
     let _lock = lock_dir(&build_dir, Lock::Shared)?;
     let manifest_path = build_dir.join(manifest::FILE_NAME);
     let manifest = if manifest_path.is_file() { Some(Manifest::read(&manifest_path)?) } else { None };
-    let the_plan = plan(config, host);
+    // Cells built from pinned wheels are rebuilt from the same pins (those requested, or all).
+    let the_plan = match pinned {
+        Some(store) => super::pinned_plan(config, requested, host, store),
+        None => plan(config, host),
+    };
     let planned = the_plan.variants.clone();
 
     let names: Vec<String> = if !requested.is_empty() {

@@ -377,25 +377,7 @@ pub fn run(args: Args) -> super::CmdResult {
     );
 
     let loaded = super::load_config_locked(&dir)?;
-    // Without --python, a [torch] kernel's CPU and CUDA bundle cells come from pinned wheels.
-    let uses_pins = crate::bundle::compiled_backends(&loaded.config)
-        .into_iter()
-        .any(|b| crate::toolchain::provision::pinned_backend(&loaded.config, b));
-    let pinned = match &args.toolchain.python {
-        _ if !uses_pins && args.toolchain.python.is_none() => None,
-        Some(_) => {
-            anyhow::ensure!(
-                !args.offline && args.find_links.is_empty(),
-                "--offline and --find-links apply to the pinned toolchains of a build without --python; drop --python, or drop them"
-            );
-            None
-        }
-        None => Some(crate::toolchain::store::Store::user(crate::toolchain::store::FetchOptions {
-            offline: args.offline,
-            find_links: args.find_links.clone(),
-            progress: !args.json,
-        })?),
-    };
+    let pinned = pinned_store(&loaded.config, &args.toolchain, args.offline, &args.find_links, !args.json)?;
     let report = run_native(
         &dir,
         &loaded.config,
@@ -535,4 +517,36 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
     )?;
     println!("{written}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The toolchain cache a native build (or verify) of `config` takes pinned wheels from: `None`
+/// with `--python` (the environment's torch) or when no backend of the kernel builds from pins.
+///
+/// Errors: `--offline` or `--find-links` given with `--python`; the cache cannot be opened.
+pub(crate) fn pinned_store(
+    config: &crate::config::BuildConfig,
+    toolchain: &ToolchainArgs,
+    offline: bool,
+    find_links: &[Utf8PathBuf],
+    progress: bool,
+) -> anyhow::Result<Option<crate::toolchain::store::Store>> {
+    // Without --python, a [torch] kernel's CPU and CUDA bundle cells come from pinned wheels.
+    let uses_pins = crate::bundle::compiled_backends(config)
+        .into_iter()
+        .any(|b| crate::toolchain::provision::pinned_backend(config, b));
+    Ok(match &toolchain.python {
+        _ if !uses_pins && toolchain.python.is_none() => None,
+        Some(_) => {
+            anyhow::ensure!(
+                !offline && find_links.is_empty(),
+                "--offline and --find-links apply to the pinned toolchains of a build without --python; drop --python, or drop them"
+            );
+            None
+        }
+        None => Some(crate::toolchain::store::Store::user(crate::toolchain::store::FetchOptions {
+            offline,
+            find_links: find_links.to_vec(),
+            progress,
+        })?),
+    })
 }

@@ -39,6 +39,10 @@ pub fn run(args: Args) -> super::CmdResult {
         );
     }
     let loaded = super::load_config(&dir)?;
+    // Without --python, the CPU and CUDA bundle cells build (and are verified) from pinned
+    // wheels, as `build-and-copy --nix never` builds them.
+    let pinned =
+        super::build_and_copy::pinned_store(&loaded.config, &args.toolchain, false, &[], !args.flags.json)?;
     let report = super::build_and_copy::run_native(
         &dir,
         &loaded.config,
@@ -46,7 +50,7 @@ pub fn run(args: Args) -> super::CmdResult {
         &host,
         &args.native,
         args.flags.json,
-        None,
+        pinned.as_ref(),
     )?;
     // The same lines as build-and-copy, on the same stream; with --json the upload's document
     // is the one on stdout, so the build lines go to stderr.
@@ -58,7 +62,7 @@ pub fn run(args: Args) -> super::CmdResult {
         super::build_and_copy::print_built(&report, false)?;
     }
     let built: Vec<String> = report.built.iter().map(|v| v.name.clone()).collect();
-    let checked = verify(&dir, &loaded.config, &built, &host)?;
+    let checked = verify(&dir, &loaded.config, &built, &host, pinned.as_ref())?;
     for n in &checked.notes {
         eprintln!("note: {n}");
     }

@@ -34,7 +34,10 @@ pub fn run(args: Args) -> super::CmdResult {
     // Its rebuilds run Ninja: a bad `KERNEL_BUILDER_JOBS` fails before any of them.
     crate::assemble::compiled::jobs_from_env()?;
     let loaded = super::load_config(&dir)?;
-    let report = verify(&dir, &loaded.config, &args.variants, &args.toolchain.host())?;
+    // Without --python, cells built from pinned wheels are rebuilt from the same pins.
+    let pinned =
+        super::build_and_copy::pinned_store(&loaded.config, &args.toolchain, false, &[], !args.json)?;
+    let report = verify(&dir, &loaded.config, &args.variants, &args.toolchain.host(), pinned.as_ref())?;
     for n in &report.notes {
         eprintln!("note: {n}");
     }

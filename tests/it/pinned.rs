@@ -407,3 +407,38 @@ fn a_partial_download_resumes_and_a_wrong_one_is_never_used() {
         format!("{file} bytes=1000000-\n{file} bytes=1000000-\n{file} -\n")
     );
 }
+
+/// A fresh user found that `verify` could not check a build made from pins: it planned the
+/// host's torch (`python3`, which has none) instead of the cells' pinned wheels. Without
+/// `--python` it now rebuilds a pinned cell from the same pins, says `same`, and catches a
+/// variant changed on disk.
+#[test]
+fn verify_rebuilds_a_pinned_cell_from_its_pins() {
+    let t = tempfile::tempdir().unwrap();
+    let relu = t.path().join("relu");
+    copy_kernel("relu", &relu);
+    let cells = t.path().join("cells");
+    let cell = "torch215-cxx11-cpu-x86_64-linux";
+    let out = kb(
+        &relu,
+        &cells,
+        &shared_toolchain_cache(),
+        &["build-and-copy", "--nix", "never", "--variant", cell],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let verify = |args: &[&str]| kb(&relu, &t.path().join("verify-cells"), &shared_toolchain_cache(), args);
+    let out = verify(&["verify", "--variant", cell]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.lines().next().unwrap().split(" (").next().unwrap(), format!("{cell}: same"));
+    let variant = relu.join("build").join(cell);
+    let listed: Vec<String> = fs::read_dir(&variant)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let init = variant.join("__init__.py");
+    assert!(init.is_file(), "{listed:?}");
+    fs::write(&init, fs::read_to_string(&init).unwrap() + "# changed\n").unwrap();
+    let out = verify(&["verify", "--variant", cell]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.lines().next().unwrap(), format!("{cell}: different"));
+}
