@@ -51,16 +51,19 @@ pub fn bar(draw: bool, len: Option<u64>, template: &str) -> indicatif::ProgressB
 /// cursor moves, window titles, hyperlinks) nor hide what it says. Call it on such text before
 /// it reaches the terminal.
 pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
-    };
+    let bad = |c: char| drives_the_terminal(c) && c != '\n' && c != '\t';
     if !text.contains(bad) {
         return std::borrow::Cow::Borrowed(text);
     }
     std::borrow::Cow::Owned(
         text.chars().map(|c| if bad(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect(),
     )
+}
+
+/// Whether `c` is a control character (C0, DEL, C1) or a bidirectional override: what
+/// [`escape_controls`] escapes (it keeps newline and tab).
+pub fn drives_the_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
 }
 
 #[cfg(test)]

@@ -492,6 +492,24 @@ pub fn thousands(n: usize) -> String {
     out
 }
 
+/// `text` with every character that could drive the terminal (but newline, tab and carriage
+/// return, which the renderer handles) replaced by as many `?` as it has bytes.
+fn shown_source(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| crate::printer::drives_the_terminal(c) && !matches!(c, '\n' | '\t' | '\r');
+    if !text.contains(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if bad(c) {
+            out.extend(std::iter::repeat_n('?', c.len_utf8()));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Render placed problems one after another (at most [`GROUP_AFTER`] of each rule in full, the
 /// rest counted on one line per rule), then a one-line count.
 pub(crate) fn render(
@@ -510,7 +528,11 @@ pub(crate) fn render(
         }
         RenderStyle::Fancy => GraphicalReportHandler::new_themed(GraphicalTheme::unicode()).with_width(WIDTH),
     };
-    let source = text.map(|t| Source::new(display_path, t));
+    // The quoted lines come from the user's file: a control character there (an escape
+    // sequence in a comment) must not reach the terminal. Each is drawn as `?`, byte for byte,
+    // so every span still points where it did.
+    let shown = text.map(shown_source);
+    let source = shown.as_deref().map(|t| Source::new(display_path, t));
     let mut out = String::new();
     // Problems of one rule beyond the first GROUP_AFTER are counted, not drawn: rule → (how
     // many were left out, first and last line of those).

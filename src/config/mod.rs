@@ -268,7 +268,19 @@ pub fn parse_str(
                 severity: Severity::Error,
                 key_path: String::new(),
                 rule: "toml-syntax",
-                message: format!("not valid TOML: {}", e.message().trim_end()),
+                message: match (
+                    e.message().trim_end(),
+                    e.span().and_then(|s| text.get(s.start..)).and_then(|t| t.chars().next()),
+                ) {
+                    // toml_edit gives no reason for a control character where it may not stand.
+                    ("", Some(c)) if crate::printer::drives_the_terminal(c) => {
+                        format!(
+                            "not valid TOML: the control character U+{:04X} may not stand here",
+                            u32::from(c)
+                        )
+                    }
+                    (reason, _) => format!("not valid TOML: {reason}"),
+                },
                 help: Some("fix the TOML syntax at the marked place".to_owned()),
             };
             let span = e.span().map(|s| {

@@ -663,3 +663,28 @@ fn a_leftover_old_link_never_pulls_files_into_build() {
     assert_eq!(built, ["hashes.json", "torch-cuda"], "{}", r.stderr);
     assert!(!r.stderr.contains("restored"), "{}", r.stderr);
 }
+
+/// Found by a fresh user trying to break the fixes: the lines a diagnostic quotes from
+/// build.toml reached the terminal raw, so an escape sequence in a comment set the window
+/// title and cleared the screen (with `KERNEL_BUILDER_PLAIN=1` too). Quoted lines now show
+/// such characters as `?`, and the reason names the character.
+#[test]
+fn a_diagnostic_never_quotes_terminal_controls_from_build_toml() {
+    let t = tempfile::tempdir().unwrap();
+    fs::write(t.path().join("build.toml"), "name = \"x\"\n# \x1b]0;title\x07 \x1b[2J comment\n[general\n")
+        .unwrap();
+    for plain in ["0", "1"] {
+        let out = crate::util::kb_std()
+            .args(["check-config", t.path().to_str().unwrap()])
+            .env("KERNEL_BUILDER_PLAIN", plain)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let all = [out.stdout, out.stderr].concat();
+        assert!(!all.iter().any(|b| matches!(b, 0x1b | 0x07)), "{}", String::from_utf8_lossy(&all));
+        let text = String::from_utf8(all).unwrap();
+        assert!(text.contains("not valid TOML: the control character U+001B may not stand here"), "{text}");
+        assert!(text.contains("# ?]0;title? ?[2J comment"), "{text}");
+    }
+}
