@@ -313,15 +313,32 @@ fn pinned_toolchain(
 }
 
 /// The CPython the pinned torch wheels are built for (`python3.13`), from PATH: the path of
-/// the interpreter it runs (a pyenv shim resolves to the real one).
+/// the interpreter it runs (a pyenv shim resolves to the real one). Without it, `python3`, as a
+/// native pinned build uses (the module is abi3: its headers serve the compile), with a note
+/// that this python cannot import the pinned torch.
 fn pins_python() -> anyhow::Result<Utf8PathBuf> {
     let version = &crate::toolchain::pins::pins().python;
     let program = format!("python{version}");
-    let out = crate::process::Cmd::new(&program).args(["-c", "import sys; print(sys.executable)"]).output();
-    match out {
-        Ok(o) if o.success() => Ok(Utf8PathBuf::from(o.stdout.trim().to_owned())),
-        _ => anyhow::bail!(
-            "the pinned torch wheels are for CPython {version}, and `{program}` does not run here; install CPython {version} (or put it on PATH), or pass --python PATH"
+    let executable = |program: &str| {
+        crate::process::Cmd::new(program)
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .ok()
+            .filter(|o| o.success())
+            .map(|o| Utf8PathBuf::from(o.stdout.trim().to_owned()))
+    };
+    if let Some(p) = executable(&program) {
+        return Ok(p);
+    }
+    match executable("python3") {
+        Some(p) => {
+            eprintln!(
+                "note: `{program}` does not run here: the shell's python is `{p}`, which compiles against the pinned torch's headers as a native build does but cannot import that torch (built for CPython {version}); install CPython {version} for that, or pass --python PATH"
+            );
+            Ok(p)
+        }
+        None => anyhow::bail!(
+            "the pinned torch wheels are for CPython {version}, and neither `{program}` nor `python3` runs here; install CPython {version} (or put it on PATH), or pass --python PATH"
         ),
     }
 }
