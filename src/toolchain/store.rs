@@ -158,7 +158,14 @@ impl Store {
             return Ok(dest); // another build fetched it while this one waited
         }
         let part = self.root.join("wheels").join(format!("{}.part", w.sha256));
-        let local = self.options.find_links.iter().map(|d| d.join(&w.file)).find(|p| p.is_file());
+        let local =
+            self.options.find_links.iter().map(|d| d.join(&w.file)).find(|p| p.symlink_metadata().is_ok());
+        if let Some(src) = local.as_ref().filter(|p| !p.is_file()) {
+            anyhow::bail!(
+                "`{src}` is not a regular file (a FIFO, a device or a dangling link); put the wheel {} itself in the --find-links directory",
+                w.file
+            );
+        }
         let sha = match local {
             Some(src) => {
                 let _ = std::fs::remove_file(&part);
@@ -175,7 +182,7 @@ impl Store {
         if sha != w.sha256 {
             let _ = std::fs::remove_file(&part);
             anyhow::bail!(
-                "{} has sha256 {sha}, but {} pins {}; the file was not used (removed). A wheelhouse holding another build of it, or a changed index, gives this: fetch the pinned file",
+                "{} has sha256 {sha}, but {} pins {}; the file was not used (its copy in the toolchain cache was removed). A wheelhouse holding another build of it, or a changed index, gives this: fetch the pinned file",
                 w.file,
                 super::pins::PINS_FILE,
                 w.sha256
@@ -496,6 +503,13 @@ mod tests {
         assert_eq!(
             store.wheel(&gone).unwrap_err(),
             "m-1-py3-none-any.whl is not in the toolchain cache and --offline forbids downloading it; put it in a --find-links directory, or build once without --offline"
+        );
+        // A wheelhouse entry that is a link to a device (or a FIFO) is named as such, never read.
+        std::os::unix::fs::symlink("/dev/zero", house.join("z-1-py3-none-any.whl")).unwrap();
+        let zero = ResolvedWheel { file: "z-1-py3-none-any.whl".into(), ..gone };
+        assert_eq!(
+            store.wheel(&zero).unwrap_err(),
+            format!("`{house}/z-1-py3-none-any.whl` is not a regular file (a FIFO, a device or a dangling link); put the wheel z-1-py3-none-any.whl itself in the --find-links directory")
         );
         // Prune to nothing empties it.
         let removed = store.prune(0, true).unwrap().unwrap();

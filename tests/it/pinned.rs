@@ -397,7 +397,7 @@ fn a_partial_download_resumes_and_a_wrong_one_is_never_used() {
     let err = store.wheel(&w).unwrap_err();
     assert!(err.starts_with(&format!("{file} has sha256 ")), "{err}");
     assert!(
-        err.contains(&format!(", but nix/torch-wheels.json pins {sha}; the file was not used (removed)")),
+        err.contains(&format!(", but nix/torch-wheels.json pins {sha}; the file was not used (its copy in the toolchain cache was removed)")),
         "{err}"
     );
     assert!(!part.exists() && !got.exists());
