@@ -582,8 +582,6 @@ mod tests {
     fn a_tvm_ffi_cells_key_holds_tvm_ffi() {
         use crate::assemble::compiled::CompiledCell;
         use crate::config::Backend;
-        use crate::matrix::CellKind;
-        use crate::toolchain::host::{CellFramework, Tool};
         use crate::toolchain::tvm_ffi::TvmFfiFacts;
 
         let kernel = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels/relu-tvm-ffi");
@@ -603,25 +601,14 @@ mod tests {
                 python_version: "3.11".into(),
             }
         };
-        let tool = |p: &str| Tool { path: p.into(), version: "1".into() };
-        let cell = |f: TvmFfiFacts| CompiledCell {
-            variant: "tvm-ffi01-cpu-x86_64-linux".into(),
-            backend: Backend::Cpu,
-            kind: CellKind::TvmFfi,
-            framework: CellFramework::TvmFfi(f),
-            backend_version: None,
-            cmake: tool("/bin/cmake"),
-            ninja: tool("/bin/ninja"),
-            cxx: tool("/bin/c++"),
-            nvcc: None,
-            kernels: vec!["relu_cpu".into()],
-            cuda_capabilities: Default::default(),
-            outside_bundle: None,
-            notes: Vec::new(),
-            capabilities_only: None,
-            package_set: None,
-            hermetic: false,
-            manylinux: None,
+        let cell = |f: TvmFfiFacts| {
+            CompiledCell::tvm_ffi_for_tests(
+                "tvm-ffi01-cpu-x86_64-linux",
+                Backend::Cpu,
+                f,
+                None,
+                &["relu_cpu"],
+            )
         };
         let ids = BuildIds { uid: source.uid(), kernel: None };
         let key = |f: TvmFfiFacts| {

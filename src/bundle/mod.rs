@@ -1163,34 +1163,14 @@ mod tests {
 
     /// A planned tvm-ffi cell `variant` of `backend`, built with nvcc `nvcc` (CUDA cells).
     fn tvm_ffi_planned(variant: &str, backend: crate::config::Backend, nvcc: Option<&str>) -> PlannedVariant {
-        use crate::toolchain::host::{CellFramework, Tool};
-        use crate::toolchain::tvm_ffi::TvmFfiFacts;
-        let tool = |p: &str, v: &str| Tool { path: p.into(), version: v.into() };
-        let cell = CompiledCell {
-            variant: variant.into(),
-            backend,
-            kind: crate::matrix::CellKind::TvmFfi,
-            framework: CellFramework::TvmFfi(TvmFfiFacts {
-                version: "0.1.15".into(),
-                package_dir: "/sp/tvm_ffi".into(),
-                purelib: "/sp".into(),
-                executable: "/venv/bin/python".into(),
-                python_version: "3.11".into(),
-            }),
-            backend_version: nvcc.map(|v| v[..4].to_owned()),
-            cmake: tool("/bin/cmake", "cmake version 4.4.5"),
-            ninja: tool("/bin/ninja", "1.13.2"),
-            cxx: tool("/bin/c++", "c++ 12.2.0"),
-            nvcc: nvcc.map(|v| tool("/cuda/bin/nvcc", v)),
-            kernels: vec!["k".into()],
-            cuda_capabilities: Default::default(),
-            outside_bundle: None,
-            notes: Vec::new(),
-            capabilities_only: None,
-            package_set: None,
-            hermetic: false,
-            manylinux: None,
+        let facts = crate::toolchain::tvm_ffi::TvmFfiFacts {
+            version: "0.1.15".into(),
+            package_dir: "/sp/tvm_ffi".into(),
+            purelib: "/sp".into(),
+            executable: "/venv/bin/python".into(),
+            python_version: "3.11".into(),
         };
+        let cell = CompiledCell::tvm_ffi_for_tests(variant, backend, facts, nvcc, &["k"]);
         PlannedVariant { name: variant.into(), backend, cell: Some(Box::new(cell)) }
     }
 

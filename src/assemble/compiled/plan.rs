@@ -85,6 +85,41 @@ pub struct CompiledCell {
     pub manylinux: Option<String>,
 }
 
+#[cfg(test)]
+impl CompiledCell {
+    /// A tvm-ffi cell for tests: `variant` of `backend` against `facts`, compiling `kernels`
+    /// with fixed tools (CMake 4.4.5, Ninja 1.13.2, g++ 12.2.0) and, for a CUDA cell, the nvcc
+    /// of version `nvcc` (its `X.Y` the backend version).
+    pub(crate) fn tvm_ffi_for_tests(
+        variant: &str,
+        backend: Backend,
+        facts: crate::toolchain::tvm_ffi::TvmFfiFacts,
+        nvcc: Option<&str>,
+        kernels: &[&str],
+    ) -> CompiledCell {
+        let tool = |p: &str, v: &str| Tool { path: p.into(), version: v.into() };
+        CompiledCell {
+            variant: variant.into(),
+            backend,
+            kind: CellKind::TvmFfi,
+            framework: CellFramework::TvmFfi(facts),
+            backend_version: nvcc.map(|v| v[..4].to_owned()),
+            cmake: tool("/bin/cmake", "cmake version 4.4.5"),
+            ninja: tool("/bin/ninja", "1.13.2"),
+            cxx: tool("/bin/c++", "c++ 12.2.0"),
+            nvcc: nvcc.map(|v| tool("/cuda/bin/nvcc", v)),
+            kernels: kernels.iter().map(|k| (*k).to_owned()).collect(),
+            cuda_capabilities: Default::default(),
+            outside_bundle: None,
+            notes: Vec::new(),
+            capabilities_only: None,
+            package_set: None,
+            hermetic: false,
+            manylinux: None,
+        }
+    }
+}
+
 /// Decide the cell this host builds for `backend`, or say why it cannot. `cells` are the
 /// kernel's cells ([`KernelCells::of`]): an outside-bundle cell names its nearest bundle cells.
 ///
