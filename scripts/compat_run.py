@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -179,6 +180,26 @@ def pytest_counts(junit: Path) -> dict:
     return counts
 
 
+def run_logged(cmd: list[str], env: dict, timeout: int, stem: Path) -> tuple[int | str, str, str]:
+    """Run `cmd` with its output in files (`stem`.out/.err), so that a build stopped at its
+    time limit still shows how far it got; on that limit its whole process group (CMake,
+    Ninja, every nvcc) is killed, so that nothing of it competes with the next kernel.
+    Returns (exit status or "timeout", stdout, stderr)."""
+    out_path, err_path = stem.with_suffix(".out"), stem.with_suffix(".err")
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        try:
+            status: int | str = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            status = "timeout"
+    texts = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+    out_path.unlink()
+    err_path.unlink()
+    return status, texts[0], texts[1][-200_000:]
+
+
 def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env: dict) -> dict:
     src = stage / "kernels" / name
     kdir = work / name
@@ -219,19 +240,21 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     cmd = [kb, "build-and-copy", str(kdir), "--nix", "never", "--python", args.python, "--json",
            "--variant", variant, *args.build_args]
     start = time.monotonic()
-    try:
-        built = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT_S)
-        status, out, err = built.returncode, built.stdout, built.stderr
-    except subprocess.TimeoutExpired as e:
-        status, out, err = "timeout", (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), ""
+    status, out, err = run_logged(cmd, env, BUILD_TIMEOUT_S, work / f"{name}.build")
     record["build_seconds"] = round(time.monotonic() - start, 1)
     (work / f"{name}.build.log").write_text(f"$ {' '.join(cmd)}\n{out}\n--- stderr\n{err}")
-    variants = sorted(p.name for p in (kdir / "build").iterdir() if p.is_dir()) if (kdir / "build").is_dir() else []
+    # (A build stopped midway leaves its scratch directory, `.kernel-builder-tmp-…`: no variant.)
+    variants = sorted(p.name for p in (kdir / "build").iterdir() if p.is_dir() and not p.name.startswith(".")) \
+        if (kdir / "build").is_dir() else []
     record["variants"] = variants
     record["built"] = status == 0
     if status != 0:
         record["build_status"] = status
         record["first_error"] = first_error(err + "\n" + out)
+        if status == "timeout":
+            steps = re.findall(r"\[\d+/\d+\]", err + out)
+            record["first_error"] = f"build stopped at the run's {BUILD_TIMEOUT_S} s limit" + (
+                f", at compile step {steps[-1]}" if steps else "")
         return record
 
     tests = kdir / "tests"
@@ -277,15 +300,16 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
             cwd=kdir, capture_output=True, text=True, env=test_env, timeout=TEST_TIMEOUT_S,
         )
         tail = ran.stdout[-3000:] + ran.stderr[-2000:]
+        log = ran.stdout[-200_000:] + "\n--- stderr\n" + ran.stderr[:100_000]
         record["tests_status"] = ran.returncode
     except subprocess.TimeoutExpired:
-        tail = "timeout"
+        tail = log = "timeout"
         record["tests_status"] = "timeout"
     record["test_seconds"] = round(time.monotonic() - start, 1)
     record["tests"] = pytest_counts(junit)
     if record["tests_status"] not in (0, 5):
         record["tests_tail"] = tail[-1500:]
-    (work / f"{name}.tests.log").write_text(tail)
+    (work / f"{name}.tests.log").write_text(log)
     return record
 
 

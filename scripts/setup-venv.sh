@@ -53,14 +53,16 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+# No pip cache: the wheels are installed once, and a cached copy of the torch stack would take
+# another ~3 GB of disk, and CI machines have little to spare.
 
 echo "setup-venv: installing ${pins[*]}"
-"$py" -m pip install -q "${pins[@]}"
+"$py" -m pip install -q --no-cache-dir "${pins[@]}"
 cuda_root=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia/cu13
 find "$cuda_root/bin" "$cuda_root/nvvm/bin" -maxdepth 1 -type f ! -name "*.profile" -exec chmod +x {} +
 
 helion_state="helion: not installed"
-if "$py" -m pip install -q "$helion_pin" && "$py" -c 'import helion' 2>/dev/null; then
+if "$py" -m pip install -q --no-cache-dir "$helion_pin" && "$py" -c 'import helion' 2>/dev/null; then
   helion_state="helion: $("$py" -c 'import importlib.metadata as m; print(m.version("helion"))')"
 else
   echo "setup-venv: $helion_pin does not install or import here; removing it" >&2

@@ -81,7 +81,8 @@ fn build_fixture(
 /// (nvcc's extended lambdas and relaxed constexpr, ENABLE_FP8, `<registration.h>`, csrc/ and
 /// the directories of listed headers on the include path, a dependency's headers for the
 /// binding, per-kernel flags scoped to their kernel and language). `--cuda-capabilities 9.0`
-/// narrows the kernel that publishes the default list, and metadata.json records it; the
+/// narrows the kernel that publishes the default list, and metadata.json records it; a kernel
+/// for other GPUs only (10.0a) keeps its own capability, since the binding calls it; the
 /// capability CUDA 13 lacks (7.0) is skipped with a note naming it. The module imports and
 /// its ops answer. About 2 minutes on 2 cores.
 #[test]
@@ -104,11 +105,17 @@ fn every_fault_class_compiles_for_one_capability() {
         )),
         "{stderr}"
     );
+    assert!(
+        stderr.contains(
+            "[kernel.other_gpus] builds none of 9.0 asked for with --cuda-capabilities / KERNEL_BUILDER_CUDA_CAPABILITIES: compiled for its own 10.0a"
+        ),
+        "{stderr}"
+    );
     let variant = k.join("build").join(&cell);
     let meta: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(variant.join("metadata.json")).unwrap()).unwrap();
     assert_eq!(meta.pointer("/build/capabilities-only"), Some(&serde_json::json!(["9.0"])));
-    assert_eq!(meta.pointer("/backend/archs"), Some(&serde_json::json!(["9.0"])));
+    assert_eq!(meta.pointer("/backend/archs"), Some(&serde_json::json!(["9.0", "10.0a"])));
 
     // The package imports (a link named after it to the variant) and every op answers; the
     // kernels launch nothing on a null pointer without a GPU, and the ops return n.
@@ -118,13 +125,13 @@ fn every_fault_class_compiles_for_one_capability() {
     let run = std::process::Command::new(&py)
         .args([
             "-c",
-            "import parity; o = parity.ops; print([o.lambda_op(1), o.constexpr_call_op(2), o.flagged_op(3), o.uses_dep_op(4)])",
+            "import parity; o = parity.ops; print([o.lambda_op(1), o.constexpr_call_op(2), o.flagged_op(3), o.uses_dep_op(4), o.other_gpus_op(5)])",
         ])
         .env("PYTHONPATH", &pkg_root)
         .output()
         .unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "[1, 2, 3, 4]");
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "[1, 2, 3, 4, 5]");
 
     // That tree is a quick check's: upload refuses it, whatever --force says.
     let up = crate::util::kb()
@@ -142,6 +149,25 @@ fn every_fault_class_compiles_for_one_capability() {
         "{err}"
     );
     assert!(err.contains("rebuild it without that option before uploading"), "{err}");
+}
+
+/// A quick check whose capabilities no `[kernel.*]` of the cell builds has nothing to check:
+/// refused before anything compiles, naming each kernel's own capabilities.
+#[test]
+fn a_quick_check_no_kernel_can_build_is_refused() {
+    let Some((py, cell)) = venv_cuda_cell() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let (_, out) = build_fixture(t.path(), &py, &cell, |toml| {
+        let head = &toml[..toml.find("# A __device__ lambda").unwrap()];
+        let tail = &toml[toml.find("[kernel.other_gpus]").unwrap()..];
+        format!("{head}{tail}")
+    });
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no `[kernel.*]` of this cell builds any of 9.0 asked for with --cuda-capabilities / KERNEL_BUILDER_CUDA_CAPABILITIES: [kernel.other_gpus] (10.0a); ask for one of those"),
+        "{err}"
+    );
 }
 
 /// `build-and-upload` with KERNEL_BUILDER_CUDA_CAPABILITIES set refuses before building

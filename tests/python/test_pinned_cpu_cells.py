@@ -2,16 +2,20 @@
 without `--python`) load through kernels 0.17.2 under the torch they were built for, each in
 its own environment, and equal `torch.relu`.
 
-The environments (`python3 -m venv` + `pip install torch==2.1X.0 kernels==0.17.2`) are made once
-under `target/tmp/torch-envs/` and kept: PyPI's torch pulls NVIDIA's CUDA libraries, about
-5 GB per environment (measured in the report of issue 24). The toolchain cache is the one the
-Rust tests share (`target/tmp/toolchain-cache`).
+The environments hold PyPI's torch 2.1X.0 with the requirements it declares but Triton (loading
+a CPU cell never imports it; a gigabyte per environment) and kernels 0.17.2, installed without
+pip's cache. PyPI's torch pulls NVIDIA's CUDA libraries, about 4.4 GB per environment, so they
+are made once under `target/tmp/torch-envs/` and kept, unless
+`KERNEL_BUILDER_TEST_DISCARD_TORCH_ENVS=1` (CI's setting, for its small disk) removes each one
+after its test. The toolchain cache is the one the Rust tests share
+(`target/tmp/toolchain-cache`).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -37,13 +41,26 @@ def torch_env(torch: str) -> Path:
     if not done.is_file():
         started = time.monotonic()
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(env)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", f"torch=={torch}.0", "kernels==0.17.2"],
-            check=True,
-        )
+        pip = [str(python), "-m", "pip", "install", "-q", "--no-cache-dir"]
+        subprocess.run([*pip, "--no-deps", f"torch=={torch}.0"], check=True)
+        subprocess.run([*pip, *torch_requirements_but_triton(python), "kernels==0.17.2"], check=True)
         done.write_text("")
         print(f"made {env} in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return python
+
+
+def torch_requirements_but_triton(python: Path) -> list[str]:
+    """The requirements the installed torch declares (markers kept, extras left out), Triton's
+    apart: torch imports without it, and the CPU cell never needs it."""
+    listed = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(*m.requires('torch'), sep='\\n')"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    return [r for r in listed if "extra ==" not in r and not r.lower().startswith("triton")]
+
+
+def discard_torch_envs() -> bool:
+    return os.environ.get("KERNEL_BUILDER_TEST_DISCARD_TORCH_ENVS") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +99,11 @@ print(torch.__version__, kernels.__version__, Path(relu.__file__).parent.name)
 @pytest.mark.parametrize("torch", TORCHES)
 def test_cpu_cell_loads_under_its_torch_and_equals_torch_relu(relu_build: Path, torch: str) -> None:
     python = torch_env(torch)
-    proc = subprocess.run([str(python), "-c", LOAD, str(relu_build)], capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run([str(python), "-c", LOAD, str(relu_build)], capture_output=True, text=True, check=False)
+    finally:
+        if discard_torch_envs():
+            shutil.rmtree(python.parent.parent)
     assert proc.returncode == 0, proc.stderr
     version, kernels_version, loaded = proc.stdout.split()
     assert version.startswith(f"{torch}.0")

@@ -248,6 +248,8 @@ pub fn plan_cell(
     let mut cuda_capabilities = BTreeMap::new();
     let mut notes = Vec::new();
     let mut capabilities_only = None;
+    // The CUDA kernels none of whose capabilities --cuda-capabilities asks for.
+    let mut unmatched: Vec<String> = Vec::new();
     if backend == Backend::Cuda {
         let cuda = backend_version.as_deref().expect("CUDA version");
         for name in &kernels {
@@ -282,13 +284,16 @@ pub fn plan_cell(
                     let kept = select_capabilities(&resolved, only)
                         .map_err(|e| format!("--cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {e}"))?;
                     if kept.is_empty() {
-                        return Err(format!(
-                            "[kernel.{name}] builds CUDA capabilities {} here, none of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}; ask for one of them",
-                            resolved.join(", "),
-                            only.join(", ")
+                        // A part for other GPUs (an sm100-only kernel beside sm90 ones): leaving
+                        // it out would leave the binding's calls into it unresolved, so it keeps
+                        // its own capabilities (few, for such a part) and the cell still loads.
+                        notes.push(format!(
+                            "[kernel.{name}] builds none of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}: compiled for its own {}",
+                            only.join(", "),
+                            resolved.join(", ")
                         ));
-                    }
-                    if kept.len() < resolved.len() {
+                        unmatched.push(format!("[kernel.{name}] ({})", resolved.join(", ")));
+                    } else if kept.len() < resolved.len() {
                         notes.push(format!(
                             "[kernel.{name}]: compiled for CUDA capabilit{} {} only (--cuda-capabilities / {CUDA_CAPABILITIES_VAR}), not {}; `{variant}` is for checks, and upload refuses it",
                             if kept.len() == 1 { "y" } else { "ies" },
@@ -297,11 +302,22 @@ pub fn plan_cell(
                         ));
                         capabilities_only = Some(only.clone());
                     }
-                    kept
+                    if kept.is_empty() {
+                        resolved
+                    } else {
+                        kept
+                    }
                 }
                 None => resolved,
             };
             cuda_capabilities.insert(name.clone(), resolved);
+        }
+        if let (Some(only), true) = (&host.cuda_capabilities_only, unmatched.len() == kernels.len()) {
+            return Err(format!(
+                "no `[kernel.*]` of this cell builds any of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {}; ask for one of those",
+                only.join(", "),
+                unmatched.join(", ")
+            ));
         }
     }
 
