@@ -385,8 +385,12 @@ def report(args: argparse.Namespace) -> None:
         else:
             t = tests or "—"
         notes = r.get("first_error", "") if not r.get("built") else ""
+        if r.get("build_status") == "timeout" and not notes:
+            notes = f"build stopped at the run's time limit ({r.get('build_seconds')} s)"
         if r.get("tests_status") == "timeout":
             notes = "tests timed out"
+        elif isinstance(r.get("tests_status"), int) and r["tests_status"] < 0:
+            notes = f"the test process died of signal {-r['tests_status']}"
         notes = notes.replace("|", "\\|")
         print(f"| {kernel} | {backend} | {r.get('kernels_community_commit', '')[:8]} | {cc_s} | {built} | "
               f"{r.get('build_seconds', '—')} | {t} | {notes} |")

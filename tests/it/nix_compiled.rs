@@ -163,7 +163,16 @@ fn add_wheel_to_store(file: &str, sha256: &str) {
         let scratch = tempfile::tempdir_in(&dir).unwrap();
         let (ok, _, err) = run(
             venv_python().to_str().unwrap(),
-            &["-m", "pip", "download", "--no-cache-dir", "--no-deps", "-d", scratch.path().to_str().unwrap(), &spec],
+            &[
+                "-m",
+                "pip",
+                "download",
+                "--no-cache-dir",
+                "--no-deps",
+                "-d",
+                scratch.path().to_str().unwrap(),
+                &spec,
+            ],
             repo(),
         );
         assert!(ok, "pip download {spec}: {err}");
