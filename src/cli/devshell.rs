@@ -78,8 +78,11 @@ struct Shell {
 struct Pinned {
     python_path: Vec<Utf8PathBuf>,
     torch_root: Utf8PathBuf,
-    /// The pins' CPython, which `python` and `python3` link to.
+    /// The pins' CPython, which `python` and `python3` link to (devshell).
     python: Utf8PathBuf,
+    /// testshell's environment (torch importable, the loader, pytest), whose bin directory is
+    /// first on PATH.
+    test_env: Option<crate::toolchain::test_env::TestEnv>,
     _links: tempfile::TempDir,
     _store: crate::toolchain::store::Store,
 }
@@ -91,7 +94,7 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     let config = &loaded.config;
     let shell = match &args.python {
         Some(python) => toolchain(config, python)?,
-        None => pinned_toolchain(config, &args.dir, args.variant.as_deref(), which)?,
+        None => pinned_toolchain(config, &args.dir, args.variant.as_deref(), which, test)?,
     };
     let mut env: Vec<(String, String)> = Vec::new();
     let mut path: Vec<Utf8PathBuf> = vec![shell.python_bin.clone()];
@@ -125,10 +128,20 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     // testshell: the link directory lives (and is removed) with this process.
     let mut _links: Option<tempfile::TempDir> = None;
     let mut summary = match (shell.cells.first(), &shell.pinned) {
-        (Some(c), Some(p)) => format!(
-            "{which}: the pinned toolchain of cell {} (torch {} unpacked on PYTHONPATH, `python` is {}; importing torch also needs its runtime dependencies, which are not pinned: --python gives an environment that has them)",
-            c.variant, shell.torch.version, p.python
-        ),
+        (Some(c), Some(p)) => match &p.test_env {
+            Some(env) => format!(
+                "{which}: the pinned toolchain of cell {}; `python` is the test environment `{}` ({}, its dependencies, {} and {} from PyPI, resolved when it was made)",
+                c.variant,
+                env.dir,
+                env.torch_from,
+                crate::toolchain::test_env::KERNELS_LOADER,
+                crate::toolchain::test_env::PYTEST
+            ),
+            None => format!(
+                "{which}: the pinned toolchain of cell {} (torch {} unpacked on PYTHONPATH, `python` is {}; importing torch also needs its runtime dependencies, which are not pinned: testshell makes an environment that has them, --python uses yours)",
+                c.variant, shell.torch.version, p.python
+            ),
+        },
         (Some(c), None) => format!("{which}: {} with the tools of cell {}", c.framework.describe(), c.variant),
         (None, _) => format!("{which}: `{}` is noarch, the Python environment's tools only", config.general.name),
     };
@@ -238,6 +251,7 @@ fn pinned_toolchain(
     dir: &Utf8Path,
     variant: Option<&str>,
     which: &str,
+    test: bool,
 ) -> anyhow::Result<Shell> {
     let name = &config.general.name;
     let kernel_cells = crate::matrix::KernelCells::of(config);
@@ -291,7 +305,24 @@ fn pinned_toolchain(
         anyhow::bail!("the pinned toolchain of `{}` cannot be had: {why}", cell.name);
     };
     let torch = native.framework.torch().cloned().context("a pinned cell is a torch cell")?;
-    let python = pins_python()?;
+    let (python, of_pins) = pins_python()?;
+    let test_env = if test {
+        // A missing variant is said before the environment (gigabytes) is made.
+        test_variant(dir, &format!("--variant {}", cell.name), &torch, std::slice::from_ref(&native))?;
+        let cuda = (cell.backend == Backend::Cuda).then_some(cell.backend_version.as_deref()).flatten();
+        let pins = crate::toolchain::pins::pins();
+        let cell_pins =
+            pins.cell(&cell.torch_version, cuda, &cell.system).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Some(crate::toolchain::test_env::provision(&store, &cell_pins, cuda, &python, &pins.python)?)
+    } else {
+        if !of_pins {
+            let v = &crate::toolchain::pins::pins().python;
+            eprintln!(
+                "note: `python{v}` does not run here: the shell's python is `{python}`, which compiles against the pinned torch's headers as a native build does but cannot import that torch (built for CPython {v}); install CPython {v} for that, use testshell (which makes an environment with torch for `{python}`), or pass --python PATH"
+            );
+        }
+        None
+    };
     let links = tempfile::Builder::new()
         .prefix("kernel-builder-devshell-")
         .tempdir()
@@ -300,15 +331,31 @@ fn pinned_toolchain(
         std::os::unix::fs::symlink(&python, links.path().join(link))
             .with_context(|| format!("cannot link `{python}` into the temporary directory"))?;
     }
-    let python_bin =
-        Utf8Path::from_path(links.path()).context("the temporary directory's path is not UTF-8")?.to_owned();
     let tree = torch.torch_dir.parent().map(Utf8Path::to_owned).context("torch's directory has no parent")?;
-    let mut python_path = vec![tree.clone()];
-    if torch.purelib != tree {
-        python_path.push(torch.purelib.clone());
-    }
-    let pinned =
-        Pinned { python_path, torch_root: torch.torch_dir.clone(), python, _links: links, _store: store };
+    // testshell's environment has its own torch: the unpacked tree must not shadow it.
+    let (python_bin, python_path) = match &test_env {
+        Some(env) => {
+            (env.python.parent().map(Utf8Path::to_owned).context("the environment has no bin")?, Vec::new())
+        }
+        None => {
+            let mut python_path = vec![tree.clone()];
+            if torch.purelib != tree {
+                python_path.push(torch.purelib.clone());
+            }
+            let links_dir = Utf8Path::from_path(links.path())
+                .context("the temporary directory's path is not UTF-8")?
+                .to_owned();
+            (links_dir, python_path)
+        }
+    };
+    let pinned = Pinned {
+        python_path,
+        torch_root: torch.torch_dir.clone(),
+        python,
+        test_env,
+        _links: links,
+        _store: store,
+    };
     Ok(Shell { python_bin, torch, cells: vec![*native], pinned: Some(pinned) })
 }
 
@@ -316,7 +363,7 @@ fn pinned_toolchain(
 /// the interpreter it runs (a pyenv shim resolves to the real one). Without it, `python3`, as a
 /// native pinned build uses (the module is abi3: its headers serve the compile), with a note
 /// that this python cannot import the pinned torch.
-fn pins_python() -> anyhow::Result<Utf8PathBuf> {
+fn pins_python() -> anyhow::Result<(Utf8PathBuf, bool)> {
     let version = &crate::toolchain::pins::pins().python;
     let program = format!("python{version}");
     let executable = |program: &str| {
@@ -328,15 +375,10 @@ fn pins_python() -> anyhow::Result<Utf8PathBuf> {
             .map(|o| Utf8PathBuf::from(o.stdout.trim().to_owned()))
     };
     if let Some(p) = executable(&program) {
-        return Ok(p);
+        return Ok((p, true));
     }
     match executable("python3") {
-        Some(p) => {
-            eprintln!(
-                "note: `{program}` does not run here: the shell's python is `{p}`, which compiles against the pinned torch's headers as a native build does but cannot import that torch (built for CPython {version}); install CPython {version} for that, or pass --python PATH"
-            );
-            Ok(p)
-        }
+        Some(p) => Ok((p, false)),
         None => anyhow::bail!(
             "the pinned torch wheels are for CPython {version}, and neither `{program}` nor `python3` runs here; install CPython {version} (or put it on PATH), or pass --python PATH"
         ),

@@ -21,4 +21,5 @@ mod http;
 pub mod pins;
 pub mod provision;
 pub mod store;
+pub mod test_env;
 pub mod tvm_ffi;

@@ -75,7 +75,7 @@ pub fn max_bytes() -> anyhow::Result<u64> {
     }
 }
 
-fn lock(path: &Utf8Path, shared: bool) -> anyhow::Result<std::fs::File> {
+pub(crate) fn lock(path: &Utf8Path, shared: bool) -> anyhow::Result<std::fs::File> {
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -363,8 +363,11 @@ impl Store {
 /// Every wheel and tree under `root`, least recently used first.
 fn entries_in(root: &Utf8Path) -> anyhow::Result<Vec<Entry>> {
     let mut out = Vec::new();
-    for d in ["wheels", "trees"] {
+    for d in ["wheels", "trees", "test-envs"] {
         let dir = root.join(d);
+        if d == "test-envs" && !dir.is_dir() {
+            continue;
+        }
         for e in dir.read_dir_utf8().with_context(|| format!("cannot list `{dir}`"))? {
             let e = e.with_context(|| format!("cannot list `{dir}`"))?;
             if e.file_name().starts_with('.') {
@@ -381,6 +384,9 @@ fn entries_in(root: &Utf8Path) -> anyhow::Result<Vec<Entry>> {
             let what = if d == "wheels" {
                 let sha = e.file_name().split('.').next().unwrap_or_default();
                 super::pins::file_of(sha).unwrap_or_else(|| "(not pinned by this version)".to_owned())
+            } else if d == "test-envs" {
+                let from = std::fs::read_to_string(e.path().join(super::test_env::READY)).unwrap_or_default();
+                format!("testshell's environment: {}", from.trim())
             } else {
                 let names = std::fs::read_to_string(e.path().join(TREE_NAMES)).unwrap_or_default();
                 names.lines().collect::<Vec<_>>().join(", ")
