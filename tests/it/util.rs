@@ -28,13 +28,24 @@ pub(crate) fn kb_path() -> std::path::PathBuf {
 }
 
 /// [`kb`] as a `std::process::Command`, for a test that spawns it (to signal it, to feed its
-/// stdin, to wait with a limit).
+/// stdin, to wait with a limit). It starts with SIGINT at its default disposition: a suite run
+/// as a shell's background job (`scripts/test.sh &`) inherits SIGINT ignored, which
+/// kernel-builder rightly keeps ignoring, and the tests that send it SIGINT would then test
+/// nothing. (A test that wants it ignored sets that in its own `pre_exec`, which runs after.)
 pub(crate) fn kb_std() -> std::process::Command {
+    use std::os::unix::process::CommandExt as _;
     let mut c = std::process::Command::new(kb_path());
     c.env("KERNEL_BUILDER_PLAIN", "1")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE");
+    // SAFETY: between fork and exec, only `signal`, which is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     c
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,12 @@ KERNELS = REPO / "kernels"
 # always write it, here and in every subprocess they start.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+# A suite run as a shell's background job (`scripts/test.sh &`) starts with SIGINT ignored, and
+# every kernel-builder it spawns would inherit that and rightly keep ignoring it: the tests that
+# send SIGINT would test nothing. Python's own handler is reset to the default in a child.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def is_bytecode(path: Path) -> bool:
