@@ -69,7 +69,7 @@ pub fn build_note(config: &BuildConfig, kernel_dir: &Utf8Path, cells: &[PlannedV
                     caps.push(c);
                 }
             }
-            cuda_cell_note(&cell.variant, files, &caps)
+            cuda_cell_note(&cell.variant, files, &caps, cell.capabilities_only.is_some())
         })
         .collect();
     if cuda.is_empty() {
@@ -78,15 +78,16 @@ pub fn build_note(config: &BuildConfig, kernel_dir: &Utf8Path, cells: &[PlannedV
     Some(format!("building {}; {}", plural(cells.len(), "cell", "cells"), cuda.join("; ")))
 }
 
-/// One CUDA cell's part of [`build_note`].
-fn cuda_cell_note(variant: &str, files: usize, caps: &[&String]) -> String {
+/// One CUDA cell's part of [`build_note`]; `narrowed`: --cuda-capabilities already narrows it
+/// (what is left are parts for other GPUs), so the note suggests nothing.
+fn cuda_cell_note(variant: &str, files: usize, caps: &[&String], narrowed: bool) -> String {
     let what = format!(
         "{variant} compiles {} for {}",
         plural(files, "CUDA file", "CUDA files"),
         plural(caps.len(), "capability", "capabilities")
     );
     match caps.last() {
-        Some(one) if caps.len() > 1 => format!(
+        Some(one) if caps.len() > 1 && !narrowed => format!(
             "{what}: nvcc compiles each file once per capability, expect minutes; \
              --cuda-capabilities {one} builds one for a quick check"
         ),
@@ -132,13 +133,18 @@ mod tests {
         let caps: Vec<String> = ["7.5", "8.0", "9.0"].map(String::from).to_vec();
         let refs: Vec<&String> = caps.iter().collect();
         assert_eq!(
-            cuda_cell_note("torch212-cxx11-cu130-x86_64-linux", 3, &refs),
+            cuda_cell_note("torch212-cxx11-cu130-x86_64-linux", 3, &refs, false),
             "torch212-cxx11-cu130-x86_64-linux compiles 3 CUDA files for 3 capabilities: nvcc compiles \
              each file once per capability, expect minutes; --cuda-capabilities 9.0 builds one for a quick check"
         );
         assert_eq!(
-            cuda_cell_note("torch212-cxx11-cu130-x86_64-linux", 1, &refs[2..]),
+            cuda_cell_note("torch212-cxx11-cu130-x86_64-linux", 1, &refs[2..], false),
             "torch212-cxx11-cu130-x86_64-linux compiles 1 CUDA file for 1 capability"
+        );
+        // A quick check that kept a part for other GPUs at its own capability.
+        assert_eq!(
+            cuda_cell_note("torch212-cxx11-cu130-x86_64-linux", 2, &refs[1..], true),
+            "torch212-cxx11-cu130-x86_64-linux compiles 2 CUDA files for 2 capabilities"
         );
     }
 
