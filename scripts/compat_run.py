@@ -295,7 +295,9 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     start = time.monotonic()
     try:
         ran = subprocess.run(
-            [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x" if args.exitfirst else "-q",
+            # -P: not the kernel's own directory first on sys.path, where a source copy of the
+            # package (flash-mla's `flash_mla/`, for its setup.py) would shadow the built one.
+            [args.python, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x" if args.exitfirst else "-q",
              f"--junitxml={junit}", "tests"],
             cwd=kdir, capture_output=True, text=True, env=test_env, timeout=TEST_TIMEOUT_S,
         )
