@@ -3,9 +3,11 @@
 //! (torch's runtime dependencies, NVIDIA's libraries for PyPI's CUDA builds, are not pinned).
 //!
 //! One virtual environment per torch wheel, CUDA and CPython, kept in the toolchain cache
-//! (`test-envs/<key>/`, about 5 GB for PyPI's CUDA builds of torch) and made once: in a scratch
-//! directory, renamed into place when whole, under a lock, so a second shell waits for the first
-//! and an interrupted one leaves nothing that looks ready. Its torch is
+//! (`test-envs/<key>/`, about 5 GB for PyPI's CUDA builds of torch) and made once, under a lock
+//! so a second shell waits for the first. It is made at its final path, not renamed into place:
+//! a venv's console scripts (`pytest`, `pip`) name their interpreter by absolute path in their
+//! shebangs. The ready file, written last, says it is whole; a directory without it is an
+//! interrupted attempt, removed and made again. Its torch is
 //! - the pinned wheel itself (sha256-checked, from the cache) when the interpreter is the
 //!   pins' CPython (`python3.13`);
 //! - else the same torch release for the interpreter at hand, from the pin's index. PyPI's
@@ -79,16 +81,13 @@ pub fn provision(
                 std::fs::remove_dir_all(&dir)
                     .with_context(|| format!("cannot remove the unfinished `{dir}`"))?;
             }
-            let tmp = parent.join(format!(".tmp-{key}"));
-            let _ = std::fs::remove_dir_all(&tmp);
-            let _registered = crate::interrupt::remove_on_interrupt(&tmp, crate::interrupt::Removal::All);
+            let _registered = crate::interrupt::remove_on_interrupt(&dir, crate::interrupt::Removal::All);
             let made =
-                make(store, &tmp, interpreter, pinned_wheel.as_ref(), &torch.version, &torch.index, &env);
+                make(store, &dir, interpreter, pinned_wheel.as_ref(), &torch.version, &torch.index, &env);
             if let Err(e) = made {
-                let _ = std::fs::remove_dir_all(&tmp);
+                let _ = std::fs::remove_dir_all(&dir);
                 return Err(e);
             }
-            std::fs::rename(&tmp, &dir).with_context(|| format!("cannot move `{tmp}` to `{dir}`"))?;
         }
     }
     if let Some(cuda) = cuda {
@@ -97,7 +96,7 @@ pub fn provision(
     Ok(env)
 }
 
-/// Make the environment in the scratch directory `tmp`: a venv of `interpreter`, then torch
+/// Make the environment in `tmp` (its final path): a venv of `interpreter`, then torch
 /// (`wheel`, else `torch==version` from `index`), the loader and pytest.
 fn make(
     store: &Store,

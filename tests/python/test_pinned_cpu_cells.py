@@ -93,7 +93,9 @@ def test_cpu_cell_passes_its_own_tests_in_its_testshell(relu_built: tuple[Path, 
     try:
         loaded = subprocess.run([*shell, "python", "-c", LOAD, "build"], cwd=kernel, capture_output=True, text=True, env=env, check=False)
         tests = subprocess.run(
-            [*shell, "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+            # The console script, as a user types it: its shebang names the environment's
+            # interpreter by absolute path, so the environment must live where it was made.
+            [*shell, "pytest", "-q", "-p", "no:cacheprovider", "tests"],
             cwd=kernel, capture_output=True, text=True, env=env, check=False,
         )
     finally:
