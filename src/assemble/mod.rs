@@ -98,6 +98,7 @@ pub fn assemble_variant(
 pub fn assemble_one(
     source: &Utf8Path,
     config: &BuildConfig,
+    cells: &crate::matrix::KernelCells,
     backend: Backend,
     out: &Utf8Path,
     kernel: Option<KernelRevision>,
@@ -114,8 +115,7 @@ pub fn assemble_one(
             "cannot build `{backend}`: it is not in `general.backends` of `{}`",
             cfg.path
         );
-        let cells = crate::matrix::KernelCells::of(cfg);
-        let cell = plan_cell(cfg, &cells, backend, host)
+        let cell = plan_cell(cfg, cells, backend, host)
             .map_err(|e| anyhow::anyhow!("cannot build `{backend}`: {e}"))?;
         PlannedVariant::compiled(cell)
     };

@@ -585,7 +585,8 @@ mod tests {
         use crate::toolchain::tvm_ffi::TvmFfiFacts;
 
         let kernel = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels/relu-tvm-ffi");
-        let (config, source) = crate::kernel::load_with_sources(&kernel).unwrap();
+        let (loaded, source) = crate::kernel::load_with_sources(&kernel).unwrap();
+        let config = loaded.config;
         let t = tempfile::tempdir().unwrap();
         let root = Utf8Path::from_path(t.path()).unwrap();
         let install = |name: &str, version: &str| {

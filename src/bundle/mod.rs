@@ -83,18 +83,17 @@ pub struct Plan {
 
 /// Every variant `build-and-copy` builds for `config` on this host, sorted by name: the
 /// noarch cells of every system, and per compiled backend the cell `host` builds.
-pub fn plan(config: &BuildConfig, host: &HostToolchain) -> Plan {
-    let cells = KernelCells::of(config);
-    let mut out = noarch_variants(&cells);
+pub fn plan(config: &BuildConfig, cells: &KernelCells, host: &HostToolchain) -> Plan {
+    let mut out = noarch_variants(cells);
     let mut skipped = Vec::new();
     for backend in compiled_backends(config) {
-        match host_cell(config, &cells, backend, host) {
+        match host_cell(config, cells, backend, host) {
             Ok(v) => out.push(v),
             Err(s) => skipped.push(s),
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants: out, skipped, cells }
+    Plan { variants: out, skipped, cells: cells.clone() }
 }
 
 /// The one cell of `backend` that `host` builds, or why it builds none.
@@ -252,11 +251,12 @@ pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Resul
 pub fn build_native(
     dir: &Utf8Path,
     config: &BuildConfig,
+    cells: &KernelCells,
     variants: &[String],
     host: &HostToolchain,
     options: &BuildOptions<'_>,
 ) -> anyhow::Result<BundleReport> {
-    build_into_with(dir, config, variants, git_revision(dir)?, host, options)
+    build_into_with(dir, config, cells, variants, git_revision(dir)?, host, options)
 }
 
 /// What [`build_into`] did.
@@ -369,11 +369,12 @@ impl std::fmt::Debug for BuildOptions<'_> {
 pub fn build_into(
     kernel_dir: &Utf8Path,
     config: &BuildConfig,
+    cells: &KernelCells,
     requested: &[String],
     kernel: Option<KernelRevision>,
     host: &HostToolchain,
 ) -> anyhow::Result<BundleReport> {
-    build_into_with(kernel_dir, config, requested, kernel, host, &BuildOptions::default())
+    build_into_with(kernel_dir, config, cells, requested, kernel, host, &BuildOptions::default())
 }
 
 /// [`build_into`] with `options`: the native cell cache, cells built in parallel, progress.
@@ -389,14 +390,15 @@ pub fn build_into(
 pub fn build_into_with(
     kernel_dir: &Utf8Path,
     config: &BuildConfig,
+    cells: &KernelCells,
     requested: &[String],
     kernel: Option<KernelRevision>,
     host: &HostToolchain,
     options: &BuildOptions<'_>,
 ) -> anyhow::Result<BundleReport> {
     let the_plan = match options.pinned {
-        Some(store) => pinned_plan(config, requested, host, store),
-        None => plan(config, host),
+        Some(store) => pinned_plan(config, cells, requested, host, store),
+        None => plan(config, cells, host),
     };
     let planned = &the_plan.variants;
     for r in requested {
@@ -1002,21 +1004,21 @@ fn build_and_swap(
 /// [`Plan::skipped`], each naming its variant.
 pub fn pinned_plan(
     config: &BuildConfig,
+    cells: &KernelCells,
     requested: &[String],
     host: &HostToolchain,
     store: &crate::toolchain::store::Store,
 ) -> Plan {
-    let cells = KernelCells::of(config);
-    let mut variants = noarch_variants(&cells);
+    let mut variants = noarch_variants(cells);
     let mut skipped = Vec::new();
     for backend in compiled_backends(config) {
         if !crate::toolchain::provision::pinned_backend(config, backend) {
-            match host_cell(config, &cells, backend, host) {
+            match host_cell(config, cells, backend, host) {
                 Ok(v) => variants.push(v),
                 // Each bundle cell of this system the backend has is named (ROCm, XPU: no
                 // toolchain of theirs is pinned yet); a backend with none here, once.
                 Err(s) => {
-                    let here = compiled_cells_here(&cells, backend);
+                    let here = compiled_cells_here(cells, backend);
                     if here.is_empty() {
                         skipped.push(s);
                     } else {
@@ -1030,7 +1032,7 @@ pub fn pinned_plan(
             }
             continue;
         }
-        for cell in crate::toolchain::provision::pinned_cells(config, &cells, backend) {
+        for cell in crate::toolchain::provision::pinned_cells(config, cells, backend) {
             if !requested.is_empty() && !requested.contains(&cell.name) {
                 continue;
             }
@@ -1043,7 +1045,7 @@ pub fn pinned_plan(
                     Some(name) => h.with_package_set(name.clone(), host.hermetic),
                     None => h,
                 })
-                .and_then(|h| plan_cell(config, &cells, backend, &h))
+                .and_then(|h| plan_cell(config, cells, backend, &h))
                 .and_then(|c| {
                     if c.variant == cell.name {
                         Ok(c)
@@ -1064,7 +1066,7 @@ pub fn pinned_plan(
         }
     }
     variants.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants, skipped, cells }
+    Plan { variants, skipped, cells: cells.clone() }
 }
 
 /// The compiled bundle cells of `backend` on this system.
@@ -1091,7 +1093,7 @@ mod tests {
     fn noarch_variants_come_from_every_system() {
         // torch-metal only has cells on aarch64-darwin; torch-tpu is outside the bundle.
         let c = noarch_config(&[Cpu, Cuda, Metal, Rocm, Tpu, Xpu]);
-        let planned = plan(&c, &host()).variants;
+        let planned = plan(&c, &KernelCells::of(&c), &host()).variants;
         assert_eq!(names(&planned), ["torch-cpu", "torch-cuda", "torch-metal", "torch-rocm", "torch-xpu"]);
         assert!(planned.iter().all(|p| !p.is_compiled()));
     }
@@ -1100,7 +1102,7 @@ mod tests {
     fn cuda_bounds_outside_the_matrix_leave_no_cuda_variant() {
         let mut c = noarch_config(&[Cuda, Rocm]);
         c.general.cuda.maxver = Some(v("11.8"));
-        assert_eq!(names(&plan(&c, &host()).variants), ["torch-rocm"]);
+        assert_eq!(names(&plan(&c, &KernelCells::of(&c), &host()).variants), ["torch-rocm"]);
     }
 
     /// Only a variant of a backend or kind the kernel no longer has is stale: not one of a
@@ -1108,7 +1110,7 @@ mod tests {
     #[test]
     fn stale_variants_are_those_of_a_backend_or_kind_the_kernel_no_longer_has() {
         let c = torch_config(&[Cuda, Metal], &[Cuda]);
-        let p = plan(&c, &host());
+        let p = plan(&c, &KernelCells::of(&c), &host());
         assert_eq!(names(&p.variants), ["torch-metal"]);
         let t = tempfile::tempdir().unwrap();
         let build = Utf8Path::from_path(t.path()).unwrap();
@@ -1144,7 +1146,7 @@ mod tests {
     #[test]
     fn compiled_backends_without_a_toolchain_are_skipped_with_the_reason() {
         let c = torch_config(&[Cuda, Metal], &[Cuda]);
-        let p = plan(&c, &host());
+        let p = plan(&c, &KernelCells::of(&c), &host());
         assert_eq!(names(&p.variants), ["torch-metal"]);
         assert_eq!(p.skipped.len(), 1);
         assert_eq!(p.skipped[0].backend, Cuda);
@@ -1209,7 +1211,8 @@ mod tests {
 
     #[test]
     fn select_keeps_plan_order_and_refuses_unknown_names() {
-        let planned = plan(&noarch_config(&[Cuda, Rocm, Xpu]), &host()).variants;
+        let c = noarch_config(&[Cuda, Rocm, Xpu]);
+        let planned = plan(&c, &KernelCells::of(&c), &host()).variants;
         let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()]).unwrap();
         assert_eq!(names(&picked), ["torch-cuda", "torch-xpu"]);
         assert_eq!(names(&select(&planned, &[]).unwrap()), ["torch-cuda", "torch-rocm", "torch-xpu"]);

@@ -27,6 +27,7 @@ use crate::assemble::compiled::{PlannedVariant, WorkDir};
 use crate::config::BuildConfig;
 use crate::hash::manifest::{self, Manifest};
 use crate::hash::tree_diff::{self, TreeDifference};
+use crate::matrix::KernelCells;
 use crate::source::provenance::{git_revision, BuildIds, KernelRevision};
 use crate::source::SourceSet;
 use crate::toolchain::host::HostToolchain;
@@ -72,6 +73,7 @@ pub struct VerifyReport {
 pub fn verify(
     kernel_dir: &Utf8Path,
     config: &BuildConfig,
+    cells: &KernelCells,
     requested: &[String],
     host: &HostToolchain,
     pinned: Option<&crate::toolchain::store::Store>,
@@ -87,8 +89,8 @@ pub fn verify(
     let manifest = if manifest_path.is_file() { Some(Manifest::read(&manifest_path)?) } else { None };
     // Cells built from pinned wheels are rebuilt from the same pins (those requested, or all).
     let the_plan = match pinned {
-        Some(store) => super::pinned_plan(config, requested, host, store),
-        None => plan(config, host),
+        Some(store) => super::pinned_plan(config, cells, requested, host, store),
+        None => plan(config, cells, host),
     };
     let planned = the_plan.variants.clone();
 

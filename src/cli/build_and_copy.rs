@@ -259,6 +259,7 @@ impl bundle::Progress for CellBar {
 pub(crate) fn run_native(
     dir: &camino::Utf8Path,
     config: &crate::config::BuildConfig,
+    cells: &crate::matrix::KernelCells,
     variants: &[String],
     host: &HostToolchain,
     native: &NativeArgs,
@@ -281,7 +282,7 @@ pub(crate) fn run_native(
     crate::kdeps::fetch_for_build(config, dir)?;
     let bar = CellBar::new(quiet);
     let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar, pinned };
-    let report = build_native(dir, config, variants, host, &options);
+    let report = build_native(dir, config, cells, variants, host, &options);
     bar.bar.finish_and_clear();
     let report = report?;
     for w in &report.warnings {
@@ -381,6 +382,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let report = run_native(
         &dir,
         &loaded.config,
+        &loaded.cells,
         &args.variants,
         &args.toolchain.host(),
         &args.native,
@@ -508,6 +510,7 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
     let written = assemble_one(
         &args.source,
         &loaded.config,
+        &loaded.cells,
         args.backend,
         &args.out,
         kernel,

@@ -46,6 +46,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let report = super::build_and_copy::run_native(
         &dir,
         &loaded.config,
+        &loaded.cells,
         &args.variants,
         &host,
         &args.native,
@@ -62,7 +63,7 @@ pub fn run(args: Args) -> super::CmdResult {
         super::build_and_copy::print_built(&report, false)?;
     }
     let built: Vec<String> = report.built.iter().map(|v| v.name.clone()).collect();
-    let checked = verify(&dir, &loaded.config, &built, &host, pinned.as_ref())?;
+    let checked = verify(&dir, &loaded.config, &loaded.cells, &built, &host, pinned.as_ref())?;
     for n in &checked.notes {
         eprintln!("note: {n}");
     }

@@ -10,7 +10,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::Serialize;
 
 use super::list_variants::MatrixFileArg;
-use crate::matrix::{self, Scope};
+use crate::matrix::Scope;
 
 /// Arguments.
 ///
@@ -120,8 +120,10 @@ pub fn run(args: Args) -> super::CmdResult {
         None => m.systems.clone(),
     };
     let scope = if args.all { Scope::All } else { Scope::Bundle };
-    let expected: BTreeSet<String> =
-        matrix::cells_on(&m, &loaded.config, &systems, scope).into_iter().map(|c| c.name).collect();
+    let expected: BTreeSet<String> = super::list_variants::build_toml_cells(&m, &loaded, &systems, scope)
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
     let present = present_variants(&dir.join("build"))?;
     let report = compare(&m.name, expected, present, &systems, &m.systems);
     if args.json {

@@ -119,7 +119,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let loaded = super::load_config(&dir)?;
     let m = args.matrix_file.choose(&loaded.config)?;
     check_runner_systems(&args.runner, &m.systems)?;
-    let cells = super::list_variants::kernel_cells(&dir, &m, &loaded.config, &m.systems, Scope::Bundle)?;
+    let cells = super::list_variants::kernel_cells(&dir, &m, &loaded, &m.systems, Scope::Bundle)?;
     let doc = plan(&m, &loaded.config, &cells, args.group_by, &Runners::with_overrides(&args.runner))?;
     let text = match args.format {
         Format::Json => {

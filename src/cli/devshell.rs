@@ -25,6 +25,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use crate::assemble::compiled::CompiledCell;
 use crate::bundle;
 use crate::config::{Backend, BuildConfig};
+use crate::matrix::KernelCells;
 use crate::toolchain::host::{HostToolchain, TorchFacts};
 
 /// Arguments of both shells.
@@ -93,8 +94,8 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     let loaded = super::load_config(&args.dir)?;
     let config = &loaded.config;
     let shell = match &args.python {
-        Some(python) => toolchain(config, python)?,
-        None => pinned_toolchain(config, &args.dir, args.variant.as_deref(), which, test)?,
+        Some(python) => toolchain(config, &loaded.cells, python)?,
+        None => pinned_toolchain(config, &loaded.cells, &args.dir, args.variant.as_deref(), which, test)?,
     };
     let mut env: Vec<(String, String)> = Vec::new();
     let mut path: Vec<Utf8PathBuf> = vec![shell.python_bin.clone()];
@@ -218,7 +219,7 @@ fn absolute(p: &Utf8Path) -> Utf8PathBuf {
 
 /// The compiled cell the native build would build with `python` (a CUDA one when it can, for
 /// nvcc); for a kernel with compiled backends none of which builds here, the reasons.
-fn toolchain(config: &BuildConfig, python: &Utf8Path) -> anyhow::Result<Shell> {
+fn toolchain(config: &BuildConfig, kernel_cells: &KernelCells, python: &Utf8Path) -> anyhow::Result<Shell> {
     let host = HostToolchain::new(python);
     let facts = host.torch().map_err(|e| anyhow::anyhow!("{e}"))?.clone();
     // A path as given (a venv's `python` links outside the venv: keep the link's directory);
@@ -229,7 +230,7 @@ fn toolchain(config: &BuildConfig, python: &Utf8Path) -> anyhow::Result<Shell> {
     if bundle::compiled_backends(config).is_empty() {
         return Ok(Shell { python_bin, torch: facts, cells: Vec::new(), pinned: None });
     }
-    let plan = bundle::plan(config, &host);
+    let plan = bundle::plan(config, kernel_cells, &host);
     let mut cells: Vec<CompiledCell> = plan.variants.into_iter().filter_map(|v| v.cell.map(|c| *c)).collect();
     cells.sort_by_key(|c| c.backend != Backend::Cuda);
     if cells.is_empty() {
@@ -248,16 +249,16 @@ fn toolchain(config: &BuildConfig, python: &Utf8Path) -> anyhow::Result<Shell> {
 /// provisioned into the toolchain cache as `build-and-copy --nix never` does.
 fn pinned_toolchain(
     config: &BuildConfig,
+    kernel_cells: &KernelCells,
     dir: &Utf8Path,
     variant: Option<&str>,
     which: &str,
     test: bool,
 ) -> anyhow::Result<Shell> {
     let name = &config.general.name;
-    let kernel_cells = crate::matrix::KernelCells::of(config);
     let mut cells: Vec<crate::matrix::Cell> = bundle::compiled_backends(config)
         .into_iter()
-        .flat_map(|b| crate::toolchain::provision::pinned_cells(config, &kernel_cells, b))
+        .flat_map(|b| crate::toolchain::provision::pinned_cells(config, kernel_cells, b))
         .cloned()
         .collect();
     if cells.is_empty() {
@@ -293,7 +294,7 @@ fn pinned_toolchain(
         ..Default::default()
     })?;
     let host = HostToolchain::new("python3");
-    let plan = bundle::pinned_plan(config, std::slice::from_ref(&cell.name), &host, &store);
+    let plan = bundle::pinned_plan(config, kernel_cells, std::slice::from_ref(&cell.name), &host, &store);
     let Some(native) = plan.variants.into_iter().filter_map(|v| v.cell).find(|c| c.variant == cell.name)
     else {
         let why = plan

@@ -105,7 +105,22 @@ fn parse_system(s: &str) -> Result<String, String> {
     }
 }
 
-/// The cells of the kernel in `dir` (already loaded as `config`) on `systems`, in order, in
+/// The cells of `kernel` on `systems` (in order) in `scope` from matrix `m`: for the kernel's
+/// own matrix those computed when it was loaded ([`crate::kernel::Kernel::cells`]), for a
+/// `--matrix-file` computed here ([`matrix::cells_on`]).
+pub fn build_toml_cells(
+    m: &ChosenMatrix,
+    kernel: &crate::kernel::Kernel,
+    systems: &[String],
+    scope: Scope,
+) -> Vec<Cell> {
+    match m {
+        ChosenMatrix::BuiltIn(_) => systems.iter().flat_map(|s| kernel.cells.on(s, scope)).cloned().collect(),
+        ChosenMatrix::File(_) => matrix::cells_on(m, &kernel.config, systems, scope),
+    }
+}
+
+/// The cells of the kernel in `dir` (already loaded as `kernel`) on `systems`, in order, in
 /// `scope`: what its flake builds. When flake.nix changes the cells (`torchVersions`,
 /// `systems`: [`crate::nixdrv::flake_cells`]), they are the flake's `variants`, evaluated by
 /// Nix, with the architectures of compiled cells resolved from `m`; otherwise, or with
@@ -117,7 +132,7 @@ fn parse_system(s: &str) -> Result<String, String> {
 pub fn kernel_cells(
     dir: &camino::Utf8Path,
     m: &ChosenMatrix,
-    config: &config::BuildConfig,
+    kernel: &crate::kernel::Kernel,
     systems: &[String],
     scope: Scope,
 ) -> anyhow::Result<Vec<Cell>> {
@@ -131,13 +146,13 @@ pub fn kernel_cells(
             .iter()
             .flat_map(|system| cells.iter().filter(move |c| &c.system == system))
             .filter(|c| scope == Scope::All || c.bundle)
-            .map(|c| matrix::cells::with_resolved_archs(m, config, c.clone()))
+            .map(|c| matrix::cells::with_resolved_archs(m, &kernel.config, c.clone()))
             .collect(),
         FlakeCells::NoNix(warning) => {
             eprintln!("warning: {warning}");
-            matrix::cells_on(m, config, systems, scope)
+            build_toml_cells(m, kernel, systems, scope)
         }
-        FlakeCells::AsBuildToml => matrix::cells_on(m, config, systems, scope),
+        FlakeCells::AsBuildToml => build_toml_cells(m, kernel, systems, scope),
     })
 }
 
@@ -179,7 +194,7 @@ pub fn run(args: Args) -> super::CmdResult {
         vec![system]
     };
     let scope = if args.all { Scope::All } else { Scope::Bundle };
-    let cells = kernel_cells(&dir, &m, &loaded.config, &systems, scope)?;
+    let cells = kernel_cells(&dir, &m, &loaded, &systems, scope)?;
     let text = listing(&cells, &systems, args.json)?;
     if !args.json && text.is_empty() {
         // An empty stdout alone reads like a failure; say why there is nothing.

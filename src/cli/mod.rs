@@ -100,7 +100,7 @@ pub enum Command {
 
 /// Read `dir/build.toml` ([`crate::kernel::load`]) and print its warnings to stderr; errors
 /// come back rendered, for [`report_error`].
-pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
+pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::kernel::Kernel> {
     let loaded = crate::kernel::load(dir).map_err(crate::error::Error::from)?;
     if !loaded.rendered_warnings.is_empty() {
         eprint!("{}", loaded.rendered_warnings);
@@ -110,7 +110,7 @@ pub(crate) fn load_config(dir: &camino::Utf8Path) -> anyhow::Result<crate::confi
 
 /// [`load_config`] through [`crate::kernel::load_locked`]: kernel-depends must be locked (the
 /// commands that build).
-pub(crate) fn load_config_locked(dir: &camino::Utf8Path) -> anyhow::Result<crate::config::Loaded> {
+pub(crate) fn load_config_locked(dir: &camino::Utf8Path) -> anyhow::Result<crate::kernel::Kernel> {
     let loaded = crate::kernel::load_locked(dir).map_err(crate::error::Error::from)?;
     if !loaded.rendered_warnings.is_empty() {
         eprint!("{}", loaded.rendered_warnings);

@@ -37,7 +37,8 @@ pub fn run(args: Args) -> super::CmdResult {
     // Without --python, cells built from pinned wheels are rebuilt from the same pins.
     let pinned =
         super::build_and_copy::pinned_store(&loaded.config, &args.toolchain, false, &[], !args.json)?;
-    let report = verify(&dir, &loaded.config, &args.variants, &args.toolchain.host(), pinned.as_ref())?;
+    let report =
+        verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), pinned.as_ref())?;
     for n in &report.notes {
         eprintln!("note: {n}");
     }

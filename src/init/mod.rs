@@ -396,7 +396,7 @@ pub fn check_rendered(template: Template, files: &FileSet) -> Result<(), Invalid
     if !loaded.warnings.is_empty() {
         return Err(InvalidScaffold { template, rendered: loaded.rendered_warnings });
     }
-    let problems = crate::matrix::check(&loaded.config);
+    let problems = crate::matrix::check(&loaded.config, &loaded.cells);
     if !problems.is_empty() {
         let rendered =
             problems.iter().map(|p| format!("{}: {}", p.key_path, p.message)).collect::<Vec<_>>().join("\n");

@@ -41,7 +41,7 @@ use crate::config::{
     Backend, BuildConfig, CapabilitySuffix, CudaCapability, Framework, Kernel, Problem, Severity, Version,
 };
 
-use super::cells::{cells_in, Cell, Scope};
+use super::cells::{cells_in, Cell, KernelCells, Scope};
 use super::cuda::{
     buildable_range, json_version, resolve_list, resolve_one, suffix_min_cuda, suffix_violation, toolkit,
     SuffixRule,
@@ -51,8 +51,9 @@ use super::rocm::{is_known_arch, release, suggest_arch};
 
 /// Check `config` against its matrix; every finding, errors and warnings, in file order
 /// (the matrix pin and backends first, then kernels, then `[torch-noarch]`). Key paths use
-/// edition-5 names, e.g. `kernel.relu.cuda-capabilities[1]`.
-pub fn check(config: &BuildConfig) -> Vec<Problem> {
+/// edition-5 names, e.g. `kernel.relu.cuda-capabilities[1]`. `cells` are the kernel's cells,
+/// computed once when it is loaded ([`KernelCells::of`]).
+pub fn check(config: &BuildConfig, cells: &KernelCells) -> Vec<Problem> {
     let mut out = Vec::new();
     if let Some(name) = &config.general.matrix {
         if named(name).is_err() {
@@ -82,13 +83,13 @@ pub fn check(config: &BuildConfig) -> Vec<Problem> {
         }
     }
     let m = for_config(config);
-    let all: Vec<Cell> = m.systems.iter().flat_map(|s| cells_in(m, config, s, Scope::All)).collect();
-    backends_without_cells(m, config, &all, &mut out);
-    let cudas = compiled_versions(&all, Backend::Cuda);
-    let rocms = compiled_versions(&all, Backend::Rocm);
+    let all = cells.in_scope(Scope::All);
+    backends_without_cells(m, config, all, &mut out);
+    let cudas = compiled_versions(all, Backend::Cuda);
+    let rocms = compiled_versions(all, Backend::Rocm);
     for (name, kernel) in &config.kernels {
         match kernel.backend {
-            Backend::Cuda => check_cuda_kernel(m, name, kernel, &cudas, &all, &mut out),
+            Backend::Cuda => check_cuda_kernel(m, name, kernel, &cudas, all, &mut out),
             Backend::Rocm => check_rocm_kernel(m, name, kernel, &rocms, &mut out),
             _ => {}
         }
@@ -708,6 +709,11 @@ mod tests {
     use super::super::testutil::*;
     use super::*;
     use crate::config::Backend::*;
+
+    /// [`super::check`] with the cells computed here, as [`crate::kernel::load`] does.
+    fn check(config: &BuildConfig) -> Vec<Problem> {
+        super::check(config, &KernelCells::of(config))
+    }
 
     fn summary(problems: &[Problem]) -> Vec<(Severity, String, &'static str)> {
         problems.iter().map(|p| (p.severity, p.key_path.clone(), p.rule)).collect()

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 
-use super::cells::{cells, Scope};
+use super::cells::{cells, KernelCells, Scope};
 use super::check::check;
 use super::data::matrix;
 use super::naming::parse_variant_name;
@@ -108,6 +108,6 @@ proptest! {
             }
         }
         // And the checks never panic.
-        let _ = check(&config);
+        let _ = check(&config, &KernelCells::of(&config));
     }
 }

@@ -59,7 +59,7 @@ pub fn join(out: &Utf8Path, dirs: &[Utf8PathBuf], source: Option<&Utf8Path>) -> 
     if entries(out)?.is_empty() {
         return Ok(()); // a system without cells: an empty bundle, nothing to record
     }
-    let (_config, set) = crate::kernel::load_with_sources(source)?;
+    let (_kernel, set) = crate::kernel::load_with_sources(source)?;
     let variants: Vec<String> = entries(out)?
         .iter()
         .filter(|p| p.is_dir())

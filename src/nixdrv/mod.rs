@@ -189,7 +189,7 @@ pub fn build_and_copy(
     }
     if !variants.is_empty() {
         // Single cells carry no manifest (the bundle does): record them as a native build would.
-        let (_config, set) = crate::kernel::load_with_sources(kernel_dir)?;
+        let (_kernel, set) = crate::kernel::load_with_sources(kernel_dir)?;
         crate::hash::manifest::Manifest::for_bundle(&dest, variants, &set.tree_id())?.update_in(&dest)?;
     }
     Ok(copied)

@@ -462,12 +462,14 @@ fn failing_build_leaves_build_unchanged() {
     let before = tree(&t.path().join("build"));
 
     let dir = Utf8Path::from_path(t.path()).unwrap();
-    let mut config = kernel_builder::kernel::load(dir).unwrap().config;
+    let kernel = kernel_builder::kernel::load(dir).unwrap();
+    let mut config = kernel.config;
     config.general.xpu.python_depends.push("not-a-package".into());
     write(&t.path().join("torch-ext/vector_add/vector_add.py"), "changed = True\n");
     let err = kernel_builder::bundle::build_into(
         dir,
         &config,
+        &kernel.cells,
         &[],
         None,
         &kernel_builder::toolchain::host::HostToolchain::new("python3"),

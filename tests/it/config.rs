@@ -5,8 +5,9 @@ use std::fs;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use kernel_builder::config::diagnostics::RenderStyle;
-use kernel_builder::config::{self, Backend, ConfigErrors, Framework, Generation, Loaded, Severity};
+use kernel_builder::config::{self, Backend, ConfigErrors, Framework, Generation, Severity};
 use kernel_builder::kernel;
+use kernel_builder::kernel::Kernel;
 use proptest::prelude::*;
 
 use super::util::kb;
@@ -28,7 +29,7 @@ depends = ["torch"]
 src = ["relu/relu.cu"]
 "#;
 
-fn load(text: &str) -> Result<Loaded, ConfigErrors> {
+fn load(text: &str) -> Result<Kernel, ConfigErrors> {
     kernel::load_str_styled(Utf8Path::new("build.toml"), text, None, RenderStyle::Plain)
 }
 
