@@ -904,7 +904,7 @@ fn generated_projects_pass_check_config() {
         // And the library agrees: no problem from the build-matrix checks either.
         let loaded = kernel_builder::kernel::load(&dir).unwrap();
         assert_eq!(loaded.warnings, []);
-        assert_eq!(kernel_builder::matrix::check(&loaded.config), [], "{dir}");
+        assert_eq!(kernel_builder::matrix::check(&loaded.config, &loaded.cells), [], "{dir}");
     }
 }
 

@@ -107,7 +107,7 @@ fn corpus_cells_are_unique_and_loadable_and_checks_find_no_errors() {
                 }
             }
         }
-        for p in matrix::check(config) {
+        for p in matrix::check(config, &matrix::KernelCells::of(config)) {
             match p.severity {
                 Severity::Error => errors.push((e.dir.clone(), p.key_path, p.rule)),
                 Severity::Warning if pin.is_some() => warnings.push((e.dir.clone(), p.key_path, p.rule)),
