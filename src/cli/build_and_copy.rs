@@ -258,8 +258,7 @@ impl bundle::Progress for CellBar {
 /// `build-and-upload`).
 pub(crate) fn run_native(
     dir: &camino::Utf8Path,
-    config: &crate::config::BuildConfig,
-    cells: &crate::matrix::KernelCells,
+    kernel: &crate::kernel::Kernel,
     variants: &[String],
     host: &HostToolchain,
     native: &NativeArgs,
@@ -279,10 +278,10 @@ pub(crate) fn run_native(
         n => n,
     };
     // The locked kernel dependencies, fetched (or found in the cache) and checked first.
-    crate::kdeps::fetch_for_build(config, dir)?;
+    crate::kdeps::fetch_for_build(&kernel.config, dir)?;
     let bar = CellBar::new(quiet);
     let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar, pinned };
-    let report = build_native(dir, config, cells, variants, host, &options);
+    let report = build_native(dir, &kernel.config, &kernel.cells, variants, host, &options);
     bar.bar.finish_and_clear();
     let report = report?;
     for w in &report.warnings {
@@ -381,8 +380,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let pinned = pinned_store(&loaded.config, &args.toolchain, args.offline, &args.find_links, !args.json)?;
     let report = run_native(
         &dir,
-        &loaded.config,
-        &loaded.cells,
+        &loaded,
         &args.variants,
         &args.toolchain.host(),
         &args.native,

@@ -45,8 +45,7 @@ pub fn run(args: Args) -> super::CmdResult {
         super::build_and_copy::pinned_store(&loaded.config, &args.toolchain, false, &[], !args.flags.json)?;
     let report = super::build_and_copy::run_native(
         &dir,
-        &loaded.config,
-        &loaded.cells,
+        &loaded,
         &args.variants,
         &host,
         &args.native,
