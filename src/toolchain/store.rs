@@ -28,6 +28,9 @@ use super::pins::ResolvedWheel;
 pub const DIR_NAME: &str = "toolchain-v1";
 /// The file in a tree naming the wheels it was unpacked from, one a line.
 const TREE_NAMES: &str = ".kernel-builder-wheels";
+/// The file in one of testshell's environments (`test-envs/<key>/`) saying it is whole:
+/// written last, it holds where the environment's torch came from.
+pub(super) const TEST_ENV_READY: &str = ".kernel-builder-ready";
 /// The environment variable that puts the toolchain cache elsewhere.
 pub const DIR_VAR: &str = crate::env::TOOLCHAIN_CACHE_DIR.name;
 /// The environment variable bounding the toolchain cache.
@@ -385,8 +388,10 @@ fn entries_in(root: &Utf8Path) -> anyhow::Result<Vec<Entry>> {
                 let sha = e.file_name().split('.').next().unwrap_or_default();
                 super::pins::file_of(sha).unwrap_or_else(|| "(not pinned by this version)".to_owned())
             } else if d == "test-envs" {
-                let from = std::fs::read_to_string(e.path().join(super::test_env::READY)).unwrap_or_default();
-                format!("testshell's environment: {}", from.trim())
+                match std::fs::read_to_string(e.path().join(TEST_ENV_READY)) {
+                    Ok(from) => format!("testshell's environment: {}", from.trim()),
+                    Err(_) => "testshell's environment, unfinished (made again when next used)".to_owned(),
+                }
             } else {
                 let names = std::fs::read_to_string(e.path().join(TREE_NAMES)).unwrap_or_default();
                 names.lines().collect::<Vec<_>>().join(", ")

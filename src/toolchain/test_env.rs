@@ -21,7 +21,7 @@ use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use super::pins::{CellPins, ResolvedWheel};
-use super::store::Store;
+use super::store::{Store, TEST_ENV_READY as READY};
 
 /// The loader release the built trees are checked with (README, tests/python).
 pub const KERNELS_LOADER: &str = "kernels==0.17.2";
@@ -29,8 +29,6 @@ pub const KERNELS_LOADER: &str = "kernels==0.17.2";
 pub const PYTEST: &str = "pytest";
 /// The index of everything but a torch pinned elsewhere.
 const PYPI: &str = "https://pypi.org/simple";
-/// The file in an environment that says it is whole.
-pub(super) const READY: &str = ".kernel-builder-ready";
 
 /// A made environment.
 #[derive(Debug, Clone)]
