@@ -56,6 +56,36 @@ impl TorchFacts {
         let v = self.version.split('+').next().unwrap_or(&self.version);
         Version::parse(v).unwrap_or_else(|_| Version { parts: vec![0], text: v.to_owned() })
     }
+
+    /// The C++ standard torch's headers require (`"17"`, `"20"`), read from the guard at the
+    /// top of `include/ATen/ATen.h` (`#if … __cplusplus < 202002L` / `#error C++20 or later …`),
+    /// so a pinned wheel's is known from its files, without importing it. Torch's release rule
+    /// (C++20 from 2.12) when the header is missing or has no guard.
+    pub fn cxx_standard(&self) -> &'static str {
+        let header = self.torch_dir.join("include/ATen/ATen.h");
+        // The guard is in the first lines; a cap keeps a strange file from being read whole.
+        let text = crate::fsutil::read_upto(&header, 64 * 1024).unwrap_or_default();
+        match required_cplusplus(&String::from_utf8_lossy(&text)) {
+            Some(v) if v >= 202302 => "23",
+            Some(v) if v >= 202002 => "20",
+            Some(_) => "17",
+            None if self.public_version() < Version::parse("2.12").expect("version") => "17",
+            None => "20",
+        }
+    }
+}
+
+/// The highest `__cplusplus` value a header's `__cplusplus < NNNNNNL` comparisons require.
+fn required_cplusplus(header: &str) -> Option<u32> {
+    header
+        .split("__cplusplus")
+        .skip(1)
+        .filter_map(|after| {
+            let rest = after.trim_start().strip_prefix('<')?.trim_start();
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .max()
 }
 
 /// The Python program that reports [`TorchFacts`] as JSON.
@@ -496,5 +526,54 @@ impl CellFramework {
             CellFramework::Torch(t) => format!("torch {}", t.version),
             CellFramework::TvmFfi(f) => format!("tvm-ffi {}", f.version),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(version: &str, torch_dir: &Utf8Path) -> TorchFacts {
+        TorchFacts {
+            version: version.to_owned(),
+            cuda: None,
+            hip: None,
+            xpu: None,
+            cxx11_abi: true,
+            cmake_prefix_path: String::new(),
+            torch_dir: torch_dir.to_owned(),
+            python_include: Utf8PathBuf::new(),
+            purelib: Utf8PathBuf::new(),
+            executable: Utf8PathBuf::new(),
+            python_version: "3.11".to_owned(),
+        }
+    }
+
+    /// The first lines of `ATen/ATen.h` in torch 2.11.0's wheel (the guard, as shipped).
+    const ATEN_2_11: &str = "#pragma once\n\n#if !defined(_MSC_VER) && __cplusplus < 201703L\n#error C++17 or later compatible compiler is required to use ATen.\n#endif\n";
+
+    #[test]
+    fn the_standard_is_the_headers_guard() {
+        assert_eq!(required_cplusplus(ATEN_2_11), Some(201703));
+        let newer = ATEN_2_11.replace("201703L", "202002L").replace("C++17", "C++20");
+        assert_eq!(required_cplusplus(&newer), Some(202002));
+        assert_eq!(required_cplusplus("#include <c10/core/Device.h>\n"), None);
+        // torch 2.15's guard also tests MSVC's `_MSVC_LANG`, below a comment naming the
+        // value MSVC leaves `__cplusplus` at, which is no requirement.
+        let msvc = "// MSVC keeps __cplusplus at 199711L without /Zc:__cplusplus\n#if (defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || \\\n    (!defined(_MSVC_LANG) && __cplusplus < 202002L)\n#error C++20\n#endif\n";
+        assert_eq!(required_cplusplus(msvc), Some(202002));
+
+        let dir = tempfile::tempdir().unwrap();
+        let torch = Utf8Path::from_path(dir.path()).unwrap();
+        std::fs::create_dir_all(torch.join("include/ATen")).unwrap();
+        // The header decides, whatever the version says.
+        std::fs::write(torch.join("include/ATen/ATen.h"), &newer).unwrap();
+        assert_eq!(facts("2.11.0", torch).cxx_standard(), "20");
+        std::fs::write(torch.join("include/ATen/ATen.h"), ATEN_2_11).unwrap();
+        assert_eq!(facts("2.15.0+cu132", torch).cxx_standard(), "17");
+        // Without a guard, torch's release rule.
+        std::fs::remove_file(torch.join("include/ATen/ATen.h")).unwrap();
+        assert_eq!(facts("2.11.0", torch).cxx_standard(), "17");
+        assert_eq!(facts("2.15.0+cu132", torch).cxx_standard(), "20");
     }
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::plan::CompiledCell;
 use crate::assemble::noarch::op_namespace;
 use crate::codegen;
-use crate::config::{Backend, BuildConfig, CppDependency, Framework, Version};
+use crate::config::{Backend, BuildConfig, CppDependency, Framework};
 use crate::matrix::CellKind;
 use crate::output::{clip_lines, tail};
 use crate::toolchain::host::{CellFramework, Tool};
@@ -62,8 +62,7 @@ pub fn cell_facts(
     // libraries, and its installation directory, mapped away in the binaries.
     let (std, mut defines, mut includes, mut libs, framework_map) = match &cell.framework {
         CellFramework::Torch(t) => {
-            let tv = t.public_version();
-            let std = if tv < Version::parse("2.12").expect("version") { "17" } else { "20" };
+            let std = t.cxx_standard();
             let mut defines = vec![
                 format!("TORCH_EXTENSION_NAME={ops_name}"),
                 "Py_LIMITED_API=0x03090000".to_owned(),

@@ -14,8 +14,8 @@
 //!
 //! 1. computes every fact the compile depends on ([`CellFacts`]: op namespace, kernels in the
 //!    cell, exact `-gencode` pairs per CUDA kernel from the matrix data, defines, include
-//!    directories, libraries, prefix maps, `-fno-gnu-unique`, the C++ standard: 17 for
-//!    torch < 2.12, 20 from 2.12) before anything is compiled, so a capability list that
+//!    directories, libraries, prefix maps, `-fno-gnu-unique`, the C++ standard torch's
+//!    headers require) before anything is compiled, so a capability list that
 //!    this CUDA cannot build fails first;
 //! 2. mirrors the source set and the generated project ([`crate::codegen`]) into a work
 //!    directory (`src/`), writing only files whose bytes changed, so an unchanged rebuild
