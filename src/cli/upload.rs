@@ -74,6 +74,7 @@ fn check_writable(path: &camino::Utf8Path) -> anyhow::Result<()> {
 /// Prepare, upload, print and write the JSON outcome (also when the upload fails: then with
 /// the commits that landed and the error): the part `build-and-upload` shares.
 pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
+    let build_toml = crate::kernel::load(&dir).map(|k| k.config).map_err(|e| e.render());
     let opts = UploadOptions {
         dir,
         repo_id: flags.repo_id.clone(),
@@ -83,6 +84,7 @@ pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
         force: flags.force,
         private: flags.private,
         progress: !flags.json,
+        build_toml,
     };
     let prepared = hub::prepare(&opts)?;
     for w in &prepared.warnings {

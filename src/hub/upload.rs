@@ -32,7 +32,7 @@ use crate::hash::digest::{self, Digest};
 use crate::hash::manifest::{self, Manifest};
 
 /// What the user asked for.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct UploadOptions {
     /// The kernel directory (holding `build/` and, usually, `build.toml`).
     pub dir: Utf8PathBuf,
@@ -50,6 +50,10 @@ pub struct UploadOptions {
     pub private: bool,
     /// Draw a byte bar of what is sent on stderr (only when it is a terminal).
     pub progress: bool,
+    /// The kernel's `build.toml` as the caller loaded it ([`crate::config::BuildConfig`]),
+    /// else its problems, rendered: it names the repository and branch when the flags do not,
+    /// and its source set is held against the manifest.
+    pub build_toml: Result<crate::config::BuildConfig, String>,
 }
 
 /// Everything checked locally: where to upload and what.
@@ -362,12 +366,12 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
     let mut warnings = Vec::new();
 
     // Repository and branch: flags first, then build.toml.
-    let loaded = crate::kernel::load(dir);
-    let hub = loaded.as_ref().ok().map(|l| l.config.general.hub.clone());
+    let loaded = &opts.build_toml;
+    let hub = loaded.as_ref().ok().map(|c| c.general.hub.clone());
     let repo_id = match (&opts.repo_id, hub.as_ref().and_then(|h| h.repo_id.clone())) {
         (Some(r), _) => r.clone(),
         (None, Some(r)) => r,
-        (None, None) => match &loaded {
+        (None, None) => match loaded {
             Ok(_) => anyhow::bail!(
                 "no repository to upload to: `{}` has no `[general.hub] repo-id`; add it, or pass \
                  --repo-id OWNER/NAME",
@@ -376,7 +380,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
             Err(e) => anyhow::bail!(
                 "no repository to upload to: --repo-id was not given and `{}` cannot be read:\n{}",
                 dir.join("build.toml"),
-                e.render()
+                e
             ),
         },
     };
@@ -429,7 +433,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
     let current_source = loaded
         .as_ref()
         .ok()
-        .and_then(|l| crate::source::SourceSet::collect(dir, &l.config).ok())
+        .and_then(|c| crate::source::SourceSet::collect(dir, c).ok())
         .map(|set| set.tree_id());
     check_manifest(&build_dir, &variants, current_source.as_deref(), opts.force, &mut warnings)?;
 
@@ -456,13 +460,11 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         .unwrap_or_else(|| build_dir.join("CARD.md"));
     // A Helion kernel's card gets its "Tuned for" section (crate::tune::card), rendered into a
     // temporary file that `Prepared` keeps alive.
-    let card_tmp = match &loaded {
-        Ok(l) if card_path.is_file() => {
-            match crate::tune::card::rendered_card_file(dir, &l.config, &card_path)? {
-                Some(tmp) => Some(std::sync::Arc::new(CardFile::new(tmp)?)),
-                None => None,
-            }
-        }
+    let card_tmp = match loaded {
+        Ok(l) if card_path.is_file() => match crate::tune::card::rendered_card_file(dir, l, &card_path)? {
+            Some(tmp) => Some(std::sync::Arc::new(CardFile::new(tmp)?)),
+            None => None,
+        },
         _ => None,
     };
     let card = match &card_tmp {

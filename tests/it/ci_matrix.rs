@@ -530,6 +530,7 @@ echo "shim: unexpected nix $*" >&2; exit 1
         force: false,
         private: false,
         progress: false,
+        build_toml: kernel_builder::kernel::load(&j_dir).map(|k| k.config).map_err(|e| e.render()),
     })
     .unwrap();
     assert_eq!(prepared.variants, ["torch-cuda", "torch-rocm", "torch-xpu"]);
