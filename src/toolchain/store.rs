@@ -94,6 +94,26 @@ pub(crate) fn lock(path: &Utf8Path, shared: bool) -> anyhow::Result<std::fs::Fil
     Ok(f)
 }
 
+/// [`lock`] (exclusive), saying `waiting` on stderr first when another process holds it, so
+/// a long wait (another shell making the same environment) is not silent.
+pub(crate) fn lock_or_say(path: &Utf8Path, waiting: &str) -> anyhow::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open the lock file `{path}`"))?;
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(f),
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            crate::printer::stderr!("{waiting}");
+            drop(f);
+            lock(path, false)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot lock `{path}`")),
+    }
+}
+
 fn touch(path: &Utf8Path) {
     if let Ok(f) = std::fs::File::open(path) {
         let _ = f.set_modified(std::time::SystemTime::now());

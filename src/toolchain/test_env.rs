@@ -71,11 +71,16 @@ pub fn provision(
     let env = TestEnv { python: dir.join("bin/python"), dir: dir.clone(), torch_from };
     if !dir.join(READY).is_file() {
         std::fs::create_dir_all(&parent).with_context(|| format!("cannot create `{parent}`"))?;
-        let _lock =
-            super::store::lock(&store.root().join("locks").join(format!("test-env-{key}.lock")), false)?;
+        let _lock = super::store::lock_or_say(
+            &store.root().join("locks").join(format!("test-env-{key}.lock")),
+            &format!("testshell: waiting for another process making the test environment `{dir}`"),
+        )?;
         if !dir.join(READY).is_file() {
             // A directory without the ready file is an unfinished attempt.
             if dir.exists() {
+                crate::printer::stderr!(
+                    "testshell: removing `{dir}`, a test environment left unfinished (interrupted), to make it again"
+                );
                 std::fs::remove_dir_all(&dir)
                     .with_context(|| format!("cannot remove the unfinished `{dir}`"))?;
             }
