@@ -484,6 +484,31 @@ fn unpack(file: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn lock_or_say_waits_for_the_holder_and_then_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8Path::from_path(dir.path()).unwrap().join("x.lock");
+        let held = lock(&path, false).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        let waiter = std::thread::spawn(move || {
+            let got = lock_or_say(&p, "waiting in the test").unwrap();
+            tx.send(()).unwrap();
+            got
+        });
+        // Still held: the waiter has not got it.
+        assert!(rx.recv_timeout(std::time::Duration::from_millis(300)).is_err());
+        drop(held);
+        rx.recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the waiter gets the lock once it is free");
+        let got = waiter.join().unwrap();
+        // The waiter holds it exclusively now.
+        let f = std::fs::File::open(path.as_std_path()).unwrap();
+        assert!(rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err());
+        drop(got);
+        assert!(rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok());
+    }
+
     fn wheel_bytes(files: &[(&str, &[u8])]) -> Vec<u8> {
         let mut buf = std::io::Cursor::new(Vec::new());
         let mut z = zip::ZipWriter::new(&mut buf);
