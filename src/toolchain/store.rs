@@ -78,13 +78,18 @@ pub fn max_bytes() -> anyhow::Result<u64> {
     }
 }
 
-pub(crate) fn lock(path: &Utf8Path, shared: bool) -> anyhow::Result<std::fs::File> {
-    let f = std::fs::OpenOptions::new()
+/// The lock file `path`, made when missing (its bytes are never read).
+fn open_lock_file(path: &Utf8Path) -> anyhow::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
-        .with_context(|| format!("cannot open the lock file `{path}`"))?;
+        .with_context(|| format!("cannot open the lock file `{path}`"))
+}
+
+pub(crate) fn lock(path: &Utf8Path, shared: bool) -> anyhow::Result<std::fs::File> {
+    let f = open_lock_file(path)?;
     let how = if shared {
         rustix::fs::FlockOperation::LockShared
     } else {
@@ -97,12 +102,7 @@ pub(crate) fn lock(path: &Utf8Path, shared: bool) -> anyhow::Result<std::fs::Fil
 /// [`lock`] (exclusive), saying `waiting` on stderr first when another process holds it, so
 /// a long wait (another shell making the same environment) is not silent.
 pub(crate) fn lock_or_say(path: &Utf8Path, waiting: &str) -> anyhow::Result<std::fs::File> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .with_context(|| format!("cannot open the lock file `{path}`"))?;
+    let f = open_lock_file(path)?;
     match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(f),
         Err(rustix::io::Errno::WOULDBLOCK) => {
