@@ -68,17 +68,15 @@ use crate::toolchain::host::HostToolchain;
 use cellcache::{CellCache, CellKey, Fetched};
 
 /// The resolved plan of one build: what `build-and-copy` (and `verify`, and the dev shells)
-/// builds on this host, what it cannot and why, and every cell of the kernel in the matrix,
-/// computed once here and read by every later step (the stale variants of `build/`, why a
-/// requested variant is not built).
+/// builds on this host, and what it cannot and why. The kernel's cells it is planned from
+/// ([`crate::kernel::Kernel::cells`], computed once when the kernel is loaded) are read beside
+/// it by the later steps (the stale variants of `build/`, why a requested variant is not built).
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Sorted by name.
     pub variants: Vec<PlannedVariant>,
     /// Compiled backends this host cannot build, with the reason (what is missing).
     pub skipped: Vec<SkippedBackend>,
-    /// Every cell of the kernel on every system of its matrix.
-    pub cells: KernelCells,
 }
 
 /// Every variant `build-and-copy` builds for `config` on this host, sorted by name: the
@@ -93,7 +91,7 @@ pub fn plan(config: &BuildConfig, cells: &KernelCells, host: &HostToolchain) -> 
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants: out, skipped, cells: cells.clone() }
+    Plan { variants: out, skipped }
 }
 
 /// The one cell of `backend` that `host` builds, or why it builds none.
@@ -132,10 +130,15 @@ pub fn compiled_backends(config: &BuildConfig) -> Vec<Backend> {
 }
 
 /// Why `name`, which is not planned, cannot be built here, when it names a compiled variant
-/// of this kernel (a backend skipped, or a cell another toolchain would build).
-pub fn why_not_buildable(config: &BuildConfig, plan: &Plan, name: &str) -> Option<String> {
-    let backend = plan
-        .cells
+/// of this kernel (a backend skipped, or a cell another toolchain would build); `plan` was
+/// planned from `cells`.
+pub fn why_not_buildable(
+    config: &BuildConfig,
+    cells: &KernelCells,
+    plan: &Plan,
+    name: &str,
+) -> Option<String> {
+    let backend = cells
         .in_scope(Scope::All)
         .iter()
         .find(|c| c.name == name && !c.noarch)
@@ -403,7 +406,7 @@ pub fn build_into_with(
     let planned = &the_plan.variants;
     for r in requested {
         if !planned.iter().any(|p| &p.name == r) {
-            if let Some(why) = why_not_buildable(config, &the_plan, r) {
+            if let Some(why) = why_not_buildable(config, cells, &the_plan, r) {
                 anyhow::bail!("{why}");
             }
         }
@@ -467,7 +470,7 @@ pub fn build_into_with(
     let (built, mut warnings, _swapping) = result?;
     warnings.extend(leftovers);
 
-    warnings.extend(write_manifest(&the_plan.cells, &build_dir, &built, planned, &source.tree_id())?);
+    warnings.extend(write_manifest(cells, &build_dir, &built, planned, &source.tree_id())?);
 
     warnings.extend(source.warnings().iter().cloned());
     if let Some(cache) = options.cache.filter(|_| built.iter().any(|b| !b.reused)) {
@@ -1066,7 +1069,7 @@ pub fn pinned_plan(
         }
     }
     variants.sort_by(|a, b| a.name.cmp(&b.name));
-    Plan { variants, skipped, cells: cells.clone() }
+    Plan { variants, skipped }
 }
 
 /// The compiled bundle cells of `backend` on this system.
@@ -1132,7 +1135,7 @@ mod tests {
             std::fs::write(build.join(d).join("metadata.json"), "{}").unwrap();
         }
         assert_eq!(
-            unplanned_variant_dirs(build, &p.variants, &p.cells),
+            unplanned_variant_dirs(build, &p.variants, &KernelCells::of(&c)),
             [
                 "torch-cuda",
                 "torch-stable-abi211-cu130-x86_64-linux",
@@ -1155,12 +1158,13 @@ mod tests {
             "{}",
             p.skipped[0].reason
         );
-        let why = why_not_buildable(&c, &p, "torch212-cxx11-cu126-x86_64-linux").unwrap();
+        let cells = KernelCells::of(&c);
+        let why = why_not_buildable(&c, &cells, &p, "torch212-cxx11-cu126-x86_64-linux").unwrap();
         assert!(
             why.starts_with("cannot build `torch212-cxx11-cu126-x86_64-linux` natively: cannot run"),
             "{why}"
         );
-        assert_eq!(why_not_buildable(&c, &p, "torch-metal"), None);
+        assert_eq!(why_not_buildable(&c, &cells, &p, "torch-metal"), None);
     }
 
     /// A planned tvm-ffi cell `variant` of `backend`, built with nvcc `nvcc` (CUDA cells).
@@ -1187,14 +1191,14 @@ mod tests {
                 tvm_ffi_planned("tvm-ffi01-cu130-x86_64-linux", Cuda, Some("13.0.88")),
             ],
             skipped: Vec::new(),
-            cells: KernelCells::of(&c),
         };
+        let cells = KernelCells::of(&c);
         assert_eq!(
-            why_not_buildable(&c, &p, "tvm-ffi01-cu126-x86_64-linux").unwrap(),
+            why_not_buildable(&c, &cells, &p, "tvm-ffi01-cu126-x86_64-linux").unwrap(),
             "cannot build `tvm-ffi01-cu126-x86_64-linux` natively: the nvcc found here (`/cuda/bin/nvcc`, CUDA 13.0.88) builds `tvm-ffi01-cu130-x86_64-linux`; a tvm-ffi variant takes its CUDA from nvcc, so point CUDACXX (or CUDA_HOME, or PATH) at an nvcc of CUDA 12.6, or build it through Nix"
         );
         assert_eq!(
-            why_not_buildable(&c, &p, "tvm-ffi02-cu132-x86_64-linux").unwrap(),
+            why_not_buildable(&c, &cells, &p, "tvm-ffi02-cu132-x86_64-linux").unwrap(),
             "cannot build `tvm-ffi02-cu132-x86_64-linux` natively: the nvcc found here (`/cuda/bin/nvcc`, CUDA 13.0.88) builds `tvm-ffi01-cu130-x86_64-linux`; a tvm-ffi variant takes its CUDA from nvcc, so point CUDACXX (or CUDA_HOME, or PATH) at an nvcc of CUDA 13.2 and pass --python with a Python environment whose tvm-ffi is 0.2, or build it through Nix"
         );
         // Same CUDA, another tvm-ffi; and the CPU cell: the Python environment decides.
@@ -1203,7 +1207,7 @@ mod tests {
             ("tvm-ffi02-cpu-x86_64-linux", "tvm-ffi01-cpu-x86_64-linux"),
         ] {
             assert_eq!(
-                why_not_buildable(&c, &p, name).unwrap(),
+                why_not_buildable(&c, &cells, &p, name).unwrap(),
                 format!("cannot build `{name}` natively: the toolchain here (tvm-ffi 0.1.15 from the Python environment given) builds `{built}`; pass --python with a Python environment whose tvm-ffi gives `{name}`, or build it through Nix")
             );
         }

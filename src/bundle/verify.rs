@@ -110,7 +110,7 @@ pub fn verify(
         planned.iter().filter(|p| build_dir.join(&p.name).is_dir()).map(|p| p.name.clone()).collect()
     };
     let unknown: Vec<&String> = names.iter().filter(|n| !planned.iter().any(|p| &p.name == *n)).collect();
-    if let Some(why) = unknown.iter().find_map(|u| why_not_buildable(config, &the_plan, u)) {
+    if let Some(why) = unknown.iter().find_map(|u| why_not_buildable(config, cells, &the_plan, u)) {
         anyhow::bail!("cannot verify: {why}");
     }
     if !unknown.is_empty() {
@@ -167,7 +167,7 @@ pub fn verify(
     if requested.is_empty() {
         // A variant the sources no longer build (a backend removed since) is not what they
         // produce, and the loader may still pick it.
-        for name in super::unplanned_variant_dirs(&build_dir, &planned, &the_plan.cells) {
+        for name in super::unplanned_variant_dirs(&build_dir, &planned, cells) {
             out.push(VariantCheck {
                 difference: Some(format!(
                     "this kernel does not build `{name}` (see `general.backends`): `{build_dir}/{name}` is left from an earlier build; remove it"

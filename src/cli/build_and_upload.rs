@@ -76,5 +76,6 @@ pub fn run(args: Args) -> super::CmdResult {
         anyhow::bail!("the rebuild differs from build/, nothing was uploaded:\n  {}", different.join("\n  "));
     }
     eprintln!("verified {} variant(s) against build/hashes.json", checked.variants.len());
-    run_upload(dir, &args.flags)
+    // The build.toml loaded above names the repository: upload does not read it again.
+    run_upload(dir, Ok(loaded.config), &args.flags)
 }

@@ -57,7 +57,8 @@ pub struct Args {
 /// Run `upload`.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = args.dir.unwrap_or_else(|| Utf8PathBuf::from("."));
-    run_upload(dir, &args.flags)
+    let build_toml = crate::kernel::load(&dir).map(|k| k.config).map_err(|e| e.render());
+    run_upload(dir, build_toml, &args.flags)
 }
 
 /// Fail unless a file can be written at `path`: its directory exists and takes a new file
@@ -72,9 +73,13 @@ fn check_writable(path: &camino::Utf8Path) -> anyhow::Result<()> {
 }
 
 /// Prepare, upload, print and write the JSON outcome (also when the upload fails: then with
-/// the commits that landed and the error): the part `build-and-upload` shares.
-pub fn run_upload(dir: Utf8PathBuf, flags: &UploadFlags) -> super::CmdResult {
-    let build_toml = crate::kernel::load(&dir).map(|k| k.config).map_err(|e| e.render());
+/// the commits that landed and the error): the part `build-and-upload` shares. `build_toml`:
+/// the kernel's build.toml as the command loaded it, else its rendered problems.
+pub fn run_upload(
+    dir: Utf8PathBuf,
+    build_toml: Result<crate::config::BuildConfig, String>,
+    flags: &UploadFlags,
+) -> super::CmdResult {
     let opts = UploadOptions {
         dir,
         repo_id: flags.repo_id.clone(),
