@@ -9,9 +9,8 @@ use crate::util::kb_output as kb;
 pub(crate) fn built_vector_add() -> (tempfile::TempDir, Utf8PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = Utf8Path::from_path(tmp.path()).unwrap().join("vector-add-helion");
-    let src = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/vector-add-helion");
-    let cp = std::process::Command::new("cp").args(["-r", src.as_str(), dir.as_str()]).status().unwrap();
-    assert!(cp.success());
+    // Never the example's own build/ (README's main command fills it): only its sources.
+    crate::util::copy_kernel("vector-add-helion", dir.as_std_path());
     let out = crate::util::kb()
         .args(["build-and-copy", dir.as_str(), "--nix", "never"])
         .env("KERNEL_BUILDER_CACHE_DIR", tmp.path().join("cache"))
@@ -64,8 +63,7 @@ fn a_fresh_build_matches_and_missing_or_extra_variants_fail() {
 fn no_build_directory_and_an_unknown_system_are_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = Utf8Path::from_path(tmp.path()).unwrap().join("k");
-    let src = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/vector-add-helion");
-    std::process::Command::new("cp").args(["-r", src.as_str(), dir.as_str()]).status().unwrap();
+    crate::util::copy_kernel("vector-add-helion", dir.as_std_path());
     let out = kb(&["check-builds", dir.as_str()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("build` does not exist: build the variants first"));
