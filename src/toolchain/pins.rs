@@ -9,8 +9,12 @@
 //!   (`2.14` / `cu130` / `x86_64-linux`). A CPU entry with `compile-against: cu130` is built
 //!   natively against the cu130 wheel of the same torch and system: the same headers and the
 //!   same `libtorch_cpu`, so one download serves both cells.
-//! - `cuda-toolkits.<cuda>.<system>`: NVIDIA's wheels of that CUDA (nvcc, nvvm, crt, cccl, the
-//!   runtime), unpacked together into one toolkit root.
+//! - `cuda-toolkits.<cuda>.<system>`: NVIDIA's wheels of that CUDA, unpacked together into one
+//!   toolkit root: the compiler (nvcc, nvvm, crt, cccl, the runtime) and the libraries whose
+//!   headers torch's own CUDA headers include (`ATen/cuda/CUDAContext.h` includes `cusparse.h`,
+//!   `cublas_v2.h`, `cublasLt.h`, `cusolverDn.h`): cuBLAS, cuSPARSE, cuSOLVER, cuRAND, cuFFT,
+//!   nvJitLink (which cuSPARSE and cuFFT link against) and NVTX, at the versions of the
+//!   `cuda-toolkit` release that torch's wheel of that CUDA requires.
 //! - `build-tools.<system>`: CMake and Ninja.
 //!
 //! [`refresh`] (`kernel-builder matrix pin`) resolves the file, URL and sha256 of entries from
@@ -349,10 +353,12 @@ mod tests {
                 assert_eq!(
                     c.toolkit.len(),
                     if set.backend == crate::config::Backend::Cuda {
+                        // The compiler's wheels (12.6 has no separate nvvm and crt) and
+                        // seven libraries.
                         if set.version.as_deref() == Some("12.6") {
-                            3
+                            3 + 7
                         } else {
-                            5
+                            5 + 7
                         }
                     } else {
                         0
@@ -362,6 +368,30 @@ mod tests {
             }
         }
         assert!(n >= 10, "{n}");
+        // CUDA 13.2's toolkit: the compiler, and the libraries at torch 2.15's `cuda-toolkit`
+        // 13.2.2 versions (torch's `ATen/cuda/CUDAContext.h` includes cuSPARSE, cuBLAS and
+        // cuSOLVER headers: without them no kernel that asks for the current stream compiles).
+        let cu132 = pins().cell("2.15", Some("13.2"), "x86_64-linux").unwrap();
+        let projects: Vec<String> =
+            cu132.toolkit.iter().map(|w| format!("{} {}", w.project, w.version)).collect();
+        assert_eq!(
+            projects,
+            [
+                "nvidia-cuda-nvcc 13.2.86",
+                "nvidia-nvvm 13.2.86",
+                "nvidia-cuda-crt 13.2.86",
+                "nvidia-cuda-cccl 13.2.86",
+                "nvidia-cuda-runtime 13.2.86",
+                "nvidia-cublas 13.4.1.3",
+                "nvidia-cusparse 12.7.10.12",
+                "nvidia-cusolver 12.2.0.11",
+                "nvidia-curand 10.4.2.66",
+                "nvidia-cufft 12.2.0.57",
+                "nvidia-nvjitlink 13.2.86",
+                "nvidia-nvtx 13.2.86",
+            ]
+        );
+        assert!(cu132.toolkit.iter().all(|w| w.resolved().is_ok()), "every toolkit wheel is pinned");
         // A CPU cell compiles against PyPI's CUDA wheel of its release.
         let cpu = pins().cell("2.15", None, "x86_64-linux").unwrap();
         assert_eq!(cpu.torch_framework, "cu132");

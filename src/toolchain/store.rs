@@ -423,15 +423,21 @@ fn entries_in(root: &Utf8Path) -> anyhow::Result<Vec<Entry>> {
     Ok(out)
 }
 
-/// NVIDIA's CUDA 12 wheels each lie in `nvidia/cuda_<component>/`; CUDA 13's share
-/// `nvidia/cu13/`. Merged into `nvidia/cu12/`, a CUDA 12 toolkit has the same one-root layout
-/// (`bin/nvcc`, `include/`, `lib/`, `nvvm/`) as CUDA 13's.
+/// The directories below `nvidia/` of NVIDIA's CUDA 12 library wheels (`nvidia-cublas-cu12`
+/// lies in `nvidia/cublas/`, …), which a toolkit root merges like the `cuda_*` components.
+const CU12_LIBRARIES: [&str; 7] = ["cublas", "cufft", "curand", "cusolver", "cusparse", "nvjitlink", "nvtx"];
+
+/// NVIDIA's CUDA 12 wheels each lie in `nvidia/cuda_<component>/` (the libraries in
+/// `nvidia/<library>/`); CUDA 13's share `nvidia/cu13/`. Merged into `nvidia/cu12/`, a CUDA 12
+/// toolkit has the same one-root layout (`bin/nvcc`, `include/`, `lib/`, `nvvm/`) as CUDA 13's.
 fn cu12_merged(rel: &std::path::Path) -> std::path::PathBuf {
     let mut parts = rel.components();
     match (parts.next(), parts.next()) {
         (Some(a), Some(b))
             if a.as_os_str() == "nvidia"
-                && b.as_os_str().to_str().is_some_and(|s| s.starts_with("cuda_")) =>
+                && b.as_os_str()
+                    .to_str()
+                    .is_some_and(|s| s.starts_with("cuda_") || CU12_LIBRARIES.contains(&s)) =>
         {
             std::path::Path::new("nvidia/cu12").join(parts.as_path())
         }
@@ -572,5 +578,18 @@ mod tests {
         assert_eq!(removed.len(), 2);
         let s = Store::open(&root.join("cache"), opts).unwrap();
         assert!(s.entries().unwrap().is_empty());
+    }
+
+    #[test]
+    fn cuda_12_components_and_libraries_merge_into_one_root_and_cuda_13_stays() {
+        let m = |p: &str| cu12_merged(std::path::Path::new(p)).to_str().unwrap().to_owned();
+        assert_eq!(m("nvidia/cuda_nvcc/bin/nvcc"), "nvidia/cu12/bin/nvcc");
+        assert_eq!(m("nvidia/cusparse/include/cusparse.h"), "nvidia/cu12/include/cusparse.h");
+        assert_eq!(m("nvidia/cublas/lib/libcublas.so.12"), "nvidia/cu12/lib/libcublas.so.12");
+        assert_eq!(m("nvidia/nvtx/include/nvtx3/nvToolsExt.h"), "nvidia/cu12/include/nvtx3/nvToolsExt.h");
+        assert_eq!(m("nvidia/cu13/include/cusparse.h"), "nvidia/cu13/include/cusparse.h");
+        // Not a CUDA toolkit part: left where the wheel puts it.
+        assert_eq!(m("nvidia/cudnn/include/cudnn.h"), "nvidia/cudnn/include/cudnn.h");
+        assert_eq!(m("torch/include/ATen/ATen.h"), "torch/include/ATen/ATen.h");
     }
 }
