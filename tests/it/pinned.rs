@@ -250,6 +250,84 @@ fn a_kernel_below_pypis_cuda_names_its_cu126_cell_and_the_wheel_that_would_build
     assert_eq!(wheels, 0);
 }
 
+/// What a CUDA kernel may include beside torch's own CUDA headers (which include cuBLAS,
+/// cuSPARSE and cuSOLVER's): every library of the pinned toolkits, used so that the compiler
+/// and the linker see each one.
+const CUDA_LIBRARY_USE: &str = r#"
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cufft.h>
+#include <curand_kernel.h>
+#include <cusolverDn.h>
+#include <cusparse.h>
+#include <nvtx3/nvToolsExt.h>
+
+// Not registered as an op: it only has to compile and link against torch's CUDA library.
+cublasHandle_t pinned_toolkit_blas_handle() {
+  nvtxRangePushA("blas handle");
+  cublasHandle_t h = at::cuda::getCurrentCUDABlasHandle();
+  nvtxRangePop();
+  return h;
+}
+
+__global__ void pinned_toolkit_random(float *out, unsigned long long seed) {
+  curandStatePhilox4_32_10_t state;
+  curand_init(seed, threadIdx.x, 0, &state);
+  out[threadIdx.x] = curand_uniform(&state);
+}
+
+cufftType pinned_toolkit_fft_type() { return CUFFT_C2C; }
+"#;
+
+/// `init --template compiled` for CUDA, built without `--python` (issue 31: both pinned CUDA
+/// cells failed with `cusparse.h: No such file or directory` from `ATen/cuda/CUDAContext.h`):
+/// the template, with a source that includes every library header of the toolkit, builds its
+/// two PyPI CUDA cells from the pins alone, each with the SASS it asks for.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn the_compiled_template_and_cuda_library_headers_build_from_the_pins_alone() {
+    let t = tempfile::tempdir().unwrap();
+    let cells = t.path().join("cells");
+    let init = kb(
+        t.path(),
+        &cells,
+        &shared_toolchain_cache(),
+        &[
+            "init",
+            "--template",
+            "compiled",
+            "--name",
+            "myorg/cuda-libs",
+            "--backends",
+            "cuda",
+            "--",
+            "cuda-libs",
+        ],
+    );
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let k = t.path().join("cuda-libs");
+    let cu = k.join("cuda_libs_cuda/cuda_libs.cu");
+    let source = fs::read_to_string(&cu).unwrap();
+    assert!(source.contains("#include <ATen/cuda/CUDAContext.h>"), "{source}");
+    fs::write(&cu, format!("{source}{CUDA_LIBRARY_USE}")).unwrap();
+    // One capability: the test is about headers and libraries, not about compile time.
+    let toml = fs::read_to_string(k.join("build.toml")).unwrap();
+    let toml = toml.replace(r#"cuda-capabilities = ["8.0", "9.0+PTX"]"#, r#"cuda-capabilities = ["9.0"]"#);
+    fs::write(k.join("build.toml"), toml).unwrap();
+
+    let out = kb(&k, &cells, &shared_toolchain_cache(), &["build-and-copy", "--nix", "never", "--jobs", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let built = ["torch214-cxx11-cu130-x86_64-linux", "torch215-cxx11-cu132-x86_64-linux"];
+    assert_eq!(verbs(&out), built.map(|v| format!("built {v}")));
+    for (v, nvcc) in built.iter().zip(["13.0.88", "13.2.86"]) {
+        let dir = k.join("build").join(v);
+        let meta: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("metadata.json")).unwrap()).unwrap();
+        assert_eq!(meta["build"]["toolchain"]["nvcc"], nvcc, "{v}");
+        assert_eq!(sass(&dir), ["sm_90"], "{v}");
+    }
+}
+
 /// A PEP 691 index on 127.0.0.1 serving the wheels of a directory (tests/index_server).
 struct Index {
     child: Child,
@@ -316,11 +394,18 @@ fn matrix_pin_resolves_entries_from_a_local_index_and_is_stable() {
             &["matrix", "pin", "--index", &index.url, "--pins", file.to_str().unwrap()],
         )
     };
+    // Every committed entry (torch wheels, CUDA toolkits, build tools) names another index.
+    let committed = {
+        let p = kernel_builder::toolchain::pins::pins();
+        let torch: usize = p.wheels.values().flat_map(|f| f.values()).map(|s| s.len()).sum();
+        let toolkits: usize = p.cuda_toolkits.values().flat_map(|s| s.values()).map(|w| w.len()).sum();
+        torch + toolkits + p.build_tools.values().map(|w| w.len()).sum::<usize>()
+    };
     let out = pin();
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert_eq!(
         out.stdout,
-        format!("pinned tool 1.0 (aarch64-linux)\npinned tool 1.0 (x86_64-linux)\n{}: 2 changed, 1 not resolved, 70 of other indexes left alone\n", file.display())
+        format!("pinned tool 1.0 (aarch64-linux)\npinned tool 1.0 (x86_64-linux)\n{}: 2 changed, 1 not resolved, {committed} of other indexes left alone\n", file.display())
     );
     assert_eq!(
         out.stderr,
@@ -441,4 +526,41 @@ fn verify_rebuilds_a_pinned_cell_from_its_pins() {
     let out = verify(&["verify", "--variant", cell]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert_eq!(out.stdout.lines().next().unwrap(), format!("{cell}: different"));
+}
+
+/// README's recipe in its order (issue 31): relu's cells built from pins, then `--python` cells
+/// beside them in the same build/, then `verify --python`: each variant is rebuilt with the
+/// toolchain that built it (the torch 2.15 cell from its pins, the torch 2.11 cell with the
+/// venv's torch) and both are `same`; it used to refuse the pinned cell.
+#[test]
+fn verify_with_python_checks_pinned_cells_with_their_pins_and_its_own_with_python() {
+    let Some(python) = crate::util::venv_with_kernels("verify --python of a build/ with pinned cells") else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let relu = t.path().join("relu");
+    copy_kernel("relu", &relu);
+    let cells = t.path().join("cells");
+    let pinned = "torch215-cxx11-cpu-x86_64-linux";
+    let own = "torch211-cxx11-cpu-x86_64-linux";
+    let py = python.to_str().unwrap();
+    let out = kb(
+        &relu,
+        &cells,
+        &shared_toolchain_cache(),
+        &["build-and-copy", "--nix", "never", "--variant", pinned],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = kb(
+        &relu,
+        &cells,
+        &shared_toolchain_cache(),
+        &["build-and-copy", "--nix", "never", "--python", py, "--variant", own],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out =
+        kb(&relu, &t.path().join("verify-cells"), &shared_toolchain_cache(), &["verify", "--python", py]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let verdicts: Vec<&str> = out.stdout.lines().map(|l| l.split(" (").next().unwrap()).collect();
+    assert_eq!(verdicts, [format!("{own}: same"), format!("{pinned}: same")]);
 }
