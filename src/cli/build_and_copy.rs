@@ -524,6 +524,22 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
 /// with `--python` (the environment's torch) or when no backend of the kernel builds from pins.
 ///
 /// Errors: `--offline` or `--find-links` given with `--python`; the cache cannot be opened.
+/// With `--python`, the toolchain cache for the pinned cells a command still meets (`verify`
+/// of a `build/` that also holds cells built from pins), when the kernel has any.
+pub(crate) fn pinned_store_beside_python(
+    config: &crate::config::BuildConfig,
+    progress: bool,
+) -> anyhow::Result<Option<crate::toolchain::store::Store>> {
+    let uses_pins = crate::bundle::compiled_backends(config)
+        .into_iter()
+        .any(|b| crate::toolchain::provision::pinned_backend(config, b));
+    if !uses_pins {
+        return Ok(None);
+    }
+    let options = crate::toolchain::store::FetchOptions { offline: false, find_links: Vec::new(), progress };
+    Ok(Some(crate::toolchain::store::Store::user(options)?))
+}
+
 pub(crate) fn pinned_store(
     config: &crate::config::BuildConfig,
     toolchain: &ToolchainArgs,

@@ -4,7 +4,7 @@
 use camino::Utf8PathBuf;
 
 use super::upload::{run_upload, UploadFlags};
-use crate::bundle::verify::verify;
+use crate::bundle::verify::{verify, Toolchains};
 
 /// Arguments of `build-and-upload`.
 #[derive(Debug, clap::Args)]
@@ -62,7 +62,11 @@ pub fn run(args: Args) -> super::CmdResult {
         super::build_and_copy::print_built(&report, false)?;
     }
     let built: Vec<String> = report.built.iter().map(|v| v.name.clone()).collect();
-    let checked = verify(&dir, &loaded.config, &loaded.cells, &built, &host, pinned.as_ref())?;
+    let toolchains = match &pinned {
+        Some(store) => Toolchains::Pinned(store),
+        None => Toolchains::Host,
+    };
+    let checked = verify(&dir, &loaded.config, &loaded.cells, &built, &host, toolchains)?;
     for n in &checked.notes {
         eprintln!("note: {n}");
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use camino::Utf8PathBuf;
 
-use crate::bundle::verify::verify;
+use crate::bundle::verify::{verify, Toolchains};
 
 /// Arguments of `verify`.
 ///
@@ -34,11 +34,21 @@ pub fn run(args: Args) -> super::CmdResult {
     // Its rebuilds run Ninja: a bad `KERNEL_BUILDER_JOBS` fails before any of them.
     crate::assemble::compiled::jobs_from_env()?;
     let loaded = super::load_config(&dir)?;
-    // Without --python, cells built from pinned wheels are rebuilt from the same pins.
+    // Each variant is rebuilt with the toolchain that built it: cells built from pinned wheels
+    // from the same pins; with --python, the cells that Python's torch builds with it.
     let pinned =
         super::build_and_copy::pinned_store(&loaded.config, &args.toolchain, false, &[], !args.json)?;
+    let beside_python = match (&pinned, &args.toolchain.python) {
+        (None, Some(_)) => super::build_and_copy::pinned_store_beside_python(&loaded.config, !args.json)?,
+        _ => None,
+    };
+    let toolchains = match (&pinned, &beside_python) {
+        (Some(store), _) => Toolchains::Pinned(store),
+        (None, Some(store)) => Toolchains::HostThenPinned(store),
+        (None, None) => Toolchains::Host,
+    };
     let report =
-        verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), pinned.as_ref())?;
+        verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), toolchains)?;
     for n in &report.notes {
         eprintln!("note: {n}");
     }
