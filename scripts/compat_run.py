@@ -13,7 +13,7 @@ the GPU machine (reached through the `device` tool, not a shell), so the run has
       they name (CUTLASS per version, from --cutlass, a clone or mirror of NVIDIA/cutlass, at the
       commit nix/cpp-deps.json pins), a statically linked kernel-builder (--kb) and this script
       into STAGE, an ignored folder of the checkout the device tool sends.
-  compat_run.py run STAGE --out DIR [--python PY] [--slice NAME] [--parallel N] [-- BUILD-ARGS]
+  compat_run.py run STAGE --out DIR [--python PY | --pins] [--slice NAME] [--parallel N] [-- BUILD-ARGS]
       where the build happens (the GPU machine, or here for CPU cells): builds every staged
       kernel, runs its tests, appends one JSON object per kernel to DIR/compat-<slice>.jsonl.
       BUILD-ARGS go to build-and-copy (for example a cut-down CUDA capability list).
@@ -237,7 +237,9 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
         compute_system = variant.split("-", 2)[-1]  # cu130-x86_64-linux
         stable = sorted(n for n in names if n.startswith("torch-stable-abi") and n.endswith(compute_system))
         variant = stable[-1] if stable else variant
-    cmd = [kb, "build-and-copy", str(kdir), "--nix", "never", "--python", args.python, "--json",
+    # --pins: the cell's torch and CUDA toolkit from nix/torch-wheels.json, no --python at all.
+    toolchain = [] if args.pins else ["--python", args.python]
+    cmd = [kb, "build-and-copy", str(kdir), "--nix", "never", *toolchain, "--json",
            "--variant", variant, *args.build_args]
     start = time.monotonic()
     status, out, err = run_logged(cmd, env, BUILD_TIMEOUT_S, work / f"{name}.build")
@@ -258,7 +260,7 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
         return record
 
     tests = kdir / "tests"
-    if args.no_tests:
+    if args.no_tests or args.pins:
         record["tests"] = "not run (compile-only run)"
         return record
     if not tests.is_dir():
@@ -422,6 +424,8 @@ def main() -> None:
     pr.add_argument("--exitfirst", action="store_true")
     pr.add_argument("--keep-logs", action="store_true")
     pr.add_argument("--no-tests", action="store_true", help="build only (CUDA cells on a machine without a GPU)")
+    pr.add_argument("--pins", action="store_true",
+                    help="build the cell from its pinned wheels (no --python; build only): the COMPAT 'from the pins' column")
     pr.add_argument("--test-path", action="append", default=[],
                     help="a directory of Python packages the kernels' tests need (pip install --target)")
     rp = sub.add_parser("report")
