@@ -15,6 +15,7 @@ mod hostile;
 mod init;
 mod interrupt;
 mod json_failure;
+mod kernel_deps;
 mod list_variants;
 mod matrix_check_wheel;
 mod matrix_corpus;
