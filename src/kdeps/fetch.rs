@@ -75,6 +75,7 @@ impl HubReader {
     /// part of its answer.
     pub fn new(endpoint: &str, token: Option<Token>, timeouts: Timeouts) -> HubReader {
         let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(crate::tls::config())
             .http_status_as_error(false)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_recv_response(Some(timeouts.answer))
@@ -125,7 +126,7 @@ impl HubReader {
                     self.timeouts.answer.as_secs(),
                     crate::hub::client::TIMEOUT_ENV
                 ),
-                e => anyhow::anyhow!("GET {} failed: {}", self.shown(url), self.shown(&e.to_string())),
+                e => anyhow::anyhow!("GET {} failed: {}", self.shown(url), self.shown(&crate::tls::describe(&e))),
             })?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {

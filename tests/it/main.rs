@@ -29,6 +29,7 @@ mod parity;
 mod pinned;
 mod scripts;
 mod shells;
+mod tls;
 mod tune;
 mod tune_lint;
 mod tvm_ffi;
