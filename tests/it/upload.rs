@@ -571,10 +571,14 @@ fn token_from_the_login_file_and_no_token_at_all() {
     let dir = env.kernel("k", &[]);
     let json_path = env.root.join("o.json");
 
-    // No token anywhere: refused before any request.
+    // No token anywhere: refused before any request, and (issue 31) before the tree is hashed
+    // or an "Uploading …" line is printed: the error is all that is said.
     let r = run(kb(&env.server.url, &env.root.join("hf"), None).arg("upload").arg(&dir), None);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("error: no Hub token: set HF_TOKEN"), "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "error: no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one\n"
+    );
     assert_eq!(env.server.stats()["requests"], json!({}));
 
     // The file `hf auth login` writes, under HF_HOME.
