@@ -410,8 +410,8 @@ pub fn touch(dir: &Utf8Path) {
 }
 
 /// Download `repo_id` at `commit` into the cache (replacing an entry whose hash is wrong) and
-/// return its directory, NAR hash, and the files and bytes downloaded. With `want`, a tree of
-/// another hash is an error and is not kept.
+/// return its directory and NAR hash. With `want`, a tree of another hash is an error and is not
+/// kept.
 pub fn fetch_into_cache(
     hub: &HubReader,
     cache: &Utf8Path,
@@ -425,7 +425,7 @@ pub fn fetch_into_cache(
         .tempdir_in(cache)
         .with_context(|| format!("cannot create a temporary directory in `{cache}`"))?;
     let staged = Utf8Path::from_path(tmp.path()).context("the cache path is not UTF-8")?.join("tree");
-    let (files, bytes) = hub.download_tree(repo_id, commit, &staged)?;
+    hub.download_tree(repo_id, commit, &staged)?;
     let hash = tree_hash(&staged)?;
     if let Some(want) = want {
         anyhow::ensure!(
@@ -444,7 +444,7 @@ pub fn fetch_into_cache(
         let _ = std::fs::remove_dir_all(&old);
     }
     std::fs::rename(&staged, &dir).with_context(|| format!("cannot move the download to `{dir}`"))?;
-    Ok(Fetched { dir, hash, files, bytes })
+    Ok(Fetched { dir, hash })
 }
 
 /// A tree [`fetch_into_cache`] downloaded.
@@ -452,8 +452,6 @@ pub struct Fetched {
     pub dir: Utf8PathBuf,
     /// Its NAR hash (SRI).
     pub hash: String,
-    pub files: usize,
-    pub bytes: u64,
 }
 
 /// Make a cached tree read-only (files 0444, directories 0555), as a store path is, so that

@@ -105,8 +105,8 @@ pub enum Source {
     Downloaded,
     /// The cache.
     Cached,
-    /// The cache, after removing this many bytecode files or directories from it.
-    BytecodeRemoved(usize),
+    /// The cache, after removing bytecode written into it.
+    BytecodeRemoved,
 }
 
 impl Source {
@@ -115,7 +115,7 @@ impl Source {
         match self {
             Source::Downloaded => "downloaded, hash checked",
             Source::Cached => "cached, hash checked",
-            Source::BytecodeRemoved(_) => "cached, bytecode removed, hash checked",
+            Source::BytecodeRemoved => "cached, bytecode removed, hash checked",
         }
     }
 }
@@ -295,8 +295,7 @@ pub fn fetch_locked(
             let cached = fetch::tree_hash(&dir)?;
             if cached == pinned.hash {
                 fetch::touch(&dir);
-                let source =
-                    if removed.is_empty() { Source::Cached } else { Source::BytecodeRemoved(removed.len()) };
+                let source = if removed.is_empty() { Source::Cached } else { Source::BytecodeRemoved };
                 return Ok(LockedTree { dependency: dep.clone(), pinned, dir, source });
             }
             crate::printer::stderr!(
