@@ -131,12 +131,10 @@ fn chain(parents: &[Key], dep: &KernelDependency) -> String {
         .join(" -> ")
 }
 
-/// ` (needed by a (version 1) -> b (version 1))`, or nothing for a direct dependency.
+/// ` (needed by b (version 1))`, the kernel whose metadata named it; nothing for a direct
+/// dependency.
 fn needed_by(parents: &[Key]) -> String {
-    match parents.split_last() {
-        None => String::new(),
-        Some((last, rest)) => format!(" (needed by {})", chain(rest, &last.dependency())),
-    }
+    parents.last().map(|p| format!(" (needed by {})", describe(&p.dependency()))).unwrap_or_default()
 }
 
 /// The `kernel-depends` of every variant of a fetched tree (`build/*/metadata.json`).

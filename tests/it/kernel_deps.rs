@@ -185,9 +185,8 @@ fn a_closure_that_never_ends_stops_at_its_bound_after_a_line_per_download() {
     for (i, l) in lines[..16].iter().enumerate() {
         let want = format!("downloading kernel dependency {}: {} at ", i + 1, name(i));
         assert!(l.starts_with(&want), "{l}");
-        let needed: Vec<String> = (0..i).map(name).collect();
         if i > 0 {
-            assert!(l.ends_with(&format!(" (needed by {})", needed.join(" -> "))), "{l}");
+            assert!(l.ends_with(&format!(" (needed by {})", name(i - 1))), "{l}");
         }
     }
     let chain: Vec<String> = (0..=16).map(name).collect();
