@@ -133,3 +133,43 @@ pub fn describe(e: &ureq::Error) -> String {
         None => e.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error ureq gives for a server certificate no trusted authority signed.
+    fn unknown_issuer() -> ureq::Error {
+        ureq::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        ))
+    }
+
+    #[test]
+    fn a_refused_certificate_is_explained_and_other_failures_are_not() {
+        let t = tempfile::tempdir().unwrap();
+        let missing = t.path().join("missing.pem");
+        let trust = Trust::from_paths(Some(&missing), None);
+        let why = trust.explain(&unknown_issuer()).unwrap();
+        assert!(
+            why.starts_with(&format!(
+                "the server's certificate is not signed by a certificate authority kernel-builder trusts; kernel-builder trusts the Mozilla roots built into kernel-builder, as {} holds no certificate (",
+                missing.display()
+            )),
+            "{why}"
+        );
+        assert!(why.ends_with(". If a proxy re-signs HTTPS here, add its CA certificate to the system's store (e.g. /usr/local/share/ca-certificates/ and `update-ca-certificates`) or set SSL_CERT_FILE to a PEM file holding it"), "{why}");
+        assert_eq!(trust.explain(&ureq::Error::ConnectionFailed), None);
+        assert_eq!(trust.explain(&ureq::Error::Io(std::io::Error::other("reset"))), None);
+    }
+
+    /// The toolchain's wheel downloads keep ureq's error in the chain: the CLI shows the same
+    /// explanation as a hint.
+    #[test]
+    fn the_explanation_is_a_hint_of_a_chain_holding_the_error() {
+        let err = anyhow::Error::from(unknown_issuer()).context("cannot download torch.whl");
+        assert_eq!(crate::error::hints(&err), [explain(&unknown_issuer()).unwrap()]);
+        assert_eq!(crate::error::hints(&anyhow::anyhow!("disk full")), Vec::<String>::new());
+    }
+}
