@@ -825,6 +825,23 @@ fn build_and_upload_builds_verifies_and_uploads() {
     assert_eq!(state["v1"], expected_branch(&dir, &state["main"][".gitattributes"]));
 }
 
+/// Issue 31: without a token, build-and-upload built every cell before saying so. It now says
+/// so first, and builds nothing.
+#[test]
+fn build_and_upload_without_a_token_builds_nothing() {
+    let env = Env::new();
+    let dir = env.root.join("k");
+    fixture(&dir, BUILD_TOML);
+    let r = run(kb(&env.server.url, &env.root.join("hf"), None).arg("build-and-upload").arg(&dir), None);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "error: no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one\n"
+    );
+    assert!(!dir.join("build").exists());
+    assert_eq!(env.server.stats()["requests"], json!({}));
+}
+
 #[test]
 fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
     let env = Env::new();
