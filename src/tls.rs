@@ -108,8 +108,12 @@ pub fn trust() -> &'static Trust {
     static TRUST: OnceLock<Trust> = OnceLock::new();
     TRUST.get_or_init(|| {
         let t = Trust::load();
-        let named = crate::env::SSL_CERT_FILE.os().is_some() || crate::env::SSL_CERT_DIR.os().is_some();
-        if named && !t.problems.is_empty() {
+        let file = crate::env::SSL_CERT_FILE.os();
+        // Nix sets this name in a fixed-output derivation's builder (our kernel-dependency
+        // fetcher): the sandbox has no store, and the built-in roots are the ones meant.
+        let nix_sandbox = file.as_deref() == Some(std::ffi::OsStr::new("/no-cert-file.crt"));
+        let named = file.is_some() || crate::env::SSL_CERT_DIR.os().is_some();
+        if named && !nix_sandbox && !t.problems.is_empty() {
             crate::printer::stderr!("warning: HTTPS downloads trust {}: {}", t.from, t.problems.join("; "));
         }
         t
