@@ -144,8 +144,11 @@ vars! {
         "kept after the `<repo-id>=DIR/build` mapping `testshell` puts first",
         default "only that mapping";
     SSL_CERT_FILE = "SSL_CERT_FILE",
-        "extra PEM root certificates for HTTPS downloads",
-        default "the bundled roots only";
+        "a PEM file of the certificate authorities HTTPS downloads trust, instead of the system's (as for OpenSSL, curl and pip)",
+        default "the system's store (`/etc/ssl/certs` and the like), else the Mozilla roots built in";
+    SSL_CERT_DIR = "SSL_CERT_DIR",
+        "directories (`:`-separated) of PEM certificate authorities HTTPS downloads trust, instead of the system's",
+        default "as for `SSL_CERT_FILE`";
     CXX = "CXX",
         "the C++ compiler of native compiled cells",
         default "`c++`, `g++` or `clang++` from `PATH`";

@@ -181,11 +181,15 @@ impl Diagnostic for crate::process::Error {
     }
 }
 
-/// The kind and hints of one link of a chain: an [`Error`], or a [`crate::process::Error`]
-/// that came up through `?` without being wrapped.
+/// The kind and hints of one link of a chain: an [`Error`], a [`crate::process::Error`] that
+/// came up through `?` without being wrapped, or a download's refused certificate
+/// ([`crate::tls::explain`]).
 fn diagnostic(link: &(dyn std::error::Error + 'static)) -> Option<(Kind, Vec<String>)> {
     if let Some(e) = link.downcast_ref::<Error>() {
         return Some((e.kind(), e.hints()));
+    }
+    if let Some(why) = link.downcast_ref::<ureq::Error>().and_then(crate::tls::explain) {
+        return Some((Kind::Failed, vec![why]));
     }
     link.downcast_ref::<crate::process::Error>().map(|e| (Diagnostic::kind(e), Diagnostic::hints(e)))
 }

@@ -43,5 +43,6 @@ pub mod printer;
 pub mod process;
 pub mod source;
 pub mod suggest;
+pub mod tls;
 pub mod toolchain;
 pub mod tune;

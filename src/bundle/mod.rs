@@ -412,9 +412,12 @@ pub fn build_into_with(
         }
     }
     let selected = select(planned, requested)?;
+    // With `--variant`, every variant asked for is planned (checked above): the cells left
+    // out are ones nobody asked for, and go unmentioned.
     let mut notes: Vec<String> = the_plan
         .skipped
         .iter()
+        .filter(|_| requested.is_empty())
         .map(|s| match &s.variant {
             Some(v) => format!("`{v}` is not built: {}", s.reason),
             None => format!("the `{}` variant is not built: {}", s.backend, s.reason),

@@ -39,6 +39,8 @@ pub fn run(args: Args) -> super::CmdResult {
         );
     }
     let loaded = super::load_config(&dir)?;
+    // No token: said now, not after the build.
+    super::upload::require_token(&args.flags)?;
     // Without --python, the CPU and CUDA bundle cells build (and are verified) from pinned
     // wheels, as `build-and-copy --nix never` builds them.
     let pinned =

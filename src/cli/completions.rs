@@ -35,6 +35,25 @@ pub fn run(args: Args) -> CmdResult {
         CompletionShell::Fish => Shell::Fish,
     };
     let mut cmd = Cli::command();
-    clap_complete::generate(shell, &mut cmd, "kernel-builder", &mut std::io::stdout().lock());
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, BIN, &mut script);
+    let mut script = String::from_utf8_lossy(&script).into_owned();
+    if matches!(shell, Shell::Bash) {
+        script = fix_bash_labels(&script);
+    }
+    std::io::Write::write_all(&mut std::io::stdout().lock(), script.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The program's name.
+const BIN: &str = "kernel-builder";
+
+/// clap_complete 4.6's bash script, for a program whose name has a `-`, sets `cmd` to
+/// `kernel__builder__subcmd__<sub>` while walking the words but labels the cases that complete
+/// a subcommand `kernel__subcmd__builder__subcmd__<sub>`, so nothing after a subcommand was
+/// completed. The labels are renamed to what the walk sets.
+fn fix_bash_labels(script: &str) -> String {
+    let wrong = format!("{}__subcmd__", BIN.replace('-', "__subcmd__"));
+    let right = format!("{}__subcmd__", BIN.replace('-', "__"));
+    script.replace(&wrong, &right)
 }

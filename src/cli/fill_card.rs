@@ -23,12 +23,21 @@ pub struct Args {
     pub check: bool,
 }
 
+/// The most bytes of an existing card read to compare it (a card is a few kilobytes).
+const MAX_CARD_BYTES: u64 = 16 << 20;
+
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config(&dir)?;
     let text = card::filled_card(&dir, &loaded.config)?;
     let path = card::filled_card_path(&dir);
-    let current = if path.is_file() { Some(crate::fsutil::read_to_string(&path)?) } else { None };
+    // Read and written through the kernel directory's own `build/`, never through a link (a
+    // `build` that is a symbolic link is refused, naming it).
+    let root = crate::fsutil::Anchored::open(&dir)?;
+    let rel = path.strip_prefix(&dir).unwrap_or(&path);
+    let current = root
+        .read(rel, MAX_CARD_BYTES, "a kernel card")?
+        .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned());
     if args.check {
         return Ok(match current {
             Some(c) if c == text => {
@@ -48,7 +57,7 @@ pub fn run(args: Args) -> super::CmdResult {
     if current.as_deref() == Some(text.as_str()) {
         println!("`{path}` is up to date");
     } else {
-        crate::fsutil::write_atomic(&path, text.as_bytes())?;
+        root.write_atomic(rel, text.as_bytes())?;
         println!("wrote `{path}` (upload publishes it as README.md)");
     }
     Ok(ExitCode::SUCCESS)

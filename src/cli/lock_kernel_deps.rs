@@ -17,7 +17,10 @@ Each commit's whole tree is downloaded into the dependency cache \
 ~/.cache/kernel-builder/kernel-deps) and its NAR hash computed. DIR/kernels.lock is then \
 written in the shape kernels 0.17 reads (`NixKernelLocks`): a sorted JSON list of \
 {\"dependency\": {\"repo-id\", \"version\"|\"revision\"}, \"lock\": {\"commit\", \"hash\"}}. \
-The same Hub state always gives the same bytes. Builds then fetch exactly these trees.")]
+The same Hub state always gives the same bytes. Builds then fetch exactly these trees. \
+Python bytecode (__pycache__/, *.pyc) is never downloaded nor hashed. Each download is said on \
+stderr before it starts; the closure is followed at most 16 levels deep and to at most 100 \
+kernels.")]
 pub struct Args {
     /// Kernel directory, holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,

@@ -18,7 +18,11 @@ id, the cell and the toolchain, and reuses it when all three are the same (the b
 `reused`). Each entry is checked against its NAR hash before it is used. After storing cells a \
 build removes the least recently used entries beyond 5 GiB \
 ($KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE changes that bound). `build-and-copy --no-cache` \
-bypasses the cache; `verify` never reads it.")]
+bypasses the cache; `verify` never reads it.
+
+`show` also lists the toolchain cache (toolchain-v1/), the kernel-dependency cache \
+(kernel-deps/: the trees kernels.lock pins, which `lock-kernel-deps`, `get-kernel-deps` and \
+builds fetch; never pruned by a build) and the CMake work directories.")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
@@ -40,6 +44,11 @@ pub enum Action {
         /// SIZE, least recently used first; waits for builds using it.
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         toolchain_max_size: Option<u64>,
+        /// Also prune the kernel-dependency cache (kernel-deps/) to at most SIZE: what
+        /// interrupted downloads left, then the least recently used trees (a later build
+        /// downloads a removed tree again); waits for commands fetching into it.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        kernel_deps_max_size: Option<u64>,
     },
     /// Remove the CMake work directories (cmake-v1/) of kernel directories that no longer
     /// exist (or that an older kernel-builder made without naming theirs). Always safe: the
@@ -115,6 +124,25 @@ pub fn run(args: Args) -> super::CmdResult {
                     store::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
                 );
             }
+            let kdeps = crate::kdeps::fetch::cache_dir()?;
+            if kdeps.is_dir() {
+                let entries = crate::kdeps::cache::entries(&kdeps)?;
+                println!("{kdeps}");
+                for e in &entries {
+                    println!(
+                        "  {}  {:>10}{}",
+                        e.dir.file_name().unwrap_or_default(),
+                        human(e.size),
+                        if e.leftover { "  (left by an interrupted download)" } else { "" }
+                    );
+                }
+                println!(
+                    "{} kernel-dependency entr{}, {} (`native-cache prune --kernel-deps-max-size SIZE` prunes them; builds never do)",
+                    entries.len(),
+                    if entries.len() == 1 { "y" } else { "ies" },
+                    human(entries.iter().map(|e| e.size).sum())
+                );
+            }
             let work = workdirs::list(&crate::fsutil::cache_root()?)?;
             println!(
                 "CMake work directories (cmake-v1/, kept for incremental builds, never pruned by a build):"
@@ -153,7 +181,17 @@ pub fn run(args: Args) -> super::CmdResult {
                 root.join("cmake-v1")
             );
         }
-        Action::Prune { max_size, toolchain_max_size } => {
+        Action::Prune { max_size, toolchain_max_size, kernel_deps_max_size } => {
+            if let Some(max) = kernel_deps_max_size {
+                let dir = crate::kdeps::fetch::cache_dir()?;
+                let removed = crate::kdeps::cache::prune(&dir, max)?;
+                println!(
+                    "removed {} kernel-dependency entr{} ({}) from {dir}",
+                    removed.len(),
+                    if removed.len() == 1 { "y" } else { "ies" },
+                    human(removed.iter().map(|e| e.size).sum())
+                );
+            }
             if let Some(max) = toolchain_max_size {
                 let store = Store::user(FetchOptions::default())?;
                 let root = store.root().to_owned();

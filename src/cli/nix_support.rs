@@ -116,7 +116,7 @@ pub fn run(args: Args) -> super::CmdResult {
         }
         Job::CheckManifest { out, expected, bundle } => jobs::check_manifest(&out, &expected, &bundle)?,
         Job::FetchKernelTree { out, repo_id, commit } => {
-            crate::kdeps::fetch::HubReader::from_env()?.download_tree(&repo_id, &commit, &out)?
+            crate::kdeps::fetch::HubReader::from_env()?.download_tree(&repo_id, &commit, &out)?;
         }
         Job::KernelDepPaths { out, deps } => crate::kdeps::write_dep_paths(&out, &deps)?,
         Job::UnpackWheels { out, wheels } => crate::toolchain::store::unpack_into(&wheels, &out)?,

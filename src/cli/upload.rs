@@ -72,6 +72,16 @@ fn check_writable(path: &camino::Utf8Path) -> anyhow::Result<()> {
     })
 }
 
+/// The Hub token, or (unless `--dry-run`) the error that there is none: checked before
+/// anything is built, hashed or announced.
+pub fn require_token(flags: &UploadFlags) -> anyhow::Result<Option<crate::hub::auth::Token>> {
+    let token = auth::find_token()?.map(|(t, _)| t);
+    if !flags.dry_run && token.is_none() {
+        return Err(crate::error::Error::from(HubFailure(anyhow::anyhow!(hub::upload::NO_TOKEN))).into());
+    }
+    Ok(token)
+}
+
 /// Prepare, upload, print and write the JSON outcome (also when the upload fails: then with
 /// the commits that landed and the error): the part `build-and-upload` shares. `build_toml`:
 /// the kernel's build.toml as the command loaded it, else its rendered problems.
@@ -91,12 +101,13 @@ pub fn run_upload(
         progress: !flags.json,
         build_toml,
     };
+    // The token and the endpoint first: without them nothing is hashed or announced.
+    let token = require_token(flags)?;
+    let endpoint = auth::checked_endpoint()?;
     let prepared = hub::prepare(&opts)?;
     for w in &prepared.warnings {
         eprintln!("warning: {}", escape_controls(w));
     }
-    let token = auth::find_token()?.map(|(t, _)| t);
-    let endpoint = auth::checked_endpoint()?;
     eprintln!(
         "Uploading {} variant(s) to {} branch `{}` at {endpoint}",
         prepared.variants.len(),

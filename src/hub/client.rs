@@ -437,6 +437,7 @@ impl HubClient {
     /// [`HubClient::new`] with other [`Timeouts`].
     pub fn with_timeouts(endpoint: &str, token: Option<Token>, timeouts: Timeouts) -> HubClient {
         let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(crate::tls::config())
             .http_status_as_error(false)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_recv_response(Some(timeouts.answer))
@@ -556,6 +557,10 @@ impl HubClient {
                     self.timeouts.answer.as_secs()
                 );
                 return (fail(None, message), true);
+            }
+            // A refused certificate is refused again: not transient, and explained.
+            if let Some(why) = crate::tls::explain(&e) {
+                return (fail(None, format!("{e}: {why}")), false);
             }
             let transient = matches!(
                 e,

@@ -2,8 +2,8 @@
 //! ([`auth`]), the HTTP calls ([`client`]), the comparison of local and remote files
 //! ([`plan`]) and the upload itself ([`upload`](mod@upload)).
 //!
-//! The HTTP client is `ureq` (blocking, rustls with the `ring` provider and the Mozilla root
-//! certificates built in): every call is a plain request/response, so an async runtime would
+//! The HTTP client is `ureq` (blocking, rustls with the `ring` provider, trusting the
+//! certificate authorities [`crate::tls`] loads): every call is a plain request/response, so an async runtime would
 //! only add weight.
 
 pub mod auth;

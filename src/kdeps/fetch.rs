@@ -18,6 +18,12 @@
 //! NAR hashes agree). A tree is downloaded into a temporary sibling and renamed into place; a
 //! cached tree is checked against the lock's hash every time it is used, so a tampered or
 //! half-deleted cache entry is an error, never a silent wrong dependency.
+//!
+//! Python bytecode (`__pycache__/`, `*.pyc`: what the kernels loader's digest leaves out) is
+//! never part of a dependency: a listing's bytecode is not downloaded, so neither the lock's
+//! NAR hash nor the Nix fetcher's output holds it, and bytecode found in a cached tree (written
+//! by a Python running as root, or put there) is removed before the tree is hashed and used,
+//! so it can never run in place of the locked sources.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -69,6 +75,7 @@ impl HubReader {
     /// part of its answer.
     pub fn new(endpoint: &str, token: Option<Token>, timeouts: Timeouts) -> HubReader {
         let agent: ureq::Agent = ureq::Agent::config_builder()
+            .tls_config(crate::tls::config())
             .http_status_as_error(false)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_recv_response(Some(timeouts.answer))
@@ -119,7 +126,7 @@ impl HubReader {
                     self.timeouts.answer.as_secs(),
                     crate::hub::client::TIMEOUT_ENV
                 ),
-                e => anyhow::anyhow!("GET {} failed: {}", self.shown(url), self.shown(&e.to_string())),
+                e => anyhow::anyhow!("GET {} failed: {}", self.shown(url), self.shown(&crate::tls::describe(&e))),
             })?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
@@ -184,8 +191,16 @@ impl HubReader {
 
     /// Download every file of `repo_id` at `commit` into the new directory `dest`, each checked
     /// against the listing's size and id.
-    pub fn download_tree(&self, repo_id: &str, commit: &str, dest: &Utf8Path) -> anyhow::Result<()> {
-        let files = self.client.list_tree(repo_id, commit)?;
+    /// Bytecode in the listing ([`is_bytecode_path`]) is left out. Returns the files and
+    /// bytes downloaded.
+    pub fn download_tree(
+        &self,
+        repo_id: &str,
+        commit: &str,
+        dest: &Utf8Path,
+    ) -> anyhow::Result<(usize, u64)> {
+        let mut files = self.client.list_tree(repo_id, commit)?;
+        files.retain(|f| !is_bytecode_path(&f.path));
         anyhow::ensure!(
             files.len() <= MAX_FILES,
             "{repo_id} at {commit} lists {} files; a kernel tree holds at most {MAX_FILES}",
@@ -259,7 +274,7 @@ impl HubReader {
                 other => other?,
             }
         }
-        Ok(())
+        Ok((files.len(), total))
     }
 
     /// Stream `reader` into the new file `target`, checking it is `size` bytes with id `check`.
@@ -334,23 +349,76 @@ pub fn tree_hash(dir: &Utf8Path) -> anyhow::Result<String> {
     crate::hash::nar::nar_hash_sri(dir.as_std_path()).with_context(|| format!("cannot hash `{dir}`"))
 }
 
-/// The NAR hash of a cached tree, leaving out the Python bytecode that loading it may have
-/// written (read-only modes do not stop root); a Hub tree holds none (uploads and kernels'
-/// downloads exclude it), so this equals the locked hash of an untouched tree.
-pub fn cached_tree_hash(dir: &Utf8Path) -> anyhow::Result<String> {
-    crate::hash::nar::variant_nar_hash_sri(dir.as_std_path()).with_context(|| format!("cannot hash `{dir}`"))
+/// Whether a listed path is Python bytecode: a `__pycache__` segment or a `*.pyc` file name
+/// ([`crate::layout::is_bytecode_name`]), which the kernels loader's digest skips too. A
+/// `*.pyo` is an ordinary file (Python 3 never loads one, and the digest counts it).
+pub fn is_bytecode_path(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    segments
+        .iter()
+        .enumerate()
+        .any(|(i, s)| crate::layout::is_bytecode_name(s.as_bytes(), i + 1 < segments.len()))
+}
+
+/// Remove the Python bytecode below the cached tree `dir` (opening a read-only directory just
+/// long enough), returning what was removed, relative to `dir` and sorted.
+pub fn strip_bytecode(dir: &Utf8Path) -> anyhow::Result<Vec<String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = Vec::new();
+    let mut walk = walkdir::WalkDir::new(dir).min_depth(1).sort_by_file_name().into_iter();
+    while let Some(e) = walk.next() {
+        let e = e.with_context(|| format!("cannot read `{dir}`"))?;
+        if crate::layout::is_bytecode(e.file_name(), e.file_type().is_dir()) {
+            if e.file_type().is_dir() {
+                walk.skip_current_dir();
+            }
+            found.push((e.path().to_owned(), e.file_type().is_dir()));
+        }
+    }
+    let mut removed = Vec::new();
+    for (path, is_dir) in found {
+        let path = Utf8PathBuf::from_path_buf(path)
+            .map_err(|p| anyhow::anyhow!("`{}` is not UTF-8", p.display()))?;
+        let parent = path.parent().context("a cached file has no parent")?;
+        let mode = std::fs::metadata(parent)
+            .with_context(|| format!("cannot read `{parent}`"))?
+            .permissions()
+            .mode();
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode | 0o700))
+            .with_context(|| format!("cannot set permissions on `{parent}`"))?;
+        let gone = if is_dir {
+            set_read_only(&path, false).and_then(|()| {
+                std::fs::remove_dir_all(&path).with_context(|| format!("cannot remove `{path}`"))
+            })
+        } else {
+            std::fs::remove_file(&path).with_context(|| format!("cannot remove `{path}`"))
+        };
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("cannot set permissions on `{parent}`"))?;
+        gone?;
+        removed.push(path.strip_prefix(dir).map(|p| p.to_string()).unwrap_or_else(|_| path.to_string()));
+    }
+    Ok(removed)
+}
+
+/// Mark the cached tree `dir` as used now (its directory's modification time), the order in
+/// which `native-cache prune` removes trees.
+pub fn touch(dir: &Utf8Path) {
+    if let Ok(f) = std::fs::File::open(dir) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
 }
 
 /// Download `repo_id` at `commit` into the cache (replacing an entry whose hash is wrong) and
-/// return its directory and NAR hash. With `want`, a tree of another hash is an error and is
-/// not kept.
+/// return its directory and NAR hash. With `want`, a tree of another hash is an error and is not
+/// kept.
 pub fn fetch_into_cache(
     hub: &HubReader,
     cache: &Utf8Path,
     repo_id: &str,
     commit: &str,
     want: Option<&str>,
-) -> anyhow::Result<(Utf8PathBuf, String)> {
+) -> anyhow::Result<Fetched> {
     std::fs::create_dir_all(cache).with_context(|| format!("cannot create `{cache}`"))?;
     let tmp = tempfile::Builder::new()
         .prefix(".download-")
@@ -376,7 +444,14 @@ pub fn fetch_into_cache(
         let _ = std::fs::remove_dir_all(&old);
     }
     std::fs::rename(&staged, &dir).with_context(|| format!("cannot move the download to `{dir}`"))?;
-    Ok((dir, hash))
+    Ok(Fetched { dir, hash })
+}
+
+/// A tree [`fetch_into_cache`] downloaded.
+pub struct Fetched {
+    pub dir: Utf8PathBuf,
+    /// Its NAR hash (SRI).
+    pub hash: String,
 }
 
 /// Make a cached tree read-only (files 0444, directories 0555), as a store path is, so that
@@ -556,6 +631,101 @@ mod tests {
             e.contains("kernel-builder waits 1 s for an answer, KERNEL_BUILDER_HUB_TIMEOUT sets it"),
             "{e}"
         );
+    }
+
+    /// The files below `dir`, relative, sorted.
+    fn files(dir: &Utf8Path) -> Vec<String> {
+        let mut out: Vec<String> = walkdir::WalkDir::new(dir)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Issue 31: a Hub tree holding bytecode was hashed with it into the lock, while the cache
+    /// check left it out, so it never matched and was downloaded on every build. Bytecode in
+    /// a listing is now never downloaded (so never hashed); `*.pyo` and a directory named
+    /// `*.pyc` are ordinary files, as in the kernels loader's digest.
+    #[test]
+    fn bytecode_in_a_listing_is_not_downloaded() {
+        let blob = |text: &str| {
+            let mut h = sha1::Sha1::new();
+            h.update(format!("blob {}\0{text}", text.len()).as_bytes());
+            hex(&h.finalize())
+        };
+        let listed = [
+            "build/torch-cpu/k/__init__.py",
+            "build/torch-cpu/k/__pycache__/__init__.cpython-313.pyc",
+            "build/torch-cpu/__pycache__/x.txt",
+            "build/torch-cpu/stale.pyc",
+            "build/torch-cpu/notes.pyo",
+            "build/torch-cpu/configs.pyc/a.json",
+        ];
+        let listing: Vec<serde_json::Value> = listed
+            .iter()
+            .map(|p| serde_json::json!({"type": "file", "path": p, "oid": blob(p), "size": p.len()}))
+            .collect();
+        let hub = TestServer::start(move |_, _, path| {
+            if path.starts_with("/api/kernels/") {
+                return Reply::json(serde_json::Value::Array(listing.clone()));
+            }
+            let file = path.split_once(&format!("/resolve/{COMMIT}/")).unwrap().1.to_owned();
+            Reply::Full(200, vec![], file.into_bytes())
+        });
+        let t = tempfile::tempdir().unwrap();
+        let dest = Utf8Path::from_path(t.path()).unwrap().join("tree");
+        let got = reader(&hub.url, None).download_tree("o/n", COMMIT, &dest).unwrap();
+        let kept = [
+            "build/torch-cpu/configs.pyc/a.json",
+            "build/torch-cpu/k/__init__.py",
+            "build/torch-cpu/notes.pyo",
+        ];
+        assert_eq!(got, (3, kept.iter().map(|p| p.len() as u64).sum()));
+        assert_eq!(files(&dest), kept);
+        let mut asked: Vec<String> = hub.lines().into_iter().filter(|l| l.contains("/resolve/")).collect();
+        asked.sort();
+        assert_eq!(asked, kept.map(|p| format!("GET /kernels/o/n/resolve/{COMMIT}/{p}")));
+    }
+
+    /// Issue 31: a `.pyc` put into a cached (read-only) tree passed the cache check, and Python
+    /// ran it. It is removed before the tree is hashed, whoever may write there.
+    #[test]
+    fn bytecode_in_a_cached_tree_is_removed() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Utf8Path::from_path(t.path()).unwrap().join("tree");
+        for (p, text) in [
+            ("build/torch-cpu/k/__init__.py", "x = 1\n"),
+            ("build/torch-cpu/k/__pycache__/__init__.cpython-313.pyc", "planted"),
+            ("build/torch-cpu/k/__pycache__/sub/deeper.pyc", "planted"),
+            ("build/torch-cpu/evil.pyc", "planted"),
+            ("build/torch-cpu/notes.pyo", "kept"),
+            ("build/torch-cpu/configs.pyc/a.json", "{}"),
+        ] {
+            std::fs::create_dir_all(dir.join(p).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(p), text).unwrap();
+        }
+        set_read_only(&dir, true).unwrap();
+        assert_eq!(
+            strip_bytecode(&dir).unwrap(),
+            ["build/torch-cpu/evil.pyc", "build/torch-cpu/k/__pycache__"]
+        );
+        assert_eq!(
+            files(&dir),
+            [
+                "build/torch-cpu/configs.pyc/a.json",
+                "build/torch-cpu/k/__init__.py",
+                "build/torch-cpu/notes.pyo"
+            ]
+        );
+        // The directories that held bytecode are read-only again.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("build/torch-cpu/k")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o555);
+        assert_eq!(strip_bytecode(&dir).unwrap(), Vec::<String>::new());
+        set_read_only(&dir, false).unwrap();
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //!
 //! The closure is locked, not just the direct dependencies: kernels resolves a dependency's own
 //! `kernel-depends` (from each variant's metadata.json) through the same lock when it loads.
+//! What a Hub answers is not trusted to end: the closure is bounded ([`MAX_DEPTH`] levels,
+//! [`MAX_KERNELS`] kernels), and each download is announced on stderr before it starts.
 
+pub mod cache;
 pub mod fetch;
 pub mod lock;
 
@@ -79,6 +82,11 @@ pub fn check(config: &BuildConfig, kernel_dir: &Utf8Path) -> Vec<Problem> {
     out
 }
 
+/// The most levels of `kernel-depends` followed (a direct dependency is level 1).
+pub const MAX_DEPTH: usize = 16;
+/// The most kernels one closure holds.
+pub const MAX_KERNELS: usize = 100;
+
 /// One dependency of the closure, pinned and present in the cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockedTree {
@@ -86,8 +94,47 @@ pub struct LockedTree {
     pub pinned: Pinned,
     /// The tree in the dependency cache.
     pub dir: Utf8PathBuf,
-    /// Whether it was downloaded now (else it came from the cache).
-    pub downloaded: bool,
+    /// Where it came from.
+    pub source: Source,
+}
+
+/// Where a [`LockedTree`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Downloaded now.
+    Downloaded,
+    /// The cache.
+    Cached,
+    /// The cache, after removing bytecode written into it.
+    BytecodeRemoved,
+}
+
+impl Source {
+    /// How the build reports it.
+    fn words(self) -> &'static str {
+        match self {
+            Source::Downloaded => "downloaded, hash checked",
+            Source::Cached => "cached, hash checked",
+            Source::BytecodeRemoved => "cached, bytecode removed, hash checked",
+        }
+    }
+}
+
+/// `a (version 1) -> b (version 1)`: the dependency chain from a root to `dep`.
+fn chain(parents: &[Key], dep: &KernelDependency) -> String {
+    parents
+        .iter()
+        .map(Key::dependency)
+        .chain([dep.clone()])
+        .map(|d| describe(&d))
+        .collect::<Vec<_>>()
+        .join(" -> ")
+}
+
+/// ` (needed by b (version 1))`, the kernel whose metadata named it; nothing for a direct
+/// dependency.
+fn needed_by(parents: &[Key]) -> String {
+    parents.last().map(|p| format!(" (needed by {})", describe(&p.dependency()))).unwrap_or_default()
 }
 
 /// The `kernel-depends` of every variant of a fetched tree (`build/*/metadata.json`).
@@ -124,27 +171,38 @@ fn tree_depends(dir: &Utf8Path) -> anyhow::Result<Vec<KernelDependency>> {
     Ok(out.iter().map(Key::dependency).collect())
 }
 
-/// Depth-first over the closure of `roots`, calling `visit` once per dependency (which returns
-/// its tree); a dependency reached again on its own path is a cycle, as kernels says.
-fn walk(
-    roots: &[KernelDependency],
-    visit: &mut dyn FnMut(&KernelDependency) -> anyhow::Result<LockedTree>,
-) -> anyhow::Result<Vec<LockedTree>> {
+/// What [`walk`] calls for each dependency: the dependency and the chain above it (empty for a
+/// direct one); it returns the dependency's tree.
+type Visit<'a> = dyn FnMut(&KernelDependency, &[Key]) -> anyhow::Result<LockedTree> + 'a;
+
+/// Depth-first over the closure of `roots`, calling `visit` once per dependency; a dependency
+/// reached again on its own path is a cycle, as kernels says. Nothing is visited beyond
+/// [`MAX_DEPTH`] levels or [`MAX_KERNELS`] kernels: that is an error naming the chain.
+fn walk(roots: &[KernelDependency], visit: &mut Visit<'_>) -> anyhow::Result<Vec<LockedTree>> {
     fn go(
         dep: &KernelDependency,
         stack: &mut Vec<Key>,
         done: &mut std::collections::BTreeMap<Key, LockedTree>,
-        visit: &mut dyn FnMut(&KernelDependency) -> anyhow::Result<LockedTree>,
+        visit: &mut Visit<'_>,
     ) -> anyhow::Result<()> {
         let key = Key::of(dep);
         if stack.contains(&key) {
-            let path: Vec<String> = stack.iter().chain([&key]).map(|k| describe(&k.dependency())).collect();
-            anyhow::bail!("cyclic kernel dependency: {}", path.join(" -> "));
+            anyhow::bail!("cyclic kernel dependency: {}", chain(stack, dep));
         }
         if done.contains_key(&key) {
             return Ok(());
         }
-        let tree = visit(dep)?;
+        anyhow::ensure!(
+            stack.len() < MAX_DEPTH,
+            "kernel dependencies nest more than {MAX_DEPTH} levels deep: {}; kernel-builder follows at most {MAX_DEPTH} levels of kernel-depends (is each kernel's metadata.json naming another without end?)",
+            chain(stack, dep)
+        );
+        anyhow::ensure!(
+            done.len() < MAX_KERNELS,
+            "the kernel dependencies hold more than {MAX_KERNELS} kernels (the next one is {}); kernel-builder locks at most {MAX_KERNELS}",
+            chain(stack, dep)
+        );
+        let tree = visit(dep, stack)?;
         let deps = tree_depends(&tree.dir)?;
         done.insert(key.clone(), tree);
         stack.push(key);
@@ -168,10 +226,24 @@ pub fn resolve(
     hub: &HubReader,
     cache: &Utf8Path,
 ) -> anyhow::Result<(Lock, Vec<LockedTree>)> {
-    let trees = walk(&direct(config), &mut |dep| {
+    let _in_use = cache::in_use(cache)?;
+    let mut n = 0;
+    let trees = walk(&direct(config), &mut |dep, parents| {
+        n += 1;
         let commit = hub.resolve(dep)?;
-        let (dir, hash) = fetch::fetch_into_cache(hub, cache, &dep.repo_id, &commit, None)?;
-        Ok(LockedTree { dependency: dep.clone(), pinned: Pinned { commit, hash }, dir, downloaded: true })
+        crate::printer::stderr!(
+            "downloading kernel dependency {n}: {} at {}{}",
+            describe(dep),
+            &commit[..12],
+            needed_by(parents)
+        );
+        let f = fetch::fetch_into_cache(hub, cache, &dep.repo_id, &commit, None)?;
+        Ok(LockedTree {
+            dependency: dep.clone(),
+            pinned: Pinned { commit, hash: f.hash },
+            dir: f.dir,
+            source: Source::Downloaded,
+        })
     })?;
     let mut lock = Lock::default();
     for t in &trees {
@@ -201,16 +273,28 @@ pub fn fetch_locked(
         format!("build.toml has kernel-depends but `{kernel_dir}` has no kernels.lock; {fix}")
     })?;
     let mut reader: Option<HubReader> = None;
-    walk(&roots, &mut |dep| {
+    let _in_use = cache::in_use(cache)?;
+    walk(&roots, &mut |dep, parents| {
         let pinned = lock
             .get(dep)
             .with_context(|| format!("{} is not in kernels.lock (the lock is stale); {fix}", describe(dep)))?
             .clone();
         let dir = fetch::tree_dir(cache, &dep.repo_id, &pinned.commit);
         if dir.is_dir() {
-            let cached = fetch::cached_tree_hash(&dir)?;
+            // Bytecode is never part of a locked tree: what is there now was written after it
+            // was cached, and Python would run it instead of the locked sources.
+            let removed = fetch::strip_bytecode(&dir)?;
+            if !removed.is_empty() {
+                crate::printer::stderr!(
+                    "note: removed Python bytecode from the cached tree `{dir}`, written after it was cached (a kernel dependency holds none): {}",
+                    removed.join(", ")
+                );
+            }
+            let cached = fetch::tree_hash(&dir)?;
             if cached == pinned.hash {
-                return Ok(LockedTree { dependency: dep.clone(), pinned, dir, downloaded: false });
+                fetch::touch(&dir);
+                let source = if removed.is_empty() { Source::Cached } else { Source::BytecodeRemoved };
+                return Ok(LockedTree { dependency: dep.clone(), pinned, dir, source });
             }
             crate::printer::stderr!(
                 "note: the cached tree `{dir}` has NAR hash {cached}, not the locked {}; downloading it again",
@@ -221,11 +305,17 @@ pub fn fetch_locked(
             reader = Some(hub()?);
         }
         let hub = reader.as_ref().context("no Hub connection")?;
-        let (dir, _) = fetch::fetch_into_cache(hub, cache, &dep.repo_id, &pinned.commit, Some(&pinned.hash))
+        crate::printer::stderr!(
+            "downloading kernel dependency {} at {}{}",
+            describe(dep),
+            &pinned.commit[..12],
+            needed_by(parents)
+        );
+        let f = fetch::fetch_into_cache(hub, cache, &dep.repo_id, &pinned.commit, Some(&pinned.hash))
             .with_context(|| {
                 format!("cannot fetch {} at the locked commit {}", describe(dep), pinned.commit)
             })?;
-        Ok(LockedTree { dependency: dep.clone(), pinned, dir, downloaded: true })
+        Ok(LockedTree { dependency: dep.clone(), pinned, dir: f.dir, source: Source::Downloaded })
     })
 }
 
@@ -263,7 +353,7 @@ pub fn write_dep_paths(out: &Utf8Path, deps: &[String]) -> anyhow::Result<()> {
             dependency: KernelDependency { repo_id: repo_id.to_owned(), pin },
             pinned: Pinned { commit: String::new(), hash: String::new() },
             dir: Utf8PathBuf::from(path),
-            downloaded: false,
+            source: Source::Cached,
         });
     }
     let paths: Vec<serde_json::Value> =
@@ -294,7 +384,7 @@ pub fn fetch_for_build(config: &BuildConfig, kernel_dir: &Utf8Path) -> anyhow::R
             describe(&t.dependency),
             &t.pinned.commit[..12],
             t.pinned.hash,
-            if t.downloaded { "downloaded, hash checked" } else { "cached, hash checked" }
+            t.source.words()
         );
     }
     Ok(trees)
@@ -320,13 +410,13 @@ mod tests {
         dir
     }
 
-    fn visit_in(root: &Utf8Path) -> impl FnMut(&KernelDependency) -> anyhow::Result<LockedTree> + '_ {
-        move |d| {
+    fn visit_in(root: &Utf8Path) -> impl FnMut(&KernelDependency, &[Key]) -> anyhow::Result<LockedTree> + '_ {
+        move |d, _| {
             Ok(LockedTree {
                 dependency: d.clone(),
                 pinned: Pinned { commit: "c".repeat(40), hash: String::new() },
                 dir: root.join(d.repo_id.replace('/', "--")),
-                downloaded: false,
+                source: Source::Cached,
             })
         }
     }
@@ -340,12 +430,12 @@ mod tests {
         tree(root, "o/c", &[]);
         let mut visited = Vec::new();
         let mut visit = visit_in(root);
-        let trees = walk(&[dep("o/a")], &mut |d| {
-            visited.push(d.repo_id.clone());
-            visit(d)
+        let trees = walk(&[dep("o/a")], &mut |d, parents| {
+            visited.push(format!("{} <- {}", d.repo_id, parents.len()));
+            visit(d, parents)
         })
         .unwrap();
-        assert_eq!(visited, ["o/a", "o/b", "o/c"]);
+        assert_eq!(visited, ["o/a <- 0", "o/b <- 1", "o/c <- 2"]);
         let repos: Vec<&str> = trees.iter().map(|t| t.dependency.repo_id.as_str()).collect();
         assert_eq!(repos, ["o/a", "o/b", "o/c"]);
 
@@ -366,13 +456,63 @@ mod tests {
         );
     }
 
+    /// Issue 31: a Hub whose kernels each depended on a new one made `lock-kernel-deps`
+    /// download 2,468 trees in 240 s. The closure now ends at MAX_DEPTH levels and at
+    /// MAX_KERNELS kernels, with an error naming the chain, and nothing beyond is visited.
+    #[test]
+    fn the_closure_is_bounded_in_depth_and_in_count() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(t.path()).unwrap();
+        // o/d0 -> o/d1 -> … -> o/d40
+        for i in 0..40 {
+            tree(root, &format!("o/d{i}"), &[&format!("o/d{}", i + 1)]);
+        }
+        let mut visited = 0;
+        let mut visit = visit_in(root);
+        let err = walk(&[dep("o/d0")], &mut |d, p| {
+            visited += 1;
+            visit(d, p)
+        })
+        .unwrap_err()
+        .to_string();
+        let chain: Vec<String> = (0..=MAX_DEPTH).map(|i| format!("o/d{i} (version 1)")).collect();
+        assert_eq!(
+            err,
+            format!("kernel dependencies nest more than 16 levels deep: {}; kernel-builder follows at most 16 levels of kernel-depends (is each kernel's metadata.json naming another without end?)", chain.join(" -> "))
+        );
+        assert_eq!(visited, MAX_DEPTH);
+        // Exactly MAX_DEPTH levels are fine.
+        tree(root, &format!("o/d{}", MAX_DEPTH - 1), &[]);
+        assert_eq!(walk(&[dep("o/d0")], &mut visit_in(root)).unwrap().len(), MAX_DEPTH);
+
+        // o/wide -> o/w0 … o/w199: the 101st kernel is not visited.
+        let leaves: Vec<String> = (0..200).map(|i| format!("o/w{i:03}")).collect();
+        tree(root, "o/wide", &leaves.iter().map(String::as_str).collect::<Vec<_>>());
+        for l in &leaves {
+            tree(root, l, &[]);
+        }
+        let mut visited = 0;
+        let mut visit = visit_in(root);
+        let err = walk(&[dep("o/wide")], &mut |d, p| {
+            visited += 1;
+            visit(d, p)
+        })
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "the kernel dependencies hold more than 100 kernels (the next one is o/wide (version 1) -> o/w099 (version 1)); kernel-builder locks at most 100"
+        );
+        assert_eq!(visited, MAX_KERNELS);
+    }
+
     #[test]
     fn local_kernels_names_each_repository_once() {
         let t = |repo: &str, pin: KernelPin, dir: &str| LockedTree {
             dependency: KernelDependency { repo_id: repo.into(), pin },
             pinned: Pinned { commit: String::new(), hash: String::new() },
             dir: dir.into(),
-            downloaded: false,
+            source: Source::Cached,
         };
         let trees = [
             t("o/a", KernelPin::Version(1), "/c/a1"),

@@ -442,20 +442,54 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
 }
 
 /// When Nix failed to download something (no network, no binary cache), how to build offline.
-fn offline_hint(log: &str) -> Option<&'static str> {
+/// What failed decides: a pinned wheel or a package of the compiled cells' toolchain (whose
+/// absence no orchestrator makes up for), or an input of the flakes (nixpkgs, kernel-builder),
+/// where handing over a prebuilt orchestrator helps.
+fn offline_hint(log: &str) -> Option<String> {
     let offline =
         ["unable to download", "Could not resolve host", "Couldn't resolve host", "unable to fetch"]
             .iter()
             .any(|needle| log.contains(needle));
-    offline.then_some(
-        "Nix could not fetch an input (offline?). The cells only need the orchestrator: \
-         hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
-         KERNEL_BUILDER_ORCHESTRATOR to the directory it prints (or pass \
-         `-- --override-input kernel-builder/orchestrator path:<dir>`), or run a static kernel-builder, \
-         which hands itself over. If the unreachable input is kernel-builder itself (a kernel made by \
-         `kernel-builder init` points at its public flake), add `-- --override-input kernel-builder \
-         path:<kernel-builder checkout>`, or build natively with `--nix never`",
-    )
+    if !offline {
+        return None;
+    }
+    let native = "or build natively with `--nix never`";
+    match failed_download(log) {
+        Some(url) if url.ends_with(".whl") => {
+            let file = url.rsplit('/').next().unwrap_or(url);
+            Some(format!(
+                "Nix could not download the pinned wheel `{file}` (a compiled cell's torch or CUDA \
+                 toolchain, nix/torch-wheels.json): with no network, add the file to the store first \
+                 (`nix-store --add-fixed sha256 {file}`; a native build keeps it in the toolchain \
+                 cache, which `kernel-builder native-cache` shows), {native}"
+            ))
+        }
+        Some(url) if !url.contains("github.com") && !url.contains("channels.nixos.org") => Some(format!(
+            "Nix could not download `{url}`, part of the compiled cells' toolchain (their compiler, \
+             CMake and Python come from nixpkgs and its binary cache; a prebuilt orchestrator does \
+             not replace them): build once with the network so that the store holds them, {native}"
+        )),
+        _ => Some(
+            "Nix could not fetch an input (offline?). The cells only need the orchestrator: \
+             hand the flake a statically linked one: run `scripts/setup-nix.sh` and set \
+             KERNEL_BUILDER_ORCHESTRATOR to the directory it prints (or pass \
+             `-- --override-input kernel-builder/orchestrator path:<dir>`), or run a static kernel-builder, \
+             which hands itself over. If the unreachable input is kernel-builder itself (a kernel made by \
+             `kernel-builder init` points at its public flake), add `-- --override-input kernel-builder \
+             path:<kernel-builder checkout>`, or build natively with `--nix never`"
+                .to_owned(),
+        ),
+    }
+}
+
+/// The URL of the download a Nix log says failed: the one of an `error:` line, else the first.
+fn failed_download(log: &str) -> Option<&str> {
+    fn url(line: &str) -> Option<&str> {
+        let rest = line.split_once("unable to download '")?.1;
+        rest.split_once('\'').map(|(u, _)| u)
+    }
+    let lines = || log.lines().map(str::trim_start);
+    lines().filter(|l| l.starts_with("error:")).find_map(url).or_else(|| lines().find_map(url))
 }
 
 /// Refuse variants the flake does not build on this system, listing those it does (read from
@@ -580,6 +614,23 @@ mod tests {
         )
         .unwrap()
         .contains("KERNEL_BUILDER_ORCHESTRATOR"));
+    }
+
+    /// Issue 31: `cache push` named the orchestrator when what Nix could not download was
+    /// the compiled cells' toolchain, which no orchestrator replaces.
+    #[test]
+    fn a_missing_toolchain_is_named_not_the_orchestrator() {
+        let wheel = "warning: unable to download 'https://cache.nixos.org/x.narinfo': Couldn't resolve host name\n\
+                     error: unable to download 'https://files.pythonhosted.org/packages/ab/torch-2.14.0-cp313-cp313-manylinux_2_28_x86_64.whl': Couldn't resolve host name (6)";
+        assert_eq!(
+            offline_hint(wheel).unwrap(),
+            "Nix could not download the pinned wheel `torch-2.14.0-cp313-cp313-manylinux_2_28_x86_64.whl` (a compiled cell's torch or CUDA toolchain, nix/torch-wheels.json): with no network, add the file to the store first (`nix-store --add-fixed sha256 torch-2.14.0-cp313-cp313-manylinux_2_28_x86_64.whl`; a native build keeps it in the toolchain cache, which `kernel-builder native-cache` shows), or build natively with `--nix never`"
+        );
+        let gcc = "error: unable to download 'https://ftp.gnu.org/gnu/gcc/gcc-14.3.0/gcc-14.3.0.tar.xz': Could not resolve host: ftp.gnu.org";
+        assert_eq!(
+            offline_hint(gcc).unwrap(),
+            "Nix could not download `https://ftp.gnu.org/gnu/gcc/gcc-14.3.0/gcc-14.3.0.tar.xz`, part of the compiled cells' toolchain (their compiler, CMake and Python come from nixpkgs and its binary cache; a prebuilt orchestrator does not replace them): build once with the network so that the store holds them, or build natively with `--nix never`"
+        );
     }
 
     #[test]

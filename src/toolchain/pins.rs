@@ -274,7 +274,7 @@ pub fn refresh(pins: &mut Pins, index: Option<&str>) -> RefreshReport {
                 .get(&url)
                 .header("Accept", "application/vnd.pypi.simple.v1+json")
                 .call()
-                .map_err(|e| format!("{url}: {e}"))?;
+                .map_err(|e| format!("{url}: {}", crate::tls::describe(&e)))?;
             if resp.status() != 200 {
                 return Err(format!("{url}: HTTP {}", resp.status().as_u16()));
             }

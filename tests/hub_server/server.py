@@ -41,6 +41,15 @@ Test controls (not part of the Hub API):
                        with spaces to "mib" MiB (default 30), linking to the next;
                        "link_next": URL (tree only) answers normally with
                        `Link: <URL>; rel="next"`
+  POST /_admin/put     {"repo_id": "org/name", "branch": "v1", "files": {path: text}}: commit
+                       exactly these files to that branch of kernel repository org/name
+                       (made when missing), whatever upload would refuse (bytecode, say);
+                       answers {"commit": sha}
+  POST /_admin/generate {"prefix": "org/name", "fanout": F, "depth": D}: kernel repositories
+                       named org/name, org/name-0, org/name-0-1, … come into being when asked
+                       for; each has branch v1 holding build/torch-cpu/metadata.json whose
+                       kernel-depends are its F children (version 1), down to D levels below
+                       org/name (no bound when D is null): a Hub whose dependencies never end
 
 Everything is kept in memory. Mutating API calls need `Authorization: Bearer <token>` (equal
 to --token when given). Run: `python3 server.py [--token T] [--page-size N]`; it listens on
@@ -108,6 +117,7 @@ class State:
         self.counter = 0
         self.stats = {"requests": {}, "inline_bytes": 0, "lfs_bytes": 0, "commits": 0}
         self.failures = []
+        self.generators = []
 
     def new_commit(self, parent, files, message):
         self.counter += 1
@@ -121,6 +131,32 @@ class State:
 
 
 STATE = State()
+
+
+def generated(repo_id):
+    """The repository /_admin/generate makes `repo_id` (made now, STATE.lock held), or None."""
+    for g in STATE.generators:
+        prefix = g["prefix"]
+        if repo_id != prefix and not repo_id.startswith(prefix + "-"):
+            continue
+        rest = repo_id[len(prefix):]
+        levels = [x for x in rest.split("-")[1:]]
+        if not all(x.isdigit() for x in levels):
+            continue
+        depth = g.get("depth")
+        children = []
+        if depth is None or len(levels) < depth:
+            children = [{"repo-id": "%s-%d" % (repo_id, i), "version": 1} for i in range(g.get("fanout", 1))]
+        meta = {"name": repo_id.split("/")[1], "kernel-depends": children}
+        files = {
+            "build/torch-cpu/metadata.json": ("regular", json.dumps(meta).encode()),
+            "build/torch-cpu/__init__.py": ("regular", b""),
+        }
+        sha = STATE.new_commit(None, files, repo_id)
+        repo = {"private": False, "branches": {"main": sha, "v1": sha}, "prs": []}
+        STATE.repos[("kernel", repo_id)] = repo
+        return repo
+    return None
 
 
 def file_entry(path, rec):
@@ -389,6 +425,22 @@ class Handler(BaseHTTPRequestHandler):
                         branches[b] = files
                     out["%s:%s" % (rtype, rid)] = branches
                 return self.send(200, out)
+        if what == "put" and method == "POST":
+            spec = json.loads(self.body() or b"{}")
+            files = {p: ("regular", t.encode()) for p, t in spec["files"].items()}
+            with STATE.lock:
+                sha = STATE.new_commit(None, files, "put")
+                repo = STATE.repos.setdefault(
+                    ("kernel", spec["repo_id"]), {"private": False, "branches": {}, "prs": []}
+                )
+                repo["branches"].setdefault("main", sha)
+                repo["branches"][spec["branch"]] = sha
+            return self.send(200, {"commit": sha})
+        if what == "generate" and method == "POST":
+            spec = json.loads(self.body() or b"{}")
+            with STATE.lock:
+                STATE.generators.append(spec)
+            return self.send(200, {"ok": True})
         if what == "fail" and method == "POST":
             spec = json.loads(self.body() or b"{}")
             with STATE.lock:
@@ -400,6 +452,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def repo(self, rtype, repo_id):
         repo = STATE.repos.get((rtype, repo_id))
+        if repo is None and rtype == "kernel":
+            repo = generated(repo_id)
         if repo is None:
             raise HubError(404, "Repository not found", "RepoNotFound")
         return repo

@@ -986,6 +986,13 @@ fn mixed_kernel_without_a_toolchain_builds_its_noarch_variant_and_says_why_not_t
     assert!(stdout.starts_with("built torch-metal (3 files, id _relu_metal_"), "{stdout}");
     assert_eq!(files(&d.join("build/torch-metal")), ["__init__.py", "_ops.py", "metadata.json"]);
 
+    // Issue 31: asking for the noarch variant alone, nothing is said about the cells nobody
+    // asked for.
+    let out = build(d, &[&["--variant", "torch-metal", "--no-cache"][..], &no_python[..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("built torch-metal (3 files, id _relu_metal_"));
+
     let host = kernel_builder::matrix::host_system();
     let variant = format!("torch214-cxx11-cu130-{host}");
     let mut args = vec!["--variant", variant.as_str()];

@@ -55,6 +55,42 @@ fn bash_script_is_valid_and_completes_every_command_and_their_flags() {
     assert!(String::from_utf8_lossy(&reg.stdout).contains("kernel-builder"));
 }
 
+/// What bash offers for the command line `words` (the last one being completed), with the
+/// script sourced and its function called as bash's `complete -F` calls it.
+fn bash_completes(script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let (cur, prev) = (words[words.len() - 1], words[words.len().saturating_sub(2)]);
+    let line = format!(
+        "source '{}' && COMP_WORDS=({}) && COMP_CWORD={} && _kernel__builder kernel-builder '{cur}' '{prev}' && printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        quoted.join(" "),
+        words.len() - 1
+    );
+    let out = std::process::Command::new("bash").arg("-c").arg(&line).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
+}
+
+/// Issue 31: the generated function set `cmd` to names its own case labels did not use, so
+/// nothing after a subcommand was completed (the old test read only the text). Now bash's
+/// completion runs: a subcommand's subcommands, flags and values are offered.
+#[test]
+fn bash_completes_after_a_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kb.bash");
+    std::fs::write(&path, script("bash")).unwrap();
+    assert_eq!(bash_completes(&path, &["kernel-builder", "fill"]), ["fill-card"]);
+    assert_eq!(bash_completes(&path, &["kernel-builder", "native-cache", "p"]), ["prune", "prune-work"]);
+    assert_eq!(
+        bash_completes(&path, &["kernel-builder", "native-cache", "prune", "--k"]),
+        ["--kernel-deps-max-size"]
+    );
+    assert_eq!(
+        bash_completes(&path, &["kernel-builder", "completions", ""]),
+        ["-h", "--help", "bash", "zsh", "fish"]
+    );
+}
+
 #[test]
 fn zsh_and_fish_scripts_name_every_command() {
     let zsh = script("zsh");

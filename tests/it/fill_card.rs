@@ -143,3 +143,28 @@ fn no_build_directory_is_an_error() {
     );
     assert!(!dir.join("build").exists());
 }
+
+/// Issue 31: with `build` a symbolic link to another directory, fill-card wrote its card
+/// there. It now refuses, naming the link, and writes nothing anywhere.
+#[test]
+fn a_symlinked_build_directory_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = copy_kernel(&tmp, "relu");
+    let elsewhere = Utf8Path::from_path(tmp.path()).unwrap().join("elsewhere");
+    let v = elsewhere.join("torch211-cxx11-cpu-x86_64-linux");
+    std::fs::create_dir_all(&v).unwrap();
+    std::fs::write(v.join("metadata.json"), metadata("_relu_cpu_8a40449", "cpu", None, "2.11.0+cpu"))
+        .unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("build")).unwrap();
+    let out = kb(&["fill-card", dir.as_str()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("error: `{dir}/build` is a symbolic link or not a directory; kernel-builder writes and removes files in `{dir}` only through its own directories: remove or replace `{dir}/build`\n")
+    );
+    let left: Vec<String> = std::fs::read_dir(&elsewhere)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["torch211-cxx11-cpu-x86_64-linux"]);
+}

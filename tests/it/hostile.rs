@@ -119,7 +119,7 @@ pub(crate) fn relu(dir: &Path) -> PathBuf {
 }
 
 /// [`relu`] with `lines` (a `kernel-depends = …` entry) at the top of its `[general]` table.
-fn relu_depending(dir: &Path, lines: &str) -> PathBuf {
+pub(crate) fn relu_depending(dir: &Path, lines: &str) -> PathBuf {
     let kernel = relu(dir);
     let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
     fs::write(kernel.join("build.toml"), toml.replacen("[general]\n", &format!("[general]\n{lines}"), 1))

@@ -571,10 +571,14 @@ fn token_from_the_login_file_and_no_token_at_all() {
     let dir = env.kernel("k", &[]);
     let json_path = env.root.join("o.json");
 
-    // No token anywhere: refused before any request.
+    // No token anywhere: refused before any request, and (issue 31) before the tree is hashed
+    // or an "Uploading …" line is printed: the error is all that is said.
     let r = run(kb(&env.server.url, &env.root.join("hf"), None).arg("upload").arg(&dir), None);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("error: no Hub token: set HF_TOKEN"), "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "error: no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one\n"
+    );
     assert_eq!(env.server.stats()["requests"], json!({}));
 
     // The file `hf auth login` writes, under HF_HOME.
@@ -819,6 +823,23 @@ fn build_and_upload_builds_verifies_and_uploads() {
     assert_eq!(j["files"]["added"], FILES_PER_VARIANT);
     let state = env.server.repo_state();
     assert_eq!(state["v1"], expected_branch(&dir, &state["main"][".gitattributes"]));
+}
+
+/// Issue 31: without a token, build-and-upload built every cell before saying so. It now says
+/// so first, and builds nothing.
+#[test]
+fn build_and_upload_without_a_token_builds_nothing() {
+    let env = Env::new();
+    let dir = env.root.join("k");
+    fixture(&dir, BUILD_TOML);
+    let r = run(kb(&env.server.url, &env.root.join("hf"), None).arg("build-and-upload").arg(&dir), None);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "error: no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one\n"
+    );
+    assert!(!dir.join("build").exists());
+    assert_eq!(env.server.stats()["requests"], json!({}));
 }
 
 #[test]

@@ -11,8 +11,11 @@ dependency resolved to the locked tree (LOCAL_KERNELS from `get-kernel-deps`).
 
 from __future__ import annotations
 
+import importlib._bootstrap_external
+import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -87,6 +90,24 @@ print(json.dumps({"out": m.scale_plus_one(torch.ones(2)).tolist(), "dep": m._sca
 """
 
 
+def plant_bytecode(source: Path, code: str) -> Path:
+    """Write, where this Python looks for `source`'s bytecode, the bytecode of `code` with a
+    header that matches `source` (its mtime and size), opening the read-only directories on
+    the way; return its path."""
+    st = source.stat()
+    data = importlib._bootstrap_external._code_to_timestamp_pyc(
+        compile(code, str(source), "exec"), int(st.st_mtime), st.st_size
+    )
+    pyc = Path(importlib.util.cache_from_source(str(source)))
+    source.parent.chmod(0o755)
+    pyc.parent.mkdir(exist_ok=True)
+    pyc.parent.chmod(0o755)
+    pyc.write_bytes(data)
+    pyc.parent.chmod(0o555)
+    source.parent.chmod(0o555)
+    return pyc
+
+
 def load_consumer(env: dict[str, str], consumer: Path) -> dict:
     local = ok(kb(env, "get-kernel-deps", str(consumer))).stdout.strip()
     proc = subprocess.run(
@@ -146,12 +167,28 @@ def test_lock_build_and_load_the_locked_dependency(hub, tmp_path):
     assert loaded["out"] == [3.0, 3.0]  # 1 * 2.0 + 1: the locked FACTOR, not v1's 3.0
     assert Path(loaded["dep"]).is_relative_to(cached)
     # Offline: with the tree cached, no request is made (nothing listens at the endpoint); the
-    # bytecode that loading may have written into the cached tree does not count.
+    # bytecode that loading may have written into the cached tree (Python running as root
+    # writes it through read-only modes) is removed, so it neither counts nor survives.
     offline = env_for(dead_endpoint(), tmp_path)
-    assert "cached, hash checked" in ok(kb(offline, "build-and-copy", str(consumer), "--nix", "never")).stderr
+    proc = ok(kb(offline, "build-and-copy", str(consumer), "--nix", "never"))
+    assert re.search(r"\): cached, (bytecode removed, )?hash checked$", proc.stderr, re.M), proc.stderr
+    assert not list(cached.rglob("__pycache__")) and not list(cached.rglob("*.pyc"))
+
+    # Issue 31: bytecode planted in the cached tree, valid for the locked source (same mtime
+    # and size) but of other code, passed the check and ran in the loader. It is removed first.
+    factor = cached / "build" / "torch-cpu" / "factor.py"
+    planted = plant_bytecode(factor, "FACTOR = 9.0\n")
+    assert load_consumer(env, consumer)["out"] == [3.0, 3.0]  # not 1 * 9.0 + 1
+    plant_bytecode(factor, "FACTOR = 9.0\n")
+    proc = ok(kb(offline, "get-kernel-deps", str(consumer)))
+    rel = planted.relative_to(cached).parent
+    assert proc.stderr.splitlines() == [
+        f"note: removed Python bytecode from the cached tree `{cached}`, written after it was cached (a kernel dependency holds none): {rel}",
+        f"kernel dependency {DEP} (version 1) at {first[:12]} ({lock[0]['lock']['hash']}): cached, bytecode removed, hash checked",
+    ]
+    assert not planted.exists()
 
     # A changed cached tree is not used: offline that is an error, online it is fetched again.
-    factor = cached / "build" / "torch-cpu" / "factor.py"
     factor.chmod(0o644)
     factor.write_text("FACTOR = 5.0\n")
     proc = kb(offline, "build-and-copy", str(consumer), "--nix", "never")
@@ -193,7 +230,8 @@ def test_stale_or_wrong_lock_is_an_error(hub, tmp_path):
     assert proc.returncode == 1
     assert "but kernels.lock says sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=" in proc.stderr
     assert not (consumer / "build").exists()
-    assert [p.name for p in (tmp_path / "cache" / "kernel-deps").iterdir()] == []
+    # Nothing cached but the cache's in-use lock.
+    assert [p.name for p in (tmp_path / "cache" / "kernel-deps").iterdir()] == [".in-use.lock"]
 
     # A lock kernels cannot read is named as such, with the fix.
     (consumer / "kernels.lock").write_text('[{"dependency": {"repo-id": "x/y", "version": 1}}]')
