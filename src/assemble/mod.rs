@@ -29,6 +29,7 @@ pub mod noarch;
 pub mod parity;
 pub mod progress;
 pub mod stable_abi;
+pub mod symbols;
 pub mod tvm_ffi;
 pub mod workdirs;
 

@@ -27,6 +27,7 @@
 //!    `tvm_ffi.load_module`), and `metadata.json` (with `build`: native, not
 //!    hermetic, and the toolchain's versions); in the zip layout the package files and
 //!    `_ops.py` go into `<id>.zip` ([`super::build_layout`]) and the module stays beside it;
+//!    `symbols.json` ([`super::symbols`]) is written first, by importing the package;
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
@@ -298,6 +299,30 @@ pub fn build_cell(
     write_file(&out_variant_dir.join(&module), &so)?;
     let (manylinux, abi_warnings) = check_abi(out_variant_dir, config, cell)?;
     warnings.extend(abi_warnings);
+    // symbols.json (module docs of `symbols`): before the digest, which covers it.
+    if config.general.kernel_depends_for(cell.backend).is_empty() {
+        // Skipped silently when the interpreter's framework is not the cell's (pinned wheels).
+        use super::symbols::{write_symbols, Outcome};
+        if let Outcome::DoesNotImport(why) = write_symbols(out_variant_dir, &facts.ops_name, &cell.framework)?
+        {
+            warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "`{}` has no symbols.json (`kernels describe-api` cannot list its API): its package raised while `{}` imported it: {why}",
+                    cell.variant,
+                    cell.framework.executable()
+                ),
+            });
+        }
+    } else {
+        warnings.push(Warning {
+            path: None,
+            message: format!(
+                "`{}` has no symbols.json (`kernels describe-api` cannot list its API): its package loads its kernel-depends through the loader while it is imported",
+                cell.variant
+            ),
+        });
+    }
     if layout == BuildLayout::Zip {
         zip_package(out_variant_dir, &facts.ops_name)?;
     }
