@@ -70,7 +70,7 @@ pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::R
 }
 
 /// Write one planned variant into `out_dir/<name>/` (noarch, or compiled in `work`), its
-/// files laid out as `layout` says (callers take it from [`BuildLayout::of`]).
+/// files laid out as `layout` says (callers take it from [`build_layout::layout_of`]).
 pub fn assemble_variant(
     source: &SourceSet,
     config: &BuildConfig,
@@ -92,7 +92,7 @@ pub fn assemble_variant(
 /// `out/<variant>/`; `out` is created when missing. A noarch backend gives `torch-<backend>`, a
 /// compiled one the cell the toolchain `host` builds, in a fresh work directory (never the
 /// cell cache: a Nix cell builds from scratch). `kernel` is the revision recorded in
-/// `provenance.kernel`; `layout` overrides the kernel's build layout ([`BuildLayout::of`]).
+/// `provenance.kernel`; `layout` overrides the kernel's build layout ([`build_layout::layout_of`]).
 /// Each warning (about the sources, then about the variant) is passed to
 /// `on_warning` as soon as it is known. Returns `out/<variant>`.
 ///
@@ -143,7 +143,7 @@ pub fn assemble_one(
     let created = !out.exists();
     let variant_existed = out.join(&variant.name).exists();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
-    let layout = layout.unwrap_or_else(|| BuildLayout::of(cfg));
+    let layout = layout.unwrap_or_else(|| build_layout::layout_of(cfg));
     match assemble_variant(&set, cfg, &variant, &ids, out, &WorkDir::Fresh, layout) {
         Ok(warnings) => {
             for w in &warnings {

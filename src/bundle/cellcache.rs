@@ -146,7 +146,7 @@ impl CellKey {
         });
         // The layout changes the variant's files; `files` adds nothing, so the keys of
         // files-layout cells stay what they were.
-        let layout = crate::assemble::BuildLayout::of(config);
+        let layout = crate::assemble::build_layout::layout_of(config);
         if layout != crate::assemble::BuildLayout::Files {
             inputs["build-layout"] = json!(layout.as_str());
         }

@@ -249,7 +249,7 @@ fn rebuild(
     ids: &BuildIds,
     out: &Utf8Path,
 ) -> anyhow::Result<()> {
-    let layout = crate::assemble::BuildLayout::of(config);
+    let layout = crate::assemble::build_layout::layout_of(config);
     assemble_variant(source, config, variant, ids, out, &WorkDir::Fresh, layout).map(|_| ())
 }
 

@@ -460,7 +460,7 @@ pub struct AssembleArgs {
     pub expect_variant: Option<String>,
     /// The build layout (`files` or `zip`), instead of the kernel's own: how the tests build
     /// zip-layout trees while build.toml cannot say it yet.
-    #[arg(long, value_name = "LAYOUT", value_parser = |s: &str| s.parse::<crate::assemble::BuildLayout>())]
+    #[arg(long, value_name = "LAYOUT", value_parser = crate::assemble::build_layout::parse_layout)]
     pub build_layout: Option<crate::assemble::BuildLayout>,
     /// The cell's pinned torch wheel (a Nix cell's fixed-output download): torch's version,
     /// CUDA build and C++ ABI are read from it, never by importing torch; `--python` then

@@ -163,7 +163,7 @@ def test_the_generated_setup_py_builds_the_kernel(relu_build, tmp_path: Path) ->
     )
     assert proc.returncode == 0, proc.stderr
     # The module's first build stored the cell in the same cache: this build reuses it.
-    assert proc.stdout.startswith(f"reused {CPU_VARIANT} (5 files, id _relu_cpu_"), proc.stdout
+    assert proc.stdout.startswith(f"reused {CPU_VARIANT} (5 files, id _relu_cpu_"), proc.stdout + proc.stderr
     bad = subprocess.run([sys.executable, str(out_dir / "setup.py"), "install"], capture_output=True, text=True, check=False)
     assert bad.returncode == 1 and "usage: python setup.py build_kernel" in bad.stderr
 
