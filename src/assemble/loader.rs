@@ -8,7 +8,10 @@
 //!   has it (0.16.x refuses it as "unsupported kernel dependency: helion");
 //! - a `backend.archs` list: kernels 0.17.0, the first release whose arch check
 //!   (`check_arch`) reads it, in the format it parses (`X.Y`, `X.Ya`, `X.Yf`, `X.Y+PTX`, gfx
-//!   names); an older loader ignores the list and loads the variant on any GPU.
+//!   names); an older loader ignores the list and loads the variant on any GPU;
+//! - the zip build layout (`"build-layout": "zip"`): kernels 0.19.0, the first release whose
+//!   importer reads `<id>.zip` (0.18.3 and older look for `__init__.py` in the variant
+//!   directory and fail with "No kernel module found").
 //!
 //! `kernels-minver` is the highest version any rule asks for, absent when none applies (any
 //! release loads the variant). [`check_loadable`] then checks the variant against what that
@@ -50,6 +53,11 @@ pub const RULES: &[Rule] = &[
         feature: "a `backend.archs` list (the loader's arch check)",
         min: LoaderVersion(0, 17, 0),
         applies: |m| m.backend.archs.as_ref().is_some_and(|a| !a.is_empty()),
+    },
+    Rule {
+        feature: "the zip build layout",
+        min: LoaderVersion(0, 19, 0),
+        applies: |m| m.build_layout == super::build_layout::BuildLayout::Zip,
     },
 ];
 
@@ -112,6 +120,7 @@ pub fn metadata_json(m: &Metadata) -> anyhow::Result<Vec<u8>> {
 mod tests {
     use std::collections::BTreeMap;
 
+    use super::super::build_layout::BuildLayout;
     use super::super::metadata::{BackendInfo, Provenance};
     use super::*;
     use crate::hash::digest::{Algorithm, Digest};
@@ -131,6 +140,7 @@ mod tests {
                 kind: Backend::Cuda,
                 archs: archs.map(|a| a.iter().map(|s| s.to_string()).collect()),
             },
+            build_layout: BuildLayout::Files,
             digest: Digest { algorithm: Algorithm::Sha256, files: BTreeMap::new() },
             provenance: Provenance {
                 kernel_builder: BuilderProvenance { version: "0.1.0".into(), commit: None, dirty: None },
@@ -151,6 +161,19 @@ mod tests {
         let (v, why) = kernels_minver(&meta(&["helion"], Some(&["9.0"]))).unwrap();
         assert_eq!(v.to_string(), "0.17.0");
         assert_eq!(why.len(), 2);
+    }
+
+    #[test]
+    fn the_zip_layout_needs_0_19() {
+        let mut m = meta(&["helion"], Some(&["9.0"]));
+        m.build_layout = BuildLayout::Zip;
+        assert_eq!(kernels_minver(&m), Some((LoaderVersion(0, 19, 0), vec!["the zip build layout"])));
+        assert_eq!(
+            check_loadable(&m, Some(LoaderVersion(0, 18, 3))),
+            Err("the zip build layout needs kernels 0.19.0 or newer, not kernels 0.18.3".into())
+        );
+        let text = String::from_utf8(metadata_json(&m).unwrap()).unwrap();
+        assert!(text.contains("\"build-layout\": \"zip\",\n  \"kernels-minver\": \"0.19.0\",\n"), "{text}");
     }
 
     #[test]
@@ -182,6 +205,7 @@ mod tests {
             python_depends: vec!["einops".into()],
             kernel_depends: vec![],
             backend: BackendInfo { kind: Backend::Cpu, archs: None },
+            build_layout: BuildLayout::Files,
             digest: Digest { algorithm: Algorithm::Sha256, files: BTreeMap::new() },
             provenance: Provenance {
                 kernel_builder: BuilderProvenance { version: "0.1.0".into(), commit: None, dirty: None },

@@ -3,7 +3,8 @@
 //!
 //! Keys, in this order: `name`, `id`, `version`, `license`, `upstream` and `source` (only when
 //! set), `python-depends`, `kernel-depends` (always, possibly `[]`), `backend` (`type`, and
-//! `archs` only when known), `kernels-minver` (only when the variant needs a particular
+//! `archs` only when known), `build-layout` (only `"zip"`: a variant without the key is read
+//! as `files` by every loader, so files-layout trees stay as they were), `kernels-minver` (only when the variant needs a particular
 //! loader release: computed by [`super::loader`], never set by hand), `digest` (the loader's
 //! per-file format, [`crate::hash::digest`]), `provenance` (`kernel-builder`, then `kernel`
 //! when known), and for compiled variants `build` (how it was built: `native`, `hermetic`, and
@@ -36,6 +37,8 @@ pub struct Metadata {
     /// `general.kernel-depends`, then `[general.<backend>].kernel-depends`.
     pub kernel_depends: Vec<KernelDependency>,
     pub backend: BackendInfo,
+    /// How the package's files are laid out; written only when `zip`.
+    pub build_layout: super::build_layout::BuildLayout,
     pub digest: Digest,
     pub provenance: Provenance,
     /// Compiled variants: how the variant was built.
@@ -106,7 +109,8 @@ pub struct Provenance {
     pub kernel: Option<KernelRevision>,
 }
 
-/// The written form: [`Metadata`]'s fields with `kernels-minver` after `backend`.
+/// The written form: [`Metadata`]'s fields with `build-layout` and `kernels-minver` after
+/// `backend`.
 #[derive(Serialize)]
 #[serde(rename_all = "kebab-case")]
 struct Wire<'a> {
@@ -121,6 +125,8 @@ struct Wire<'a> {
     python_depends: &'a [String],
     kernel_depends: &'a [KernelDependency],
     backend: &'a BackendInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    build_layout: Option<super::build_layout::BuildLayout>,
     #[serde(skip_serializing_if = "Option::is_none")]
     kernels_minver: Option<String>,
     digest: &'a Digest,
@@ -144,6 +150,8 @@ impl Metadata {
             python_depends: &self.python_depends,
             kernel_depends: &self.kernel_depends,
             backend: &self.backend,
+            build_layout: (self.build_layout != super::build_layout::BuildLayout::Files)
+                .then_some(self.build_layout),
             kernels_minver,
             digest: &self.digest,
             provenance: &self.provenance,
@@ -189,6 +197,7 @@ mod tests {
                 KernelDependency { repo_id: "org/other".into(), pin: KernelPin::Revision("main".into()) },
             ],
             backend: BackendInfo { kind: Backend::Cuda, archs: Some(vec!["8.0".into(), "9.0".into()]) },
+            build_layout: super::super::build_layout::BuildLayout::Zip,
             digest: Digest {
                 algorithm: Algorithm::Sha256,
                 files: BTreeMap::from([("__init__.py".to_owned(), "AAAA".to_owned())]),
@@ -232,7 +241,8 @@ mod tests {
       "9.0"
     ]
   }},
-  "kernels-minver": "0.17.0",
+  "build-layout": "zip",
+  "kernels-minver": "0.19.0",
   "digest": {{
     "algorithm": "sha256",
     "files": {{

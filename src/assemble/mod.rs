@@ -21,6 +21,7 @@
 //! [`assemble_variant`], and the unique id depends only on the source set's content, so both
 //! paths write the same bytes for the same source and provenance.
 
+pub mod build_layout;
 pub mod compiled;
 pub mod loader;
 pub mod metadata;
@@ -28,6 +29,7 @@ pub mod noarch;
 pub mod parity;
 pub mod progress;
 pub mod stable_abi;
+pub mod symbols;
 pub mod tvm_ffi;
 pub mod workdirs;
 
@@ -38,6 +40,7 @@ use crate::config::{deps, Backend, BuildConfig};
 pub use crate::source::provenance::{BuildIds, KernelRevision};
 pub use crate::source::{SourceSet, Warning};
 use crate::toolchain::host::HostToolchain;
+pub use build_layout::BuildLayout;
 use compiled::{build_cell, plan_cell, PlannedVariant, WorkDir};
 use noarch::assemble_noarch;
 
@@ -66,7 +69,8 @@ pub fn check_python_depends(config: &BuildConfig, backend: Backend) -> anyhow::R
     )
 }
 
-/// Write one planned variant into `out_dir/<name>/` (noarch, or compiled in `work`).
+/// Write one planned variant into `out_dir/<name>/` (noarch, or compiled in `work`), its
+/// files laid out as `layout` says (callers take it from [`build_layout::layout_of`]).
 pub fn assemble_variant(
     source: &SourceSet,
     config: &BuildConfig,
@@ -74,12 +78,13 @@ pub fn assemble_variant(
     ids: &BuildIds,
     out_dir: &Utf8Path,
     work: &WorkDir,
+    layout: BuildLayout,
 ) -> anyhow::Result<Vec<Warning>> {
     let dest = out_dir.join(&variant.name);
     check_python_depends(config, variant.backend)?;
     match &variant.cell {
-        Some(cell) => build_cell(source, config, cell, ids, &dest, work),
-        None => assemble_noarch(source, config, variant.backend, ids, &dest),
+        Some(cell) => build_cell(source, config, cell, ids, &dest, work, layout),
+        None => assemble_noarch(source, config, variant.backend, ids, &dest, layout),
     }
 }
 
@@ -87,7 +92,8 @@ pub fn assemble_variant(
 /// `out/<variant>/`; `out` is created when missing. A noarch backend gives `torch-<backend>`, a
 /// compiled one the cell the toolchain `host` builds, in a fresh work directory (never the
 /// cell cache: a Nix cell builds from scratch). `kernel` is the revision recorded in
-/// `provenance.kernel`. Each warning (about the sources, then about the variant) is passed to
+/// `provenance.kernel`; `layout` overrides the kernel's build layout ([`build_layout::layout_of`]).
+/// Each warning (about the sources, then about the variant) is passed to
 /// `on_warning` as soon as it is known. Returns `out/<variant>`.
 ///
 /// Errors: the backend is not in `general.backends` or cannot be built with `host` (the
@@ -104,6 +110,7 @@ pub fn assemble_one(
     kernel: Option<KernelRevision>,
     host: &HostToolchain,
     expect_variant: Option<&str>,
+    layout: Option<BuildLayout>,
     on_warning: &mut dyn FnMut(&Warning),
 ) -> anyhow::Result<Utf8PathBuf> {
     let cfg = config;
@@ -136,7 +143,8 @@ pub fn assemble_one(
     let created = !out.exists();
     let variant_existed = out.join(&variant.name).exists();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
-    match assemble_variant(&set, cfg, &variant, &ids, out, &WorkDir::Fresh) {
+    let layout = layout.unwrap_or_else(|| build_layout::layout_of(cfg));
+    match assemble_variant(&set, cfg, &variant, &ids, out, &WorkDir::Fresh, layout) {
         Ok(warnings) => {
             for w in &warnings {
                 on_warning(w);

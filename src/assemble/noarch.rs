@@ -29,6 +29,9 @@
 //! ROCm variant, sorted and without duplicates (the order the compiled builds use), and absent
 //! otherwise.
 //!
+//! In the zip layout ([`super::build_layout`]) the package files and `_ops.py` are moved into
+//! `<id>.zip` before the digest is computed; `metadata.json` stays beside it.
+//!
 //! # Determinism
 //!
 //! Files are written in sorted order with fixed modes (0644 files, 0755 directories, whatever
@@ -39,6 +42,7 @@ use std::os::unix::fs::PermissionsExt;
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
+use super::build_layout::{check_layout, zip_package, BuildLayout};
 use super::metadata::{BackendInfo, Metadata, Provenance};
 use super::Warning;
 use crate::config::{Backend, BuildConfig, Framework};
@@ -105,6 +109,7 @@ pub fn assemble_noarch(
     backend: Backend,
     ids: &BuildIds,
     out_variant_dir: &Utf8Path,
+    layout: BuildLayout,
 ) -> anyhow::Result<Vec<Warning>> {
     let variant = crate::matrix::naming::noarch_name(backend);
     anyhow::ensure!(
@@ -118,6 +123,10 @@ pub fn assemble_noarch(
         config.path
     );
 
+    let heuristics = source
+        .package_files()
+        .any(|f| matches!(&f.role, Role::Package { heuristic: Some(h), .. } if h.backend == backend));
+    check_layout(config, layout, heuristics)?;
     create_dir(out_variant_dir)?;
     let namespace = op_namespace(source.python_name(), backend, &ids.uid);
 
@@ -138,6 +147,9 @@ pub fn assemble_noarch(
         copy_source(f, &dest, FILE_MODE)?;
     }
     write_file(&out_variant_dir.join("_ops.py"), ops_py(&namespace, &variant).as_bytes())?;
+    if layout == BuildLayout::Zip {
+        zip_package(out_variant_dir, &namespace)?;
+    }
 
     let digest = crate::hash::digest::variant_digest(out_variant_dir)
         .with_context(|| format!("cannot compute the digest of `{out_variant_dir}`"))?;
@@ -152,6 +164,7 @@ pub fn assemble_noarch(
         python_depends: g.python_depends_for(backend),
         kernel_depends: g.kernel_depends_for(backend),
         backend: BackendInfo { kind: backend, archs: noarch_archs(config, backend) },
+        build_layout: layout,
         digest,
         provenance: Provenance {
             kernel_builder: builder_provenance(),

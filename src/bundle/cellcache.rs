@@ -144,6 +144,12 @@ impl CellKey {
                 "executable": exe.as_deref().map(stamp),
             },
         });
+        // The layout changes the variant's files; `files` adds nothing, so the keys of
+        // files-layout cells stay what they were.
+        let layout = crate::assemble::build_layout::layout_of(config);
+        if layout != crate::assemble::BuildLayout::Files {
+            inputs["build-layout"] = json!(layout.as_str());
+        }
         if variant.is_compiled() {
             let cell = variant
                 .cell

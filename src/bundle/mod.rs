@@ -899,7 +899,15 @@ fn build_one(
             }),
         }
     }
-    let built = assemble_variant(source, config, v, ids, new_dir, work)?;
+    let built = assemble_variant(
+        source,
+        config,
+        v,
+        ids,
+        new_dir,
+        work,
+        crate::assemble::build_layout::layout_of(config),
+    )?;
     if let Some((cache, key)) = &cached {
         if let Err(e) = cache.store(key, &v.name, &dest, &built) {
             warnings.push(Warning {

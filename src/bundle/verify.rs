@@ -249,7 +249,8 @@ fn rebuild(
     ids: &BuildIds,
     out: &Utf8Path,
 ) -> anyhow::Result<()> {
-    assemble_variant(source, config, variant, ids, out, &WorkDir::Fresh).map(|_| ())
+    let layout = crate::assemble::build_layout::layout_of(config);
+    assemble_variant(source, config, variant, ids, out, &WorkDir::Fresh, layout).map(|_| ())
 }
 
 /// `provenance.kernel` of the `metadata.json` in `variant_dir`: `Some(None)` when the file says
@@ -311,10 +312,19 @@ fn first_difference(on_disk: &Utf8Path, rebuilt: &Utf8Path) -> anyhow::Result<Op
         let (expected, actual) = (rebuilt.as_std_path().join(path), on_disk.as_std_path().join(path));
         let excerpt = tree_diff::contents_excerpt(&expected, &actual, *offset)
             .with_context(|| format!("cannot compare `{}` with its rebuild", actual.display()))?;
-        msg.push_str(" (- rebuilt, + on disk)");
-        for line in excerpt.lines() {
-            msg.push_str("\n  ");
-            msg.push_str(line);
+        // An archive (the zip layout) differs in compressed bytes: name the entry instead.
+        let zip_entry = path.extension().is_some_and(|e| e == "zip").then(|| {
+            let (e, a) = (Utf8Path::from_path(&expected)?, Utf8Path::from_path(&actual)?);
+            crate::assemble::build_layout::first_entry_difference(e, a, 64 << 20)
+        });
+        if let Some(Some(entry)) = zip_entry {
+            msg.push_str(&format!(" ({entry} on disk)"));
+        } else {
+            msg.push_str(" (- rebuilt, + on disk)");
+            for line in excerpt.lines() {
+                msg.push_str("\n  ");
+                msg.push_str(line);
+            }
         }
     }
     Ok(Some(msg))

@@ -458,6 +458,10 @@ pub struct AssembleArgs {
     /// toolchain given builds another one (e.g. a torch wheel of the wrong version).
     #[arg(long, value_name = "VARIANT")]
     pub expect_variant: Option<String>,
+    /// The build layout (`files` or `zip`), instead of the kernel's own: how the tests build
+    /// zip-layout trees while build.toml cannot say it yet.
+    #[arg(long, value_name = "LAYOUT", value_parser = crate::assemble::build_layout::parse_layout)]
+    pub build_layout: Option<crate::assemble::BuildLayout>,
     /// The cell's pinned torch wheel (a Nix cell's fixed-output download): torch's version,
     /// CUDA build and C++ ABI are read from it, never by importing torch; `--python` then
     /// only supplies `Python.h`, and CMake and Ninja are taken from PATH.
@@ -514,6 +518,7 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
         kernel,
         &args.host()?,
         args.expect_variant.as_deref(),
+        args.build_layout,
         &mut |w| eprintln!("warning: {w}"),
     )?;
     println!("{written}");

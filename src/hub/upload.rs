@@ -303,6 +303,10 @@ fn check_variant(
              `{name}`, or pass --force"
         ),
     }
+    // A zip-layout variant: its archive is what the loader imports (no --force makes a broken
+    // one loadable).
+    crate::assemble::build_layout::check_built_variant(&dir, &value)
+        .map_err(|why| anyhow::anyhow!("variant `{name}`: {why}"))?;
     Ok(VariantMeta { version, dirty })
 }
 

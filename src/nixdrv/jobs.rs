@@ -201,8 +201,19 @@ fn make_writable(path: &Utf8Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `Some(entry)` when the archive `zip` has no entry `entry`; `None` also when it cannot be
+/// read (the caller has checked that it can).
+fn zip_lacks(zip: &Utf8Path, entry: &str) -> Option<String> {
+    let f = fs::File::open(zip).ok()?;
+    let mut z = zip::ZipArchive::new(std::io::BufReader::new(f)).ok()?;
+    let missing = z.by_name(entry).is_err();
+    missing.then(|| entry.to_owned())
+}
+
 /// `nix-support check-cell --out OUT --variant V CELL`: the built cell holds exactly
-/// `V/`, with `__init__.py`, `_ops.py` and a `metadata.json` that has `name`, `id`
+/// `V/`, with `__init__.py`, `_ops.py` (inside `<id>.zip` for the zip layout, whose archive
+/// must be sound: [`crate::assemble::build_layout::check_built_variant`]) and a
+/// `metadata.json` that has `name`, `id`
 /// (`_<python name>_…`), `version` and `backend.type`, and no `__pycache__` or `*.pyc`
 /// anywhere. On success writes `OUT` (a file naming the checks passed).
 ///
@@ -220,10 +231,28 @@ pub fn check_cell(
         problems.push(format!("`{cell}` must hold exactly `{variant}/`, found {names:?}"));
     }
     let root = cell.join(variant);
-    for f in ["__init__.py", "_ops.py", "metadata.json"] {
-        if !root.join(f).is_file() {
-            problems.push(format!("`{variant}/{f}` is missing"));
+    // A zip-layout variant has its package files in `<id>.zip` (assemble::build_layout).
+    let meta: Option<serde_json::Value> =
+        fs::read_to_string(root.join("metadata.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+    let archive = meta
+        .as_ref()
+        .filter(|m| m.get("build-layout").and_then(|l| l.as_str()) == Some("zip"))
+        .and_then(|m| m.get("id")?.as_str().map(crate::assemble::build_layout::archive_name));
+    if let (Some(name), Some(m)) = (&archive, &meta) {
+        if let Err(why) = crate::assemble::build_layout::check_built_variant(&root, m) {
+            problems.push(why);
+        } else if let Some(missing) = zip_lacks(&root.join(name), "_ops.py") {
+            problems.push(format!("`{variant}/{name}` has no `{missing}`"));
         }
+    } else {
+        for f in ["__init__.py", "_ops.py"] {
+            if !root.join(f).is_file() {
+                problems.push(format!("`{variant}/{f}` is missing"));
+            }
+        }
+    }
+    if !root.join("metadata.json").is_file() {
+        problems.push(format!("`{variant}/metadata.json` is missing"));
     }
     if let Ok(text) = fs::read_to_string(root.join("metadata.json")) {
         match serde_json::from_str::<serde_json::Value>(&text) {
@@ -374,6 +403,27 @@ mod tests {
         );
         check_cell(&root.join("ok"), "torch-cuda", &cell, None).unwrap();
         assert_eq!(fs::read_to_string(root.join("ok")).unwrap(), "layout and metadata of torch-cuda: ok\n");
+    }
+
+    #[test]
+    fn check_cell_looks_into_the_archive_of_a_zip_layout() {
+        let t = tempfile::tempdir().unwrap();
+        let root = utf8(t.path());
+        let cell = root.join("cell");
+        let v = cell.join("torch-cpu");
+        write(&v.join("__init__.py"), "");
+        crate::assemble::build_layout::zip_package(&v, "_x_cpu_1").unwrap();
+        let meta = r#"{"name":"x","id":"_x_cpu_1","license":"mit","version":1,"backend":{"type":"cpu"},"build-layout":"zip","kernels-minver":"0.19.0"}"#;
+        write(&v.join("metadata.json"), meta);
+        let err = check_cell(&root.join("ok"), "torch-cpu", &cell, None).unwrap_err().to_string();
+        assert!(err.contains("`torch-cpu/_x_cpu_1.zip` has no `_ops.py`"), "{err}");
+        assert!(!err.contains("`torch-cpu/__init__.py` is missing"), "{err}");
+        fs::remove_file(v.join("_x_cpu_1.zip")).unwrap();
+        write(&v.join("__init__.py"), "");
+        write(&v.join("_ops.py"), "");
+        crate::assemble::build_layout::zip_package(&v, "_x_cpu_1").unwrap();
+        check_cell(&root.join("ok"), "torch-cpu", &cell, None).unwrap();
+        assert_eq!(fs::read_to_string(root.join("ok")).unwrap(), "layout and metadata of torch-cpu: ok\n");
     }
 
     #[test]

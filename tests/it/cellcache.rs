@@ -135,7 +135,7 @@ fn relu_cpu_cell_is_reused_without_a_compile_and_rebuilt_when_it_must_be() {
 
     let first = kb(&a, &cache, &env, &args);
     assert_eq!(first.code, 0, "{}", first.stderr);
-    assert!(first.stdout.starts_with(&format!("built {cell} (4 files, id _relu_cpu_")), "{}", first.stdout);
+    assert!(first.stdout.starts_with(&format!("built {cell} (5 files, id _relu_cpu_")), "{}", first.stdout);
     assert!(compiles(&log).iter().any(|c| c.contains(" -c ")), "the first build compiles");
     let built = nar(&a.join("build").join(&cell));
     assert_eq!(entries(&cache).len(), 1);
@@ -146,7 +146,7 @@ fn relu_cpu_cell_is_reused_without_a_compile_and_rebuilt_when_it_must_be() {
         assert_eq!(again.code, 0, "{}", again.stderr);
         assert_eq!(again.stdout.lines().count(), 1, "{}", again.stdout);
         assert!(
-            again.stdout.starts_with(&format!("reused {cell} (4 files, id _relu_cpu_")),
+            again.stdout.starts_with(&format!("reused {cell} (5 files, id _relu_cpu_")),
             "{}",
             again.stdout
         );
@@ -472,7 +472,7 @@ fn relu_cuda_cell_builds_from_a_cache_directory_with_a_space() {
     assert!(!a.join("build").exists(), "nothing built");
     let built = kb(&a, &cache, &[], &args);
     assert_eq!(built.code, 0, "{}", built.stderr);
-    assert!(built.stdout.starts_with(&format!("built {cell} (4 files, id _relu_cuda_")), "{}", built.stdout);
+    assert!(built.stdout.starts_with(&format!("built {cell} (5 files, id _relu_cuda_")), "{}", built.stdout);
     let so = fs::read_dir(a.join("build").join(&cell))
         .unwrap()
         .map(|e| e.unwrap().path())

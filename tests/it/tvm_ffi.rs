@@ -104,11 +104,11 @@ fn relu_tvm_ffi_cuda_cell_holds_exactly_the_sass_asked_for() {
         serde_json::from_str(&fs::read_to_string(variant.join("metadata.json")).unwrap()).unwrap();
     let id = meta["id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("_relu_tvm_ffi_cuda_"), "{id}");
-    assert_eq!(built.stdout, format!("built {cell} (4 files, id {id}) -> {}\n", variant.display()));
+    assert_eq!(built.stdout, format!("built {cell} (5 files, id {id}) -> {}\n", variant.display()));
     let mut files: Vec<String> =
         fs::read_dir(&variant).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     files.sort();
-    assert_eq!(files, ["__init__.py", "_ops.py", &format!("{id}.so"), "metadata.json"]);
+    assert_eq!(files, ["__init__.py", "_ops.py", &format!("{id}.so"), "metadata.json", "symbols.json"]);
     assert_eq!(meta["backend"], serde_json::json!({"type": "cuda", "archs": ["9.0"]}));
     let toolchain = &meta["build"]["toolchain"];
     assert_eq!(toolchain["tvm-ffi"], version.as_str());

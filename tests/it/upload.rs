@@ -1493,3 +1493,67 @@ fn upload_draws_a_byte_bar_on_a_terminal_only() {
     assert!(tty.contains("\"status\": \"uploaded\""), "{tty}");
     assert!(!tty.contains("upload: "), "{tty}");
 }
+
+/// A zip-layout variant (the package in `<id>.zip`, which kernels 0.19 imports): uploaded with
+/// its archive through LFS, and refused, before anything is sent, when its metadata.json would
+/// let an older loader try it.
+#[test]
+fn a_zip_layout_variant_is_uploaded_and_one_older_loaders_would_try_is_refused() {
+    let env = Env::new();
+    let dir = env.kernel("k", &["--variant", "torch-cpu"]);
+    let zipped = env.root.join("zipped");
+    let out = kb(&env.server.url, &env.root.join("hf"), None)
+        .args(["assemble", "--backend", "cpu", "--build-layout", "zip", "--source"])
+        .arg(&dir)
+        .arg("--out")
+        .arg(&zipped)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let variant = dir.join("build/torch-cpu");
+    fs::remove_dir_all(&variant).unwrap();
+    fs::rename(zipped.join("torch-cpu"), &variant).unwrap();
+    let meta_path = variant.join("metadata.json");
+    let meta: Value = serde_json::from_slice(&fs::read(&meta_path).unwrap()).unwrap();
+    let id = meta["id"].as_str().unwrap().to_owned();
+    let mut names: Vec<String> =
+        fs::read_dir(&variant).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, [format!("{id}.zip"), "metadata.json".to_owned()]);
+
+    // Without `kernels-minver`, kernels 0.17/0.18 would look for an __init__.py that is not there.
+    let mut old = meta.clone();
+    old.as_object_mut().unwrap().remove("kernels-minver");
+    fs::write(&meta_path, serde_json::to_vec_pretty(&old).unwrap()).unwrap();
+    refused(
+        &env,
+        &dir,
+        &["--force"],
+        &format!(
+            "variant `torch-cpu`: `{}` says `\"build-layout\": \"zip\"` without `\"kernels-minver\"` 0.19.0 or newer, so older loaders would try it and fail; rebuild the variant",
+            meta_path.display()
+        ),
+    );
+
+    // As built: uploaded (--force: build/hashes.json records the files layout it replaced).
+    fs::write(&meta_path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+    env.upload_ok(&dir, &["--force"]);
+    let state = env.server.repo_state();
+    let mut uploaded: Vec<(&String, bool)> = state["v1"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p.starts_with("build/torch-cpu/"))
+        .map(|(p, f)| (p, f["lfs"].as_bool().unwrap()))
+        .collect();
+    uploaded.sort();
+    let archive = format!("build/torch-cpu/{id}.zip");
+    assert_eq!(
+        uploaded.iter().map(|(p, l)| (p.as_str(), *l)).collect::<Vec<_>>(),
+        [(archive.as_str(), true), ("build/torch-cpu/metadata.json", false)]
+    );
+    assert_eq!(
+        state["v1"][&archive]["sha256"],
+        json!(sha256_hex(&fs::read(variant.join(format!("{id}.zip"))).unwrap()))
+    );
+}

@@ -47,9 +47,9 @@ def test_builds_the_cpu_cell_the_venv_gives(relu_build) -> None:
     ops_name = meta["id"]
     assert ops_name.startswith("_relu_cpu_") and len(ops_name) == len("_relu_cpu_") + 7
     assert sorted(p.name for p in variant.iterdir()) == sorted(
-        ["__init__.py", "_ops.py", f"{ops_name}.abi3.so", "metadata.json"]
+        ["__init__.py", "_ops.py", f"{ops_name}.abi3.so", "metadata.json", "symbols.json"]
     )
-    assert first.stdout == f"built {CPU_VARIANT} (4 files, id {ops_name}) -> {kernel}/build/{CPU_VARIANT}\n"
+    assert first.stdout == f"built {CPU_VARIANT} (5 files, id {ops_name}) -> {kernel}/build/{CPU_VARIANT}\n"
     assert meta["backend"] == {"type": "cpu"}
     assert meta["build"]["native"] is True and meta["build"]["hermetic"] is False
     assert meta["build"]["toolchain"]["torch"] == torch.__version__
@@ -145,7 +145,7 @@ def test_a_relative_python_path_finds_its_tools(relu_build) -> None:
         [str(kernel_builder()), *rel_args], capture_output=True, text=True, check=False, env=env, cwd=kernel.parent
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"built {CPU_VARIANT} (4 files, id _relu_cpu_"), proc.stdout
+    assert proc.stdout.startswith(f"built {CPU_VARIANT} (5 files, id _relu_cpu_"), proc.stdout
 
 
 def test_the_generated_setup_py_builds_the_kernel(relu_build, tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_the_generated_setup_py_builds_the_kernel(relu_build, tmp_path: Path) ->
     )
     assert proc.returncode == 0, proc.stderr
     # The module's first build stored the cell in the same cache: this build reuses it.
-    assert proc.stdout.startswith(f"reused {CPU_VARIANT} (4 files, id _relu_cpu_"), proc.stdout
+    assert proc.stdout.startswith(f"reused {CPU_VARIANT} (5 files, id _relu_cpu_"), proc.stdout + proc.stderr
     bad = subprocess.run([sys.executable, str(out_dir / "setup.py"), "install"], capture_output=True, text=True, check=False)
     assert bad.returncode == 1 and "usage: python setup.py build_kernel" in bad.stderr
 

@@ -63,9 +63,9 @@ def test_builds_the_one_stable_abi_cell(stable_build) -> None:
     ops_name = meta["id"]
     assert ops_name.startswith("_relu_stable_abi_cpu_") and len(ops_name) == len("_relu_stable_abi_cpu_") + 7
     assert sorted(p.name for p in variant.iterdir()) == sorted(
-        ["__init__.py", "_ops.py", f"{ops_name}.abi3.so", "metadata.json"]
+        ["__init__.py", "_ops.py", f"{ops_name}.abi3.so", "metadata.json", "symbols.json"]
     )
-    assert first.stdout == f"built {VARIANT} (4 files, id {ops_name}) -> {kernel}/build/{VARIANT}\n"
+    assert first.stdout == f"built {VARIANT} (5 files, id {ops_name}) -> {kernel}/build/{VARIANT}\n"
     assert meta["backend"] == {"type": "cpu"}
     assert meta["build"]["native"] is True
     assert meta["build"]["toolchain"]["torch"] == torch.__version__

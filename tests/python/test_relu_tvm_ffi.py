@@ -58,9 +58,9 @@ def test_builds_the_cpu_cell_named_for_tvm_ffi(tvm_build) -> None:
     assert ops_name.startswith("_relu_tvm_ffi_cpu_") and len(ops_name) == len("_relu_tvm_ffi_cpu_") + 7
     # `<op namespace>.so`: no `lib` prefix, no `abi3` (a library tvm_ffi opens, not a Python module).
     assert sorted(p.name for p in variant.iterdir()) == sorted(
-        ["__init__.py", "_ops.py", f"{ops_name}.so", "metadata.json"]
+        ["__init__.py", "_ops.py", f"{ops_name}.so", "metadata.json", "symbols.json"]
     )
-    assert first.stdout == f"built {VARIANT} (4 files, id {ops_name}) -> {kernel}/build/{VARIANT}\n"
+    assert first.stdout == f"built {VARIANT} (5 files, id {ops_name}) -> {kernel}/build/{VARIANT}\n"
     assert meta["backend"] == {"type": "cpu"}
     assert meta["python-depends"] == ["tvm-ffi"]
     assert meta["build"]["native"] is True
@@ -129,7 +129,7 @@ def test_unchanged_rebuild_is_reused_and_verify_says_same(tvm_build) -> None:
     (so,) = (kernel / "build" / VARIANT).glob("*.so")
     before = so.read_bytes()
     again = kb(build_args(kernel), env)
-    assert again.stdout.startswith(f"reused {VARIANT} (4 files, id "), again.stdout
+    assert again.stdout.startswith(f"reused {VARIANT} (5 files, id "), again.stdout
     assert so.read_bytes() == before
     out = kb(["verify", str(kernel), "--python", sys.executable, "--variant", VARIANT], env)
     assert out.stdout.startswith(f"{VARIANT}: same (sha256-"), out.stdout

@@ -25,7 +25,9 @@
 //! 4. writes the variant directory: the package files, `_ops.py` importing the module,
 //!    `_<pkg>_<backend>_<uid>.abi3.so` (`.so` for tvm-ffi, whose `_ops.py` opens it with
 //!    `tvm_ffi.load_module`), and `metadata.json` (with `build`: native, not
-//!    hermetic, and the toolchain's versions);
+//!    hermetic, and the toolchain's versions); in the zip layout the package files and
+//!    `_ops.py` go into `<id>.zip` ([`super::build_layout`]) and the module stays beside it;
+//!    `symbols.json` ([`super::symbols`]) is written first, by importing the package;
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
@@ -64,6 +66,7 @@ pub use cmake::{
 };
 pub use plan::{plan_cell, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
 
+use super::build_layout::{check_layout, zip_package, BuildLayout};
 use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
 use super::noarch::{create_dir, create_dirs_below, write_file};
 use crate::codegen::{self, Layout};
@@ -88,8 +91,13 @@ pub fn build_cell(
     ids: &BuildIds,
     out_variant_dir: &Utf8Path,
     work: &WorkDir,
+    layout: BuildLayout,
 ) -> anyhow::Result<Vec<Warning>> {
     // Before anything is configured: a bad value would reach Ninja only after CMake ran.
+    let heuristics = source
+        .package_files()
+        .any(|f| matches!(&f.role, Role::Package { heuristic: Some(h), .. } if h.backend == cell.backend));
+    check_layout(config, layout, heuristics)?;
     let env_jobs = jobs_from_env()?;
     let nvcc_threads = nvcc_threads_from_env()?;
     let mut warnings: Vec<Warning> = Vec::new();
@@ -283,7 +291,7 @@ pub fn build_cell(
         copy_source(f, &dest, super::noarch::FILE_MODE)?;
     }
     let ops_py = match cell.kind {
-        CellKind::TvmFfi => super::tvm_ffi::ops_py(&facts.ops_name, &cell.variant),
+        CellKind::TvmFfi => super::tvm_ffi::ops_py(&facts.ops_name, &cell.variant, layout),
         _ => compiled_ops_py(&facts.ops_name, &cell.variant),
     };
     write_file(&out_variant_dir.join("_ops.py"), ops_py.as_bytes())?;
@@ -291,6 +299,33 @@ pub fn build_cell(
     write_file(&out_variant_dir.join(&module), &so)?;
     let (manylinux, abi_warnings) = check_abi(out_variant_dir, config, cell)?;
     warnings.extend(abi_warnings);
+    // symbols.json (module docs of `symbols`): before the digest, which covers it.
+    if config.general.kernel_depends_for(cell.backend).is_empty() {
+        // Skipped silently when the interpreter's framework is not the cell's (pinned wheels).
+        use super::symbols::{write_symbols, Outcome};
+        if let Outcome::DoesNotImport(why) = write_symbols(out_variant_dir, &facts.ops_name, &cell.framework)?
+        {
+            warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "`{}` has no symbols.json (`kernels describe-api` cannot list its API): its package raised while `{}` imported it: {why}",
+                    cell.variant,
+                    cell.framework.executable()
+                ),
+            });
+        }
+    } else {
+        warnings.push(Warning {
+            path: None,
+            message: format!(
+                "`{}` has no symbols.json (`kernels describe-api` cannot list its API): its package loads its kernel-depends through the loader while it is imported",
+                cell.variant
+            ),
+        });
+    }
+    if layout == BuildLayout::Zip {
+        zip_package(out_variant_dir, &facts.ops_name)?;
+    }
 
     let digest = crate::hash::digest::variant_digest(out_variant_dir)
         .with_context(|| format!("cannot compute the digest of `{out_variant_dir}`"))?;
@@ -322,6 +357,7 @@ pub fn build_cell(
         python_depends: g.python_depends_for(cell.backend),
         kernel_depends: g.kernel_depends_for(cell.backend),
         backend: BackendInfo { kind: cell.backend, archs },
+        build_layout: layout,
         digest,
         provenance: Provenance {
             kernel_builder: builder_provenance(),
