@@ -25,6 +25,7 @@ pub mod compiled;
 pub mod loader;
 pub mod metadata;
 pub mod noarch;
+pub mod not_yet;
 pub mod parity;
 pub mod progress;
 pub mod stable_abi;

@@ -160,6 +160,7 @@ impl Summary {
                     .filter(|b| c.is_noarch_for(**b))
                     .map(|b| b.to_string())
                     .collect(),
+                Framework::MlxNoarch(_) => c.general.backends.iter().map(|b| b.to_string()).collect(),
                 Framework::TvmFfi(_) => Vec::new(),
             },
             matrix: crate::matrix::data::for_config(c).name.clone(),

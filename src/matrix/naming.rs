@@ -8,7 +8,10 @@
 //! - stable ABI: `torch-stable-abi<MAJ><MIN>-<compute>-<system>` (the ABI target, not the torch
 //!   version; never an ABI tag);
 //! - tvm-ffi: `tvm-ffi<MAJ><MIN>-<compute>-<system>`;
-//! - noarch: `torch-<backend>` (`torch-npu` for CANN).
+//! - noarch: `torch-<backend>` (`torch-npu` for CANN);
+//! - MLX noarch: `mlx-<backend>` (`mlx-metal`, the only one: an `[mlx-noarch]` kernel is
+//!   metal-only). There is no legacy spelling: the 0.19 loader's grammar is the only one that
+//!   has MLX, and loaders before 0.19 cannot load an MLX kernel at all.
 //!
 //! `<compute>` is `cu<MAJ><MIN>`, `rocm<MAJ><MIN>`, `xpu<MAJ><MIN>` (`2025.3.2` → `xpu20253`),
 //! `cann<MAJ><MIN>`, or the bare backend name for `cpu`, `metal`, `neuron` and `tpu`.
@@ -50,6 +53,11 @@ pub fn noarch_name(backend: Backend) -> String {
         .unwrap_or_else(|| format!("torch-{}", backend.as_str()))
 }
 
+/// The MLX noarch variant name of `backend`: `mlx-metal`.
+pub fn mlx_noarch_name(backend: Backend) -> String {
+    format!("mlx-{}", backend.as_str())
+}
+
 /// Whether variant names on `system` carry the ABI tag (`cxx11`; every Linux system does).
 pub fn has_abi_tag(system: &str) -> bool {
     naming().abi_tag.system_suffixes.iter().any(|s| system.ends_with(s.as_str()))
@@ -83,6 +91,8 @@ pub enum ParsedVariant {
     TvmFfi { tvm_ffi: String, compute: String, cpu: String, os: String },
     /// `torch-<backend>` (including the legacy `torch-universal`).
     Noarch { backend: String },
+    /// `mlx-<backend>` (kernels >= 0.19 only).
+    MlxNoarch { backend: String },
 }
 
 /// Parse a variant directory name the way the `kernels` loader does (A3); `None` when the
@@ -96,6 +106,10 @@ pub fn parse_variant_name(name: &str) -> Option<ParsedVariant> {
     if let Some(rest) = name.strip_prefix("tvm-ffi") {
         let (ver, compute, cpu, os) = split_arch(rest)?;
         return Some(ParsedVariant::TvmFfi { tvm_ffi: ver, compute, cpu, os });
+    }
+    if let Some(backend) = name.strip_prefix("mlx-") {
+        // The 0.19.1 loader: `mlx-<noarch backend>`; versioned MLX variants do not exist yet.
+        return NOARCH.contains(&backend).then(|| ParsedVariant::MlxNoarch { backend: backend.to_owned() });
     }
     if let Some(backend) = name.strip_prefix("torch-") {
         return (NOARCH.contains(&backend) || backend == "universal")
