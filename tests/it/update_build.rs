@@ -602,9 +602,15 @@ fn edition5_without_license_is_reported_and_an_existing_license_is_kept() {
         );
         // Edition 5 needs the migration to edition 6 too: the license error stops it.
         if check {
-            assert!(stdout.ends_with("Fix the errors above, then run `kernel-builder update-build` to apply.\n"), "{stdout}");
+            assert!(
+                stdout.ends_with("Fix the errors above, then run `kernel-builder update-build` to apply.\n"),
+                "{stdout}"
+            );
         } else {
-            assert!(stderr.ends_with("was not changed: fix the errors above and run this command again\n"), "{stderr}");
+            assert!(
+                stderr.ends_with("was not changed: fix the errors above and run this command again\n"),
+                "{stderr}"
+            );
         }
         assert_eq!(read(&dir), original);
     }
@@ -731,7 +737,10 @@ fn edition5_name_with_underscores_is_renamed() {
     assert!(String::from_utf8(out.stdout)
         .unwrap()
         .contains("renamed the kernel `fused_rms_norm` to `fused-rms-norm`"));
-    assert_eq!(read(&dir), original.replace("fused_rms_norm", "fused-rms-norm").replace("edition = 5", "edition = 6"));
+    assert_eq!(
+        read(&dir),
+        original.replace("fused_rms_norm", "fused-rms-norm").replace("edition = 5", "edition = 6")
+    );
 }
 
 #[test]
