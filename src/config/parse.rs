@@ -1155,7 +1155,10 @@ fn language_form_keys(cx: &mut Cx, path: &str, t: &dyn TableLike, language: Opti
         let takers: Vec<&str> =
             Language::ALL.iter().filter(|l| l.keys().contains(&key)).map(|l| l.as_str()).collect();
         if !takers.is_empty() {
-            let quoted: Vec<String> = takers.iter().map(|l| format!("`{l}`")).collect();
+            let whose = match takers.as_slice() {
+                [one] => format!("with `language = \"{one}\"`"),
+                many => format!("whose `language` is one of {}", many.join(", ")),
+            };
             cx.error(
                 &kp,
                 "key-for-other-language",
@@ -1164,8 +1167,7 @@ fn language_form_keys(cx: &mut Cx, path: &str, t: &dyn TableLike, language: Opti
                     takers.join(", ")
                 ),
                 Some(format!(
-                    "remove `{key}`, or move it to a kernel with `language = ` {}; {own} kernels accept: {}",
-                    quoted.join(" or "),
+                    "remove `{key}`, or move it to a kernel {whose}; {own} kernels accept: {}",
                     allowed.join(", ")
                 )),
             );
