@@ -220,3 +220,55 @@ fn mlx_noarch_is_metal_only_and_plans_the_mlx_metal_cell() {
             "9:1 Error unknown-key: unknown key `src` in `[mlx-noarch]` | allowed keys: pyext",
         ]);
 }
+
+/// A copy of `tests/fixtures/edition6/<name>` in a temporary directory.
+fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let src = Utf8Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/edition6").join(name);
+    let dest = t.path().join(name);
+    for entry in walkdir::WalkDir::new(&src) {
+        let entry = entry.unwrap();
+        let to = dest.join(entry.path().strip_prefix(&src).unwrap());
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &to).unwrap();
+        }
+    }
+    (t, dest)
+}
+
+/// A build that reaches a Rust kernel or an `[mlx-noarch]` kernel refuses it by name with the
+/// toolchain it needs, and writes nothing.
+#[test]
+fn builds_refuse_rust_and_mlx_kernels_naming_the_toolchain() {
+    let (_t, dir) = fixture("tvm-ffi-rust");
+    let out = crate::util::kb().args(["build-and-copy", "--nix", "never"]).arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains(
+        "  the `cpu` variant is not built: cannot build natively yet: `[kernel.relu_rust]` is a rust-cpu kernel, which needs cargo (a Rust toolchain) building the crate as a tvm-ffi module; this kernel-builder reads, checks and plans Rust kernels but does not build them\n\
+         \x20 the `cuda` variant is not built: cannot build natively yet: `[kernel.relu_cutile]` is a rust-cutile kernel, which needs cargo with cutile-rs and the CUDA tileiras compiler (CUDA 13.2 or later); this kernel-builder reads, checks and plans Rust kernels but does not build them\n"
+    ), "{stderr}");
+    assert!(!dir.join("build").exists());
+    let project = dir.join("project");
+    let out = crate::util::kb().args(["create-pyproject", "--out"]).arg(&project).arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("cannot build natively yet: `[kernel.relu_rust]` is a rust-cpu kernel"));
+    assert!(!project.exists());
+
+    let (_t, dir) = fixture("mlx");
+    let out = crate::util::kb()
+        .args(["build-and-copy", "--nix", "never", "--variant", "mlx-metal"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: cannot build `mlx-metal` natively: cannot build natively yet: an `[mlx-noarch]` kernel needs an MLX noarch tree writer (`mlx-metal`, loaded by kernels >= 0.19.0); this kernel-builder reads, checks and plans it but does not build it\n"
+    );
+    assert!(!dir.join("build").exists());
+}
