@@ -353,3 +353,75 @@ def test_kernel_builder_and_the_0_19_1_loader_agree(tmp_path: Path) -> None:
         assert sum(1 for d in dirs if d.parent.name == "corpus") >= 100
         # Every corpus file and fixture that kernel-builder could rewrite was compared as edition 6 too.
         assert sum(1 for d in dirs if d.parent.name == "updated") >= 100
+
+
+NAMES = r"""
+import dataclasses, json, sys
+try:
+    from kernels._internals.variants import parse_variant, Python
+except ImportError:  # kernels 0.17
+    from kernels.variants import parse_variant
+    Python = None
+out = []
+for legacy, new in json.load(sys.stdin):
+    try:
+        row = {"legacy": type(parse_variant(legacy)).__name__}
+    except Exception:
+        out.append({"legacy": "refused", "new": "refused"})
+        continue
+    try:
+        row["new"] = type(parse_variant(new)).__name__
+        row["same"] = parse_variant(new) == parse_variant(legacy)
+    except Exception as e:
+        row["new"] = "refused"
+    if Python is not None:
+        v = parse_variant(legacy)
+        if getattr(v, "python", None) is not None:
+            fw = dataclasses.replace(v.framework, legacy=False)
+            be = v.backend
+            if any(f.name == "legacy" for f in dataclasses.fields(be)):
+                be = dataclasses.replace(be, legacy=False)
+            row["loader_new"] = dataclasses.replace(v, framework=fw, backend=be, python=Python(legacy=False)).variant_str
+        else:
+            row["loader_new"] = v.variant_str
+    out.append(row)
+json.dump(out, sys.stdout)
+"""
+
+
+def test_variant_names_legacy_for_every_loader_and_the_0_19_spelling_matches_the_loader() -> None:
+    """The names kernel-builder writes (legacy grammar) are read by kernels 0.17.2 (this
+    suite's .venv) and 0.19.1 alike; `list-variants --names both` gives the 0.19 spelling the
+    0.19.1 loader itself writes for the same variant. kernels 0.17.2 reads a compiled cell's
+    0.19 name as a noarch variant or refuses it, which is why legacy names are written."""
+    pairs = []
+    for d in [*sorted((REPO / "kernels").iterdir()), *sorted((REPO / "tests/fixtures/edition6").iterdir())]:
+        if not (d / "build.toml").is_file():
+            continue
+        r = subprocess.run(
+            [str(kernel_builder()), "list-variants", "--all", "--all-systems", "--names", "both", str(d)],
+            capture_output=True, text=True, check=True,
+        )
+        pairs += [line.split("\t")[1:] for line in r.stdout.splitlines()]
+    assert len(pairs) > 100
+    assert {p[1] for p in pairs} >= {"mlx-metal", "torch-cpu"}
+    compiled = [p for p in pairs if p[0] != p[1]]
+    for python in [oracle_python(), Path(sys.executable)]:
+        r = subprocess.run([str(python), "-c", NAMES], input=json.dumps(pairs), capture_output=True, text=True, check=True)
+        rows = json.loads(r.stdout)
+        if python == Path(sys.executable):
+            # kernels 0.17.2: every legacy name parses (mlx-metal is 0.19's own and is refused
+            # by it, as any MLX kernel is); no compiled 0.19 name parses as the same variant.
+            for (legacy, new), row in zip(pairs, rows):
+                if legacy == new:
+                    assert row["legacy"] == ("refused" if legacy.startswith("mlx-") else "NoarchVariant"), (legacy, row)
+                    continue
+                assert row["legacy"] == "ArchVariant", (legacy, row)
+                assert row["new"] in ("refused", "NoarchVariant"), (new, row)
+        else:
+            for (legacy, new), row in zip(pairs, rows):
+                if legacy == "mlx-metal":
+                    assert row["legacy"] == "NoarchVariant"
+                assert row.get("same", False), (legacy, new, row)
+                assert row["loader_new"] == new, (legacy, new, row)
+    assert len(compiled) > 80
