@@ -197,8 +197,20 @@ fn as_table<'t>(cx: &mut Cx, item: &'t Item, path: &str) -> Option<&'t dyn Table
 
 /// Report every key of `table` that is not in `allowed`.
 fn check_keys(cx: &mut Cx, table: &dyn TableLike, path: &str, allowed: &[&str]) {
+    check_keys_but(cx, table, path, allowed, &[]);
+}
+
+/// [`check_keys`], leaving `reported_elsewhere` (keys another check reports) alone and out of
+/// the list of allowed keys.
+fn check_keys_but(
+    cx: &mut Cx,
+    table: &dyn TableLike,
+    path: &str,
+    allowed: &[&str],
+    reported_elsewhere: &[&str],
+) {
     for (key, _) in table.iter() {
-        if allowed.contains(&key) {
+        if allowed.contains(&key) || reported_elsewhere.contains(&key) {
             continue;
         }
         let kp = join_key(path, key);
@@ -493,7 +505,13 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
     let Some(t) = as_table(cx, item, "general") else {
         return g;
     };
-    check_keys(cx, t, "general", GENERAL_KEYS);
+    if generation == Generation::Edition6 {
+        check_keys(cx, t, "general", GENERAL_KEYS);
+    } else {
+        // `build-layout` gets its own message (an edition-6 key) below.
+        let edition5: Vec<&str> = GENERAL_KEYS.iter().copied().filter(|k| *k != "build-layout").collect();
+        check_keys_but(cx, t, "general", &edition5, &["build-layout"]);
+    }
 
     let missing = |cx: &mut Cx, key: &str, example: &str| {
         cx.error(
