@@ -272,3 +272,18 @@ fn builds_refuse_rust_and_mlx_kernels_naming_the_toolchain() {
     );
     assert!(!dir.join("build").exists());
 }
+
+/// check-config's summary of an edition-6 file names each kernel's language (`--json` has it
+/// for every edition).
+#[test]
+fn check_config_names_each_kernels_language() {
+    let (_t, dir) = fixture("tvm-ffi-rust");
+    let out = crate::util::kb().arg("check-config").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "name: relu-rust\ngeneration: edition 6\nbackends: cpu, cuda\nframework: tvm-ffi\nkernels:\n  \
+         relu_rust (rust-cpu) -> cpu\n  relu_cutile (rust-cutile) -> cuda\n  relu_cuda (cpp-cuda) -> cuda\n\
+         matrix: 2026-12 (revision 2026-12-01)\n"
+    );
+}
