@@ -8,13 +8,14 @@
 # compared numerically. Compute prefixes, noarch names and the ABI tag come from the same
 # `naming` section, the bytes src/matrix/naming.rs reads. Sets of
 # a backend built against the torch stable ABI keep only the newest torch per (backend,
-# backend version). TPU sets are always noarch (`torch-tpu`).
+# backend version). TPU sets are always noarch (`torch-tpu`). An `[mlx-noarch]` kernel's sets
+# are its one `mlx-<backend>` cell (`mlx-metal`, kind "mlx-noarch").
 #
 # Type: kernelCells :: { config :: KernelConfig, buildSets :: [BuildSet] } -> [Cell]
 #
 # A Cell has the fields of `kernel-builder list-variants --json`: name, system, backend,
 # backend_version (String|null), torch_version, noarch, bundle, kind ("noarch" | "torch" |
-# "stable-abi" | "tvm-ffi"), arch_variant, cuda_capabilities, rocm_archs ([String]|null),
+# "stable-abi" | "tvm-ffi" | "mlx-noarch"), arch_variant, cuda_capabilities, rocm_archs ([String]|null),
 # matrix, matrix_revision (from the build sets: buildSetsForSystem adds them).
 # Noarch cells carry `[torch-noarch]`'s cuda_capabilities / rocm_archs; compiled cells leave
 # them null (the orchestrator resolves the architectures inside the cell). Cells come sorted
@@ -36,6 +37,7 @@ let
     v: lo: hi:
     cmp lo v <= 0 && cmp v hi <= 0;
   isTvmFfi = config.framework == "tvm-ffi";
+  isMlx = config.framework == "mlx-noarch";
   applicable = builtins.filter (
     s:
     builtins.elem s.backend config.backends
@@ -93,8 +95,11 @@ let
       "torch${lib.flattenVersion s.torch}-${compute s}-${s.system}";
   kind =
     s:
+    # `[mlx-noarch]` compiles nothing, whatever `[kernel.*]` it has (check-config warns).
+    if isMlx then
+      "mlx-noarch"
     # TPU sets only ship Python: always `torch-tpu`.
-    if !config.hasKernelFor s.backend || s.backend == "tpu" then
+    else if !config.hasKernelFor s.backend || s.backend == "tpu" then
       "noarch"
     else if isTvmFfi then
       "tvm-ffi"
@@ -107,7 +112,9 @@ let
     let
       k = kind s;
     in
-    if k == "noarch" then
+    if k == "mlx-noarch" then
+      "mlx-${s.backend}"
+    else if k == "noarch" then
       naming.noarch_names.${s.backend}
     else if k == "tvm-ffi" then
       "tvm-ffi${lib.flattenVersion s.tvm_ffi}-${compute s}-${s.system}"
@@ -127,7 +134,7 @@ let
       backend = s.backend;
       backend_version = s.version or null;
       torch_version = s.torch;
-      noarch = k == "noarch";
+      noarch = k == "noarch" || k == "mlx-noarch";
       bundle = inBundle s;
       kind = k;
       arch_variant = archVariant s;

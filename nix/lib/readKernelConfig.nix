@@ -1,7 +1,7 @@
 # readKernelConfig: a kernel's build.toml, read with builtins.fromTOML and normalised to the
 # few facts the variant rules and the source filter need.
 #
-# Nix reads only edition 5 and the unversioned "v4" shape (which edition 5 extends). Older
+# Nix reads editions 6 and 5 and the unversioned "v4" shape (which edition 5 extends). Older
 # files are refused with a message that names the migration command; the orchestrator
 # (`kernel-builder check-config`) reads every generation, and each cell runs its validation
 # when it builds, so Nix never second-guesses the full schema.
@@ -12,12 +12,15 @@
 #   path  the kernel directory (it holds build.toml)
 #
 # Result attributes:
-#   toml, name, pythonName, edition (5 or 4), framework ("torch" | "torch-noarch" | "tvm-ffi"),
-#   frameworkConfig, backends ([String], as written), kernels ([{ name, backend, src, depends }]),
+#   toml, name, pythonName, edition (6, 5 or 4), framework ("torch" | "torch-noarch" |
+#   "tvm-ffi" | "mlx-noarch"), frameworkConfig, backends ([String], as written), kernels
+#   ([{ name, language, backend, src, depends }]: an edition-6 kernel's backend follows from
+#   its `language`, an older one's `language` is the C++ language of its `backend`),
 #   hasKernelFor (String -> Bool), stableAbiFor (String -> String|null), pyext ([String]),
 #   extDir ("torch-ext" | "tvm-ffi-ext"), cudaMinver, cudaMaxver, torchMinver, torchMaxver
-#   (String|null), noarchCudaCapabilities, noarchRocmArchs ([String]|null), matrix (the
-#   `[general] matrix` pin, String|null: buildSetsForSystem's `matrix`).
+#   (String|null), noarchCudaCapabilities, noarchRocmArchs ([String]|null; `[torch-noarch]`'s
+#   `cuda_capabilities` / `rocm_archs`, or their hyphenated spelling, as the orchestrator reads
+#   both), matrix (the `[general] matrix` pin, String|null: buildSetsForSystem's `matrix`).
 #
 # Example:
 #   (readKernelConfig ./kernels/vector-add-helion).backends  => [ "cuda" "rocm" "xpu" ]
@@ -35,15 +38,16 @@ let
     "torch"
     "torch-noarch"
     "tvm-ffi"
+    "mlx-noarch"
   ];
-  migrate = "run `kernel-builder update-build ${toString path}` to rewrite it as edition 5";
+  migrate = "run `kernel-builder update-build ${toString path}` to rewrite it as edition 6";
   edition =
     if general ? edition then
       (
-        if general.edition == 5 then
-          5
+        if general.edition == 6 || general.edition == 5 then
+          general.edition
         else
-          throw "kernel-builder: ${file}: unsupported build edition ${toString general.edition}; this kernel-builder reads edition 5"
+          throw "kernel-builder: ${file}: unsupported build edition ${toString general.edition}; this kernel-builder reads editions 5 and 6"
       )
     else if
       general ? version
@@ -60,15 +64,34 @@ let
     if builtins.length frameworks == 1 then
       builtins.head frameworks
     else
-      throw "kernel-builder: ${file} must have exactly one of [torch], [torch-noarch] or [tvm-ffi] (found ${toString (builtins.length frameworks)}); run `kernel-builder check-config ${toString path}` for details";
+      throw "kernel-builder: ${file} must have exactly one of [torch], [torch-noarch], [tvm-ffi] or [mlx-noarch] (found ${toString (builtins.length frameworks)}); run `kernel-builder check-config ${toString path}` for details";
   frameworkConfig = toml.${framework};
   name = general.name or (throw "kernel-builder: ${file}: `general.name` is missing");
-  kernels = map (n: {
-    name = n;
-    backend = toml.kernel.${n}.backend or null;
-    src = toml.kernel.${n}.src or [ ];
-    depends = toml.kernel.${n}.depends or [ ];
-  }) (builtins.attrNames (toml.kernel or { }));
+  # Edition 6 names a kernel's language, which decides its backend (model.rs `Language`).
+  languageBackends = {
+    cpp-cpu = "cpu";
+    cpp-cuda = "cuda";
+    cpp-metal = "metal";
+    cpp-rocm = "rocm";
+    cpp-xpu = "xpu";
+    rust-cpu = "cpu";
+    rust-cuda-oxide = "cuda";
+    rust-cutile = "cuda";
+  };
+  kernels = map (
+    n:
+    let
+      k = toml.kernel.${n};
+      language = if edition == 6 then k.language or null else if k ? backend then "cpp-${k.backend}" else null;
+    in
+    {
+      name = n;
+      inherit language;
+      backend = if edition == 6 then languageBackends.${language} or null else k.backend or null;
+      src = k.src or [ ];
+      depends = k.depends or [ ];
+    }
+  ) (builtins.attrNames (toml.kernel or { }));
   kernelBackends = map (k: k.backend) kernels;
   stableAbi = if framework == "torch" then frameworkConfig.stable-abi or null else null;
 in
@@ -104,7 +127,15 @@ builtins.seq edition {
   cudaMaxver = general.cuda.maxver or null;
   torchMinver = if framework == "torch" then frameworkConfig.minver or null else null;
   torchMaxver = if framework == "torch" then frameworkConfig.maxver or null else null;
+  # Both spellings, as the orchestrator reads them (check-config refuses a file with both).
   noarchCudaCapabilities =
-    if framework == "torch-noarch" then frameworkConfig.cuda_capabilities or null else null;
-  noarchRocmArchs = if framework == "torch-noarch" then frameworkConfig.rocm_archs or null else null;
+    if framework == "torch-noarch" then
+      frameworkConfig.cuda_capabilities or frameworkConfig.cuda-capabilities or null
+    else
+      null;
+  noarchRocmArchs =
+    if framework == "torch-noarch" then
+      frameworkConfig.rocm_archs or frameworkConfig.rocm-archs or null
+    else
+      null;
 }

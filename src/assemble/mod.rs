@@ -26,6 +26,7 @@ pub mod compiled;
 pub mod loader;
 pub mod metadata;
 pub mod noarch;
+pub mod not_yet;
 pub mod parity;
 pub mod progress;
 pub mod stable_abi;
@@ -81,6 +82,14 @@ pub fn assemble_variant(
     layout: BuildLayout,
 ) -> anyhow::Result<Vec<Warning>> {
     let dest = out_dir.join(&variant.name);
+    // Read and planned, but not built here yet: say which toolchain it needs.
+    let not_yet = match &variant.cell {
+        Some(_) => not_yet::NotYet::for_backend(config, variant.backend),
+        None => not_yet::NotYet::for_noarch(config),
+    };
+    if let Some(refusal) = not_yet {
+        return Err(crate::error::Error::from(refusal).into());
+    }
     check_python_depends(config, variant.backend)?;
     match &variant.cell {
         Some(cell) => build_cell(source, config, cell, ids, &dest, work, layout),
@@ -114,6 +123,9 @@ pub fn assemble_one(
     on_warning: &mut dyn FnMut(&Warning),
 ) -> anyhow::Result<Utf8PathBuf> {
     let cfg = config;
+    if let Some(refusal) = not_yet::NotYet::for_noarch(cfg) {
+        return Err(crate::error::Error::from(refusal).into());
+    }
     let variant = if cfg.is_noarch_for(backend) {
         PlannedVariant::noarch(crate::matrix::naming::noarch_name(backend), backend)
     } else {

@@ -84,6 +84,13 @@ pub struct Plan {
 pub fn plan(config: &BuildConfig, cells: &KernelCells, host: &HostToolchain) -> Plan {
     let mut out = noarch_variants(cells);
     let mut skipped = Vec::new();
+    if let Some(refusal) = crate::assemble::not_yet::NotYet::for_noarch(config) {
+        skipped.extend(out.drain(..).map(|v| SkippedBackend {
+            backend: v.backend,
+            variant: Some(v.name),
+            reason: refusal.to_string(),
+        }));
+    }
     for backend in compiled_backends(config) {
         match host_cell(config, cells, backend, host) {
             Ok(v) => out.push(v),
@@ -138,6 +145,10 @@ pub fn why_not_buildable(
     plan: &Plan,
     name: &str,
 ) -> Option<String> {
+    // A noarch variant planned and skipped (an `[mlx-noarch]` kernel's).
+    if let Some(s) = plan.skipped.iter().find(|s| s.variant.as_deref() == Some(name)) {
+        return Some(format!("cannot build `{name}` natively: {}", s.reason));
+    }
     let backend = cells
         .in_scope(Scope::All)
         .iter()
@@ -644,7 +655,7 @@ fn write_manifest(
     Ok(warnings)
 }
 
-/// The backend and the kind (`noarch`, `torch`, `stable-abi`, `tvm-ffi`) of the variant named
+/// The backend and the kind (`noarch`, `mlx-noarch`, `torch`, `stable-abi`, `tvm-ffi`) of the variant named
 /// `name`, read from the name as the `kernels` loader does; `None` for a name it would not
 /// recognise (or the legacy `torch-universal`).
 pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
@@ -656,6 +667,9 @@ pub fn variant_kind(name: &str) -> Option<(Backend, &'static str)> {
         ParsedVariant::Noarch { .. } => {
             let b = Backend::ALL.into_iter().find(|&b| matrix::naming::noarch_name(b) == name);
             return b.map(|b| (b, "noarch"));
+        }
+        ParsedVariant::MlxNoarch { backend } => {
+            return Backend::from_name(&backend).map(|b| (b, "mlx-noarch"))
         }
     };
     matrix::naming::backend_of_compute(&compute).map(|b| (b, kind))

@@ -134,8 +134,10 @@ impl Invalid {
 pub struct KernelSummary {
     /// The `<name>` of `[kernel.<name>]`.
     pub name: String,
-    /// Its `backend`.
+    /// Its backend (`backend` in edition 5, the backend of its `language` in edition 6).
     pub backend: String,
+    /// Its `language` (edition 6), or the C++ language of an edition-5 `backend`.
+    pub language: String,
 }
 
 impl Summary {
@@ -150,7 +152,11 @@ impl Summary {
             kernels: c
                 .kernels
                 .iter()
-                .map(|(n, k)| KernelSummary { name: n.clone(), backend: k.backend.to_string() })
+                .map(|(n, k)| KernelSummary {
+                    name: n.clone(),
+                    backend: k.backend.to_string(),
+                    language: k.language.to_string(),
+                })
                 .collect(),
             noarch_backends: match c.framework {
                 Framework::Torch(_) | Framework::TorchNoarch(_) => c
@@ -160,6 +166,7 @@ impl Summary {
                     .filter(|b| c.is_noarch_for(**b))
                     .map(|b| b.to_string())
                     .collect(),
+                Framework::MlxNoarch(_) => c.general.backends.iter().map(|b| b.to_string()).collect(),
                 Framework::TvmFfi(_) => Vec::new(),
             },
             matrix: crate::matrix::data::for_config(c).name.clone(),
@@ -181,7 +188,12 @@ impl Summary {
         } else {
             s.push_str("kernels:\n");
             for k in &self.kernels {
-                s.push_str(&format!("  {} -> {}\n", k.name, k.backend));
+                // An edition-6 file names languages: show the one written.
+                if self.generation == crate::config::Generation::Edition6.label() {
+                    s.push_str(&format!("  {} ({}) -> {}\n", k.name, k.language, k.backend));
+                } else {
+                    s.push_str(&format!("  {} -> {}\n", k.name, k.backend));
+                }
             }
         }
         if !self.noarch_backends.is_empty() {

@@ -48,8 +48,23 @@ pub struct Args {
     #[arg(long)]
     pub all: bool,
 
+    /// Which variant-name grammar the text output uses: `legacy` (the names kernel-builder
+    /// writes, read by kernels 0.17.2, 0.18.3 and 0.19.1), `0.19` (the grammar of kernels
+    /// 0.19, which also reads the legacy names), or `both` (legacy, a tab, the 0.19 name).
+    #[arg(long, value_enum, default_value = "legacy")]
+    pub names: NameGrammar,
+
     #[command(flatten)]
     pub matrix_file: MatrixFileArg,
+}
+
+/// `list-variants --names`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NameGrammar {
+    Legacy,
+    #[value(name = "0.19")]
+    V019,
+    Both,
 }
 
 /// `--matrix-file FILE`, shared by `list-variants` and `ci-matrix` so that both list the same
@@ -160,6 +175,16 @@ pub fn kernel_cells(
 ///
 /// With more than one system in `systems`, `<system>\t` comes before each name.
 pub fn listing(cells: &[Cell], systems: &[String], json: bool) -> anyhow::Result<String> {
+    listing_named(cells, systems, json, NameGrammar::Legacy)
+}
+
+/// [`listing`] with the text output's names in `grammar`.
+pub fn listing_named(
+    cells: &[Cell],
+    systems: &[String],
+    json: bool,
+    grammar: NameGrammar,
+) -> anyhow::Result<String> {
     if json {
         let mut s = serde_json::to_string_pretty(&cells)?;
         s.push('\n');
@@ -167,10 +192,15 @@ pub fn listing(cells: &[Cell], systems: &[String], json: bool) -> anyhow::Result
     }
     let mut out = String::new();
     for cell in cells {
+        let name = match grammar {
+            NameGrammar::Legacy => cell.name.clone(),
+            NameGrammar::V019 => matrix::naming::loader_0_19_name(cell),
+            NameGrammar::Both => format!("{}\t{}", cell.name, matrix::naming::loader_0_19_name(cell)),
+        };
         if systems.len() > 1 {
-            let _ = writeln!(out, "{}\t{}", cell.system, cell.name);
+            let _ = writeln!(out, "{}\t{name}", cell.system);
         } else {
-            let _ = writeln!(out, "{}", cell.name);
+            let _ = writeln!(out, "{name}");
         }
     }
     Ok(out)
@@ -195,7 +225,7 @@ pub fn run(args: Args) -> super::CmdResult {
     };
     let scope = if args.all { Scope::All } else { Scope::Bundle };
     let cells = kernel_cells(&dir, &m, &loaded, &systems, scope)?;
-    let text = listing(&cells, &systems, args.json)?;
+    let text = listing_named(&cells, &systems, args.json, args.names)?;
     if !args.json && text.is_empty() {
         // An empty stdout alone reads like a failure; say why there is nothing.
         eprintln!(

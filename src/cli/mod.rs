@@ -48,7 +48,7 @@ pub enum Command {
     CreatePyproject(create_pyproject::Args),
     /// Remove exactly the files create-pyproject wrote.
     CleanPyproject(clean_pyproject::Args),
-    /// Rewrite build.toml as edition 5, keeping comments and order.
+    /// Rewrite build.toml as edition 6, keeping comments and order.
     UpdateBuild(update_build::Args),
     /// List the build variants (matrix cells) of a kernel.
     ListVariants(list_variants::Args),

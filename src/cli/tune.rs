@@ -155,6 +155,10 @@ pub fn run(args: Args) -> super::CmdResult {
     let loaded = super::load_config(&dir)?;
     let section = match &loaded.config.framework {
         crate::config::Framework::TorchNoarch(_) => None,
+        crate::config::Framework::MlxNoarch(_) => anyhow::bail!(
+            "`{}` is an `[mlx-noarch]` kernel, not a Helion kernel: `tune` pre-tunes the Helion kernels of a `[torch-noarch]` kernel (Python with `@helion.kernel` functions, as `kernel-builder init --template helion` writes)",
+            loaded.config.path
+        ),
         crate::config::Framework::Torch(_) => Some("[torch]"),
         crate::config::Framework::TvmFfi(_) => Some("[tvm-ffi]"),
     };

@@ -1,6 +1,7 @@
-//! `kernel-builder update-build`: rewrite `build.toml` as edition 5, in place.
+//! `kernel-builder update-build`: rewrite `build.toml` as edition 6, in place.
 //!
-//! The rewrite is [`crate::config::upgrade`] applied to the parsed document, so comments, key
+//! The rewrite is [`crate::config::upgrade`] (legacy forms to edition 5) followed by
+//! [`upgrade::to_edition6`], applied to the parsed document, so comments, key
 //! order and version text are kept and the file describes exactly the same build variants as
 //! before (the in-memory read of a legacy file goes through the same transformation). Every
 //! change is printed. The new text is validated before anything is written, and written
@@ -16,21 +17,21 @@ use toml_edit::DocumentMut;
 use crate::config::upgrade::{self, Change};
 use crate::config::{Generation, Problem, Severity};
 
-/// Rewrite DIR/build.toml as edition 5, keeping comments and key order, and print each change.
+/// Rewrite DIR/build.toml as edition 6, keeping comments and key order, and print each change.
 ///
-/// Reads every generation (the unversioned "v4" and "v3" forms, `universal` files, the oldest
-/// `language`/`capabilities` form). Edition-5 files are only touched to fix a kernel name
-/// written with underscores. The variants that are built do not change. Nothing is written
-/// when the result would not validate.
+/// Reads every generation (edition 5, the unversioned "v4" and "v3" forms, `universal` files,
+/// the oldest `language`/`capabilities` form). Edition-6 files are only touched to fix a kernel
+/// name written with underscores. The variants that are built do not change. Nothing is
+/// written when the result would not validate.
 ///
 /// Exit status: 0 when the file was updated or was already up to date; 1 when it cannot be
 /// updated, or with `--check` when it needs an update.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Reads every generation of build.toml (edition 5, the unversioned \"v4\" and \"v3\" forms, \
-`universal` files, the oldest `language`/`capabilities` form). Edition-5 files are only touched to \
-fix a kernel name written with underscores. The build variants do not change. Nothing is \
-written when the result would not validate.\n\n\
+`universal` files, the oldest `language`/`capabilities` form) and writes edition 6. Edition-6 files \
+are only touched to fix a kernel name written with underscores. The build variants do not change. \
+Nothing is written when the result would not validate.\n\n\
 Exit status: 0 updated or already current; 1 cannot be updated, or (with --check) needs an update."
 )]
 pub struct Args {
@@ -42,7 +43,7 @@ pub struct Args {
     pub check: bool,
 
     /// License to add as `general.license` when the file has none, as an SPDX id
-    /// (e.g. `Apache-2.0`) or expression (`MIT OR Apache-2.0`). Edition 5 requires a license;
+    /// (e.g. `Apache-2.0`) or expression (`MIT OR Apache-2.0`). Editions 5 and 6 require a license;
     /// older files often lack one. A license already in the file is kept (with a warning when
     /// it differs); edit the file to change it.
     #[arg(long, value_name = "SPDX", value_parser = parse_spdx_license)]
@@ -71,7 +72,7 @@ pub struct Plan {
     pub changes: Vec<Change>,
     /// Warnings and errors found while upgrading. Errors mean the file must not be written.
     pub problems: Vec<Problem>,
-    /// The edition-5 text (equal to the input when `changes` is empty).
+    /// The edition-6 text (equal to the input when `changes` is empty).
     pub new_text: String,
 }
 
@@ -87,10 +88,10 @@ impl Plan {
     }
 }
 
-/// Upgrade a `build.toml` text to edition 5 without touching the filesystem.
+/// Upgrade a `build.toml` text to edition 6 without touching the filesystem.
 ///
 /// `license` is inserted as `general.license` when the file has none; without it a file with
-/// no license (of any generation, edition 5 included) gets an error problem (rule
+/// no license (of any generation, editions 5 and 6 included) gets an error problem (rule
 /// `missing-license`). A file with another license keeps it, with a warning (rule
 /// `license-kept`). `display_path` names the file in
 /// error messages. Errors: the text is not TOML (the message carries line and column).
@@ -100,8 +101,18 @@ pub fn plan(display_path: &str, text: &str, license: Option<&str>) -> anyhow::Re
     let up = upgrade::upgrade(&mut doc);
     let mut changes = up.changes;
     let mut problems = up.problems;
-    if up.generation == Generation::Edition5 {
+    if !up.generation.is_legacy() {
         changes.extend(upgrade::dash_name(&mut doc));
+    }
+    let to6 = upgrade::to_edition6(&mut doc);
+    if up.generation.is_legacy() {
+        // The legacy upgrade added `edition = 5`: say it as the edition written.
+        for c in changes.iter_mut().filter(|c| c.key_path == "general.edition") {
+            c.description = "added `edition = 6`".to_owned();
+        }
+        changes.extend(to6.into_iter().filter(|c| c.key_path != "general.edition"));
+    } else {
+        changes.extend(to6);
     }
     // The upgrade only warns about a missing license; writing one is decided here.
     problems.retain(|p| p.rule != "legacy-no-license");
@@ -119,12 +130,12 @@ pub fn plan(display_path: &str, text: &str, license: Option<&str>) -> anyhow::Re
                     description: format!("added `license = \"{spdx}\"` (from `--license`)"),
                 });
             }
-            // Edition 5 requires it too (check-config refuses the file without one).
+            // Editions 5 and 6 require it too (check-config refuses the file without one).
             (false, None) => problems.push(Problem {
                 severity: Severity::Error,
                 key_path: "general.license".to_owned(),
                 rule: "missing-license",
-                message: "the file has no `license`, which edition 5 requires".to_owned(),
+                message: "the file has no `license`, which edition 6 requires".to_owned(),
                 help: Some(
                     "run again with `--license <SPDX id>` (e.g. `--license Apache-2.0`), or add `license = \"…\"` to `[general]`"
                         .to_owned(),
@@ -192,7 +203,7 @@ fn insert_license(general: &mut toml_edit::Item, spdx: &str) {
     }
 }
 
-/// Check that `text` is a valid edition-5 `build.toml` for the kernel in `kernel_dir`, with the
+/// Check that `text` is a valid edition-6 `build.toml` for the kernel in `kernel_dir`, with the
 /// same validator every other command uses.
 fn validate_new_text(display_path: &str, text: &str, kernel_dir: &Utf8Path) -> anyhow::Result<()> {
     crate::kernel::load_str(Utf8Path::new(display_path), text, Some(kernel_dir))
@@ -217,27 +228,27 @@ pub fn run(args: Args) -> super::CmdResult {
     if !plan.needs_update() {
         print_problems(&display, &plan.problems);
         if plan.has_errors() {
-            if plan.generation == Generation::Edition5 {
-                bail!("`{display}` is edition 5 but not complete; fix the errors above");
+            if plan.generation.is_current() {
+                bail!("`{display}` is edition 6 but not complete; fix the errors above");
             }
-            bail!("`{display}` cannot be brought to edition 5; fix the errors above");
+            bail!("`{display}` cannot be brought to edition 6; fix the errors above");
         }
-        // A legacy file the upgrade found nothing to change in (no `[general]`, say) is not
-        // edition 5: say what is wrong with it instead.
-        if plan.generation != Generation::Edition5 {
+        // A file the upgrade found nothing to change in (no `[general]`, say) that is not
+        // edition 6: say what is wrong with it instead.
+        if !plan.generation.is_current() {
             if let Err(err) = validate_new_text(&display, &text, &dir) {
-                eprintln!("error: `{display}` cannot be brought to edition 5; fix the errors below");
+                eprintln!("error: `{display}` cannot be brought to edition 6; fix the errors below");
                 return Err(err);
             }
         }
-        println!("{display} is already edition 5; nothing to change.");
+        println!("{display} is already edition 6; nothing to change.");
         return Ok(ExitCode::SUCCESS);
     }
 
-    let header = if plan.generation == Generation::Edition5 {
-        "edition 5 (fixes)".to_owned()
+    let header = if plan.generation.is_current() {
+        "edition 6 (fixes)".to_owned()
     } else {
-        format!("{} → edition 5", plan.generation.label())
+        format!("{} → edition 6", plan.generation.label())
     };
     if args.check {
         println!("{display} needs an update: {header}");

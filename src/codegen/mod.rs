@@ -130,11 +130,16 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
     let (section, binding_src, binding_include, binding_cxx_flags, ext_dir) = match &config.framework {
         Framework::Torch(t) => ("torch", &t.src, &t.include, &t.cxx_flags, "torch-ext"),
         Framework::TvmFfi(t) => ("tvm-ffi", &t.src, &t.include, &t.cxx_flags, "tvm-ffi-ext"),
-        Framework::TorchNoarch(_) => anyhow::bail!(
-            "`{}` is a `[torch-noarch]` kernel: it compiles nothing, so there is no build project to generate; `kernel-builder build-and-copy` builds its variants",
-            config.path
+        Framework::TorchNoarch(_) | Framework::MlxNoarch(_) => anyhow::bail!(
+            "`{}` is a `[{}]` kernel: it compiles nothing, so there is no build project to generate; `kernel-builder build-and-copy` builds its variants",
+            config.path,
+            config.framework.section()
         ),
     };
+    // The project compiles C++ sources; a Rust kernel's crate is cargo's to build.
+    if let Some(refusal) = crate::assemble::not_yet::NotYet::any_rust(config) {
+        return Err(crate::error::Error::from(refusal).into());
+    }
     let project_name = config.general.python_name();
     anyhow::ensure!(
         !project_name.is_empty() && project_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),

@@ -1,10 +1,12 @@
 //! `build.toml`: every generation read into one typed model ([`model`]), validated with source
-//! spans, and migrated to edition 5.
+//! spans, and migrated to edition 6 by `update-build`.
 //!
 //! Reading a file ([`read_kernel_build_toml`], [`parse_str`], [`Parsed::finish`]):
 //! 1. the text is parsed with `toml_edit` (a syntax error is reported with its position);
-//! 2. [`upgrade::upgrade`] turns any generation into an edition-5 document in place;
-//! 3. [`parse`] reads that document into [`BuildConfig`], collecting every [`Problem`]
+//! 2. [`upgrade::upgrade`] turns any generation older than edition 5 into an edition-5
+//!    document in place (edition 5 and 6 are read as written);
+//! 3. [`parse`] reads that document into [`BuildConfig`] (a kernel's `backend` in edition 5,
+//!    its `language` in edition 6), collecting every [`Problem`]
 //!    (validation rules in [`validate`], dependency tables in [`deps`]);
 //! 4. [`Parsed::finish`] takes the problems of checks on the complete model made by the
 //!    caller, and [`diagnostics`] locates each problem's key path in the original text and
@@ -99,7 +101,7 @@ pub fn read_kernel_build_toml(kernel_dir: &Utf8Path) -> Result<(Utf8PathBuf, Str
                     &path,
                     "empty-file",
                     format!("`{path}` is empty"),
-                    Some("write `[general]` (`name`, `version`, `edition = 5`, `license`, `backends`) and a framework section such as `[torch-noarch]`".to_owned()),
+                    Some("write `[general]` (`name`, `version`, `edition = 6`, `license`, `backends`) and a framework section such as `[torch-noarch]`".to_owned()),
                 ))
             }
             Ok(t) => t,
@@ -228,7 +230,7 @@ impl Parsed {
     }
 }
 
-/// Read `text` as the `build.toml` shown as `display_path`: upgrade it to edition 5 and read it
+/// Read `text` as the `build.toml` shown as `display_path`: upgrade a legacy form to edition 5 and read it
 /// into the model. With `kernel_dir`, `src` and `include` paths are checked on disk relative to
 /// it; with `None` only their shape is. Problems are rendered in `style`.
 ///
@@ -307,11 +309,8 @@ pub fn parse_str(
         severity: Severity::Warning,
         key_path: "general".to_owned(),
         rule: "legacy-format",
-        message: format!(
-            "build.toml uses the {} format; it was upgraded to edition 5 in memory",
-            up.generation.label()
-        ),
-        help: Some("run `kernel-builder update-build` to rewrite it as edition 5".to_owned()),
+        message: format!("build.toml uses the {} format; it was upgraded in memory", up.generation.label()),
+        help: Some("run `kernel-builder update-build` to rewrite it as edition 6".to_owned()),
     });
     Ok(Parsed {
         config,

@@ -1,9 +1,11 @@
 //! The one typed model of a kernel's `build.toml`.
 //!
-//! Every generation of the format (edition 5, the unversioned "v4" and "v3" forms, the
-//! `universal` form "v2" and the oldest form "v1") is read into these types by
-//! [`crate::config::parse_str`]; nothing downstream ever looks at the TOML again. Field names follow
-//! edition 5 (see `../shared/reference/kernel-builder-cli.md`, section 2).
+//! Every generation of the format (edition 6, edition 5, the unversioned "v4" and "v3" forms,
+//! the `universal` form "v2" and the oldest form "v1") is read into these types by
+//! [`crate::config::parse_str`]; nothing downstream ever looks at the TOML again. Field names
+//! follow edition 6 (`language` per kernel, `build-layout`, `[mlx-noarch]`; the facts are in
+//! `../shared/reference/kernels-0.19-and-build-speed.md` §1); an edition-5 kernel's `backend`
+//! is read as the C++ [`Language`] of that backend.
 
 use std::fmt;
 
@@ -145,8 +147,12 @@ pub enum Generation {
     V3,
     /// No `edition`; `version`, `license` and one framework section required.
     V4,
-    /// `edition = 5`, the current format.
+    /// `edition = 5`: `[kernel.*]` tables name a `backend`. Still read as it is; `update-build`
+    /// rewrites it as edition 6.
     Edition5,
+    /// `edition = 6`, the current format (kernels 0.18.3 and later read it): `[kernel.*]`
+    /// tables name a `language`.
+    Edition6,
 }
 
 impl Generation {
@@ -158,14 +164,161 @@ impl Generation {
             Generation::V3 => "v3 (legacy, unversioned)",
             Generation::V4 => "v4 (legacy, unversioned)",
             Generation::Edition5 => "edition 5",
+            Generation::Edition6 => "edition 6",
         }
     }
 
-    /// True for everything older than edition 5 (`update-build` should be run).
+    /// True for everything older than edition 5: read through an in-memory upgrade, with a
+    /// warning that says to run `update-build`. Edition 5 is read as written, without one.
     pub fn is_legacy(self) -> bool {
-        self != Generation::Edition5
+        self < Generation::Edition5
+    }
+
+    /// True for the generation `update-build` and `init` write.
+    pub fn is_current(self) -> bool {
+        self == Generation::CURRENT
+    }
+
+    /// The edition written by `init` and `update-build`.
+    pub const CURRENT: Generation = Generation::Edition6;
+}
+
+/// `[general] build-layout`: how a build variant's Python and data files are stored (edition 6).
+///
+/// `files` is the plain directory tree every loader reads. `zip` stores the Python and data
+/// files in `build/<variant>/<metadata id>.zip`, imported through `zipimport`, and only
+/// kernels >= 0.19.0 loads it; writing that layout is the bundle's business (another change),
+/// the model only carries the choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuildLayout {
+    #[default]
+    Files,
+    Zip,
+}
+
+impl BuildLayout {
+    pub const ALL: [BuildLayout; 2] = [BuildLayout::Files, BuildLayout::Zip];
+
+    /// The spelling in `build.toml` and `metadata.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildLayout::Files => "files",
+            BuildLayout::Zip => "zip",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<BuildLayout> {
+        BuildLayout::ALL.into_iter().find(|l| l.as_str() == s)
     }
 }
+
+/// `[kernel.*] language` (edition 6): the language a compiled component is written in, which
+/// also fixes its backend. An edition-5 `backend = "cuda"` is `cpp-cuda`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Language {
+    CppCpu,
+    CppCuda,
+    CppMetal,
+    CppRocm,
+    CppXpu,
+    /// A Rust crate compiled with cargo for the CPU.
+    RustCpu,
+    /// A Rust CUDA kernel compiled with cuda-oxide (experimental upstream, kernels 0.19).
+    RustCudaOxide,
+    /// A Rust CUDA kernel written with cutile-rs, compiled by `tileiras` (CUDA >= 13.2).
+    RustCutile,
+}
+
+impl Language {
+    /// Every language, in the order the 0.19.1 loader's messages list them.
+    pub const ALL: [Language; 8] = [
+        Language::CppCpu,
+        Language::CppCuda,
+        Language::CppMetal,
+        Language::CppRocm,
+        Language::CppXpu,
+        Language::RustCpu,
+        Language::RustCudaOxide,
+        Language::RustCutile,
+    ];
+
+    /// The spelling in `build.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::CppCpu => "cpp-cpu",
+            Language::CppCuda => "cpp-cuda",
+            Language::CppMetal => "cpp-metal",
+            Language::CppRocm => "cpp-rocm",
+            Language::CppXpu => "cpp-xpu",
+            Language::RustCpu => "rust-cpu",
+            Language::RustCudaOxide => "rust-cuda-oxide",
+            Language::RustCutile => "rust-cutile",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Language> {
+        Language::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
+    /// The backend the compiled component runs on.
+    pub fn backend(self) -> Backend {
+        match self {
+            Language::CppCpu | Language::RustCpu => Backend::Cpu,
+            Language::CppCuda | Language::RustCudaOxide | Language::RustCutile => Backend::Cuda,
+            Language::CppMetal => Backend::Metal,
+            Language::CppRocm => Backend::Rocm,
+            Language::CppXpu => Backend::Xpu,
+        }
+    }
+
+    /// The C++ language of `backend` (what an edition-5 `backend = "…"` means); `None` for a
+    /// backend no `[kernel.*]` compiles for.
+    pub fn cpp_for(backend: Backend) -> Option<Language> {
+        Language::ALL.into_iter().find(|l| !l.is_rust() && l.backend() == backend)
+    }
+
+    pub fn is_rust(self) -> bool {
+        matches!(self, Language::RustCpu | Language::RustCudaOxide | Language::RustCutile)
+    }
+
+    /// The keys a `[kernel.*]` of this language accepts besides `language` (the 0.19.1
+    /// loader's lists, probed with `Build.open`).
+    pub fn keys(self) -> &'static [&'static str] {
+        const CPP: &[&str] = &["depends", "src", "include", "cxx-flags"];
+        match self {
+            Language::CppCpu | Language::CppMetal => CPP,
+            Language::CppCuda => {
+                &["depends", "src", "include", "cxx-flags", "cuda-capabilities", "cuda-flags", "cuda-minver"]
+            }
+            Language::CppRocm => &["depends", "src", "include", "cxx-flags", "rocm-archs", "hip-flags"],
+            Language::CppXpu => &["depends", "src", "include", "cxx-flags", "sycl-flags"],
+            Language::RustCpu => &["cargo-manifest", "src"],
+            Language::RustCudaOxide => &["cargo-manifest", "src", "cuda-capabilities"],
+            Language::RustCutile => &["cargo-manifest", "src", "tileiras-minver"],
+        }
+    }
+
+    /// The keys a `[kernel.*]` of this language must have.
+    pub fn required_keys(self) -> &'static [&'static str] {
+        match self {
+            Language::RustCpu | Language::RustCudaOxide => &["cargo-manifest", "src"],
+            Language::RustCutile => &["cargo-manifest", "src", "tileiras-minver"],
+            _ => &["depends", "src"],
+        }
+    }
+}
+
+impl fmt::Display for Language {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The first CUDA version with cuTile: the lowest `tileiras-minver` a `rust-cutile` kernel may
+/// ask for (the 0.19.1 loader refuses lower ones with the same reason).
+pub const CUTILE_MIN_CUDA: (u32, u32) = (13, 2);
 
 /// A kernel this one depends on, fetched from the Hub at load time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,6 +380,8 @@ pub struct General {
     pub tpu: BackendGeneral,
     pub xpu: BackendGeneral,
     pub hub: Hub,
+    /// `build-layout` (edition 6; `files` when absent).
+    pub build_layout: BuildLayout,
     /// `matrix`: the build matrix this kernel pins (a snapshot name such as
     /// `upstream-2026-08`, see `crate::matrix::data::known_names`); `None` builds against the
     /// default matrix of this kernel-builder.
@@ -320,12 +475,20 @@ pub struct TvmFfi {
     pub cxx_flags: Vec<String>,
 }
 
+/// `[mlx-noarch]` (edition 6): a pure-Python MLX kernel for Apple silicon, built as the noarch
+/// `mlx-metal` variant. Only the `metal` backend is allowed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MlxNoarch {
+    pub pyext: Option<Vec<String>>,
+}
+
 /// Exactly one framework section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Framework {
     Torch(TorchArch),
     TorchNoarch(TorchNoarch),
     TvmFfi(TvmFfi),
+    MlxNoarch(MlxNoarch),
 }
 
 impl Framework {
@@ -335,12 +498,20 @@ impl Framework {
             Framework::Torch(_) => "torch",
             Framework::TorchNoarch(_) => "torch-noarch",
             Framework::TvmFfi(_) => "tvm-ffi",
+            Framework::MlxNoarch(_) => "mlx-noarch",
         }
+    }
+
+    /// Whether the framework compiles nothing (`[torch-noarch]`, `[mlx-noarch]`): its
+    /// `[kernel.*]` tables are never built.
+    pub fn is_noarch(&self) -> bool {
+        matches!(self, Framework::TorchNoarch(_) | Framework::MlxNoarch(_))
     }
 
     /// The directory holding the Python package (`<ext dir>/<python name>/`) and, by
     /// convention, the binding sources: `tvm-ffi-ext` for `[tvm-ffi]`, `torch-ext` otherwise
-    /// (kernel-builder-cli §8.3).
+    /// (kernel-builder-cli §8.3). `[mlx-noarch]` keeps `torch-ext`: upstream's MLX example
+    /// tree is not in the public snapshot, so no other directory is invented here.
     pub fn ext_dir(&self) -> &'static str {
         match self {
             Framework::TvmFfi(_) => "tvm-ffi-ext",
@@ -354,6 +525,7 @@ impl Framework {
             Framework::Torch(t) => &t.pyext,
             Framework::TorchNoarch(t) => &t.pyext,
             Framework::TvmFfi(t) => &t.pyext,
+            Framework::MlxNoarch(t) => &t.pyext,
         };
         p.clone().unwrap_or_else(|| vec!["py".to_owned(), "pyi".to_owned()])
     }
@@ -442,6 +614,9 @@ pub enum CppDependency {
 /// `[kernel.<name>]`: one compiled component.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kernel {
+    /// `language` (edition 6), or the C++ language of an edition-5 `backend`.
+    pub language: Language,
+    /// The backend it runs on: always `language.backend()`.
     pub backend: Backend,
     pub depends: Vec<CppDependency>,
     /// Source and header paths, relative to the kernel directory.
@@ -456,6 +631,18 @@ pub struct Kernel {
     pub rocm_archs: Option<Vec<String>>,
     pub hip_flags: Vec<String>,
     pub sycl_flags: Vec<String>,
+    /// Rust languages: the crate's `Cargo.toml`, relative to the kernel directory.
+    pub cargo_manifest: Option<String>,
+    /// `rust-cutile`: the lowest CUDA whose `tileiras` compiles it (>= [`CUTILE_MIN_CUDA`]).
+    pub tileiras_minver: Option<Version>,
+}
+
+impl Kernel {
+    /// The lowest CUDA version a cell must have to compile this kernel: `cuda-minver` of a C++
+    /// CUDA kernel, `tileiras-minver` of a cuTile one.
+    pub fn min_cuda(&self) -> Option<&Version> {
+        self.cuda_minver.as_ref().or(self.tileiras_minver.as_ref())
+    }
 }
 
 /// A whole `build.toml`, upgraded to the current model.

@@ -1,4 +1,4 @@
-//! Read an edition-5 document (after [`super::upgrade::upgrade`]) into [`BuildConfig`],
+//! Read an edition-5 or edition-6 document (after [`super::upgrade::upgrade`]) into [`BuildConfig`],
 //! collecting every problem instead of stopping at the first.
 //!
 //! Problems are located by key path (see [`Problem`]); [`super::diagnostics`] maps them back
@@ -14,9 +14,10 @@ use super::model::*;
 use super::validate::{self, did_you_mean, suggest_backend, NAME_RULE};
 use super::{Problem, Severity};
 
-/// Top-level keys of edition 5.
-const TOP_KEYS: &[&str] = &["general", "torch", "torch-noarch", "tvm-ffi", "kernel"];
-const FRAMEWORKS: &[&str] = &["torch", "torch-noarch", "tvm-ffi"];
+/// Top-level keys of edition 6 (edition 5 has them all but `mlx-noarch`).
+const TOP_KEYS: &[&str] = &["general", "torch", "torch-noarch", "tvm-ffi", "mlx-noarch", "kernel"];
+const FRAMEWORKS: &[&str] = &["torch", "torch-noarch", "tvm-ffi", "mlx-noarch"];
+/// `[general]` keys of edition 6 (edition 5 has them all but `build-layout`).
 const GENERAL_KEYS: &[&str] = &[
     "name",
     "version",
@@ -32,11 +33,13 @@ const GENERAL_KEYS: &[&str] = &[
     "tpu",
     "xpu",
     "hub",
+    "build-layout",
     "matrix",
 ];
 const TORCH_KEYS: &[&str] = &["include", "minver", "maxver", "pyext", "src", "stable-abi", "cxx-flags"];
 const NOARCH_KEYS: &[&str] = &["pyext", "cuda_capabilities", "rocm_archs", "cuda-capabilities", "rocm-archs"];
 const TVM_FFI_KEYS: &[&str] = &["include", "pyext", "src", "cxx-flags"];
+const MLX_NOARCH_KEYS: &[&str] = &["pyext"];
 const KERNEL_COMMON_KEYS: &[&str] = &["backend", "depends", "src", "include", "cxx-flags"];
 /// Kernel keys that only one backend accepts.
 const KERNEL_BACKEND_KEYS: &[(&str, Backend)] = &[
@@ -194,8 +197,20 @@ fn as_table<'t>(cx: &mut Cx, item: &'t Item, path: &str) -> Option<&'t dyn Table
 
 /// Report every key of `table` that is not in `allowed`.
 fn check_keys(cx: &mut Cx, table: &dyn TableLike, path: &str, allowed: &[&str]) {
+    check_keys_but(cx, table, path, allowed, &[]);
+}
+
+/// [`check_keys`], leaving `reported_elsewhere` (keys another check reports) alone and out of
+/// the list of allowed keys.
+fn check_keys_but(
+    cx: &mut Cx,
+    table: &dyn TableLike,
+    path: &str,
+    allowed: &[&str],
+    reported_elsewhere: &[&str],
+) {
     for (key, _) in table.iter() {
-        if allowed.contains(&key) {
+        if allowed.contains(&key) || reported_elsewhere.contains(&key) {
             continue;
         }
         let kp = join_key(path, key);
@@ -482,7 +497,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
             "missing-key",
             "build.toml has no `[general]` section".to_owned(),
             Some(
-                "add `[general]` with `name`, `version`, `edition = 5`, `license` and `backends`".to_owned(),
+                "add `[general]` with `name`, `version`, `edition = 6`, `license` and `backends`".to_owned(),
             ),
         );
         return g;
@@ -490,7 +505,13 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
     let Some(t) = as_table(cx, item, "general") else {
         return g;
     };
-    check_keys(cx, t, "general", GENERAL_KEYS);
+    if generation == Generation::Edition6 {
+        check_keys(cx, t, "general", GENERAL_KEYS);
+    } else {
+        // `build-layout` gets its own message (an edition-6 key) below.
+        let edition5: Vec<&str> = GENERAL_KEYS.iter().copied().filter(|k| *k != "build-layout").collect();
+        check_keys_but(cx, t, "general", &edition5, &["build-layout"]);
+    }
 
     let missing = |cx: &mut Cx, key: &str, example: &str| {
         cx.error(
@@ -617,6 +638,26 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
     g.neuron = backend_general(cx, t, Backend::Neuron, &["kernel-depends", "python-depends"]);
     g.tpu = backend_general(cx, t, Backend::Tpu, &["python-depends"]);
     g.xpu = backend_general(cx, t, Backend::Xpu, &["kernel-depends", "python-depends"]);
+    if let Some(item) = t.get("build-layout") {
+        if generation != Generation::Edition6 {
+            edition_6_only(cx, "general.build-layout", "`build-layout` is an edition-6 key");
+        }
+        let layouts: Vec<&str> = BuildLayout::ALL.iter().map(|l| l.as_str()).collect();
+        if let Some(s) = as_str(cx, item, "general.build-layout", "\"files\" or \"zip\"") {
+            match BuildLayout::from_name(&s) {
+                Some(l) => g.build_layout = l,
+                None => cx.error(
+                    "general.build-layout",
+                    "unknown-build-layout",
+                    format!("unknown build layout `{s}`"),
+                    Some(match did_you_mean(&s.to_lowercase(), &layouts) {
+                        Some(l) => format!("did you mean `{l}`? layouts: files (a directory tree, every loader), zip (Python and data files in one zip, kernels >= 0.19.0)"),
+                        None => "layouts: files (a directory tree, every loader), zip (Python and data files in one zip, kernels >= 0.19.0)".to_owned(),
+                    }),
+                ),
+            }
+        }
+    }
     g.matrix = t.get("matrix").and_then(|i| as_str(cx, i, "general.matrix", "\"upstream-2026-08\""));
     if let Some(item) = t.get("hub") {
         if let Some(h) = as_table(cx, item, "general.hub") {
@@ -672,7 +713,12 @@ fn stable_abi(cx: &mut Cx, t: &dyn TableLike) -> StableAbi {
     StableAbi::PerBackend(map)
 }
 
-fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
+fn framework(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> Framework {
+    let listed = if generation == Generation::Edition6 {
+        "`[torch]`, `[torch-noarch]`, `[tvm-ffi]`, `[mlx-noarch]`"
+    } else {
+        "`[torch]`, `[torch-noarch]`, `[tvm-ffi]`"
+    };
     let mut present: Vec<&str> = FRAMEWORKS.iter().copied().filter(|f| root.contains_key(f)).collect();
     // In file order: the section written second is the one reported as the extra one.
     present.sort_by_key(|f| {
@@ -683,7 +729,11 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
             "general",
             "framework-section",
             "build.toml has no framework section".to_owned(),
-            Some("add exactly one of `[torch]` (compiled Torch extension), `[torch-noarch]` (Python/Triton/Helion kernel) or `[tvm-ffi]`".to_owned()),
+            Some(if generation == Generation::Edition6 {
+                "add exactly one of `[torch]` (compiled Torch extension), `[torch-noarch]` (Python/Triton/Helion kernel), `[tvm-ffi]` or `[mlx-noarch]` (Python MLX kernel for Apple silicon)"
+            } else {
+                "add exactly one of `[torch]` (compiled Torch extension), `[torch-noarch]` (Python/Triton/Helion kernel) or `[tvm-ffi]`"
+            }.to_owned()),
         );
         return Framework::TorchNoarch(TorchNoarch::default());
     };
@@ -692,7 +742,7 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
             extra,
             "framework-section",
             format!("`[{extra}]` is a second framework section (there is already `[{first}]`)"),
-            Some("keep exactly one of `[torch]`, `[torch-noarch]`, `[tvm-ffi]`".to_owned()),
+            Some(format!("keep exactly one of {listed}")),
         );
     }
     let item = root.get(first).unwrap_or(&Item::None);
@@ -700,6 +750,13 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
         return Framework::TorchNoarch(TorchNoarch::default());
     };
     match first {
+        "mlx-noarch" => {
+            if generation != Generation::Edition6 {
+                edition_6_only(cx, "mlx-noarch", "`[mlx-noarch]` is an edition-6 section");
+            }
+            check_keys(cx, t, "mlx-noarch", MLX_NOARCH_KEYS);
+            Framework::MlxNoarch(MlxNoarch { pyext: str_list(cx, t, "mlx-noarch", "pyext") })
+        }
         "torch" => {
             check_keys(cx, t, "torch", TORCH_KEYS);
             let minver = version(cx, t, "torch", "minver");
@@ -770,26 +827,33 @@ fn framework(cx: &mut Cx, root: &dyn TableLike) -> Framework {
     }
 }
 
-/// One `[kernel.<name>]`; `tvm_ffi` when the framework section is `[tvm-ffi]`.
-fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend], tvm_ffi: bool) -> Kernel {
-    let path = join_key("kernel", name);
+/// How `[kernel.<name>]` names what it compiles: `backend` (edition 5 and the upgraded older
+/// forms) or `language` (edition 6).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KernelForm {
+    Backend,
+    Language,
+}
+
+/// Edition 5: `backend`, read as the C++ language of that backend.
+fn kernel_backend(cx: &mut Cx, path: &str, t: &dyn TableLike) -> Option<Language> {
     let compile: Vec<&str> = Backend::ALL.iter().filter(|b| b.can_compile()).map(|b| b.as_str()).collect();
     let backend = match t.get("backend") {
         None => {
             cx.error(
-                &path,
+                path,
                 "missing-key",
                 format!("`[{path}]` has no `backend`"),
                 Some(format!("add `backend = \"…\"` with one of {}", compile.join(", "))),
             );
             None
         }
-        Some(i) => match as_str(cx, i, &join_key(&path, "backend"), "\"cuda\"") {
+        Some(i) => match as_str(cx, i, &join_key(path, "backend"), "\"cuda\"") {
             None => None,
             Some(s) => match Backend::from_name(&s) {
                 Some(b) if b.can_compile() => Some(b),
                 Some(b) => {
-                    cx.error(&join_key(&path, "backend"), "kernel-backend", format!("a `[kernel.*]` cannot target backend {b}: only {} kernels are compiled", compile.join(", ")), Some(format!("{b} ships Python code only: remove this kernel and keep `{b}` in `general.backends`")));
+                    cx.error(&join_key(path, "backend"), "kernel-backend", format!("a `[kernel.*]` cannot target backend {b}: only {} kernels are compiled", compile.join(", ")), Some(format!("{b} ships Python code only: remove this kernel and keep `{b}` in `general.backends`")));
                     None
                 }
                 None => {
@@ -798,7 +862,7 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend], tvm_
                         None => format!("kernel backends: {}", compile.join(", ")),
                     };
                     cx.error(
-                        &join_key(&path, "backend"),
+                        &join_key(path, "backend"),
                         "unknown-backend",
                         format!("unknown backend `{s}` for `[{path}]`"),
                         Some(help),
@@ -808,35 +872,112 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend], tvm_
             },
         },
     };
+    backend.and_then(Language::cpp_for)
+}
 
-    // Keys: the common ones plus this backend's; other backends' keys get their own message.
-    let mut allowed: Vec<&str> = KERNEL_COMMON_KEYS.to_vec();
-    for (k, b) in KERNEL_BACKEND_KEYS {
-        if backend.is_none() || backend == Some(*b) {
-            allowed.push(k);
+/// Edition 6: `language`. An edition-5 `backend` gets a message that names its replacement.
+fn kernel_language(cx: &mut Cx, path: &str, t: &dyn TableLike) -> Option<Language> {
+    let languages: Vec<&str> = Language::ALL.iter().map(|l| l.as_str()).collect();
+    let Some(item) = t.get("language") else {
+        match t.get("backend") {
+            Some(b) => {
+                let written = b.as_str().unwrap_or("…");
+                let help = match Backend::from_name(written).and_then(Language::cpp_for) {
+                    Some(l) => format!("replace `backend = \"{written}\"` with `language = \"{l}\"` (or `language = \"rust-…\"` for a Rust kernel)"),
+                    None => format!("replace `backend` with `language = \"…\"`, one of {}", languages.join(", ")),
+                };
+                cx.error(
+                    &join_key(path, "backend"),
+                    "backend-in-edition-6",
+                    format!("`[{path}]` names a `backend`, the edition-5 key; edition 6 names the kernel's `language`"),
+                    Some(help),
+                );
+            }
+            None => cx.error(
+                path,
+                "missing-key",
+                format!("`[{path}]` has no `language`"),
+                Some(format!("add `language = \"…\"` with one of {}", languages.join(", "))),
+            ),
         }
+        return None;
+    };
+    let lp = join_key(path, "language");
+    let s = as_str(cx, item, &lp, "\"cpp-cuda\"")?;
+    if let Some(l) = Language::from_name(&s) {
+        return Some(l);
     }
-    for (key, _) in t.iter() {
-        if allowed.contains(&key) {
-            continue;
+    // A backend name (`cuda`) or an edition-5 habit gets the C++ language of that backend.
+    let suggestion = Backend::from_name(&s)
+        .or_else(|| suggest_backend(&s))
+        .and_then(Language::cpp_for)
+        .map(|l| l.as_str())
+        .or_else(|| did_you_mean(&s, &languages));
+    let help = match suggestion {
+        Some(l) => format!("did you mean `{l}`? languages: {}", languages.join(", ")),
+        None => format!("languages: {}", languages.join(", ")),
+    };
+    let message = match Backend::from_name(&s) {
+        Some(b) if !b.can_compile() => format!(
+            "unknown language `{s}` for `[{path}]`: {b} is a backend, and no `[kernel.*]` compiles for it"
+        ),
+        _ => format!("unknown language `{s}` for `[{path}]`"),
+    };
+    cx.error(&lp, "unknown-language", message, Some(help));
+    None
+}
+
+/// One `[kernel.<name>]` of a file whose framework section is `framework`.
+fn kernel(
+    cx: &mut Cx,
+    name: &str,
+    t: &dyn TableLike,
+    backends: &[Backend],
+    framework: &Framework,
+    form: KernelForm,
+) -> Kernel {
+    let path = join_key("kernel", name);
+    let tvm_ffi = matches!(framework, Framework::TvmFfi(_));
+    let language = match form {
+        KernelForm::Backend => kernel_backend(cx, &path, t),
+        KernelForm::Language => kernel_language(cx, &path, t),
+    };
+    let backend = language.map(Language::backend);
+    // The key that names what the kernel compiles, where problems about it point.
+    let naming_key = match form {
+        KernelForm::Backend => "backend",
+        KernelForm::Language => "language",
+    };
+
+    match form {
+        KernelForm::Backend => backend_form_keys(cx, &path, t, backend),
+        KernelForm::Language => language_form_keys(cx, &path, t, language),
+    }
+    let accepts = |key: &str| match form {
+        KernelForm::Backend => {
+            KERNEL_COMMON_KEYS.contains(&key)
+                || KERNEL_BACKEND_KEYS
+                    .iter()
+                    .any(|(k, b)| *k == key && (backend.is_none() || Some(*b) == backend))
         }
-        let kp = join_key(&path, key);
-        if let (Some(own), Some((_, other))) = (backend, KERNEL_BACKEND_KEYS.iter().find(|(k, _)| *k == key))
-        {
-            cx.error(&kp, "key-for-other-backend", format!("`{key}` applies to {other} kernels, but `[{path}]` has backend {own}"), Some(format!("remove `{key}`, or move it to a kernel with `backend = \"{other}\"`; {own} kernels accept: {}", allowed.join(", "))));
-            continue;
+        KernelForm::Language => language.is_none_or(|l| l.keys().contains(&key)),
+    };
+
+    if let Some(l) = language.filter(|l| l.is_rust()) {
+        if !tvm_ffi {
+            cx.error(
+                &join_key(&path, "language"),
+                "rust-needs-tvm-ffi",
+                format!("`[{path}]` is a Rust kernel ({l}), and Rust kernels are built as `[tvm-ffi]` extensions only, but the framework section is `[{}]`", framework.section()),
+                Some(format!("replace `[{}]` with `[tvm-ffi]` (and its `src`), or write the kernel in C++ (`language = \"{}\"`)", framework.section(), Language::cpp_for(l.backend()).map_or("cpp-cpu", |c| c.as_str()))),
+            );
         }
-        let all: Vec<&str> =
-            KERNEL_COMMON_KEYS.iter().chain(KERNEL_BACKEND_KEYS.iter().map(|(k, _)| k)).copied().collect();
-        let help = match did_you_mean(key, &allowed).or_else(|| did_you_mean(key, &all)) {
-            Some(s) => format!("did you mean `{s}`?"),
-            None => format!("allowed keys: {}", allowed.join(", ")),
-        };
-        cx.error(&kp, "unknown-key", format!("unknown key `{key}` in `[{path}]`"), Some(help));
     }
 
     let mut depends = Vec::new();
     match t.get("depends") {
+        None if !accepts("depends") => {}
+        Some(_) if !accepts("depends") => {} // reported with the other keys
         None => cx.error(
             &path,
             "missing-key",
@@ -913,52 +1054,231 @@ fn kernel(cx: &mut Cx, name: &str, t: &dyn TableLike, backends: &[Backend], tvm_
 
     if let Some(b) = backend {
         if !backends.contains(&b) {
+            let what = match (form, language) {
+                (KernelForm::Language, Some(l)) => format!("`[{path}]` ({l}) targets {b}"),
+                _ => format!("`[{path}]` targets {b}"),
+            };
             cx.warning(
-                &join_key(&path, "backend"),
+                &join_key(&path, naming_key),
                 "kernel-not-built",
-                format!("`[{path}]` targets {b}, which is not in `general.backends`, so it is never built"),
+                format!("{what}, which is not in `general.backends`, so it is never built"),
                 Some(format!("add \"{b}\" to `general.backends`, or remove the kernel")),
             );
         }
     }
 
+    let cargo_manifest =
+        if accepts("cargo-manifest") { cargo_manifest(cx, t, &path, language) } else { None };
+    let tileiras_minver =
+        if accepts("tileiras-minver") { tileiras_minver(cx, t, &path, language) } else { None };
+    let language = language.unwrap_or(Language::CppCpu);
     Kernel {
-        backend: backend.unwrap_or(Backend::Cpu),
+        language,
+        backend: language.backend(),
         depends,
         src: src.unwrap_or_default(),
         include: paths(cx, t, &path, "include").unwrap_or_default(),
         cxx_flags: str_list(cx, t, &path, "cxx-flags").unwrap_or_default(),
-        cuda_capabilities: if allowed.contains(&"cuda-capabilities") {
+        cuda_capabilities: if accepts("cuda-capabilities") {
             capabilities(cx, t, &path, "cuda-capabilities")
         } else {
             None
         },
-        cuda_flags: if allowed.contains(&"cuda-flags") {
+        cuda_flags: if accepts("cuda-flags") {
             str_list(cx, t, &path, "cuda-flags").unwrap_or_default()
         } else {
             Vec::new()
         },
-        cuda_minver: if allowed.contains(&"cuda-minver") {
-            version(cx, t, &path, "cuda-minver")
-        } else {
-            None
-        },
-        rocm_archs: if allowed.contains(&"rocm-archs") {
-            rocm_archs(cx, t, &path, "rocm-archs")
-        } else {
-            None
-        },
-        hip_flags: if allowed.contains(&"hip-flags") {
+        cuda_minver: if accepts("cuda-minver") { version(cx, t, &path, "cuda-minver") } else { None },
+        rocm_archs: if accepts("rocm-archs") { rocm_archs(cx, t, &path, "rocm-archs") } else { None },
+        hip_flags: if accepts("hip-flags") {
             str_list(cx, t, &path, "hip-flags").unwrap_or_default()
         } else {
             Vec::new()
         },
-        sycl_flags: if allowed.contains(&"sycl-flags") {
+        sycl_flags: if accepts("sycl-flags") {
             str_list(cx, t, &path, "sycl-flags").unwrap_or_default()
         } else {
             Vec::new()
         },
+        cargo_manifest,
+        tileiras_minver,
     }
+}
+
+/// An edition-6 key or section in an older file.
+fn edition_6_only(cx: &mut Cx, path: &str, what: &str) {
+    cx.error(
+        path,
+        "edition-6-key",
+        format!("{what}, but this file is edition 5"),
+        Some("write `edition = 6` and name each kernel's `language` instead of its `backend` (`kernel-builder update-build` rewrites the file so)".to_owned()),
+    );
+}
+
+/// `[kernel.*]` keys of an edition-5 kernel: the common ones plus its backend's; another
+/// backend's key gets its own message.
+fn backend_form_keys(cx: &mut Cx, path: &str, t: &dyn TableLike, backend: Option<Backend>) {
+    let mut allowed: Vec<&str> = KERNEL_COMMON_KEYS.to_vec();
+    for (k, b) in KERNEL_BACKEND_KEYS {
+        if backend.is_none() || backend == Some(*b) {
+            allowed.push(k);
+        }
+    }
+    for (key, _) in t.iter() {
+        if allowed.contains(&key) {
+            continue;
+        }
+        let kp = join_key(path, key);
+        if EDITION_6_KERNEL_KEYS.contains(&key) {
+            edition_6_only(cx, &kp, &format!("`{key}` is an edition-6 key"));
+            continue;
+        }
+        if let (Some(own), Some((_, other))) = (backend, KERNEL_BACKEND_KEYS.iter().find(|(k, _)| *k == key))
+        {
+            cx.error(&kp, "key-for-other-backend", format!("`{key}` applies to {other} kernels, but `[{path}]` has backend {own}"), Some(format!("remove `{key}`, or move it to a kernel with `backend = \"{other}\"`; {own} kernels accept: {}", allowed.join(", "))));
+            continue;
+        }
+        let all: Vec<&str> =
+            KERNEL_COMMON_KEYS.iter().chain(KERNEL_BACKEND_KEYS.iter().map(|(k, _)| k)).copied().collect();
+        let help = match did_you_mean(key, &allowed).or_else(|| did_you_mean(key, &all)) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => format!("allowed keys: {}", allowed.join(", ")),
+        };
+        cx.error(&kp, "unknown-key", format!("unknown key `{key}` in `[{path}]`"), Some(help));
+    }
+}
+
+/// Kernel keys that edition 5 does not have.
+const EDITION_6_KERNEL_KEYS: &[&str] = &["language", "cargo-manifest", "tileiras-minver"];
+
+/// `[kernel.*]` keys of an edition-6 kernel: `language` plus that language's keys (the 0.19.1
+/// loader's sets); a key of another language names the languages that take it.
+fn language_form_keys(cx: &mut Cx, path: &str, t: &dyn TableLike, language: Option<Language>) {
+    let all = all_language_keys();
+    let allowed: Vec<&str> = match language {
+        Some(l) => std::iter::once("language").chain(l.keys().iter().copied()).collect(),
+        None => all.clone(),
+    };
+    for (key, _) in t.iter() {
+        if allowed.contains(&key) || (key == "backend" && !t.contains_key("language")) {
+            continue; // a lone `backend` was reported by `kernel_language`
+        }
+        let kp = join_key(path, key);
+        let Some(own) = language else { continue };
+        if key == "backend" {
+            cx.error(&kp, "backend-in-edition-6", format!("`backend` is the edition-5 key; in edition 6 `language` (here {own}) decides the backend"), Some("remove `backend`".to_owned()));
+            continue;
+        }
+        let takers: Vec<&str> =
+            Language::ALL.iter().filter(|l| l.keys().contains(&key)).map(|l| l.as_str()).collect();
+        if !takers.is_empty() {
+            let whose = match takers.as_slice() {
+                [one] => format!("with `language = \"{one}\"`"),
+                many => format!("whose `language` is one of {}", many.join(", ")),
+            };
+            cx.error(
+                &kp,
+                "key-for-other-language",
+                format!(
+                    "`{key}` applies to {} kernels, but `[{path}]` has language {own}",
+                    takers.join(", ")
+                ),
+                Some(format!(
+                    "remove `{key}`, or move it to a kernel {whose}; {own} kernels accept: {}",
+                    allowed.join(", ")
+                )),
+            );
+            continue;
+        }
+        let help = match did_you_mean(key, &allowed).or_else(|| did_you_mean(key, &all)) {
+            Some(s) => format!("did you mean `{s}`?"),
+            None => format!("allowed keys: {}", allowed.join(", ")),
+        };
+        cx.error(&kp, "unknown-key", format!("unknown key `{key}` in `[{path}]`"), Some(help));
+    }
+}
+
+/// `language` and every key some language accepts, each once.
+fn all_language_keys() -> Vec<&'static str> {
+    let mut v = vec!["language"];
+    for l in Language::ALL {
+        for k in l.keys() {
+            if !v.contains(k) {
+                v.push(k);
+            }
+        }
+    }
+    v
+}
+
+/// `cargo-manifest` of a Rust kernel: required, a path inside the kernel directory (checked
+/// on disk as `src` is).
+fn cargo_manifest(cx: &mut Cx, t: &dyn TableLike, path: &str, language: Option<Language>) -> Option<String> {
+    let Some(item) = t.get("cargo-manifest") else {
+        if let Some(l) = language {
+            cx.error(
+                path,
+                "missing-cargo-manifest",
+                format!("`[{path}]` is a {l} kernel but has no `cargo-manifest`"),
+                Some("add `cargo-manifest = \"Cargo.toml\"`: the path of the kernel crate's manifest, relative to the kernel directory".to_owned()),
+            );
+        }
+        return None;
+    };
+    let p = join_key(path, "cargo-manifest");
+    let s = as_str(cx, item, &p, "\"Cargo.toml\"")?;
+    let result = validate::check_path_shape(&s).and_then(|()| match (cx.kernel_dir, &cx.canonical_dir) {
+        (Some(dir), Some(canon)) => validate::check_path_on_disk(dir, canon, &s),
+        _ => Ok(()),
+    });
+    if let Err(e) = result {
+        cx.error(&p, e.rule, e.message, e.help);
+    }
+    Some(s)
+}
+
+/// `tileiras-minver` of a `rust-cutile` kernel: required, `major.minor`, at least 13.2 (the
+/// first CUDA with cuTile).
+fn tileiras_minver(
+    cx: &mut Cx,
+    t: &dyn TableLike,
+    path: &str,
+    language: Option<Language>,
+) -> Option<Version> {
+    let (maj, min) = CUTILE_MIN_CUDA;
+    if !t.contains_key("tileiras-minver") {
+        if language.is_some() {
+            cx.error(
+                path,
+                "missing-key",
+                format!("`[{path}]` is a rust-cutile kernel but has no `tileiras-minver`"),
+                Some(format!("add `tileiras-minver = \"{maj}.{min}\"`: the lowest CUDA whose tileiras compiles the kernel ({maj}.{min} or later)")),
+            );
+        }
+        return None;
+    }
+    let v = version(cx, t, path, "tileiras-minver")?;
+    let p = join_key(path, "tileiras-minver");
+    if v.parts.len() != 2 {
+        cx.error(
+            &p,
+            "bad-version",
+            format!("`{p}` is `{v}`; it must be `major.minor`"),
+            Some(format!("write it as e.g. \"{maj}.{min}\"")),
+        );
+        return None;
+    }
+    if (v.part(0), v.part(1)) < (maj, min) {
+        cx.error(
+            &p,
+            "tileiras-minver",
+            format!("`{p}` is {v}, but cuTile needs CUDA {maj}.{min} or later"),
+            Some(format!("write `tileiras-minver = \"{maj}.{min}\"` or higher")),
+        );
+        return None;
+    }
+    Some(v)
 }
 
 /// Read an (upgraded) edition-5 document into the model. The model is complete only when no
@@ -971,30 +1291,36 @@ pub(crate) fn read(
 ) -> BuildConfig {
     check_keys(cx, root, "", TOP_KEYS);
     let general = general(cx, root, generation);
-    let framework = framework(cx, root);
+    let framework = framework(cx, root, generation);
+    if let Framework::MlxNoarch(_) = framework {
+        mlx_backends(cx, root, &general.backends);
+    }
+    let form = if generation == Generation::Edition6 { KernelForm::Language } else { KernelForm::Backend };
     let mut kernels = IndexMap::new();
     if let Some(item) = root.get("kernel") {
         if let Some(t) = as_table(cx, item, "kernel") {
             for (name, k) in t.iter() {
                 let kp = join_key("kernel", name);
                 if let Some(kt) = as_table(cx, k, &kp) {
-                    if let Framework::TorchNoarch(_) = framework {
+                    if framework.is_noarch() {
                         cx.warning(
                             &kp,
                             "kernel-in-noarch",
-                            format!("`[{kp}]` is never compiled: the framework section is `[torch-noarch]`"),
+                            format!(
+                                "`[{kp}]` is never compiled: the framework section is `[{}]`",
+                                framework.section()
+                            ),
                             Some("use `[torch]` to compile kernels, or remove the kernel".to_owned()),
                         );
                     }
-                    let tvm_ffi = matches!(framework, Framework::TvmFfi(_));
-                    let parsed = kernel(cx, name, kt, &general.backends, tvm_ffi);
+                    let parsed = kernel(cx, name, kt, &general.backends, &framework, form);
                     kernels.insert(name.to_owned(), parsed);
                 }
             }
         }
     }
     if let Framework::TvmFfi(_) = framework {
-        tvm_ffi_backends_have_kernels(cx, root, &general.backends, &kernels);
+        tvm_ffi_backends_have_kernels(cx, root, &general.backends, &kernels, form);
     }
     BuildConfig { path: path.to_owned(), generation, general, framework, kernels }
 }
@@ -1008,6 +1334,7 @@ fn tvm_ffi_backends_have_kernels(
     root: &dyn TableLike,
     backends: &[Backend],
     kernels: &IndexMap<String, Kernel>,
+    form: KernelForm,
 ) {
     let written = root.get("general").and_then(|g| g.get("backends")).and_then(Item::as_array);
     for b in backends {
@@ -1021,7 +1348,10 @@ fn tvm_ffi_backends_have_kernels(
         let (message, help) = if b.can_compile() {
             (
                 format!("backend `{b}` has no `[kernel.*]`; a `[tvm-ffi]` kernel has no pure-Python variant, so nothing would be built for `{b}`"),
-                format!("add `[kernel.<name>]` with `backend = \"{b}\"` (and its `depends` and `src`), or remove \"{b}\" from `general.backends`"),
+                match (form, Language::cpp_for(*b)) {
+                    (KernelForm::Language, Some(l)) => format!("add `[kernel.<name>]` with `language = \"{l}\"` (and its `depends` and `src`), or remove \"{b}\" from `general.backends`"),
+                    _ => format!("add `[kernel.<name>]` with `backend = \"{b}\"` (and its `depends` and `src`), or remove \"{b}\" from `general.backends`"),
+                },
             )
         } else {
             (
@@ -1030,5 +1360,22 @@ fn tvm_ffi_backends_have_kernels(
             )
         };
         cx.error(&key, "tvm-ffi-backend-without-kernel", message, Some(help));
+    }
+}
+
+/// `[mlx-noarch]` builds the `mlx-metal` variant only: every other backend of
+/// `general.backends` is an error at its entry (the 0.19.1 loader refuses such a file too).
+fn mlx_backends(cx: &mut Cx, root: &dyn TableLike, backends: &[Backend]) {
+    let written = root.get("general").and_then(|g| g.get("backends")).and_then(Item::as_array);
+    for b in backends.iter().filter(|b| **b != Backend::Metal) {
+        let key = written
+            .and_then(|a| a.iter().position(|v| v.as_str() == Some(b.as_str())))
+            .map_or_else(|| "general.backends".to_owned(), |i| join_index("general.backends", i));
+        cx.error(
+            &key,
+            "mlx-noarch-backend",
+            format!("`[mlx-noarch]` builds for the metal backend only, but `general.backends` lists `{b}`"),
+            Some(format!("remove \"{b}\" from `general.backends`; for other backends write the kernel as `[torch-noarch]`")),
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! Every legacy generation of `build.toml`, upgraded to edition 5 as a *document*
-//! transformation.
+//! Every older generation of `build.toml`, upgraded as a *document* transformation: legacy
+//! forms to edition 5 ([`upgrade`], what every reader does in memory), and edition 5 to edition
+//! 6 ([`to_edition6`], what `update-build` adds before writing).
 //!
 //! [`upgrade`] edits a parsed [`toml_edit::DocumentMut`] in place: keys are added, renamed or
 //! moved one at a time, so the author's comments, blank lines, quoting, array layout and key
@@ -16,7 +17,8 @@
 //!
 //! | generation | recognised by |
 //! |---|---|
-//! | edition 5 | `general.edition` is present (any value; only `5` is accepted) |
+//! | edition 6 | `general.edition = 6` |
+//! | edition 5 | `general.edition` is present with any other value (only `5` and `6` are accepted) |
 //! | v1 | `[torch] name`, `pyroot` or `universal`; a `[kernel.*]` with `language` or `capabilities`, or without `backend` |
 //! | v2 | `general.universal`, `general.cuda-minver` or `general.cuda-maxver`; or no `general.backends` |
 //! | v4 | `general.version`, `general.license` and exactly one of `[torch]`, `[torch-noarch]`, `[tvm-ffi]` |
@@ -71,7 +73,20 @@
 //! - keys that the kernel's backend does not accept in edition 5 (`rocm-archs` on a CUDA
 //!   kernel, …) are removed; v1 accepted and ignored them.
 //!
-//! Edition 5: nothing changes; any other `edition` is an error (rule `unsupported-edition`).
+//! Edition 5 and 6: nothing changes; any other `edition` is an error (rule
+//! `unsupported-edition`).
+//!
+//! # Edition 5 to edition 6 ([`to_edition6`])
+//!
+//! - `edition = 5` becomes `edition = 6` (its comments kept);
+//! - each `[kernel.*]`'s `backend = "<b>"` becomes `language = "cpp-<b>"` in the same place
+//!   (every edition-5 kernel is C++; Rust kernels are new in edition 6);
+//! - `[torch-noarch]`'s `cuda-capabilities` / `rocm-archs` become `cuda_capabilities` /
+//!   `rocm_archs`: both spellings are read here, but upstream's parser (the 0.19.1 loader
+//!   included) reads only the underscore one.
+//!
+//! The build variants do not change: an edition-6 kernel of language `cpp-<b>` is built
+//! exactly as an edition-5 kernel of backend `<b>`.
 //!
 //! Every edit is reported as a [`Change`] (for `update-build` to print) and every key that moved
 //! as a rename (for diagnostics to point at the original text).
@@ -142,8 +157,8 @@ fn kernel_keys(backend: &str) -> &'static [&'static str] {
 /// wrong with it.
 pub fn detect(doc: &DocumentMut) -> Generation {
     let general = doc.get("general").and_then(Item::as_table_like);
-    if general.is_some_and(|g| g.contains_key("edition")) {
-        return Generation::Edition5;
+    if let Some(edition) = general.and_then(|g| g.get("edition")) {
+        return if edition.as_integer() == Some(6) { Generation::Edition6 } else { Generation::Edition5 };
     }
     if is_v1(doc) {
         return Generation::V1;
@@ -192,6 +207,7 @@ pub fn upgrade(doc: &mut DocumentMut) -> Upgrade {
     let mut up = Upgrader { changes: Vec::new(), renames: Vec::new(), problems: Vec::new() };
     match generation {
         Generation::Edition5 => up.check_edition(doc),
+        Generation::Edition6 => {}
         Generation::V4 | Generation::V3 | Generation::V2 | Generation::V1 => {
             if doc.get("general").is_some_and(Item::is_table_like) {
                 up.legacy(doc, generation);
@@ -223,6 +239,60 @@ pub fn dash_name(doc: &mut DocumentMut) -> Option<Change> {
     })
 }
 
+/// Rewrite an edition-5 document (a legacy one after [`upgrade`]) as edition 6 in place
+/// (rules in the module docs) and say what was done. A document of another edition, or one
+/// without an integer `edition = 5`, is left alone (empty result); values of an unexpected
+/// type are left for the validator to report.
+pub fn to_edition6(doc: &mut DocumentMut) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let Some(edition) = doc.get_mut("general").and_then(|g| g.get_mut("edition")) else { return changes };
+    if edition.as_integer() != Some(5) {
+        return changes;
+    }
+    if let Some(v) = edition.as_value_mut() {
+        let decor = v.decor().clone();
+        *v = Value::from(6);
+        *v.decor_mut() = decor;
+    }
+    changes.push(Change {
+        key_path: "general.edition".to_owned(),
+        description: "`edition = 5` became `edition = 6`".to_owned(),
+    });
+    let names: Vec<String> = kernels(doc).into_iter().map(|(n, _)| n).collect();
+    for name in names {
+        let Some(kernel) = doc.get_mut("kernel").and_then(|k| k.get_mut(&name)) else { continue };
+        let Some(backend) = kernel.get("backend").and_then(Item::as_str).map(str::to_owned) else { continue };
+        let Some(language) =
+            crate::config::Backend::from_name(&backend).and_then(crate::config::Language::cpp_for)
+        else {
+            continue; // not a kernel backend: the validator says so
+        };
+        if kernel.get("language").is_some() || !rename_key(kernel, "backend", "language") {
+            continue;
+        }
+        if let Some(item) = kernel.get_mut("language") {
+            set_str_keep_decor(item, language.as_str());
+        }
+        changes.push(Change {
+            key_path: format!("kernel.{}.language", key_part(&name)),
+            description: format!("`backend = \"{backend}\"` became `language = \"{language}\"`"),
+        });
+    }
+    if let Some(noarch) = doc.get_mut("torch-noarch") {
+        for (kebab, snake) in [("cuda-capabilities", "cuda_capabilities"), ("rocm-archs", "rocm_archs")] {
+            if rename_key(noarch, kebab, snake) {
+                changes.push(Change {
+                    key_path: format!("torch-noarch.{snake}"),
+                    description: format!(
+                        "renamed `{kebab}` to `{snake}` (the spelling upstream's parser reads)"
+                    ),
+                });
+            }
+        }
+    }
+    changes
+}
+
 struct Upgrader {
     changes: Vec<Change>,
     renames: Vec<(String, String)>,
@@ -249,17 +319,17 @@ impl Upgrader {
         self.problems.push(Problem { severity, key_path: key_path.to_owned(), rule, message, help });
     }
 
-    /// Edition 5: only `edition = 5` is accepted.
+    /// An `edition` that is not 6: only `edition = 5` is accepted.
     fn check_edition(&mut self, doc: &DocumentMut) {
         let Some(item) = doc.get("general").and_then(|g| g.get("edition")) else { return };
         match item.as_integer() {
             Some(5) => {}
             Some(n) => {
                 let help = if n < 5 {
-                    "files older than edition 5 carry no `edition` key; write `edition = 5` and run `kernel-builder check-config`"
+                    "files older than edition 5 carry no `edition` key; write `edition = 6` and run `kernel-builder check-config`"
                         .to_owned()
                 } else {
-                    "this kernel-builder reads edition 5 (and the older unversioned forms); upgrade kernel-builder".to_owned()
+                    "this kernel-builder reads editions 5 and 6 (and the older unversioned forms); upgrade kernel-builder".to_owned()
                 };
                 self.problem(
                     Severity::Error,
@@ -273,8 +343,8 @@ impl Upgrader {
                 Severity::Error,
                 "general.edition",
                 "unsupported-edition",
-                format!("`edition` must be the integer 5, not {}", describe(item)),
-                Some("write `edition = 5`".to_owned()),
+                format!("`edition` must be the integer 6 (or 5), not {}", describe(item)),
+                Some("write `edition = 6`".to_owned()),
             ),
         }
     }

@@ -464,7 +464,7 @@ mod tests {
         );
         assert_eq!(
             fs[camino::Utf8Path::new("build.toml")],
-            "[general]\nname = \"vector-add\"\nversion = 1\nedition = 5\nlicense = \"Apache-2.0\"\n\
+            "[general]\nname = \"vector-add\"\nversion = 1\nedition = 6\nlicense = \"Apache-2.0\"\n\
              backends = [\"cuda\", \"rocm\", \"xpu\"]\npython-depends = [\"helion\"]\n\n\
              [general.hub]\nrepo-id = \"myorg/vector-add\"\n\n\
              # A noarch kernel: Python code only, built into one variant per backend (`torch-cuda`, ...).\n\
@@ -522,7 +522,7 @@ mod tests {
     fn a_broken_build_toml_is_caught_before_writing() {
         let mut fs = render_project(&project(Template::Torch, &[Backend::Cpu])).unwrap();
         let toml = fs.get_mut(camino::Utf8Path::new("build.toml")).unwrap();
-        *toml = toml.replace("edition = 5", "edition = 5\nbogus = 1");
+        *toml = toml.replace("edition = 6", "edition = 6\nbogus = 1");
         let err = check_rendered(Template::Torch, &fs).unwrap_err();
         assert!(err.to_string().starts_with("the generated build.toml does not pass check-config"));
         assert!(err.rendered.contains("bogus"), "{}", err.rendered);

@@ -9,8 +9,9 @@
 //!    (versions compare numerically: `"13.0"` equals `"13"`);
 //! 2. for a backend built against the torch stable ABI, keep one set per backend version: the
 //!    one with the newest torch;
-//! 3. name each set: noarch (`torch-<backend>`) when no `[kernel.*]` targets its backend (TPU is
-//!    always `torch-tpu`), else tvm-ffi, stable-ABI or torch arch;
+//! 3. name each set: `mlx-<backend>` for an `[mlx-noarch]` kernel, noarch (`torch-<backend>`)
+//!    when no `[kernel.*]` targets its backend (TPU is always `torch-tpu`), else tvm-ffi,
+//!    stable-ABI or torch arch;
 //! 4. a name made by several sets is one cell, from the first set in matrix order (as Nix's
 //!    `listToAttrs`); with [`Scope::All`] the first *bundle* set is preferred, so that a cell
 //!    of the bundle is described the same way in both scopes.
@@ -45,6 +46,8 @@ pub enum CellKind {
     StableAbi,
     /// A compiled TVM-FFI extension.
     TvmFfi,
+    /// Pure-Python MLX code (`[mlx-noarch]`), named `mlx-metal`.
+    MlxNoarch,
 }
 
 /// One build variant of a kernel: a build set of the matrix, named.
@@ -194,7 +197,7 @@ fn position(m: &MatrixData, set: &BuildSet) -> usize {
 }
 
 /// The kernels of `backend` that a cell with backend version `version` compiles: CUDA kernels
-/// whose `cuda-minver` is above the cell's CUDA are left out.
+/// whose `cuda-minver` (or cuTile `tileiras-minver`) is above the cell's CUDA are left out.
 pub(crate) fn kernels_in_cell<'c>(
     config: &'c BuildConfig,
     backend: Backend,
@@ -203,7 +206,7 @@ pub(crate) fn kernels_in_cell<'c>(
     let version = version.cloned();
     config.kernels.iter().filter(move |(_, k)| {
         k.backend == backend
-            && match (&k.cuda_minver, &version) {
+            && match (k.min_cuda(), &version) {
                 (Some(min), Some(v)) if backend == Backend::Cuda => v >= min,
                 _ => true,
             }
@@ -274,8 +277,12 @@ fn cell_for(m: &MatrixData, config: &BuildConfig, set: &BuildSet, system: &str) 
     let torch = json_version(&set.torch);
     let compute = naming::compute_tag(backend, version.as_ref());
     let arch_variant = naming::torch_arch_name(&torch, &compute, system);
-    let noarch = config.is_noarch_for(backend) || backend == Backend::Tpu;
-    let (kind, name) = if noarch {
+    let mlx = matches!(config.framework, Framework::MlxNoarch(_));
+    let noarch = mlx || config.is_noarch_for(backend) || backend == Backend::Tpu;
+    let (kind, name) = if mlx {
+        // `[mlx-noarch]` compiles nothing, whatever `[kernel.*]` tables it has (they are warned about).
+        (CellKind::MlxNoarch, naming::mlx_noarch_name(backend))
+    } else if noarch {
         (CellKind::Noarch, naming::noarch_name(backend))
     } else if let Framework::TvmFfi(_) = config.framework {
         let tvm = json_version(set.tvm_ffi.as_deref().unwrap_or("0.1"));

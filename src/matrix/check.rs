@@ -519,20 +519,22 @@ fn check_cuda_kernel(
     let who = format!("kernel `{name}`");
     let built: Vec<String> = cell_cudas
         .iter()
-        .filter(|c| kernel.cuda_minver.as_ref().is_none_or(|min| json_version(c) >= *min))
+        .filter(|c| kernel.min_cuda().is_none_or(|min| json_version(c) >= *min))
         .cloned()
         .collect();
     if !cell_cudas.is_empty() && built.is_empty() {
-        if let Some(min) = &kernel.cuda_minver {
+        if let Some(min) = kernel.min_cuda() {
+            // `cuda-minver` of a C++ kernel, `tileiras-minver` of a cuTile one.
+            let key = if kernel.cuda_minver.is_some() { "cuda-minver" } else { "tileiras-minver" };
             out.push(problem(
                 Severity::Warning,
-                format!("{base}.cuda-minver"),
+                format!("{base}.{key}"),
                 "kernel-never-built",
                 format!(
-                    "{who} has cuda-minver = \"{min}\", above every CUDA it is built with ({}); it is compiled in no variant",
+                    "{who} has {key} = \"{min}\", above every CUDA it is built with ({}); it is compiled in no variant",
                     cell_cudas.join(", ")
                 ),
-                Some("lower cuda-minver, or raise general.cuda.maxver".to_owned()),
+                Some(format!("lower {key}, or raise general.cuda.maxver")),
             ));
         }
     }

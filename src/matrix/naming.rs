@@ -8,7 +8,10 @@
 //! - stable ABI: `torch-stable-abi<MAJ><MIN>-<compute>-<system>` (the ABI target, not the torch
 //!   version; never an ABI tag);
 //! - tvm-ffi: `tvm-ffi<MAJ><MIN>-<compute>-<system>`;
-//! - noarch: `torch-<backend>` (`torch-npu` for CANN).
+//! - noarch: `torch-<backend>` (`torch-npu` for CANN);
+//! - MLX noarch: `mlx-<backend>` (`mlx-metal`, the only one: an `[mlx-noarch]` kernel is
+//!   metal-only). There is no legacy spelling: the 0.19 loader's grammar is the only one that
+//!   has MLX, and loaders before 0.19 cannot load an MLX kernel at all.
 //!
 //! `<compute>` is `cu<MAJ><MIN>`, `rocm<MAJ><MIN>`, `xpu<MAJ><MIN>` (`2025.3.2` → `xpu20253`),
 //! `cann<MAJ><MIN>`, or the bare backend name for `cpu`, `metal`, `neuron` and `tpu`.
@@ -50,6 +53,45 @@ pub fn noarch_name(backend: Backend) -> String {
         .unwrap_or_else(|| format!("torch-{}", backend.as_str()))
 }
 
+/// The MLX noarch variant name of `backend`: `mlx-metal`.
+pub fn mlx_noarch_name(backend: Backend) -> String {
+    format!("mlx-{}", backend.as_str())
+}
+
+/// The name of a cell in the variant grammar of kernels >= 0.19 (`_internals/variants.py`):
+/// `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-x86_64-linux`,
+/// `torch-stable-abi-2.10-cuda-12.6-cpython-3.9-abi3-x86_64-linux`,
+/// `tvm-ffi-0.1-cpu-cpython-3.9-abi3-x86_64-linux`; noarch names (`torch-cuda`, `mlx-metal`)
+/// are the same in both grammars. The Python part is the one a legacy name implies
+/// (`cpython-3.9-abi3`), so the 0.19 loader reads both names as the same variant.
+///
+/// kernel-builder writes the legacy name: kernels 0.17.2 and 0.18.3 read a new-grammar torch
+/// name as a noarch variant and refuse the stable-ABI and tvm-ffi ones (see README, "Variant
+/// names"). This spelling is for `list-variants --names` and for trees that only 0.19 can load.
+pub fn loader_0_19_name(cell: &super::Cell) -> String {
+    let legacy = &cell.name;
+    let Some(parsed) = parse_variant_name(legacy) else { return legacy.clone() };
+    // A legacy version part: the first digit is the major version (the loader's rule).
+    let dotted = |v: &str| match v.split_at_checked(1) {
+        Some((major, minor)) if !minor.is_empty() => format!("{major}.{minor}"),
+        _ => v.to_owned(),
+    };
+    let framework = match &parsed {
+        ParsedVariant::TorchArch { abi_tag, .. } => match abi_tag {
+            Some(tag) => format!("torch-{}-{tag}", cell.torch_version),
+            None => format!("torch-{}", cell.torch_version),
+        },
+        ParsedVariant::StableAbi { abi, .. } => format!("torch-stable-abi-{}", dotted(abi)),
+        ParsedVariant::TvmFfi { tvm_ffi, .. } => format!("tvm-ffi-{}", dotted(tvm_ffi)),
+        ParsedVariant::Noarch { .. } | ParsedVariant::MlxNoarch { .. } => return legacy.clone(),
+    };
+    let compute = match cell.backend_version.as_deref().map(Version::parse) {
+        Some(Ok(v)) => format!("{}-{}.{}", cell.backend.as_str(), v.part(0), v.part(1)),
+        _ => cell.backend.as_str().to_owned(),
+    };
+    format!("{framework}-{compute}-cpython-3.9-abi3-{}", cell.system)
+}
+
 /// Whether variant names on `system` carry the ABI tag (`cxx11`; every Linux system does).
 pub fn has_abi_tag(system: &str) -> bool {
     naming().abi_tag.system_suffixes.iter().any(|s| system.ends_with(s.as_str()))
@@ -83,6 +125,8 @@ pub enum ParsedVariant {
     TvmFfi { tvm_ffi: String, compute: String, cpu: String, os: String },
     /// `torch-<backend>` (including the legacy `torch-universal`).
     Noarch { backend: String },
+    /// `mlx-<backend>` (kernels >= 0.19 only).
+    MlxNoarch { backend: String },
 }
 
 /// Parse a variant directory name the way the `kernels` loader does (A3); `None` when the
@@ -96,6 +140,10 @@ pub fn parse_variant_name(name: &str) -> Option<ParsedVariant> {
     if let Some(rest) = name.strip_prefix("tvm-ffi") {
         let (ver, compute, cpu, os) = split_arch(rest)?;
         return Some(ParsedVariant::TvmFfi { tvm_ffi: ver, compute, cpu, os });
+    }
+    if let Some(backend) = name.strip_prefix("mlx-") {
+        // The 0.19.1 loader: `mlx-<noarch backend>`; versioned MLX variants do not exist yet.
+        return NOARCH.contains(&backend).then(|| ParsedVariant::MlxNoarch { backend: backend.to_owned() });
     }
     if let Some(backend) = name.strip_prefix("torch-") {
         return (NOARCH.contains(&backend) || backend == "universal")
@@ -239,5 +287,86 @@ mod tests {
         ] {
             assert_eq!(parse_variant_name(name), None, "{name}");
         }
+    }
+
+    /// The 0.19 spelling of each kind of name, as the 0.19.1 loader writes it for the same
+    /// variant (probed with `kernels._internals.variants`; the Python test checks every cell).
+    #[test]
+    fn the_0_19_spelling_of_each_kind_of_name() {
+        use crate::matrix::{Cell, CellKind};
+        let cell = |name: &str, backend: Backend, version: Option<&str>, torch: &str, system: &str| Cell {
+            name: name.to_owned(),
+            system: system.to_owned(),
+            backend,
+            backend_version: version.map(str::to_owned),
+            torch_version: torch.to_owned(),
+            noarch: false,
+            bundle: true,
+            kind: CellKind::Torch,
+            arch_variant: String::new(),
+            cuda_capabilities: None,
+            rocm_archs: None,
+            matrix: String::new(),
+            matrix_revision: String::new(),
+        };
+        for (c, expected) in [
+            (
+                cell(
+                    "torch215-cxx11-cu132-x86_64-linux",
+                    Backend::Cuda,
+                    Some("13.2"),
+                    "2.15",
+                    "x86_64-linux",
+                ),
+                "torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-x86_64-linux",
+            ),
+            (
+                cell("torch215-metal-aarch64-darwin", Backend::Metal, None, "2.15", "aarch64-darwin"),
+                "torch-2.15-metal-cpython-3.9-abi3-aarch64-darwin",
+            ),
+            (
+                cell(
+                    "torch-stable-abi210-cu126-x86_64-linux",
+                    Backend::Cuda,
+                    Some("12.6"),
+                    "2.15",
+                    "x86_64-linux",
+                ),
+                "torch-stable-abi-2.10-cuda-12.6-cpython-3.9-abi3-x86_64-linux",
+            ),
+            (
+                cell("tvm-ffi01-cpu-x86_64-linux", Backend::Cpu, None, "2.15", "x86_64-linux"),
+                "tvm-ffi-0.1-cpu-cpython-3.9-abi3-x86_64-linux",
+            ),
+            (
+                cell(
+                    "torch213-cxx11-xpu20253-x86_64-linux",
+                    Backend::Xpu,
+                    Some("2025.3.2"),
+                    "2.13",
+                    "x86_64-linux",
+                ),
+                "torch-2.13-cxx11-xpu-2025.3-cpython-3.9-abi3-x86_64-linux",
+            ),
+            (
+                cell(
+                    "torch213-cxx11-rocm71-x86_64-linux",
+                    Backend::Rocm,
+                    Some("7.1"),
+                    "2.13",
+                    "x86_64-linux",
+                ),
+                "torch-2.13-cxx11-rocm-7.1-cpython-3.9-abi3-x86_64-linux",
+            ),
+            (cell("torch-cuda", Backend::Cuda, Some("13.2"), "2.15", "x86_64-linux"), "torch-cuda"),
+            (cell("mlx-metal", Backend::Metal, None, "2.15", "aarch64-darwin"), "mlx-metal"),
+        ] {
+            assert_eq!(loader_0_19_name(&c), expected);
+        }
+        assert_eq!(
+            parse_variant_name("mlx-metal"),
+            Some(ParsedVariant::MlxNoarch { backend: "metal".to_owned() })
+        );
+        assert_eq!(parse_variant_name("mlx-2.0"), None);
     }
 }

@@ -16,6 +16,7 @@ pub fn cap(s: &str) -> CudaCapability {
 /// A kernel of `backend` with nothing set but one source file.
 pub fn kernel(backend: Backend) -> Kernel {
     Kernel {
+        language: crate::config::Language::cpp_for(backend).expect("a backend kernels compile for"),
         backend,
         depends: vec![CppDependency::Torch],
         src: vec![format!("{}/kernel.cpp", backend.as_str())],
@@ -27,6 +28,8 @@ pub fn kernel(backend: Backend) -> Kernel {
         rocm_archs: None,
         hip_flags: Vec::new(),
         sycl_flags: Vec::new(),
+        cargo_manifest: None,
+        tileiras_minver: None,
     }
 }
 

@@ -173,7 +173,7 @@ impl SourceSet {
         let framework_src: &[String] = match &config.framework {
             Framework::Torch(t) => &t.src,
             Framework::TvmFfi(t) => &t.src,
-            Framework::TorchNoarch(_) => &[],
+            Framework::TorchNoarch(_) | Framework::MlxNoarch(_) => &[],
         };
         let section = config.framework.section();
         for (i, s) in framework_src.iter().enumerate() {

@@ -849,7 +849,10 @@ fn check_config_valid_prints_summary_and_exits_0() {
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["name"], "relu");
-    assert_eq!(v["kernels"], serde_json::json!([{ "name": "relu", "backend": "cuda" }]));
+    assert_eq!(
+        v["kernels"],
+        serde_json::json!([{ "name": "relu", "backend": "cuda", "language": "cpp-cuda" }])
+    );
     assert_eq!(v.get("valid"), Some(&serde_json::json!(true)));
     assert_eq!(v.get("warnings"), Some(&serde_json::json!([])), "always present");
     assert_eq!(v.get("helion_warnings"), Some(&serde_json::json!([])), "always present");

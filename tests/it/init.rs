@@ -143,7 +143,7 @@ fn upstream_example_command() {
         r#"[general]
 name = "vector-add-helion"
 version = 1
-edition = 5
+edition = 6
 license = "Apache-2.0"
 backends = ["cuda", "rocm", "xpu"]
 python-depends = ["helion"]
@@ -304,7 +304,7 @@ fn compiled_files_every_backend() {
         r#"[general]
 name = "relu"
 version = 1
-edition = 5
+edition = 6
 license = "Apache-2.0"
 backends = ["cpu", "cuda", "metal", "rocm", "xpu"]
 python-depends = []
@@ -321,12 +321,12 @@ src = [
 ]
 
 [kernel.relu_cpu]
-backend = "cpu"
+language = "cpp-cpu"
 depends = ["torch"]
 src = ["relu_cpu/relu.cpp"]
 
 [kernel.relu_cuda]
-backend = "cuda"
+language = "cpp-cuda"
 depends = ["torch"]
 # Two capabilities, so the first builds are quick: sm_80 runs on every Ampere/Ada GPU (8.x),
 # and 9.0's PTX lets the driver compile for newer ones at load time (slower first call).
@@ -337,7 +337,7 @@ cuda-capabilities = ["8.0", "9.0+PTX"]
 src = ["relu_cuda/relu.cu"]
 
 [kernel.relu_metal]
-backend = "metal"
+language = "cpp-metal"
 depends = ["torch"]
 src = [
   "relu_metal/relu.metal",
@@ -346,12 +346,12 @@ src = [
 
 # ROCm compiles the CUDA source through HIP.
 [kernel.relu_rocm]
-backend = "rocm"
+language = "cpp-rocm"
 depends = ["torch"]
 src = ["relu_cuda/relu.cu"]
 
 [kernel.relu_xpu]
-backend = "xpu"
+language = "cpp-xpu"
 depends = ["torch"]
 src = ["relu_xpu/relu.cpp"]
 "#
@@ -900,7 +900,7 @@ fn generated_projects_pass_check_config() {
             .collect();
         assert_eq!(stderr, rendered, "{dir}: check-config warned");
         let stdout = String::from_utf8(out.stdout).unwrap();
-        assert!(stdout.contains("generation: edition 5\n"), "{stdout}");
+        assert!(stdout.contains("generation: edition 6\n"), "{stdout}");
         // And the library agrees: no problem from the build-matrix checks either.
         let loaded = kernel_builder::kernel::load(&dir).unwrap();
         assert_eq!(loaded.warnings, []);

@@ -295,6 +295,11 @@ fn help_describes_every_option() {
                                 each name with its system and a tab
           --all                 Include variants outside the default bundle (for example torch 2.11 CPU
                                 and `torch-tpu`), as Nix's `redistributable` outputs do
+          --names <NAMES>       Which variant-name grammar the text output uses: `legacy` (the names
+                                kernel-builder writes, read by kernels 0.17.2, 0.18.3 and 0.19.1),
+                                `0.19` (the grammar of kernels 0.19, which also reads the legacy names),
+                                or `both` (legacy, a tab, the 0.19 name) [default: legacy] [possible
+                                values: legacy, 0.19, both]
           --matrix-file <FILE>  Take the cells from this matrix file (the schema of
                                 nix/build-matrix.json: a draft of the next matrix, or a generated one)
                                 instead of the matrix build.toml pins or the default. Nix does not read

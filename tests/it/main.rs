@@ -9,6 +9,7 @@ mod compiled;
 mod completions;
 mod config;
 mod corpus;
+mod edition6;
 mod fill_card;
 mod hash;
 mod hostile;

@@ -405,7 +405,7 @@ struct CellComparison {
 /// The cells Nix computes (`kernelCells` over `buildSetsForSystem`, from nix/lib) equal the Rust
 /// cells (`list-variants --json --all`) for each of `kernels` (name → directory) and every
 /// system, under the matrix the file pins (else the default) and under the August snapshot.
-/// Nix reads edition 5 and v4 only; it must refuse exactly the older generations. Files Rust
+/// Nix reads editions 6 and 5 and v4 only; it must refuse exactly the older generations. Files Rust
 /// rejects are not compared (Nix leaves validation to the orchestrator, which fails those cells).
 fn compare_nix_and_rust_cells(
     kernels: &[(String, camino::Utf8PathBuf)],
@@ -513,14 +513,16 @@ fn nix_variants_equal_rust_cells_for_every_corpus_file() {
     assert!(cells_compared > 500);
 }
 
-/// [`compare_nix_and_rust_cells`] for the example kernels (`kernels/`) and the Nix check
-/// fixtures (`nix/checks/fixtures`): needs no corpus, so it runs in every CI run with Nix and
+/// [`compare_nix_and_rust_cells`] for the example kernels (`kernels/`), the Nix check
+/// fixtures (`nix/checks/fixtures`) and the edition-6 fixtures (`tests/fixtures/edition6`:
+/// every C++ language, Rust kernels in `[tvm-ffi]` with a cuTile CUDA bound, `[mlx-noarch]`,
+/// `build-layout`, and `[torch-noarch]` capabilities in their hyphenated spelling): needs no corpus, so it runs in every CI run with Nix and
 /// guards the naming rules both languages read from build-matrix.json's `naming`.
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn nix_variants_equal_rust_cells_for_the_example_kernels_and_fixtures() {
     let mut kernels = Vec::new();
-    for parent in ["kernels", "nix/checks/fixtures"] {
+    for parent in ["kernels", "nix/checks/fixtures", "tests/fixtures/edition6"] {
         for e in fs::read_dir(repo().join(parent)).unwrap() {
             let dir = e.unwrap().path();
             if dir.join("build.toml").is_file() {
@@ -531,7 +533,7 @@ fn nix_variants_equal_rust_cells_for_the_example_kernels_and_fixtures() {
         }
     }
     kernels.sort();
-    assert_eq!(kernels.len(), 10, "{kernels:?}");
+    assert_eq!(kernels.len(), 15, "{kernels:?}");
     // The fixtures test Nix alone and fail the orchestrator's validation (no SPDX licence, a
     // legacy file): their cells are compared all the same, from the parsed model.
     let r = compare_nix_and_rust_cells(&kernels, |dir| {
@@ -540,7 +542,7 @@ fn nix_variants_equal_rust_cells_for_the_example_kernels_and_fixtures() {
         Some(kernel_builder::config::parse_str(&path, &text, Some(dir), style).ok()?.config)
     });
     // The legacy fixture is refused by Nix, as it must be; every other file is compared.
-    assert_eq!((r.compared, r.refused_legacy, r.rust_rejected), (9, 1, 0));
+    assert_eq!((r.compared, r.refused_legacy, r.rust_rejected), (14, 1, 0));
     assert!(r.cells_compared > 50, "only {} cells compared", r.cells_compared);
 }
 
@@ -552,7 +554,7 @@ fn nix_refuses_legacy_files_with_the_migration_command() {
     let t = tempfile::tempdir().unwrap();
     let cases = [
         ("legacy", "[general]\nname = \"relu\"\nbackends = [\"cuda\"]\n\n[torch]\nsrc = [\"b.cpp\"]\n", "run `kernel-builder update-build "),
-        ("edition6", "[general]\nname = \"relu\"\nedition = 6\nversion = 1\nlicense = \"mit\"\nbackends = [\"cuda\"]\n\n[torch-noarch]\n", "unsupported build edition 6"),
+        ("edition7", "[general]\nname = \"relu\"\nedition = 7\nversion = 1\nlicense = \"mit\"\nbackends = [\"cuda\"]\n\n[torch-noarch]\n", "unsupported build edition 7"),
     ];
     for (name, toml, expected) in cases {
         let dir = t.path().join(name);

@@ -1,5 +1,5 @@
-//! `config::upgrade` (every legacy generation → edition 5, as a document transformation) and
-//! the `kernel-builder update-build` command, on the real files in the corpus
+//! `config::upgrade` (every legacy generation → edition 5, as a document transformation; then
+//! edition 5 → 6 with `to_edition6`) and the `kernel-builder update-build` command, on the real files in the corpus
 //! (`../shared/corpus`, or `$KERNEL_BUILDER_CORPUS`).
 
 use std::collections::BTreeMap;
@@ -286,8 +286,8 @@ fn names_with_underscores_get_dashes_in_legacy_files_only() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn edition_other_than_5_is_an_error() {
-    for (edition, msg) in [("4", "unsupported edition 4"), ("6", "unsupported edition 6")] {
+fn editions_other_than_5_and_6_are_an_error() {
+    for (edition, msg) in [("4", "unsupported edition 4"), ("7", "unsupported edition 7")] {
         let text = format!("[general]\nname = \"x1\"\nedition = {edition}\n");
         let (out, u) = up(&text);
         assert_eq!(out, text);
@@ -295,8 +295,11 @@ fn edition_other_than_5_is_an_error() {
         assert_eq!(rules(&u), [(Severity::Error, "unsupported-edition")]);
         assert_eq!(u.problems[0].message, msg);
     }
+    let text = "[general]\nname = \"x1\"\nedition = 6\n";
+    let (out, u) = up(text);
+    assert_eq!((out.as_str(), u.generation, u.problems.len()), (text, Generation::Edition6, 0));
     let (_, u) = up("[general]\nedition = \"5\"\n");
-    assert_eq!(u.problems[0].message, "`edition` must be the integer 5, not `\"5\"`");
+    assert_eq!(u.problems[0].message, "`edition` must be the integer 6 (or 5), not `\"5\"`");
 }
 
 #[test]
@@ -493,18 +496,48 @@ fn check_exits_1_when_an_update_is_needed_and_writes_nothing() {
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains(
-        "needs an update: v4 (legacy, unversioned) → edition 5\n  general.edition: added `edition = 5`\n"
+        "needs an update: v4 (legacy, unversioned) → edition 6\n  general.edition: added `edition = 6`\n"
     ));
     assert_eq!(read(&dir), original);
 }
 
 #[test]
 fn check_exits_0_on_a_current_file() {
-    let (dir, original) = fixture_kernel_dir("edition5-current");
+    let (dir, original) = fixture_kernel_dir("edition6-current");
     let out = kb().args(["update-build", "--check"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8(out.stdout).unwrap().ends_with("is already edition 5; nothing to change.\n"));
+    assert!(String::from_utf8(out.stdout).unwrap().ends_with("is already edition 6; nothing to change.\n"));
     assert_eq!(read(&dir), original);
+}
+
+/// An edition-5 file is migrated to edition 6: `edition`, each kernel's `backend` becomes its
+/// C++ `language` in the same place, and nothing else moves; the result is the edition-6
+/// fixture byte for byte, and its cells are the edition-5 file's.
+#[test]
+fn edition5_is_migrated_to_edition6() {
+    let (dir, original) = fixture_kernel_dir("edition5-current");
+    let out = kb().args(["update-build", "--check"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!(
+            "{0} needs an update: edition 5 → edition 6\n\
+             \x20 general.edition: `edition = 5` became `edition = 6`\n\
+             \x20 kernel.relu.language: `backend = \"cuda\"` became `language = \"cpp-cuda\"`\n\
+             \x20 kernel.relu_rocm.language: `backend = \"rocm\"` became `language = \"cpp-rocm\"`\n\
+             Run `kernel-builder update-build` to apply.\n",
+            dir.path().join("build.toml").display()
+        )
+    );
+    assert_eq!(read(&dir), original);
+    kb().args(["update-build"]).arg(dir.path()).assert().code(0);
+    let (_, edition6) = fixture_kernel_dir("edition6-current");
+    assert_eq!(read(&dir), edition6);
+    let cells = |text: &str| {
+        let k = kernel_builder::kernel::load_str(camino::Utf8Path::new("build.toml"), text, None).unwrap();
+        k.cells.in_scope(kernel_builder::matrix::Scope::All).to_vec()
+    };
+    assert_eq!(cells(&original), cells(&edition6));
 }
 
 #[test]
@@ -512,10 +545,10 @@ fn update_twice_is_a_no_op_the_second_time() {
     let (dir, _) = fixture_kernel_dir("v4-cuda-bounds");
     kb().args(["update-build"]).arg(dir.path()).assert().code(0);
     let first = read(&dir);
-    assert!(first.contains("version = 1\nedition = 5\nbackends"));
+    assert!(first.contains("version = 1\nedition = 6\nbackends"));
     let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8(out.stdout).unwrap().contains("already edition 5; nothing to change."));
+    assert!(String::from_utf8(out.stdout).unwrap().contains("already edition 6; nothing to change."));
     assert_eq!(read(&dir), first);
     kb().args(["update-build", "--check"]).arg(dir.path()).assert().code(0);
 }
@@ -527,7 +560,7 @@ fn missing_license_refuses_to_write_until_given() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr
-        .contains("general.license: the file has no `license`, which edition 5 requires [missing-license]"));
+        .contains("general.license: the file has no `license`, which edition 6 requires [missing-license]"));
     assert!(stderr.contains("--license <SPDX id>"));
     assert_eq!(read(&dir), original, "the original bytes are untouched");
     // No stray temporary file is left behind.
@@ -541,7 +574,7 @@ fn missing_license_refuses_to_write_until_given() {
     kb().args(["update-build", "--license", "BSD-3-Clause"]).arg(dir.path()).assert().code(0);
     let new = read(&dir);
     assert!(new.starts_with(
-        "[general]\nname = \"bounded-attn\"\nversion = 1\nedition = 5\nlicense = \"BSD-3-Clause\"\nbackends = [\"cuda\"]\n"
+        "[general]\nname = \"bounded-attn\"\nversion = 1\nedition = 6\nlicense = \"BSD-3-Clause\"\nbackends = [\"cuda\"]\n"
     ));
     assert!(new.contains("maxver = \"12.4\""));
     assert!(new.contains("\"--use_fast_math\",              # keep this comment\n"));
@@ -563,16 +596,27 @@ fn edition5_without_license_is_reported_and_an_existing_license_is_kept() {
         assert!(!stdout.contains("nothing to change"), "{stdout}");
         assert!(
             stderr.contains(
-                "general.license: the file has no `license`, which edition 5 requires [missing-license]\n  help: run again with `--license <SPDX id>`"
+                "general.license: the file has no `license`, which edition 6 requires [missing-license]\n  help: run again with `--license <SPDX id>`"
             ),
             "{stderr}"
         );
-        assert!(stderr.ends_with("is edition 5 but not complete; fix the errors above\n"), "{stderr}");
+        // Edition 5 needs the migration to edition 6 too: the license error stops it.
+        if check {
+            assert!(
+                stdout.ends_with("Fix the errors above, then run `kernel-builder update-build` to apply.\n"),
+                "{stdout}"
+            );
+        } else {
+            assert!(
+                stderr.ends_with("was not changed: fix the errors above and run this command again\n"),
+                "{stderr}"
+            );
+        }
         assert_eq!(read(&dir), original);
     }
     kb().args(["update-build", "--license", "MIT"]).arg(dir.path()).assert().code(0);
     let with_license = read(&dir);
-    assert_eq!(with_license, original.replace("edition = 5\n", "edition = 5\nlicense = \"MIT\"\n"));
+    assert_eq!(with_license, original.replace("edition = 5\n", "edition = 6\nlicense = \"MIT\"\n"));
     kb().args(["update-build", "--check"]).arg(dir.path()).assert().code(0);
     // Another license on the command line: the file's is kept, and the warning says so.
     let out = kb().args(["update-build", "--license", "Apache-2.0"]).arg(dir.path()).output().unwrap();
@@ -693,7 +737,10 @@ fn edition5_name_with_underscores_is_renamed() {
     assert!(String::from_utf8(out.stdout)
         .unwrap()
         .contains("renamed the kernel `fused_rms_norm` to `fused-rms-norm`"));
-    assert_eq!(read(&dir), original.replace("fused_rms_norm", "fused-rms-norm"));
+    assert_eq!(
+        read(&dir),
+        original.replace("fused_rms_norm", "fused-rms-norm").replace("edition = 5", "edition = 6")
+    );
 }
 
 #[test]
@@ -731,6 +778,7 @@ fn every_corpus_file_updates_and_then_is_current() {
     // This legacy file names the C++ dependency by its old name, which the upgrade renames.
     const RENAMED_DEP: &str = "huggingface__kernels-community__flash-attn@4922936f";
     let mut updated = 0;
+    let mut refused = Vec::new();
     for (name, text) in corpus() {
         if text.parse::<DocumentMut>().is_err() {
             continue;
@@ -738,6 +786,13 @@ fn every_corpus_file_updates_and_then_is_current() {
         let dir = corpus_kernel_dir(&name);
         let out = kb().args(["update-build", "--license", "Apache-2.0"]).arg(dir.path()).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("was not changed: the upgraded file would not validate") {
+            // Invalid in every generation (an unknown kernel key): nothing is written.
+            assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+            assert_eq!(read(&dir), text, "{name}");
+            refused.push(name);
+            continue;
+        }
         assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
         let new = read(&dir);
         if name == RENAMED_DEP {
@@ -750,12 +805,19 @@ fn every_corpus_file_updates_and_then_is_current() {
         let mut doc: DocumentMut = new.parse().unwrap();
         assert!(doc["general"]["license"].is_str(), "{name}");
         let u = upgrade(&mut doc);
-        assert!(u.changes.is_empty() && u.generation == Generation::Edition5, "{name}");
+        assert!(u.changes.is_empty() && u.generation == Generation::Edition6, "{name}");
         kb().args(["update-build", "--check"]).arg(dir.path()).assert().code(0);
     }
-    // The 87 files without `edition` are rewritten (86 when the validator refuses INVALID); no
-    // edition-5 file in the corpus needs a fix.
-    assert!(updated == 87 || updated == 86, "{updated}");
+    // Upstream's Rust example of August (edition 5 with `dsl = "rust"`, which no loader reads)
+    // and its TIR-X one (`lang`) are refused; every other file is rewritten as edition 6.
+    assert_eq!(
+        refused,
+        [
+            "huggingface__kernels__examples_kernels_relu-rust@76ad94db",
+            "huggingface__kernels__examples_kernels_relu-tirx@c842cbb1",
+        ]
+    );
+    assert_eq!(updated, 107);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -873,7 +935,7 @@ fn a_symlinked_build_toml_is_updated_where_it_points() {
     assert!(std::fs::symlink_metadata(dir.path().join("build.toml")).unwrap().file_type().is_symlink());
     assert_eq!(
         std::fs::read_to_string(&real).unwrap(),
-        "[general]\nname = \"ab\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = []\n\n[torch-noarch]\n"
+        "[general]\nname = \"ab\"\nversion = 1\nedition = 6\nlicense = \"MIT\"\nbackends = []\n\n[torch-noarch]\n"
     );
 }
 
@@ -885,7 +947,7 @@ fn a_crlf_build_toml_keeps_its_line_endings() {
     kb().args(["update-build"]).arg(dir.path()).assert().code(0);
     assert_eq!(
         read(&dir),
-        "# comment\r\n[general]\r\nname = \"ab\"\r\nversion = 1\r\nedition = 5\r\nlicense = \"MIT\"\r\nbackends = []\r\n\r\n[torch-noarch]\r\n"
+        "# comment\r\n[general]\r\nname = \"ab\"\r\nversion = 1\r\nedition = 6\r\nlicense = \"MIT\"\r\nbackends = []\r\n\r\n[torch-noarch]\r\n"
     );
 }
 
@@ -914,13 +976,13 @@ fn an_empty_build_toml_is_an_error_not_current() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("empty-file"), "{stderr}");
     assert!(!stderr.contains("legacy"), "{stderr}");
-    // Not empty, but nothing of a build.toml either: never "already edition 5".
+    // Not empty, but nothing of a build.toml either: never "already edition 6".
     for text in ["# only a comment\n", "foo = 1\n"] {
         let dir = kernel_dir(text);
         let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{text}");
         let stdout = String::from_utf8(out.stdout).unwrap();
-        assert!(!stdout.contains("already edition 5"), "{stdout}");
+        assert!(!stdout.contains("already edition"), "{stdout}");
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert!(stderr.contains("has no `[general]` section"), "{stderr}");
     }
@@ -970,7 +1032,7 @@ fn the_matrix_pin_is_kept_and_checked() {
     kb().args(["update-build"]).arg(dir.path()).assert().code(0);
     let new = read(&dir);
     assert!(new.contains("[general]\nmatrix = \"upstream-2026-08\"  # keep 2.12/2.13\n"), "{new}");
-    assert!(new.contains("edition = 5"), "{new}");
+    assert!(new.contains("edition = 6"), "{new}");
     let out = kb().args(["list-variants", "--system", "x86_64-linux"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     // Upstream's August bundle for this file (expected.json `variants`), not the default's.

@@ -1,7 +1,7 @@
 //! `update-build` never changes what is built: for every corpus file, the build variants of
 //! the in-memory read equal those of the rewritten file, on every system and in both scopes.
 //!
-//! Uses `kernel::load_str` (the edition-5 parser and the matrix checks), `matrix::cells` (the
+//! Uses `kernel::load_str` (the parser of every edition and the matrix checks), `matrix::cells` (the
 //! variant function) and the corpus through `crate::corpus`.
 
 use camino::Utf8Path;
@@ -15,7 +15,7 @@ use crate::corpus::build_tomls as corpus;
 /// The model with the fields that may legitimately differ after a rewrite made equal: the
 /// generation read, and a license that `--license` supplied.
 fn comparable(mut c: BuildConfig, license: &str) -> BuildConfig {
-    c.generation = kernel_builder::config::Generation::Edition5;
+    c.generation = kernel_builder::config::Generation::Edition6;
     c.path = Default::default();
     if c.general.license.is_empty() {
         c.general.license = license.to_owned();
@@ -51,7 +51,7 @@ fn update_build_keeps_every_variant_of_every_corpus_file() {
         assert!(!plan.has_errors(), "{name}: {:?}", plan.problems);
         let after = load_str(path, &plan.new_text, None)
             .unwrap_or_else(|e| panic!("{name}: the rewritten file does not load:\n{}", e.render()));
-        assert_eq!(after.config.generation, kernel_builder::config::Generation::Edition5, "{name}");
+        assert_eq!(after.config.generation, kernel_builder::config::Generation::Edition6, "{name}");
         let (b, a) = (comparable(before.config, LICENSE), comparable(after.config, LICENSE));
         assert_eq!(all_cells(&b), all_cells(&a), "{name}: the variants changed");
         assert_eq!(b, a, "{name}: the model changed");

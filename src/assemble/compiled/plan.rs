@@ -136,6 +136,9 @@ pub fn plan_cell(
     host: &HostToolchain,
 ) -> Result<CompiledCell, String> {
     let system = matrix::host_system();
+    if let Some(refusal) = crate::assemble::not_yet::NotYet::for_backend(config, backend) {
+        return Err(refusal.to_string());
+    }
     if !matches!(backend, Backend::Cpu | Backend::Cuda) {
         let tool = match (backend, &config.framework) {
             (Backend::Rocm, Framework::TvmFfi(_)) => "hipcc",

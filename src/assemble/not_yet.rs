@@ -1,0 +1,136 @@
+//! What `build.toml` may describe but this kernel-builder cannot build natively yet: Rust
+//! kernels (`rust-cpu`, `rust-cuda-oxide`, `rust-cutile`, edition 6) and `[mlx-noarch]`
+//! kernels. They are read, validated and planned into cells like every other kernel; a build
+//! that reaches one refuses it with a [`NotYet`] that names the toolchain it needs, instead of
+//! compiling a crate as C++ or writing a torch tree for an MLX kernel.
+
+use crate::config::{Backend, BuildConfig, Framework, Language};
+
+/// A cell this kernel-builder cannot build natively yet, and what it would need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotYet {
+    /// A `[kernel.<kernel>]` written in a Rust `language`.
+    RustKernel { kernel: String, language: Language },
+    /// An `[mlx-noarch]` kernel's `mlx-metal` variant.
+    MlxNoarch,
+}
+
+impl NotYet {
+    /// The first Rust kernel that a cell of `backend` would compile, if any.
+    pub fn for_backend(config: &BuildConfig, backend: Backend) -> Option<NotYet> {
+        config
+            .kernels
+            .iter()
+            .find(|(_, k)| k.backend == backend && k.language.is_rust())
+            .map(|(name, k)| NotYet::RustKernel { kernel: name.clone(), language: k.language })
+    }
+
+    /// The first Rust kernel of any backend (for steps that handle every kernel at once, such
+    /// as the generated build project).
+    pub fn any_rust(config: &BuildConfig) -> Option<NotYet> {
+        config
+            .kernels
+            .iter()
+            .find(|(_, k)| k.language.is_rust())
+            .map(|(name, k)| NotYet::RustKernel { kernel: name.clone(), language: k.language })
+    }
+
+    /// Why the noarch variants of `config` cannot be built, if they cannot.
+    pub fn for_noarch(config: &BuildConfig) -> Option<NotYet> {
+        matches!(config.framework, Framework::MlxNoarch(_)).then_some(NotYet::MlxNoarch)
+    }
+
+    /// The toolchain the cell needs and kernel-builder does not drive yet.
+    pub fn toolchain(&self) -> &'static str {
+        match self {
+            NotYet::RustKernel { language: Language::RustCpu, .. } => {
+                "cargo (a Rust toolchain) building the crate as a tvm-ffi module"
+            }
+            NotYet::RustKernel { language: Language::RustCudaOxide, .. } => {
+                "cargo with the cuda-oxide rustc backend (Rust to PTX) and a CUDA toolkit"
+            }
+            NotYet::RustKernel { language: Language::RustCutile, .. } => {
+                "cargo with cutile-rs and the CUDA tileiras compiler (CUDA 13.2 or later)"
+            }
+            NotYet::RustKernel { .. } => "a Rust toolchain",
+            NotYet::MlxNoarch => "an MLX noarch tree writer (`mlx-metal`, loaded by kernels >= 0.19.0)",
+        }
+    }
+}
+
+impl std::fmt::Display for NotYet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotYet::RustKernel { kernel, language } => write!(
+                f,
+                "cannot build natively yet: `[kernel.{kernel}]` is a {language} kernel, which needs {}; this kernel-builder reads, checks and plans Rust kernels but does not build them",
+                self.toolchain()
+            ),
+            NotYet::MlxNoarch => write!(
+                f,
+                "cannot build natively yet: an `[mlx-noarch]` kernel needs {}; this kernel-builder reads, checks and plans it but does not build it",
+                self.toolchain()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NotYet {}
+
+impl crate::error::Diagnostic for NotYet {
+    fn kind(&self) -> crate::error::Kind {
+        crate::error::Kind::Toolchain
+    }
+
+    fn hints(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> BuildConfig {
+        crate::config::parse_str(
+            camino::Utf8Path::new("build.toml"),
+            text,
+            None,
+            crate::config::diagnostics::RenderStyle::Plain,
+        )
+        .expect("parses")
+        .finish(Vec::new())
+        .expect("valid")
+        .config
+    }
+
+    #[test]
+    fn rust_kernels_are_refused_per_backend_with_the_toolchain_named() {
+        let c = config(
+            "[general]\nname = \"kk\"\nversion = 1\nedition = 6\nlicense = \"MIT\"\nbackends = [\"cpu\", \"cuda\"]\n\
+             [tvm-ffi]\nsrc = [\"tvm-ffi-ext/b.cpp\"]\n\
+             [kernel.a]\nlanguage = \"cpp-cpu\"\ndepends = []\nsrc = [\"a.cpp\"]\n\
+             [kernel.b]\nlanguage = \"rust-cutile\"\ncargo-manifest = \"Cargo.toml\"\nsrc = [\"src/lib.rs\"]\ntileiras-minver = \"13.2\"\n",
+        );
+        assert_eq!(NotYet::for_backend(&c, Backend::Cpu), None);
+        let refusal = NotYet::for_backend(&c, Backend::Cuda).expect("the cuda cell compiles a Rust kernel");
+        assert_eq!(refusal, NotYet::RustKernel { kernel: "b".to_owned(), language: Language::RustCutile });
+        assert_eq!(
+            refusal.to_string(),
+            "cannot build natively yet: `[kernel.b]` is a rust-cutile kernel, which needs cargo with cutile-rs and the CUDA tileiras compiler (CUDA 13.2 or later); this kernel-builder reads, checks and plans Rust kernels but does not build them"
+        );
+        assert_eq!(NotYet::any_rust(&c), Some(refusal));
+        assert_eq!(NotYet::for_noarch(&c), None);
+    }
+
+    #[test]
+    fn mlx_noarch_is_refused() {
+        let c = config(
+            "[general]\nname = \"kk\"\nversion = 1\nedition = 6\nlicense = \"MIT\"\nbackends = [\"metal\"]\n[mlx-noarch]\n",
+        );
+        assert_eq!(NotYet::for_noarch(&c), Some(NotYet::MlxNoarch));
+        assert!(NotYet::for_noarch(&c).unwrap().to_string().starts_with(
+            "cannot build natively yet: an `[mlx-noarch]` kernel needs an MLX noarch tree writer"
+        ));
+    }
+}
