@@ -30,46 +30,19 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::config::BuildConfig;
 
-/// How the files of a variant are laid out. (Edition 6 puts the same enum in the
-/// configuration model as `general.build_layout`; when that lands this becomes a re-export of
-/// it and [`layout_of`] returns the field.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BuildLayout {
-    /// The package's files as they are in the variant directory (every loader reads it).
-    #[default]
-    Files,
-    /// The package's Python and data files in `<id>.zip` (kernels ≥ 0.19.0).
-    Zip,
-}
+/// How the files of a variant are laid out: the configuration model's `[general]
+/// build-layout`, one enum for build.toml, the assembler and metadata.json.
+pub use crate::config::BuildLayout;
 
-impl BuildLayout {
-    /// The spelling in build.toml and metadata.json.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BuildLayout::Files => "files",
-            BuildLayout::Zip => "zip",
-        }
-    }
-}
-
-/// The layout `config` asks for.
-///
-/// The one place the layout is taken from build.toml: `[general] build-layout` of edition 6
-/// belongs to the configuration model (src/config/), which does not carry it on this branch,
-/// so every kernel builds `files` until this returns `config.general.build_layout`. The hidden
-/// `assemble` command can ask for a layout (`--build-layout`), which is how the tests build
-/// zip trees meanwhile.
-pub fn layout_of(_config: &BuildConfig) -> BuildLayout {
-    BuildLayout::Files
+/// The layout `config` asks for (`[general] build-layout`, edition 6; `files` otherwise). The
+/// hidden `assemble` command's `--build-layout` overrides it.
+pub fn layout_of(config: &BuildConfig) -> BuildLayout {
+    config.general.build_layout
 }
 
 /// A layout by its name (`files`, `zip`); the error names both.
 pub fn parse_layout(s: &str) -> Result<BuildLayout, String> {
-    [BuildLayout::Files, BuildLayout::Zip]
-        .into_iter()
-        .find(|l| l.as_str() == s)
-        .ok_or_else(|| format!("unknown build layout `{s}`; expected `files` or `zip`"))
+    BuildLayout::from_name(s).ok_or_else(|| format!("unknown build layout `{s}`; expected `files` or `zip`"))
 }
 
 /// The archive of a zip-layout variant whose metadata `id` is `id`.

@@ -187,8 +187,7 @@ impl Generation {
 ///
 /// `files` is the plain directory tree every loader reads. `zip` stores the Python and data
 /// files in `build/<variant>/<metadata id>.zip`, imported through `zipimport`, and only
-/// kernels >= 0.19.0 loads it; writing that layout is the bundle's business (another change),
-/// the model only carries the choice.
+/// kernels >= 0.19.0 loads it (written by `crate::assemble::build_layout`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BuildLayout {

@@ -287,3 +287,43 @@ fn check_config_names_each_kernels_language() {
          matrix: 2026-12 (revision 2026-12-01)\n"
     );
 }
+
+/// `build-layout = "zip"` in build.toml reaches the assembler: an edition-6 noarch kernel
+/// (silu-and-mul, migrated by `update-build`) builds each variant as `<id>.zip` beside
+/// metadata.json, which says so and asks for kernels 0.19.0, the first loader that reads it.
+#[test]
+fn build_layout_zip_in_build_toml_builds_zip_trees() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("silu-and-mul");
+    crate::util::copy_kernel("silu-and-mul", &dir);
+    let run = |args: &[&str]| {
+        let out = crate::util::kb()
+            .args(args)
+            .arg(&dir)
+            .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["update-build"]);
+    let toml = std::fs::read_to_string(dir.join("build.toml")).unwrap();
+    assert!(toml.contains("\nedition = 6\n"), "{toml}");
+    std::fs::write(
+        dir.join("build.toml"),
+        toml.replace("\nedition = 6\n", "\nedition = 6\nbuild-layout = \"zip\"\n"),
+    )
+    .unwrap();
+    run(&["build-and-copy", "--nix", "never"]);
+    for variant in ["torch-cpu", "torch-cuda"] {
+        let v = dir.join("build").join(variant);
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(v.join("metadata.json")).unwrap()).unwrap();
+        let id = meta["id"].as_str().unwrap();
+        let mut files: Vec<String> =
+            std::fs::read_dir(&v).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        files.sort();
+        assert_eq!(files, [format!("{id}.zip"), "metadata.json".to_owned()], "{variant}");
+        assert_eq!(meta["build-layout"], "zip", "{variant}");
+        assert_eq!(meta["kernels-minver"], "0.19.0", "{variant}");
+    }
+}
