@@ -101,7 +101,9 @@ pub fn run_upload(
         progress: !flags.json,
         build_toml,
     };
-    // The token and the endpoint first: without them nothing is hashed or announced.
+    // A directory that is not there is the plainest mistake; then the token and the endpoint:
+    // without them nothing is hashed or announced.
+    hub::upload::require_kernel_dir(&opts.dir)?;
     let token = require_token(flags)?;
     let endpoint = auth::checked_endpoint()?;
     let prepared = hub::prepare(&opts)?;

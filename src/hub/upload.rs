@@ -354,6 +354,12 @@ fn check_manifest(
     )
 }
 
+/// The kernel directory an upload reads must exist: the first check, before the token.
+pub fn require_kernel_dir(dir: &Utf8Path) -> anyhow::Result<()> {
+    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    Ok(())
+}
+
 /// Every local check of an upload, in this order: the variants (each with `metadata.json`),
 /// the repository id and branch, each variant's digest, the hash manifest; then the files
 /// are read and hashed. Nothing is sent.
@@ -364,7 +370,7 @@ fn check_manifest(
 /// without a branch given, a digest mismatch, a manifest mismatch (unless `force`).
 pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
     let dir = &opts.dir;
-    anyhow::ensure!(dir.is_dir(), "`{dir}` is not a directory");
+    require_kernel_dir(dir)?;
     let build_dir = dir.join("build");
     let variants = find_variants(&build_dir)?;
     let mut warnings = Vec::new();
