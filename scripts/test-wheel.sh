@@ -34,7 +34,7 @@ target=x86_64-unknown-linux-gnu
 case "$(uname -m)" in aarch64) target=aarch64-unknown-linux-gnu ;; esac
 t0=$(now)
 wheel=$(RUSTFLAGS='-C target-feature=+crt-static' MATURIN="$repo/$tools/bin/maturin" \
-    scripts/build-wheel.sh --target "$target" --compatibility manylinux2014 | tail -n 1)
+    scripts/build-wheel.sh --target "$target" | tail -n 1)
 echo "test-wheel.sh: built $(basename "$wheel") in $(since "$t0") s" >&2
 python3 scripts/wheel_check.py "$wheel" || fail "the wheel's contents (above)"
 # The tag auditwheel finds must be manylinux_2_17 or older (the static build needs no glibc
