@@ -59,6 +59,10 @@ else
 fi
 cargo test --locked --features "$features" 2>&1
 
+# The wheel as users install it (pip, uvx; issue 35), packed from the static release build
+# scripts/setup-nix.sh made above, so nothing is compiled again (scripts/test-wheel.sh).
+scripts/test-wheel.sh
+
 # pytest exits 5 when it collects no test and tests/python/conftest.py turns "nothing passed"
 # into 1; under `set -e` either fails this script, so an empty run can never pass.
 cargo build --locked 2>&1

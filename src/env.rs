@@ -201,7 +201,7 @@ pub const BUILD_TIME: &[Var] = &[
     Var {
         name: "KERNEL_BUILDER_DEFAULT_FLAKE_REF",
         meaning: "the flake `init` names by default (set by the flake's own build)",
-        default: "the checkout it was built from",
+        default: "the flake a wheel installed beside the executable, else the checkout it was built from",
     },
     Var {
         name: "KERNEL_BUILDER_GIT_COMMIT",

@@ -325,8 +325,7 @@ fn check_license(license: &str) -> Result<String, UsageError> {
 }
 
 fn check_flake_ref(r: &str) -> Result<(), UsageError> {
-    let ok = !r.is_empty() && r.chars().all(|c| c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '$'));
-    if ok {
+    if init::is_flake_ref_text(r) {
         Ok(())
     } else {
         Err(UsageError::new(

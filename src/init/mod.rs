@@ -48,13 +48,22 @@ pub const DEFAULT_FLAKE_REF: &str = "github:kernel-builder/kernel-builder";
 /// 1. `KERNEL_BUILDER_DEFAULT_FLAKE_REF` at compile time: the flake's own package sets it to
 ///    its source in the Nix store (`path:/nix/store/…-source`), so a kernel-builder installed
 ///    through the flake writes the flake it came from, which works offline;
-/// 2. the checkout this binary was built from, when it still holds a `flake.nix`:
+/// 2. the flake its wheel installed beside it ([`installed_flake`]): `path:<dir>`, the same
+///    source as the binary, so `pip install kernel-builder` users build with Nix at the
+///    binary's own version, offline too;
+/// 3. the checkout this binary was built from, when it still holds a `flake.nix`:
 ///    `git+file://<dir>` when it is a git work tree (Nix then copies only tracked files, not
 ///    `target/`), else `path:<dir>`; `cargo build` in a clone writes a reference to that clone;
-/// 3. [`DEFAULT_FLAKE_REF`].
+/// 4. [`DEFAULT_FLAKE_REF`].
+///
+/// A wheel is checked before the checkout: a wheel built in a clone must not name that clone
+/// on the machine that built it.
 pub fn default_flake_ref() -> (String, &'static str) {
     if let Some(r) = option_env!("KERNEL_BUILDER_DEFAULT_FLAKE_REF").filter(|r| !r.is_empty()) {
         return (r.to_owned(), "the flake this kernel-builder was installed from");
+    }
+    if let Some(dir) = std::env::current_exe().ok().and_then(|exe| installed_flake(&exe)) {
+        return (format!("path:{dir}"), "the flake installed with this kernel-builder's wheel");
     }
     let checkout = env!("CARGO_MANIFEST_DIR");
     let dir = std::path::Path::new(checkout);
@@ -63,6 +72,32 @@ pub fn default_flake_ref() -> (String, &'static str) {
         return (format!("{scheme}{checkout}"), "the checkout this kernel-builder was built from");
     }
     (DEFAULT_FLAKE_REF.to_owned(), "the published kernel-builder flake")
+}
+
+/// Where a wheel puts the kernel-builder flake, relative to the installation prefix: the
+/// wheel's `kernel_builder-<version>.data/data/` goes to the prefix whose `bin/` (`Scripts\`
+/// on Windows) receives the executable, in every pip and uv layout (a venv, `--user`,
+/// `--prefix`, `--target`, a uv tool). `scripts/build-wheel.sh` stages it.
+pub const INSTALLED_FLAKE_DIR: &str = "share/kernel-builder/flake";
+
+/// The flake installed with the executable `exe` (a wheel's data, [`INSTALLED_FLAKE_DIR`] under
+/// the prefix above `exe`'s directory), if there is one with a `flake.nix`. `exe` is resolved
+/// first: `uv tool install` links `~/.local/bin/kernel-builder` to the tool's own environment.
+/// Paths that are not UTF-8 are skipped (a flake reference is a string).
+pub fn installed_flake(exe: &std::path::Path) -> Option<Utf8PathBuf> {
+    let exe = std::fs::canonicalize(exe).ok()?;
+    let prefix = exe.parent()?.parent()?;
+    let dir = Utf8PathBuf::from_path_buf(prefix.join(INSTALLED_FLAKE_DIR)).ok()?;
+    // A prefix with a space (or a quote) would make `path:<dir>` a reference `init` refuses;
+    // `default_flake_ref` then goes on to the next source and says which one it took.
+    (is_flake_ref_text(&format!("path:{dir}")) && dir.join("flake.nix").is_file()).then_some(dir)
+}
+
+/// Whether `r` can be written as a flake reference into `flake.nix` as it is: not empty, no
+/// spaces or control characters, no `"`, `\` or `$` (which would end or interpolate the Nix
+/// string).
+pub fn is_flake_ref_text(r: &str) -> bool {
+    !r.is_empty() && r.chars().all(|c| c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '$'))
 }
 
 /// The GitHub Actions workflow every project gets: `kernel-builder ci-matrix` fans the bundle
@@ -421,6 +456,55 @@ mod tests {
 
     fn paths(fs: &FileSet) -> Vec<&str> {
         fs.keys().map(|p| p.as_str()).collect()
+    }
+
+    /// A wheel's layout: `<prefix>/bin/kernel-builder` and `<prefix>/share/kernel-builder/flake`.
+    fn wheel_prefix(root: &std::path::Path) -> std::path::PathBuf {
+        let exe = root.join("bin/kernel-builder");
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        std::fs::write(&exe, "").unwrap();
+        std::fs::create_dir_all(root.join(INSTALLED_FLAKE_DIR)).unwrap();
+        exe
+    }
+
+    #[test]
+    fn installed_flake_is_the_share_dir_beside_bin_with_a_flake_nix() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        let exe = wheel_prefix(&root);
+        // No flake.nix (a wheel built without its data): none.
+        assert_eq!(installed_flake(&exe), None);
+        std::fs::write(root.join(INSTALLED_FLAKE_DIR).join("flake.nix"), "{ }").unwrap();
+        let want = Utf8PathBuf::from_path_buf(root.join("share/kernel-builder/flake")).unwrap();
+        assert_eq!(installed_flake(&exe), Some(want.clone()));
+        // A link elsewhere (`uv tool install` links ~/.local/bin/kernel-builder) resolves to
+        // the environment that holds the flake.
+        let link = root.join("elsewhere/bin/kernel-builder");
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&exe, &link).unwrap();
+        assert_eq!(installed_flake(&link), Some(want));
+        // A missing executable or one at the root: none.
+        assert_eq!(installed_flake(&root.join("bin/nothing")), None);
+        assert_eq!(installed_flake(std::path::Path::new("/")), None);
+    }
+
+    #[test]
+    fn installed_flake_under_a_prefix_with_a_space_is_not_taken() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap().join("my env");
+        let exe = wheel_prefix(&root);
+        std::fs::write(root.join(INSTALLED_FLAKE_DIR).join("flake.nix"), "{ }").unwrap();
+        assert_eq!(installed_flake(&exe), None);
+    }
+
+    #[test]
+    fn flake_ref_text() {
+        for ok in ["github:org/repo", "path:/src/kernel-builder", "git+file:///a/b?ref=main"] {
+            assert!(is_flake_ref_text(ok), "{ok}");
+        }
+        for bad in ["", "path:/a b", "path:/a\"b", "path:/a\\b", "path:/${x}", "path:/a\tb", "path:/é"] {
+            assert!(!is_flake_ref_text(bad), "{bad}");
+        }
     }
 
     #[test]
