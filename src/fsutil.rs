@@ -574,6 +574,22 @@ pub fn dir_size(dir: &Utf8Path) -> u64 {
         .sum()
 }
 
+/// `1.5 MiB`-style size for people.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
 /// Parse a size: a number of bytes with an optional unit `K`, `M`, `G`, `T` (powers of 1024;
 /// `KiB`, `MiB`, … and `KB`, `MB`, … mean the same), e.g. `500M`, `2GiB`, `1.5G`.
 ///

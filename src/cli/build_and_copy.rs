@@ -389,9 +389,16 @@ pub fn run(args: Args) -> super::CmdResult {
     )?;
     if let Some(store) = pinned {
         // Bounded: the least recently used wheels and trees go, unless another build uses them.
+        // What this build used is kept, and a bound smaller than that is said.
         let max = crate::toolchain::store::max_bytes()?;
-        if let Err(e) = store.prune(max, false) {
-            eprintln!("warning: the toolchain cache was not pruned: {e:#}");
+        match store.prune(max, false) {
+            Ok(Some(pruned)) => {
+                if let Some(w) = pruned.over_bound(max) {
+                    eprintln!("warning: {w}");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("warning: the toolchain cache was not pruned: {e:#}"),
         }
     }
     print_built(&report, args.json)?;

@@ -60,21 +60,7 @@ pub enum Action {
     },
 }
 
-/// `1.5 MiB`-style size for people.
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
-}
+use crate::fsutil::human_size as human;
 
 /// Run `native-cache`.
 pub fn run(args: Args) -> super::CmdResult {
@@ -195,7 +181,7 @@ pub fn run(args: Args) -> super::CmdResult {
             if let Some(max) = toolchain_max_size {
                 let store = Store::user(FetchOptions::default())?;
                 let root = store.root().to_owned();
-                let removed = store.prune(max, true)?.unwrap_or_default();
+                let removed = store.prune(max, true)?.unwrap_or_default().removed;
                 println!(
                     "removed {} toolchain entr{} ({}) from {root}",
                     removed.len(),

@@ -20,6 +20,7 @@ pub mod host;
 mod http;
 pub mod pins;
 pub mod provision;
+pub mod seal;
 pub mod store;
 pub mod test_env;
 pub mod tvm_ffi;
