@@ -281,6 +281,13 @@ fn compiled_inputs(
         "ninja": tool(&cell.ninja),
         "cxx": tool(&cell.cxx),
         "nvcc": cell.nvcc.as_ref().map(tool),
+        // A pinned cell: every wheel's sha256 and each unpacked tree's recorded hash (the
+        // trees are checked against it on use), so another toolchain is another key.
+        "pins": cell.pins,
+        // The host's Python headers (the module's init function includes them).
+        "python-headers": cell.framework.torch().map(|t| {
+            json!([stamp(&t.python_include.join("Python.h")), stamp(&t.python_include.join("patchlevel.h"))])
+        }),
         "facts": {"cache": facts.cache, "gencode": facts.gencode, "env": facts.env},
         "generated-project": generated,
         "environment": env,
@@ -674,6 +681,58 @@ mod tests {
         assert_ne!(touched.hex, before.hex, "a touched header");
         std::fs::write(installed.include_dir().join("tvm/ffi/extra.h"), "").unwrap();
         assert_ne!(key(installed.clone()).hex, touched.hex, "a new header");
+    }
+
+    /// Issue 31: a changed toolchain was `reused`. A pinned cell's key holds every wheel's
+    /// sha256 and each unpacked tree's recorded hash: another torch wheel, or a tree unpacked
+    /// from other bytes, is another key.
+    #[test]
+    fn a_pinned_cells_key_holds_its_wheels_and_trees() {
+        use crate::assemble::compiled::CompiledCell;
+        use crate::config::Backend;
+        use crate::toolchain::host::PinnedInputs;
+        use crate::toolchain::tvm_ffi::TvmFfiFacts;
+
+        let kernel = Utf8PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels/relu-tvm-ffi");
+        let (loaded, source) = crate::kernel::load_with_sources(&kernel).unwrap();
+        let ids = BuildIds { uid: source.uid(), kernel: None };
+        let facts = TvmFfiFacts {
+            version: "0.1.15".into(),
+            package_dir: "/nonexistent/tvm_ffi".into(),
+            purelib: "/nonexistent".into(),
+            executable: "/venv/bin/python".into(),
+            python_version: "3.11".into(),
+        };
+        let key = |pins: Option<PinnedInputs>| {
+            let mut cell = CompiledCell::tvm_ffi_for_tests(
+                "tvm-ffi01-cpu-x86_64-linux",
+                Backend::Cpu,
+                facts.clone(),
+                None,
+                &["relu_cpu"],
+            );
+            cell.pins = pins;
+            let v = PlannedVariant {
+                name: "tvm-ffi01-cpu-x86_64-linux".into(),
+                backend: Backend::Cpu,
+                cell: Some(Box::new(cell)),
+            };
+            CellKey::of(&source, &loaded.config, &v, &ids).unwrap()
+        };
+        let pins = |wheel: &str, tree: &str| PinnedInputs {
+            wheels: [("torch-2.15.0-cp313-cp313-manylinux_2_28_x86_64.whl".to_owned(), wheel.to_owned())]
+                .into(),
+            trees: [("torch".to_owned(), tree.to_owned())].into(),
+        };
+        let a = key(Some(pins("aa", "t1")));
+        assert_eq!(
+            a.inputs["cell"]["pins"],
+            json!({"wheels": {"torch-2.15.0-cp313-cp313-manylinux_2_28_x86_64.whl": "aa"}, "trees": {"torch": "t1"}})
+        );
+        assert_eq!(key(Some(pins("aa", "t1"))).hex, a.hex);
+        assert_ne!(key(Some(pins("bb", "t1"))).hex, a.hex, "another wheel");
+        assert_ne!(key(Some(pins("aa", "t2"))).hex, a.hex, "a tree unpacked from other bytes");
+        assert_ne!(key(None).hex, a.hex, "the host's toolchain");
     }
 
     #[test]

@@ -150,6 +150,18 @@ pub struct ProvisionedTools {
     pub cmake: Utf8PathBuf,
     pub ninja: Utf8PathBuf,
     pub nvcc: Option<Utf8PathBuf>,
+    /// What the tools and torch were unpacked from, for the cell's key; `None` for a Nix
+    /// cell's trees (store paths, named by their own hashes).
+    pub pins: Option<PinnedInputs>,
+}
+
+/// What a cell provisioned from pins is built from, as its cache key holds it: every wheel
+/// (file name → pinned sha256) and the recorded hash of each unpacked tree (`torch`, `toolkit`,
+/// `tools`), checked against the tree on every use ([`crate::toolchain::seal`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedInputs {
+    pub wheels: std::collections::BTreeMap<String, String>,
+    pub trees: std::collections::BTreeMap<String, String>,
 }
 
 impl HostToolchain {

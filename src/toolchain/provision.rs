@@ -7,7 +7,7 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::host::{HostToolchain, ProvisionedTools, TorchFacts};
+use super::host::{HostToolchain, PinnedInputs, ProvisionedTools, TorchFacts};
 use super::pins::{self, ResolvedWheel, WheelPin};
 use super::store::Store;
 use crate::config::{Backend, BuildConfig, Framework};
@@ -133,18 +133,33 @@ pub fn provision(
     let torch = p.torch.resolved()?;
     let toolkit = resolve(&p.toolkit)?;
     let tools = resolve(&p.tools)?;
-    let torch_tree = store.tree(std::slice::from_ref(&torch))?;
+    let (torch_tree, torch_hash) = store.tree_and_hash(std::slice::from_ref(&torch))?;
     let torch_wheel = store.wheel(&torch)?;
-    let tools_tree = store.tree(&tools)?;
-    let toolkit_tree = if toolkit.is_empty() { None } else { Some(store.tree(&toolkit)?) };
+    let (tools_tree, tools_hash) = store.tree_and_hash(&tools)?;
+    let toolkit_tree = if toolkit.is_empty() { None } else { Some(store.tree_and_hash(&toolkit)?) };
+    let mut inputs = PinnedInputs {
+        wheels: std::iter::once(&torch)
+            .chain(&toolkit)
+            .chain(&tools)
+            .map(|w| (w.file.clone(), w.sha256.clone()))
+            .collect(),
+        trees: [("torch".to_owned(), torch_hash), ("tools".to_owned(), tools_hash)].into(),
+    };
+    if let Some((_, h)) = &toolkit_tree {
+        inputs.trees.insert("toolkit".to_owned(), h.clone());
+    }
     let unpacked = Unpacked {
         torch_wheel,
         torch_tree,
-        toolkit_tree,
+        toolkit_tree: toolkit_tree.map(|(p, _)| p),
         cmake: tool_in(&tools_tree, "cmake")?,
         ninja: tool_in(&tools_tree, "ninja")?,
     };
-    Ok(toolchain_of(&unpacked, &py)?.with_manylinux(manylinux))
+    let mut host = toolchain_of(&unpacked, &py)?.with_manylinux(manylinux);
+    if let Some(p) = host.provisioned.as_mut() {
+        p.pins = Some(inputs);
+    }
+    Ok(host)
 }
 
 /// A cell's pinned wheels at hand: the torch wheel, unpacked (with the wheel file, whose
@@ -186,6 +201,6 @@ fn toolchain_of(u: &Unpacked, py: &PythonHeaders) -> Result<HostToolchain, Strin
             Some(nvcc)
         }
     };
-    let provisioned = ProvisionedTools { cmake: u.cmake.clone(), ninja: u.ninja.clone(), nvcc };
+    let provisioned = ProvisionedTools { cmake: u.cmake.clone(), ninja: u.ninja.clone(), nvcc, pins: None };
     Ok(HostToolchain::provisioned(py.executable.clone(), facts, provisioned))
 }

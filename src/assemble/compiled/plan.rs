@@ -83,6 +83,9 @@ pub struct CompiledCell {
     pub hermetic: bool,
     /// The manylinux policy the variant must meet ([`HostToolchain::manylinux`]).
     pub manylinux: Option<String>,
+    /// A cell provisioned from pins: what its toolchain was unpacked from (its cache key holds
+    /// it, [`crate::bundle::cellcache`]).
+    pub pins: Option<crate::toolchain::host::PinnedInputs>,
 }
 
 #[cfg(test)]
@@ -116,6 +119,7 @@ impl CompiledCell {
             package_set: None,
             hermetic: false,
             manylinux: None,
+            pins: None,
         }
     }
 }
@@ -397,6 +401,7 @@ pub fn plan_cell(
         package_set: host.package_set.clone(),
         hermetic: host.package_set.is_some() && host.hermetic,
         manylinux: host.manylinux.clone(),
+        pins: host.provisioned.as_ref().and_then(|p| p.pins.clone()),
     })
 }
 
