@@ -122,8 +122,14 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     let mut python_path: Vec<String> = Vec::new();
     if let Some(p) = &shell.pinned {
         python_path.extend(p.python_path.iter().map(|d| d.to_string()));
-        // CMake's `find_package(Torch)` looks under `<Torch_ROOT>/share/cmake/Torch/`.
+        // CMake's `find_package(Torch)` looks under `<Torch_ROOT>/share/cmake/Torch/` (a
+        // read-only tree of the toolchain cache, checked on every use).
         env.push(("Torch_ROOT".into(), p.torch_root.to_string()));
+        if p.test_env.is_some() {
+            // As root, importing the shared environment's modules would add bytecode to it
+            // (a change its check on use finds, making it again).
+            env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+        }
     }
 
     // testshell: the link directory lives (and is removed) with this process.
@@ -131,12 +137,13 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     let mut summary = match (shell.cells.first(), &shell.pinned) {
         (Some(c), Some(p)) => match &p.test_env {
             Some(env) => format!(
-                "{which}: the pinned toolchain of cell {}; `python` is the test environment `{}` ({}, its dependencies, {} and {} from PyPI, resolved when it was made)",
+                "{which}: the pinned toolchain of cell {}; `python` is the test environment `{}` ({}, its dependencies, {} and {} from PyPI, resolved when it was made; read-only, seen through this shell's own environment `{}`, which goes when it exits)",
                 c.variant,
                 env.dir,
                 env.torch_from,
                 crate::toolchain::test_env::KERNELS_LOADER,
-                crate::toolchain::test_env::PYTEST
+                crate::toolchain::test_env::PYTEST,
+                env.overlay.as_deref().map(Utf8Path::as_str).unwrap_or_default()
             ),
             None => format!(
                 "{which}: the pinned toolchain of cell {} (torch {} unpacked on PYTHONPATH, `python` is {}; importing torch also needs its runtime dependencies, which are not pinned: testshell makes an environment that has them, --python uses yours)",
@@ -332,6 +339,16 @@ fn pinned_toolchain(
         std::os::unix::fs::symlink(&python, links.path().join(link))
             .with_context(|| format!("cannot link `{python}` into the temporary directory"))?;
     }
+    // The shell runs in its own environment over the shared, read-only one, in the temporary
+    // directory: nothing its tests write reaches another kernel's shell.
+    let test_env = match test_env {
+        Some(env) => {
+            let into =
+                Utf8Path::from_path(links.path()).context("the temporary directory's path is not UTF-8")?;
+            Some(crate::toolchain::test_env::overlay(&env, into)?)
+        }
+        None => None,
+    };
     let tree = torch.torch_dir.parent().map(Utf8Path::to_owned).context("torch's directory has no parent")?;
     // testshell's environment has its own torch: the unpacked tree must not shadow it.
     let (python_bin, python_path) = match &test_env {
