@@ -125,11 +125,9 @@ fn run(args: Args, test: bool) -> super::CmdResult {
         // CMake's `find_package(Torch)` looks under `<Torch_ROOT>/share/cmake/Torch/` (a
         // read-only tree of the toolchain cache, checked on every use).
         env.push(("Torch_ROOT".into(), p.torch_root.to_string()));
-        if p.test_env.is_some() {
-            // As root, importing the shared environment's modules would add bytecode to it
-            // (a change its check on use finds, making it again).
-            env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
-        }
+        // As root, importing from the unpacked tree or the shared test environment would add
+        // bytecode to them (a change their check on use finds, making them again).
+        env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
     }
 
     // testshell: the link directory lives (and is removed) with this process.

@@ -161,7 +161,9 @@ pub fn check(dir: &Utf8Path) -> anyhow::Result<Result<Sealed, String>> {
     let text = match std::fs::read(dir.join(MANIFEST)) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Err(format!("has no manifest ({MANIFEST})")))
+            return Ok(Err(format!(
+                "has no manifest ({MANIFEST}: an older kernel-builder made it, or it was removed)"
+            )))
         }
         Err(e) => return Ok(Err(format!("has an unreadable manifest ({e})"))),
     };
@@ -281,6 +283,9 @@ mod tests {
         std::fs::set_permissions(&header, std::fs::Permissions::from_mode(0o444)).unwrap();
         assert_eq!(check(&dir).unwrap().unwrap_err(), "`torch/include/a.h` was modified");
         std::fs::remove_file(dir.join(MANIFEST)).unwrap();
-        assert_eq!(check(&dir).unwrap().unwrap_err(), format!("has no manifest ({MANIFEST})"));
+        assert_eq!(
+            check(&dir).unwrap().unwrap_err(),
+            format!("has no manifest ({MANIFEST}: an older kernel-builder made it, or it was removed)")
+        );
     }
 }

@@ -313,11 +313,20 @@ impl Store {
                 w.sha256
             )));
         }
-        let tmp = self.root.join("wheels").join(format!("{}.checked.tmp", w.sha256));
-        let text = serde_json::to_vec(&checked_of(dest)).context("cannot serialise a wheel's stamp")?;
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write `{tmp}`"))?;
-        std::fs::rename(&tmp, &checked).with_context(|| format!("cannot move `{tmp}` to `{checked}`"))?;
+        self.write_checked(dest, &checked)?;
         Ok(Ok(()))
+    }
+
+    /// Record `dest`'s stamp in `checked` (written to a temporary file and renamed: two builds
+    /// may check the same wheel at once).
+    fn write_checked(&self, dest: &Utf8Path, checked: &Utf8Path) -> anyhow::Result<()> {
+        let text = serde_json::to_vec(&checked_of(dest)).context("cannot serialise a wheel's stamp")?;
+        let dir = self.root.join("wheels");
+        let mut tmp =
+            tempfile::NamedTempFile::new_in(&dir).with_context(|| format!("cannot write in `{dir}`"))?;
+        tmp.write_all(&text).with_context(|| format!("cannot write in `{dir}`"))?;
+        tmp.persist(checked).with_context(|| format!("cannot write `{checked}`"))?;
+        Ok(())
     }
 
     /// The wheel `w`'s path in the cache, fetched when missing or wrong; `hash`: check its
@@ -396,9 +405,7 @@ impl Store {
         std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o444))
             .with_context(|| format!("cannot make `{part}` read-only"))?;
         std::fs::rename(&part, &dest).with_context(|| format!("cannot move `{part}` to `{dest}`"))?;
-        let checked = self.root.join("wheels").join(format!("{}.checked", w.sha256));
-        let text = serde_json::to_vec(&checked_of(&dest)).context("cannot serialise a wheel's stamp")?;
-        std::fs::write(&checked, text).with_context(|| format!("cannot write `{checked}`"))?;
+        self.write_checked(&dest, &self.root.join("wheels").join(format!("{}.checked", w.sha256)))?;
         Ok(dest)
     }
 
@@ -679,6 +686,11 @@ fn entries_in(root: &Utf8Path) -> anyhow::Result<Vec<Entry>> {
     Ok(out)
 }
 
+/// The modification time of every unpacked file: 1 s after the epoch, as in the Nix store.
+fn unpacked_mtime() -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_secs(1)
+}
+
 /// The directories below `nvidia/` of NVIDIA's CUDA 12 library wheels (`nvidia-cublas-cu12`
 /// lies in `nvidia/cublas/`, …), which a toolkit root merges like the `cuda_*` components.
 const CU12_LIBRARIES: [&str; 7] = ["cublas", "cufft", "curand", "cusolver", "cusparse", "nvjitlink", "nvtx"];
@@ -750,6 +762,11 @@ fn unpack(
             h.update(&buf[..n]);
             out.write_all(&buf[..n]).with_context(|| format!("cannot write `{}`", path.display()))?;
         }
+        // A fixed modification time, as in the Nix store: a tree unpacked again from the same
+        // wheels is the same tree to the cell key's file stamps (so its cells are reused), and
+        // an edit still moves it (the check on use).
+        out.set_modified(unpacked_mtime())
+            .with_context(|| format!("cannot set the time of `{}`", path.display()))?;
         if let Some(hashes) = hashes.as_deref_mut() {
             let rel = path.strip_prefix(dir.as_std_path()).unwrap_or(&path).to_string_lossy().into_owned();
             hashes.insert(rel, hex(h.finalize()));
@@ -988,6 +1005,8 @@ mod tests {
         let mode = |p: &Utf8Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&header), 0o444);
         assert_eq!(mode(&tree.join("torch/include")), 0o555);
+        let mtime = |p: &Utf8Path| std::fs::metadata(p).unwrap().modified().unwrap();
+        assert_eq!(mtime(&header), unpacked_mtime());
         assert_eq!(f.store.tree_and_hash(std::slice::from_ref(&w)).unwrap(), (tree.clone(), hash.clone()));
         assert!(f.store.said().is_empty());
 
@@ -996,6 +1015,7 @@ mod tests {
         assert_eq!((&again, &hash2), (&tree, &hash));
         assert_eq!(std::fs::read(&header).unwrap(), TORCH_H);
         assert_eq!(mode(&header), 0o444);
+        assert_eq!(mtime(&header), unpacked_mtime(), "the same stamps as before: its cells are reused");
         assert_eq!(
             f.store.said(),
             [format!(
