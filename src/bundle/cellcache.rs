@@ -34,7 +34,10 @@
 //!   with fixed placeholder work directories, which the binaries never see: defines, include
 //!   directories, libraries, `-gencode` pairs, compiler flags, dependency checkouts by path),
 //!   the generated CMake project's files, the toolchain (path, `--version` line, size and
-//!   modification time of CMake, Ninja, the C++ compiler and nvcc; torch's version, directory,
+//!   modification time of CMake, Ninja, the C++ compiler and nvcc; for a cell provisioned from
+//!   pins, every wheel's pinned sha256 and each unpacked tree's recorded hash (the toolchain
+//!   cache checks the trees against it on every use, [`crate::toolchain::seal`]); the host's
+//!   `Python.h` and `patchlevel.h` (size and modification time); torch's version, directory,
 //!   CUDA/HIP/XPU build, C++ ABI, its `version.py` size and modification time, or for a
 //!   tvm-ffi cell tvm_ffi's version and package directory with the size and modification time
 //!   of its `_version.py`, `libtvm_ffi.so` and every file under its `include/` (path, size,

@@ -101,6 +101,9 @@ def test_cpu_cell_passes_its_own_tests_in_its_testshell(relu_built: tuple[Path, 
     finally:
         if os.environ.get("KERNEL_BUILDER_TEST_DISCARD_TORCH_ENVS") == "1":
             for made in (TOOLCHAIN_CACHE / "test-envs").glob(f"torch-{torch}.0-*"):
+                # Sealed read-only: removing its entries needs its directories writable.
+                for parent, _, _ in os.walk(made):
+                    os.chmod(parent, 0o755)
                 shutil.rmtree(made)
     assert loaded.returncode == 0, loaded.stderr
     summary = f"testshell: the pinned toolchain of cell {variant(torch)}; `python` is the test environment `{TOOLCHAIN_CACHE.resolve()}/test-envs/torch-{torch}.0-"
