@@ -564,3 +564,146 @@ fn verify_with_python_checks_pinned_cells_with_their_pins_and_its_own_with_pytho
     let verdicts: Vec<&str> = out.stdout.lines().map(|l| l.split(" (").next().unwrap()).collect();
     assert_eq!(verdicts, [format!("{own}: same"), format!("{pinned}: same")]);
 }
+
+/// `wheel` (a zip file) with the member `name` appended to: every other member copied as it is.
+fn wheel_with_appended(wheel: &Path, name: &str, appended: &str, dest: &Path) {
+    use std::io::{Read, Write};
+    let mut src = zip::ZipArchive::new(fs::File::open(wheel).unwrap()).unwrap();
+    let mut out = zip::ZipWriter::new(fs::File::create(dest).unwrap());
+    for i in 0..src.len() {
+        let mut member = src.by_index(i).unwrap();
+        if member.name() == name {
+            let mut text = String::new();
+            member.read_to_string(&mut text).unwrap();
+            out.start_file(name, zip::write::SimpleFileOptions::default()).unwrap();
+            out.write_all((text + appended).as_bytes()).unwrap();
+        } else {
+            drop(member);
+            out.raw_copy_file(src.by_index_raw(i).unwrap()).unwrap();
+        }
+    }
+    out.finish().unwrap();
+}
+
+/// Append `text` to the read-only file `path`, as a tool run by root can.
+fn append_as_root_can(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(path).unwrap().permissions().mode();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(path, fs::read_to_string(path).unwrap() + text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Issue 31: a torch wheel replaced in the toolchain cache by one with a changed header built
+/// silently, and the build then said `reused` and `verify` said `same` with a hash that
+/// differs from an honest build. Now the replaced wheel is found before it is unpacked and a
+/// changed unpacked tree on its next use; both are made again with a warning, and every build
+/// (built, reused) and `verify` give the honest bytes.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_changed_toolchain_is_made_again_and_never_reused() {
+    use kernel_builder::toolchain::pins::pins;
+    let t = tempfile::tempdir().unwrap();
+    let relu = t.path().join("relu");
+    copy_kernel("relu", &relu);
+    let cell = "torch215-cxx11-cpu-x86_64-linux";
+    let variant = relu.join("build").join(cell);
+    // An honest build, which also fetches the wheels into the shared cache.
+    let out = kb(
+        &relu,
+        &t.path().join("cells-honest"),
+        &shared_toolchain_cache(),
+        &["build-and-copy", "--nix", "never", "--variant", cell],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let honest = nar(&variant);
+    // This test's own toolchain cache, filled from a wheelhouse of the shared cache's wheels.
+    let c = pins().cell("2.15", None, "x86_64-linux").unwrap();
+    let house = t.path().join("house");
+    fs::create_dir_all(&house).unwrap();
+    for w in std::iter::once(c.torch).chain(c.toolkit).chain(c.tools) {
+        let r = w.resolved().unwrap();
+        fs::hard_link(shared_toolchain_cache().join(format!("wheels/{}.whl", r.sha256)), house.join(&r.file))
+            .unwrap();
+    }
+    let torch = c.torch.resolved().unwrap();
+    let tc = t.path().join("tc");
+    let house_arg = house.to_str().unwrap();
+    let build = |cells: &str| {
+        let args =
+            ["build-and-copy", "--nix", "never", "--variant", cell, "--offline", "--find-links", house_arg];
+        kb(&relu, &t.path().join(cells), &tc, &args)
+    };
+    const HEADER: &str = "torch/include/torch/library.h";
+    // Kept in the module: a build against the changed header has other bytes.
+    const TAMPER: &str =
+        "\n__attribute__((used)) static const char kernel_builder_tampered[] = \"tampered\";\n";
+    // The toolchain cache's warnings (a host whose glibc is newer than manylinux_2_28's adds
+    // one about the module).
+    let warnings = |out: &Out| -> Vec<String> {
+        out.stderr
+            .lines()
+            .filter(|l| {
+                l.starts_with("warning: the cached wheel ") || l.starts_with("warning: the unpacked tree ")
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+
+    // 1. The cached torch wheel is one with a changed header, under the pinned name.
+    fs::create_dir_all(tc.join("wheels")).unwrap();
+    let cached = tc.join(format!("wheels/{}.whl", torch.sha256));
+    wheel_with_appended(&house.join(&torch.file), HEADER, TAMPER, &cached);
+    let out = build("cells-1");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(verbs(&out), [format!("built {cell}")]);
+    let w = warnings(&out);
+    assert_eq!(w.len(), 1, "{}", out.stderr);
+    assert!(
+        w[0].starts_with(&format!("warning: the cached wheel {} (`", torch.file))
+            && w[0].ends_with(&format!(
+                "not the pinned {}: corrupted, truncated or replaced; removed, fetching it again",
+                torch.sha256
+            )),
+        "{}",
+        w[0]
+    );
+    assert_eq!(nar(&variant), honest);
+
+    // 2. The unpacked tree's header appended to (a test as root): a fresh cell cache compiles.
+    let tree = fs::read_dir(tc.join("trees"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join(HEADER).is_file())
+        .unwrap();
+    let header = tree.join(HEADER);
+    let len = fs::metadata(&header).unwrap().len();
+    let expected = format!(
+        "warning: the unpacked tree `{}` ({}) differs from what was unpacked: `{HEADER}` changed size ({} bytes, recorded {len}); unpacking it again",
+        fs::canonicalize(&tree).unwrap().display(),
+        torch.file,
+        len + TAMPER.len() as u64
+    );
+    append_as_root_can(&header, TAMPER);
+    let out = build("cells-2");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(verbs(&out), [format!("built {cell}")]);
+    assert_eq!(warnings(&out), [expected.clone()]);
+    assert_eq!(nar(&variant), honest);
+
+    // 3. Again, with that cell cache: the tree is made again before the key is taken, so the
+    //    cell is reused with the honest bytes.
+    append_as_root_can(&header, TAMPER);
+    let out = build("cells-2");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(verbs(&out), [format!("reused {cell}")]);
+    assert_eq!(warnings(&out), [expected.clone()]);
+    assert_eq!(nar(&variant), honest);
+
+    // 4. verify rebuilds from the tree made again: `same`.
+    append_as_root_can(&header, TAMPER);
+    let out = kb(&relu, &t.path().join("cells-verify"), &tc, &["verify", "--variant", cell]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.lines().next().unwrap().split(" (").next().unwrap(), format!("{cell}: same"));
+    assert_eq!(warnings(&out), [expected]);
+}
