@@ -85,10 +85,16 @@ vars! {
         default "`30G`";
     JOBS = "KERNEL_BUILDER_JOBS",
         "Ninja's `-j` inside each native compiled cell (a whole number of 1 or more)",
-        default "Ninja's default, or the cores divided by `--jobs`";
+        default "chosen from the cores, memory and sources, shared by the cells `--jobs` builds at once";
     NVCC_THREADS = "KERNEL_BUILDER_NVCC_THREADS",
         "nvcc's `--threads` for native CUDA builds",
-        default "chosen from the cores, sources and targets";
+        default "chosen from the cores, memory, sources and targets";
+    COMPILE_CACHE = "KERNEL_BUILDER_COMPILE_CACHE",
+        "the compile cache (sccache) of native compiled cells: a directory, or `off`",
+        default "`sccache-v1/` in the cache root";
+    COMPILE_CACHE_MAX_SIZE = "KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE",
+        "the size the compile cache is pruned to after each build (e.g. `20G`)",
+        default "`10G`";
     CUDA_CAPABILITIES = "KERNEL_BUILDER_CUDA_CAPABILITIES",
         "like `--cuda-capabilities`: compile CUDA kernels for fewer capabilities (a check build)",
         default "every capability the kernel publishes";

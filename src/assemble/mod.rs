@@ -80,7 +80,7 @@ pub fn assemble_variant(
     out_dir: &Utf8Path,
     work: &WorkDir,
     layout: BuildLayout,
-) -> anyhow::Result<Vec<Warning>> {
+) -> anyhow::Result<compiled::CellBuilt> {
     let dest = out_dir.join(&variant.name);
     // Read and planned, but not built here yet: say which toolchain it needs.
     let not_yet = match &variant.cell {
@@ -93,7 +93,8 @@ pub fn assemble_variant(
     check_python_depends(config, variant.backend)?;
     match &variant.cell {
         Some(cell) => build_cell(source, config, cell, ids, &dest, work, layout),
-        None => assemble_noarch(source, config, variant.backend, ids, &dest, layout),
+        None => assemble_noarch(source, config, variant.backend, ids, &dest, layout)
+            .map(|warnings| compiled::CellBuilt { warnings, compiles: None }),
     }
 }
 
@@ -157,8 +158,8 @@ pub fn assemble_one(
     std::fs::create_dir_all(out).with_context(|| format!("cannot create `{out}`"))?;
     let layout = layout.unwrap_or_else(|| build_layout::layout_of(cfg));
     match assemble_variant(&set, cfg, &variant, &ids, out, &WorkDir::Fresh, layout) {
-        Ok(warnings) => {
-            for w in &warnings {
+        Ok(built) => {
+            for w in &built.warnings {
                 on_warning(w);
             }
             Ok(out.join(&variant.name))

@@ -302,6 +302,9 @@ pub struct BuiltVariant {
     /// True when it came out of the native cell cache ([`cellcache`]) instead of a
     /// build.
     pub reused: bool,
+    /// What the compile cache did for its compiles (`None`: reused, noarch, or the compile
+    /// cache off).
+    pub compiles: Option<crate::assemble::compiled::compile_cache::CompileStats>,
 }
 
 /// How one cell of a build went, for [`Progress::finished`].
@@ -810,6 +813,8 @@ struct CellResult {
     /// The warnings of its build (replayed from the cache entry when reused), then the cache's.
     warnings: Vec<Warning>,
     reused: bool,
+    /// What the compile cache did for it (`None`: reused, noarch, or the cache off).
+    compiles: Option<crate::assemble::compiled::compile_cache::CompileStats>,
 }
 
 /// Build (or reuse) each of `selected` into `new_dir/<name>`, `options.jobs` cells at a time,
@@ -901,7 +906,7 @@ fn build_one(
     };
     if let Some((cache, key)) = &cached {
         match cache.fetch(key, &v.name, &dest) {
-            Fetched::Hit(w) => return Ok(CellResult { warnings: w, reused: true }),
+            Fetched::Hit(w) => return Ok(CellResult { warnings: w, reused: true, compiles: None }),
             Fetched::Miss => {}
             Fetched::Corrupt(why) => warnings.push(Warning {
                 path: None,
@@ -923,15 +928,57 @@ fn build_one(
         crate::assemble::build_layout::layout_of(config),
     )?;
     if let Some((cache, key)) = &cached {
-        if let Err(e) = cache.store(key, &v.name, &dest, &built) {
+        if let Err(e) = cache.store(key, &v.name, &dest, &built.warnings) {
             warnings.push(Warning {
                 path: None,
                 message: format!("`{}` was not stored in the native cell cache: {e:#}", v.name),
             });
         }
     }
-    warnings.extend(built);
-    Ok(CellResult { warnings, reused: false })
+    warnings.extend(built.warnings);
+    Ok(CellResult { warnings, reused: false, compiles: built.compiles })
+}
+
+/// The compile cache of the native cells among `selected` (`None` when none is one, or the
+/// cache is off); when it cannot be had, a warning saying why and that the cells compile
+/// without it.
+fn compile_cache_for(
+    selected: &[PlannedVariant],
+    store: Option<&crate::toolchain::store::Store>,
+    warnings: &mut Vec<Warning>,
+) -> Option<crate::assemble::compiled::compile_cache::CompileCache> {
+    let native: Vec<&CompiledCell> =
+        selected.iter().filter_map(|v| v.cell.as_deref()).filter(|c| c.package_set.is_none()).collect();
+    if native.is_empty() {
+        return None;
+    }
+    // A host toolchain's sccache is looked for beside its Ninja, like CMake and Ninja.
+    let near: Vec<Utf8PathBuf> =
+        native.iter().filter_map(|c| c.ninja.path.parent().map(Utf8Path::to_owned)).collect();
+    match crate::assemble::compiled::compile_cache::for_build(store, &near) {
+        Ok(c) => c,
+        Err(e) => {
+            warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "the compile cache is not used for this build: {e:#} (set {}=off to say so)",
+                    crate::env::COMPILE_CACHE.name
+                ),
+            });
+            None
+        }
+    }
+}
+
+/// Prune the compile cache in `dir` to its bound; a warning when that fails. A build using it
+/// at the same time (another process) leaves it for the next prune.
+fn prune_compile_cache(dir: &Utf8Path) -> Vec<Warning> {
+    use crate::assemble::compiled::compile_cache;
+    let warn = |message: String| vec![Warning { path: None, message }];
+    match compile_cache::max_bytes().and_then(|max| compile_cache::prune(dir, max, false)) {
+        Ok(_) => Vec::new(),
+        Err(e) => warn(format!("the compile cache `{dir}` was not pruned: {e:#}")),
+    }
 }
 
 /// Prune `cache` to the bound of [`cellcache::build_max_bytes`]; a warning when that
@@ -971,14 +1018,19 @@ fn build_and_swap(
         std::fs::create_dir(d).with_context(|| format!("cannot create `{d}`"))?;
     }
 
-    // Cells built at once share the cores: each Ninja gets its part.
-    let ninja_jobs = (options.jobs > 1).then(|| {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        (cores / options.jobs).max(1)
-    });
-    let work = WorkDir::Cache { kernel_dir: kernel_dir.to_owned(), ninja_jobs };
-    let cells = build_cells(source, config, selected, ids, &new_dir, &work, options)?;
+    // Cells built at once share the cores and memory ([`crate::assemble::compiled::parallel`]).
+    let cells_at_once = options.jobs.clamp(1, selected.len().max(1));
     let mut warnings = Vec::new();
+    let compile_cache = compile_cache_for(selected, options.pinned, &mut warnings);
+    let work = WorkDir::Cache {
+        kernel_dir: kernel_dir.to_owned(),
+        cells_at_once,
+        compile_cache: compile_cache.clone(),
+    };
+    let cells = build_cells(source, config, selected, ids, &new_dir, &work, options)?;
+    if let Some(c) = &compile_cache {
+        warnings.extend(prune_compile_cache(&c.dir));
+    }
     for c in &cells {
         warnings.extend(c.warnings.iter().cloned());
     }
@@ -1018,7 +1070,14 @@ fn build_and_swap(
                 .filter(|e| e.file_type().is_file())
                 .count();
             let id = Some(op_namespace(source.python_name(), v.backend, &ids.uid));
-            BuiltVariant { name: v.name.clone(), path, id, files, reused: cell.reused }
+            BuiltVariant {
+                name: v.name.clone(),
+                path,
+                id,
+                files,
+                reused: cell.reused,
+                compiles: cell.compiles.clone(),
+            }
         })
         .collect();
     // `tmp` (with the old variants) is removed here.

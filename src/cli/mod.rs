@@ -96,6 +96,9 @@ pub enum Command {
     /// Jobs run inside Nix derivations (join a bundle, check a cell, …).
     #[command(hide = true)]
     NixSupport(nix_support::Args),
+    /// Run one compile through the compile cache (the compiler launcher of native cells).
+    #[command(hide = true)]
+    CompileLaunch(native_cache::LaunchArgs),
 }
 
 /// Read `dir/build.toml` ([`crate::kernel::load`]) and print its warnings to stderr; errors
@@ -155,6 +158,7 @@ pub fn main() -> ExitCode {
         Command::FillCard(a) => fill_card::run(a),
         Command::Devshell(a) => devshell::run_dev(a),
         Command::Testshell(a) => devshell::run_test(a),
+        Command::CompileLaunch(a) => native_cache::run_launch(a),
     };
     // Interrupted: the signal handler removes what the command registered and exits with
     // 128 + signal; the command's own status (often a failure: its child was stopped) is moot.

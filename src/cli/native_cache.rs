@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use crate::assemble::compiled::compile_cache;
 use crate::assemble::workdirs;
 use crate::bundle::cellcache::{build_max_bytes, CellCache};
 use crate::fsutil::parse_size;
@@ -19,6 +20,12 @@ id, the cell and the toolchain, and reuses it when all three are the same (the b
 build removes the least recently used entries beyond 5 GiB \
 ($KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE changes that bound). `build-and-copy --no-cache` \
 bypasses the cache; `verify` never reads it.
+
+The compile cache (sccache, `sccache-v1/` in the cache directory, or \
+$KERNEL_BUILDER_COMPILE_CACHE; `off` turns it off) keeps each translation unit a native cell \
+compiled, shared by every cell, checkout and kernel with the same compiler and flags; after \
+each build it is pruned to 10 GiB ($KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE changes that bound), \
+least recently used first. `--no-cache` still uses it; `verify` and Nix cells never do.
 
 `show` also lists the toolchain cache (toolchain-v1/), the kernel-dependency cache \
 (kernel-deps/: the trees kernels.lock pins, which `lock-kernel-deps`, `get-kernel-deps` and \
@@ -49,6 +56,10 @@ pub enum Action {
         /// downloads a removed tree again); waits for commands fetching into it.
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         kernel_deps_max_size: Option<u64>,
+        /// Also prune the compile cache to at most SIZE, least recently used first; waits for
+        /// builds using it.
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        compile_max_size: Option<u64>,
     },
     /// Remove the CMake work directories (cmake-v1/) of kernel directories that no longer
     /// exist (or that an older kernel-builder made without naming theirs). Always safe: the
@@ -129,6 +140,21 @@ pub fn run(args: Args) -> super::CmdResult {
                     human(entries.iter().map(|e| e.size).sum())
                 );
             }
+            match compile_cache::setting()? {
+                compile_cache::Setting::Off => {
+                    println!("compile cache: off ({}=off)", crate::env::COMPILE_CACHE.name)
+                }
+                compile_cache::Setting::Dir(dir) => {
+                    let files = compile_cache::files(&dir);
+                    println!(
+                        "compile cache {dir}: {} file{}, {} (builds prune to {})",
+                        files.len(),
+                        if files.len() == 1 { "" } else { "s" },
+                        human(files.iter().map(|f| f.size).sum()),
+                        compile_cache::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+                    );
+                }
+            }
             let work = workdirs::list(&crate::fsutil::cache_root()?)?;
             println!(
                 "CMake work directories (cmake-v1/, kept for incremental builds, never pruned by a build):"
@@ -167,7 +193,7 @@ pub fn run(args: Args) -> super::CmdResult {
                 root.join("cmake-v1")
             );
         }
-        Action::Prune { max_size, toolchain_max_size, kernel_deps_max_size } => {
+        Action::Prune { max_size, toolchain_max_size, kernel_deps_max_size, compile_max_size } => {
             if let Some(max) = kernel_deps_max_size {
                 let dir = crate::kdeps::fetch::cache_dir()?;
                 let removed = crate::kdeps::cache::prune(&dir, max)?;
@@ -177,6 +203,26 @@ pub fn run(args: Args) -> super::CmdResult {
                     if removed.len() == 1 { "y" } else { "ies" },
                     human(removed.iter().map(|e| e.size).sum())
                 );
+            }
+            if let Some(max) = compile_max_size {
+                match compile_cache::setting()? {
+                    compile_cache::Setting::Off => {
+                        println!(
+                            "compile cache: off ({}=off), nothing pruned",
+                            crate::env::COMPILE_CACHE.name
+                        )
+                    }
+                    compile_cache::Setting::Dir(dir) => {
+                        let p = compile_cache::prune(&dir, max, true)?.unwrap_or_default();
+                        println!(
+                            "removed {} compile cache file{} ({}); {} left in {dir}",
+                            p.removed,
+                            if p.removed == 1 { "" } else { "s" },
+                            human(p.freed),
+                            human(p.left)
+                        );
+                    }
+                }
             }
             if let Some(max) = toolchain_max_size {
                 let store = Store::user(FetchOptions::default())?;
@@ -202,4 +248,27 @@ pub fn run(args: Args) -> super::CmdResult {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Arguments of the hidden `compile-launch`: the compiler launcher of a native cell built
+/// through the compile cache (see [`compile_cache::relative_args`]).
+#[derive(Debug, clap::Args)]
+pub struct LaunchArgs {
+    /// The cell's source mirror.
+    #[arg(long)]
+    pub src: String,
+    /// The cell's build directory (where Ninja runs the compile).
+    #[arg(long)]
+    pub build: String,
+    /// The sccache to run.
+    #[arg(long)]
+    pub sccache: String,
+    /// The compiler and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Run `compile-launch`.
+pub fn run_launch(args: LaunchArgs) -> super::CmdResult {
+    compile_cache::launch(&args.src, &args.build, &args.sccache, &args.command)
 }

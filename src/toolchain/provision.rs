@@ -102,7 +102,7 @@ fn resolve(ws: &[&WheelPin]) -> Result<Vec<ResolvedWheel>, String> {
 
 /// The program `name` of a pinned tool wheel unpacked in `tree`: `<name>/data/bin/<name>`
 /// (CMake's layout) or `<dist>.data/scripts/<name>` (a wheel's scripts, Ninja's layout).
-fn tool_in(tree: &Utf8Path, name: &str) -> Result<Utf8PathBuf, String> {
+pub(crate) fn tool_in(tree: &Utf8Path, name: &str) -> Result<Utf8PathBuf, String> {
     let bin = tree.join(format!("{name}/data/bin/{name}"));
     if bin.is_file() {
         return Ok(bin);

@@ -65,7 +65,7 @@ fn entries(cache: &Path) -> Vec<PathBuf> {
 
 /// The venv's interpreter and the CPU cell its torch gives (`torch211-cxx11-cpu-x86_64-linux`),
 /// or `None` (with a SKIPPED line) without the venv.
-fn venv_cpu_cell() -> Option<(PathBuf, String)> {
+pub(crate) fn venv_cpu_cell() -> Option<(PathBuf, String)> {
     let py = repo().join(".venv/bin/python");
     let version = std::process::Command::new(&py)
         .args(["-c", "import torch; print(torch.__version__)"])

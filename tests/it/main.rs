@@ -5,6 +5,7 @@ mod cellcache;
 mod check_builds;
 mod ci_matrix;
 mod codegen;
+mod compile_cache;
 mod compiled;
 mod completions;
 mod config;

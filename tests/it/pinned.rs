@@ -80,7 +80,7 @@ fn wheelhouse(dest: &Path) {
     let cells = [("2.14", None), ("2.14", Some("13.0")), ("2.15", None), ("2.15", Some("13.2"))];
     for (torch, cuda) in cells {
         let c = pins().cell(torch, cuda, "x86_64-linux").unwrap();
-        for w in std::iter::once(c.torch).chain(c.toolkit).chain(c.tools) {
+        for w in std::iter::once(c.torch).chain(c.toolkit).chain(c.tools).chain([c.compile_cache]) {
             let r = w.resolved().unwrap();
             let to = dest.join(&r.file);
             if !to.exists() {

@@ -25,9 +25,14 @@ pub const BUILD_ENV: &[&str] = crate::env::COMPILER_ENV;
 #[derive(Debug, Clone)]
 pub enum WorkDir {
     /// The per-kernel directory in the user's cache, kept between builds (incremental).
-    /// `ninja_jobs` is Ninja's `-j` when `KERNEL_BUILDER_JOBS` is not set (`None`: Ninja's
-    /// default).
-    Cache { kernel_dir: Utf8PathBuf, ninja_jobs: Option<usize> },
+    /// `cells_at_once`: how many cells are built at the same time (they share the cores and
+    /// memory, [`super::parallel`]); `compile_cache`: the compile cache the compilers run
+    /// through (`None`: off).
+    Cache {
+        kernel_dir: Utf8PathBuf,
+        cells_at_once: usize,
+        compile_cache: Option<super::compile_cache::CompileCache>,
+    },
     /// A fresh temporary directory, removed afterwards (verify, Nix cells).
     Fresh,
 }
@@ -44,7 +49,18 @@ pub struct CellFacts {
     pub env: Vec<(String, String)>,
     /// Findings that do not stop the build (a dependency checkout at another commit).
     pub warnings: Vec<String>,
+    /// The directories whose paths reach the compile (the work directory, the framework's
+    /// installation, the CUDA toolkit, dependency checkouts): the compile cache strips them
+    /// from what it hashes, so the same translation unit hits from another cell, checkout or
+    /// machine. Not part of the cell's key: they do not reach the binary.
+    pub basedirs: Vec<Utf8PathBuf>,
+    /// The GCC specs file ([`SPECS_FILE`] in the build directory) holding the prefix maps,
+    /// `None` with Clang or a path holding whitespace (the maps are then on the command line).
+    pub specs: Option<String>,
 }
+
+/// The file name of a cell's GCC specs file, in its build directory.
+pub const SPECS_FILE: &str = "kernel-builder-cell.specs";
 
 /// Compute [`CellFacts`] for `cell` with the project in `src_dir` and the build in
 /// `build_dir` (both mapped away in the binaries).
@@ -117,9 +133,18 @@ pub fn cell_facts(
     let mut env = Vec::new();
     let mut cache = BTreeMap::new();
     let mut gencode = BTreeMap::new();
+    // The work directory (source and build), and the directory holding the framework's
+    // package (`site-packages`, a toolchain cache tree), so its prefix map reads the same in
+    // every cell.
+    let mut basedirs: Vec<Utf8PathBuf> = [src_dir.parent(), build_dir.parent(), framework_map.0.parent()]
+        .into_iter()
+        .flatten()
+        .map(Utf8Path::to_owned)
+        .collect();
     if cell.backend == Backend::Cuda {
         let nvcc = cell.nvcc.as_ref().expect("CUDA cells have nvcc");
         let root = nvcc.path.parent().and_then(Utf8Path::parent).map(Utf8Path::to_owned).unwrap_or_default();
+        basedirs.push(root.clone());
         includes.push(root.join("include"));
         if root.join("include/cccl").is_dir() {
             includes.push(root.join("include/cccl"));
@@ -168,15 +193,36 @@ pub fn cell_facts(
         names.extend(resolved(from).filter(|r| r != from));
         names.iter().map(|f| format!("-ffile-prefix-map={f}={to}")).collect()
     };
-    let mut host_opts: Vec<String> =
+    let mut maps: Vec<String> =
         [(src_dir, "."), (build_dir, "."), (framework_map.0.as_path(), framework_map.1)]
             .into_iter()
             .flat_map(|(from, to)| map(from, to))
             .collect();
-    host_opts.extend(dep_maps.iter().flat_map(|(dir, to)| map(dir, to)));
+    maps.extend(dep_maps.iter().flat_map(|(dir, to)| map(dir, to)));
+    basedirs.extend(dep_maps.iter().map(|(dir, _)| dir.clone()));
+    basedirs.retain(|d| d.as_str() != "/" && !d.as_str().is_empty());
     // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
     // clang never does and has no such flag.
     let gnu = !cell.cxx.version.contains("clang");
+    // The prefix maps name the work directory and the framework's installation, which differ
+    // between cells and checkouts: with GCC they go in a specs file beside the build
+    // (`-specs=` with a path relative to the build directory, where every compile runs), so the
+    // command line the compile cache hashes is the same in every work directory, while the
+    // binary is mapped exactly as before. The compile cache's launcher also gives the compiler
+    // the work directory's own paths relative to the build directory
+    // ([`super::compile_cache::relative_args`]): `../src` and `.` are mapped as well.
+    // Clang reads no specs file, and a path with whitespace cannot be written in one: then the
+    // maps stay on the command line.
+    let relative_maps =
+        [format!("-ffile-prefix-map={}=.", super::compile_cache::relative_dir(build_dir, src_dir))];
+    let specs = (gnu && !maps.iter().any(|m| m.chars().any(char::is_whitespace))).then(|| {
+        let all: Vec<&str> = maps.iter().chain(&relative_maps).map(String::as_str).collect();
+        format!("*cc1:\n+ {0}\n\n*cc1plus:\n+ {0}\n\n", all.join(" "))
+    });
+    let mut host_opts: Vec<String> = match &specs {
+        Some(_) => vec![format!("-specs={SPECS_FILE}")],
+        None => maps,
+    };
     if gnu {
         // Each kernel's function-local statics stay its own when two are loaded in one process.
         host_opts.push("-fno-gnu-unique".into());
@@ -216,7 +262,7 @@ pub fn cell_facts(
     cache.insert("CMAKE_CXX_COMPILER".into(), cell.cxx.path.to_string());
     cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
     cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
-    Ok(CellFacts { ops_name, cache, gencode, env, warnings })
+    Ok(CellFacts { ops_name, cache, gencode, env, warnings, basedirs, specs })
 }
 
 /// The module's file name suffix: `.so` for a tvm-ffi cell (a library `tvm_ffi` opens, not a
@@ -228,10 +274,15 @@ pub fn module_suffix(kind: CellKind) -> &'static str {
     }
 }
 
-/// nvcc's `-Xcompiler` form of the host compiler option `opt`. nvcc splits an unquoted value
-/// at whitespace and commas when it builds the host compiler's command, so an option holding
-/// a path with a space (a cache directory or TMPDIR such as `/home/a b/…`) is passed in double
-/// quotes, which nvcc strips; one without whitespace or commas is passed as it is.
+/// nvcc's `-Xcompiler` form of the host compiler option `opt`, as one element of CMake's
+/// compile options. An option without whitespace or commas is passed as two arguments
+/// (`SHELL:-Xcompiler <opt>`, which CMake does not de-duplicate), so that the compile cache
+/// strips a base directory from its path ([`super::compile_cache`]: sccache looks at the value
+/// after an argument's first `=`, which `-Xcompiler=<opt>=<path>` would hide). nvcc splits an
+/// unquoted value at whitespace and commas when it builds the host compiler's command, so an
+/// option holding a path with a space (a cache directory or TMPDIR such as `/home/a b/…`) is
+/// passed in double quotes after `-Xcompiler=`, which nvcc strips (its path then stays in the
+/// compile cache's key: such a cell shares its cache entries with no other work directory).
 ///
 /// Errors: `opt` holds `"`, `\`, `$` or a backquote, which nvcc's quoting cannot carry; the
 /// message names the option and where its paths come from.
@@ -247,7 +298,7 @@ fn xcompiler(opt: &str) -> Result<String, String> {
     if opt.chars().any(|c| c.is_whitespace() || c == ',') {
         Ok(format!("-Xcompiler=\"{opt}\""))
     } else {
-        Ok(format!("-Xcompiler={opt}"))
+        Ok(format!("SHELL:-Xcompiler {opt}"))
     }
 }
 
@@ -526,7 +577,7 @@ mod tests {
     fn xcompiler_quotes_spaces_and_commas_and_refuses_what_nvcc_cannot_carry() {
         assert_eq!(
             xcompiler("-ffile-prefix-map=/c/kb/src=.").unwrap(),
-            "-Xcompiler=-ffile-prefix-map=/c/kb/src=."
+            "SHELL:-Xcompiler -ffile-prefix-map=/c/kb/src=."
         );
         assert_eq!(
             xcompiler("-ffile-prefix-map=/home/a b/kb/src=.").unwrap(),
@@ -536,7 +587,7 @@ mod tests {
             xcompiler("-ffile-prefix-map=/tmp/x,y=.").unwrap(),
             "-Xcompiler=\"-ffile-prefix-map=/tmp/x,y=.\""
         );
-        assert_eq!(xcompiler("-fno-gnu-unique").unwrap(), "-Xcompiler=-fno-gnu-unique");
+        assert_eq!(xcompiler("-fno-gnu-unique").unwrap(), "SHELL:-Xcompiler -fno-gnu-unique");
         for bad in ["/tmp/a\"b", "/tmp/a\\b", "/tmp/$HOME", "/tmp/a`b"] {
             let err = xcompiler(&format!("-ffile-prefix-map={bad}=.")).unwrap_err();
             assert!(

