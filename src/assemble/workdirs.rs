@@ -33,10 +33,6 @@ pub struct WorkDir {
     pub size: u64,
 }
 
-/// The directory beside a kernel's cell work directories that holds the mirror of its sources
-/// every cell compiles from (`cmake-v1/<kernel>/src`).
-pub const SHARED_SOURCES: &str = "src";
-
 /// The work directories under `root/cmake-v1`, sorted by path; none when it does not exist.
 pub fn list(root: &Utf8Path) -> anyhow::Result<Vec<WorkDir>> {
     let base = root.join("cmake-v1");
@@ -58,7 +54,6 @@ pub fn list(root: &Utf8Path) -> anyhow::Result<Vec<WorkDir>> {
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| n != SHARED_SOURCES)
             .collect();
         variants.sort();
         out.push(WorkDir {

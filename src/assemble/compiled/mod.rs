@@ -116,23 +116,26 @@ pub fn build_cell(
         warnings.push(Warning { path: None, message: w.clone() });
     }
     let _fresh;
-    // Cells of one kernel checkout built in the cache share one mirror of its sources
-    // (`cmake-v1/<kernel>/src`, [`shared_sources`]): nvcc hands the real path of each source to
-    // cudafe++ and cicc, which the compile cache hashes, so only one path per source lets
-    // `torch214-cu132` reuse what `torch215-cu132` compiled.
+    // Cells built in the cache compile from one mirror of the kernel's sources per kernel name
+    // (`sources-v1/<name>`, [`shared_sources`]), whichever checkout they come from: nvcc hands
+    // the real path of each source to cudafe++ and cicc, which the compile cache hashes, so
+    // only one path per source lets `torch214-cu132` reuse what `torch215-cu132` compiled, and
+    // a fresh checkout reuse what another compiled.
     let (work_dir, shared_src): (Utf8PathBuf, Option<Utf8PathBuf>) = match work {
         WorkDir::Cache { kernel_dir, .. } => {
             let canon =
                 kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
             let key: String =
                 sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-            let kernel_work =
-                crate::fsutil::inside(&cache_root()?, &Utf8PathBuf::from("cmake-v1").join(&key[..16]))?;
+            let root = cache_root()?;
+            let kernel_work = crate::fsutil::inside(&root, &Utf8PathBuf::from("cmake-v1").join(&key[..16]))?;
             let d = crate::fsutil::inside(&kernel_work, Utf8Path::new(&cell.variant))?; // no link leads the build out of it
             std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
             // So that `native-cache` can name the kernel a work directory belongs to.
             super::workdirs::record_kernel(&kernel_work, &canon)?;
-            (d, Some(kernel_work.join(super::workdirs::SHARED_SOURCES)))
+            let sources =
+                crate::fsutil::inside(&root, &Utf8PathBuf::from(SOURCES_DIR).join(&config.general.name))?;
+            (d, Some(sources))
         }
         WorkDir::Fresh => {
             let t = tempfile::Builder::new()
@@ -551,15 +554,18 @@ fn shared_sources(
     if let Some(h) = held.get(dir).and_then(Weak::upgrade) {
         anyhow::ensure!(
             h.uid == uid,
-            "`{dir}` holds the sources {} of a build still running in this process, not {uid}",
+            "`{dir}` holds the sources {} of another checkout of this kernel, built by this process right now; build the two one after the other",
             h.uid
         );
         return Ok(h);
     }
     let lock_path = Utf8PathBuf::from(format!("{dir}.lock"));
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create `{parent}`"))?;
+    }
     let lock = crate::toolchain::store::lock_or_say(
         &lock_path,
-        &format!("note: another build of this kernel checkout is compiling from `{dir}`; waiting for it"),
+        &format!("note: another build of this kernel is compiling from `{dir}`; waiting for it"),
     )?;
     sync()?;
     rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockShared)
@@ -568,6 +574,9 @@ fn shared_sources(
     held.insert(dir.to_owned(), Arc::downgrade(&h));
     Ok(h)
 }
+
+/// The directory in the cache root holding each kernel's shared source mirror, by kernel name.
+pub const SOURCES_DIR: &str = "sources-v1";
 
 /// Remove files under `dir` that are not in `wanted` (left from an earlier source set), so
 /// the mirror holds exactly the source set and the generated files.
