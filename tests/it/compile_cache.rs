@@ -86,7 +86,7 @@ fn a_cell_built_in_another_checkout_takes_its_compiles_from_the_compile_cache() 
         kb(&a, &cache, &[("PATH", path.as_path()), ("KERNEL_BUILDER_COMPILE_CACHE", off.as_path())], &args);
     assert_eq!(without.code, 0, "{}", without.stderr);
     assert!(
-        without.stdout.starts_with(&format!("built {cell} (4 files, id _relu_cpu_")),
+        without.stdout.starts_with(&format!("built {cell} (5 files, id _relu_cpu_")),
         "{}",
         without.stdout
     );
