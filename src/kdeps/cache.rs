@@ -49,13 +49,7 @@ pub fn entries(cache: &Utf8Path) -> anyhow::Result<Vec<Entry>> {
             continue;
         }
         let meta = e.path().symlink_metadata().with_context(|| format!("cannot read `{}`", e.path()))?;
-        let size = walkdir::WalkDir::new(e.path())
-            .into_iter()
-            .filter_map(Result::ok)
-            .filter_map(|f| f.metadata().ok())
-            .filter(|m| m.is_file())
-            .map(|m| m.len())
-            .sum();
+        let size = crate::fsutil::dir_size(e.path());
         out.push(Entry {
             dir: e.path().to_owned(),
             size,

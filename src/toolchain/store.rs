@@ -656,13 +656,7 @@ fn entries_in(root: &Utf8Path) -> anyhow::Result<Vec<Entry>> {
                     .and_then(|m| m.modified())
                     .unwrap_or(std::time::UNIX_EPOCH)
             };
-            let size = walkdir::WalkDir::new(e.path())
-                .into_iter()
-                .filter_map(Result::ok)
-                .filter_map(|f| f.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.len())
-                .sum();
+            let size = crate::fsutil::dir_size(e.path());
             let what = if unfinished {
                 "an unfinished unpack (a failed or interrupted build left it; pruned first)".to_owned()
             } else if d == "wheels" {
