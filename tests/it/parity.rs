@@ -133,11 +133,13 @@ fn every_fault_class_compiles_for_one_capability() {
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "[1, 2, 3, 4, 5]");
 
-    // That tree is a quick check's: upload refuses it, whatever --force says.
+    // That tree is a quick check's: upload refuses it, whatever --force says, before any
+    // request (a token is given, since upload asks for one before it reads the variants).
     let up = crate::util::kb()
         .args(["upload", "--repo-id", "test-org/parity", "--force"])
         .arg(&k)
         .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env("HF_TOKEN", "hf_test")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&up.stderr);
