@@ -179,19 +179,36 @@ pub(crate) fn lock(path: &Utf8Path, shared: bool) -> anyhow::Result<std::fs::Fil
     Ok(f)
 }
 
+/// An exclusive lock on `path`: with `wait`, once its holder lets go; without, `None` while
+/// another process holds it (a prune that must not wait for a running build).
+pub(crate) fn lock_exclusive(path: &Utf8Path, wait: bool) -> anyhow::Result<Option<std::fs::File>> {
+    if wait {
+        return lock(path, false).map(Some);
+    }
+    let f = open_lock_file(path)?;
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(f)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot lock `{path}`")),
+    }
+}
+
+/// [`lock`] (exclusive), calling `say_waiting` first when another process holds it, so a long
+/// wait is not silent.
+fn lock_saying(path: &Utf8Path, say_waiting: impl FnOnce()) -> anyhow::Result<std::fs::File> {
+    match lock_exclusive(path, false)? {
+        Some(f) => Ok(f),
+        None => {
+            say_waiting();
+            lock(path, false)
+        }
+    }
+}
+
 /// [`lock`] (exclusive), saying `waiting` on stderr first when another process holds it, so
 /// a long wait (another shell making the same environment) is not silent.
 pub(crate) fn lock_or_say(path: &Utf8Path, waiting: &str) -> anyhow::Result<std::fs::File> {
-    let f = open_lock_file(path)?;
-    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(f),
-        Err(rustix::io::Errno::WOULDBLOCK) => {
-            crate::printer::stderr!("{waiting}");
-            drop(f);
-            lock(path, false)
-        }
-        Err(e) => Err(e).with_context(|| format!("cannot lock `{path}`")),
-    }
+    lock_saying(path, || crate::printer::stderr!("{waiting}"))
 }
 
 fn touch(path: &Utf8Path) {
@@ -248,16 +265,7 @@ impl Store {
     /// first when another process holds it.
     pub(super) fn lock_named(&self, name: &str, waiting: &str) -> anyhow::Result<std::fs::File> {
         let path = self.root.join("locks").join(format!("{name}.lock"));
-        let f = open_lock_file(&path)?;
-        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(f),
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                self.say(format!("{waiting} (it holds `{path}`)"));
-                drop(f);
-                lock(&path, false)
-            }
-            Err(e) => Err(e).with_context(|| format!("cannot lock `{path}`")),
-        }
+        lock_saying(&path, || self.say(format!("{waiting} (it holds `{path}`)")))
     }
 
     /// The user's toolchain cache: `$KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR`, else
@@ -580,23 +588,9 @@ impl Store {
         let root = self.root.clone();
         let used = std::mem::take(&mut *self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         drop(self); // its own shared lock
-        let path = root.join("locks/in-use.lock");
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("cannot open the lock file `{path}`"))?;
-        let how = if wait {
-            rustix::fs::FlockOperation::LockExclusive
-        } else {
-            rustix::fs::FlockOperation::NonBlockingLockExclusive
+        let Some(_in_use) = lock_exclusive(&root.join("locks/in-use.lock"), wait)? else {
+            return Ok(None);
         };
-        match rustix::fs::flock(&f, how) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) if !wait => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("cannot lock `{path}`")),
-        }
         let store_entries = entries_in(&root)?;
         let mut total: u64 = store_entries.iter().map(|e| e.size).sum();
         let mut out = Pruned::default();

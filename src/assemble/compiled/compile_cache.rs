@@ -357,21 +357,8 @@ pub fn prune(dir: &Utf8Path, max: u64, wait: bool) -> anyhow::Result<Option<Prun
     if !dir.is_dir() {
         return Ok(Some(Pruned::default()));
     }
-    let lock_path = dir.join(LOCK_FILE);
-    let _lock = if wait {
-        crate::toolchain::store::lock(&lock_path, false)?
-    } else {
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .with_context(|| format!("cannot open the lock file `{lock_path}`"))?;
-        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => f,
-            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("cannot lock `{lock_path}`")),
-        }
+    let Some(_lock) = crate::toolchain::store::lock_exclusive(&dir.join(LOCK_FILE), wait)? else {
+        return Ok(None);
     };
     let all = files(dir);
     let mut left: u64 = all.iter().map(|f| f.size).sum();
