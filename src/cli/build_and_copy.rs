@@ -536,26 +536,31 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The toolchain cache a native build (or verify) of `config` takes pinned wheels from: `None`
-/// with `--python` (the environment's torch) or when no backend of the kernel builds from pins.
-///
-/// Errors: `--offline` or `--find-links` given with `--python`; the cache cannot be opened.
+/// Whether a backend of `config` builds from pinned wheels (a `[torch]` kernel's CPU and CUDA
+/// cells).
+fn uses_pins(config: &crate::config::BuildConfig) -> bool {
+    crate::bundle::compiled_backends(config)
+        .into_iter()
+        .any(|b| crate::toolchain::provision::pinned_backend(config, b))
+}
+
 /// With `--python`, the toolchain cache for the pinned cells a command still meets (`verify`
 /// of a `build/` that also holds cells built from pins), when the kernel has any.
 pub(crate) fn pinned_store_beside_python(
     config: &crate::config::BuildConfig,
     progress: bool,
 ) -> anyhow::Result<Option<crate::toolchain::store::Store>> {
-    let uses_pins = crate::bundle::compiled_backends(config)
-        .into_iter()
-        .any(|b| crate::toolchain::provision::pinned_backend(config, b));
-    if !uses_pins {
+    if !uses_pins(config) {
         return Ok(None);
     }
     let options = crate::toolchain::store::FetchOptions { offline: false, find_links: Vec::new(), progress };
     Ok(Some(crate::toolchain::store::Store::user(options)?))
 }
 
+/// The toolchain cache a native build (or verify) of `config` takes pinned wheels from: `None`
+/// with `--python` (the environment's torch) or when no backend of the kernel builds from pins.
+///
+/// Errors: `--offline` or `--find-links` given with `--python`; the cache cannot be opened.
 pub(crate) fn pinned_store(
     config: &crate::config::BuildConfig,
     toolchain: &ToolchainArgs,
@@ -564,11 +569,8 @@ pub(crate) fn pinned_store(
     progress: bool,
 ) -> anyhow::Result<Option<crate::toolchain::store::Store>> {
     // Without --python, a [torch] kernel's CPU and CUDA bundle cells come from pinned wheels.
-    let uses_pins = crate::bundle::compiled_backends(config)
-        .into_iter()
-        .any(|b| crate::toolchain::provision::pinned_backend(config, b));
     Ok(match &toolchain.python {
-        _ if !uses_pins && toolchain.python.is_none() => None,
+        _ if !uses_pins(config) && toolchain.python.is_none() => None,
         Some(_) => {
             anyhow::ensure!(
                 !offline && find_links.is_empty(),
