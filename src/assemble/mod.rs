@@ -125,11 +125,8 @@ pub fn assemble_one(
     on_warning: &mut dyn FnMut(&Warning),
 ) -> anyhow::Result<Utf8PathBuf> {
     let cfg = config;
-    if let Some(refusal) = not_yet::NotYet::for_noarch(cfg) {
-        return Err(crate::error::Error::from(refusal).into());
-    }
     let variant = if cfg.is_noarch_for(backend) {
-        PlannedVariant::noarch(crate::matrix::naming::noarch_name(backend), backend)
+        PlannedVariant::noarch(noarch::variant_name(cfg, backend), backend)
     } else {
         anyhow::ensure!(
             cfg.general.backends.contains(&backend),
