@@ -193,6 +193,30 @@ fn build_layout_is_files_or_zip() {
         ]);
 }
 
+/// A Helion kernel (`helion` in `python-depends`, general or per backend) with `build-layout =
+/// "zip"` gets a warning at that line: Helion cannot find heuristic files inside the archive
+/// (tests/python/test_helion_zip_layout.py shows it with Helion's own lookup). `check-config`
+/// says it at the line, and a Helion kernel in `files`, or a zip kernel without Helion, gets none.
+#[test]
+fn a_helion_kernel_in_the_zip_layout_is_warned_at_the_line() {
+    let helion = "[general]\nname = \"vector-add-helion\"\nversion = 1\nedition = 6\nlicense = \"Apache-2.0\"\nbackends = [\"cuda\", \"rocm\"]\npython-depends = [\"helion\"]\nbuild-layout = \"zip\"\n\n[torch-noarch]\n";
+    let warning = "8:16 Warning helion-zip-layout: a Helion kernel in the zip layout runs untuned: Helion looks for its heuristic files (`_helion_aot_*.py`) beside the kernel's source on the file system, and inside the variant's zip archive it finds none; a build of the kernel with heuristic files is refused | write `build-layout = \"files\"` (the default, read by every loader), or remove the line";
+    assert_eq!(findings(helion), [warning]);
+    assert_eq!(findings(&helion.replace("\"zip\"", "\"files\"")), Vec::<String>::new());
+    assert_eq!(findings(&helion.replace("[\"helion\"]", "[\"einops\"]")), Vec::<String>::new());
+
+    // The same through the CLI, which names the file.
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("build.toml"), helion).unwrap();
+    std::fs::create_dir_all(t.path().join("torch-ext/vector_add_helion")).unwrap();
+    std::fs::write(t.path().join("torch-ext/vector_add_helion/__init__.py"), "").unwrap();
+    let out = crate::util::kb().arg("check-config").arg(t.path()).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("helion-zip-layout"), "{stderr}");
+    assert!(stderr.contains("build.toml:8:16"), "{stderr}");
+}
+
 #[test]
 fn mlx_noarch_is_metal_only_and_plans_the_mlx_metal_cell() {
     let text = "[general]\nname = \"relu\"\nversion = 1\nedition = 6\nlicense = \"MIT\"\nbackends = [\"metal\"]\n\n[mlx-noarch]\npyext = [\"py\", \"metal\"]\n";
