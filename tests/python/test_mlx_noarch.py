@@ -8,7 +8,8 @@ the `zip` layout. kernels 0.19.1 (`.venv/kernels-loaders/0.19.1`, see test_loade
   computes the digest metadata.json records (`Digest.hash_variant`);
 - parses the name `mlx-metal` as its MLX noarch variant, and its variant selection accepts it
   for a Metal machine with `mlx` installed and refuses it, naming why, without `mlx` or on
-  another backend.
+  another backend;
+- `kernels describe-api` finds no `symbols.json` in it (a noarch build runs no Python).
 
 kernels 0.17.2 refuses the tree through `kernels-minver`. What is not exercised: importing the
 package and running the op, which need `mlx` and a Metal GPU (macOS on Apple silicon).
@@ -24,7 +25,7 @@ from pathlib import Path
 from kernels import get_local_kernel
 
 from conftest import REPO, kernel_builder
-from test_loaders import loader_env
+from test_loaders import describe_api, loader_env
 
 FIXTURE = REPO / "tests" / "fixtures" / "edition6" / "mlx"
 
@@ -101,6 +102,12 @@ def test_kernels_0_19_1_reads_and_selects_the_mlx_metal_tree(tmp_path: Path) -> 
             "cpu with mlx": "backend (metal) does not match system backend (cpu) and is not universal",
         }, layout
         assert meta[layout]["digest"]["algorithm"] == "sha256"
+        # No symbols.json: the build runs no Python, and this one would need mlx (README).
+        proc = describe_api(path)
+        assert (proc.returncode, proc.stderr) == (1, (
+            f"Error: No symbols.json found in {path} (variant: mlx-metal). "
+            "Rebuild the kernel with a recent kernel-builder and the get_kernel check enabled.\n"
+        )), layout
 
 
 def test_kernels_0_17_2_refuses_it_by_kernels_minver(tmp_path: Path) -> None:
