@@ -1,7 +1,6 @@
 //! A copy of every variant this process builds, kept for an independent check after the fact:
-//! with `KERNEL_BUILDER_RECORD_VARIANTS=DIR`, each variant [`super::assemble_variant`] writes,
-//! or a bundle build takes from the native cell cache, is also copied to
-//! `DIR/<variant>-<random>/<variant>/`.
+//! with `KERNEL_BUILDER_RECORD_VARIANTS=DIR`, each variant [`super::assemble_variant`] writes is
+//! also copied to `DIR/<variant>-<random>/<variant>/`.
 //!
 //! The test suite sets it (scripts/test.sh) so that the digest of every tree the suite builds,
 //! in whatever temporary directory a test builds it and removes it, can be checked against the
@@ -9,9 +8,10 @@
 //! copy, not a hard link: tests tamper with built trees on purpose afterwards.
 //!
 //! The copy is written as `.partial-<variant>` and renamed, so a process killed half-way leaves
-//! nothing that looks whole. Variants reused from the native cell cache are copied too (their
-//! first build may have been in an earlier run); Nix cells, whose builder sees no outside
-//! environment, are not (the parity tests compare them with the native build).
+//! nothing that looks whole. What is built is copied, not what is reused: a variant taken from
+//! the native cell cache is a copy of an earlier build (and a cache test serves a tampered entry
+//! on purpose, to show that `verify` catches it); Nix cells, whose builder sees no outside
+//! environment, are not copied either (the parity tests compare them with the native build).
 
 use anyhow::Context;
 use camino::Utf8Path;

@@ -899,10 +899,7 @@ fn build_one(
     };
     if let Some((cache, key)) = &cached {
         match cache.fetch(key, &v.name, &dest) {
-            Fetched::Hit(w) => {
-                crate::assemble::record::record(&dest)?;
-                return Ok(CellResult { warnings: w, reused: true, compiles: None });
-            }
+            Fetched::Hit(w) => return Ok(CellResult { warnings: w, reused: true, compiles: None }),
             Fetched::Miss => {}
             Fetched::Corrupt(why) => warnings.push(Warning {
                 path: None,
