@@ -284,6 +284,10 @@ fn compiled_inputs(
         "ninja": tool(&cell.ninja),
         "cxx": tool(&cell.cxx),
         "nvcc": cell.nvcc.as_ref().map(tool),
+        // A Rust cell: cargo and rustc, and the crate built (its Cargo.lock is in the source set).
+        "cargo": cell.cargo.as_ref().map(|c| json!({
+            "cargo": tool(&c.cargo), "rustc": tool(&c.rustc), "kernel": c.kernel, "manifest": c.manifest,
+        })),
         // A pinned cell: every wheel's sha256 and each unpacked tree's recorded hash (the
         // trees are checked against it on use), so another toolchain is another key.
         "pins": cell.pins,

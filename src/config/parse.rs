@@ -797,7 +797,10 @@ fn framework(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> Frame
         }
         _ => {
             check_keys(cx, t, "tvm-ffi", TVM_FFI_KEYS);
-            if !t.contains_key("src") {
+            // A kernel all of whose `[kernel.*]` are Rust crates needs no binding: each crate
+            // exports its TVM-FFI functions itself (the 0.19 loader accepts it too).
+            let rust_only = only_rust_kernels(root);
+            if !t.contains_key("src") && !rust_only {
                 cx.error(
                     "tvm-ffi",
                     "missing-key",
@@ -809,7 +812,7 @@ fn framework(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> Frame
             // The binding sources are what the module is built from: without them the compile
             // fails inside CMake. (`[torch] src` may be empty: upstream defaults it to `[]`, and
             // a `[torch]` kernel whose backends have no `[kernel.*]` builds Python only.)
-            if t.get("src").and_then(Item::as_array).is_some_and(|a| a.is_empty()) {
+            if !rust_only && t.get("src").and_then(Item::as_array).is_some_and(|a| a.is_empty()) {
                 cx.error(
                     "tvm-ffi.src",
                     "no-sources",
@@ -825,6 +828,19 @@ fn framework(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> Frame
             })
         }
     }
+}
+
+/// Whether the file has `[kernel.*]` tables and every one is in a Rust `language`.
+fn only_rust_kernels(root: &dyn TableLike) -> bool {
+    let Some(kernels) = root.get("kernel").and_then(Item::as_table_like) else { return false };
+    !kernels.is_empty()
+        && kernels.iter().all(|(_, k)| {
+            k.as_table_like()
+                .and_then(|k| k.get("language"))
+                .and_then(Item::as_str)
+                .and_then(Language::from_name)
+                .is_some_and(Language::is_rust)
+        })
 }
 
 /// How `[kernel.<name>]` names what it compiles: `backend` (edition 5 and the upgraded older
