@@ -272,6 +272,14 @@ pub fn plan_cell(
         return Err(format!("no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"));
     }
     let cargo = cargo_tools(config, backend, &kernels)?;
+    if let (Some(c), Some(set)) = (&cargo, &host.package_set) {
+        // A Nix cell builds sandboxed, offline: the locked crates would have to be store paths
+        // (a vendored Cargo.lock), and the package sets here bring no Rust toolchain.
+        return Err(format!(
+            "`[kernel.{}]` is a rust-cpu kernel, which the Nix cells do not build yet: its crates cannot be fetched in the sandbox and the package set `{set}` has no Rust toolchain; build it natively with `kernel-builder build-and-copy --nix never`",
+            c.kernel
+        ));
+    }
     let mut cuda_capabilities = BTreeMap::new();
     let mut notes = Vec::new();
     let mut capabilities_only = None;
