@@ -179,3 +179,61 @@ fn a_rust_kernel_without_cargo_lock_is_refused_with_the_command_that_makes_one()
     assert!(!kernel.join("build").exists());
     assert!(!kernel.join("Cargo.lock").exists(), "cargo wrote a lock file into the checkout");
 }
+
+/// check-config and list-variants of a rust-cpu kernel: its language and the tvm-ffi cell it
+/// plans. `[tvm-ffi] src` may be left out when every kernel is a crate (the loader agrees), and
+/// stays required beside a C++ kernel.
+#[test]
+fn check_config_and_list_variants_show_the_rust_cpu_cell() {
+    let dir = repo().join("kernels/relu-rust");
+    let out = kb().arg("check-config").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "name: relu-rust\ngeneration: edition 6\nbackends: cpu\nframework: tvm-ffi\nkernels:\n  relu (rust-cpu) -> cpu\nmatrix: 2026-12 (revision 2026-12-01)\n"
+    );
+    let out = kb().args(["list-variants", "--all-systems"]).arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "aarch64-darwin\ttvm-ffi01-cpu-aarch64-darwin\naarch64-linux\ttvm-ffi01-cpu-aarch64-linux\nx86_64-linux\ttvm-ffi01-cpu-x86_64-linux\n"
+    );
+
+    let t = tempfile::tempdir().unwrap();
+    let kernel = t.path().join("relu-rust");
+    copy_kernel("relu-rust", &kernel);
+    fs::create_dir_all(kernel.join("cpp")).unwrap();
+    fs::write(kernel.join("cpp/relu.cpp"), "").unwrap();
+    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
+    fs::write(
+        kernel.join("build.toml"),
+        format!(
+            "{toml}\n[kernel.relu_cpp]\nlanguage = \"cpp-cpu\"\ndepends = []\nsrc = [\"cpp/relu.cpp\"]\n"
+        ),
+    )
+    .unwrap();
+    let out = kb().env("KERNEL_BUILDER_PLAIN", "1").arg("check-config").arg(&kernel).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("`tvm-ffi.src` is required"), "{stderr}");
+
+    // With a binding the file is valid, but one cell cannot hold the crate and the C++ kernel.
+    let Some((py, _)) = venv_tvm_ffi_and_cargo() else { return };
+    fs::write(kernel.join("cpp/binding.cpp"), "").unwrap();
+    let toml = fs::read_to_string(kernel.join("build.toml")).unwrap();
+    fs::write(
+        kernel.join("build.toml"),
+        toml.replace("[tvm-ffi]\n", "[tvm-ffi]\nsrc = [\"cpp/binding.cpp\"]\n"),
+    )
+    .unwrap();
+    let run = build(&py, &kernel, &t.path().join("cache"));
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "`[kernel.relu]` (rust-cpu) and `[kernel.relu_cpp]` (cpp-cpu) both compile for `cpu` in `{}`; a Rust kernel's crate is the whole module of its cell, so a cell has one Rust kernel and nothing else: put the other code in the crate, or give it a backend of its own",
+            kernel.join("build.toml").display()
+        )),
+        "{}",
+        run.stderr
+    );
+}

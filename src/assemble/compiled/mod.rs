@@ -405,8 +405,8 @@ fn write_variant(
         copy_source(f, &dest, super::noarch::FILE_MODE)?;
     }
     let ops_py = match cell.kind {
-        CellKind::TvmFfi => super::tvm_ffi::ops_py(&ops_name, &cell.variant, layout),
-        _ => compiled_ops_py(&ops_name, &cell.variant),
+        CellKind::TvmFfi => super::tvm_ffi::ops_py(ops_name, &cell.variant, layout),
+        _ => compiled_ops_py(ops_name, &cell.variant),
     };
     write_file(&out_variant_dir.join("_ops.py"), ops_py.as_bytes())?;
     let so = std::fs::read(built).with_context(|| format!("cannot read `{built}`"))?;
@@ -417,7 +417,7 @@ fn write_variant(
     if config.general.kernel_depends_for(cell.backend).is_empty() {
         // Skipped silently when the interpreter's framework is not the cell's (pinned wheels).
         use super::symbols::{write_symbols, Outcome};
-        if let Outcome::DoesNotImport(why) = write_symbols(out_variant_dir, &ops_name, &cell.framework)? {
+        if let Outcome::DoesNotImport(why) = write_symbols(out_variant_dir, ops_name, &cell.framework)? {
             warnings.push(Warning {
                 path: None,
                 message: format!(
@@ -437,7 +437,7 @@ fn write_variant(
         });
     }
     if layout == BuildLayout::Zip {
-        zip_package(out_variant_dir, &ops_name)?;
+        zip_package(out_variant_dir, ops_name)?;
     }
 
     let digest = crate::hash::digest::variant_digest(out_variant_dir)

@@ -5,8 +5,6 @@ The tensors are handed to the library as they are: tvm-ffi takes torch tensors t
 DLPack, without a copy, so `out` is written in place.
 """
 
-from __future__ import annotations
-
 from typing import Optional
 
 import torch
