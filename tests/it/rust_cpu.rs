@@ -84,7 +84,7 @@ fn relu_rust_builds_with_cargo_into_a_reproducible_tvm_ffi_tree() {
     let source_files = files(&kernel);
     assert_eq!(
         source_files,
-        ["Cargo.lock", "Cargo.toml", "build.toml", "src/lib.rs", "tvm-ffi-ext/relu_rust/__init__.py"]
+        ["Cargo.lock", "Cargo.toml", "README.md", "build.toml", "src/lib.rs", "tvm-ffi-ext/relu_rust/__init__.py"]
     );
     let cache = t.path().join("cache");
     let cell = format!("tvm-ffi{tag}-cpu-{}-linux", std::env::consts::ARCH);
