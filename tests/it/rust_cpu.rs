@@ -84,7 +84,14 @@ fn relu_rust_builds_with_cargo_into_a_reproducible_tvm_ffi_tree() {
     let source_files = files(&kernel);
     assert_eq!(
         source_files,
-        ["Cargo.lock", "Cargo.toml", "README.md", "build.toml", "src/lib.rs", "tvm-ffi-ext/relu_rust/__init__.py"]
+        [
+            "Cargo.lock",
+            "Cargo.toml",
+            "README.md",
+            "build.toml",
+            "src/lib.rs",
+            "tvm-ffi-ext/relu_rust/__init__.py"
+        ]
     );
     let cache = t.path().join("cache");
     let cell = format!("tvm-ffi{tag}-cpu-{}-linux", std::env::consts::ARCH);
@@ -132,11 +139,16 @@ fn relu_rust_builds_with_cargo_into_a_reproducible_tvm_ffi_tree() {
     }
     let hash = nar_hash(&variant);
 
-    // A fresh rebuild (no build/, no work directory) is the same bytes.
+    // Unchanged, the cell comes from the native cell cache.
+    let reused = build(&py, &kernel, &cache);
+    assert_eq!(reused.code, 0, "{}", reused.stderr);
+    assert_eq!(reused.stdout, format!("reused {cell} (5 files, id {id}) -> {}\n", variant.display()));
+    // A fresh rebuild (no build/, no cell cache, no work directory) is the same bytes.
     fs::remove_dir_all(kernel.join("build")).unwrap();
-    fs::remove_dir_all(cache.join("cargo-v1")).unwrap();
+    fs::remove_dir_all(&cache).unwrap();
     let again = build(&py, &kernel, &cache);
     assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.stdout, first.stdout);
     assert_eq!(nar_hash(&variant), hash);
 
     // A compile error: the manifest and rustc's error are named, build/ keeps the last tree.
