@@ -249,3 +249,29 @@ fn check_config_and_list_variants_show_the_rust_cpu_cell() {
         run.stderr
     );
 }
+
+/// What a Nix cell runs (`assemble` with a package set) refuses a rust-cpu kernel, saying why
+/// and what builds it, and writes nothing.
+#[test]
+fn a_nix_cell_refuses_a_rust_cpu_kernel() {
+    let Some((py, tag)) = venv_tvm_ffi_and_cargo() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("out");
+    let cell = format!("tvm-ffi{tag}-cpu-{}-linux", std::env::consts::ARCH);
+    let o = kb()
+        .args(["assemble", "--source"])
+        .arg(repo().join("kernels/relu-rust"))
+        .args(["--backend", "cpu", "--out"])
+        .arg(&out)
+        .arg("--python")
+        .arg(&py)
+        .args(["--package-set", "test-set", "--expect-variant", &cell])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(o.stderr).unwrap(),
+        "error: cannot build `cpu`: `[kernel.relu]` is a rust-cpu kernel, which Nix cells (package set `test-set`) do not build yet: a cell's derivation gets no cargo from its package set and cannot fetch the locked crates in the sandbox; build it natively with `kernel-builder build-and-copy --nix never`\n"
+    );
+    assert!(!out.exists());
+}

@@ -276,7 +276,7 @@ pub fn plan_cell(
         // A Nix cell builds sandboxed, offline: the locked crates would have to be store paths
         // (a vendored Cargo.lock), and the package sets here bring no Rust toolchain.
         return Err(format!(
-            "`[kernel.{}]` is a rust-cpu kernel, which the Nix cells do not build yet: its crates cannot be fetched in the sandbox and the package set `{set}` has no Rust toolchain; build it natively with `kernel-builder build-and-copy --nix never`",
+            "`[kernel.{}]` is a rust-cpu kernel, which Nix cells (package set `{set}`) do not build yet: a cell's derivation gets no cargo from its package set and cannot fetch the locked crates in the sandbox; build it natively with `kernel-builder build-and-copy --nix never`",
             c.kernel
         ));
     }
