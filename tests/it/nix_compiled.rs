@@ -987,11 +987,11 @@ fn nix_and_native_find_the_same_pinned_wheels_and_say_the_same_when_one_is_missi
         .map(|(torch, cuda, system)| {
             let which = if torch == "2.15" && cuda.as_deref() == Some("12.99") { &patched } else { pins() };
             match which.torch(torch, cuda.as_deref(), system) {
-                Err(e) => (Value::Null, Value::String(e)),
+                Err(e) => (Value::Null, Value::String(e.to_string())),
                 Ok(p) => {
                     let unresolved = std::iter::once(p.torch)
                         .chain(p.toolkit.iter().copied())
-                        .find_map(|w| w.resolved().err());
+                        .find_map(|w| w.resolved().err().map(|e| e.to_string()));
                     let missing = unresolved
                         .map(|e| Value::String(e.split(", or pass `--find-links").next().unwrap().to_owned()))
                         .unwrap_or(Value::Null);
