@@ -206,9 +206,6 @@ pub fn why_not_buildable(
         .map(|c| c.backend)
         .or_else(|| variant_kind(name).filter(|(_, kind)| *kind != "noarch").map(|(b, _)| b))
         .filter(|b| config.has_kernel_for(*b))?;
-    if let Some(s) = plan.skipped.iter().find(|s| s.variant.as_deref() == Some(name)) {
-        return Some(format!("cannot build `{name}` natively: {}", s.reason));
-    }
     if let Some(s) = plan.skipped.iter().find(|s| s.backend == backend && s.variant.is_none()) {
         return Some(format!("cannot build `{name}` natively: {}", s.reason));
     }
