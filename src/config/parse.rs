@@ -1019,83 +1019,9 @@ fn kernel(
         }
     }
 
-    let mut depends = Vec::new();
-    match t.get("depends") {
-        None if !accepts("depends") => {}
-        Some(_) if !accepts("depends") => {} // reported with the other keys
-        None => cx.error(
-            &path,
-            "missing-key",
-            format!("`[{path}]` has no `depends`"),
-            Some("add `depends = [\"torch\"]` (or `depends = []`)".to_owned()),
-        ),
-        Some(i) => {
-            let dp = join_key(&path, "depends");
-            for (idx, s) in as_str_list(cx, i, &dp, "[\"torch\"]").unwrap_or_default() {
-                match CppDependency::from_name(&s) {
-                    Some(CppDependency::Torch) if tvm_ffi => {
-                        // Upstream accepts it; a tvm-ffi build compiles against tvm-ffi only.
-                        cx.warning(
-                            &join_index(&dp, idx),
-                            "torch-in-tvm-ffi",
-                            format!("`[{path}]` depends on `torch`, but a `[tvm-ffi]` kernel is built against tvm-ffi only: it gets no torch headers or libraries"),
-                            Some("remove \"torch\" from `depends` (take tensors as `tvm::ffi::TensorView`), or use `[torch]` to build a torch extension".to_owned()),
-                        );
-                        depends.push(CppDependency::Torch);
-                    }
-                    Some(d) => depends.push(d),
-                    None => {
-                        let cutlass: Vec<&str> = CPP_DEPENDENCY_NAMES
-                            .iter()
-                            .copied()
-                            .filter(|n| n.starts_with("cutlass_"))
-                            .collect();
-                        let others: Vec<&str> = CPP_DEPENDENCY_NAMES
-                            .iter()
-                            .copied()
-                            .filter(|n| !n.starts_with("cutlass_"))
-                            .collect();
-                        let mut help = match did_you_mean(&s, &CPP_DEPENDENCY_NAMES) {
-                            Some(m) if m != s => format!("did you mean `{m}`? "),
-                            _ => String::new(),
-                        };
-                        help.push_str(&format!(
-                            "known cutlass versions: {}; other dependencies: {}",
-                            cutlass.join(", "),
-                            others.join(", ")
-                        ));
-                        cx.error(
-                            &join_index(&dp, idx),
-                            "unknown-dependency",
-                            format!("unknown C++ dependency `{s}`"),
-                            Some(help),
-                        );
-                    }
-                }
-            }
-        }
-    }
-
+    let depends = cpp_depends(cx, t, &path, tvm_ffi, accepts("depends"));
     let src = paths(cx, t, &path, "src");
-    match &src {
-        None if !t.contains_key("src") => cx.error(
-            &path,
-            "no-sources",
-            format!("`[{path}]` has no `src`"),
-            Some("add `src = [\"…\"]` with the kernel's source files".to_owned()),
-        ),
-        Some(s)
-            if s.is_empty() && t.get("src").is_some_and(|i| i.as_array().is_some_and(|a| a.is_empty())) =>
-        {
-            cx.error(
-                &join_key(&path, "src"),
-                "no-sources",
-                format!("`[{path}]` has no source files (`src = []`)"),
-                Some("list the kernel's source files, or remove the kernel".to_owned()),
-            )
-        }
-        _ => {}
-    }
+    check_sources(cx, t, &path, src.as_deref());
 
     if let Some(b) = backend {
         if !backends.contains(&b) {
@@ -1148,6 +1074,94 @@ fn kernel(
         },
         cargo_manifest,
         tileiras_minver,
+    }
+}
+
+/// The `depends` of the kernel at `path` (`accepted`: its form takes the key; one it does not
+/// take is reported with the other keys); an unknown name is an error naming the known ones.
+fn cpp_depends(
+    cx: &mut Cx,
+    t: &dyn TableLike,
+    path: &str,
+    tvm_ffi: bool,
+    accepted: bool,
+) -> Vec<CppDependency> {
+    let mut depends = Vec::new();
+    match t.get("depends") {
+        _ if !accepted => {}
+        None => cx.error(
+            path,
+            "missing-key",
+            format!("`[{path}]` has no `depends`"),
+            Some("add `depends = [\"torch\"]` (or `depends = []`)".to_owned()),
+        ),
+        Some(i) => {
+            let dp = join_key(path, "depends");
+            for (idx, s) in as_str_list(cx, i, &dp, "[\"torch\"]").unwrap_or_default() {
+                match CppDependency::from_name(&s) {
+                    Some(CppDependency::Torch) if tvm_ffi => {
+                        // Upstream accepts it; a tvm-ffi build compiles against tvm-ffi only.
+                        cx.warning(
+                            &join_index(&dp, idx),
+                            "torch-in-tvm-ffi",
+                            format!("`[{path}]` depends on `torch`, but a `[tvm-ffi]` kernel is built against tvm-ffi only: it gets no torch headers or libraries"),
+                            Some("remove \"torch\" from `depends` (take tensors as `tvm::ffi::TensorView`), or use `[torch]` to build a torch extension".to_owned()),
+                        );
+                        depends.push(CppDependency::Torch);
+                    }
+                    Some(d) => depends.push(d),
+                    None => cx.error(
+                        &join_index(&dp, idx),
+                        "unknown-dependency",
+                        format!("unknown C++ dependency `{s}`"),
+                        Some(unknown_dependency_help(&s)),
+                    ),
+                }
+            }
+        }
+    }
+    depends
+}
+
+/// What to write instead of the unknown C++ dependency `s`: the nearest name, then the known
+/// cutlass versions and the other dependencies.
+fn unknown_dependency_help(s: &str) -> String {
+    let cutlass: Vec<&str> =
+        CPP_DEPENDENCY_NAMES.iter().copied().filter(|n| n.starts_with("cutlass_")).collect();
+    let others: Vec<&str> =
+        CPP_DEPENDENCY_NAMES.iter().copied().filter(|n| !n.starts_with("cutlass_")).collect();
+    let mut help = match did_you_mean(s, &CPP_DEPENDENCY_NAMES) {
+        Some(m) if m != s => format!("did you mean `{m}`? "),
+        _ => String::new(),
+    };
+    help.push_str(&format!(
+        "known cutlass versions: {}; other dependencies: {}",
+        cutlass.join(", "),
+        others.join(", ")
+    ));
+    help
+}
+
+/// A kernel must list its sources: no `src`, or `src = []`, is an error.
+fn check_sources(cx: &mut Cx, t: &dyn TableLike, path: &str, src: Option<&[String]>) {
+    match src {
+        None if !t.contains_key("src") => cx.error(
+            path,
+            "no-sources",
+            format!("`[{path}]` has no `src`"),
+            Some("add `src = [\"…\"]` with the kernel's source files".to_owned()),
+        ),
+        Some(s)
+            if s.is_empty() && t.get("src").is_some_and(|i| i.as_array().is_some_and(|a| a.is_empty())) =>
+        {
+            cx.error(
+                &join_key(path, "src"),
+                "no-sources",
+                format!("`[{path}]` has no source files (`src = []`)"),
+                Some("list the kernel's source files, or remove the kernel".to_owned()),
+            )
+        }
+        _ => {}
     }
 }
 
