@@ -31,6 +31,7 @@ pub mod parity;
 pub mod progress;
 pub mod record;
 pub mod stable_abi;
+pub mod static_symbols;
 pub mod symbols;
 pub mod tvm_ffi;
 pub mod workdirs;

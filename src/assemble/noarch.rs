@@ -38,8 +38,10 @@
 //! `_ops.py` that does not import torch and `kernels-minver` 0.19.0 ([`super::loader`]):
 //! earlier loaders have no MLX variant and cannot load one.
 //!
-//! In the zip layout ([`super::build_layout`]) the package files and `_ops.py` are moved into
-//! `<id>.zip` before the digest is computed; `metadata.json` stays beside it.
+//! `symbols.json` is read from the package's sources ([`super::static_symbols`]): no Python
+//! takes part in a noarch build. In the zip layout ([`super::build_layout`]) the package files
+//! and `_ops.py` are moved into `<id>.zip` before the digest is computed; `metadata.json` and
+//! `symbols.json` stay beside it.
 //!
 //! # Determinism
 //!
@@ -184,6 +186,12 @@ pub fn assemble_noarch(
     }
     let ops = if mlx { mlx_ops_py(&namespace, &variant) } else { ops_py(&namespace, &variant) };
     write_file(&out_variant_dir.join("_ops.py"), ops.as_bytes())?;
+    // symbols.json, read from the sources (no Python imports a noarch tree while it is
+    // built); before the zip and the digest, which covers it.
+    let mut warnings = Vec::new();
+    if let Some(w) = super::symbols::write_static_symbols(out_variant_dir, &namespace, &variant)? {
+        warnings.push(Warning { path: None, message: w });
+    }
     if layout == BuildLayout::Zip {
         zip_package(out_variant_dir, &namespace)?;
     }
@@ -211,7 +219,7 @@ pub fn assemble_noarch(
         mlx,
     };
     write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
-    Ok(Vec::new())
+    Ok(warnings)
 }
 
 /// Create one directory with mode 0755; it must not exist.

@@ -6,30 +6,25 @@
 //!
 //! # How, and for which variants
 //!
-//! The symbols are what the built package exports, so they are read from it: `symbols.py`
-//! (beside this file, embedded) imports the variant directory as the package named for its
-//! metadata `id` (the name the loader gives it) with the Python of the cell that built it, and
-//! inspects `__all__` of the package and of its `layers` module without calling anything.
-//! Reading the source instead would miss what only importing shows (re-exports, inherited
-//! signatures and docs, annotations as the interpreter formats them).
+//! Every variant gets the file, made one of two ways:
 //!
-//! Importing needs the framework the variant was built against in that Python, so:
+//! - **imported** ([`write_symbols`]), for a compiled variant built with `--python` (whose torch
+//!   or tvm_ffi built it): `symbols.py` (beside this file, embedded) imports the variant
+//!   directory as the package named for its metadata `id` (the name the loader gives it) with
+//!   the Python of the cell, and inspects `__all__` of the package and of its `layers` module
+//!   without calling anything, so it shows what a user's import shows (inherited signatures and
+//!   docs, annotations as the interpreter formats them);
+//! - **read from the sources** ([`write_static_symbols`], [`super::static_symbols`]), for the
+//!   rest: noarch variants (`torch-<backend>`, Helion's, MLX's `mlx-metal`: a noarch Nix cell
+//!   runs no Python, and their bytes must not depend on the machine's torch, Helion or MLX),
+//!   compiled variants built from pinned wheels (importing the pinned torch would need its
+//!   unpinned runtime libraries; `symbols.py` exits with status 3 when the interpreter's
+//!   framework is not the cell's), variants with `kernel-depends` (their package asks the
+//!   loader for its dependencies while it is imported) and packages that raise while they are
+//!   imported (the build warns, naming the exception).
 //!
-//! - a compiled variant built with `--python` (whose torch or tvm_ffi built it) gets
-//!   `symbols.json`; when the package raises while it is imported (it needs a device, or a
-//!   module that Python lacks: a tvm-ffi kernel importing torch in a Python with tvm_ffi only)
-//!   the build warns, naming the exception, and goes on without it;
-//! - a compiled variant built from pinned wheels (the interpreter only supplies `Python.h`; a
-//!   Nix cell: importing the pinned torch would need its runtime dependencies, NVIDIA's
-//!   libraries among them, which are not pinned) and a variant with `kernel-depends` (its
-//!   package asks the loader for its dependencies while it is imported) get none; `symbols.py`
-//!   finds the first case itself (it exits with status 3 when the interpreter's torch is not
-//!   the cell's);
-//! - a noarch variant (`torch-<backend>`, Helion's, MLX's `mlx-metal`) gets none: a noarch
-//!   build has no Python at all (a Nix noarch cell runs without one), and its bytes must not
-//!   depend on whether the machine has torch, Helion or MLX.
-//!
-//! `kernels describe-api` on a variant without the file says "No symbols.json found".
+//! A computed `__all__` leaves a variant read from its sources without the file, with a
+//! warning; `kernels describe-api` then says "No symbols.json found".
 //!
 //! The file is written before the digest, which covers it (the loader's digest lists every file
 //! but `metadata.json`), and outside a zip layout's archive. Memory addresses in reprs are
@@ -113,6 +108,28 @@ pub fn write_symbols(
     check(&bytes).map_err(|why| anyhow::anyhow!("the symbols.json written for `{variant_dir}` {why}"))?;
     super::noarch::write_file(&variant_dir.join(FILE_NAME), &bytes)?;
     Ok(Outcome::Written)
+}
+
+/// Write `variant_dir/symbols.json` read from the package's sources without importing them
+/// ([`super::static_symbols`]), for the variants no Python imports while they are built.
+/// `Ok(Some(warning))` when `__all__` is computed, so no file is written (the warning names
+/// the line).
+pub fn write_static_symbols(
+    variant_dir: &Utf8Path,
+    module_name: &str,
+    variant: &str,
+) -> anyhow::Result<Option<String>> {
+    use super::static_symbols::{extract, Extracted};
+    match extract(variant_dir, module_name).with_context(|| format!("cannot write symbols.json of `{variant}`"))? {
+        Extracted::Document(bytes) => {
+            check(&bytes).map_err(|why| anyhow::anyhow!("the symbols.json read for `{variant_dir}` {why}"))?;
+            super::noarch::write_file(&variant_dir.join(FILE_NAME), &bytes)?;
+            Ok(None)
+        }
+        Extracted::Dynamic { file, line } => Ok(Some(format!(
+            "`{variant}` has no symbols.json (`kernels describe-api` cannot list its API): `__all__` at `{file}` line {line} is computed; write it as a literal list of names"
+        ))),
+    }
 }
 
 /// Check `bytes` as `kernels describe-api` does: a JSON object with `schema_version` 1,

@@ -984,7 +984,10 @@ fn mixed_kernel_without_a_toolchain_builds_its_noarch_variant_and_says_why_not_t
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("built torch-metal (3 files, id _relu_metal_"), "{stdout}");
-    assert_eq!(files(&d.join("build/torch-metal")), ["__init__.py", "_ops.py", "metadata.json"]);
+    assert_eq!(
+        files(&d.join("build/torch-metal")),
+        ["__init__.py", "_ops.py", "metadata.json", "symbols.json"]
+    );
 
     // Issue 31: asking for the noarch variant alone, nothing is said about the cells nobody
     // asked for.

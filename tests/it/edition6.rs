@@ -300,7 +300,7 @@ fn mlx_noarch_builds_the_mlx_metal_variant() {
     let mut files: Vec<String> =
         std::fs::read_dir(&variant).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     files.sort();
-    assert_eq!(files, ["__init__.py", "_ops.py", "metadata.json", "relu.metal"]);
+    assert_eq!(files, ["__init__.py", "_ops.py", "metadata.json", "relu.metal", "symbols.json"]);
     let names: Vec<String> = std::fs::read_dir(dir.join("build"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -316,7 +316,7 @@ fn mlx_noarch_builds_the_mlx_metal_variant() {
     assert_eq!(meta["python-depends"], serde_json::json!([]));
     assert!(meta.get("build").is_none() && meta.get("build-layout").is_none(), "{meta}");
     let digested: Vec<&String> = meta["digest"]["files"].as_object().unwrap().keys().collect();
-    assert_eq!(digested, ["__init__.py", "_ops.py", "relu.metal"]);
+    assert_eq!(digested, ["__init__.py", "_ops.py", "relu.metal", "symbols.json"]);
     let ops = std::fs::read_to_string(variant.join("_ops.py")).unwrap();
     assert!(!ops.contains("import torch"), "{ops}");
     assert!(ops.contains(&format!("namespace = \"{id}\"\n")), "{ops}");
@@ -329,7 +329,7 @@ fn mlx_noarch_builds_the_mlx_metal_variant() {
     let (_t2, again) = fixture("mlx");
     let out = crate::util::kb().args(["build-and-copy", "--nix", "never"]).arg(&again).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    for f in ["__init__.py", "_ops.py", "metadata.json", "relu.metal"] {
+    for f in ["__init__.py", "_ops.py", "metadata.json", "relu.metal", "symbols.json"] {
         assert_eq!(
             std::fs::read(variant.join(f)).unwrap(),
             std::fs::read(again.join("build/mlx-metal").join(f)).unwrap(),

@@ -952,7 +952,11 @@ fn generated_noarch_projects_build() {
         for variant in &built {
             let files: Vec<String> =
                 tree(&dir.join("build").join(variant)).into_iter().map(|f| f[4..].to_owned()).collect();
-            assert_eq!(files, ["__init__.py", "_ops.py", "metadata.json", "op.py"], "{dir}/build/{variant}");
+            assert_eq!(
+                files,
+                ["__init__.py", "_ops.py", "metadata.json", "op.py", "symbols.json"],
+                "{dir}/build/{variant}"
+            );
             let py = dir.file_name().unwrap().replace('-', "_");
             assert_eq!(
                 read(dir.join("build").join(variant).join("__init__.py")),

@@ -385,7 +385,10 @@ fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_bu
         let id = meta["id"].as_str().unwrap();
         let mut files: Vec<String> = tree(&variant).into_keys().collect();
         files.sort();
-        assert_eq!(files, ["__init__.py", "_ops.py", &format!("{id}.abi3.so"), "metadata.json"]);
+        assert_eq!(
+            files,
+            ["__init__.py", "_ops.py", &format!("{id}.abi3.so"), "metadata.json", "symbols.json"]
+        );
         let so = fs::read(variant.join(format!("{id}.abi3.so"))).unwrap();
         for leak in ["/nix/store", "/build/", "/tmp/", "toolchain-cache", REPO] {
             assert!(
@@ -572,7 +575,8 @@ fn relu_tvm_ffi_cpu_cell_builds_in_nix_equals_the_native_build_and_loads() {
     let id = meta["id"].as_str().unwrap();
     assert!(id.starts_with("_relu_tvm_ffi_cpu_"), "{id}");
     let files: Vec<String> = tree(&variant).into_keys().collect();
-    let mut expected = ["__init__.py", "_ops.py", &format!("{id}.so"), "metadata.json"].map(String::from);
+    let mut expected =
+        ["__init__.py", "_ops.py", &format!("{id}.so"), "metadata.json", "symbols.json"].map(String::from);
     expected.sort();
     assert_eq!(files, expected);
     let so = fs::read(variant.join(format!("{id}.so"))).unwrap();

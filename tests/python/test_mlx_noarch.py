@@ -9,7 +9,8 @@ the `zip` layout. kernels 0.19.1 (`.venv/kernels-loaders/0.19.1`, see test_loade
 - parses the name `mlx-metal` as its MLX noarch variant, and its variant selection accepts it
   for a Metal machine with `mlx` installed and refuses it, naming why, without `mlx` or on
   another backend;
-- `kernels describe-api` finds no `symbols.json` in it (a noarch build runs no Python).
+- `kernels describe-api` prints its function from `symbols.json`, which the build read from the
+  sources (a noarch build imports nothing).
 
 kernels 0.17.2 refuses the tree through `kernels-minver`. What is not exercised: importing the
 package and running the op, which need `mlx` and a Metal GPU (macOS on Apple silicon).
@@ -80,8 +81,8 @@ def test_kernels_0_19_1_reads_and_selects_the_mlx_metal_tree(tmp_path: Path) -> 
     meta = {k: json.loads((v / "metadata.json").read_text()) for k, v in trees.items()}
     ident = meta["files"]["id"]
     assert meta["zip"]["id"] == ident
-    assert sorted(p.name for p in trees["files"].iterdir()) == ["__init__.py", "_ops.py", "metadata.json", "relu.metal"]
-    assert sorted(p.name for p in trees["zip"].iterdir()) == [f"{ident}.zip", "metadata.json"]
+    assert sorted(p.name for p in trees["files"].iterdir()) == ["__init__.py", "_ops.py", "metadata.json", "relu.metal", "symbols.json"]
+    assert sorted(p.name for p in trees["zip"].iterdir()) == [f"{ident}.zip", "metadata.json", "symbols.json"]
 
     proc = subprocess.run([sys.executable, "-c", PROBE, *map(str, trees.values())], capture_output=True, text=True,
                           env=loader_env("0.19.1"), check=False)
@@ -102,12 +103,28 @@ def test_kernels_0_19_1_reads_and_selects_the_mlx_metal_tree(tmp_path: Path) -> 
             "cpu with mlx": "backend (metal) does not match system backend (cpu) and is not universal",
         }, layout
         assert meta[layout]["digest"]["algorithm"] == "sha256"
-        # No symbols.json: the build runs no Python, and this one would need mlx (README).
+        # symbols.json, read from the sources: no Python imports the tree while it is built
+        # (importing it would need mlx, macOS on Apple silicon).
         proc = describe_api(path)
-        assert (proc.returncode, proc.stderr) == (1, (
-            f"Error: No symbols.json found in {path} (variant: mlx-metal). "
-            "Rebuild the kernel with a recent kernel-builder and the get_kernel check enabled.\n"
-        )), layout
+        assert proc.returncode == 0, (layout, proc.stderr)
+        assert json.loads(proc.stdout) == {
+            "schema_version": 1,
+            "module": ident,
+            "functions": [{
+                "name": "relu",
+                "qualname": "relu",
+                "module": ident,
+                "kind": "function",
+                "doc": "`max(x, 0)` of `x`, a new array of its shape and dtype.",
+                "signature": {
+                    "parameters": [{"name": "x", "kind": "POSITIONAL_OR_KEYWORD", "default": None, "annotation": "mx.array"}],
+                    "return_annotation": "mx.array",
+                },
+            }],
+            "layers": [],
+            "path": str(path),
+            "variant": "mlx-metal",
+        }, layout
 
 
 def test_kernels_0_17_2_refuses_it_by_kernels_minver(tmp_path: Path) -> None:

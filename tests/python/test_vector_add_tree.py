@@ -4,6 +4,7 @@ python-depends, and the sm90 heuristic only where it applies (`torch-cuda`)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import kernels
 import pytest
@@ -12,7 +13,7 @@ from conftest import KERNELS
 
 SOURCE = KERNELS / "vector-add-helion" / "torch-ext" / "vector_add_helion"
 HEURISTIC = "_helion_aot_vector_add_cuda_sm90.py"
-PACKAGE_FILES = ["__init__.py", "_ops.py", "metadata.json", "vector_add.py"]
+PACKAGE_FILES = ["__init__.py", "_ops.py", "metadata.json", "symbols.json", "vector_add.py"]
 
 
 @pytest.fixture(scope="module")
@@ -72,15 +73,40 @@ def test_loader_imports_torch_cuda_or_names_the_missing_helion(build):
     assert source == str(build / "torch-cuda" / "vector_add.py")
 
 
-def test_describe_api_says_a_noarch_tree_has_no_symbols(build):
-    # A noarch tree is built without Python (src/assemble/symbols.rs says why), so kernels
-    # 0.19.1's `describe-api` names the missing file, for each of the three Helion variants.
+def test_describe_api_reads_the_helion_trees_symbols(build):
+    # symbols.json of a noarch tree is read from its sources (src/assemble/static_symbols.rs):
+    # the `@helion.aot_kernel()` function is described by its own signature (importing it
+    # would show a Helion kernel object, not a function). vector_add.py has `from __future__
+    # import annotations`, so its annotations are strings, shown as their repr.
     from test_loaders import describe_api
 
     for variant in ["torch-cuda", "torch-rocm", "torch-xpu"]:
+        ident = json.loads((build / variant / "metadata.json").read_text())["id"]
         proc = describe_api(build / variant)
-        assert proc.returncode == 1
-        assert proc.stderr == (
-            f"Error: No symbols.json found in {build / variant} (variant: {variant}). "
-            "Rebuild the kernel with a recent kernel-builder and the get_kernel check enabled.\n"
-        )
+        assert proc.returncode == 0, proc.stderr
+        tensor = {"kind": "POSITIONAL_OR_KEYWORD", "default": None, "annotation": "'torch.Tensor'"}
+        assert json.loads(proc.stdout) == {
+            "schema_version": 1,
+            "module": ident,
+            "functions": [{
+                "name": "vector_add",
+                "qualname": "vector_add",
+                "module": f"{ident}.vector_add",
+                "kind": "function",
+                "doc": (
+                    "Return ``x + y`` for two 1-D tensors of the same length, dtype and device.\n\n"
+                    "Args:\n"
+                    "    x: 1-D tensor of ``n`` elements on a GPU.\n"
+                    "    y: 1-D tensor of ``n`` elements, same dtype and device as ``x``.\n\n"
+                    "Returns:\n"
+                    "    A new 1-D tensor of ``n`` elements holding the element-wise sum."
+                ),
+                "signature": {
+                    "parameters": [{"name": "x", **tensor}, {"name": "y", **tensor}],
+                    "return_annotation": "'torch.Tensor'",
+                },
+            }],
+            "layers": [],
+            "path": str(build / variant),
+            "variant": variant,
+        }

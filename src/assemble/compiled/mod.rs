@@ -27,7 +27,8 @@
 //!    `tvm_ffi.load_module`), and `metadata.json` (with `build`: native, not
 //!    hermetic, and the toolchain's versions); in the zip layout the package files and
 //!    `_ops.py` go into `<id>.zip` ([`super::build_layout`]) and the module stays beside it;
-//!    `symbols.json` ([`super::symbols`]) is written first, by importing the package;
+//!    `symbols.json` ([`super::symbols`]) is written first, by importing the package, or from its
+//!    sources when the cell's Python cannot import it (pinned wheels);
 //! 5. checks every shared object of the variant ([`check_abi`]: abi3, the torch stable ABI
 //!    of stable-ABI cells, manylinux) before `metadata.json` records the policy met.
 //!
@@ -413,28 +414,35 @@ fn write_variant(
     write_file(&out_variant_dir.join(&module), &so)?;
     let (manylinux, abi_warnings) = check_abi(out_variant_dir, config, cell)?;
     warnings.extend(abi_warnings);
-    // symbols.json (module docs of `symbols`): before the digest, which covers it.
-    if config.general.kernel_depends_for(cell.backend).is_empty() {
-        // Skipped silently when the interpreter's framework is not the cell's (pinned wheels).
-        use super::symbols::{write_symbols, Outcome};
-        if let Outcome::DoesNotImport(why) = write_symbols(out_variant_dir, ops_name, &cell.framework)? {
+    // symbols.json (module docs of `symbols`): before the digest, which covers it. Imported
+    // by the cell's Python when it has the cell's framework, else read from the sources.
+    use super::symbols::{write_static_symbols, write_symbols, Outcome};
+    let imported = if config.general.kernel_depends_for(cell.backend).is_empty() {
+        // Its package would ask the loader for its kernel-depends while it is imported.
+        write_symbols(out_variant_dir, ops_name, &cell.framework)?
+    } else {
+        Outcome::Skipped("kernel-depends".to_owned())
+    };
+    match imported {
+        Outcome::Written => {}
+        Outcome::Skipped(_) => {
+            if let Some(w) = write_static_symbols(out_variant_dir, ops_name, &cell.variant)? {
+                warnings.push(Warning { path: None, message: w });
+            }
+        }
+        Outcome::DoesNotImport(why) => {
             warnings.push(Warning {
                 path: None,
                 message: format!(
-                    "`{}` has no symbols.json (`kernels describe-api` cannot list its API): its package raised while `{}` imported it: {why}",
+                    "`{}`'s symbols.json is read from its sources: its package raised while `{}` imported it: {why}",
                     cell.variant,
                     cell.framework.executable()
                 ),
             });
+            if let Some(w) = write_static_symbols(out_variant_dir, ops_name, &cell.variant)? {
+                warnings.push(Warning { path: None, message: w });
+            }
         }
-    } else {
-        warnings.push(Warning {
-            path: None,
-            message: format!(
-                "`{}` has no symbols.json (`kernels describe-api` cannot list its API): its package loads its kernel-depends through the loader while it is imported",
-                cell.variant
-            ),
-        });
     }
     if layout == BuildLayout::Zip {
         zip_package(out_variant_dir, ops_name)?;
