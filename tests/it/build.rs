@@ -150,9 +150,9 @@ fn noarch_bundle_has_the_exact_tree() {
     assert_eq!(
         stdout,
         format!(
-            "built torch-cuda (6 files, id _vector_add_cuda_{u}) -> ./build/torch-cuda\n\
-             built torch-rocm (5 files, id _vector_add_rocm_{u}) -> ./build/torch-rocm\n\
-             built torch-xpu (5 files, id _vector_add_xpu_{u}) -> ./build/torch-xpu\n"
+            "built torch-cuda (7 files, id _vector_add_cuda_{u}) -> ./build/torch-cuda\n\
+             built torch-rocm (6 files, id _vector_add_rocm_{u}) -> ./build/torch-rocm\n\
+             built torch-xpu (6 files, id _vector_add_xpu_{u}) -> ./build/torch-xpu\n"
         )
     );
     let build = t.path().join("build");
@@ -168,6 +168,7 @@ fn noarch_bundle_has_the_exact_tree() {
         ("torch-cuda/configs", d),
         ("torch-cuda/configs/default.json", f),
         ("torch-cuda/metadata.json", f),
+        ("torch-cuda/symbols.json", f),
         ("torch-cuda/vector_add.py", f),
         ("torch-rocm", d),
         ("torch-rocm/__init__.py", f),
@@ -175,6 +176,7 @@ fn noarch_bundle_has_the_exact_tree() {
         ("torch-rocm/configs", d),
         ("torch-rocm/configs/default.json", f),
         ("torch-rocm/metadata.json", f),
+        ("torch-rocm/symbols.json", f),
         ("torch-rocm/vector_add.py", f),
         ("torch-xpu", d),
         ("torch-xpu/__init__.py", f),
@@ -182,6 +184,7 @@ fn noarch_bundle_has_the_exact_tree() {
         ("torch-xpu/configs", d),
         ("torch-xpu/configs/default.json", f),
         ("torch-xpu/metadata.json", f),
+        ("torch-xpu/symbols.json", f),
         ("torch-xpu/vector_add.py", f),
     ]
     .into_iter()
@@ -195,6 +198,26 @@ fn noarch_bundle_has_the_exact_tree() {
     assert_eq!(fs::read_to_string(cuda.join("_helion_aot_vector_add_cuda_sm90.py")).unwrap(), HEURISTIC_PY);
     let ns = format!("_vector_add_cuda_{u}");
     assert_eq!(fs::read_to_string(cuda.join("_ops.py")).unwrap(), ops_py(&ns, "torch-cuda"));
+    // symbols.json, read from the sources (no Python runs in a noarch build).
+    let symbols: serde_json::Value =
+        serde_json::from_slice(&fs::read(cuda.join("symbols.json")).unwrap()).unwrap();
+    let param = |name: &str| serde_json::json!({"name": name, "kind": "POSITIONAL_OR_KEYWORD", "default": null, "annotation": null});
+    assert_eq!(
+        symbols,
+        serde_json::json!({
+            "schema_version": 1,
+            "module": ns,
+            "functions": [{
+                "name": "vector_add",
+                "qualname": "vector_add",
+                "module": format!("{ns}.vector_add"),
+                "kind": "function",
+                "doc": null,
+                "signature": {"parameters": [param("x"), param("y")], "return_annotation": null},
+            }],
+            "layers": [],
+        })
+    );
     assert_eq!(
         fs::read_to_string(build.join("torch-rocm/_ops.py")).unwrap(),
         ops_py(&format!("_vector_add_rocm_{u}"), "torch-rocm")
@@ -223,6 +246,7 @@ fn noarch_bundle_has_the_exact_tree() {
       "_helion_aot_vector_add_cuda_sm90.py": "{}",
       "_ops.py": "{}",
       "configs/default.json": "{}",
+      "symbols.json": "{}",
       "vector_add.py": "{}"
     }}
   }},
@@ -237,6 +261,7 @@ fn noarch_bundle_has_the_exact_tree() {
         b64sha(HEURISTIC_PY),
         b64sha(&ops),
         b64sha(CONFIG_JSON),
+        b64sha(&fs::read_to_string(cuda.join("symbols.json")).unwrap()),
         b64sha(VECTOR_ADD_PY),
         env!("CARGO_PKG_VERSION"),
     );
@@ -306,7 +331,7 @@ fn variant_filter_rebuilds_only_the_named_variants() {
 
     write(&t.path().join("torch-ext/vector_add/vector_add.py"), "def vector_add(x, y):\n    return y + x\n");
     let stdout = build_ok(t.path(), &["--variant", "torch-cuda", "--no-cache"]);
-    assert!(stdout.starts_with("built torch-cuda (6 files, id _vector_add_cuda_"), "{stdout}");
+    assert!(stdout.starts_with("built torch-cuda (7 files, id _vector_add_cuda_"), "{stdout}");
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert_eq!(tree(&build.join("torch-rocm")), rocm_before);
     assert_eq!(tree(&build.join("torch-xpu")), xpu_before);
@@ -822,7 +847,7 @@ fn auto_without_a_flake_builds_natively_with_a_note() {
                 == format!("note: `nix` is not on PATH; building natively (`--nix never`)\n{NOTES_WARNING}"),
         "{err}"
     );
-    assert_eq!(files(&t.path().join("build/torch-xpu")).len(), 5);
+    assert_eq!(files(&t.path().join("build/torch-xpu")).len(), 6);
 }
 
 fn verify(dir: &Path, extra: &[&str]) -> (i32, String, String) {
@@ -983,7 +1008,7 @@ fn mixed_kernel_without_a_toolchain_builds_its_noarch_variant_and_says_why_not_t
         format!("note: the `cuda` variant is not built: {why}\n")
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.starts_with("built torch-metal (3 files, id _relu_metal_"), "{stdout}");
+    assert!(stdout.starts_with("built torch-metal (4 files, id _relu_metal_"), "{stdout}");
     assert_eq!(
         files(&d.join("build/torch-metal")),
         ["__init__.py", "_ops.py", "metadata.json", "symbols.json"]
@@ -994,7 +1019,7 @@ fn mixed_kernel_without_a_toolchain_builds_its_noarch_variant_and_says_why_not_t
     let out = build(d, &[&["--variant", "torch-metal", "--no-cache"][..], &no_python[..]].concat());
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("built torch-metal (3 files, id _relu_metal_"));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("built torch-metal (4 files, id _relu_metal_"));
 
     let host = kernel_builder::matrix::host_system();
     let variant = format!("torch214-cxx11-cu130-{host}");
@@ -1432,7 +1457,7 @@ fn json_flags_print_one_document_on_stdout() {
     let names: Vec<&str> =
         v["variants"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["torch-cuda", "torch-rocm", "torch-xpu"]);
-    assert_eq!(v["variants"][0]["files"], 6);
+    assert_eq!(v["variants"][0]["files"], 7);
     assert_eq!(v["variants"][0]["id"], format!("_vector_add_cuda_{}", uid()));
 
     let out = kb(t.path()).args(["verify", "--json"]).output().unwrap();

@@ -393,7 +393,11 @@ fn build_layout_zip_in_build_toml_builds_zip_trees() {
         let mut files: Vec<String> =
             std::fs::read_dir(&v).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         files.sort();
-        assert_eq!(files, [format!("{id}.zip"), "metadata.json".to_owned()], "{variant}");
+        assert_eq!(
+            files,
+            [format!("{id}.zip"), "metadata.json".to_owned(), "symbols.json".to_owned()],
+            "{variant}"
+        );
         assert_eq!(meta["build-layout"], "zip", "{variant}");
         assert_eq!(meta["kernels-minver"], "0.19.0", "{variant}");
     }

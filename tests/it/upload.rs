@@ -283,7 +283,7 @@ fn sizes(dir: &Path) -> (u64, u64) {
     (total, binary)
 }
 
-const FILES_PER_VARIANT: usize = 6; // __init__.py _ops.py extra.py metadata.json op.py table.bin
+const FILES_PER_VARIANT: usize = 7; // __init__.py _ops.py extra.py metadata.json op.py symbols.json table.bin
 
 #[test]
 fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
@@ -299,10 +299,10 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
     for line in [
         "hashing build/torch-cpu/ …\n",
         "hashing build/torch-cuda/ …\n",
-        "hashed 12 files (",
+        "hashed 14 files (",
         "sending build/torch-",
         "LFS object 1 of 1) …\n",
-        "committing 12 operation(s) to `v1` …\n",
+        "committing 14 operation(s) to `v1` …\n",
     ] {
         assert!(r.stderr.contains(line), "{line:?} not in:\n{}", r.stderr);
     }
@@ -334,7 +334,7 @@ fn first_upload_creates_the_branch_and_the_second_sends_nothing() {
     assert_eq!(
         r.stdout,
         format!(
-            "Kernel uploaded: {url}/kernels/test-org/relu/tree/v1 (12 added, 0 updated, 0 \
+            "Kernel uploaded: {url}/kernels/test-org/relu/tree/v1 (14 added, 0 updated, 0 \
              unchanged, 0 deleted; {sent} bytes sent)\n"
         )
     );
@@ -401,9 +401,9 @@ fn replacing_one_variant_deletes_only_its_stale_files() {
     let r = env.upload_ok(&cpu, &[]);
     let j = r.json.unwrap();
     assert_eq!(j["status"], "uploaded");
-    // __init__.py is the same; _ops.py, metadata.json (new op namespace), op.py, table.bin
-    // changed; extra.py is stale.
-    assert_eq!(j["files"], json!({"added": 0, "updated": 4, "unchanged": 1, "deleted": 1}));
+    // __init__.py is the same; _ops.py, metadata.json, symbols.json (new op namespace), op.py,
+    // table.bin changed; extra.py is stale.
+    assert_eq!(j["files"], json!({"added": 0, "updated": 5, "unchanged": 1, "deleted": 1}));
     let after = env.server.repo_state();
     let v1 = after["v1"].as_object().unwrap();
     assert!(!v1.contains_key("build/torch-cpu/extra.py"));
@@ -706,13 +706,14 @@ fn dry_run_needs_no_token_and_sends_nothing() {
         "create repository test-org/relu (type kernel)\ncreate branch v1 from main\ncommit to v1:\n",
     );
     for v in ["torch-cpu", "torch-cuda"] {
-        for f in ["__init__.py", "_ops.py", "extra.py", "metadata.json", "op.py", "table.bin"] {
+        for f in ["__init__.py", "_ops.py", "extra.py", "metadata.json", "op.py", "symbols.json", "table.bin"]
+        {
             let n = if f == "metadata.json" { meta(v) } else { size(v, f) };
             let lfs = if f == "table.bin" { ", lfs" } else { "" };
             expected.push_str(&format!("  add build/{v}/{f} ({n} bytes{lfs})\n"));
         }
     }
-    expected.push_str("Dry run: would add 12, update 0, delete 0, leave 0 unchanged; nothing was sent\n");
+    expected.push_str("Dry run: would add 14, update 0, delete 0, leave 0 unchanged; nothing was sent\n");
     assert_eq!(r.stdout, expected);
     let stats = env.server.stats();
     assert_eq!(stats["requests"], json!({"refs": 1}));
@@ -1133,7 +1134,7 @@ fn upload_json_prints_the_outcome_on_stdout() {
         None,
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.starts_with("built torch-cpu (6 files, id _relu_cpu_"), "{}", r.stdout);
+    assert!(r.stdout.starts_with("built torch-cpu (7 files, id _relu_cpu_"), "{}", r.stdout);
 }
 
 /// A Helion kernel's card goes to `main` with its "Tuned for" section: the GPU and figures
@@ -1519,7 +1520,7 @@ fn a_zip_layout_variant_is_uploaded_and_one_older_loaders_would_try_is_refused()
     let mut names: Vec<String> =
         fs::read_dir(&variant).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    assert_eq!(names, [format!("{id}.zip"), "metadata.json".to_owned()]);
+    assert_eq!(names, [format!("{id}.zip"), "metadata.json".to_owned(), "symbols.json".to_owned()]);
 
     // Without `kernels-minver`, kernels 0.17/0.18 would look for an __init__.py that is not there.
     let mut old = meta.clone();
@@ -1550,7 +1551,11 @@ fn a_zip_layout_variant_is_uploaded_and_one_older_loaders_would_try_is_refused()
     let archive = format!("build/torch-cpu/{id}.zip");
     assert_eq!(
         uploaded.iter().map(|(p, l)| (p.as_str(), *l)).collect::<Vec<_>>(),
-        [(archive.as_str(), true), ("build/torch-cpu/metadata.json", false)]
+        [
+            (archive.as_str(), true),
+            ("build/torch-cpu/metadata.json", false),
+            ("build/torch-cpu/symbols.json", false)
+        ]
     );
     assert_eq!(
         state["v1"][&archive]["sha256"],
