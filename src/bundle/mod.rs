@@ -305,6 +305,9 @@ pub struct BuiltVariant {
     /// What the compile cache did for its compiles (`None`: reused, noarch, or the compile
     /// cache off).
     pub compiles: Option<crate::assemble::compiled::compile_cache::CompileStats>,
+    /// The parallelism its compile ran with, and whether it is a CUDA cell (`None`: reused or
+    /// noarch).
+    pub parallel: Option<(crate::assemble::compiled::parallel::Plan, bool)>,
 }
 
 /// How one cell of a build went, for [`Progress::finished`].
@@ -815,6 +818,7 @@ struct CellResult {
     reused: bool,
     /// What the compile cache did for it (`None`: reused, noarch, or the cache off).
     compiles: Option<crate::assemble::compiled::compile_cache::CompileStats>,
+    parallel: Option<(crate::assemble::compiled::parallel::Plan, bool)>,
 }
 
 /// Build (or reuse) each of `selected` into `new_dir/<name>`, `options.jobs` cells at a time,
@@ -906,7 +910,9 @@ fn build_one(
     };
     if let Some((cache, key)) = &cached {
         match cache.fetch(key, &v.name, &dest) {
-            Fetched::Hit(w) => return Ok(CellResult { warnings: w, reused: true, compiles: None }),
+            Fetched::Hit(w) => {
+                return Ok(CellResult { warnings: w, reused: true, compiles: None, parallel: None })
+            }
             Fetched::Miss => {}
             Fetched::Corrupt(why) => warnings.push(Warning {
                 path: None,
@@ -936,7 +942,7 @@ fn build_one(
         }
     }
     warnings.extend(built.warnings);
-    Ok(CellResult { warnings, reused: false, compiles: built.compiles })
+    Ok(CellResult { warnings, reused: false, compiles: built.compiles, parallel: built.parallel })
 }
 
 /// The compile cache of the native cells among `selected` (`None` when none is one, or the
@@ -1077,6 +1083,7 @@ fn build_and_swap(
                 files,
                 reused: cell.reused,
                 compiles: cell.compiles.clone(),
+                parallel: cell.parallel,
             }
         })
         .collect();
