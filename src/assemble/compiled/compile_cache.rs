@@ -49,8 +49,13 @@ const LOCK_FILE: &str = ".kernel-builder.lock";
 /// What each server is told it may hold: far above any bound, so that no server evicts
 /// (kernel-builder prunes, see the module doc).
 const SERVER_SIZE: &str = "100T";
-/// Seconds an idle server waits before it exits: one orphaned by a killed build goes away.
-const IDLE_TIMEOUT_S: &str = "120";
+/// Seconds an idle server waits before it exits, so that one orphaned by a killed build goes
+/// away. sccache counts a server idle from the last request it received, even with a compile
+/// still running, and then exits, and the compile's result is not cached (mozilla/sccache#204;
+/// seen here: a 120 s bound lost a 5-minute compile, "The server looks like it shut down
+/// unexpectedly, compiling locally instead"), so the bound is far above any one translation
+/// unit's compile (paged-attention's slowest exceeds 320 s at one capability).
+const IDLE_TIMEOUT_S: &str = "7200";
 
 /// Where the compile cache is, or that it is off.
 #[derive(Debug, Clone, PartialEq, Eq)]
