@@ -291,11 +291,29 @@ pub fn build_cell(
     } else {
         kinds.iter().filter(|k| !matches!(k, codegen::SourceKind::Other | codegen::SourceKind::Metal)).count()
     };
+    // A CUDA cell's C/C++ sources: its kernels' and the binding's.
+    let binding: &[String] = match &config.framework {
+        crate::config::Framework::Torch(t) => &t.src,
+        crate::config::Framework::TvmFfi(f) => &f.src,
+        _ => &[],
+    };
+    let other = kinds
+        .iter()
+        .copied()
+        .chain(
+            codegen::expand(source.root(), binding)
+                .unwrap_or_default()
+                .iter()
+                .map(|p| codegen::source_kind(p)),
+        )
+        .filter(|k| matches!(k, codegen::SourceKind::Cxx | codegen::SourceKind::C))
+        .count();
     let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
     let mut plan = parallel::plan_with(
         parallel::resources(),
         cells_at_once,
         sources,
+        if cuda { other } else { 0 },
         targets,
         cuda,
         env_jobs,
