@@ -180,6 +180,26 @@ def pytest_counts(junit: Path) -> dict:
     return counts
 
 
+def progress_counts(stdout: str) -> dict:
+    """Passed/failed/skipped of a pytest -v run stopped before its summary, from its per-test
+    lines (`tests/test_x.py::test_y[a] PASSED  [ 12%]`): what ran before the time limit, and the
+    first failures by name."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0, "no_gpu": 0, "stopped_at_limit": True}
+    failed = []
+    for line in stdout.splitlines():
+        m = re.match(r"^(\S+::\S+).*? (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b", line)
+        if not m:
+            continue
+        key = {"PASSED": "passed", "XPASS": "passed", "FAILED": "failed", "ERROR": "errors",
+               "SKIPPED": "skipped", "XFAIL": "skipped"}[m.group(2)]
+        counts[key] += 1
+        if key in ("failed", "errors") and len(failed) < 20:
+            failed.append(m.group(1))
+    if failed:
+        counts["first_failures"] = failed
+    return counts
+
+
 def run_logged(cmd: list[str], env: dict, timeout: int, stem: Path) -> tuple[int | str, str, str]:
     """Run `cmd` with its output in files (`stem`.out/.err), so that a build stopped at its
     time limit still shows how far it got; on that limit its whole process group (CMake,
@@ -191,7 +211,18 @@ def run_logged(cmd: list[str], env: dict, timeout: int, stem: Path) -> tuple[int
         try:
             status: int | str = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            # Ctrl-C first, as a user would: kernel-builder then stops its compile cache's
+            # server cleanly, so every translation unit that finished stays in the cache for
+            # the next attempt; whatever is left after the grace period is killed.
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             proc.wait()
             status = "timeout"
     texts = out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
@@ -295,22 +326,29 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     test_env["PYTHONDONTWRITEBYTECODE"] = "1"
     junit = work / f"{name}.junit.xml"
     start = time.monotonic()
-    try:
-        ran = subprocess.run(
-            # -P: not the kernel's own directory first on sys.path, where a source copy of the
-            # package (flash-mla's `flash_mla/`, for its setup.py) would shadow the built one.
-            [args.python, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x" if args.exitfirst else "-q",
-             f"--junitxml={junit}", "tests"],
-            cwd=kdir, capture_output=True, text=True, env=test_env, timeout=TEST_TIMEOUT_S,
-        )
-        tail = ran.stdout[-3000:] + ran.stderr[-2000:]
-        log = ran.stdout[-200_000:] + "\n--- stderr\n" + ran.stderr[:100_000]
-        record["tests_status"] = ran.returncode
-    except subprocess.TimeoutExpired:
-        tail = log = "timeout"
-        record["tests_status"] = "timeout"
+    # The output goes to files, not pipes: a suite stopped at the time limit still shows how far
+    # it got (pytest -v's per-test lines, counted by `progress_counts`).
+    test_cmd = [args.python, "-X", "faulthandler", "-P", "-m", "pytest", "-v", "-rfE", "-p", "no:cacheprovider", "-x" if args.exitfirst else "-v",
+                f"--junitxml={junit}", "tests"]
+    # -P: not the kernel's own directory first on sys.path, where a source copy of the
+    # package (flash-mla's `flash_mla/`, for its setup.py) would shadow the built one.
+    # -X faulthandler: a test process that dies of a signal prints where it was.
+    with open(work / f"{name}.pytest.out", "w+") as out, open(work / f"{name}.pytest.err", "w+") as err_f:
+        proc = subprocess.Popen(test_cmd, cwd=kdir, stdout=out, stderr=err_f, text=True, env=test_env,
+                                start_new_session=True)
+        try:
+            record["tests_status"] = proc.wait(timeout=TEST_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            record["tests_status"] = "timeout"
+        out.seek(0)
+        err_f.seek(0)
+        stdout, stderr = out.read(), err_f.read()
+    tail = stdout[-3000:] + stderr[-2000:]
+    log = stdout[-200_000:] + "\n--- stderr\n" + stderr[:100_000]
     record["test_seconds"] = round(time.monotonic() - start, 1)
-    record["tests"] = pytest_counts(junit)
+    record["tests"] = pytest_counts(junit) if record["tests_status"] != "timeout" else progress_counts(stdout)
     if record["tests_status"] not in (0, 5):
         record["tests_tail"] = tail[-1500:]
     (work / f"{name}.tests.log").write_text(log)

@@ -43,6 +43,12 @@ scripts/setup-venv.sh
 KERNEL_BUILDER_ORCHESTRATOR="$(./scripts/setup-nix.sh)"
 export KERNEL_BUILDER_ORCHESTRATOR
 
+# Every variant the tests build is also copied here (src/assemble/record.rs), and its digest is
+# checked against kernels 0.19.1's at the end (tests/python/recorded_digests_check.py).
+KERNEL_BUILDER_RECORD_VARIANTS="$PWD/target/tmp/recorded-variants"
+rm -rf "$KERNEL_BUILDER_RECORD_VARIANTS"
+export KERNEL_BUILDER_RECORD_VARIANTS
+
 # The real build.toml corpus is not part of this repository. With $KERNEL_BUILDER_CORPUS set
 # (CI sets it), or a corpus at ../shared/corpus, the corpus tests run and a missing or broken
 # corpus fails them; otherwise they are compiled as ignored and listed as such by cargo test.
@@ -74,3 +80,5 @@ fi
 # Without PYTHONDONTWRITEBYTECODE: loading a built tree writes bytecode into it, as it does for
 # users, and the tests must show that verify and upload still accept it.
 env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest tests/python -ra -p no:cacheprovider
+# Then the digest of every variant built above against kernels 0.19.1's (fails when none was).
+.venv/bin/python -m pytest tests/python/recorded_digests_check.py -ra -p no:cacheprovider

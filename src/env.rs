@@ -158,6 +158,9 @@ vars! {
     SSL_CERT_DIR = "SSL_CERT_DIR",
         "directories (`:`-separated) of PEM certificate authorities HTTPS downloads trust, instead of the system's",
         default "as for `SSL_CERT_FILE`";
+    RECORD_VARIANTS = "KERNEL_BUILDER_RECORD_VARIANTS",
+        "a directory: every variant built is also copied there (the test suite checks each one's digest with the loader's)",
+        default "nothing is copied";
     CXX = "CXX",
         "the C++ compiler of native compiled cells",
         default "`c++`, `g++` or `clang++` from `PATH`";

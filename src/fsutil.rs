@@ -621,6 +621,37 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// Copy the tree at `from` to `to` (which must not exist), in sorted order, following no
+/// symlinks (they are copied as links). Files get mode 0644, or 0755 when executable;
+/// directories 0755.
+pub fn copy_tree(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(from).with_context(|| format!("cannot read `{from}`"))?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(from).with_context(|| format!("cannot read link `{from}`"))?;
+        std::os::unix::fs::symlink(&target, to).with_context(|| format!("cannot create link `{to}`"))?;
+    } else if meta.is_dir() {
+        std::fs::create_dir(to).with_context(|| format!("cannot create directory `{to}`"))?;
+        let mut names = Vec::new();
+        for e in from.read_dir_utf8().with_context(|| format!("cannot read directory `{from}`"))? {
+            let e = e.with_context(|| format!("cannot read directory `{from}`"))?;
+            names.push(e.file_name().to_owned());
+        }
+        names.sort();
+        for name in names {
+            copy_tree(&from.join(&name), &to.join(&name))?;
+        }
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("cannot set permissions on `{to}`"))?;
+    } else {
+        std::fs::copy(from, to).with_context(|| format!("cannot copy `{from}` to `{to}`"))?;
+        let mode = if meta.permissions().mode() & 0o111 != 0 { 0o755 } else { 0o644 };
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("cannot set permissions on `{to}`"))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
-# mkNoarchCell: the derivation of one noarch cell (`torch-<backend>`): pure Python (Helion,
-# Triton, torch ops), no compiler.
+# mkNoarchCell: the derivation of one noarch cell (`torch-<backend>`, or `mlx-metal` for an
+# `[mlx-noarch]` kernel): pure Python (Helion, Triton, torch ops, MLX), no compiler.
 #
 # The builder is the orchestrator itself, `kernel-builder assemble`, run in the sandbox over
 # the filtered source. `assemble` loads and validates build.toml first (the same code as
@@ -11,7 +11,7 @@
 # Type: mkNoarchCell :: { cell, src, orchestrator, kernelCommit ? null, kernelDirty ? false, name ? String } -> Derivation
 #
 # Arguments:
-#   cell          a kernelCells entry with kind "noarch"
+#   cell          a kernelCells entry with kind "noarch" or "mlx-noarch"
 #   src           the kernelSource store path
 #   orchestrator  a store path (or derivation) holding bin/kernel-builder, runnable on cell.system
 #   kernelCommit  (default null) the kernel repository's commit, recorded as provenance

@@ -11,7 +11,9 @@
 //!   names); an older loader ignores the list and loads the variant on any GPU;
 //! - the zip build layout (`"build-layout": "zip"`): kernels 0.19.0, the first release whose
 //!   importer reads `<id>.zip` (0.18.3 and older look for `__init__.py` in the variant
-//!   directory and fail with "No kernel module found").
+//!   directory and fail with "No kernel module found");
+//! - an MLX noarch variant (`mlx-metal`): kernels 0.19.0, the first release whose variant
+//!   grammar has MLX (`MlxNoarch`) and selects it where `mlx` is installed.
 //!
 //! `kernels-minver` is the highest version any rule asks for, absent when none applies (any
 //! release loads the variant). [`check_loadable`] then checks the variant against what that
@@ -59,6 +61,7 @@ pub const RULES: &[Rule] = &[
         min: LoaderVersion(0, 19, 0),
         applies: |m| m.build_layout == super::build_layout::BuildLayout::Zip,
     },
+    Rule { feature: "an MLX noarch variant (`mlx-metal`)", min: LoaderVersion(0, 19, 0), applies: |m| m.mlx },
 ];
 
 /// The release the variant needs and the features that ask for it; `None` when no rule
@@ -147,7 +150,24 @@ mod tests {
                 kernel: None,
             },
             build: None,
+            mlx: false,
         }
+    }
+
+    #[test]
+    fn an_mlx_variant_needs_0_19() {
+        let mut m = meta(&[], None);
+        m.backend.kind = Backend::Metal;
+        m.mlx = true;
+        assert_eq!(
+            kernels_minver(&m),
+            Some((LoaderVersion(0, 19, 0), vec!["an MLX noarch variant (`mlx-metal`)"]))
+        );
+        assert_eq!(
+            check_loadable(&m, Some(LoaderVersion(0, 18, 3))),
+            Err("an MLX noarch variant (`mlx-metal`) needs kernels 0.19.0 or newer, not kernels 0.18.3"
+                .into())
+        );
     }
 
     #[test]
@@ -212,6 +232,7 @@ mod tests {
                 kernel: None,
             },
             build: None,
+            mlx: false,
         };
         let text = String::from_utf8(metadata_json(&m).unwrap()).unwrap();
         assert!(!text.contains("kernels-minver"), "{text}");

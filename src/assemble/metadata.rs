@@ -44,6 +44,10 @@ pub struct Metadata {
     /// Compiled variants: how the variant was built.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build: Option<BuildInfo>,
+    /// An MLX noarch variant (`mlx-metal`): not written (the loader reads it from the variant's
+    /// name), but it decides `kernels-minver` ([`super::loader`]).
+    #[serde(skip)]
+    pub mlx: bool,
 }
 
 /// `build`: how a compiled variant was built. A native build uses the host's toolchain, so it
@@ -211,6 +215,7 @@ mod tests {
                 kernel: Some(KernelRevision { commit: "b".repeat(40), dirty: true }),
             },
             build: None,
+            mlx: false,
         };
         let expected = format!(
             r#"{{

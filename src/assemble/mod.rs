@@ -29,6 +29,7 @@ pub mod noarch;
 pub mod not_yet;
 pub mod parity;
 pub mod progress;
+pub mod record;
 pub mod stable_abi;
 pub mod symbols;
 pub mod tvm_ffi;
@@ -83,19 +84,19 @@ pub fn assemble_variant(
 ) -> anyhow::Result<compiled::CellBuilt> {
     let dest = out_dir.join(&variant.name);
     // Read and planned, but not built here yet: say which toolchain it needs.
-    let not_yet = match &variant.cell {
-        Some(_) => not_yet::NotYet::for_backend(config, variant.backend),
-        None => not_yet::NotYet::for_noarch(config),
-    };
-    if let Some(refusal) = not_yet {
-        return Err(crate::error::Error::from(refusal).into());
+    if variant.cell.is_some() {
+        if let Some(refusal) = not_yet::NotYet::for_backend(config, variant.backend) {
+            return Err(crate::error::Error::from(refusal).into());
+        }
     }
     check_python_depends(config, variant.backend)?;
-    match &variant.cell {
-        Some(cell) => build_cell(source, config, cell, ids, &dest, work, layout),
+    let built = match &variant.cell {
+        Some(cell) => build_cell(source, config, cell, ids, &dest, work, layout)?,
         None => assemble_noarch(source, config, variant.backend, ids, &dest, layout)
-            .map(|warnings| compiled::CellBuilt { warnings, compiles: None, parallel: None }),
-    }
+            .map(|warnings| compiled::CellBuilt { warnings, compiles: None, parallel: None })?,
+    };
+    record::record(&dest)?;
+    Ok(built)
 }
 
 /// Assemble the variant of `backend` of the kernel in `source` (read as `config`) into
@@ -124,11 +125,8 @@ pub fn assemble_one(
     on_warning: &mut dyn FnMut(&Warning),
 ) -> anyhow::Result<Utf8PathBuf> {
     let cfg = config;
-    if let Some(refusal) = not_yet::NotYet::for_noarch(cfg) {
-        return Err(crate::error::Error::from(refusal).into());
-    }
     let variant = if cfg.is_noarch_for(backend) {
-        PlannedVariant::noarch(crate::matrix::naming::noarch_name(backend), backend)
+        PlannedVariant::noarch(noarch::variant_name(cfg, backend), backend)
     } else {
         anyhow::ensure!(
             cfg.general.backends.contains(&backend),

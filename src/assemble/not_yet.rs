@@ -1,18 +1,15 @@
 //! What `build.toml` may describe but this kernel-builder cannot build natively yet: Rust
-//! kernels (`rust-cpu`, `rust-cuda-oxide`, `rust-cutile`, edition 6) and `[mlx-noarch]`
-//! kernels. They are read, validated and planned into cells like every other kernel; a build
-//! that reaches one refuses it with a [`NotYet`] that names the toolchain it needs, instead of
-//! compiling a crate as C++ or writing a torch tree for an MLX kernel.
+//! kernels (`rust-cpu`, `rust-cuda-oxide`, `rust-cutile`, edition 6). They are read, validated
+//! and planned into cells like every other kernel; a build that reaches one refuses it with a
+//! [`NotYet`] that names the toolchain it needs, instead of compiling a crate as C++.
 
-use crate::config::{Backend, BuildConfig, Framework, Language};
+use crate::config::{Backend, BuildConfig, Language};
 
 /// A cell this kernel-builder cannot build natively yet, and what it would need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotYet {
     /// A `[kernel.<kernel>]` written in a Rust `language`.
     RustKernel { kernel: String, language: Language },
-    /// An `[mlx-noarch]` kernel's `mlx-metal` variant.
-    MlxNoarch,
 }
 
 impl NotYet {
@@ -35,11 +32,6 @@ impl NotYet {
             .map(|(name, k)| NotYet::RustKernel { kernel: name.clone(), language: k.language })
     }
 
-    /// Why the noarch variants of `config` cannot be built, if they cannot.
-    pub fn for_noarch(config: &BuildConfig) -> Option<NotYet> {
-        matches!(config.framework, Framework::MlxNoarch(_)).then_some(NotYet::MlxNoarch)
-    }
-
     /// The toolchain the cell needs and kernel-builder does not drive yet.
     pub fn toolchain(&self) -> &'static str {
         match self {
@@ -53,7 +45,6 @@ impl NotYet {
                 "cargo with cutile-rs and the CUDA tileiras compiler (CUDA 13.2 or later)"
             }
             NotYet::RustKernel { .. } => "a Rust toolchain",
-            NotYet::MlxNoarch => "an MLX noarch tree writer (`mlx-metal`, loaded by kernels >= 0.19.0)",
         }
     }
 }
@@ -64,11 +55,6 @@ impl std::fmt::Display for NotYet {
             NotYet::RustKernel { kernel, language } => write!(
                 f,
                 "cannot build natively yet: `[kernel.{kernel}]` is a {language} kernel, which needs {}; this kernel-builder reads, checks and plans Rust kernels but does not build them",
-                self.toolchain()
-            ),
-            NotYet::MlxNoarch => write!(
-                f,
-                "cannot build natively yet: an `[mlx-noarch]` kernel needs {}; this kernel-builder reads, checks and plans it but does not build it",
                 self.toolchain()
             ),
         }
@@ -120,17 +106,5 @@ mod tests {
             "cannot build natively yet: `[kernel.b]` is a rust-cutile kernel, which needs cargo with cutile-rs and the CUDA tileiras compiler (CUDA 13.2 or later); this kernel-builder reads, checks and plans Rust kernels but does not build them"
         );
         assert_eq!(NotYet::any_rust(&c), Some(refusal));
-        assert_eq!(NotYet::for_noarch(&c), None);
-    }
-
-    #[test]
-    fn mlx_noarch_is_refused() {
-        let c = config(
-            "[general]\nname = \"kk\"\nversion = 1\nedition = 6\nlicense = \"MIT\"\nbackends = [\"metal\"]\n[mlx-noarch]\n",
-        );
-        assert_eq!(NotYet::for_noarch(&c), Some(NotYet::MlxNoarch));
-        assert!(NotYet::for_noarch(&c).unwrap().to_string().starts_with(
-            "cannot build natively yet: an `[mlx-noarch]` kernel needs an MLX noarch tree writer"
-        ));
     }
 }

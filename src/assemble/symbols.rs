@@ -20,11 +20,14 @@
 //!   module that Python lacks: a tvm-ffi kernel importing torch in a Python with tvm_ffi only)
 //!   the build warns, naming the exception, and goes on without it;
 //! - a compiled variant built from pinned wheels (the interpreter only supplies `Python.h`; a
-//!   Nix cell) and a variant with `kernel-depends` (its package asks the loader for its
-//!   dependencies while it is imported) get none; `symbols.py` finds the first case itself
-//!   (it exits with status 3 when the interpreter's torch is not the cell's);
-//! - a noarch variant gets none: a noarch build has no Python at all (a Nix noarch cell runs
-//!   without one), and its bytes must not depend on whether the machine has torch.
+//!   Nix cell: importing the pinned torch would need its runtime dependencies, NVIDIA's
+//!   libraries among them, which are not pinned) and a variant with `kernel-depends` (its
+//!   package asks the loader for its dependencies while it is imported) get none; `symbols.py`
+//!   finds the first case itself (it exits with status 3 when the interpreter's torch is not
+//!   the cell's);
+//! - a noarch variant (`torch-<backend>`, Helion's, MLX's `mlx-metal`) gets none: a noarch
+//!   build has no Python at all (a Nix noarch cell runs without one), and its bytes must not
+//!   depend on whether the machine has torch, Helion or MLX.
 //!
 //! `kernels describe-api` on a variant without the file says "No symbols.json found".
 //!

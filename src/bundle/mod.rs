@@ -84,13 +84,6 @@ pub struct Plan {
 pub fn plan(config: &BuildConfig, cells: &KernelCells, host: &HostToolchain) -> Plan {
     let mut out = noarch_variants(cells);
     let mut skipped = Vec::new();
-    if let Some(refusal) = crate::assemble::not_yet::NotYet::for_noarch(config) {
-        skipped.extend(out.drain(..).map(|v| SkippedBackend {
-            backend: v.backend,
-            variant: Some(v.name),
-            reason: refusal.to_string(),
-        }));
-    }
     for backend in compiled_backends(config) {
         match host_cell(config, cells, backend, host) {
             Ok(v) => out.push(v),
@@ -145,7 +138,7 @@ pub fn why_not_buildable(
     plan: &Plan,
     name: &str,
 ) -> Option<String> {
-    // A noarch variant planned and skipped (an `[mlx-noarch]` kernel's).
+    // A variant planned and skipped.
     if let Some(s) = plan.skipped.iter().find(|s| s.variant.as_deref() == Some(name)) {
         return Some(format!("cannot build `{name}` natively: {}", s.reason));
     }

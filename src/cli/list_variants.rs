@@ -58,14 +58,7 @@ pub struct Args {
     pub matrix_file: MatrixFileArg,
 }
 
-/// `list-variants --names`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum NameGrammar {
-    Legacy,
-    #[value(name = "0.19")]
-    V019,
-    Both,
-}
+pub use crate::matrix::naming::NameGrammar;
 
 /// `--matrix-file FILE`, shared by `list-variants` and `ci-matrix` so that both list the same
 /// cells.
@@ -192,11 +185,7 @@ pub fn listing_named(
     }
     let mut out = String::new();
     for cell in cells {
-        let name = match grammar {
-            NameGrammar::Legacy => cell.name.clone(),
-            NameGrammar::V019 => matrix::naming::loader_0_19_name(cell),
-            NameGrammar::Both => format!("{}\t{}", cell.name, matrix::naming::loader_0_19_name(cell)),
-        };
+        let name = grammar.show(&cell.name, &matrix::naming::loader_0_19_name(cell));
         if systems.len() > 1 {
             let _ = writeln!(out, "{}\t{name}", cell.system);
         } else {

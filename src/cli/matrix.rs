@@ -1,6 +1,6 @@
 //! `kernel-builder matrix …`: maintainer commands about the build matrix itself.
 //!
-//! - `matrix check-wheel WHEEL [--matrix NAME] [--json]`: read a torch wheel's METADATA, WHEEL
+//! - `matrix check-wheel WHEEL [--matrix NAME] [--json] [--names legacy|0.19|both]`: read a torch wheel's METADATA, WHEEL
 //!   and `torch/version.py` ([`crate::matrix::wheel`]) and say whether the matrix has a cell
 //!   for it with the wheel's toolkit. Exit 0 when it agrees, 1 when it does not or the wheel
 //!   cannot be read.
@@ -57,9 +57,15 @@ pub struct CheckWheelArgs {
     /// default one.
     #[arg(long, value_name = "NAME")]
     pub matrix: Option<String>,
-    /// Print the report as JSON on stdout instead of text.
+    /// Print the report as JSON on stdout instead of text (each system's `cell` and its
+    /// kernels 0.19 spelling `cell_0_19`).
     #[arg(long)]
     pub json: bool,
+    /// Which variant-name grammar the text output uses for each cell: `legacy` (the names
+    /// kernel-builder writes, read by kernels 0.17.2, 0.18.3 and 0.19.1), `0.19` (the grammar
+    /// of kernels 0.19), or `both` (legacy, a tab, the 0.19 name), as `list-variants --names`.
+    #[arg(long, value_enum, default_value = "legacy")]
+    pub names: crate::matrix::naming::NameGrammar,
 }
 
 /// Run a `matrix` subcommand.
@@ -104,7 +110,7 @@ fn check_wheel_cmd(args: CheckWheelArgs) -> super::CmdResult {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.to_text());
+        print!("{}", report.to_text_named(args.names));
     }
     Ok(if report.agrees { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -1295,6 +1295,7 @@ pub(crate) fn read(
     if let Framework::MlxNoarch(_) = framework {
         mlx_backends(cx, root, &general.backends);
     }
+    helion_zip(cx, &general);
     let form = if generation == Generation::Edition6 { KernelForm::Language } else { KernelForm::Backend };
     let mut kernels = IndexMap::new();
     if let Some(item) = root.get("kernel") {
@@ -1365,6 +1366,24 @@ fn tvm_ffi_backends_have_kernels(
 
 /// `[mlx-noarch]` builds the `mlx-metal` variant only: every other backend of
 /// `general.backends` is an error at its entry (the 0.19.1 loader refuses such a file too).
+/// A Helion kernel (`helion` in a backend's `python-depends`) in the zip layout runs untuned:
+/// Helion looks for its heuristic files (`_helion_aot_*.py`) with `Path.exists()` beside the
+/// kernel's source, which under zipimport is inside `<id>.zip` (seen with Helion 1.4.0:
+/// tests/python/test_helion_zip_layout.py). A warning, as the Helion lint's are; the build
+/// refuses such a kernel once it ships heuristic files (`assemble::build_layout`).
+fn helion_zip(cx: &mut Cx, general: &General) {
+    let helion =
+        general.backends.iter().any(|b| general.python_depends_for(*b).iter().any(|d| d == "helion"));
+    if helion && general.build_layout == BuildLayout::Zip {
+        cx.warning(
+            "general.build-layout",
+            "helion-zip-layout",
+            "a Helion kernel in the zip layout runs untuned: Helion looks for its heuristic files (`_helion_aot_*.py`) beside the kernel's source on the file system, and inside the variant's zip archive it finds none; a build of the kernel with heuristic files is refused".to_owned(),
+            Some("write `build-layout = \"files\"` (the default, read by every loader), or remove the line".to_owned()),
+        );
+    }
+}
+
 fn mlx_backends(cx: &mut Cx, root: &dyn TableLike, backends: &[Backend]) {
     let written = root.get("general").and_then(|g| g.get("backends")).and_then(Item::as_array);
     for b in backends.iter().filter(|b| **b != Backend::Metal) {

@@ -85,11 +85,60 @@ pub fn loader_0_19_name(cell: &super::Cell) -> String {
         ParsedVariant::TvmFfi { tvm_ffi, .. } => format!("tvm-ffi-{}", dotted(tvm_ffi)),
         ParsedVariant::Noarch { .. } | ParsedVariant::MlxNoarch { .. } => return legacy.clone(),
     };
-    let compute = match cell.backend_version.as_deref().map(Version::parse) {
-        Some(Ok(v)) => format!("{}-{}.{}", cell.backend.as_str(), v.part(0), v.part(1)),
-        _ => cell.backend.as_str().to_owned(),
-    };
-    format!("{framework}-{compute}-cpython-3.9-abi3-{}", cell.system)
+    format!(
+        "{framework}-{}-cpython-3.9-abi3-{}",
+        compute_0_19(cell.backend, cell.backend_version.as_deref()),
+        cell.system
+    )
+}
+
+/// The backend part of a 0.19 name: `cuda-12.6`, `xpu-2025.3`, `cpu`.
+fn compute_0_19(backend: Backend, version: Option<&str>) -> String {
+    match version.map(Version::parse) {
+        Some(Ok(v)) => format!("{}-{}.{}", backend.as_str(), v.part(0), v.part(1)),
+        _ => backend.as_str().to_owned(),
+    }
+}
+
+/// The 0.19 spelling of the torch arch variant [`torch_arch_name`] names for torch `torch`,
+/// `backend` at `version` (`None` for CPU and Metal) on `system`, as [`loader_0_19_name`]
+/// spells a cell: `torch-2.14-cxx11-cuda-13.0-cpython-3.9-abi3-x86_64-linux`.
+pub fn torch_arch_name_0_19(
+    torch: &Version,
+    backend: Backend,
+    version: Option<&str>,
+    system: &str,
+) -> String {
+    let abi = if has_abi_tag(system) { format!("-{}", naming().abi_tag.tag) } else { String::new() };
+    format!(
+        "torch-{}.{}{abi}-{}-cpython-3.9-abi3-{system}",
+        torch.part(0),
+        torch.part(1),
+        compute_0_19(backend, version)
+    )
+}
+
+/// Which grammar a listing of variant names uses (`list-variants --names`, `matrix check-wheel
+/// --names`): the legacy names kernel-builder writes (read by kernels 0.17.2, 0.18.3 and
+/// 0.19.1), the grammar of kernels 0.19 (which also reads the legacy names), or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NameGrammar {
+    Legacy,
+    #[value(name = "0.19")]
+    V019,
+    Both,
+}
+
+impl NameGrammar {
+    /// `legacy` in this grammar, given its 0.19 spelling `v019`: one name, or both separated
+    /// by a tab.
+    pub fn show(self, legacy: &str, v019: &str) -> String {
+        match self {
+            NameGrammar::Legacy => legacy.to_owned(),
+            NameGrammar::V019 => v019.to_owned(),
+            NameGrammar::Both => format!("{legacy}\t{v019}"),
+        }
+    }
 }
 
 /// Whether variant names on `system` carry the ABI tag (`cxx11`; every Linux system does).
@@ -362,7 +411,16 @@ mod tests {
             (cell("mlx-metal", Backend::Metal, None, "2.15", "aarch64-darwin"), "mlx-metal"),
         ] {
             assert_eq!(loader_0_19_name(&c), expected);
+            // The same spelling from the parts `matrix check-wheel` has.
+            if let Some(ParsedVariant::TorchArch { .. }) = parse_variant_name(&c.name) {
+                let torch = Version::parse(&c.torch_version).unwrap();
+                assert_eq!(
+                    torch_arch_name_0_19(&torch, c.backend, c.backend_version.as_deref(), &c.system),
+                    expected
+                );
+            }
         }
+        assert_eq!(NameGrammar::Both.show("torch-cuda", "torch-cuda"), "torch-cuda\ttorch-cuda");
         assert_eq!(
             parse_variant_name("mlx-metal"),
             Some(ParsedVariant::MlxNoarch { backend: "metal".to_owned() })

@@ -265,6 +265,9 @@ pub struct SystemVerdict {
     pub system: Option<String>,
     /// The torch arch variant of the matching build set (`torch211-cxx11-cu130-x86_64-linux`).
     pub cell: Option<String>,
+    /// Its name in the grammar of kernels 0.19
+    /// (`torch-2.11-cxx11-cuda-13.0-cpython-3.9-abi3-x86_64-linux`).
+    pub cell_0_19: Option<String>,
     /// Whether that set is in the default bundle.
     pub bundle: bool,
     /// The problem, when the matrix does not agree.
@@ -309,7 +312,14 @@ pub fn check_wheel(m: &MatrixData, facts: &WheelFacts) -> WheelReport {
     let mut systems = Vec::new();
     for platform in platforms {
         let Some(system) = platform_system(&platform) else {
-            systems.push(SystemVerdict { platform, system: None, cell: None, bundle: false, problem: None });
+            systems.push(SystemVerdict {
+                platform,
+                system: None,
+                cell: None,
+                cell_0_19: None,
+                bundle: false,
+                problem: None,
+            });
             continue;
         };
         let same: Vec<_> = m
@@ -331,6 +341,12 @@ pub fn check_wheel(m: &MatrixData, facts: &WheelFacts) -> WheelReport {
                     platform,
                     system: Some(system.to_owned()),
                     cell: Some(naming::torch_arch_name(&torch_v, &compute, system)),
+                    cell_0_19: Some(naming::torch_arch_name_0_19(
+                        &torch_v,
+                        set.backend,
+                        set.version.as_deref(),
+                        system,
+                    )),
                     bundle: set.bundle,
                     problem: None,
                 }
@@ -380,6 +396,7 @@ pub fn check_wheel(m: &MatrixData, facts: &WheelFacts) -> WheelReport {
                     platform,
                     system: Some(system.to_owned()),
                     cell: None,
+                    cell_0_19: None,
                     bundle: false,
                     problem: Some(problem),
                 }
@@ -400,8 +417,14 @@ pub fn check_wheel(m: &MatrixData, facts: &WheelFacts) -> WheelReport {
 }
 
 impl WheelReport {
-    /// The text form: the wheel's facts, then one line per platform, then the verdict.
+    /// The text form: the wheel's facts, then one line per platform (its cell in the legacy
+    /// grammar), then the verdict.
     pub fn to_text(&self) -> String {
+        self.to_text_named(naming::NameGrammar::Legacy)
+    }
+
+    /// [`WheelReport::to_text`] with each cell's name in `grammar`.
+    pub fn to_text_named(&self, grammar: naming::NameGrammar) -> String {
         let w = &self.wheel;
         let mut s = String::new();
         s.push_str(&format!("wheel: {} {} (torch.__version__ {})\n", w.name, w.version, w.torch_version));
@@ -425,8 +448,9 @@ impl WheelReport {
                     s.push_str(&format!("  {}: no Nix system in the matrix (not checked)\n", v.platform))
                 }
                 (Some(sys), Some(cell), None) => s.push_str(&format!(
-                    "  {} ({sys}): {cell}{}\n",
+                    "  {} ({sys}): {}{}\n",
                     v.platform,
+                    grammar.show(cell, v.cell_0_19.as_deref().unwrap_or(cell)),
                     if v.bundle { " (bundle)" } else { " (outside the bundle)" }
                 )),
                 (Some(sys), _, Some(p)) => s.push_str(&format!("  {} ({sys}): MISSING: {p}\n", v.platform)),
@@ -480,6 +504,32 @@ mod tests {
         let cells: Vec<_> = r.systems.iter().map(|s| s.cell.clone().unwrap()).collect();
         assert_eq!(cells, ["torch214-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu130-aarch64-linux"]);
         assert!(r.systems.iter().all(|s| s.bundle));
+        let cells: Vec<_> = r.systems.iter().map(|s| s.cell_0_19.clone().unwrap()).collect();
+        assert_eq!(
+            cells,
+            [
+                "torch-2.14-cxx11-cuda-13.0-cpython-3.9-abi3-x86_64-linux",
+                "torch-2.14-cxx11-cuda-13.0-cpython-3.9-abi3-aarch64-linux"
+            ]
+        );
+        let lines = |g| {
+            r.to_text_named(g).lines().filter(|l| l.starts_with("  ")).map(str::to_owned).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            lines(naming::NameGrammar::Legacy),
+            [
+                "  manylinux_2_28_x86_64 (x86_64-linux): torch214-cxx11-cu130-x86_64-linux (bundle)",
+                "  manylinux_2_28_aarch64 (aarch64-linux): torch214-cxx11-cu130-aarch64-linux (bundle)"
+            ]
+        );
+        assert_eq!(
+            lines(naming::NameGrammar::Both),
+            [
+                "  manylinux_2_28_x86_64 (x86_64-linux): torch214-cxx11-cu130-x86_64-linux\ttorch-2.14-cxx11-cuda-13.0-cpython-3.9-abi3-x86_64-linux (bundle)",
+                "  manylinux_2_28_aarch64 (aarch64-linux): torch214-cxx11-cu130-aarch64-linux\ttorch-2.14-cxx11-cuda-13.0-cpython-3.9-abi3-aarch64-linux (bundle)"
+            ]
+        );
+        assert_eq!(r.to_text(), r.to_text_named(naming::NameGrammar::Legacy));
     }
 
     #[test]
@@ -504,6 +554,10 @@ mod tests {
         assert_eq!((f.backend, f.toolkit.as_deref()), (Backend::Rocm, Some("7.2.53211-e7b3b5c8")));
         let r = check_wheel(super::super::data::matrix(), &f);
         assert_eq!(r.systems[0].cell.as_deref(), Some("torch214-cxx11-rocm72-x86_64-linux"));
+        assert_eq!(
+            r.systems[0].cell_0_19.as_deref(),
+            Some("torch-2.14-cxx11-rocm-7.2-cpython-3.9-abi3-x86_64-linux")
+        );
         assert_eq!(r.systems[1].system, None);
         assert!(r.agrees);
     }

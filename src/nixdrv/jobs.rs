@@ -12,6 +12,7 @@ use anyhow::{bail, Context};
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::abi::AbiPolicy;
+pub use crate::fsutil::copy_tree;
 
 /// The sorted top-level entries of `dir`; errors name the directory.
 fn entries(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
@@ -22,30 +23,6 @@ fn entries(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
     }
     out.sort();
     Ok(out)
-}
-
-/// Copy the tree at `from` to `to` (which must not exist), following no symlinks (they are
-/// copied as links). Files get mode 0644, or 0755 when executable; directories 0755.
-pub fn copy_tree(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
-    let meta = fs::symlink_metadata(from).with_context(|| format!("cannot read `{from}`"))?;
-    if meta.file_type().is_symlink() {
-        let target = fs::read_link(from).with_context(|| format!("cannot read link `{from}`"))?;
-        std::os::unix::fs::symlink(&target, to).with_context(|| format!("cannot create link `{to}`"))?;
-    } else if meta.is_dir() {
-        fs::create_dir(to).with_context(|| format!("cannot create directory `{to}`"))?;
-        for e in entries(from)? {
-            let name = e.file_name().unwrap_or_default();
-            copy_tree(&e, &to.join(name))?;
-        }
-        fs::set_permissions(to, fs::Permissions::from_mode(0o755))
-            .with_context(|| format!("cannot set permissions on `{to}`"))?;
-    } else {
-        fs::copy(from, to).with_context(|| format!("cannot copy `{from}` to `{to}`"))?;
-        let mode = if meta.permissions().mode() & 0o111 != 0 { 0o755 } else { 0o644 };
-        fs::set_permissions(to, fs::Permissions::from_mode(mode))
-            .with_context(|| format!("cannot set permissions on `{to}`"))?;
-    }
-    Ok(())
 }
 
 /// `nix-support join --out OUT DIR…`: copy every top-level entry of each DIR into OUT (the

@@ -193,6 +193,30 @@ fn build_layout_is_files_or_zip() {
         ]);
 }
 
+/// A Helion kernel (`helion` in `python-depends`, general or per backend) with `build-layout =
+/// "zip"` gets a warning at that line: Helion cannot find heuristic files inside the archive
+/// (tests/python/test_helion_zip_layout.py shows it with Helion's own lookup). `check-config`
+/// says it at the line, and a Helion kernel in `files`, or a zip kernel without Helion, gets none.
+#[test]
+fn a_helion_kernel_in_the_zip_layout_is_warned_at_the_line() {
+    let helion = "[general]\nname = \"vector-add-helion\"\nversion = 1\nedition = 6\nlicense = \"Apache-2.0\"\nbackends = [\"cuda\", \"rocm\"]\npython-depends = [\"helion\"]\nbuild-layout = \"zip\"\n\n[torch-noarch]\n";
+    let warning = "8:16 Warning helion-zip-layout: a Helion kernel in the zip layout runs untuned: Helion looks for its heuristic files (`_helion_aot_*.py`) beside the kernel's source on the file system, and inside the variant's zip archive it finds none; a build of the kernel with heuristic files is refused | write `build-layout = \"files\"` (the default, read by every loader), or remove the line";
+    assert_eq!(findings(helion), [warning]);
+    assert_eq!(findings(&helion.replace("\"zip\"", "\"files\"")), Vec::<String>::new());
+    assert_eq!(findings(&helion.replace("[\"helion\"]", "[\"einops\"]")), Vec::<String>::new());
+
+    // The same through the CLI, which names the file.
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("build.toml"), helion).unwrap();
+    std::fs::create_dir_all(t.path().join("torch-ext/vector_add_helion")).unwrap();
+    std::fs::write(t.path().join("torch-ext/vector_add_helion/__init__.py"), "").unwrap();
+    let out = crate::util::kb().arg("check-config").arg(t.path()).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("helion-zip-layout"), "{stderr}");
+    assert!(stderr.contains("build.toml:8:16"), "{stderr}");
+}
+
 #[test]
 fn mlx_noarch_is_metal_only_and_plans_the_mlx_metal_cell() {
     let text = "[general]\nname = \"relu\"\nversion = 1\nedition = 6\nlicense = \"MIT\"\nbackends = [\"metal\"]\n\n[mlx-noarch]\npyext = [\"py\", \"metal\"]\n";
@@ -238,10 +262,10 @@ fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     (t, dest)
 }
 
-/// A build that reaches a Rust kernel or an `[mlx-noarch]` kernel refuses it by name with the
-/// toolchain it needs, and writes nothing.
+/// A build that reaches a Rust kernel refuses it by name with the toolchain it needs, and
+/// writes nothing.
 #[test]
-fn builds_refuse_rust_and_mlx_kernels_naming_the_toolchain() {
+fn builds_refuse_rust_kernels_naming_the_toolchain() {
     let (_t, dir) = fixture("tvm-ffi-rust");
     let out = crate::util::kb().args(["build-and-copy", "--nix", "never"]).arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -258,19 +282,65 @@ fn builds_refuse_rust_and_mlx_kernels_naming_the_toolchain() {
         .unwrap()
         .contains("cannot build natively yet: `[kernel.relu_rust]` is a rust-cpu kernel"));
     assert!(!project.exists());
+}
 
+/// An `[mlx-noarch]` kernel (the fixture: a Metal ReLU through `mlx.core.fast.metal_kernel`)
+/// builds as the noarch `mlx-metal` variant: its package files (`pyext` takes `relu.metal`), an
+/// `_ops.py` that does not import torch, and metadata with `kernels-minver` 0.19.0 (the first
+/// loader with MLX variants). A copy at another path builds the same bytes, and `verify`
+/// rebuilds it to the recorded NAR hash. (That kernels 0.19.1 reads the tree and its digest is
+/// tests/python/test_mlx_noarch.py.)
+#[test]
+fn mlx_noarch_builds_the_mlx_metal_variant() {
     let (_t, dir) = fixture("mlx");
-    let out = crate::util::kb()
-        .args(["build-and-copy", "--nix", "never", "--variant", "mlx-metal"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    let out = crate::util::kb().args(["build-and-copy", "--nix", "never"]).arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let variant = dir.join("build").join("mlx-metal");
+    let mut files: Vec<String> =
+        std::fs::read_dir(&variant).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    files.sort();
+    assert_eq!(files, ["__init__.py", "_ops.py", "metadata.json", "relu.metal"]);
+    let names: Vec<String> = std::fs::read_dir(dir.join("build"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}"); // mlx-metal and hashes.json
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    let id = meta["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("_relu_mlx_metal_") && id.len() == "_relu_mlx_metal_".len() + 7, "{id}");
+    assert_eq!(meta["name"], "relu-mlx");
+    assert_eq!(meta["backend"], serde_json::json!({"type": "metal"}));
+    assert_eq!(meta["kernels-minver"], "0.19.0");
+    assert_eq!(meta["python-depends"], serde_json::json!([]));
+    assert!(meta.get("build").is_none() && meta.get("build-layout").is_none(), "{meta}");
+    let digested: Vec<&String> = meta["digest"]["files"].as_object().unwrap().keys().collect();
+    assert_eq!(digested, ["__init__.py", "_ops.py", "relu.metal"]);
+    let ops = std::fs::read_to_string(variant.join("_ops.py")).unwrap();
+    assert!(!ops.contains("import torch"), "{ops}");
+    assert!(ops.contains(&format!("namespace = \"{id}\"\n")), "{ops}");
     assert_eq!(
-        String::from_utf8(out.stderr).unwrap(),
-        "error: cannot build `mlx-metal` natively: cannot build natively yet: an `[mlx-noarch]` kernel needs an MLX noarch tree writer (`mlx-metal`, loaded by kernels >= 0.19.0); this kernel-builder reads, checks and plans it but does not build it\n"
+        std::fs::read(variant.join("relu.metal")).unwrap(),
+        std::fs::read(dir.join("torch-ext/relu_mlx/relu.metal")).unwrap()
     );
-    assert!(!dir.join("build").exists());
+
+    // Another copy, at another path: the same bytes, the same NAR hash.
+    let (_t2, again) = fixture("mlx");
+    let out = crate::util::kb().args(["build-and-copy", "--nix", "never"]).arg(&again).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["__init__.py", "_ops.py", "metadata.json", "relu.metal"] {
+        assert_eq!(
+            std::fs::read(variant.join(f)).unwrap(),
+            std::fs::read(again.join("build/mlx-metal").join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(dir.join("build/hashes.json")).unwrap(),
+        std::fs::read(again.join("build/hashes.json")).unwrap()
+    );
+    let out = crate::util::kb().arg("verify").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// check-config's summary of an edition-6 file names each kernel's language (`--json` has it

@@ -56,6 +56,26 @@ matrix: 2026-12 (revision 2026-12-01)
 the matrix agrees with this wheel
 "
     );
+    // Both spellings of the cell (`--names`, as list-variants), and the 0.19 one in the JSON.
+    let (code, out, _) = check_wheel(&[wheel.to_str().unwrap(), "--names", "both"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("  manylinux_2_28_aarch64 (aarch64-linux): torch215-cxx11-cu132-aarch64-linux\ttorch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-aarch64-linux (bundle)\n"),
+        "{out}"
+    );
+    let (code, out, _) = check_wheel(&[wheel.to_str().unwrap(), "--names", "0.19"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("  manylinux_2_28_aarch64 (aarch64-linux): torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-aarch64-linux (bundle)\n"),
+        "{out}"
+    );
+    let (code, out, _) = check_wheel(&[wheel.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report["systems"][0]["cell_0_19"],
+        "torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-aarch64-linux"
+    );
     // The August snapshot has no torch 2.15.
     let (code, out, _) = check_wheel(&[wheel.to_str().unwrap(), "--matrix", "upstream-2026-08"]);
     assert_eq!(code, 1);

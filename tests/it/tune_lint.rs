@@ -41,7 +41,7 @@ fn attention_helion_checks_clean() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out,
-        "name: attention-helion\ngeneration: edition 5\nbackends: cuda\nframework: torch-noarch\nkernels: none\n\
+        "name: attention-helion\ngeneration: edition 6\nbackends: cuda\nframework: torch-noarch\nkernels: none\n\
          noarch backends: cuda\nmatrix: 2026-12 (revision 2026-12-01)\n"
     );
     assert_eq!(err, "");

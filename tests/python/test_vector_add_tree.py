@@ -70,3 +70,17 @@ def test_loader_imports_torch_cuda_or_names_the_missing_helion(build):
     assert type(module.vector_add).__module__.startswith("helion")
     source = module.vector_add.fn.__code__.co_filename
     assert source == str(build / "torch-cuda" / "vector_add.py")
+
+
+def test_describe_api_says_a_noarch_tree_has_no_symbols(build):
+    # A noarch tree is built without Python (src/assemble/symbols.rs says why), so kernels
+    # 0.19.1's `describe-api` names the missing file, for each of the three Helion variants.
+    from test_loaders import describe_api
+
+    for variant in ["torch-cuda", "torch-rocm", "torch-xpu"]:
+        proc = describe_api(build / variant)
+        assert proc.returncode == 1
+        assert proc.stderr == (
+            f"Error: No symbols.json found in {build / variant} (variant: {variant}). "
+            "Rebuild the kernel with a recent kernel-builder and the get_kernel check enabled.\n"
+        )

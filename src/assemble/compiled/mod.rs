@@ -474,6 +474,7 @@ pub fn build_cell(
             toolchain,
             capabilities_only: cell.capabilities_only.clone(),
         }),
+        mlx: false,
     };
     write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
     Ok(CellBuilt { warnings, compiles, parallel: Some((plan, cuda)) })
