@@ -14,7 +14,7 @@
 #   prep-prev  build PREV_VARIANT (the torch before, same CUDA; from PREV_PYTHON's torch when
 #              set, for a torch the pins do not hold) once into WORK/prev-cc
 #   next-torch VARIANT with a copy of WORK/prev-cc (what the torch before left), empty cell cache
-# Env: KB (default target/debug/kernel-builder). Every case but prep leaves nothing behind and
+# Env: KB (default target/debug/kernel-builder). Every case but prep (and WORK/root) leaves nothing behind and
 # appends its build line to WORK/lines.txt.
 set -eu
 case_=$1 kernel=$(realpath "$2") variant=$3 cap=$4 work=$5 python=
@@ -25,7 +25,15 @@ run=$(mktemp -d "$work/run.XXXXXX")
 trap 'rm -rf "$run"' EXIT
 cp -r "$kernel" "$run/k"
 rm -rf "$run/k/build"
-export KERNEL_BUILDER_CACHE_DIR=$run/cache
+# The cache root (cell cache, work directories, source mirror): a fresh one at a new path per
+# run, or with SAME_ROOT=1 WORK/root emptied before each run (the same path every time, as a
+# CI runner's home is); the compile cache is elsewhere (KERNEL_BUILDER_COMPILE_CACHE).
+if [ "${SAME_ROOT:-}" = 1 ]; then
+  rm -rf "$work/root"
+  export KERNEL_BUILDER_CACHE_DIR=$work/root
+else
+  export KERNEL_BUILDER_CACHE_DIR=$run/cache
+fi
 unset KERNEL_BUILDER_JOBS KERNEL_BUILDER_NVCC_THREADS KERNEL_BUILDER_NVCC_SPLIT_COMPILE
 build() { "$KB" build-and-copy --nix never --no-cache ${python:+--python "$python"} --variant "$variant" --cuda-capabilities "$cap" "$run/k" 2>"$run/err" \
   | grep "^built" | sed "s|^|$case_: |" >>"$work/lines.txt" || { cat "$run/err" >&2; exit 1; }; }
