@@ -170,6 +170,12 @@ vars! {
     CUDA_HOME = "CUDA_HOME",
         "a CUDA toolkit whose `bin/nvcc` native CUDA cells use",
         default "see `CUDACXX`";
+    CARGO = "CARGO",
+        "the cargo that builds Rust (`rust-cpu`) kernels; the `rustc` beside it compiles them",
+        default "`cargo` from `PATH`, else `$CARGO_HOME/bin`";
+    CARGO_HOME = "CARGO_HOME",
+        "cargo's home; the paths of its registry sources are mapped away in a Rust kernel's library",
+        default "`~/.cargo`";
     NVCC_APPEND_FLAGS = "NVCC_APPEND_FLAGS",
         "nvcc flags; kernel-builder appends its `--threads` to them",
         default "only kernel-builder's `--threads`";

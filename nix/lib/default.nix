@@ -80,6 +80,7 @@ let
     internalAssembleArgs = call ./internalAssembleArgs.nix;
     internalCompiledCell = call ./internalCompiledCell.nix;
     internalCellPins = call ./internalCellPins.nix;
+    internalTorchPin = call ./internalTorchPin.nix;
     internalDevShells = call ./internalDevShells.nix;
   };
 in

@@ -1,14 +1,13 @@
 # internalCellPins (private): the pinned toolchain of a compiled torch cell, from
 # nix/torch-wheels.json (the pins the native `build-and-copy --nix never` provisions from): the
-# torch wheel of the cell's torch × framework × system (a CPU entry with `compile-against`
-# uses that framework's wheel, as natively), and for a CUDA cell NVIDIA's toolkit wheels of
-# its CUDA version. Each wheel is a fixed-output download with its pinned sha256 (a wheel
+# torch wheel and, for a CUDA cell, NVIDIA's toolkit wheels that internalTorchPin finds for the
+# cell. Each wheel is a fixed-output download with its pinned sha256 (a wheel
 # added beforehand with `nix-store --add-fixed sha256 <file>` satisfies it offline), unpacked
 # by the orchestrator (`kernel-builder nix-support unpack-wheels`, the code that unpacks the
 # native toolchain cache) into a store path shared by every cell of the same wheels.
 #
-# Pinned cells: kind "torch" on cpu or cuda (the cells the native path provisions). Others
-# (stable-ABI, ROCm, XPU, Metal) keep the package set's torch: `pinned = false`.
+# Pinned cells (internalTorchPin's `pinned`): kind "torch" on cpu or cuda. Others (stable-ABI,
+# ROCm, XPU, Metal) keep the package set's torch: `pinned = false`.
 #
 # Type: internalCellPins :: { cell, orchestrator } -> { pinned, missing, args, torchWheel, torchTree, cudaTree }
 #   args      the `assemble` flags: `--torch-wheel W --torch-tree T [--cuda-tree C]`
@@ -17,34 +16,10 @@
 { lib, torchWheels, ... }:
 { cell, orchestrator }:
 let
-  pinFile = "nix/torch-wheels.json";
-  pinned = (cell.kind or "torch") == "torch" && builtins.elem cell.backend [ "cpu" "cuda" ];
-  framework = if cell.backend == "cuda" then "cu${lib.flattenVersion cell.backend_version}" else "cpu";
-  entry = fw: ((torchWheels.wheels.${cell.torch_version} or { }).${fw} or { }).${cell.system} or null;
-  own = entry framework;
-  torchPin = if own == null then null else if own ? "compile-against" then entry own.compile-against else own;
-  toolkit =
-    if cell.backend == "cuda" then
-      (torchWheels.cuda-toolkits.${cell.backend_version} or { }).${cell.system} or null
-    else
-      [ ];
-  unpinned = builtins.filter (w: w.sha256 == null) ([ torchPin ] ++ toolkit);
-  missing =
-    if !pinned then
-      null
-    else if own == null then
-      "${pinFile} has no torch wheel for torch ${cell.torch_version} × ${framework} × ${cell.system}; add one there"
-    else if torchPin == null then
-      "${pinFile}: torch ${cell.torch_version} × ${framework} × ${cell.system} compiles against `${own.compile-against}`, which has no entry for ${cell.system}"
-    else if toolkit == null then
-      "${pinFile} has no CUDA ${cell.backend_version} toolkit wheels for ${cell.system}; add them under `cuda-toolkits`"
-    else if unpinned != [ ] then
-      let
-        w = builtins.head unpinned;
-      in
-      "${w.project} ${w.version} (${if w.file or null == null then "no file resolved" else w.file}) has no sha256 pinned in ${pinFile} yet: run `kernel-builder matrix pin --index ${w.index}` where that index is reachable"
-    else
-      null;
+  # The lookup and its messages: internalTorchPin, shared with nixpkgsToolchain.
+  pin = lib.internalTorchPin { inherit torchWheels cell; };
+  inherit (pin) pinned missing toolkit;
+  torchPin = pin.torch;
   # A wheel by its pinned sha256 (Nix's own `builtin:fetchurl`): the store path
   # `nix-store --add-fixed sha256 <file>` gives.
   fetch =

@@ -30,21 +30,14 @@
 cell:
 let
   under = v: builtins.replaceStrings [ "." ] [ "_" ] v;
-  major-minor = v: lib.flattenVersion v;
-  framework =
-    if cell.backend == "cuda" then
-      "cu${major-minor cell.backend_version}"
-    else if cell.backend == "rocm" then
-      "rocm${major-minor cell.backend_version}"
-    else if cell.backend == "xpu" then
-      "xpu"
-    else
-      "cpu";
-  entry =
-    ((wheels.wheels.${cell.torch_version} or { }).${framework} or { }).${cell.system} or null;
-  pinFile = "nix/torch-wheels.json";
-  # Built from its pins (internalCellPins decides the same way): nothing of torch or CUDA here.
-  pinned = (cell.kind or "torch") == "torch" && builtins.elem cell.backend [ "cpu" "cuda" ];
+  # The cell's torch wheel, found as internalCellPins finds it (internalTorchPin).
+  pin = lib.internalTorchPin {
+    torchWheels = wheels;
+    inherit cell;
+  };
+  inherit (pin) framework entry pinFile;
+  # Built from its pins: nothing of torch or CUDA here.
+  inherit (pin) pinned;
   missing =
     if pinned then
       null

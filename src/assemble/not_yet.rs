@@ -1,7 +1,9 @@
-//! What `build.toml` may describe but this kernel-builder cannot build natively yet: Rust
-//! kernels (`rust-cpu`, `rust-cuda-oxide`, `rust-cutile`, edition 6). They are read, validated
-//! and planned into cells like every other kernel; a build that reaches one refuses it with a
-//! [`NotYet`] that names the toolchain it needs, instead of compiling a crate as C++.
+//! What `build.toml` may describe but this kernel-builder cannot build natively yet: the Rust
+//! CUDA kernels (`rust-cuda-oxide`, `rust-cutile`, edition 6; `rust-cpu` builds with cargo,
+//! [`super::compiled::cargo`]), and a generated CMake project for any Rust kernel. They are
+//! read, validated and planned into cells like every other kernel; a build that reaches one
+//! refuses it with a [`NotYet`] that names the toolchain it needs, instead of compiling a crate
+//! as C++.
 
 use crate::config::{Backend, BuildConfig, Language};
 
@@ -13,17 +15,18 @@ pub enum NotYet {
 }
 
 impl NotYet {
-    /// The first Rust kernel that a cell of `backend` would compile, if any.
+    /// The first Rust kernel that a cell of `backend` would compile and that is not built
+    /// natively yet (`rust-cpu` is, with cargo: [`super::compiled::cargo`]), if any.
     pub fn for_backend(config: &BuildConfig, backend: Backend) -> Option<NotYet> {
         config
             .kernels
             .iter()
-            .find(|(_, k)| k.backend == backend && k.language.is_rust())
+            .find(|(_, k)| k.backend == backend && k.language.is_rust() && k.language != Language::RustCpu)
             .map(|(name, k)| NotYet::RustKernel { kernel: name.clone(), language: k.language })
     }
 
     /// The first Rust kernel of any backend (for steps that handle every kernel at once, such
-    /// as the generated build project).
+    /// as the generated CMake project, which has no place for a crate).
     pub fn any_rust(config: &BuildConfig) -> Option<NotYet> {
         config
             .kernels
@@ -35,9 +38,7 @@ impl NotYet {
     /// The toolchain the cell needs and kernel-builder does not drive yet.
     pub fn toolchain(&self) -> &'static str {
         match self {
-            NotYet::RustKernel { language: Language::RustCpu, .. } => {
-                "cargo (a Rust toolchain) building the crate as a tvm-ffi module"
-            }
+            NotYet::RustKernel { language: Language::RustCpu, .. } => "cargo (`build-and-copy --nix never`)",
             NotYet::RustKernel { language: Language::RustCudaOxide, .. } => {
                 "cargo with the cuda-oxide rustc backend (Rust to PTX) and a CUDA toolkit"
             }
@@ -52,6 +53,10 @@ impl NotYet {
 impl std::fmt::Display for NotYet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            NotYet::RustKernel { kernel, language: Language::RustCpu } => write!(
+                f,
+                "`[kernel.{kernel}]` is a rust-cpu kernel, whose crate cargo builds: a generated CMake project has no place for it; build the kernel with `kernel-builder build-and-copy --nix never`"
+            ),
             NotYet::RustKernel { kernel, language } => write!(
                 f,
                 "cannot build natively yet: `[kernel.{kernel}]` is a {language} kernel, which needs {}; this kernel-builder reads, checks and plans Rust kernels but does not build them",

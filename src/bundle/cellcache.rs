@@ -223,6 +223,47 @@ fn tool(t: &Tool) -> serde_json::Value {
     json!({"version": t.version, "file": stamp(&t.path)})
 }
 
+/// What the cell compiles against: torch, or tvm-ffi (its version, where it lies, and its
+/// version file and library, so that a reinstall of the same version is another key).
+fn framework_inputs(cell: &CompiledCell) -> serde_json::Value {
+    match &cell.framework {
+        CellFramework::Torch(t) => json!({
+            "torch": {
+                "facts": t,
+                "version.py": stamp(&t.torch_dir.join("version.py")),
+            }
+        }),
+        CellFramework::TvmFfi(f) => json!({
+            "tvm-ffi": {
+                "facts": f,
+                "_version.py": stamp(&f.version_file()),
+                "library": stamp(&f.library()),
+                "headers": tree_stamps(&f.include_dir()),
+            }
+        }),
+    }
+}
+
+/// The key inputs of a Rust cell: its framework, cargo, rustc, the linker and the crate (its
+/// Cargo.lock and sources are in the source tree id); cargo's cache of registry crates is
+/// checked against the lock's checksums by cargo itself.
+fn cargo_inputs(cell: &CompiledCell, c: &crate::assemble::compiled::CargoTools) -> serde_json::Value {
+    json!({
+        "kind": format!("{:?}", cell.kind),
+        "kernels": cell.kernels,
+        "package-set": cell.package_set,
+        "hermetic": cell.hermetic,
+        "manylinux": cell.manylinux,
+        "outside-bundle": cell.outside_bundle,
+        "framework": framework_inputs(cell),
+        "linker": tool(&cell.cxx),
+        "cargo": tool(&c.cargo),
+        "rustc": tool(&c.rustc),
+        "crate": {"kernel": c.kernel, "manifest": c.manifest},
+        "environment": {"CARGO_HOME": crate::env::CARGO_HOME.get()},
+    })
+}
+
 /// The key inputs only a compiled cell has (see the module doc).
 fn compiled_inputs(
     source: &SourceSet,
@@ -230,6 +271,9 @@ fn compiled_inputs(
     cell: &CompiledCell,
     ids: &BuildIds,
 ) -> anyhow::Result<serde_json::Value> {
+    if let Some(c) = &cell.cargo {
+        return Ok(cargo_inputs(cell, c));
+    }
     // Placeholder work directories: the binaries never see them (-ffile-prefix-map).
     let facts = cell_facts(
         config,
@@ -251,24 +295,7 @@ fn compiled_inputs(
         .iter()
         .map(|k| ((*k).to_owned(), json!(crate::env::recorded(k).map(|v| v.to_string_lossy().into_owned()))))
         .collect();
-    // What the cell compiles against: torch, or tvm-ffi (its version, where it lies, and its
-    // version file and library, so that a reinstall of the same version is another key).
-    let framework = match &cell.framework {
-        CellFramework::Torch(t) => json!({
-            "torch": {
-                "facts": t,
-                "version.py": stamp(&t.torch_dir.join("version.py")),
-            }
-        }),
-        CellFramework::TvmFfi(f) => json!({
-            "tvm-ffi": {
-                "facts": f,
-                "_version.py": stamp(&f.version_file()),
-                "library": stamp(&f.library()),
-                "headers": tree_stamps(&f.include_dir()),
-            }
-        }),
-    };
+    let framework = framework_inputs(cell);
     Ok(json!({
         "kind": format!("{:?}", cell.kind),
         "backend-version": cell.backend_version,

@@ -21,7 +21,7 @@
 use anyhow::Context;
 use camino::Utf8Path;
 
-use super::{lock_dir, plan, why_not_buildable, Lock};
+use super::{lock_dir, why_not_buildable, Lock, Plan, Toolchains};
 use crate::assemble::assemble_variant;
 use crate::assemble::compiled::{PlannedVariant, WorkDir};
 use crate::config::BuildConfig;
@@ -63,24 +63,9 @@ pub struct VerifyReport {
     pub notes: Vec<String>,
 }
 
-/// Where the rebuilds' toolchains come from: each variant is rebuilt with the toolchain that
-/// built it, so one `build/` may hold both kinds (README's recipe builds relu's pinned cells,
-/// then its `--python` cells beside them).
-#[derive(Debug, Clone, Copy)]
-pub enum Toolchains<'s> {
-    /// The host's (`--python`, PATH) for every compiled variant.
-    Host,
-    /// The pins for the kernel's CPU and CUDA bundle cells (as `build-and-copy` without
-    /// `--python` builds them), the host's for its other compiled backends.
-    Pinned(&'s crate::toolchain::store::Store),
-    /// The host's (`--python`) for the cells it builds; a pinned bundle cell it does not build
-    /// but `build/` holds (or `--variant` names) from its pins.
-    HostThenPinned(&'s crate::toolchain::store::Store),
-}
-
 /// Rebuild and compare the variants of the kernel in `kernel_dir` named in `requested`; when
 /// empty, those in the manifest and the planned variants present in `build/`, each with the
-/// toolchain that built it ([`Toolchains`]).
+/// toolchain that built it ([`Toolchains`], chosen by [`super::choose_toolchains`]).
 ///
 /// Errors: no `build/` to verify, an unknown variant (the valid ones are listed), a manifest
 /// that cannot be read, or a failed rebuild.
@@ -90,7 +75,37 @@ pub fn verify(
     cells: &KernelCells,
     requested: &[String],
     host: &HostToolchain,
-    toolchains: Toolchains<'_>,
+    toolchains: &Toolchains,
+) -> anyhow::Result<VerifyReport> {
+    // Cells built from pinned wheels are rebuilt from the same pins (those requested, or those
+    // recorded in the manifest or present in build/).
+    verify_with(kernel_dir, config, cells, requested, &|build_dir, manifest| {
+        let present = |name: &str| {
+            manifest.is_some_and(|m| m.variants.contains_key(name)) || build_dir.join(name).is_dir()
+        };
+        Plan::new(config, cells, host, toolchains, requested, &present)
+    })
+}
+
+/// [`verify`] of the variants of `plan`, the plan the command built them from
+/// (`build-and-upload`).
+pub fn verify_planned(
+    kernel_dir: &Utf8Path,
+    config: &BuildConfig,
+    cells: &KernelCells,
+    requested: &[String],
+    plan: &Plan,
+) -> anyhow::Result<VerifyReport> {
+    verify_with(kernel_dir, config, cells, requested, &|_, _| plan.clone())
+}
+
+/// [`verify`], planned by `plan_of` (given `build/` and its manifest, read under the lock).
+fn verify_with(
+    kernel_dir: &Utf8Path,
+    config: &BuildConfig,
+    cells: &KernelCells,
+    requested: &[String],
+    plan_of: &dyn Fn(&Utf8Path, Option<&Manifest>) -> Plan,
 ) -> anyhow::Result<VerifyReport> {
     let build_dir = kernel_dir.join("build");
     anyhow::ensure!(
@@ -101,14 +116,7 @@ pub fn verify(
     let _lock = lock_dir(&build_dir, Lock::Shared)?;
     let manifest_path = build_dir.join(manifest::FILE_NAME);
     let manifest = if manifest_path.is_file() { Some(Manifest::read(&manifest_path)?) } else { None };
-    // Cells built from pinned wheels are rebuilt from the same pins (those requested, or all).
-    let the_plan = match toolchains {
-        Toolchains::Pinned(store) => super::pinned_plan(config, cells, requested, host, store),
-        Toolchains::Host => plan(config, cells, host),
-        Toolchains::HostThenPinned(store) => {
-            host_then_pinned_plan(config, cells, requested, host, store, &build_dir, manifest.as_ref())
-        }
-    };
+    let the_plan = plan_of(&build_dir, manifest.as_ref());
     let planned = the_plan.variants.clone();
 
     let names: Vec<String> = if !requested.is_empty() {
@@ -198,48 +206,6 @@ pub fn verify(
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(VerifyReport { variants: out, notes })
-}
-
-/// The host's plan, with the pinned bundle cells it lacks that are to be verified (named in
-/// `requested`, else recorded in the manifest or present in `build/`) planned from their pins.
-/// Only those cells' wheels are fetched.
-fn host_then_pinned_plan(
-    config: &BuildConfig,
-    cells: &KernelCells,
-    requested: &[String],
-    host: &HostToolchain,
-    store: &crate::toolchain::store::Store,
-    build_dir: &Utf8Path,
-    manifest: Option<&Manifest>,
-) -> super::Plan {
-    let mut the_plan = plan(config, cells, host);
-    let wanted = |name: &str| {
-        if requested.is_empty() {
-            manifest.is_some_and(|m| m.variants.contains_key(name)) || build_dir.join(name).is_dir()
-        } else {
-            requested.iter().any(|r| r == name)
-        }
-    };
-    let pinned_names: Vec<String> = super::compiled_backends(config)
-        .into_iter()
-        .flat_map(|b| crate::toolchain::provision::pinned_cells(config, cells, b))
-        .map(|c| c.name.clone())
-        .filter(|n| wanted(n) && !the_plan.variants.iter().any(|v| &v.name == n))
-        .collect();
-    if pinned_names.is_empty() {
-        return the_plan;
-    }
-    let pinned = super::pinned_plan(config, cells, &pinned_names, host, store);
-    for v in pinned.variants {
-        if pinned_names.contains(&v.name) {
-            the_plan.variants.push(v);
-        }
-    }
-    the_plan.skipped.extend(
-        pinned.skipped.into_iter().filter(|s| s.variant.as_ref().is_some_and(|n| pinned_names.contains(n))),
-    );
-    the_plan.variants.sort_by(|a, b| a.name.cmp(&b.name));
-    the_plan
 }
 
 fn rebuild(

@@ -74,6 +74,26 @@ impl ToolchainArgs {
         self.apply(HostToolchain::new(python))
     }
 
+    /// What these arguments ask of the toolchains ([`bundle::choose_toolchains`]): `--python`,
+    /// and how the toolchain cache fetches (`--offline`, `--find-links`, a progress bar).
+    pub fn request(
+        &self,
+        offline: bool,
+        find_links: &[Utf8PathBuf],
+        progress: bool,
+        pins_beside_python: bool,
+    ) -> bundle::ToolchainRequest {
+        bundle::ToolchainRequest {
+            python: self.python.is_some(),
+            pins_beside_python,
+            fetch: crate::toolchain::store::FetchOptions {
+                offline,
+                find_links: find_links.to_vec(),
+                progress,
+            },
+        }
+    }
+
     /// `host` with these arguments' manylinux policy, capabilities and package set.
     fn apply(&self, host: HostToolchain) -> HostToolchain {
         let host = host.with_manylinux(self.manylinux.clone()).with_cuda_capabilities(
@@ -257,14 +277,14 @@ impl bundle::Progress for CellBar {
     }
 }
 
-/// Build natively with the cache and jobs of `native`, a progress bar on stderr unless
-/// `quiet`, and print the build's warnings and notes to stderr (`build-and-copy`,
-/// `build-and-upload`).
+/// Build the variants of `plan` natively with the cache and jobs of `native`, a progress bar on
+/// stderr unless `quiet`, and print the build's warnings and notes to stderr (`build-and-copy`,
+/// `build-and-upload`); `pinned` is the toolchain cache the plan's pinned cells come from.
 pub(crate) fn run_native(
     dir: &camino::Utf8Path,
     kernel: &crate::kernel::Kernel,
     variants: &[String],
-    host: &HostToolchain,
+    plan: &bundle::Plan,
     native: &NativeArgs,
     quiet: bool,
     pinned: Option<&crate::toolchain::store::Store>,
@@ -285,7 +305,7 @@ pub(crate) fn run_native(
     crate::kdeps::fetch_for_build(&kernel.config, dir)?;
     let bar = CellBar::new(quiet);
     let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar, pinned };
-    let report = build_native(dir, &kernel.config, &kernel.cells, variants, host, &options);
+    let report = build_native(dir, &kernel.config, &kernel.cells, variants, plan, &options);
     bar.bar.finish_and_clear();
     let report = report?;
     for w in &report.warnings {
@@ -381,17 +401,16 @@ pub fn run(args: Args) -> super::CmdResult {
     );
 
     let loaded = super::load_config_locked(&dir)?;
-    let pinned = pinned_store(&loaded.config, &args.toolchain, args.offline, &args.find_links, !args.json)?;
-    let report = run_native(
-        &dir,
-        &loaded,
-        &args.variants,
-        &args.toolchain.host(),
-        &args.native,
-        args.json,
-        pinned.as_ref(),
+    let host = args.toolchain.host();
+    let toolchains = bundle::choose_toolchains(
+        &loaded.config,
+        &args.toolchain.request(args.offline, &args.find_links, !args.json, false),
     )?;
-    if let Some(store) = pinned {
+    let plan =
+        bundle::Plan::new(&loaded.config, &loaded.cells, &host, &toolchains, &args.variants, &|_| false);
+    let report =
+        run_native(&dir, &loaded, &args.variants, &plan, &args.native, args.json, toolchains.store())?;
+    if let Some(store) = toolchains.into_store() {
         // Bounded: the least recently used wheels and trees go, unless another build uses them.
         // What this build used is kept, and a bound smaller than that is said.
         let max = crate::toolchain::store::max_bytes()?;
@@ -537,54 +556,4 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
     )?;
     println!("{written}");
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether a backend of `config` builds from pinned wheels (a `[torch]` kernel's CPU and CUDA
-/// cells).
-fn uses_pins(config: &crate::config::BuildConfig) -> bool {
-    crate::bundle::compiled_backends(config)
-        .into_iter()
-        .any(|b| crate::toolchain::provision::pinned_backend(config, b))
-}
-
-/// With `--python`, the toolchain cache for the pinned cells a command still meets (`verify`
-/// of a `build/` that also holds cells built from pins), when the kernel has any.
-pub(crate) fn pinned_store_beside_python(
-    config: &crate::config::BuildConfig,
-    progress: bool,
-) -> anyhow::Result<Option<crate::toolchain::store::Store>> {
-    if !uses_pins(config) {
-        return Ok(None);
-    }
-    let options = crate::toolchain::store::FetchOptions { offline: false, find_links: Vec::new(), progress };
-    Ok(Some(crate::toolchain::store::Store::user(options)?))
-}
-
-/// The toolchain cache a native build (or verify) of `config` takes pinned wheels from: `None`
-/// with `--python` (the environment's torch) or when no backend of the kernel builds from pins.
-///
-/// Errors: `--offline` or `--find-links` given with `--python`; the cache cannot be opened.
-pub(crate) fn pinned_store(
-    config: &crate::config::BuildConfig,
-    toolchain: &ToolchainArgs,
-    offline: bool,
-    find_links: &[Utf8PathBuf],
-    progress: bool,
-) -> anyhow::Result<Option<crate::toolchain::store::Store>> {
-    // Without --python, a [torch] kernel's CPU and CUDA bundle cells come from pinned wheels.
-    Ok(match &toolchain.python {
-        _ if !uses_pins(config) && toolchain.python.is_none() => None,
-        Some(_) => {
-            anyhow::ensure!(
-                !offline && find_links.is_empty(),
-                "--offline and --find-links apply to the pinned toolchains of a build without --python; drop --python, or drop them"
-            );
-            None
-        }
-        None => Some(crate::toolchain::store::Store::user(crate::toolchain::store::FetchOptions {
-            offline,
-            find_links: find_links.to_vec(),
-            progress,
-        })?),
-    })
 }

@@ -4,7 +4,7 @@
 use camino::Utf8PathBuf;
 
 use super::upload::{run_upload, UploadFlags};
-use crate::bundle::verify::{verify, Toolchains};
+use crate::bundle;
 
 /// Arguments of `build-and-upload`.
 #[derive(Debug, clap::Args)]
@@ -42,17 +42,21 @@ pub fn run(args: Args) -> super::CmdResult {
     // No token: said now, not after the build.
     super::upload::require_token(&args.flags)?;
     // Without --python, the CPU and CUDA bundle cells build (and are verified) from pinned
-    // wheels, as `build-and-copy --nix never` builds them.
-    let pinned =
-        super::build_and_copy::pinned_store(&loaded.config, &args.toolchain, false, &[], !args.flags.json)?;
+    // wheels, as `build-and-copy --nix never` builds them: one plan for both.
+    let toolchains = bundle::choose_toolchains(
+        &loaded.config,
+        &args.toolchain.request(false, &[], !args.flags.json, false),
+    )?;
+    let plan =
+        bundle::Plan::new(&loaded.config, &loaded.cells, &host, &toolchains, &args.variants, &|_| false);
     let report = super::build_and_copy::run_native(
         &dir,
         &loaded,
         &args.variants,
-        &host,
+        &plan,
         &args.native,
         args.flags.json,
-        pinned.as_ref(),
+        toolchains.store(),
     )?;
     // The same lines as build-and-copy, on the same stream; with --json the upload's document
     // is the one on stdout, so the build lines go to stderr.
@@ -64,11 +68,7 @@ pub fn run(args: Args) -> super::CmdResult {
         super::build_and_copy::print_built(&report, false)?;
     }
     let built: Vec<String> = report.built.iter().map(|v| v.name.clone()).collect();
-    let toolchains = match &pinned {
-        Some(store) => Toolchains::Pinned(store),
-        None => Toolchains::Host,
-    };
-    let checked = verify(&dir, &loaded.config, &loaded.cells, &built, &host, toolchains)?;
+    let checked = bundle::verify::verify_planned(&dir, &loaded.config, &loaded.cells, &built, &plan)?;
     for n in &checked.notes {
         eprintln!("note: {n}");
     }

@@ -3,7 +3,8 @@
 //!
 //! - With `--python PY`: the Python environment's bin directory (torch, kernels, pytest, pip's
 //!   CMake and Ninja), the C++ compiler, CMake, Ninja and nvcc that the native build would use
-//!   (the same discovery: [`crate::bundle::plan`]).
+//!   (the same plan: [`crate::bundle::Plan::new`], the toolchains chosen by
+//!   [`crate::bundle::choose_toolchains`]).
 //! - Without: one pinned bundle cell's toolchain (`--variant`, else the CUDA cell of the newest
 //!   torch, else its CPU cell), provisioned from the toolchain cache exactly as `build-and-copy
 //!   --nix never` provisions it ([`crate::bundle::pinned_plan`]): CMake, Ninja and (CUDA)
@@ -85,7 +86,8 @@ struct Pinned {
     /// first on PATH.
     test_env: Option<crate::toolchain::test_env::TestEnv>,
     _links: tempfile::TempDir,
-    _store: crate::toolchain::store::Store,
+    /// The toolchain cache the cell comes from (its in-use lock).
+    _toolchains: bundle::Toolchains,
 }
 
 fn run(args: Args, test: bool) -> super::CmdResult {
@@ -93,9 +95,18 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     let which = if test { "testshell" } else { "devshell" };
     let loaded = super::load_config(&args.dir)?;
     let config = &loaded.config;
-    let shell = match &args.python {
-        Some(python) => toolchain(config, &loaded.cells, python)?,
-        None => pinned_toolchain(config, &loaded.cells, &args.dir, args.variant.as_deref(), which, test)?,
+    // The pinned-or-host choice, as a native build makes it (the cache's download bar shown).
+    let request = bundle::ToolchainRequest {
+        python: args.python.is_some(),
+        pins_beside_python: false,
+        fetch: crate::toolchain::store::FetchOptions { progress: true, ..Default::default() },
+    };
+    let shell = match (&args.python, bundle::choose_toolchains(config, &request)?) {
+        (Some(python), _) => toolchain(config, &loaded.cells, python)?,
+        (None, pinned @ bundle::Toolchains::Pinned(_)) => {
+            pinned_toolchain(config, &loaded.cells, &args.dir, args.variant.as_deref(), which, test, pinned)?
+        }
+        (None, _) => anyhow::bail!("{}", needs_python(which, &config.general.name, &args.dir)),
     };
     let mut env: Vec<(String, String)> = Vec::new();
     let mut path: Vec<Utf8PathBuf> = vec![shell.python_bin.clone()];
@@ -235,7 +246,7 @@ fn toolchain(config: &BuildConfig, kernel_cells: &KernelCells, python: &Utf8Path
     if bundle::compiled_backends(config).is_empty() {
         return Ok(Shell { python_bin, torch: facts, cells: Vec::new(), pinned: None });
     }
-    let plan = bundle::plan(config, kernel_cells, &host);
+    let plan = bundle::Plan::new(config, kernel_cells, &host, &bundle::Toolchains::Host, &[], &|_| false);
     let mut cells: Vec<CompiledCell> = plan.variants.into_iter().filter_map(|v| v.cell.map(|c| *c)).collect();
     cells.sort_by_key(|c| c.backend != Backend::Cuda);
     if cells.is_empty() {
@@ -250,8 +261,17 @@ fn toolchain(config: &BuildConfig, kernel_cells: &KernelCells, python: &Utf8Path
     Ok(Shell { python_bin, torch: facts, cells, pinned: None })
 }
 
+/// Why a shell without `--python` cannot be had for the kernel `name` in `dir`: it has no
+/// cell built from pinned wheels.
+fn needs_python(which: &str, name: &str, dir: &Utf8Path) -> String {
+    format!(
+        "{which} needs --python PATH here: `{name}` has no cell built from pinned wheels (only a [torch] kernel's CPU and CUDA cells are); pass the Python environment (with torch, kernels and pytest) whose toolchain the shell gets, e.g. `kernel-builder {which} {dir} --python .venv/bin/python`"
+    )
+}
+
 /// The toolchain of one pinned bundle cell (`variant`, else the default of [`Args::variant`]),
-/// provisioned into the toolchain cache as `build-and-copy --nix never` does.
+/// provisioned from the toolchain cache of `pinned` ([`bundle::Toolchains::Pinned`]) as
+/// `build-and-copy --nix never` does.
 fn pinned_toolchain(
     config: &BuildConfig,
     kernel_cells: &KernelCells,
@@ -259,6 +279,7 @@ fn pinned_toolchain(
     variant: Option<&str>,
     which: &str,
     test: bool,
+    pinned: bundle::Toolchains,
 ) -> anyhow::Result<Shell> {
     let name = &config.general.name;
     let mut cells: Vec<crate::matrix::Cell> = bundle::compiled_backends(config)
@@ -267,9 +288,7 @@ fn pinned_toolchain(
         .cloned()
         .collect();
     if cells.is_empty() {
-        anyhow::bail!(
-            "{which} needs --python PATH here: `{name}` has no cell built from pinned wheels (only a [torch] kernel's CPU and CUDA cells are); pass the Python environment (with torch, kernels and pytest) whose toolchain the shell gets, e.g. `kernel-builder {which} {dir} --python .venv/bin/python`"
-        );
+        anyhow::bail!("{}", needs_python(which, name, dir));
     }
     // The default: CUDA first, then the newest torch.
     let torch_key = |c: &crate::matrix::Cell| -> Vec<u64> {
@@ -294,12 +313,9 @@ fn pinned_toolchain(
             cells.iter().find(pinned).unwrap_or(&cells[0]).clone()
         }
     };
-    let store = crate::toolchain::store::Store::user(crate::toolchain::store::FetchOptions {
-        progress: true,
-        ..Default::default()
-    })?;
     let host = HostToolchain::new("python3");
-    let plan = bundle::pinned_plan(config, kernel_cells, std::slice::from_ref(&cell.name), &host, &store);
+    let plan =
+        bundle::Plan::new(config, kernel_cells, &host, &pinned, std::slice::from_ref(&cell.name), &|_| false);
     let Some(native) = plan.variants.into_iter().filter_map(|v| v.cell).find(|c| c.variant == cell.name)
     else {
         let why = plan
@@ -319,7 +335,8 @@ fn pinned_toolchain(
         let pins = crate::toolchain::pins::pins();
         let cell_pins =
             pins.cell(&cell.torch_version, cuda, &cell.system).map_err(|e| anyhow::anyhow!("{e}"))?;
-        Some(crate::toolchain::test_env::provision(&store, &cell_pins, cuda, &python, &pins.python)?)
+        let store = pinned.store().context("a pinned cell's toolchain cache")?;
+        Some(crate::toolchain::test_env::provision(store, &cell_pins, cuda, &python, &pins.python)?)
     } else {
         if !of_pins {
             let v = &crate::toolchain::pins::pins().python;
@@ -370,7 +387,7 @@ fn pinned_toolchain(
         python,
         test_env,
         _links: links,
-        _store: store,
+        _toolchains: pinned,
     };
     Ok(Shell { python_bin, torch, cells: vec![*native], pinned: Some(pinned) })
 }

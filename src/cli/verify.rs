@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use camino::Utf8PathBuf;
 
-use crate::bundle::verify::{verify, Toolchains};
+use crate::bundle::verify::verify;
 
 /// Arguments of `verify`.
 ///
@@ -36,19 +36,12 @@ pub fn run(args: Args) -> super::CmdResult {
     let loaded = super::load_config(&dir)?;
     // Each variant is rebuilt with the toolchain that built it: cells built from pinned wheels
     // from the same pins; with --python, the cells that Python's torch builds with it.
-    let pinned =
-        super::build_and_copy::pinned_store(&loaded.config, &args.toolchain, false, &[], !args.json)?;
-    let beside_python = match (&pinned, &args.toolchain.python) {
-        (None, Some(_)) => super::build_and_copy::pinned_store_beside_python(&loaded.config, !args.json)?,
-        _ => None,
-    };
-    let toolchains = match (&pinned, &beside_python) {
-        (Some(store), _) => Toolchains::Pinned(store),
-        (None, Some(store)) => Toolchains::HostThenPinned(store),
-        (None, None) => Toolchains::Host,
-    };
+    let toolchains = crate::bundle::choose_toolchains(
+        &loaded.config,
+        &args.toolchain.request(false, &[], !args.json, true),
+    )?;
     let report =
-        verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), toolchains)?;
+        verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), &toolchains)?;
     for n in &report.notes {
         eprintln!("note: {n}");
     }

@@ -127,19 +127,7 @@ impl Default for Layout {
 /// Errors: a `[torch-noarch]` kernel (it needs no build project: its variants are its Python
 /// files); a kernel name with no Python spelling; a `src` entry that cannot be listed.
 pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) -> anyhow::Result<Project> {
-    let (section, binding_src, binding_include, binding_cxx_flags, ext_dir) = match &config.framework {
-        Framework::Torch(t) => ("torch", &t.src, &t.include, &t.cxx_flags, "torch-ext"),
-        Framework::TvmFfi(t) => ("tvm-ffi", &t.src, &t.include, &t.cxx_flags, "tvm-ffi-ext"),
-        Framework::TorchNoarch(_) | Framework::MlxNoarch(_) => anyhow::bail!(
-            "`{}` is a `[{}]` kernel: it compiles nothing, so there is no build project to generate; `kernel-builder build-and-copy` builds its variants",
-            config.path,
-            config.framework.section()
-        ),
-    };
-    // The project compiles C++ sources; a Rust kernel's crate is cargo's to build.
-    if let Some(refusal) = crate::assemble::not_yet::NotYet::any_rust(config) {
-        return Err(crate::error::Error::from(refusal).into());
-    }
+    let binding = Binding::of(config)?;
     let project_name = config.general.python_name();
     anyhow::ensure!(
         !project_name.is_empty() && project_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
@@ -148,6 +136,83 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
     );
 
     let mut cm = String::new();
+    write_cache_variables(&mut cm, &project_name, binding.section, layout);
+    write_languages(&mut cm, config, kernel_dir)?;
+    let binding_sources = write_binding(&mut cm, kernel_dir, &binding)?;
+    // What the kernels of the cell add for every source: the directories of the headers
+    // their `src` lists (for the binding, which includes them by name) and their
+    // dependencies' include directories (upstream's build makes those directory-wide).
+    cm.push_str("set(KB_HEADER_DIRS \"\")\nset(KB_DEP_INCLUDE_DIRS \"\")\n");
+    // One block per kernel, in build.toml order.
+    let mut metal_headers: Vec<String> = Vec::new();
+    for (name, k) in &config.kernels {
+        metal_headers.extend(write_kernel(&mut cm, config, kernel_dir, name, k)?);
+    }
+    write_module(&mut cm, &binding_sources, binding.ext_dir, &metal_headers);
+
+    let mut files = vec![GeneratedFile { path: "CMakeLists.txt".into(), contents: cm }];
+    if binding.section == "torch" {
+        files.push(GeneratedFile { path: "torch-ext/registration.h".into(), contents: registration_h() });
+    }
+    if !metal_headers.is_empty() {
+        files.push(GeneratedFile {
+            path: "cmake/kb-embed-metallib.cmake".into(),
+            contents: EMBED_METALLIB.to_owned(),
+        });
+    }
+    files.push(GeneratedFile { path: "pyproject.toml".into(), contents: pyproject_toml(config) });
+    files.push(GeneratedFile { path: "setup.py".into(), contents: setup_py(layout) });
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Project { files })
+}
+
+/// The binding of a compiled kernel: its framework section and what that section compiles.
+struct Binding<'c> {
+    /// `torch` or `tvm-ffi`.
+    section: &'static str,
+    src: &'c [String],
+    include: &'c [String],
+    cxx_flags: &'c [String],
+    /// The binding's directory (`torch-ext`, `tvm-ffi-ext`).
+    ext_dir: &'static str,
+}
+
+impl Binding<'_> {
+    /// The binding of `config`. Errors: a noarch kernel (no project to generate), a Rust one
+    /// (cargo builds its crate).
+    fn of(config: &BuildConfig) -> anyhow::Result<Binding<'_>> {
+        let binding = match &config.framework {
+            Framework::Torch(t) => Binding {
+                section: "torch",
+                src: &t.src,
+                include: &t.include,
+                cxx_flags: &t.cxx_flags,
+                ext_dir: "torch-ext",
+            },
+            Framework::TvmFfi(t) => Binding {
+                section: "tvm-ffi",
+                src: &t.src,
+                include: &t.include,
+                cxx_flags: &t.cxx_flags,
+                ext_dir: "tvm-ffi-ext",
+            },
+            Framework::TorchNoarch(_) | Framework::MlxNoarch(_) => anyhow::bail!(
+                "`{}` is a `[{}]` kernel: it compiles nothing, so there is no build project to generate; `kernel-builder build-and-copy` builds its variants",
+                config.path,
+                config.framework.section()
+            ),
+        };
+        // The project compiles C++ sources; a Rust kernel's crate is cargo's to build.
+        if let Some(refusal) = crate::assemble::not_yet::NotYet::any_rust(config) {
+            return Err(crate::error::Error::from(refusal).into());
+        }
+        Ok(binding)
+    }
+}
+
+/// The head of CMakeLists.txt: the project, the KB_* cache variables with their defaults, and
+/// the check that the required ones are set.
+fn write_cache_variables(cm: &mut String, project_name: &str, section: &str, layout: &Layout) {
     let _ = writeln!(cm, "# {GENERATED_BY}.");
     let _ = writeln!(
         cm,
@@ -186,8 +251,11 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
     cm.push_str(
         ")\n  if(\"${${_kb_var}}\" STREQUAL \"\")\n    message(FATAL_ERROR \"${_kb_var} is not set: build this project with `kernel-builder build-and-copy`, which passes every KB_* cache variable\")\n  endif()\nendforeach()\n",
     );
+}
 
-    // Backends and their languages, from the kernels that exist.
+/// The backends the kernels compile code for (a KB_BACKEND outside them is refused) and the
+/// languages they enable.
+fn write_languages(cm: &mut String, config: &BuildConfig, kernel_dir: &Utf8Path) -> anyhow::Result<()> {
     let compiled: Vec<Backend> = {
         let mut b: Vec<Backend> = config.kernels.values().map(|k| k.backend).collect();
         b.sort();
@@ -230,158 +298,179 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
             _ => {}
         }
     }
+    Ok(())
+}
 
-    // The binding.
+/// The binding's sources, compiled into every cell; returns them as the project names them.
+fn write_binding(
+    cm: &mut String,
+    kernel_dir: &Utf8Path,
+    binding: &Binding<'_>,
+) -> anyhow::Result<Vec<String>> {
     let mut binding_sources: Vec<String> = Vec::new();
     cm.push_str("\nset(KB_SOURCES \"\")\n");
-    let _ = writeln!(cm, "\n# [{section}] src: the binding, compiled into every cell.");
-    for p in expand(kernel_dir, binding_src)? {
+    let _ = writeln!(cm, "\n# [{}] src: the binding, compiled into every cell.", binding.section);
+    for p in expand(kernel_dir, binding.src)? {
         if source_kind(&p) == SourceKind::Other {
             continue;
         }
         let s = src_ref(&p);
         let _ = writeln!(cm, "list(APPEND KB_SOURCES \"{s}\")");
         // `cxx-flags` of the binding are C++ options: its C++ sources only, as upstream.
-        let flags: &[String] = if source_kind(&p) == SourceKind::Cxx { binding_cxx_flags } else { &[] };
-        render_source_props(&mut cm, &s, binding_include, flags);
+        let flags: &[String] = if source_kind(&p) == SourceKind::Cxx { binding.cxx_flags } else { &[] };
+        render_source_props(cm, &s, binding.include, flags);
         binding_sources.push(s);
     }
-    // What the kernels of the cell add for every source: the directories of the headers
-    // their `src` lists (for the binding, which includes them by name) and their
-    // dependencies' include directories (upstream's build makes those directory-wide).
-    cm.push_str("set(KB_HEADER_DIRS \"\")\nset(KB_DEP_INCLUDE_DIRS \"\")\n");
+    Ok(binding_sources)
+}
 
-    // One block per kernel, in build.toml order.
-    let mut deps_seen: Vec<CppDependency> = Vec::new();
-    let mut metal_headers: Vec<String> = Vec::new();
-    for (name, k) in &config.kernels {
-        let var = cmake_ident(name);
-        let _ = writeln!(cm, "\n# [kernel.{name}] ({})", k.backend);
-        let _ = writeln!(cm, "if(\"{}\" IN_LIST KB_KERNELS)", cmake_escape(name));
-        let arch_var = match k.backend {
-            Backend::Cuda => Some(format!("KB_CUDA_ARCH_FLAGS_{var}")),
-            Backend::Rocm => Some(format!("KB_ROCM_ARCH_FLAGS_{var}")),
-            _ => None,
-        };
-        if let Some(av) = &arch_var {
-            let what = if k.backend == Backend::Cuda { "-gencode pairs" } else { "--offload-arch flags" };
-            let _ = writeln!(
-                cm,
-                "  if(\"${{{av}}}\" STREQUAL \"\")\n    message(FATAL_ERROR \"{av} is not set: the {what} of [kernel.{}] are computed by kernel-builder; there is no default\")\n  endif()",
-                cmake_escape(name)
-            );
-        }
-        for d in &k.depends {
-            if *d == CppDependency::Torch {
-                continue;
-            }
-            let dv = deps::cmake_var(*d);
-            let _ = writeln!(
-                cm,
-                "  if(\"${{{dv}}}\" STREQUAL \"\")\n    message(FATAL_ERROR \"{dv} is not set: [kernel.{}] depends on {} ({})\")\n  endif()",
-                cmake_escape(name),
-                d.name(),
-                deps::pinned(*d).map(|p| format!("{} {}", p.url, p.tag)).unwrap_or_default()
-            );
-            let _ = writeln!(cm, "  list(APPEND KB_DEP_INCLUDE_DIRS ${{{dv}}})");
-            if !deps_seen.contains(d) {
-                deps_seen.push(*d);
-            }
-        }
-        let sources = expand(kernel_dir, &k.src)?;
-        let header_dirs = header_dirs(&sources);
-        for d in &header_dirs {
-            let _ = writeln!(cm, "  list(APPEND KB_HEADER_DIRS \"{}\")", src_ref(Utf8Path::new(d)));
-        }
-        // All `.metal` files of a kernel become one metallib, embedded in one header that the
-        // kernel's Objective-C++ sources include (EMBEDDED_METALLIB_HEADER).
-        let metal: Vec<String> = sources
-            .iter()
-            .filter(|p| source_kind(p) == SourceKind::Metal)
-            .map(|p| format!("\"{}\"", src_ref(p)))
-            .collect();
-        let metal_defs = if metal.is_empty() {
-            None
-        } else {
-            let header = format!("{var}_metallib.h");
-            let _ = writeln!(
-                cm,
-                "  kb_metallib(\"${{CMAKE_CURRENT_BINARY_DIR}}/{header}\" {var} {})",
-                metal.join(" ")
-            );
-            metal_headers.push(header.clone());
-            Some(format!(
-                "  set_property(SOURCE \"{{}}\" APPEND PROPERTY COMPILE_DEFINITIONS \"EMBEDDED_METALLIB_HEADER=\\\"{header}\\\"\" \"EMBEDDED_METALLIB_NAMESPACE={var}\")"
-            ))
-        };
-        for p in sources {
-            anyhow::ensure!(
-                !p.as_str().contains(';'),
-                "`{p}` (a source of [kernel.{name}] in `{}`) has a `;` in its name, which CMake reads as a list separator; rename the file",
-                config.path
-            );
-            let kind = source_kind(&p);
-            let s = src_ref(&p);
-            if matches!(kind, SourceKind::Other | SourceKind::Metal) {
-                continue;
-            }
-            if kind == SourceKind::ObjCxx {
-                if let Some(d) = &metal_defs {
-                    let _ = writeln!(cm, "{}", d.replace("{}", &s));
-                }
-            }
-            let _ = writeln!(cm, "  list(APPEND KB_SOURCES \"{s}\")");
-            if matches!(kind, SourceKind::Cuda | SourceKind::Hip) && k.backend == Backend::Rocm {
-                let _ = writeln!(cm, "  set_source_files_properties(\"{s}\" PROPERTIES LANGUAGE HIP)");
-            }
-            let mut flags = kernel_flags(k, kind);
-            let mut extra: Vec<String> = Vec::new();
-            if matches!(kind, SourceKind::Cuda | SourceKind::Hip) {
-                if let Some(av) = &arch_var {
-                    extra.push(format!("${{{av}}}"));
-                }
-            }
-            if kind == SourceKind::Cuda && k.backend == Backend::Cuda {
-                // nvcc before 12.8 does not know this option; upstream's build drops it there.
-                flags.retain(|f| {
-                    let newer_only =
-                        f == "-static-global-template-stub=true" || f == "-static-global-template-stub=false";
-                    if newer_only {
-                        extra.push(format!(
-                            "\"$<$<VERSION_GREATER_EQUAL:${{CMAKE_CUDA_COMPILER_VERSION}},12.8>:{f}>\""
-                        ));
-                    }
-                    !newer_only
-                });
-            }
-            if kind == SourceKind::Cuda && k.backend == Backend::Cuda {
-                // nvcc names internal-linkage entities with a hash of a random seed and the
-                // source's absolute path: a fixed seed and the kernel-relative path keep two
-                // builds of the same source byte-identical wherever they run. nvcc splits the
-                // options it hands on (-Xcudafe) at whitespace, so such a path cannot be passed.
-                anyhow::ensure!(
-                    !p.as_str().contains(char::is_whitespace),
-                    "`{p}` (a CUDA source of [kernel.{name}] in `{}`) has whitespace in its name, which nvcc cannot pass on to its front end; rename the file",
-                    config.path
-                );
-                let rel = cmake_escape(p.as_str());
-                extra.push(format!("\"-frandom-seed={rel}\""));
-                extra.push(format!("\"-Xcudafe=--orig_src_path_name={rel}\""));
-                extra.push(format!("\"-Xcicc=--orig_src_path_name={rel}\""));
-            }
-            // The kernel's `include`, then the directories of the headers its `src` lists.
-            let mut includes: Vec<String> = k.include.clone();
-            includes.retain(|i| !i.is_empty());
-            includes
-                .extend(header_dirs.iter().filter(|d| !includes.contains(d)).cloned().collect::<Vec<_>>());
-            render_source_props_raw(&mut cm, &s, &includes, &extra, &flags);
-        }
-        cm.push_str("endif()\n");
+/// The block of `[kernel.<name>]`: its checks (arch flags, dependencies), header directories,
+/// metallib and sources with their properties. Returns the metallib header it embeds, if any.
+fn write_kernel(
+    cm: &mut String,
+    config: &BuildConfig,
+    kernel_dir: &Utf8Path,
+    name: &str,
+    k: &Kernel,
+) -> anyhow::Result<Option<String>> {
+    let var = cmake_ident(name);
+    let _ = writeln!(cm, "\n# [kernel.{name}] ({})", k.backend);
+    let _ = writeln!(cm, "if(\"{}\" IN_LIST KB_KERNELS)", cmake_escape(name));
+    let arch_var = match k.backend {
+        Backend::Cuda => Some(format!("KB_CUDA_ARCH_FLAGS_{var}")),
+        Backend::Rocm => Some(format!("KB_ROCM_ARCH_FLAGS_{var}")),
+        _ => None,
+    };
+    if let Some(av) = &arch_var {
+        let what = if k.backend == Backend::Cuda { "-gencode pairs" } else { "--offload-arch flags" };
+        let _ = writeln!(
+            cm,
+            "  if(\"${{{av}}}\" STREQUAL \"\")\n    message(FATAL_ERROR \"{av} is not set: the {what} of [kernel.{}] are computed by kernel-builder; there is no default\")\n  endif()",
+            cmake_escape(name)
+        );
     }
+    for d in &k.depends {
+        if *d == CppDependency::Torch {
+            continue;
+        }
+        let dv = deps::cmake_var(*d);
+        let _ = writeln!(
+            cm,
+            "  if(\"${{{dv}}}\" STREQUAL \"\")\n    message(FATAL_ERROR \"{dv} is not set: [kernel.{}] depends on {} ({})\")\n  endif()",
+            cmake_escape(name),
+            d.name(),
+            deps::pinned(*d).map(|p| format!("{} {}", p.url, p.tag)).unwrap_or_default()
+        );
+        let _ = writeln!(cm, "  list(APPEND KB_DEP_INCLUDE_DIRS ${{{dv}}})");
+    }
+    let sources = expand(kernel_dir, &k.src)?;
+    let header_dirs = header_dirs(&sources);
+    for d in &header_dirs {
+        let _ = writeln!(cm, "  list(APPEND KB_HEADER_DIRS \"{}\")", src_ref(Utf8Path::new(d)));
+    }
+    // All `.metal` files of a kernel become one metallib, embedded in one header that the
+    // kernel's Objective-C++ sources include (EMBEDDED_METALLIB_HEADER).
+    let metal: Vec<String> = sources
+        .iter()
+        .filter(|p| source_kind(p) == SourceKind::Metal)
+        .map(|p| format!("\"{}\"", src_ref(p)))
+        .collect();
+    let metal_header = (!metal.is_empty()).then(|| format!("{var}_metallib.h"));
+    if let Some(header) = &metal_header {
+        let _ = writeln!(
+            cm,
+            "  kb_metallib(\"${{CMAKE_CURRENT_BINARY_DIR}}/{header}\" {var} {})",
+            metal.join(" ")
+        );
+    }
+    let metal_defs = metal_header.as_ref().map(|header| {
+        format!(
+            "  set_property(SOURCE \"{{}}\" APPEND PROPERTY COMPILE_DEFINITIONS \"EMBEDDED_METALLIB_HEADER=\\\"{header}\\\"\" \"EMBEDDED_METALLIB_NAMESPACE={var}\")"
+        )
+    });
+    for p in sources {
+        anyhow::ensure!(
+            !p.as_str().contains(';'),
+            "`{p}` (a source of [kernel.{name}] in `{}`) has a `;` in its name, which CMake reads as a list separator; rename the file",
+            config.path
+        );
+        let kind = source_kind(&p);
+        let s = src_ref(&p);
+        if matches!(kind, SourceKind::Other | SourceKind::Metal) {
+            continue;
+        }
+        if kind == SourceKind::ObjCxx {
+            if let Some(d) = &metal_defs {
+                let _ = writeln!(cm, "{}", d.replace("{}", &s));
+            }
+        }
+        let _ = writeln!(cm, "  list(APPEND KB_SOURCES \"{s}\")");
+        if matches!(kind, SourceKind::Cuda | SourceKind::Hip) && k.backend == Backend::Rocm {
+            let _ = writeln!(cm, "  set_source_files_properties(\"{s}\" PROPERTIES LANGUAGE HIP)");
+        }
+        let (flags, extra) = source_options(config, name, k, &p, kind, arch_var.as_deref())?;
+        // The kernel's `include`, then the directories of the headers its `src` lists.
+        let mut includes: Vec<String> = k.include.clone();
+        includes.retain(|i| !i.is_empty());
+        includes.extend(header_dirs.iter().filter(|d| !includes.contains(d)).cloned().collect::<Vec<_>>());
+        render_source_props_raw(cm, &s, &includes, &extra, &flags);
+    }
+    cm.push_str("endif()\n");
+    Ok(metal_header)
+}
 
+/// The compile options of one source `p` (of `kind`) of `[kernel.<name>]`: its flags, and the
+/// options kernel-builder adds (arch flags, options of newer nvcc only, a CUDA source's fixed
+/// seed and kernel-relative path).
+fn source_options(
+    config: &BuildConfig,
+    name: &str,
+    k: &Kernel,
+    p: &Utf8Path,
+    kind: SourceKind,
+    arch_var: Option<&str>,
+) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let mut flags = kernel_flags(k, kind);
+    let mut extra: Vec<String> = Vec::new();
+    if matches!(kind, SourceKind::Cuda | SourceKind::Hip) {
+        if let Some(av) = arch_var {
+            extra.push(format!("${{{av}}}"));
+        }
+    }
+    if kind == SourceKind::Cuda && k.backend == Backend::Cuda {
+        // nvcc before 12.8 does not know this option; upstream's build drops it there.
+        flags.retain(|f| {
+            let newer_only =
+                f == "-static-global-template-stub=true" || f == "-static-global-template-stub=false";
+            if newer_only {
+                extra.push(format!(
+                    "\"$<$<VERSION_GREATER_EQUAL:${{CMAKE_CUDA_COMPILER_VERSION}},12.8>:{f}>\""
+                ));
+            }
+            !newer_only
+        });
+        // nvcc names internal-linkage entities with a hash of a random seed and the
+        // source's absolute path: a fixed seed and the kernel-relative path keep two
+        // builds of the same source byte-identical wherever they run. nvcc splits the
+        // options it hands on (-Xcudafe) at whitespace, so such a path cannot be passed.
+        anyhow::ensure!(
+            !p.as_str().contains(char::is_whitespace),
+            "`{p}` (a CUDA source of [kernel.{name}] in `{}`) has whitespace in its name, which nvcc cannot pass on to its front end; rename the file",
+            config.path
+        );
+        let rel = cmake_escape(p.as_str());
+        extra.push(format!("\"-frandom-seed={rel}\""));
+        extra.push(format!("\"-Xcudafe=--orig_src_path_name={rel}\""));
+        extra.push(format!("\"-Xcicc=--orig_src_path_name={rel}\""));
+    }
+    Ok((flags, extra))
+}
+
+/// The module target built from KB_SOURCES, and the metallib headers it depends on.
+fn write_module(cm: &mut String, binding_sources: &[String], ext_dir: &str, metal_headers: &[String]) {
     if !binding_sources.is_empty() {
         cm.push_str("\nlist(REMOVE_DUPLICATES KB_HEADER_DIRS)\nif(KB_HEADER_DIRS)\n");
-        for s in &binding_sources {
+        for s in binding_sources {
             let _ = writeln!(
                 cm,
                 "  set_property(SOURCE \"{s}\" APPEND PROPERTY INCLUDE_DIRECTORIES ${{KB_HEADER_DIRS}})"
@@ -389,8 +478,6 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
         }
         cm.push_str("endif()\n");
     }
-
-    // The module.
     cm.push_str(
         "\nadd_library(kb_module MODULE ${KB_SOURCES})\nset_target_properties(kb_module PROPERTIES\n  OUTPUT_NAME \"${KB_OPS_NAME}\" PREFIX \"\" SUFFIX \"${KB_MODULE_SUFFIX}\"\n  CXX_STANDARD ${KB_CXX_STANDARD} CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF\n  CUDA_STANDARD ${KB_CXX_STANDARD} CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF\n  HIP_STANDARD ${KB_CXX_STANDARD} HIP_STANDARD_REQUIRED ON HIP_EXTENSIONS OFF\n  OBJCXX_STANDARD ${KB_CXX_STANDARD} OBJCXX_STANDARD_REQUIRED ON)\n",
     );
@@ -400,7 +487,7 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
     );
     if !metal_headers.is_empty() {
         cm.push_str("if(KB_BACKEND STREQUAL \"metal\")\n  add_custom_target(kb_metallibs DEPENDS");
-        for h in &metal_headers {
+        for h in metal_headers {
             let _ = write!(cm, " \"${{CMAKE_CURRENT_BINARY_DIR}}/{h}\"");
         }
         cm.push_str(")\n  add_dependencies(kb_module kb_metallibs)\nendif()\n");
@@ -411,21 +498,6 @@ pub fn generate(config: &BuildConfig, kernel_dir: &Utf8Path, layout: &Layout) ->
         let at = cm.find("\nset(KB_SOURCES").unwrap_or(cm.len());
         cm.insert_str(at, METALLIB_FUNCTION);
     }
-
-    let mut files = vec![GeneratedFile { path: "CMakeLists.txt".into(), contents: cm }];
-    if section == "torch" {
-        files.push(GeneratedFile { path: "torch-ext/registration.h".into(), contents: registration_h() });
-    }
-    if !metal_headers.is_empty() {
-        files.push(GeneratedFile {
-            path: "cmake/kb-embed-metallib.cmake".into(),
-            contents: EMBED_METALLIB.to_owned(),
-        });
-    }
-    files.push(GeneratedFile { path: "pyproject.toml".into(), contents: pyproject_toml(config) });
-    files.push(GeneratedFile { path: "setup.py".into(), contents: setup_py(layout) });
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Project { files })
 }
 
 /// The CMake function that compiles one `.metal` file to a metallib and embeds it in a header

@@ -525,30 +525,7 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
     match t.get("name") {
         None => missing(cx, "name", "\"my-kernel\""),
         Some(i) => {
-            if let Some(name) = as_str(cx, i, "general.name", "\"my-kernel\"") {
-                if !validate::is_valid_name(&name) {
-                    let help = match validate::suggest_name(&name) {
-                        Some(s) => format!("write `name = \"{s}\"`: lowercase letters, digits and `-`, starting with a letter, not ending with `-`"),
-                        None => "use lowercase letters, digits and `-`, starting with a letter, not ending with `-`, at least 2 characters".to_owned(),
-                    };
-                    cx.error(
-                        "general.name",
-                        "kernel-name",
-                        format!("invalid kernel name `{name}`: a name must match {NAME_RULE}"),
-                        Some(help),
-                    );
-                } else if name.len() > validate::MAX_NAME_LEN {
-                    cx.error(
-                        "general.name",
-                        "kernel-name",
-                        format!(
-                            "the kernel name is {} characters long; a Hub repository name, which it becomes, has at most {}",
-                            name.len(),
-                            validate::MAX_NAME_LEN
-                        ),
-                        Some(format!("shorten `name` to {} characters or fewer", validate::MAX_NAME_LEN)),
-                    );
-                }
+            if let Some(name) = general_name(cx, i) {
                 g.name = name;
             }
         }
@@ -568,49 +545,14 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
         // `--license`), and edition 5 requires it.
         None if generation.is_legacy() => {}
         None => missing(cx, "license", "\"Apache-2.0\""),
-        Some(i) => {
-            g.license = as_str(cx, i, "general.license", "a quoted license id, e.g. \"Apache-2.0\"")
-                .unwrap_or_default();
-            // A warning, not an error: the Hub takes any string, and published files carry
-            // `other` and lower-case ids; but a card's license field wants an SPDX id.
-            if i.is_str() {
-                if let Err(e) = super::license::check(&g.license) {
-                    cx.warning("general.license", "license-not-spdx", e.message, Some(e.help));
-                }
-            }
-        }
+        Some(i) => g.license = general_license(cx, i),
     }
     g.upstream = git_url(cx, t, "upstream");
     g.source = git_url(cx, t, "source");
 
     match t.get("backends") {
         None => missing(cx, "backends", "[\"cuda\"]"),
-        Some(i) => {
-            if let Some(list) = as_str_list(cx, i, "general.backends", "[\"cuda\", \"metal\"]") {
-                let known: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
-                for (idx, s) in list {
-                    let p = join_index("general.backends", idx);
-                    match Backend::from_name(&s) {
-                        Some(b) if g.backends.contains(&b) => cx.warning(
-                            &p,
-                            "duplicate-backend",
-                            format!("backend `{s}` is listed twice"),
-                            Some("remove the second entry".to_owned()),
-                        ),
-                        Some(b) => g.backends.push(b),
-                        None => {
-                            let help = match suggest_backend(&s) {
-                                Some(b) => {
-                                    format!("did you mean `{b}`? known backends: {}", known.join(", "))
-                                }
-                                None => format!("known backends: {}", known.join(", ")),
-                            };
-                            cx.error(&p, "unknown-backend", format!("unknown backend `{s}`"), Some(help));
-                        }
-                    }
-                }
-            }
-        }
+        Some(i) => g.backends = general_backends(cx, i),
     }
     if t.get("backends").and_then(Item::as_array).is_some_and(|a| a.is_empty()) {
         cx.warning(
@@ -625,37 +567,15 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
 
     if let Some(item) = t.get("cuda") {
         if let Some(c) = as_table(cx, item, "general.cuda") {
-            check_keys(cx, c, "general.cuda", &["minver", "maxver", "kernel-depends", "python-depends"]);
-            g.cuda.minver = version(cx, c, "general.cuda", "minver");
-            g.cuda.maxver = version(cx, c, "general.cuda", "maxver");
-            check_bounds(cx, "general.cuda", &g.cuda.minver, &g.cuda.maxver);
-            g.cuda.deps = BackendGeneral {
-                python_depends: python_depends(cx, c, "general.cuda", Some(Backend::Cuda)),
-                kernel_depends: kernel_depends(cx, c, "general.cuda"),
-            };
+            g.cuda = general_cuda(cx, c);
         }
     }
     g.neuron = backend_general(cx, t, Backend::Neuron, &["kernel-depends", "python-depends"]);
     g.tpu = backend_general(cx, t, Backend::Tpu, &["python-depends"]);
     g.xpu = backend_general(cx, t, Backend::Xpu, &["kernel-depends", "python-depends"]);
     if let Some(item) = t.get("build-layout") {
-        if generation != Generation::Edition6 {
-            edition_6_only(cx, "general.build-layout", "`build-layout` is an edition-6 key");
-        }
-        let layouts: Vec<&str> = BuildLayout::ALL.iter().map(|l| l.as_str()).collect();
-        if let Some(s) = as_str(cx, item, "general.build-layout", "\"files\" or \"zip\"") {
-            match BuildLayout::from_name(&s) {
-                Some(l) => g.build_layout = l,
-                None => cx.error(
-                    "general.build-layout",
-                    "unknown-build-layout",
-                    format!("unknown build layout `{s}`"),
-                    Some(match did_you_mean(&s.to_lowercase(), &layouts) {
-                        Some(l) => format!("did you mean `{l}`? layouts: files (a directory tree, every loader), zip (Python and data files in one zip, kernels >= 0.19.0)"),
-                        None => "layouts: files (a directory tree, every loader), zip (Python and data files in one zip, kernels >= 0.19.0)".to_owned(),
-                    }),
-                ),
-            }
+        if let Some(l) = build_layout(cx, item, generation) {
+            g.build_layout = l;
         }
     }
     g.matrix = t.get("matrix").and_then(|i| as_str(cx, i, "general.matrix", "\"upstream-2026-08\""));
@@ -667,6 +587,115 @@ fn general(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> General
         }
     }
     g
+}
+
+/// `general.name`, checked against the kernel name rule and the Hub's length bound (an error
+/// says so, and the name is still taken).
+fn general_name(cx: &mut Cx, i: &Item) -> Option<String> {
+    let name = as_str(cx, i, "general.name", "\"my-kernel\"")?;
+    if !validate::is_valid_name(&name) {
+        let help = match validate::suggest_name(&name) {
+            Some(s) => format!("write `name = \"{s}\"`: lowercase letters, digits and `-`, starting with a letter, not ending with `-`"),
+            None => "use lowercase letters, digits and `-`, starting with a letter, not ending with `-`, at least 2 characters".to_owned(),
+        };
+        cx.error(
+            "general.name",
+            "kernel-name",
+            format!("invalid kernel name `{name}`: a name must match {NAME_RULE}"),
+            Some(help),
+        );
+    } else if name.len() > validate::MAX_NAME_LEN {
+        cx.error(
+            "general.name",
+            "kernel-name",
+            format!(
+                "the kernel name is {} characters long; a Hub repository name, which it becomes, has at most {}",
+                name.len(),
+                validate::MAX_NAME_LEN
+            ),
+            Some(format!("shorten `name` to {} characters or fewer", validate::MAX_NAME_LEN)),
+        );
+    }
+    Some(name)
+}
+
+/// `general.license` (empty when it is no string); a warning when it is no SPDX id.
+fn general_license(cx: &mut Cx, i: &Item) -> String {
+    let license =
+        as_str(cx, i, "general.license", "a quoted license id, e.g. \"Apache-2.0\"").unwrap_or_default();
+    // A warning, not an error: the Hub takes any string, and published files carry
+    // `other` and lower-case ids; but a card's license field wants an SPDX id.
+    if i.is_str() {
+        if let Err(e) = super::license::check(&license) {
+            cx.warning("general.license", "license-not-spdx", e.message, Some(e.help));
+        }
+    }
+    license
+}
+
+/// `general.backends`, in file order, each once (a repeat is a warning, an unknown name an
+/// error with the nearest known one).
+fn general_backends(cx: &mut Cx, i: &Item) -> Vec<Backend> {
+    let mut backends = Vec::new();
+    let Some(list) = as_str_list(cx, i, "general.backends", "[\"cuda\", \"metal\"]") else {
+        return backends;
+    };
+    let known: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
+    for (idx, s) in list {
+        let p = join_index("general.backends", idx);
+        match Backend::from_name(&s) {
+            Some(b) if backends.contains(&b) => cx.warning(
+                &p,
+                "duplicate-backend",
+                format!("backend `{s}` is listed twice"),
+                Some("remove the second entry".to_owned()),
+            ),
+            Some(b) => backends.push(b),
+            None => {
+                let help = match suggest_backend(&s) {
+                    Some(b) => format!("did you mean `{b}`? known backends: {}", known.join(", ")),
+                    None => format!("known backends: {}", known.join(", ")),
+                };
+                cx.error(&p, "unknown-backend", format!("unknown backend `{s}`"), Some(help));
+            }
+        }
+    }
+    backends
+}
+
+/// `[general.cuda]`: the CUDA bounds and the CUDA-only dependencies.
+fn general_cuda(cx: &mut Cx, c: &dyn TableLike) -> CudaGeneral {
+    check_keys(cx, c, "general.cuda", &["minver", "maxver", "kernel-depends", "python-depends"]);
+    let minver = version(cx, c, "general.cuda", "minver");
+    let maxver = version(cx, c, "general.cuda", "maxver");
+    check_bounds(cx, "general.cuda", &minver, &maxver);
+    let deps = BackendGeneral {
+        python_depends: python_depends(cx, c, "general.cuda", Some(Backend::Cuda)),
+        kernel_depends: kernel_depends(cx, c, "general.cuda"),
+    };
+    CudaGeneral { minver, maxver, deps }
+}
+
+/// `general.build-layout` (an edition-6 key), or `None` when it names no layout.
+fn build_layout(cx: &mut Cx, item: &Item, generation: Generation) -> Option<BuildLayout> {
+    if generation != Generation::Edition6 {
+        edition_6_only(cx, "general.build-layout", "`build-layout` is an edition-6 key");
+    }
+    let layouts: Vec<&str> = BuildLayout::ALL.iter().map(|l| l.as_str()).collect();
+    let s = as_str(cx, item, "general.build-layout", "\"files\" or \"zip\"")?;
+    let layout = BuildLayout::from_name(&s);
+    if layout.is_none() {
+        cx.error(
+            "general.build-layout",
+            "unknown-build-layout",
+            format!("unknown build layout `{s}`"),
+            Some(match did_you_mean(&s.to_lowercase(), &layouts) {
+                Some(l) => format!("did you mean `{l}`? layouts: files (a directory tree, every loader), zip (Python and data files in one zip, kernels >= 0.19.0)"),
+                None => "layouts: files (a directory tree, every loader), zip (Python and data files in one zip, kernels >= 0.19.0)".to_owned(),
+            }),
+        );
+    }
+    layout
 }
 
 fn stable_abi(cx: &mut Cx, t: &dyn TableLike) -> StableAbi {
@@ -797,7 +826,10 @@ fn framework(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> Frame
         }
         _ => {
             check_keys(cx, t, "tvm-ffi", TVM_FFI_KEYS);
-            if !t.contains_key("src") {
+            // A kernel all of whose `[kernel.*]` are Rust crates needs no binding: each crate
+            // exports its TVM-FFI functions itself (the 0.19 loader accepts it too).
+            let rust_only = only_rust_kernels(root);
+            if !t.contains_key("src") && !rust_only {
                 cx.error(
                     "tvm-ffi",
                     "missing-key",
@@ -809,7 +841,7 @@ fn framework(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> Frame
             // The binding sources are what the module is built from: without them the compile
             // fails inside CMake. (`[torch] src` may be empty: upstream defaults it to `[]`, and
             // a `[torch]` kernel whose backends have no `[kernel.*]` builds Python only.)
-            if t.get("src").and_then(Item::as_array).is_some_and(|a| a.is_empty()) {
+            if !rust_only && t.get("src").and_then(Item::as_array).is_some_and(|a| a.is_empty()) {
                 cx.error(
                     "tvm-ffi.src",
                     "no-sources",
@@ -825,6 +857,19 @@ fn framework(cx: &mut Cx, root: &dyn TableLike, generation: Generation) -> Frame
             })
         }
     }
+}
+
+/// Whether the file has `[kernel.*]` tables and every one is in a Rust `language`.
+fn only_rust_kernels(root: &dyn TableLike) -> bool {
+    let Some(kernels) = root.get("kernel").and_then(Item::as_table_like) else { return false };
+    !kernels.is_empty()
+        && kernels.iter().all(|(_, k)| {
+            k.as_table_like()
+                .and_then(|k| k.get("language"))
+                .and_then(Item::as_str)
+                .and_then(Language::from_name)
+                .is_some_and(Language::is_rust)
+        })
 }
 
 /// How `[kernel.<name>]` names what it compiles: `backend` (edition 5 and the upgraded older
@@ -974,83 +1019,9 @@ fn kernel(
         }
     }
 
-    let mut depends = Vec::new();
-    match t.get("depends") {
-        None if !accepts("depends") => {}
-        Some(_) if !accepts("depends") => {} // reported with the other keys
-        None => cx.error(
-            &path,
-            "missing-key",
-            format!("`[{path}]` has no `depends`"),
-            Some("add `depends = [\"torch\"]` (or `depends = []`)".to_owned()),
-        ),
-        Some(i) => {
-            let dp = join_key(&path, "depends");
-            for (idx, s) in as_str_list(cx, i, &dp, "[\"torch\"]").unwrap_or_default() {
-                match CppDependency::from_name(&s) {
-                    Some(CppDependency::Torch) if tvm_ffi => {
-                        // Upstream accepts it; a tvm-ffi build compiles against tvm-ffi only.
-                        cx.warning(
-                            &join_index(&dp, idx),
-                            "torch-in-tvm-ffi",
-                            format!("`[{path}]` depends on `torch`, but a `[tvm-ffi]` kernel is built against tvm-ffi only: it gets no torch headers or libraries"),
-                            Some("remove \"torch\" from `depends` (take tensors as `tvm::ffi::TensorView`), or use `[torch]` to build a torch extension".to_owned()),
-                        );
-                        depends.push(CppDependency::Torch);
-                    }
-                    Some(d) => depends.push(d),
-                    None => {
-                        let cutlass: Vec<&str> = CPP_DEPENDENCY_NAMES
-                            .iter()
-                            .copied()
-                            .filter(|n| n.starts_with("cutlass_"))
-                            .collect();
-                        let others: Vec<&str> = CPP_DEPENDENCY_NAMES
-                            .iter()
-                            .copied()
-                            .filter(|n| !n.starts_with("cutlass_"))
-                            .collect();
-                        let mut help = match did_you_mean(&s, &CPP_DEPENDENCY_NAMES) {
-                            Some(m) if m != s => format!("did you mean `{m}`? "),
-                            _ => String::new(),
-                        };
-                        help.push_str(&format!(
-                            "known cutlass versions: {}; other dependencies: {}",
-                            cutlass.join(", "),
-                            others.join(", ")
-                        ));
-                        cx.error(
-                            &join_index(&dp, idx),
-                            "unknown-dependency",
-                            format!("unknown C++ dependency `{s}`"),
-                            Some(help),
-                        );
-                    }
-                }
-            }
-        }
-    }
-
+    let depends = cpp_depends(cx, t, &path, tvm_ffi, accepts("depends"));
     let src = paths(cx, t, &path, "src");
-    match &src {
-        None if !t.contains_key("src") => cx.error(
-            &path,
-            "no-sources",
-            format!("`[{path}]` has no `src`"),
-            Some("add `src = [\"…\"]` with the kernel's source files".to_owned()),
-        ),
-        Some(s)
-            if s.is_empty() && t.get("src").is_some_and(|i| i.as_array().is_some_and(|a| a.is_empty())) =>
-        {
-            cx.error(
-                &join_key(&path, "src"),
-                "no-sources",
-                format!("`[{path}]` has no source files (`src = []`)"),
-                Some("list the kernel's source files, or remove the kernel".to_owned()),
-            )
-        }
-        _ => {}
-    }
+    check_sources(cx, t, &path, src.as_deref());
 
     if let Some(b) = backend {
         if !backends.contains(&b) {
@@ -1103,6 +1074,94 @@ fn kernel(
         },
         cargo_manifest,
         tileiras_minver,
+    }
+}
+
+/// The `depends` of the kernel at `path` (`accepted`: its form takes the key; one it does not
+/// take is reported with the other keys); an unknown name is an error naming the known ones.
+fn cpp_depends(
+    cx: &mut Cx,
+    t: &dyn TableLike,
+    path: &str,
+    tvm_ffi: bool,
+    accepted: bool,
+) -> Vec<CppDependency> {
+    let mut depends = Vec::new();
+    match t.get("depends") {
+        _ if !accepted => {}
+        None => cx.error(
+            path,
+            "missing-key",
+            format!("`[{path}]` has no `depends`"),
+            Some("add `depends = [\"torch\"]` (or `depends = []`)".to_owned()),
+        ),
+        Some(i) => {
+            let dp = join_key(path, "depends");
+            for (idx, s) in as_str_list(cx, i, &dp, "[\"torch\"]").unwrap_or_default() {
+                match CppDependency::from_name(&s) {
+                    Some(CppDependency::Torch) if tvm_ffi => {
+                        // Upstream accepts it; a tvm-ffi build compiles against tvm-ffi only.
+                        cx.warning(
+                            &join_index(&dp, idx),
+                            "torch-in-tvm-ffi",
+                            format!("`[{path}]` depends on `torch`, but a `[tvm-ffi]` kernel is built against tvm-ffi only: it gets no torch headers or libraries"),
+                            Some("remove \"torch\" from `depends` (take tensors as `tvm::ffi::TensorView`), or use `[torch]` to build a torch extension".to_owned()),
+                        );
+                        depends.push(CppDependency::Torch);
+                    }
+                    Some(d) => depends.push(d),
+                    None => cx.error(
+                        &join_index(&dp, idx),
+                        "unknown-dependency",
+                        format!("unknown C++ dependency `{s}`"),
+                        Some(unknown_dependency_help(&s)),
+                    ),
+                }
+            }
+        }
+    }
+    depends
+}
+
+/// What to write instead of the unknown C++ dependency `s`: the nearest name, then the known
+/// cutlass versions and the other dependencies.
+fn unknown_dependency_help(s: &str) -> String {
+    let cutlass: Vec<&str> =
+        CPP_DEPENDENCY_NAMES.iter().copied().filter(|n| n.starts_with("cutlass_")).collect();
+    let others: Vec<&str> =
+        CPP_DEPENDENCY_NAMES.iter().copied().filter(|n| !n.starts_with("cutlass_")).collect();
+    let mut help = match did_you_mean(s, &CPP_DEPENDENCY_NAMES) {
+        Some(m) if m != s => format!("did you mean `{m}`? "),
+        _ => String::new(),
+    };
+    help.push_str(&format!(
+        "known cutlass versions: {}; other dependencies: {}",
+        cutlass.join(", "),
+        others.join(", ")
+    ));
+    help
+}
+
+/// A kernel must list its sources: no `src`, or `src = []`, is an error.
+fn check_sources(cx: &mut Cx, t: &dyn TableLike, path: &str, src: Option<&[String]>) {
+    match src {
+        None if !t.contains_key("src") => cx.error(
+            path,
+            "no-sources",
+            format!("`[{path}]` has no `src`"),
+            Some("add `src = [\"…\"]` with the kernel's source files".to_owned()),
+        ),
+        Some(s)
+            if s.is_empty() && t.get("src").is_some_and(|i| i.as_array().is_some_and(|a| a.is_empty())) =>
+        {
+            cx.error(
+                &join_key(path, "src"),
+                "no-sources",
+                format!("`[{path}]` has no source files (`src = []`)"),
+                Some("list the kernel's source files, or remove the kernel".to_owned()),
+            )
+        }
+        _ => {}
     }
 }
 

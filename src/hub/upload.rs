@@ -817,6 +817,8 @@ pub struct Failed {
     pub error: anyhow::Error,
 }
 
+/// The upload itself, step by step: a dry run's plan; else the repository (1) and the branch (2),
+/// the variants on the version branch (3-6), and the card on main (7).
 fn upload_into(
     outcome: &mut Outcome,
     prepared: &Prepared,
@@ -824,61 +826,100 @@ fn upload_into(
     endpoint: &str,
     token: Option<Token>,
 ) -> anyhow::Result<()> {
-    let repo = &prepared.repo_id;
-    let branch = &prepared.branch;
     let client = HubClient::with_timeouts(endpoint, token, super::client::Timeouts::from_env()?);
-    let prefixes: Vec<String> = prepared.variants.iter().map(|v| format!("build/{v}/")).collect();
     let card: Vec<LocalFile> = prepared.card.iter().cloned().collect();
-
     if opts.dry_run {
-        let (branch_tree, main_tree) = match client.refs(repo) {
-            // Planning against an empty repository would list every file as added: a plan
-            // of nothing real. Say the Hub was not reached and fail.
-            Err(e) => {
-                let why = match e.status {
-                    None => format!("the Hub at {} was not reached", client.endpoint()),
-                    Some(s) => format!("the Hub answered HTTP {s} when asked for `{repo}`"),
-                };
-                return Err(anyhow::Error::new(e).context(format!(
-                    "cannot plan the dry run: {why}; nothing was sent (check HF_ENDPOINT, the network, or the token for a private repository)"
-                )));
-            }
-            Ok(None) => {
-                outcome.plan.push(format!("create repository {repo} (type kernel)"));
+        return plan_dry_run(outcome, prepared, &client, &card);
+    }
+    let (refs, parent) = repository_and_branch(outcome, prepared, opts, &client)?;
+    let mut committed = commit_variants(outcome, prepared, opts, &client, endpoint, &parent)?;
+    if !card.is_empty() {
+        committed |= commit_card(outcome, prepared, opts, &client, endpoint, &card, &refs, committed)?;
+    }
+    let branch = &prepared.branch;
+    if !opts.create_pr {
+        outcome.url = Some(format!("{}/kernels/{}/tree/{}", client.endpoint(), prepared.repo_id, branch));
+    }
+    outcome.status = if !committed {
+        Status::NoChanges
+    } else if opts.create_pr {
+        Status::PullRequestCreated
+    } else {
+        Status::Uploaded
+    };
+    Ok(())
+}
+
+/// The `build/<variant>/` prefixes an upload of `prepared` replaces.
+fn variant_prefixes(prepared: &Prepared) -> Vec<String> {
+    prepared.variants.iter().map(|v| format!("build/{v}/")).collect()
+}
+
+/// `--dry-run`: what an upload would do, planned against the repository as it is; nothing is
+/// sent.
+fn plan_dry_run(
+    outcome: &mut Outcome,
+    prepared: &Prepared,
+    client: &HubClient,
+    card: &[LocalFile],
+) -> anyhow::Result<()> {
+    let (repo, branch) = (&prepared.repo_id, &prepared.branch);
+    let (branch_tree, main_tree) = match client.refs(repo) {
+        // Planning against an empty repository would list every file as added: a plan
+        // of nothing real. Say the Hub was not reached and fail.
+        Err(e) => {
+            let why = match e.status {
+                None => format!("the Hub at {} was not reached", client.endpoint()),
+                Some(s) => format!("the Hub answered HTTP {s} when asked for `{repo}`"),
+            };
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot plan the dry run: {why}; nothing was sent (check HF_ENDPOINT, the network, or the token for a private repository)"
+            )));
+        }
+        Ok(None) => {
+            outcome.plan.push(format!("create repository {repo} (type kernel)"));
+            outcome.plan.push(format!("create branch {branch} from main"));
+            (Vec::new(), Vec::new())
+        }
+        Ok(Some(refs)) => {
+            let has_main = head_of(&refs, "main").is_some();
+            let main_tree = if has_main { client.list_tree(repo, "main")? } else { Vec::new() };
+            if head_of(&refs, branch).is_some() {
+                (client.list_tree(repo, branch)?, main_tree)
+            } else {
                 outcome.plan.push(format!("create branch {branch} from main"));
-                (Vec::new(), Vec::new())
+                (main_tree.clone(), main_tree)
             }
-            Ok(Some(refs)) => {
-                let has_main = head_of(&refs, "main").is_some();
-                let main_tree = if has_main { client.list_tree(repo, "main")? } else { Vec::new() };
-                if head_of(&refs, branch).is_some() {
-                    (client.list_tree(repo, branch)?, main_tree)
-                } else {
-                    outcome.plan.push(format!("create branch {branch} from main"));
-                    (main_tree.clone(), main_tree)
-                }
-            }
-        };
-        let p = plan_rev(&prepared.files, &branch_tree, &prefixes);
-        outcome.plan.push(format!("commit to {branch}:"));
+        }
+    };
+    let p = plan_rev(&prepared.files, &branch_tree, &variant_prefixes(prepared));
+    outcome.plan.push(format!("commit to {branch}:"));
+    for c in &p.changes {
+        let lfs = c.local.is_some_and(|i| p.lfs[i]);
+        outcome.plan.push(format!("  {}", plan_line(c, lfs)));
+    }
+    count(&p.changes, &mut outcome.files);
+    if !card.is_empty() {
+        let p = plan_rev(card, &main_tree, &[]);
+        outcome.plan.push("commit to main:".to_owned());
         for c in &p.changes {
-            let lfs = c.local.is_some_and(|i| p.lfs[i]);
-            outcome.plan.push(format!("  {}", plan_line(c, lfs)));
+            outcome.plan.push(format!("  {} (from CARD.md)", plan_line(c, false)));
         }
         count(&p.changes, &mut outcome.files);
-        if !card.is_empty() {
-            let p = plan_rev(&card, &main_tree, &[]);
-            outcome.plan.push("commit to main:".to_owned());
-            for c in &p.changes {
-                outcome.plan.push(format!("  {} (from CARD.md)", plan_line(c, false)));
-            }
-            count(&p.changes, &mut outcome.files);
-        }
-        outcome.status = Status::DryRun;
-        return Ok(());
     }
+    outcome.status = Status::DryRun;
+    Ok(())
+}
 
-    // 1. The repository.
+/// Steps 1 and 2: the repository (created unless `--create-pr`) and the version branch
+/// (created from main unless `--create-pr`). Returns the refs and the branch's head.
+fn repository_and_branch(
+    outcome: &mut Outcome,
+    prepared: &Prepared,
+    opts: &UploadOptions,
+    client: &HubClient,
+) -> anyhow::Result<(super::client::Refs, String)> {
+    let (repo, branch) = (&prepared.repo_id, &prepared.branch);
     if !opts.create_pr {
         let created = client.create_repo(repo, opts.private).map_err(|e| {
             let owner = repo.split('/').next().unwrap_or(repo);
@@ -913,7 +954,6 @@ fn upload_into(
         }
         anyhow::bail!("repository `{repo}` cannot be found after creating it");
     };
-    // 2. The branch.
     if head_of(&refs, branch).is_none() {
         if opts.create_pr {
             anyhow::bail!(
@@ -927,9 +967,21 @@ fn upload_into(
     }
     let parent = head_of(&refs, branch)
         .with_context(|| format!("branch `{branch}` cannot be found after creating it"))?;
+    Ok((refs, parent))
+}
 
-    // 3-6. The version branch.
-    let tree = client.list_tree(repo, &parent)?;
+/// Steps 3-6: the variants, committed to the version branch on top of `parent` (only the
+/// uploaded variants' directories are replaced). Returns whether a commit was made.
+fn commit_variants(
+    outcome: &mut Outcome,
+    prepared: &Prepared,
+    opts: &UploadOptions,
+    client: &HubClient,
+    endpoint: &str,
+    parent: &str,
+) -> anyhow::Result<bool> {
+    let (repo, branch) = (&prepared.repo_id, &prepared.branch);
+    let tree = client.list_tree(repo, parent)?;
     // Variants on the branch that this upload does not carry stay there (only the uploaded
     // variants are pruned): say so, since users of the branch would still load them.
     let mut remote_only: Vec<&str> = tree
@@ -945,8 +997,8 @@ fn upload_into(
              of the branch can still load it (delete it on the Hub if the kernel no longer builds it)"
         ));
     }
-    let mut p = plan_rev(&prepared.files, &tree, &prefixes);
-    apply_preupload(&client, repo, branch, &prepared.files, &mut p, opts.create_pr, &mut outcome.notes)?;
+    let mut p = plan_rev(&prepared.files, &tree, &variant_prefixes(prepared));
+    apply_preupload(client, repo, branch, &prepared.files, &mut p, opts.create_pr, &mut outcome.notes)?;
     count(&p.changes, &mut outcome.files);
     for c in &p.changes {
         let lfs = c.local.is_some_and(|i| p.lfs[i]);
@@ -955,84 +1007,75 @@ fn upload_into(
     let summary =
         format!("Upload {} with kernel-builder {}", prepared.variants.join(", "), env!("CARGO_PKG_VERSION"));
     let (answer, bytes) =
-        commit_rev(&client, repo, branch, Some(&parent), &prepared.files, &p, &summary, opts)?;
+        commit_rev(client, repo, branch, Some(parent), &prepared.files, &p, &summary, opts)?;
     outcome.bytes_sent += bytes;
-    let mut committed = false;
-    if let Some(a) = answer {
-        committed = true;
-        let url = if opts.create_pr {
-            pr_url(endpoint, repo, &a)
-        } else {
-            super::auth::redact_userinfo(&a.commit_url)
-        };
-        outcome.commits.push(CommitRecord { branch: branch.clone(), commit: a.commit_oid.clone(), url });
-        if opts.create_pr {
-            outcome
-                .pull_requests
-                .push(PullRequest { branch: branch.clone(), url: pr_url(endpoint, repo, &a) });
-        }
-    }
+    Ok(record_commit(outcome, repo, branch, answer.as_ref(), opts, endpoint))
+}
 
-    // 7. The card, on main.
-    if !card.is_empty() {
-        // Uploading to `main` itself just moved its head: read it again, or the card commit
-        // would name a stale parent and be refused.
-        let main_head = if branch == "main" && committed && !opts.create_pr {
-            client.refs(repo)?.and_then(|r| head_of(&r, "main"))
-        } else {
-            head_of(&refs, "main")
-        };
-        let main_tree = match &main_head {
-            Some(h) => client.list_tree(repo, h)?,
-            None => Vec::new(),
-        };
-        let mut p = plan_rev(&card, &main_tree, &[]);
-        apply_preupload(&client, repo, "main", &card, &mut p, opts.create_pr, &mut outcome.notes)?;
-        count(&p.changes, &mut outcome.files);
-        for c in &p.changes {
-            outcome.plan.push(format!("{} (main, from CARD.md)", plan_line(c, p.lfs[0])));
-        }
-        let (answer, bytes) = commit_rev(
-            &client,
-            repo,
-            "main",
-            main_head.as_deref(),
-            &card,
-            &p,
-            "Update README.md from the kernel card (kernel-builder)",
-            opts,
-        )?;
-        outcome.bytes_sent += bytes;
-        if let Some(a) = answer {
-            committed = true;
-            let url = if opts.create_pr {
-                pr_url(endpoint, repo, &a)
-            } else {
-                super::auth::redact_userinfo(&a.commit_url)
-            };
-            outcome.commits.push(CommitRecord {
-                branch: "main".to_owned(),
-                commit: a.commit_oid.clone(),
-                url,
-            });
-            if opts.create_pr {
-                outcome
-                    .pull_requests
-                    .push(PullRequest { branch: "main".to_owned(), url: pr_url(endpoint, repo, &a) });
-            }
-        }
-    }
-    if !opts.create_pr {
-        outcome.url = Some(format!("{}/kernels/{repo}/tree/{}", client.endpoint(), branch));
-    }
-    outcome.status = if !committed {
-        Status::NoChanges
-    } else if opts.create_pr {
-        Status::PullRequestCreated
+/// Step 7: the card (README.md from CARD.md), committed to main. `committed`: the variants'
+/// commit was made (when it went to main itself, main's head moved). Returns whether a commit
+/// was made.
+#[allow(clippy::too_many_arguments)]
+fn commit_card(
+    outcome: &mut Outcome,
+    prepared: &Prepared,
+    opts: &UploadOptions,
+    client: &HubClient,
+    endpoint: &str,
+    card: &[LocalFile],
+    refs: &super::client::Refs,
+    committed: bool,
+) -> anyhow::Result<bool> {
+    let repo = &prepared.repo_id;
+    // Uploading to `main` itself just moved its head: read it again, or the card commit
+    // would name a stale parent and be refused.
+    let main_head = if prepared.branch == "main" && committed && !opts.create_pr {
+        client.refs(repo)?.and_then(|r| head_of(&r, "main"))
     } else {
-        Status::Uploaded
+        head_of(refs, "main")
     };
-    Ok(())
+    let main_tree = match &main_head {
+        Some(h) => client.list_tree(repo, h)?,
+        None => Vec::new(),
+    };
+    let mut p = plan_rev(card, &main_tree, &[]);
+    apply_preupload(client, repo, "main", card, &mut p, opts.create_pr, &mut outcome.notes)?;
+    count(&p.changes, &mut outcome.files);
+    for c in &p.changes {
+        outcome.plan.push(format!("{} (main, from CARD.md)", plan_line(c, p.lfs[0])));
+    }
+    let (answer, bytes) = commit_rev(
+        client,
+        repo,
+        "main",
+        main_head.as_deref(),
+        card,
+        &p,
+        "Update README.md from the kernel card (kernel-builder)",
+        opts,
+    )?;
+    outcome.bytes_sent += bytes;
+    Ok(record_commit(outcome, repo, "main", answer.as_ref(), opts, endpoint))
+}
+
+/// Record the commit `answer` to `branch` (none: nothing changed) in `outcome`, with its pull
+/// request under `--create-pr`; whether there was one.
+fn record_commit(
+    outcome: &mut Outcome,
+    repo: &str,
+    branch: &str,
+    answer: Option<&super::client::CommitAnswer>,
+    opts: &UploadOptions,
+    endpoint: &str,
+) -> bool {
+    let Some(a) = answer else { return false };
+    let url =
+        if opts.create_pr { pr_url(endpoint, repo, a) } else { super::auth::redact_userinfo(&a.commit_url) };
+    outcome.commits.push(CommitRecord { branch: branch.to_owned(), commit: a.commit_oid.clone(), url });
+    if opts.create_pr {
+        outcome.pull_requests.push(PullRequest { branch: branch.to_owned(), url: pr_url(endpoint, repo, a) });
+    }
+    true
 }
 
 /// The pull request's URL from the commit answer, user information redacted.

@@ -183,6 +183,15 @@ impl SourceSet {
             for (i, s) in k.src.iter().enumerate() {
                 c.add_src(s, &format!("kernel.{name}.src[{i}]"));
             }
+            // A crate builds from its manifest and, `--locked`, the lock file beside it (cargo
+            // says what to do when that is missing).
+            if let Some(manifest) = &k.cargo_manifest {
+                c.add_src(manifest, &format!("kernel.{name}.cargo-manifest"));
+                let lock = Utf8Path::new(manifest).with_file_name("Cargo.lock");
+                if kernel_dir.join(&lock).is_file() {
+                    c.add_src(lock.as_str(), &format!("kernel.{name}.cargo-manifest"));
+                }
+            }
         }
 
         let pyext: Vec<String> =

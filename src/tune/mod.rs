@@ -649,26 +649,7 @@ pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
 
 fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     let dir = &opts.dir;
-    if !opts.bench.is_file() {
-        return Err(TuneError::BenchMissing(opts.bench.clone()).into());
-    }
-    let abs = |p: &Utf8Path| -> anyhow::Result<Utf8PathBuf> {
-        let c = p.canonicalize_utf8().with_context(|| format!("cannot resolve `{p}`"))?;
-        Ok(c)
-    };
-    let dir_abs = abs(dir)?;
-    let bench_rel = abs(&opts.bench)?
-        .strip_prefix(&dir_abs)
-        .map(Utf8Path::to_owned)
-        .map_err(|_| TuneError::BenchOutsideDir { bench: opts.bench.clone(), dir: dir.clone() })?;
-    if let Some(top) = bench_rel.components().next().map(|c| c.as_str()).filter(|top| skipped_top(top)) {
-        return Err(TuneError::BenchInSkipped { bench: opts.bench.clone(), top: top.to_owned() }.into());
-    }
-    let package_dir = dir.join("torch-ext").join(&opts.package);
-    if !package_dir.is_dir() {
-        return Err(TuneError::NoPackage(package_dir).into());
-    }
-
+    let (dir_abs, bench_rel) = check_inputs(opts)?;
     let scratch_tmp = tempfile::Builder::new()
         .prefix("kernel-builder-tune-")
         .tempdir()
@@ -704,202 +685,19 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     let run_dir = aot_dir.join(run_id);
     let hw = &env.hardware_id;
     let records_rel = Utf8PathBuf::from("tuning").join(format!("{}_{}", env.device_kind, env.compute));
-
-    // Shapes a previous tune of this GPU kind already searched are not searched again: the
-    // collect phase reuses a recorded config for a call with the same shape key.
-    // With --retune the collect phase starts from nothing, so it searches every shape the run
-    // calls, and the records of the other shapes are merged back in after it.
-    // The records and the file they came from.
-    let earlier: Option<(Utf8PathBuf, serde_json::Value)> = match earlier_records_file(dir, &records_rel, hw)
-    {
-        Some(previous) if !opts.fresh => {
-            let mut earlier: serde_json::Value =
-                serde_json::from_str(&crate::fsutil::read_to_string(&previous)?)
-                    .with_context(|| format!("`{previous}` is not JSON (tune with --fresh to ignore it)"))?;
-            rebase_foreign_sources(&mut earlier, &dir_abs);
-            absolutize_sources(&mut earlier, &work);
-            Some((previous, earlier))
-        }
-        _ => None,
-    };
+    let earlier = earlier_records(opts, &records_rel, hw, &dir_abs, &work)?;
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
     let configs_file = run_dir.join(crate::helion::tuned_configs_file(hw));
-    if let Some((previous, earlier)) = earlier.as_ref().filter(|_| !opts.retune) {
-        crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
-        crate::printer::stderr!(
-            "tune: starting from the {} shapes recorded in `{previous}` (they are not searched \
-             again; --retune searches the ones this run calls again, --fresh starts over)",
-            tuned_shapes(earlier).len()
-        );
-    }
-    let own_records = dir.join(&records_rel);
-    if let Some((previous, _)) = earlier.as_ref().filter(|(p, _)| !p.starts_with(&own_records)) {
-        crate::printer::stderr!(
-            "tune: `{previous}` is in Helion's own data-directory layout; this tune's records go to \
-             `{own_records}` and that file is left as it is"
-        );
-    }
+    seed_records(opts, &configs_file, earlier.as_ref(), &dir.join(&records_rel))?;
 
-    let runner = Runner::new(&opts.python, &work, dir)?;
-    let mut runner_args: Vec<String> = vec![
-        "-m".into(),
-        "helion.autotuner.aot_runner".into(),
-        "--output-dir".into(),
-        aot_dir.to_string(),
-        "--run-id".into(),
-        run_id.into(),
-        "--goal".into(),
-        opts.goal.as_str().into(),
-        "--threshold".into(),
-        opts.threshold.to_string(),
-        "--no-score-matrix".into(),
-    ];
-    if let Some(n) = opts.max_configs {
-        runner_args.extend(["--max-configs".into(), n.to_string()]);
-    }
-    for k in &opts.kernels {
-        runner_args.extend(["--kernel".into(), k.clone()]);
-    }
-    let bench_cmd: Vec<String> = [opts.python.clone(), bench_rel.to_string()]
-        .into_iter()
-        .chain(opts.bench_args.iter().cloned())
-        .collect();
-    let phase_args = |phase: &str, extra: &[String]| -> Vec<String> {
-        let mut a = runner_args.clone();
-        a.extend(["--phase".into(), phase.into()]);
-        a.extend(extra.iter().cloned());
-        a.push("--".into());
-        a.extend(bench_cmd.iter().cloned());
-        a
-    };
-    let effort_env = [("HELION_AUTOTUNE_EFFORT", opts.effort.as_str())];
-
-    // 1. collect
-    let fin = runner.run("collect", &phase_args("collect", &[]), &effort_env)?;
-    if let Some(code) = fin.failed_bench_code("Collect phase failed with return code") {
-        return Err(TuneError::BenchFailed { phase: "collect", code, tail: fin.tail() }.into());
-    }
-    if !configs_file.is_file() {
-        let filter = if opts.kernels.is_empty() {
-            String::new()
-        } else {
-            format!(" named {}", opts.kernels.join(", "))
-        };
-        return Err(TuneError::NoKernelCalled { bench: bench_rel.to_string(), filter }.into());
-    }
-    fin.ensure_success("collect")?;
-    let mut tuned_configs: serde_json::Value =
-        serde_json::from_str(&crate::fsutil::read_to_string(&configs_file)?)
-            .with_context(|| format!("`{configs_file}` is not JSON"))?;
-    if let (true, Some((previous, earlier))) = (opts.retune, earlier) {
-        let searched = tuned_shapes(&tuned_configs).len();
-        let kept = merge_records(&mut tuned_configs, earlier);
-        crate::fsutil::write_atomic(&configs_file, serde_json::to_string_pretty(&tuned_configs)?.as_bytes())?;
-        crate::printer::stderr!(
-            "tune: searched the {searched} shapes this run calls again (--retune); kept the \
-             records of {kept} other shapes from `{previous}`"
-        );
-    }
+    let phases = Phases::new(opts, &work, &aot_dir, run_id, &bench_rel)?;
+    let mut tuned_configs = phases.collect(opts, &configs_file, &bench_rel, earlier)?;
     let shapes = tuned_shapes(&tuned_configs);
-
-    // 2. measure
-    let fin = runner.run("measure", &phase_args("measure", &[]), &effort_env)?;
-    if let Some(code) = fin.failed_bench_code("Measure phase failed with return code") {
-        return Err(TuneError::BenchFailed { phase: "measure", code, tail: fin.tail() }.into());
-    }
-    fin.ensure_success("measure")?;
-    // Which calls the trees will learn from. An unreadable file costs only that list.
-    let measurements_file = run_dir.join(crate::helion::measurements_file(hw));
-    let measured = match std::fs::read_to_string(&measurements_file) {
-        Ok(text) => measured_shapes(&text).unwrap_or_else(|e| {
-            crate::printer::stderr!(
-                "tune: warning: cannot read the measured shapes from `{measurements_file}`: {e:#}"
-            );
-            Vec::new()
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
-            crate::printer::stderr!(
-                "tune: warning: cannot read `{measurements_file}`: {e}; the header lists no measured shapes"
-            );
-            Vec::new()
-        }
-    };
-
-    // 3. build, with the provenance header
-    let header_file = scratch.join("header.txt");
-    crate::fsutil::write_atomic(&header_file, provenance_header(opts, &env, &shapes, &measured).as_bytes())?;
-    let fin = runner.run(
-        "build",
-        &phase_args("build", &["--file-header".into(), format!("@{header_file}")]),
-        &effort_env,
-    )?;
-    fin.ensure_success("build")?;
-    let produced = heuristic_files(&work.join("torch-ext"), &env.device_kind, &env.compute)?;
-    if produced.is_empty() {
-        return Err(TuneError::NoHeuristic {
-            kind: env.device_kind.clone(),
-            compute: env.compute.clone(),
-            tail: fin.tail(),
-        }
-        .into());
-    }
-
-    // A run that calls only some kernels gets a heuristic for those only; installing it would
-    // silently send the others back to Helion's default config (seen on the H200: every
-    // non-causal shape fell to 0.31x FLASH after a causal-only slice).
-    if !opts.fresh {
-        let installed_root = dir.join("torch-ext");
-        let installed = heuristic_files(&installed_root, &env.device_kind, &env.compute)?;
-        let before = heuristic_kernels(&installed_root, &installed)?;
-        let after = heuristic_kernels(&work.join("torch-ext"), &produced)?;
-        let dropped: Vec<&str> = before.difference(&after).map(|(_, k)| k.as_str()).collect();
-        if !dropped.is_empty() {
-            let called: BTreeSet<&str> = after.iter().map(|(_, k)| k.as_str()).collect();
-            let list = |v: Vec<&str>| v.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-            return Err(TuneError::WouldDropKernels {
-                dropped: list(dropped),
-                called: list(called.into_iter().collect()),
-                dir: dir.to_owned(),
-            }
-            .into());
-        }
-    }
-
-    // 4. the per-shape table, with the new heuristic in evaluate mode
-    let measure_script = scratch.join("kb_measure.py");
-    crate::fsutil::write_atomic(&measure_script, MEASURE_PY.as_bytes())?;
-    let table_file = scratch.join("table.json");
-    let mut args: Vec<String> = vec![
-        measure_script.to_string(),
-        "--bench".into(),
-        bench_rel.to_string(),
-        "--out".into(),
-        table_file.to_string(),
-    ];
-    for k in &opts.kernels {
-        args.extend(["--kernel".into(), k.clone()]);
-    }
-    args.push("--".into());
-    args.extend(opts.bench_args.iter().cloned());
-    let run_dir_s = run_dir.to_string();
-    let fin = runner.run_python(
-        "table",
-        &args,
-        &[("HELION_AOT_MODE", "evaluate"), ("HELION_AOT_DATA_DIR", run_dir_s.as_str())],
-    )?;
-    match fin.code() {
-        Some(0) => {}
-        Some(3) => {
-            return Err(
-                TuneError::NoKernelCalled { bench: bench_rel.to_string(), filter: String::new() }.into()
-            )
-        }
-        Some(code) => return Err(TuneError::BenchFailed { phase: "table", code, tail: fin.tail() }.into()),
-        None => fin.ensure_success("table")?,
-    }
-    let table: report::MeasureTable = serde_json::from_str(&crate::fsutil::read_to_string(&table_file)?)
-        .with_context(|| format!("`{table_file}` is not the table measure.py writes"))?;
+    let measured = phases.measure(&run_dir.join(crate::helion::measurements_file(hw)))?;
+    let header = provenance_header(opts, &env, &shapes, &measured);
+    let produced = phases.build(&scratch.join("header.txt"), &header, &work, &env)?;
+    check_no_kernel_dropped(opts, &env, &work, &produced)?;
+    let table = phases.table(opts, &scratch, &run_dir, &bench_rel)?;
 
     let summary_file = run_dir.join(crate::helion::heuristic_summary_file(hw));
     let summary: serde_json::Value = match std::fs::read_to_string(&summary_file) {
@@ -934,6 +732,309 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
         heuristics: produced.iter().map(|p| Utf8PathBuf::from("torch-ext").join(p)).collect(),
         records: records_rel,
     })
+}
+
+/// The kernel directory (resolved) and the bench relative to it, checked: the bench exists,
+/// lies inside the kernel directory but not under a directory the copy skips, and the kernel
+/// has its package under `torch-ext/`.
+fn check_inputs(opts: &Options) -> anyhow::Result<(Utf8PathBuf, Utf8PathBuf)> {
+    let dir = &opts.dir;
+    if !opts.bench.is_file() {
+        return Err(TuneError::BenchMissing(opts.bench.clone()).into());
+    }
+    let abs = |p: &Utf8Path| -> anyhow::Result<Utf8PathBuf> {
+        let c = p.canonicalize_utf8().with_context(|| format!("cannot resolve `{p}`"))?;
+        Ok(c)
+    };
+    let dir_abs = abs(dir)?;
+    let bench_rel = abs(&opts.bench)?
+        .strip_prefix(&dir_abs)
+        .map(Utf8Path::to_owned)
+        .map_err(|_| TuneError::BenchOutsideDir { bench: opts.bench.clone(), dir: dir.clone() })?;
+    if let Some(top) = bench_rel.components().next().map(|c| c.as_str()).filter(|top| skipped_top(top)) {
+        return Err(TuneError::BenchInSkipped { bench: opts.bench.clone(), top: top.to_owned() }.into());
+    }
+    let package_dir = dir.join("torch-ext").join(&opts.package);
+    if !package_dir.is_dir() {
+        return Err(TuneError::NoPackage(package_dir).into());
+    }
+    Ok((dir_abs, bench_rel))
+}
+
+/// The records of a previous tune of this GPU kind (unless `--fresh`), and the file they came
+/// from, their sources pointed at the scratch copy `work`.
+///
+/// Shapes a previous tune of this GPU kind already searched are not searched again: the
+/// collect phase reuses a recorded config for a call with the same shape key. With --retune
+/// the collect phase starts from nothing, so it searches every shape the run calls, and the
+/// records of the other shapes are merged back in after it.
+fn earlier_records(
+    opts: &Options,
+    records_rel: &Utf8Path,
+    hw: &str,
+    dir_abs: &Utf8Path,
+    work: &Utf8Path,
+) -> anyhow::Result<Option<(Utf8PathBuf, serde_json::Value)>> {
+    Ok(match earlier_records_file(&opts.dir, records_rel, hw) {
+        Some(previous) if !opts.fresh => {
+            let mut earlier: serde_json::Value =
+                serde_json::from_str(&crate::fsutil::read_to_string(&previous)?)
+                    .with_context(|| format!("`{previous}` is not JSON (tune with --fresh to ignore it)"))?;
+            rebase_foreign_sources(&mut earlier, dir_abs);
+            absolutize_sources(&mut earlier, work);
+            Some((previous, earlier))
+        }
+        _ => None,
+    })
+}
+
+/// The collect phase starts from the `earlier` records (written to `configs_file`), unless
+/// `--retune`; says so, and where this tune's records go (`own_records`) when the earlier ones
+/// are elsewhere.
+fn seed_records(
+    opts: &Options,
+    configs_file: &Utf8Path,
+    earlier: Option<&(Utf8PathBuf, serde_json::Value)>,
+    own_records: &Utf8Path,
+) -> anyhow::Result<()> {
+    if let Some((previous, earlier)) = earlier.filter(|_| !opts.retune) {
+        crate::fsutil::write_atomic(configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
+        crate::printer::stderr!(
+            "tune: starting from the {} shapes recorded in `{previous}` (they are not searched \
+             again; --retune searches the ones this run calls again, --fresh starts over)",
+            tuned_shapes(earlier).len()
+        );
+    }
+    if let Some((previous, _)) = earlier.filter(|(p, _)| !p.starts_with(own_records)) {
+        crate::printer::stderr!(
+            "tune: `{previous}` is in Helion's own data-directory layout; this tune's records go to \
+             `{own_records}` and that file is left as it is"
+        );
+    }
+    Ok(())
+}
+
+/// A run that calls only some kernels gets a heuristic for those only; installing it would
+/// silently send the others back to Helion's default config (seen on the H200: every
+/// non-causal shape fell to 0.31x FLASH after a causal-only slice). Unless `--fresh`, refuse
+/// heuristics (`produced`, in the scratch copy `work`) that drop a kernel the installed ones
+/// have.
+fn check_no_kernel_dropped(
+    opts: &Options,
+    env: &Environment,
+    work: &Utf8Path,
+    produced: &[Utf8PathBuf],
+) -> anyhow::Result<()> {
+    if opts.fresh {
+        return Ok(());
+    }
+    let dir = &opts.dir;
+    let installed_root = dir.join("torch-ext");
+    let installed = heuristic_files(&installed_root, &env.device_kind, &env.compute)?;
+    let before = heuristic_kernels(&installed_root, &installed)?;
+    let after = heuristic_kernels(&work.join("torch-ext"), produced)?;
+    let dropped: Vec<&str> = before.difference(&after).map(|(_, k)| k.as_str()).collect();
+    if !dropped.is_empty() {
+        let called: BTreeSet<&str> = after.iter().map(|(_, k)| k.as_str()).collect();
+        let list = |v: Vec<&str>| v.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        return Err(TuneError::WouldDropKernels {
+            dropped: list(dropped),
+            called: list(called.into_iter().collect()),
+            dir: dir.to_owned(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The phases of Helion's AOT runner over the scratch copy, and the per-shape table after them.
+struct Phases<'o> {
+    runner: Runner,
+    /// `-m helion.autotuner.aot_runner` and its options, before `--phase`.
+    runner_args: Vec<String>,
+    /// The bench command after `--`.
+    bench_cmd: Vec<String>,
+    effort: &'o str,
+}
+
+impl<'o> Phases<'o> {
+    fn new(
+        opts: &'o Options,
+        work: &Utf8Path,
+        aot_dir: &Utf8Path,
+        run_id: &str,
+        bench_rel: &Utf8Path,
+    ) -> anyhow::Result<Phases<'o>> {
+        let runner = Runner::new(&opts.python, work, &opts.dir)?;
+        let mut runner_args: Vec<String> = vec![
+            "-m".into(),
+            "helion.autotuner.aot_runner".into(),
+            "--output-dir".into(),
+            aot_dir.to_string(),
+            "--run-id".into(),
+            run_id.into(),
+            "--goal".into(),
+            opts.goal.as_str().into(),
+            "--threshold".into(),
+            opts.threshold.to_string(),
+            "--no-score-matrix".into(),
+        ];
+        if let Some(n) = opts.max_configs {
+            runner_args.extend(["--max-configs".into(), n.to_string()]);
+        }
+        for k in &opts.kernels {
+            runner_args.extend(["--kernel".into(), k.clone()]);
+        }
+        let bench_cmd: Vec<String> = [opts.python.clone(), bench_rel.to_string()]
+            .into_iter()
+            .chain(opts.bench_args.iter().cloned())
+            .collect();
+        Ok(Phases { runner, runner_args, bench_cmd, effort: opts.effort.as_str() })
+    }
+
+    /// Run `phase` with `extra` options.
+    fn run(&self, phase: &'static str, extra: &[String]) -> anyhow::Result<Finished> {
+        let mut a = self.runner_args.clone();
+        a.extend(["--phase".into(), phase.into()]);
+        a.extend(extra.iter().cloned());
+        a.push("--".into());
+        a.extend(self.bench_cmd.iter().cloned());
+        self.runner.run(phase, &a, &[("HELION_AUTOTUNE_EFFORT", self.effort)])
+    }
+
+    /// Phase 1, collect: the tuned configs (`configs_file`), with `earlier`'s other shapes merged
+    /// back in under `--retune`.
+    fn collect(
+        &self,
+        opts: &Options,
+        configs_file: &Utf8Path,
+        bench_rel: &Utf8Path,
+        earlier: Option<(Utf8PathBuf, serde_json::Value)>,
+    ) -> anyhow::Result<serde_json::Value> {
+        let fin = self.run("collect", &[])?;
+        if let Some(code) = fin.failed_bench_code("Collect phase failed with return code") {
+            return Err(TuneError::BenchFailed { phase: "collect", code, tail: fin.tail() }.into());
+        }
+        if !configs_file.is_file() {
+            let filter = if opts.kernels.is_empty() {
+                String::new()
+            } else {
+                format!(" named {}", opts.kernels.join(", "))
+            };
+            return Err(TuneError::NoKernelCalled { bench: bench_rel.to_string(), filter }.into());
+        }
+        fin.ensure_success("collect")?;
+        let mut tuned_configs: serde_json::Value =
+            serde_json::from_str(&crate::fsutil::read_to_string(configs_file)?)
+                .with_context(|| format!("`{configs_file}` is not JSON"))?;
+        if let (true, Some((previous, earlier))) = (opts.retune, earlier) {
+            let searched = tuned_shapes(&tuned_configs).len();
+            let kept = merge_records(&mut tuned_configs, earlier);
+            crate::fsutil::write_atomic(
+                configs_file,
+                serde_json::to_string_pretty(&tuned_configs)?.as_bytes(),
+            )?;
+            crate::printer::stderr!(
+                "tune: searched the {searched} shapes this run calls again (--retune); kept the \
+                 records of {kept} other shapes from `{previous}`"
+            );
+        }
+        Ok(tuned_configs)
+    }
+
+    /// Phase 2, measure: the shapes measured (read from `measurements_file`), which the trees learn
+    /// from. An unreadable file costs only that list.
+    fn measure(&self, measurements_file: &Utf8Path) -> anyhow::Result<Vec<TunedShape>> {
+        let fin = self.run("measure", &[])?;
+        if let Some(code) = fin.failed_bench_code("Measure phase failed with return code") {
+            return Err(TuneError::BenchFailed { phase: "measure", code, tail: fin.tail() }.into());
+        }
+        fin.ensure_success("measure")?;
+        Ok(match std::fs::read_to_string(measurements_file) {
+            Ok(text) => measured_shapes(&text).unwrap_or_else(|e| {
+                crate::printer::stderr!(
+                    "tune: warning: cannot read the measured shapes from `{measurements_file}`: {e:#}"
+                );
+                Vec::new()
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                crate::printer::stderr!(
+                    "tune: warning: cannot read `{measurements_file}`: {e}; the header lists no measured shapes"
+                );
+                Vec::new()
+            }
+        })
+    }
+
+    /// Phase 3, build, with the provenance `header` (written to `header_file`): the heuristic files
+    /// it produced in the scratch copy `work`, at least one.
+    fn build(
+        &self,
+        header_file: &Utf8Path,
+        header: &str,
+        work: &Utf8Path,
+        env: &Environment,
+    ) -> anyhow::Result<Vec<Utf8PathBuf>> {
+        crate::fsutil::write_atomic(header_file, header.as_bytes())?;
+        let fin = self.run("build", &["--file-header".into(), format!("@{header_file}")])?;
+        fin.ensure_success("build")?;
+        let produced = heuristic_files(&work.join("torch-ext"), &env.device_kind, &env.compute)?;
+        if produced.is_empty() {
+            return Err(TuneError::NoHeuristic {
+                kind: env.device_kind.clone(),
+                compute: env.compute.clone(),
+                tail: fin.tail(),
+            }
+            .into());
+        }
+        Ok(produced)
+    }
+
+    /// Then the per-shape table, with the new heuristic (in `run_dir`) in evaluate mode.
+    fn table(
+        &self,
+        opts: &Options,
+        scratch: &Utf8Path,
+        run_dir: &Utf8Path,
+        bench_rel: &Utf8Path,
+    ) -> anyhow::Result<report::MeasureTable> {
+        let measure_script = scratch.join("kb_measure.py");
+        crate::fsutil::write_atomic(&measure_script, MEASURE_PY.as_bytes())?;
+        let table_file = scratch.join("table.json");
+        let mut args: Vec<String> = vec![
+            measure_script.to_string(),
+            "--bench".into(),
+            bench_rel.to_string(),
+            "--out".into(),
+            table_file.to_string(),
+        ];
+        for k in &opts.kernels {
+            args.extend(["--kernel".into(), k.clone()]);
+        }
+        args.push("--".into());
+        args.extend(opts.bench_args.iter().cloned());
+        let run_dir_s = run_dir.to_string();
+        let fin = self.runner.run_python(
+            "table",
+            &args,
+            &[("HELION_AOT_MODE", "evaluate"), ("HELION_AOT_DATA_DIR", run_dir_s.as_str())],
+        )?;
+        match fin.code() {
+            Some(0) => {}
+            Some(3) => {
+                return Err(
+                    TuneError::NoKernelCalled { bench: bench_rel.to_string(), filter: String::new() }.into()
+                )
+            }
+            Some(code) => {
+                return Err(TuneError::BenchFailed { phase: "table", code, tail: fin.tail() }.into())
+            }
+            None => fin.ensure_success("table")?,
+        }
+        serde_json::from_str(&crate::fsutil::read_to_string(&table_file)?)
+            .with_context(|| format!("`{table_file}` is not the table measure.py writes"))
+    }
 }
 
 /// Replace directory `target` by one holding `files`: written in a sibling temporary

@@ -262,25 +262,26 @@ fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     (t, dest)
 }
 
-/// A build that reaches a Rust kernel refuses it by name with the toolchain it needs, and
-/// writes nothing.
+/// A build that reaches a Rust CUDA kernel refuses it by name with the toolchain it needs, and
+/// writes nothing; a rust-cpu kernel is planned for cargo (built in `rust_cpu.rs`), and a
+/// generated CMake project refuses it, saying what builds it.
 #[test]
-fn builds_refuse_rust_kernels_naming_the_toolchain() {
+fn builds_refuse_rust_cuda_kernels_naming_the_toolchain() {
     let (_t, dir) = fixture("tvm-ffi-rust");
     let out = crate::util::kb().args(["build-and-copy", "--nix", "never"]).arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains(
-        "  the `cpu` variant is not built: cannot build natively yet: `[kernel.relu_rust]` is a rust-cpu kernel, which needs cargo (a Rust toolchain) building the crate as a tvm-ffi module; this kernel-builder reads, checks and plans Rust kernels but does not build them\n\
-         \x20 the `cuda` variant is not built: cannot build natively yet: `[kernel.relu_cutile]` is a rust-cutile kernel, which needs cargo with cutile-rs and the CUDA tileiras compiler (CUDA 13.2 or later); this kernel-builder reads, checks and plans Rust kernels but does not build them\n"
+        "  the `cuda` variant is not built: cannot build natively yet: `[kernel.relu_cutile]` is a rust-cutile kernel, which needs cargo with cutile-rs and the CUDA tileiras compiler (CUDA 13.2 or later); this kernel-builder reads, checks and plans Rust kernels but does not build them\n"
     ), "{stderr}");
+    assert!(!stderr.contains("`[kernel.relu_rust]` is a rust-cpu kernel"), "{stderr}");
     assert!(!dir.join("build").exists());
     let project = dir.join("project");
     let out = crate::util::kb().args(["create-pyproject", "--out"]).arg(&project).arg(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8(out.stderr)
         .unwrap()
-        .contains("cannot build natively yet: `[kernel.relu_rust]` is a rust-cpu kernel"));
+        .contains("`[kernel.relu_rust]` is a rust-cpu kernel, whose crate cargo builds: a generated CMake project has no place for it; build the kernel with `kernel-builder build-and-copy --nix never`"));
     assert!(!project.exists());
 }
 

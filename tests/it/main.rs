@@ -29,6 +29,7 @@ mod nix_kernel_deps;
 mod nix_remote;
 mod parity;
 mod pinned;
+mod rust_cpu;
 mod scripts;
 mod shells;
 mod tls;

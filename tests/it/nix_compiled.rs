@@ -947,6 +947,103 @@ pub(crate) fn relu_repo(build_toml: impl Fn(String) -> String) -> (tempfile::Tem
     (t, r)
 }
 
+/// The pinned-wheel lookup is written once in Nix (`internalTorchPin`, read by both
+/// `internalCellPins` and `nixpkgsToolchain`) and once natively (`Pins::torch`): for every
+/// compiled torch cell of relu on every system, and for cells whose entries are missing (a torch,
+/// a CUDA toolkit), Nix's `missing` is the native error (less its native-only `--find-links`
+/// hint), and both take the same torch wheel.
+#[test]
+#[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
+fn nix_and_native_find_the_same_pinned_wheels_and_say_the_same_when_one_is_missing() {
+    use kernel_builder::toolchain::pins::pins;
+    let relu =
+        kernel_builder::kernel::load(camino::Utf8Path::new(REPO).join("kernels/relu").as_ref()).unwrap();
+    let mut cells: Vec<(String, Option<String>, String)> = kernel_builder::matrix::data::matrix()
+        .systems
+        .iter()
+        .flat_map(|s| kernel_builder::matrix::cells(&relu.config, s, kernel_builder::matrix::Scope::All))
+        .filter(|c| c.kind == kernel_builder::matrix::CellKind::Torch && !c.noarch)
+        .filter(|c| {
+            matches!(c.backend, kernel_builder::config::Backend::Cpu | kernel_builder::config::Backend::Cuda)
+        })
+        .map(|c| {
+            let cuda = (c.backend == kernel_builder::config::Backend::Cuda)
+                .then(|| c.backend_version.clone().unwrap());
+            (c.torch_version, cuda, c.system)
+        })
+        .collect();
+    // No torch 2.99 entry; no CUDA 12.99 toolkit for a torch entry that exists.
+    cells.push(("2.99".into(), None, "x86_64-linux".into()));
+    cells.push(("2.99".into(), Some("13.0".into()), "x86_64-linux".into()));
+    let mut wheels: Value =
+        serde_json::from_slice(&fs::read(repo().join("nix/torch-wheels.json")).unwrap()).unwrap();
+    let some_cu =
+        wheels["wheels"]["2.15"].as_object().unwrap().keys().find(|k| k.starts_with("cu")).unwrap().clone();
+    wheels["wheels"]["2.15"]["cu1299"] = wheels["wheels"]["2.15"][&some_cu].clone();
+    cells.push(("2.15".into(), Some("12.99".into()), "x86_64-linux".into()));
+    let patched: kernel_builder::toolchain::pins::Pins = serde_json::from_value(wheels.clone()).unwrap();
+    let native: Vec<(Value, Value)> = cells
+        .iter()
+        .map(|(torch, cuda, system)| {
+            let which = if torch == "2.15" && cuda.as_deref() == Some("12.99") { &patched } else { pins() };
+            match which.torch(torch, cuda.as_deref(), system) {
+                Err(e) => (Value::Null, Value::String(e.to_string())),
+                Ok(p) => {
+                    let unresolved = std::iter::once(p.torch)
+                        .chain(p.toolkit.iter().copied())
+                        .find_map(|w| w.resolved().err().map(|e| e.to_string()));
+                    let missing = unresolved
+                        .map(|e| Value::String(e.split(", or pass `--find-links").next().unwrap().to_owned()))
+                        .unwrap_or(Value::Null);
+                    (p.torch.file.clone().map(Value::String).unwrap_or(Value::Null), missing)
+                }
+            }
+        })
+        .collect();
+    let t = tempfile::tempdir().unwrap();
+    let wheels_file = t.path().join("torch-wheels.json");
+    fs::write(&wheels_file, serde_json::to_vec(&wheels).unwrap()).unwrap();
+    let nix_cells: Vec<String> = cells
+        .iter()
+        .map(|(torch, cuda, system)| {
+            let (backend, version) = match cuda {
+                Some(v) => ("cuda", format!("\"{v}\"")),
+                None => ("cpu", "null".to_owned()),
+            };
+            format!(r#"{{ torch_version = "{torch}"; backend = "{backend}"; backend_version = {version}; system = "{system}"; kind = "torch"; }}"#)
+        })
+        .collect();
+    let expr = format!(
+        r#"let
+  lib = import {REPO}/nix/lib {{ torchWheels = builtins.fromJSON (builtins.readFile {wheels}); }};
+  tw = builtins.fromJSON (builtins.readFile {wheels});
+in map (cell: let p = lib.internalTorchPin {{ torchWheels = tw; inherit cell; }}; in [ (if p.torch == null then null else p.torch.file) p.missing (lib.internalCellPins {{ inherit cell; orchestrator = "/none"; }}).missing ]) [ {cells} ]"#,
+        wheels = wheels_file.display(),
+        cells = nix_cells.join(" ")
+    );
+    let got: Vec<(Value, Value, Value)> =
+        serde_json::from_str(&nix(repo(), &["eval", "--impure", "--json", "--expr", &expr])).unwrap();
+    assert_eq!(got.len(), native.len());
+    for ((cell, (file, missing)), (nix_file, nix_missing, cell_pins_missing)) in
+        cells.iter().zip(&native).zip(&got)
+    {
+        assert_eq!(nix_missing, missing, "{cell:?}");
+        assert_eq!(cell_pins_missing, missing, "{cell:?}: internalCellPins");
+        if missing.is_null() {
+            assert_eq!(nix_file, file, "{cell:?}");
+        }
+    }
+    let missing: Vec<&Value> = native.iter().map(|(_, m)| m).filter(|m| !m.is_null()).collect();
+    assert_eq!(
+        missing[missing.len() - 3..],
+        [
+            "nix/torch-wheels.json has no torch wheel for torch 2.99 × cpu × x86_64-linux; add one there",
+            "nix/torch-wheels.json has no torch wheel for torch 2.99 × cu130 × x86_64-linux; add one there",
+            "nix/torch-wheels.json has no CUDA 12.99 toolkit wheels for x86_64-linux; add them under `cuda-toolkits`",
+        ]
+    );
+}
+
 /// `nix flake check` of a compiled kernel builds its cell and checks it: layout, metadata and
 /// the ABI of its module, held to the package set's manylinux policy. The host package set
 /// declares manylinux_2_34 (what Debian 12's g++ meets), so the check passes; declaring

@@ -8,7 +8,10 @@ Python, in the `files` and the `zip` layout:
 - compiled CPU: kernels/relu (`torch<XY>-cxx11-cpu-…`), with a `layers` module added so that
   symbols.json has a layer;
 - stable-ABI: kernels/relu-stable-abi (`torch-stable-abi<XY>-cpu-…`);
-- tvm-ffi: kernels/relu-tvm-ffi (`tvm-ffi<XY>-cpu-…`).
+- tvm-ffi: kernels/relu-tvm-ffi (`tvm-ffi<XY>-cpu-…`);
+- rust-cpu: kernels/relu-rust, a Rust crate built by cargo (`tvm-ffi<XY>-cpu-…` too: the
+  loaders take Rust kernels as tvm-ffi kernels, so every loader that loads a tvm-ffi tree loads
+  it, 0.17.2 included; nothing in the tree says Rust).
 
 Files-layout trees load and run under all three loaders. Zip-layout trees load and run under
 0.19.1 (through zipimport: `__file__` is inside the archive), and 0.17.2 and 0.18.3 refuse
@@ -51,6 +54,7 @@ KINDS = {
     "compiled": ("relu", f"torch{TORCH}-cxx11-cpu-{ARCH}-linux"),
     "stable-abi": ("relu-stable-abi", f"torch-stable-abi{TORCH}-cpu-{ARCH}-linux"),
     "tvm-ffi": ("relu-tvm-ffi", f"tvm-ffi{TVM}-cpu-{ARCH}-linux"),
+    "rust-cpu": ("relu-rust", f"tvm-ffi{TVM}-cpu-{ARCH}-linux"),
 }
 
 LAYERS_PY = '''"""Layers of relu."""
@@ -161,7 +165,7 @@ def test_zip_trees_hold_an_archive_the_native_module_and_the_metadata(trees) -> 
         assert "build-layout" not in meta and meta.get("kernels-minver") is None, kind
         assert zmeta["build-layout"] == "zip" and zmeta["kernels-minver"] == ZIP_MINVER, kind
         native = {"noarch": [], "compiled": [f"{ident}.abi3.so"], "stable-abi": [f"{ident}.abi3.so"],
-                  "tvm-ffi": [f"{ident}.so"]}[kind]
+                  "tvm-ffi": [f"{ident}.so"], "rust-cpu": [f"{ident}.so"]}[kind]
         symbols = [] if kind == "noarch" else ["symbols.json"]
         assert sorted(p.name for p in zipped.iterdir()) == sorted([f"{ident}.zip", "metadata.json", *native, *symbols])
         # What the files layout holds beside those files is what the archive holds.
@@ -173,7 +177,7 @@ def test_zip_trees_hold_an_archive_the_native_module_and_the_metadata(trees) -> 
             in_files = sorted(p.relative_to(files).as_posix() for p in files.rglob("*") if p.is_file() and p.name not in outside)
             assert names == in_files, kind
             for n in names:
-                if kind == "tvm-ffi" and n == "_ops.py":
+                if kind in ("tvm-ffi", "rust-cpu") and n == "_ops.py":
                     # It finds the module through the package's search path, not beside itself.
                     assert b"ops = tvm_ffi.load_module(_module_path())" in z.read(n)
                     continue
@@ -311,6 +315,16 @@ def test_describe_api_reads_our_symbols(trees, layout: str) -> None:
     }
     assert got["layers"] == []
 
+    # rust-cpu relu: the same package shape as tvm-ffi's, its own docstring.
+    variant = trees[("rust-cpu", layout)]
+    ident = metadata(variant)["id"]
+    proc = describe_api(variant)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["functions"][0] == relu_function(ident, "max(x, 0) elementwise; float32 or float64, contiguous, on the CPU.")
+    assert [(f["name"], f["module"]) for f in got["functions"]] == [("relu", ident), ("add_op_namespace_prefix", f"{ident}._ops")]
+    assert got["layers"] == []
+
     # Noarch: no symbols.json (a noarch build has no Python; see src/assemble/symbols.rs).
     variant = trees[("noarch", layout)]
     proc = describe_api(variant)
@@ -319,3 +333,45 @@ def test_describe_api_reads_our_symbols(trees, layout: str) -> None:
         f"Error: No symbols.json found in {variant} (variant: torch-cpu). "
         "Rebuild the kernel with a recent kernel-builder and the get_kernel check enabled.\n"
     )
+
+
+# Run by 0.19.1: the Rust relu on float32 and float64, in place, and its refusals.
+RUST_CHECKS = r'''
+import json, sys
+from pathlib import Path
+import torch
+from kernels import get_local_kernel
+
+k = get_local_kernel(Path(sys.argv[1]), backend="cpu")
+out = {}
+x64 = torch.tensor([-2.0, float("nan"), 0.0, 3.5], dtype=torch.float64)
+got = k.relu(x64)
+out["f64"] = [got.dtype == torch.float64, torch.equal(got.isnan(), torch.relu(x64).isnan()), got.nan_to_num().tolist()]
+x = torch.randn(64, 33)
+want = torch.relu(x)
+k.relu(x, out=x)
+out["in_place"] = torch.equal(x, want)
+for name, call in [("shape", lambda: k.relu(torch.ones(3), out=torch.empty(4))),
+                   ("dtype", lambda: k.relu(torch.ones(3, dtype=torch.int32))),
+                   ("strided", lambda: k.relu(torch.ones(4, 4).t()[::2]))]:
+    try:
+        call()
+        out[name] = None
+    except Exception as e:
+        out[name] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+print(json.dumps(out))
+'''
+
+
+def test_rust_relu_computes_and_refuses_under_0_19_1(trees) -> None:
+    variant = trees[("rust-cpu", "files")]
+    proc = subprocess.run([sys.executable, "-c", RUST_CHECKS, str(variant.parent)], capture_output=True, text=True,
+                          env=loader_env("0.19.1"), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "f64": [True, True, [0.0, 0.0, 0.0, 3.5]],
+        "in_place": True,
+        "shape": "ValueError: out has shape [4], x has shape [3]",
+        "dtype": "TypeError: relu takes float32 or float64 tensors",
+        "strided": "ValueError: out and x must be contiguous",
+    }

@@ -51,6 +51,7 @@
 //! are no timestamps, and sources are listed in `build.toml` order, so a fresh build is byte
 //! for byte the cached one.
 
+pub mod cargo;
 mod cmake;
 pub mod compile_cache;
 pub mod parallel;
@@ -67,7 +68,7 @@ pub use cmake::{
     cell_facts, jobs_from_env, module_suffix, nvcc_split_from_env, nvcc_threads_from_env, parse_jobs,
     CellFacts, WorkDir, BUILD_ENV, JOBS_VAR,
 };
-pub use plan::{plan_cell, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
+pub use plan::{plan_cell, CargoTools, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
 
 use super::build_layout::{check_layout, zip_package, BuildLayout};
 use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
@@ -113,6 +114,9 @@ pub fn build_cell(
         .package_files()
         .any(|f| matches!(&f.role, Role::Package { heuristic: Some(h), .. } if h.backend == cell.backend));
     check_layout(config, layout, heuristics)?;
+    if let Some(tools) = &cell.cargo {
+        return cargo::build(source, config, cell, tools, ids, out_variant_dir, work, layout);
+    }
     let env_jobs = jobs_from_env()?;
     let nvcc_threads = nvcc_threads_from_env()?;
     let nvcc_split = nvcc_split_from_env()?;
@@ -376,9 +380,47 @@ pub fn build_cell(
         None => None,
     };
     drop(compile_cache);
-    let module = format!("{}{}", facts.ops_name, module_suffix(cell.kind));
-    let built = build_dir.join(&module);
+    let mut toolchain = BTreeMap::new();
+    toolchain.insert("cxx".to_owned(), cell.cxx.version.clone());
+    toolchain.insert("cmake".to_owned(), cell.cmake.version.clone());
+    toolchain.insert("ninja".to_owned(), cell.ninja.version.clone());
+    if let Some(n) = &cell.nvcc {
+        toolchain.insert("nvcc".to_owned(), n.version.clone());
+    }
+    let built = build_dir.join(format!("{}{}", facts.ops_name, module_suffix(cell.kind)));
+    warnings.extend(write_variant(
+        source,
+        config,
+        cell,
+        ids,
+        out_variant_dir,
+        layout,
+        &facts.ops_name,
+        &built,
+        toolchain,
+    )?);
+    Ok(CellBuilt { warnings, compiles, parallel: Some((plan, cuda)) })
+}
+
+/// Write the variant directory of the compiled `cell` from its built module `built`: the
+/// package files, `_ops.py`, the module as `<ops_name><suffix>`, `symbols.json`, the zip of
+/// the zip layout, and `metadata.json` (its `build.toolchain` is `toolchain` plus the
+/// framework's and Python's versions), after the ABI check. Returns warnings.
+#[allow(clippy::too_many_arguments)] // the cell's facts, each used once
+fn write_variant(
+    source: &SourceSet,
+    config: &BuildConfig,
+    cell: &CompiledCell,
+    ids: &BuildIds,
+    out_variant_dir: &Utf8Path,
+    layout: BuildLayout,
+    ops_name: &str,
+    built: &Utf8Path,
+    mut toolchain: BTreeMap<String, String>,
+) -> anyhow::Result<Vec<Warning>> {
+    let module = format!("{ops_name}{}", module_suffix(cell.kind));
     anyhow::ensure!(built.is_file(), "the build wrote no `{built}`");
+    let mut warnings = Vec::new();
 
     // The variant directory.
     create_dir(out_variant_dir)?;
@@ -394,11 +436,11 @@ pub fn build_cell(
         copy_source(f, &dest, super::noarch::FILE_MODE)?;
     }
     let ops_py = match cell.kind {
-        CellKind::TvmFfi => super::tvm_ffi::ops_py(&facts.ops_name, &cell.variant, layout),
-        _ => compiled_ops_py(&facts.ops_name, &cell.variant),
+        CellKind::TvmFfi => super::tvm_ffi::ops_py(ops_name, &cell.variant, layout),
+        _ => compiled_ops_py(ops_name, &cell.variant),
     };
     write_file(&out_variant_dir.join("_ops.py"), ops_py.as_bytes())?;
-    let so = std::fs::read(&built).with_context(|| format!("cannot read `{built}`"))?;
+    let so = std::fs::read(built).with_context(|| format!("cannot read `{built}`"))?;
     write_file(&out_variant_dir.join(&module), &so)?;
     let (manylinux, abi_warnings) = check_abi(out_variant_dir, config, cell)?;
     warnings.extend(abi_warnings);
@@ -406,8 +448,7 @@ pub fn build_cell(
     if config.general.kernel_depends_for(cell.backend).is_empty() {
         // Skipped silently when the interpreter's framework is not the cell's (pinned wheels).
         use super::symbols::{write_symbols, Outcome};
-        if let Outcome::DoesNotImport(why) = write_symbols(out_variant_dir, &facts.ops_name, &cell.framework)?
-        {
+        if let Outcome::DoesNotImport(why) = write_symbols(out_variant_dir, ops_name, &cell.framework)? {
             warnings.push(Warning {
                 path: None,
                 message: format!(
@@ -427,7 +468,7 @@ pub fn build_cell(
         });
     }
     if layout == BuildLayout::Zip {
-        zip_package(out_variant_dir, &facts.ops_name)?;
+        zip_package(out_variant_dir, ops_name)?;
     }
 
     let digest = crate::hash::digest::variant_digest(out_variant_dir)
@@ -438,21 +479,14 @@ pub fn build_cell(
         super::metadata::sort_cuda_archs(&mut all);
         all
     });
-    let mut toolchain = BTreeMap::new();
     match &cell.framework {
         CellFramework::Torch(t) => toolchain.insert("torch".to_owned(), t.version.clone()),
         CellFramework::TvmFfi(f) => toolchain.insert("tvm-ffi".to_owned(), f.version.clone()),
     };
     toolchain.insert("python".to_owned(), cell.framework.python_version().to_owned());
-    toolchain.insert("cxx".to_owned(), cell.cxx.version.clone());
-    toolchain.insert("cmake".to_owned(), cell.cmake.version.clone());
-    toolchain.insert("ninja".to_owned(), cell.ninja.version.clone());
-    if let Some(n) = &cell.nvcc {
-        toolchain.insert("nvcc".to_owned(), n.version.clone());
-    }
     let metadata = Metadata {
         name: g.name.clone(),
-        id: facts.ops_name.clone(),
+        id: ops_name.to_owned(),
         version: g.version,
         license: g.license.clone(),
         upstream: g.upstream.clone(),
@@ -477,7 +511,7 @@ pub fn build_cell(
         mlx: false,
     };
     write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
-    Ok(CellBuilt { warnings, compiles, parallel: Some((plan, cuda)) })
+    Ok(warnings)
 }
 
 /// The manylinux policy a native build without `--manylinux` is compared with: the one the

@@ -16,8 +16,11 @@ use serde::Serialize;
 
 use crate::config::{Backend, BuildConfig, Framework, Version};
 use crate::matrix::{self, naming, CellKind, KernelCells, Scope};
+use camino::{Utf8Path, Utf8PathBuf};
+
 use crate::toolchain::host::{
-    base_tools, find_nvcc, nvcc_tool, CellFramework, HostToolchain, Tool, WantCuda,
+    base_tools, find_nvcc, find_program, nvcc_tool, version_line, CellFramework, HostToolchain, Tool,
+    WantCuda,
 };
 
 /// One variant a build makes: a noarch one, or a compiled cell with everything it compiles
@@ -86,6 +89,21 @@ pub struct CompiledCell {
     /// A cell provisioned from pins: what its toolchain was unpacked from (its cache key holds
     /// it, [`crate::bundle::cellcache`]).
     pub pins: Option<crate::toolchain::host::PinnedInputs>,
+    /// A cell whose one kernel is a Rust crate (`rust-cpu`): cargo builds its module instead
+    /// of CMake and Ninja ([`super::cargo`]).
+    pub cargo: Option<CargoTools>,
+}
+
+/// What builds a Rust kernel's cell: cargo and the rustc it is told to use (`RUSTC`), which
+/// links with the cell's `cxx`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CargoTools {
+    pub cargo: Tool,
+    pub rustc: Tool,
+    /// The `[kernel.*]` whose crate is the module.
+    pub kernel: String,
+    /// Its `cargo-manifest`, relative to the kernel directory.
+    pub manifest: String,
 }
 
 #[cfg(test)]
@@ -120,6 +138,7 @@ impl CompiledCell {
             hermetic: false,
             manylinux: None,
             pins: None,
+            cargo: None,
         }
     }
 }
@@ -251,6 +270,15 @@ pub fn plan_cell(
         matrix::cells::kernels_in_cell(config, backend, bv.as_ref()).map(|(n, _)| n.clone()).collect();
     if kernels.is_empty() {
         return Err(format!("no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"));
+    }
+    let cargo = cargo_tools(config, backend, &kernels)?;
+    if let (Some(c), Some(set)) = (&cargo, &host.package_set) {
+        // A Nix cell builds sandboxed, offline: the locked crates would have to be store paths
+        // (a vendored Cargo.lock), and the package sets here bring no Rust toolchain.
+        return Err(format!(
+            "`[kernel.{}]` is a rust-cpu kernel, which Nix cells (package set `{set}`) do not build yet: a cell's derivation gets no cargo from its package set and cannot fetch the locked crates in the sandbox; build it natively with `kernel-builder build-and-copy --nix never`",
+            c.kernel
+        ));
     }
     let mut cuda_capabilities = BTreeMap::new();
     let mut notes = Vec::new();
@@ -402,7 +430,59 @@ pub fn plan_cell(
         hermetic: host.package_set.is_some() && host.hermetic,
         manylinux: host.manylinux.clone(),
         pins: host.provisioned.as_ref().and_then(|p| p.pins.clone()),
+        cargo,
     })
+}
+
+/// The cargo tools of a cell compiling `kernels` when one of them is a Rust crate, `None`
+/// when all are C++.
+///
+/// Errors: a Rust kernel beside another kernel in the cell (its crate is the whole module, so
+/// nothing else could be linked in); no cargo or rustc.
+fn cargo_tools(
+    config: &BuildConfig,
+    backend: Backend,
+    kernels: &[String],
+) -> Result<Option<CargoTools>, String> {
+    let Some(rust) = kernels.iter().find(|k| config.kernels[k.as_str()].language.is_rust()) else {
+        return Ok(None);
+    };
+    if let Some(other) = kernels.iter().find(|k| *k != rust) {
+        return Err(format!(
+            "`[kernel.{rust}]` ({}) and `[kernel.{other}]` ({}) both compile for `{backend}` in `{}`; a Rust kernel's crate is the whole module of its cell, so a cell has one Rust kernel and nothing else: put the other code in the crate, or give it a backend of its own",
+            config.kernels[rust.as_str()].language,
+            config.kernels[other.as_str()].language,
+            config.path
+        ));
+    }
+    let manifest = config.kernels[rust.as_str()]
+        .cargo_manifest
+        .clone()
+        .ok_or_else(|| format!("`[kernel.{rust}]` of `{}` has no `cargo-manifest`", config.path))?;
+    let home_bin: Vec<Utf8PathBuf> = crate::env::CARGO_HOME
+        .non_empty()
+        .map(Utf8PathBuf::from)
+        .or_else(|| crate::env::HOME.non_empty().map(|h| Utf8PathBuf::from(h).join(".cargo")))
+        .map(|h| h.join("bin"))
+        .into_iter()
+        .collect();
+    let cargo = match crate::env::CARGO.non_empty() {
+        Some(c) => find_program(&c, &[]).ok_or_else(|| format!("`CARGO` is `{c}`, which is not an executable"))?,
+        None => find_program("cargo", &home_bin).ok_or_else(|| {
+            format!("`[kernel.{rust}]` is a Rust kernel and cargo was not found on PATH or in `$CARGO_HOME/bin`; install a Rust toolchain (e.g. rustup, or `apt-get install cargo`) or set CARGO")
+        })?,
+    };
+    // The rustc beside cargo (a rustup proxy picks the same toolchain for both), else PATH's.
+    let beside: Vec<Utf8PathBuf> = cargo.parent().map(Utf8Path::to_owned).into_iter().collect();
+    let rustc = find_program("rustc", &beside).ok_or_else(|| {
+        format!("no rustc beside `{cargo}` or on PATH; install the Rust toolchain cargo belongs to")
+    })?;
+    Ok(Some(CargoTools {
+        cargo: Tool { version: version_line(&cargo)?, path: cargo },
+        rustc: Tool { version: version_line(&rustc)?, path: rustc },
+        kernel: rust.clone(),
+        manifest,
+    }))
 }
 
 /// The environment variable that, like `--cuda-capabilities`, compiles CUDA kernels for
