@@ -89,6 +89,9 @@ vars! {
     NVCC_THREADS = "KERNEL_BUILDER_NVCC_THREADS",
         "nvcc's `--threads` for native CUDA builds",
         default "chosen from the cores, memory, sources and targets";
+    NVCC_SPLIT_COMPILE = "KERNEL_BUILDER_NVCC_SPLIT_COMPILE",
+        "cicc's `-split-compile` per nvcc thread for native CUDA builds (`1`: no split)",
+        default "the cores the Ninja jobs and nvcc threads leave, within the memory";
     COMPILE_CACHE = "KERNEL_BUILDER_COMPILE_CACHE",
         "the compile cache (sccache) of native compiled cells: a directory, or `off`",
         default "`sccache-v1/` in the cache root";

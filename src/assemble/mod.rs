@@ -94,7 +94,7 @@ pub fn assemble_variant(
     let built = match &variant.cell {
         Some(cell) => build_cell(source, config, cell, ids, &dest, work, layout)?,
         None => assemble_noarch(source, config, variant.backend, ids, &dest, layout)
-            .map(|warnings| compiled::CellBuilt { warnings, compiles: None })?,
+            .map(|warnings| compiled::CellBuilt { warnings, compiles: None, parallel: None })?,
     };
     record::record(&dest)?;
     Ok(built)

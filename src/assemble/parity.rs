@@ -74,15 +74,26 @@ pub const NVCC_THREADS_VAR: &str = crate::env::NVCC_THREADS.name;
 /// `KERNEL_BUILDER_NVCC_THREADS` as nvcc's `--threads` (how many of a source's `-gencode`
 /// targets it compiles at once): `None` when unset or empty ([`default_nvcc_threads`] then).
 pub fn nvcc_threads_var(value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usize>> {
+    count_var(NVCC_THREADS_VAR, "nvcc's --threads", value)
+}
+
+/// `KERNEL_BUILDER_NVCC_SPLIT_COMPILE` as cicc's `-split-compile` per nvcc thread: `None`
+/// when unset or empty (chosen from the machine then).
+pub fn nvcc_split_var(value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usize>> {
+    count_var(crate::env::NVCC_SPLIT_COMPILE.name, "cicc's -split-compile", value)
+}
+
+/// The variable `name` (the value `value`) as a whole number of 1 or more, `what` it sets.
+fn count_var(name: &str, what: &str, value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usize>> {
     match value.map(|v| v.to_str().map(str::trim)) {
         None | Some(Some("")) => Ok(None),
         Some(Some(v)) => match v.parse::<usize>() {
             Ok(n) if n >= 1 => Ok(Some(n)),
             _ => anyhow::bail!(
-                "{NVCC_THREADS_VAR} is `{v}`: set it to a whole number of 1 or more (nvcc's --threads), or unset it to let kernel-builder choose"
+                "{name} is `{v}`: set it to a whole number of 1 or more ({what}), or unset it to let kernel-builder choose"
             ),
         },
-        Some(None) => anyhow::bail!("{NVCC_THREADS_VAR} is not valid UTF-8; set it to a whole number of 1 or more"),
+        Some(None) => anyhow::bail!("{name} is not valid UTF-8; set it to a whole number of 1 or more"),
     }
 }
 
@@ -107,16 +118,24 @@ pub fn ninja_jobs_with_threads(jobs: Option<usize>, cores: usize, threads: usize
     (jobs.unwrap_or(cores.max(1) + 2) / threads.max(1)).max(1)
 }
 
-/// `NVCC_APPEND_FLAGS` for the compile: the user's own (if any) with `--threads=<n>`
-/// appended, or `None` when the user already passes nvcc a `--threads`/`-t` of their own.
-pub fn nvcc_append_flags(user: Option<&str>, threads: usize) -> Option<String> {
+/// `NVCC_APPEND_FLAGS` for the compile: the user's own (if any) with `--threads=<threads>`
+/// and, for `split` > 1, cicc's `-Xcicc -split-compile=<split>` appended (see
+/// [`crate::assemble::compiled::parallel`]), each left out where the user passes their own
+/// (`--threads`/`-t`, any `split-compile`); `None` when nothing is added.
+pub fn nvcc_append_flags(user: Option<&str>, threads: usize, split: usize) -> Option<String> {
     let user = user.unwrap_or("").trim();
-    let theirs =
-        user.split_whitespace().any(|t| t == "-t" || t.starts_with("--threads") || t.starts_with("-t="));
-    if theirs {
+    let has = |f: &dyn Fn(&str) -> bool| user.split_whitespace().any(f);
+    let mut ours: Vec<String> = Vec::new();
+    if !has(&|t| t == "-t" || t.starts_with("--threads") || t.starts_with("-t=")) {
+        ours.push(format!("--threads={threads}"));
+    }
+    if split > 1 && !has(&|t| t.contains("split-compile")) {
+        ours.push(format!("-Xcicc -split-compile={split}"));
+    }
+    if ours.is_empty() {
         return None;
     }
-    Some(if user.is_empty() { format!("--threads={threads}") } else { format!("{user} --threads={threads}") })
+    Some(if user.is_empty() { ours.join(" ") } else { format!("{user} {}", ours.join(" ")) })
 }
 
 /// Advice (`hint:` lines) for a failed compile whose log shows a fault with a known fix in
@@ -229,17 +248,29 @@ mod tests {
             "KERNEL_BUILDER_NVCC_THREADS is `zero`: set it to a whole number of 1 or more (nvcc's --threads), or unset it to let kernel-builder choose"
         );
         assert!(nvcc_threads_var(Some("0".as_ref())).is_err());
+        assert_eq!(nvcc_split_var(Some(" 4 ".as_ref())).unwrap(), Some(4));
+        assert_eq!(
+            nvcc_split_var(Some("0".as_ref())).unwrap_err().to_string(),
+            "KERNEL_BUILDER_NVCC_SPLIT_COMPILE is `0`: set it to a whole number of 1 or more (cicc's -split-compile), or unset it to let kernel-builder choose"
+        );
         assert_eq!(ninja_jobs_with_threads(None, 16, 4), 4);
         assert_eq!(ninja_jobs_with_threads(Some(3), 16, 4), 1);
         assert_eq!(ninja_jobs_with_threads(None, 2, 2), 2);
     }
 
     #[test]
-    fn nvcc_append_flags_keep_the_users_and_never_pass_threads_twice() {
-        assert_eq!(nvcc_append_flags(None, 4).as_deref(), Some("--threads=4"));
-        assert_eq!(nvcc_append_flags(Some("-lineinfo"), 2).as_deref(), Some("-lineinfo --threads=2"));
-        assert_eq!(nvcc_append_flags(Some("-t 8"), 2), None);
-        assert_eq!(nvcc_append_flags(Some("--threads=8"), 2), None);
+    fn nvcc_append_flags_keep_the_users_and_never_pass_threads_or_a_split_twice() {
+        assert_eq!(nvcc_append_flags(None, 4, 1).as_deref(), Some("--threads=4"));
+        assert_eq!(nvcc_append_flags(Some("-lineinfo"), 2, 1).as_deref(), Some("-lineinfo --threads=2"));
+        assert_eq!(nvcc_append_flags(Some("-t 8"), 2, 1), None);
+        assert_eq!(nvcc_append_flags(Some("--threads=8"), 2, 1), None);
+        assert_eq!(nvcc_append_flags(None, 1, 4).as_deref(), Some("--threads=1 -Xcicc -split-compile=4"));
+        assert_eq!(nvcc_append_flags(Some("-t 2"), 1, 4).as_deref(), Some("-t 2 -Xcicc -split-compile=4"));
+        assert_eq!(
+            nvcc_append_flags(Some("--split-compile=0"), 1, 4).as_deref(),
+            Some("--split-compile=0 --threads=1")
+        );
+        assert_eq!(nvcc_append_flags(Some("--threads=2 --split-compile=3"), 1, 4), None);
     }
 
     #[test]

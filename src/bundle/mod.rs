@@ -123,6 +123,9 @@ pub struct BuiltVariant {
     /// What the compile cache did for its compiles (`None`: reused, noarch, or the compile
     /// cache off).
     pub compiles: Option<crate::assemble::compiled::compile_cache::CompileStats>,
+    /// The parallelism its compile ran with, and whether it is a CUDA cell (`None`: reused or
+    /// noarch).
+    pub parallel: Option<(crate::assemble::compiled::parallel::Plan, bool)>,
 }
 
 /// How one cell of a build went, for [`Progress::finished`].

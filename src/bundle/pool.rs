@@ -18,6 +18,7 @@ pub(super) struct CellResult {
     pub(super) reused: bool,
     /// What the compile cache did for it (`None`: reused, noarch, or the cache off).
     pub(super) compiles: Option<crate::assemble::compiled::compile_cache::CompileStats>,
+    pub(super) parallel: Option<(crate::assemble::compiled::parallel::Plan, bool)>,
 }
 
 /// Build (or reuse) each of `selected` into `new_dir/<name>`, `options.jobs` cells at a time,
@@ -109,7 +110,9 @@ pub(super) fn build_one(
     };
     if let Some((cache, key)) = &cached {
         match cache.fetch(key, &v.name, &dest) {
-            Fetched::Hit(w) => return Ok(CellResult { warnings: w, reused: true, compiles: None }),
+            Fetched::Hit(w) => {
+                return Ok(CellResult { warnings: w, reused: true, compiles: None, parallel: None })
+            }
             Fetched::Miss => {}
             Fetched::Corrupt(why) => warnings.push(Warning {
                 path: None,
@@ -139,7 +142,7 @@ pub(super) fn build_one(
         }
     }
     warnings.extend(built.warnings);
-    Ok(CellResult { warnings, reused: false, compiles: built.compiles })
+    Ok(CellResult { warnings, reused: false, compiles: built.compiles, parallel: built.parallel })
 }
 
 /// The compile cache of the native cells among `selected` (`None` when none is one, or the

@@ -280,6 +280,7 @@ pub(super) fn build_and_swap(
                 files,
                 reused: cell.reused,
                 compiles: cell.compiles.clone(),
+                parallel: cell.parallel,
             }
         })
         .collect();

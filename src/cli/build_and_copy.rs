@@ -132,10 +132,11 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = NixMode::Auto)]
     pub nix: NixMode,
     /// Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files",
-    /// "id", "reused", "compile-cache"}]}` (`files`, `id` and `reused` are null for a Nix
-    /// build; `compile-cache`: what the compile cache did for a cell compiled here,
+    /// "id", "reused", "compile-cache", "parallel"}]}` (`files`, `id` and `reused` are null
+    /// for a Nix build; `compile-cache`: what the compile cache did for a cell compiled here,
     /// `{"compiles", "hits", "misses", "device_steps_hit", "device_steps_missed",
-    /// "not_cached"}`, else null).
+    /// "not_cached", "unreadable"}`, else null; `parallel`: what its compile ran with, `{"ninja-jobs",
+    /// "nvcc-threads", "split-compile"}`, else null).
     #[arg(long)]
     pub json: bool,
     /// Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),
@@ -381,7 +382,7 @@ pub fn run(args: Args) -> super::CmdResult {
         if args.json {
             let variants: Vec<serde_json::Value> = paths
                 .iter()
-                .map(|p| serde_json::json!({"name": p.file_name().unwrap_or_default(), "path": p, "files": null, "id": null, "reused": null, "compile-cache": null}))
+                .map(|p| serde_json::json!({"name": p.file_name().unwrap_or_default(), "path": p, "files": null, "id": null, "reused": null, "compile-cache": null, "parallel": null}))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "variants": variants }))?);
         } else {
@@ -434,7 +435,7 @@ pub(crate) fn print_built(report: &bundle::BundleReport, json: bool) -> anyhow::
         let variants: Vec<serde_json::Value> = report
             .built
             .iter()
-            .map(|v| serde_json::json!({"name": v.name, "path": v.path, "files": v.files, "id": v.id, "reused": v.reused, "compile-cache": v.compiles}))
+            .map(|v| serde_json::json!({"name": v.name, "path": v.path, "files": v.files, "id": v.id, "reused": v.reused, "compile-cache": v.compiles, "parallel": v.parallel.map(|(p, _)| p)}))
             .collect();
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "variants": variants }))?);
         return Ok(());
@@ -445,13 +446,15 @@ pub(crate) fn print_built(report: &bundle::BundleReport, json: bool) -> anyhow::
     Ok(())
 }
 
-/// `built NAME (N files, id ID) -> PATH`, or `reused …` for a cell that came out of the
-/// native cell cache.
+/// `built NAME (N files, id ID, 4 jobs × 1 nvcc thread × 4 cicc splits, 3 of 4 compiles from
+/// the compile cache) -> PATH`, or `reused …` for a cell that came out of the native cell
+/// cache.
 pub(crate) fn built_line(v: &bundle::BuiltVariant) -> String {
     let id = v.id.as_deref().map(|i| format!(", id {i}")).unwrap_or_default();
     let verb = if v.reused { "reused" } else { "built" };
+    let parallel = v.parallel.map(|(p, cuda)| format!(", {}", p.summary(cuda))).unwrap_or_default();
     let compiles = v.compiles.as_ref().map(|c| format!(", {}", c.summary())).unwrap_or_default();
-    format!("{verb} {} ({} files{id}{compiles}) -> {}", v.name, v.files, v.path)
+    format!("{verb} {} ({} files{id}{parallel}{compiles}) -> {}", v.name, v.files, v.path)
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {

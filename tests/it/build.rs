@@ -1076,9 +1076,11 @@ Options:
 
       --json
           Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files", "id",
-          "reused", "compile-cache"}]}` (`files`, `id` and `reused` are null for a Nix build;
-          `compile-cache`: what the compile cache did for a cell compiled here, `{"compiles",
-          "hits", "misses", "device_steps_hit", "device_steps_missed", "not_cached"}`, else null)
+          "reused", "compile-cache", "parallel"}]}` (`files`, `id` and `reused` are null for a Nix
+          build; `compile-cache`: what the compile cache did for a cell compiled here, `{"compiles",
+          "hits", "misses", "device_steps_hit", "device_steps_missed", "not_cached", "unreadable"}`,
+          else null; `parallel`: what its compile ran with, `{"ninja-jobs", "nvcc-threads",
+          "split-compile"}`, else null)
 
       --builders <SPEC>
           Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),

@@ -70,7 +70,7 @@ fn a_cell_built_in_another_checkout_takes_its_compiles_from_the_compile_cache() 
     assert_eq!(
         doc["variants"][0]["compile-cache"],
         serde_json::json!({"compiles": 2, "hits": 2, "misses": 0, "device_steps_hit": 0,
-            "device_steps_missed": 0, "not_cached": {}})
+            "device_steps_missed": 0, "not_cached": {}, "unreadable": 0})
     );
     assert_eq!(nar(&a.join("build").join(&cell)), nar(&b.join("build").join(&cell)));
 
@@ -111,4 +111,144 @@ fn a_cell_built_in_another_checkout_takes_its_compiles_from_the_compile_cache() 
         "{}",
         after.stdout
     );
+}
+
+/// The `PATH` with `bin` first.
+fn path_with(bin: PathBuf) -> PathBuf {
+    PathBuf::from(
+        std::env::join_paths(
+            std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        )
+        .unwrap(),
+    )
+}
+
+/// A real nvcc build (relu's CUDA cell at 9.0: the venv's torch and its nvcc 13.0) whose one
+/// source and one capability leave slots over splits cicc's optimisation
+/// (`KERNEL_BUILDER_NVCC_SPLIT_COMPILE` fixes the split the machine would choose): the build
+/// line and `--json` name the split; another checkout with the same split takes every compile
+/// and device step from the compile cache; another split misses only cicc's step (the flag
+/// reaches cicc and nothing else: cudafe++ and ptxas hit), and every build's variant has the
+/// same bytes. About 3 minutes on 2 cores.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn cicc_splits_a_cuda_compile_that_the_compile_cache_still_takes() {
+    let Some((py, cell)) = crate::parity::venv_cuda_cell() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let cache = t.path().join("cache");
+    let dirs: Vec<PathBuf> = ["a", "b", "c"].iter().map(|n| t.path().join(n)).collect();
+    for d in &dirs {
+        copy_kernel("relu", d);
+    }
+    let path = path_with(sccache_bin(t.path()));
+    let one = PathBuf::from("1");
+    let build = |dir: &Path, split: &str, json: bool| {
+        let split = PathBuf::from(split);
+        let env = [
+            ("PATH", path.as_path()),
+            ("KERNEL_BUILDER_JOBS", one.as_path()),
+            ("KERNEL_BUILDER_NVCC_THREADS", one.as_path()),
+            ("KERNEL_BUILDER_NVCC_SPLIT_COMPILE", split.as_path()),
+        ];
+        let mut args =
+            vec!["build-and-copy", "--nix", "never", "--no-cache", "--python", py.to_str().unwrap()];
+        args.extend(["--variant", &cell, "--cuda-capabilities", "9.0"]);
+        if json {
+            args.push("--json");
+        }
+        let out = kb(dir, &cache, &env, &args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.stdout
+    };
+
+    let first: serde_json::Value = serde_json::from_str(&build(&dirs[0], "2", true)).unwrap();
+    let v = &first["variants"][0];
+    assert_eq!(v["parallel"], serde_json::json!({"ninja-jobs": 1, "nvcc-threads": 1, "split-compile": 2}));
+    assert_eq!(v["compile-cache"]["hits"], 0, "{v}");
+
+    // Another checkout, the same split: everything from the compile cache.
+    let second: serde_json::Value = serde_json::from_str(&build(&dirs[1], "2", true)).unwrap();
+    assert_eq!(
+        second["variants"][0]["compile-cache"],
+        serde_json::json!({"compiles": 2, "hits": 2, "misses": 0, "device_steps_hit": 3,
+            "device_steps_missed": 0, "not_cached": {}, "unreadable": 0})
+    );
+
+    // Another split: only cicc's step is compiled again.
+    let third = build(&dirs[2], "3", false);
+    assert!(
+        third.contains(", 1 job × 1 nvcc thread × 3 cicc splits, 2 of 2 compiles from the compile cache, 2 of 3 nvcc device steps) -> "),
+        "{third}"
+    );
+    let hashes: Vec<String> = dirs.iter().map(|d| nar(&d.join("build").join(&cell))).collect();
+    assert_eq!(hashes[0], hashes[1]);
+    assert_eq!(hashes[0], hashes[2]);
+}
+
+/// Every file of the compile cache in `dir` (its entries; not kernel-builder's lock), sorted.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && e.file_name() != ".kernel-builder.lock")
+        .map(|e| e.into_path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// sccache checks each entry it reads (a zip whose members carry a CRC-32, holding zstd
+/// frames): relu's CPU cell built once, a byte of one entry flipped and the other entry cut
+/// in half, the cell built in another checkout compiles both translation units again (0 of 2
+/// from the compile cache, 2 unreadable entries said on the build line) and gives the first
+/// build's bytes; the entries written anew are read back on the next build.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_corrupt_compile_cache_entry_is_compiled_again_never_used() {
+    let Some((py, cell)) = venv_cpu_cell() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let (a, b, cache) = (t.path().join("a"), t.path().join("b"), t.path().join("cache"));
+    copy_kernel("relu", &a);
+    copy_kernel("relu", &b);
+    let path = path_with(sccache_bin(t.path()));
+    let env = [("PATH", path.as_path())];
+    let args = [
+        "build-and-copy",
+        "--nix",
+        "never",
+        "--no-cache",
+        "--python",
+        py.to_str().unwrap(),
+        "--variant",
+        &cell,
+    ];
+    let first = kb(&a, &cache, &env, &args);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stdout.contains(", 0 of 2 compiles from the compile cache) -> "), "{}", first.stdout);
+
+    let files = entries(&cache.join("sccache-v1"));
+    assert_eq!(files.len(), 2, "{files:?}");
+    let mut bytes = fs::read(&files[0]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    fs::write(&files[0], &bytes).unwrap();
+    let bytes = fs::read(&files[1]).unwrap();
+    fs::write(&files[1], &bytes[..bytes.len() / 2]).unwrap();
+
+    let second = kb(&b, &cache, &env, &args);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(
+        second.stdout.contains(
+            ", 0 of 2 compiles from the compile cache, 2 unreadable cache entries compiled again) -> "
+        ),
+        "{}",
+        second.stdout
+    );
+    assert_eq!(nar(&a.join("build").join(&cell)), nar(&b.join("build").join(&cell)));
+
+    fs::remove_dir_all(cache.join("cmake-v1")).unwrap();
+    let third = kb(&a, &cache, &env, &args);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert!(third.stdout.contains(", 2 of 2 compiles from the compile cache) -> "), "{}", third.stdout);
+    assert_eq!(nar(&a.join("build").join(&cell)), nar(&b.join("build").join(&cell)));
 }

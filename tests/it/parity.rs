@@ -16,7 +16,7 @@ fn repo() -> PathBuf {
 
 /// The venv's interpreter and the CUDA cell its torch gives, or `None` (SKIPPED) without a
 /// CUDA torch there.
-fn venv_cuda_cell() -> Option<(PathBuf, String)> {
+pub(crate) fn venv_cuda_cell() -> Option<(PathBuf, String)> {
     let py = repo().join(".venv/bin/python");
     let out = std::process::Command::new(&py)
         .args(["-c", "import torch; print(torch.__version__.split('+')[0], torch.version.cuda)"])

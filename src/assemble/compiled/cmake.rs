@@ -524,6 +524,11 @@ pub fn nvcc_threads_from_env() -> anyhow::Result<Option<usize>> {
     crate::assemble::parity::nvcc_threads_var(crate::env::NVCC_THREADS.os().as_deref())
 }
 
+/// cicc's `-split-compile` from `KERNEL_BUILDER_NVCC_SPLIT_COMPILE` ([`crate::assemble::parity::nvcc_split_var`]).
+pub fn nvcc_split_from_env() -> anyhow::Result<Option<usize>> {
+    crate::assemble::parity::nvcc_split_var(crate::env::NVCC_SPLIT_COMPILE.os().as_deref())
+}
+
 /// Ninja's `-j` from [`JOBS_VAR`] (`KERNEL_BUILDER_JOBS`): `None` when it is unset or empty,
 /// else its value, a whole number of at least 1.
 ///

@@ -49,8 +49,13 @@ const LOCK_FILE: &str = ".kernel-builder.lock";
 /// What each server is told it may hold: far above any bound, so that no server evicts
 /// (kernel-builder prunes, see the module doc).
 const SERVER_SIZE: &str = "100T";
-/// Seconds an idle server waits before it exits: one orphaned by a killed build goes away.
-const IDLE_TIMEOUT_S: &str = "120";
+/// Seconds an idle server waits before it exits, so that one orphaned by a killed build goes
+/// away. sccache counts a server idle from the last request it received, even with a compile
+/// still running, and then exits, and the compile's result is not cached (mozilla/sccache#204;
+/// seen here: a 120 s bound lost a 5-minute compile, "The server looks like it shut down
+/// unexpectedly, compiling locally instead"), so the bound is far above any one translation
+/// unit's compile (paged-attention's slowest exceeds 320 s at one capability).
+const IDLE_TIMEOUT_S: &str = "7200";
 
 /// Where the compile cache is, or that it is off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +145,10 @@ pub struct CompileStats {
     pub device_steps_missed: u64,
     /// Compiles sccache could not cache, by reason (`not_cached` of its statistics).
     pub not_cached: BTreeMap<String, u64>,
+    /// Entries found but unreadable (`cache_errors`: a corrupt or truncated file fails the
+    /// CRC-32 of its zip member or its zstd frame), each compiled again, never used.
+    #[serde(default)]
+    pub unreadable: u64,
 }
 
 impl CompileStats {
@@ -155,6 +164,13 @@ impl CompileStats {
         if steps > 0 {
             s.push_str(&format!(", {} of {steps} nvcc device steps", self.device_steps_hit));
         }
+        if self.unreadable > 0 {
+            s.push_str(&format!(
+                ", {} unreadable cache entr{} compiled again",
+                self.unreadable,
+                if self.unreadable == 1 { "y" } else { "ies" }
+            ));
+        }
         s
     }
 }
@@ -167,7 +183,7 @@ const WHOLE: &[&str] = &["C/C++", "CUDA", "HIP", "Objective-C", "Objective-C++"]
 ///
 /// Errors: not that JSON (the message names what is missing).
 pub fn parse_stats(json: &str) -> anyhow::Result<CompileStats> {
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Default)]
     struct Counts {
         #[serde(default)]
         counts: BTreeMap<String, u64>,
@@ -179,6 +195,8 @@ pub fn parse_stats(json: &str) -> anyhow::Result<CompileStats> {
         cache_misses: Counts,
         #[serde(default)]
         not_cached: BTreeMap<String, u64>,
+        #[serde(default)]
+        cache_errors: Counts,
     }
     #[derive(Deserialize)]
     struct Outer {
@@ -199,6 +217,7 @@ pub fn parse_stats(json: &str) -> anyhow::Result<CompileStats> {
         device_steps_hit,
         device_steps_missed,
         not_cached: o.stats.not_cached,
+        unreadable: o.stats.cache_errors.counts.values().sum(),
     })
 }
 
@@ -565,11 +584,25 @@ mod tests {
                 device_steps_hit: 3,
                 device_steps_missed: 0,
                 not_cached: [("multiple input files".to_owned(), 1)].into(),
+                unreadable: 0,
             }
         );
         assert_eq!(s.summary(), "0 of 2 compiles from the compile cache, 3 of 3 nvcc device steps");
         let one = CompileStats { compiles: 1, hits: 1, ..Default::default() };
         assert_eq!(one.summary(), "1 of 1 compile from the compile cache");
+        // Corrupt entries (sccache 0.16.0's answer after three of an nvcc compile's four
+        // entries had a byte flipped): counted, and said.
+        let json = r#"{"stats":{"compile_requests":1,
+            "cache_hits":{"counts":{},"adv_counts":{}},
+            "cache_misses":{"counts":{"CUDA":1,"CUBIN":1,"PTX":1,"CUDA (Device code)":1},"adv_counts":{}},
+            "cache_errors":{"counts":{"CUDA":1,"CUBIN":1,"CUDA (Device code)":1},"adv_counts":{}}},
+            "version":"0.16.0"}"#;
+        let s = parse_stats(json).unwrap();
+        assert_eq!(s.unreadable, 3);
+        assert_eq!(
+            s.summary(),
+            "0 of 1 compile from the compile cache, 0 of 3 nvcc device steps, 3 unreadable cache entries compiled again"
+        );
         assert_eq!(
             parse_stats("{}").unwrap_err().to_string(),
             "sccache's statistics are not the JSON expected"

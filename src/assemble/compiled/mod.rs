@@ -38,10 +38,11 @@
 //! before and removed after each build and on interruption, so nvcc's `tmpxft_*` files never
 //! stay behind; where it is changes no output and no cache key.
 //!
-//! `KERNEL_BUILDER_JOBS` sets Ninja's `-j` (default: Ninja's own, from the CPU count; with
-//! `build-and-copy --jobs N`, N > 1, the CPU count divided by N, so that the cells built at once
-//! share the cores); for a CUDA cell it is divided by nvcc's `--threads`
-//! (`KERNEL_BUILDER_NVCC_THREADS`, else [`super::parity::default_nvcc_threads`]).
+//! Ninja's `-j`, nvcc's `--threads` and cicc's `-split-compile` come from the cores and memory,
+//! the cells built at once (`build-and-copy --jobs N`) and the cell's sources and targets
+//! ([`parallel`]); `KERNEL_BUILDER_JOBS` or `KERNEL_BUILDER_NVCC_THREADS` set one, and the
+//! others fill the slots left; `KERNEL_BUILDER_NVCC_SPLIT_COMPILE` sets the split. The build
+//! line names what a cell ran with.
 //! The torch probe (a Python process importing torch, seconds) is cached in
 //! `<cache>/probe-v1/` ([`crate::toolchain::host`]), valid while the interpreter and torch's `version.py` keep their size and
 //! modification time. The work directory of `build-and-copy` is kept between runs, in the user's cache
@@ -65,8 +66,8 @@ use sha2::Digest as _;
 
 use cmake::{cache_file, compilers_tmp_dir, run_step, sync_copy, sync_file, ConfigureRecord, TmpDir};
 pub use cmake::{
-    cell_facts, jobs_from_env, module_suffix, nvcc_threads_from_env, parse_jobs, CellFacts, WorkDir,
-    BUILD_ENV, JOBS_VAR,
+    cell_facts, jobs_from_env, module_suffix, nvcc_split_from_env, nvcc_threads_from_env, parse_jobs,
+    CellFacts, WorkDir, BUILD_ENV, JOBS_VAR,
 };
 pub use plan::{plan_cell, CargoTools, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
 
@@ -87,6 +88,9 @@ pub struct CellBuilt {
     pub warnings: Vec<Warning>,
     /// What the compile cache did for this cell (`None`: it was not used).
     pub compiles: Option<compile_cache::CompileStats>,
+    /// Ninja's jobs, nvcc's threads and cicc's split the compile ran with, and whether the
+    /// cell is a CUDA one (its build line names the last two).
+    pub parallel: Option<(parallel::Plan, bool)>,
 }
 
 /// Build the compiled variant `cell` of the kernel (`source`, `config`) into
@@ -116,6 +120,7 @@ pub fn build_cell(
     }
     let env_jobs = jobs_from_env()?;
     let nvcc_threads = nvcc_threads_from_env()?;
+    let nvcc_split = nvcc_split_from_env()?;
     let mut warnings: Vec<Warning> = Vec::new();
     if let Some(w) = &cell.outside_bundle {
         warnings.push(Warning { path: None, message: w.clone() });
@@ -271,8 +276,8 @@ pub fn build_cell(
         sync_file(&configured, &text)?;
     }
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
-    // Ninja's `-j` and nvcc's `--threads` from the cores and memory ([`parallel`]); a number
-    // set in the environment stays, the other fills the rest.
+    // Ninja's `-j`, nvcc's `--threads` and cicc's split from the cores and memory
+    // ([`parallel`]); a number set in the environment stays, the others fill the rest.
     let cells_at_once = match work {
         WorkDir::Cache { cells_at_once, .. } => *cells_at_once,
         WorkDir::Fresh => 1,
@@ -291,23 +296,49 @@ pub fn build_cell(
     } else {
         kinds.iter().filter(|k| !matches!(k, codegen::SourceKind::Other | codegen::SourceKind::Metal)).count()
     };
+    // A CUDA cell's C/C++ sources: its kernels' and the binding's.
+    let binding: &[String] = match &config.framework {
+        crate::config::Framework::Torch(t) => &t.src,
+        crate::config::Framework::TvmFfi(f) => &f.src,
+        _ => &[],
+    };
+    let other = kinds
+        .iter()
+        .copied()
+        .chain(
+            codegen::expand(source.root(), binding)
+                .unwrap_or_default()
+                .iter()
+                .map(|p| codegen::source_kind(p)),
+        )
+        .filter(|k| matches!(k, codegen::SourceKind::Cxx | codegen::SourceKind::C))
+        .count();
     let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
-    let plan = parallel::plan_with(
+    let mut plan = parallel::plan_with(
         parallel::resources(),
         cells_at_once,
         sources,
+        if cuda { other } else { 0 },
         targets,
         cuda,
         env_jobs,
         nvcc_threads,
     );
+    if let (Some(s), true) = (nvcc_split, cuda) {
+        plan.split_compile = s;
+    }
+    if !cell.nvcc.as_ref().is_some_and(|n| parallel::split_compile_supported(&n.version)) {
+        plan = plan.without_split();
+    }
     let mut compile_env = facts.env.clone();
     if let Some(s) = &compile_cache {
         compile_env.extend(s.client_env().iter().cloned());
     }
     if cuda {
         let user = crate::env::NVCC_APPEND_FLAGS.get();
-        if let Some(flags) = super::parity::nvcc_append_flags(user.as_deref(), plan.nvcc_threads) {
+        if let Some(flags) =
+            super::parity::nvcc_append_flags(user.as_deref(), plan.nvcc_threads, plan.split_compile)
+        {
             compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));
         }
     }
@@ -369,7 +400,7 @@ pub fn build_cell(
         &built,
         toolchain,
     )?);
-    Ok(CellBuilt { warnings, compiles })
+    Ok(CellBuilt { warnings, compiles, parallel: Some((plan, cuda)) })
 }
 
 /// Write the variant directory of the compiled `cell` from its built module `built`: the
