@@ -717,14 +717,14 @@ fn split_lines(s: &str) -> Vec<&str> {
     lines
 }
 
-/// The `signature` entry of a `def` (`skip_self`: of a class's `__init__`, without its first
-/// parameter, as `inspect.signature` of the class shows it).
 /// A module's source text, and how its annotations are kept at run time.
 struct Src {
     text: String,
     string_annotations: bool,
 }
 
+/// The `signature` entry of a `def` (`skip_self`: of a class's `__init__`, without its first
+/// parameter, as `inspect.signature` of the class shows it).
 fn signature(src: &Src, args: &ast::Arguments, returns: Option<&Expr>, skip_self: bool) -> Value {
     let mut params = Vec::new();
     let param = |name: &str, kind: &str, default: Option<&Expr>, annotation: Option<&Expr>| {
@@ -735,33 +735,19 @@ fn signature(src: &Src, args: &ast::Arguments, returns: Option<&Expr>, skip_self
             "annotation": annotation.map(|a| annotation_text(src, a)),
         })
     };
-    for a in &args.posonlyargs {
-        params.push(param(
-            a.def.arg.as_str(),
-            "POSITIONAL_ONLY",
-            a.default.as_deref(),
-            a.def.annotation.as_deref(),
-        ));
-    }
-    for a in &args.args {
-        params.push(param(
-            a.def.arg.as_str(),
-            "POSITIONAL_OR_KEYWORD",
-            a.default.as_deref(),
-            a.def.annotation.as_deref(),
-        ));
-    }
+    // In the order `inspect.signature` lists them: positional-only, positional-or-keyword,
+    // *args, keyword-only, **kwargs.
+    let with_defaults = |params: &mut Vec<Value>, list: &[ast::ArgWithDefault], kind: &str| {
+        for a in list {
+            params.push(param(a.def.arg.as_str(), kind, a.default.as_deref(), a.def.annotation.as_deref()));
+        }
+    };
+    with_defaults(&mut params, &args.posonlyargs, "POSITIONAL_ONLY");
+    with_defaults(&mut params, &args.args, "POSITIONAL_OR_KEYWORD");
     if let Some(a) = &args.vararg {
         params.push(param(a.arg.as_str(), "VAR_POSITIONAL", None, a.annotation.as_deref()));
     }
-    for a in &args.kwonlyargs {
-        params.push(param(
-            a.def.arg.as_str(),
-            "KEYWORD_ONLY",
-            a.default.as_deref(),
-            a.def.annotation.as_deref(),
-        ));
-    }
+    with_defaults(&mut params, &args.kwonlyargs, "KEYWORD_ONLY");
     if let Some(a) = &args.kwarg {
         params.push(param(a.arg.as_str(), "VAR_KEYWORD", None, a.annotation.as_deref()));
     }

@@ -266,14 +266,7 @@ fn run_cargo(
     mut on_message: impl FnMut(&str),
 ) -> anyhow::Result<Result<(), String>> {
     anyhow::ensure!(!crate::interrupt::interrupted(), "cargo not started: interrupted");
-    let cmd = env.iter().fold(
-        crate::process::Cmd::new(cargo.as_str())
-            .args(args.iter().cloned())
-            .env("LC_ALL", "C")
-            .env("TMPDIR", tmp_dir.as_str())
-            .own_process_group(),
-        |c, (k, v)| c.env(k.as_str(), v.as_str()),
-    );
+    let cmd = super::cmake::tool_command(cargo, args, env, tmp_dir);
     let mut first_errors: Vec<String> = Vec::new();
     let mut tail: VecDeque<String> = VecDeque::new();
     let streamed = cmd

@@ -372,6 +372,26 @@ impl ConfigureRecord {
     }
 }
 
+/// A build tool's command (CMake, Ninja, cargo) with `env` on top of the build's own: one
+/// locale for every tool, so that messages (and anything a tool might embed) do not depend on
+/// the user's language settings; its temporary files in `tmp_dir`; and its own process group,
+/// so that an interruption reaches the compilers it starts.
+pub(super) fn tool_command(
+    prog: &Utf8Path,
+    args: &[String],
+    env: &[(String, String)],
+    tmp_dir: &Utf8Path,
+) -> crate::process::Cmd {
+    env.iter().fold(
+        crate::process::Cmd::new(prog.as_str())
+            .args(args.iter().cloned())
+            .env("LC_ALL", "C")
+            .env("TMPDIR", tmp_dir.as_str())
+            .own_process_group(),
+        |c, (k, v)| c.env(k.as_str(), v.as_str()),
+    )
+}
+
 /// Run a build step; on failure the error shows the command and the tail of its output.
 ///
 /// The step runs in a process group of its own ([`crate::process::Cmd::own_process_group`]: an
@@ -387,18 +407,9 @@ pub(super) fn run_step(
     steps: Option<crate::assemble::progress::StepSink>,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!crate::interrupt::interrupted(), "{what} not started: interrupted");
-    // One locale for every tool: messages (and anything a tool might embed) do not depend on
-    // the user's language settings. Its own process group: an interruption reaches the
-    // compilers Ninja starts. Only the first error lines and the last lines are kept, so
-    // memory stays bounded however much a compile prints.
-    let cmd = env.iter().fold(
-        crate::process::Cmd::new(prog.as_str())
-            .args(args.iter().cloned())
-            .env("LC_ALL", "C")
-            .env("TMPDIR", tmp_dir.as_str())
-            .own_process_group(),
-        |c, (k, v)| c.env(k.as_str(), v.as_str()),
-    );
+    // Only the first error lines and the last lines are kept, so memory stays bounded however
+    // much a compile prints.
+    let cmd = tool_command(prog, args, env, tmp_dir);
     let mut first_errors: Vec<String> = Vec::new();
     let streamed = cmd
         .stream(
