@@ -91,6 +91,11 @@ def _torch_215(root: Path, out: str) -> None:
     assert out.strip().startswith("2.15.0"), out
 
 
+def _mlx(root: Path, out: str) -> None:
+    meta = json.loads((root / "tests/fixtures/edition6/mlx/build/mlx-metal/metadata.json").read_text())
+    assert meta["type"] == "metal", meta
+
+
 def _uploaded(root: Path, out: str) -> None:
     outcome = json.loads((root / "outcome.json").read_text())
     assert outcome["status"] == "uploaded" and outcome["files"]["added"] > 0, outcome
@@ -152,7 +157,7 @@ RECIPES: dict[str, Run | Skip] = {
     "kb --version": Run(expect=("2026-12",)),
     "mkdir -p ~/.local/share/bash-completion/completions": Run(),
     "kb completions bash > ~/.local/share/bash-completion/completions/kernel-builder": Run(check=_completion),
-    "kb matrix check-wheel wheels/torch-2.15.0-*.whl [--matrix upstream-2026-08] [--json]": Skip(
+    "kb matrix check-wheel wheels/torch-2.15.0-*.whl [--matrix upstream-2026-08] [--json] [--names legacy|0.19|both]": Skip(
         "needs a torch wheel downloaded by hand (900 MB, `pip download`); tests/python/test_matrix_check_wheel.py "
         "runs check-wheel on real wheels"
     ),
@@ -213,6 +218,10 @@ RECIPES: dict[str, Run | Skip] = {
     ),
     "kb tune kernels/attention-helion --effort quick --retune -- --shapes 5,12   # search two again": Skip(
         "needs a GPU and helion"
+    ),
+    # MLX kernels
+    "kb build-and-copy --nix never tests/fixtures/edition6/mlx   # -> tests/fixtures/edition6/mlx/build/mlx-metal": Run(
+        check=_mlx
     ),
     # Compiled kernels
     PINNED_RELU: Run(expect=("reused torch214-cxx11-cu130-x86_64-linux", "reused torch215-cxx11-cu132-x86_64-linux")),
