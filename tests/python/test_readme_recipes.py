@@ -234,6 +234,7 @@ RECIPES: dict[str, Run | Skip] = {
     "kb verify --python .venv/bin/python kernels/relu      # a fresh rebuild is byte-identical": Run(
         expect=("torch211-cxx11-cpu-x86_64-linux: same", "torch215-cxx11-cu132-x86_64-linux: same")
     ),
+    "kb build-and-copy --nix never --python .venv/bin/python kernels/relu-rust": Run(expect=("tvm-ffi", "-cpu-")),
     "kb build-and-copy --nix never --python .venv/bin/python --cuda-capabilities 9.0 kernels/relu": Run(),
     "KERNEL_BUILDER_CUDA_CAPABILITIES=9.0,10.0 kb build-and-copy --nix never --python .venv/bin/python kernels/relu": Run(),
     # Build layouts and symbols.json (the same build as in the tour: reused)
@@ -350,6 +351,10 @@ def test_readme_recipes_run_in_readme_order(tmp_path: Path) -> None:
             for k, v in os.environ.items()
             if not k.startswith(("HF_", "LOCAL_KERNELS", "KERNEL_BUILDER_")) and k.lower() not in ("http_proxy", "https_proxy")
         }
+        # HOME is the copy's own (completions are written there); Rust's toolchain and cargo's
+        # registry cache stay the user's, as they are for a user whose HOME they are in.
+        for var, default in (("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
+            env.setdefault(var, str(Path.home() / default))
         env.update(
             HOME=str(home),
             HF_HOME=str(hf),
