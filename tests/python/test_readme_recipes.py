@@ -237,10 +237,10 @@ RECIPES: dict[str, Run | Skip] = {
     "kb build-and-copy --nix never --python .venv/bin/python kernels/relu-rust": Run(expect=("tvm-ffi", "-cpu-")),
     "kb build-and-copy --nix never --python .venv/bin/python --cuda-capabilities 9.0 kernels/relu": Run(),
     "KERNEL_BUILDER_CUDA_CAPABILITIES=9.0,10.0 kb build-and-copy --nix never --python .venv/bin/python kernels/relu": Run(),
-    # Build layouts and symbols.json (the same build as in the tour: reused)
+    # Build layouts and symbols.json
     ".venv/bin/python -m pip install -q --no-deps --target .venv/kernels-loaders/0.19.1 kernels==0.19.1": Run(),
     "PYTHONPATH=.venv/kernels-loaders/0.19.1 .venv/bin/python -c 'from kernels._internals.cli import main; main()' \\\n"
-    "  describe-api kernels/relu/build/torch211-cxx11-cpu-x86_64-linux": Run(expect=("relu",)),
+    "  describe-api kernels/silu-and-mul/build/torch-cpu": Run(expect=("silu_and_mul",)),
     # Kernel dependencies
     "python3 tests/hub_server/server.py --token secret > /tmp/hub.out & hub=$!": Skip(KDEPS),
     "sleep 1; export HF_ENDPOINT=http://127.0.0.1:$(sed -n 's/^PORT //p' /tmp/hub.out) HF_HUB_DISABLE_XET=1": Skip(KDEPS),
