@@ -49,9 +49,10 @@ KERNEL_BUILDER_RECORD_VARIANTS="$PWD/target/tmp/recorded-variants"
 rm -rf "$KERNEL_BUILDER_RECORD_VARIANTS"
 export KERNEL_BUILDER_RECORD_VARIANTS
 
-# The real build.toml corpus is not part of this repository. With $KERNEL_BUILDER_CORPUS set
-# (CI sets it), or a corpus at ../shared/corpus, the corpus tests run and a missing or broken
-# corpus fails them; otherwise they are compiled as ignored and listed as such by cargo test.
+# The real build.toml corpus is not part of this repository. With $KERNEL_BUILDER_CORPUS set,
+# or a corpus at ../shared/corpus, the corpus tests run and a missing or broken corpus fails
+# them; otherwise they are compiled as ignored and listed as such by cargo test (.ci/run runs
+# this on a fresh clone so, then runs the ones listed against the corpus).
 features=nix-tests
 if [ -z "${KERNEL_BUILDER_CORPUS:-}" ] && [ -f ../shared/corpus/expected.json ]; then
     KERNEL_BUILDER_CORPUS="$(cd ../shared/corpus && pwd)"

@@ -187,6 +187,29 @@ pub struct Anchored {
 }
 
 /// The identity of a file (device and inode), to remove only the file that was checked.
+/// What to say of `path`, found where kernel-builder needs a directory of its own, and `why`
+/// it needs one: a symbolic link is named as such, with where it points and the two ways out
+/// (the directory it points to moved in its place, or the link removed); anything else is
+/// "not a directory".
+pub fn in_the_way(path: &Utf8Path, why: &str) -> String {
+    match std::fs::read_link(path) {
+        Ok(target) => {
+            let resolved = match path.parent() {
+                Some(parent) if target.is_relative() && !matches!(parent.as_str(), "" | ".") => {
+                    parent.as_std_path().join(&target)
+                }
+                _ => target.clone(),
+            };
+            format!(
+                "`{path}` is a symbolic link to `{}`; {why}: move the directory it points to in its place (`rm {path} && mv {} {path}`), or remove the link (`rm {path}`) to start afresh",
+                target.display(),
+                resolved.display()
+            )
+        }
+        Err(_) => format!("`{path}` exists and is not a directory; {why}: move it away"),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileId(u64, u64);
 
@@ -250,8 +273,11 @@ impl Anchored {
                 Ok(fd) => fd,
                 Err(rustix::io::Errno::NOENT) => return Ok(None),
                 Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => anyhow::bail!(
-                    "`{shown}` is a symbolic link or not a directory; kernel-builder writes and removes files in `{}` only through its own directories: remove or replace `{shown}`",
-                    self.root
+                    "{}",
+                    in_the_way(
+                        &shown,
+                        &format!("kernel-builder writes and removes files in `{}` only through its own directories", self.root)
+                    )
                 ),
                 Err(e) => return Err(std::io::Error::from(e)).with_context(|| format!("cannot open `{shown}`")),
             };

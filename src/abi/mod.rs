@@ -449,6 +449,73 @@ fn summarize(rs: &[&VersionRequirement]) -> String {
     )
 }
 
+/// One line for all the symbol-version violations of one library, or `None` when it has none:
+/// the policy it misses, the highest policy its symbols need (with the glibc) and how many
+/// symbols need that one (the first three named), how many miss the policy in all, and the
+/// distributions it does not load on, e.g. `not manylinux_2_28: 2 symbols need manylinux_2_34,
+/// glibc ≥ 2.34 (GLIBC_2.34 from libc.so.6: …), 5 past manylinux_2_28 in all; so it does not
+/// load on …`. A
+/// library built on a new distribution needs dozens of versioned symbols; one line each would
+/// bury the one fact that matters, the oldest glibc it loads on.
+pub fn summarize_symbol_versions(violations: &[Violation]) -> Option<String> {
+    let mut policy_name = None;
+    let mut rs: Vec<&VersionRequirement> = Vec::new();
+    for v in violations {
+        if let Violation::SymbolVersion { policy, requirement } = v {
+            policy_name = Some(policy.as_str());
+            rs.push(requirement);
+        }
+    }
+    let policy_name = policy_name?;
+    // The highest need: a requirement no policy allows (GLIBC_PRIVATE, newer than the table)
+    // above all, then by the oldest policy allowing it, then by the glibc it needs (2.32 and
+    // 2.34 both first fit manylinux_2_34).
+    let table = PolicyTable::embedded();
+    let rank = |r: &VersionRequirement| {
+        let policy = r.first_policy.as_deref().and_then(|p| table.find(p).ok()).map(|p| p.glibc.clone());
+        let glibc = r.needs_glibc.as_deref().and_then(|g| crate::config::Version::parse(g).ok());
+        (policy.is_none(), policy, glibc)
+    };
+    let highest = rs.iter().map(|r| rank(r)).max()?;
+    let top: Vec<&VersionRequirement> = rs.iter().copied().filter(|r| rank(r) == highest).collect();
+    let first = top[0];
+    let plural = top.len() != 1;
+    let need = match (&first.first_policy, &first.needs_glibc) {
+        (Some(p), Some(g)) => format!("{} {p}, glibc ≥ {g}", if plural { "need" } else { "needs" }),
+        (Some(p), None) => format!("{} {p}", if plural { "need" } else { "needs" }),
+        (None, _) => format!("{} allowed by no manylinux policy", if plural { "are" } else { "is" }),
+    };
+    // The versions of the highest need, each with its first symbols.
+    let mut by_version: Vec<Vec<&VersionRequirement>> = Vec::new();
+    for r in &top {
+        match by_version.iter_mut().find(|g| same_need(g[0], r)) {
+            Some(g) => g.push(r),
+            None => by_version.push(vec![r]),
+        }
+    }
+    let versions: Vec<String> = by_version
+        .iter()
+        .map(|g| {
+            let names: Vec<&str> = g
+                .iter()
+                .take(3)
+                .map(|r| r.demangled.as_deref().or(r.symbol.as_deref()).unwrap_or("(no symbol)"))
+                .collect();
+            let more = if g.len() > 3 { format!(", and {} more", g.len() - 3) } else { String::new() };
+            format!("{} from {}: {}{more}", g[0].version, g[0].library, names.join(", "))
+        })
+        .collect();
+    let symbols = |n: usize| if n == 1 { "1 symbol".to_owned() } else { format!("{n} symbols") };
+    let mut s = format!("not {policy_name}: {} {need} ({})", symbols(top.len()), versions.join("; "));
+    if rs.len() > top.len() {
+        s.push_str(&format!(", {} past {policy_name} in all", rs.len()));
+    }
+    if !first.not_on.is_empty() {
+        s.push_str(&format!("; so it does not load on {}", first.not_on.join(", ")));
+    }
+    Some(s)
+}
+
 /// Check every `.so` and `.pyd` file under `variant_dir` (recursively, symlinks not followed).
 ///
 /// Errors: an unknown manylinux policy name (before any file is read), a directory that cannot

@@ -212,3 +212,68 @@ fn other_formats_say_what_they_are() {
     let err = read_binary(&fat).unwrap_err();
     assert!(err.starts_with("unsupported file format MachOFat32"), "{err}");
 }
+
+/// A fresh user's case: a library built on a new distribution was warned about once per glibc
+/// symbol (dozens of lines). The summary is one line per library: the highest policy needed,
+/// how many symbols need it (the first three named), how many miss the policy in all, and the
+/// distributions it does not load on.
+#[test]
+fn symbol_versions_past_a_policy_are_summarized_in_one_line() {
+    let b = elf(
+        vec![
+            sym("__libc_single_threaded", Some(("libc.so.6", "GLIBC_2.32"))),
+            sym("pthread_create", Some(("libc.so.6", "GLIBC_2.34"))),
+            sym("dlopen", Some(("libc.so.6", "GLIBC_2.34"))),
+            sym("__libc_start_main", Some(("libc.so.6", "GLIBC_2.34"))),
+            sym("pthread_join", Some(("libc.so.6", "GLIBC_2.34"))),
+            sym("exp", Some(("libm.so.6", "GLIBC_2.29"))),
+            sym("memcpy", Some(("libc.so.6", "GLIBC_2.14"))),
+        ],
+        vec![
+            need("libc.so.6", "GLIBC_2.14"),
+            need("libc.so.6", "GLIBC_2.32"),
+            need("libc.so.6", "GLIBC_2.34"),
+            need("libm.so.6", "GLIBC_2.29"),
+        ],
+    );
+    let p = policy(Some("2_28"));
+    let r = judge("x.so".into(), &b, p.manylinux_policy().unwrap(), &p);
+    assert_eq!(r.violations.len(), 6, "{:?}", r.violations);
+    assert_eq!(
+        summarize_symbol_versions(&r.violations).unwrap(),
+        "not manylinux_2_28: 4 symbols need manylinux_2_34, glibc ≥ 2.34 (GLIBC_2.34 from libc.so.6: \
+         __libc_start_main, dlopen, pthread_create, and 1 more), 6 past manylinux_2_28 in all; so it does \
+         not load on Ubuntu 20.04 (glibc 2.31), Debian 11 (glibc 2.31), Debian 10 (glibc 2.28), \
+         RHEL/AlmaLinux/Rocky 8 (glibc 2.28), Ubuntu 18.04 (glibc 2.27), Amazon Linux 2 (glibc 2.26), \
+         CentOS/RHEL 7 (glibc 2.17)"
+    );
+    // One symbol: said in the singular, with no "in all".
+    let one = elf(
+        vec![sym("__libc_single_threaded", Some(("libc.so.6", "GLIBC_2.32")))],
+        vec![need("libc.so.6", "GLIBC_2.32")],
+    );
+    let r = judge("x.so".into(), &one, p.manylinux_policy().unwrap(), &p);
+    let s = summarize_symbol_versions(&r.violations).unwrap();
+    assert!(
+        s.starts_with(
+            "not manylinux_2_28: 1 symbol needs manylinux_2_34, glibc ≥ 2.32 (GLIBC_2.32 from libc.so.6: \
+             __libc_single_threaded); so it does not load on Ubuntu 20.04"
+        ),
+        "{s}"
+    );
+    // A version no policy allows ranks above every policy.
+    let private = elf(
+        vec![sym("x", Some(("libc.so.6", "GLIBC_PRIVATE"))), sym("y", Some(("libc.so.6", "GLIBC_2.34")))],
+        vec![need("libc.so.6", "GLIBC_PRIVATE"), need("libc.so.6", "GLIBC_2.34")],
+    );
+    let r = judge("x.so".into(), &private, p.manylinux_policy().unwrap(), &p);
+    assert_eq!(
+        summarize_symbol_versions(&r.violations).unwrap(),
+        "not manylinux_2_28: 1 symbol is allowed by no manylinux policy (GLIBC_PRIVATE from libc.so.6: x), \
+         2 past manylinux_2_28 in all"
+    );
+    // Nothing past the policy: nothing to say.
+    let p34 = policy(Some("2_34"));
+    let r = judge("x.so".into(), &g12_like(), p34.manylinux_policy().unwrap(), &p34);
+    assert_eq!(summarize_symbol_versions(&r.violations), None);
+}

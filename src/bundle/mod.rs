@@ -273,7 +273,13 @@ pub fn build_into_with(
     let build_dir = kernel_dir.join("build");
     let created_build = match std::fs::symlink_metadata(&build_dir) {
         Ok(m) if m.is_dir() => false,
-        Ok(_) => anyhow::bail!("`{build_dir}` exists and is not a directory; move it away"),
+        Ok(_) => anyhow::bail!(
+            "{}",
+            crate::fsutil::in_the_way(
+                &build_dir,
+                "the build swaps variants into build/ by renames and keeps its lock and hashes.json there, so build/ must be a directory of the kernel"
+            )
+        ),
         Err(_) => match std::fs::create_dir(&build_dir) {
             Ok(()) => true,
             // Another run created it just now.

@@ -10,7 +10,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use camino::{Utf8Path, Utf8PathBuf};
 use toml_edit::DocumentMut;
 
@@ -94,10 +94,13 @@ impl Plan {
 /// no license (of any generation, editions 5 and 6 included) gets an error problem (rule
 /// `missing-license`). A file with another license keeps it, with a warning (rule
 /// `license-kept`). `display_path` names the file in
-/// error messages. Errors: the text is not TOML (the message carries line and column).
+/// error messages. Errors: the text is not TOML, as check-config reports it (a
+/// [`crate::config::ConfigErrors`] at its line and column, the line cut around the column).
 pub fn plan(display_path: &str, text: &str, license: Option<&str>) -> anyhow::Result<Plan> {
-    let mut doc: DocumentMut =
-        text.parse().with_context(|| format!("cannot parse `{display_path}` as TOML"))?;
+    let mut doc: DocumentMut = text.parse().map_err(|e| {
+        let style = crate::config::diagnostics::RenderStyle::detect();
+        crate::config::syntax_error(Utf8Path::new(display_path), text, &e, style)
+    })?;
     let up = upgrade::upgrade(&mut doc);
     let mut changes = up.changes;
     let mut problems = up.problems;

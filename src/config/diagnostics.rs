@@ -373,22 +373,22 @@ pub(crate) fn place(
     placed
 }
 
-/// The longest source line (in bytes) that miette is given to draw. Its graphical handler pads
-/// with `format!("{:width$}")`, which panics when the width passes `u16::MAX` (seen: 70,000
-/// spaces before a bad key); a line this long, with tabs widened 4×, stays far below that. The
-/// unicode theme underlines a span with `─`, 3 bytes a column, so a drawn line stays under
-/// 8 kB too (found by tests/it/config.rs's long-line property: a license of 4,000 spaces was
-/// underlined in 12 kB).
-const MAX_DRAWN_LINE: usize = 2048;
+/// The widest source line drawn, in columns (tabs count 4, as miette widens them): a problem
+/// whose drawn lines (its own and one of context on each side) are wider is shown in the plain
+/// `file:line:column` form with a window of this many characters of its line around the
+/// column, `…` where the line is cut. A line of 800 kB is never echoed whole, and miette's
+/// padding (`format!("{:width$}")`, which panics past `u16::MAX`: seen with 70,000 spaces
+/// before a bad key) and its unicode underline (`─`, 3 bytes a column) stay small.
+const SHOWN_LINE_COLUMNS: usize = 200;
 
 /// The most lines of one span that miette draws; a longer span (a value of 500,000 array
 /// entries) is cut to its first line, so one problem never prints the whole file.
 const MAX_DRAWN_SPAN_LINES: usize = 8;
 
 impl Source {
-    /// Whether miette can draw `span` safely: every line it shows (the span's lines and one of
-    /// context on each side) is at most [`MAX_DRAWN_LINE`] columns wide once its tabs are
-    /// widened (a line of 4,000 tabs is 16,000 columns drawn).
+    /// Whether miette may draw `span`: every line it shows (the span's lines and one of context
+    /// on each side) is at most [`SHOWN_LINE_COLUMNS`] columns wide once its tabs are widened (a
+    /// line of 4,000 tabs is 16,000 columns drawn).
     fn renderable(&self, span: &Range<usize>) -> bool {
         let first = self.line_of(span.start.min(self.text.len())).saturating_sub(1);
         let last = (self.line_of(span.end.min(self.text.len())) + 1).min(self.line_starts.len() - 1);
@@ -396,8 +396,9 @@ impl Source {
             let start = self.line_starts[l];
             let end = self.line_starts.get(l + 1).copied().unwrap_or(self.text.len());
             // Bound what is drawn: miette widens each tab to 4 columns.
-            let tabs = self.text.as_bytes()[start..end].iter().filter(|b| **b == b'\t').count();
-            end - start + 3 * tabs <= MAX_DRAWN_LINE
+            let line = &self.text[start..end];
+            let tabs = line.bytes().filter(|b| *b == b'\t').count();
+            line.trim_end_matches(['\n', '\r']).chars().count() + 3 * tabs <= SHOWN_LINE_COLUMNS
         })
     }
 
@@ -408,6 +409,37 @@ impl Source {
         let start = self.line_starts[line];
         let column = self.text.get(start..offset).map_or(offset - start, |t| t.chars().count());
         (line + 1, column + 1)
+    }
+
+    /// The line of `span`'s start as at most [`SHOWN_LINE_COLUMNS`] characters around it
+    /// (tabs as spaces, `…` where the line is cut), and where in that text the span starts and
+    /// how many of its characters are on it (at least 1, for the marker).
+    fn excerpt(&self, span: &Range<usize>) -> (String, usize, usize) {
+        let start = span.start.min(self.text.len());
+        let line = self.line_of(start);
+        let from = self.line_starts[line];
+        let to = self.line_starts.get(line + 1).copied().unwrap_or(self.text.len());
+        let chars: Vec<char> = self.text[from..to]
+            .trim_end_matches(['\n', '\r'])
+            .chars()
+            .map(|c| if c == '\t' { ' ' } else { c })
+            .collect();
+        let column = self.text.get(from..start).map_or(0, |t| t.chars().count()).min(chars.len());
+        let end = span.end.clamp(start, to);
+        let width = self.text.get(start..end).map_or(1, |t| t.chars().count()).max(1);
+        // The column in the middle of the window, unless the line ends first.
+        let last = chars.len().min(column.saturating_sub(SHOWN_LINE_COLUMNS / 2) + SHOWN_LINE_COLUMNS);
+        let first = last.saturating_sub(SHOWN_LINE_COLUMNS);
+        let mut shown = String::new();
+        if first > 0 {
+            shown.push('…');
+        }
+        shown.extend(&chars[first..last]);
+        if last < chars.len() {
+            shown.push('…');
+        }
+        let at = column - first + usize::from(first > 0);
+        (shown, at, width.min(last.saturating_sub(column)).max(1))
     }
 
     /// `span` cut to the end of its first line when it covers more than
@@ -434,21 +466,29 @@ fn render_guarded(handler: &GraphicalReportHandler, report: &Report) -> Option<S
     .flatten()
 }
 
-/// The renderer-free form of one problem: `file:line:column: severity: message [rule]` and its
-/// `help:` line; without a source or a span, `file: severity: message [rule]`.
+/// The renderer-free form of one problem: `file:line:column: severity: message [rule]`, the
+/// problem's line (cut to [`SHOWN_LINE_COLUMNS`] characters around the column) with `^` under
+/// it, and its `help:` line; without a source or a span, `file: severity: message [rule]`.
 fn plain_report(display_path: &str, source: Option<&Source>, p: &Placed) -> String {
-    let place = match (source, &p.span) {
-        (Some(src), Some(span)) => {
-            let (line, column) = src.line_column(span.start);
-            format!("{display_path}:{line}:{column}")
-        }
-        _ => display_path.to_owned(),
-    };
     let severity = match p.problem.severity {
         Severity::Error => "error",
         Severity::Warning => "warning",
     };
-    let mut s = format!("{place}: {severity}: {} [{}]\n", p.problem.message, p.problem.rule);
+    let mut s = match (source, &p.span) {
+        (Some(src), Some(span)) => {
+            let (line, column) = src.line_column(span.start);
+            let (shown, at, width) = src.excerpt(span);
+            let gutter = " ".repeat(line.to_string().len());
+            format!(
+                "{display_path}:{line}:{column}: {severity}: {} [{}]\n  {line} | {shown}\n  {gutter} | {}{}\n",
+                p.problem.message,
+                p.problem.rule,
+                " ".repeat(at),
+                "^".repeat(width)
+            )
+        }
+        _ => format!("{display_path}: {severity}: {} [{}]\n", p.problem.message, p.problem.rule),
+    };
     if let Some(help) = &p.problem.help {
         s.push_str(&format!("  help: {help}\n"));
     }
@@ -677,6 +717,69 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn one_problem(span: Range<usize>) -> Vec<Placed> {
+        let problem = Problem {
+            severity: Severity::Error,
+            key_path: String::new(),
+            rule: "toml-syntax",
+            message: "m".to_owned(),
+            help: Some("h".to_owned()),
+        };
+        vec![Placed { problem, span: Some(span) }]
+    }
+
+    /// A fresh user's case: update-build echoed a bad line of 800 kB whole. A line wider than
+    /// [`SHOWN_LINE_COLUMNS`] is shown as that many characters around the column, in both
+    /// styles, with `…` on each side that was cut and `^` under the column.
+    #[test]
+    fn a_long_line_is_shown_cut_around_the_column() {
+        let text = format!("[general]\nname = \"x\"\nbad = {}\n", "a".repeat(800_000));
+        let start = text.find("bad = ").unwrap() + 6 + 400_000;
+        for style in [RenderStyle::Plain, RenderStyle::Fancy] {
+            let out = render("build.toml", Some(&text), &one_problem(start..start + 1), style);
+            assert_eq!(
+                out,
+                format!(
+                    "build.toml:3:400007: error: m [toml-syntax]\n  3 | …{}…\n    | {}^\n  help: h\n\nbuild.toml: 1 error and 0 warnings\n",
+                    "a".repeat(200),
+                    " ".repeat(101)
+                )
+            );
+        }
+        // Near the start only the end is cut; near the end only the start; a span longer than
+        // what is shown is underlined to the cut.
+        let line = format!("x = [{}]", "\"b\", ".repeat(100));
+        let text = format!("{line}\n");
+        let out = render("f", Some(&text), &one_problem(4..text.len() - 1), RenderStyle::Plain);
+        let shown: String = line.chars().take(200).collect();
+        assert_eq!(
+            out,
+            format!("f:1:5: error: m [toml-syntax]\n  1 | {shown}…\n    |     {}\n  help: h\n\nf: 1 error and 0 warnings\n", "^".repeat(196))
+        );
+        let end = text.len() - 2;
+        let out = render("f", Some(&text), &one_problem(end..end + 1), RenderStyle::Plain);
+        let tail: String = line.chars().skip(line.chars().count() - 200).collect();
+        assert!(
+            out.starts_with(&format!(
+                "f:1:{}: error: m [toml-syntax]\n  1 | …{tail}\n    | {}^\n",
+                end + 1,
+                " ".repeat(200)
+            )),
+            "{out}"
+        );
+        // Tabs are shown as one space each, so the marker stays under its column.
+        let text = format!("{}bogus = 1\n", "\t".repeat(300));
+        let out = render("f", Some(&text), &one_problem(300..305), RenderStyle::Plain);
+        assert!(
+            out.starts_with(&format!(
+                "f:1:301: error: m [toml-syntax]\n  1 | …{}bogus = 1\n    | {}^^^^^\n",
+                " ".repeat(191),
+                " ".repeat(192)
+            )),
+            "{out}"
+        );
     }
 
     #[test]

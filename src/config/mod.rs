@@ -265,40 +265,7 @@ pub fn parse_str(
     }
     let mut doc = match text.parse::<toml_edit::DocumentMut>() {
         Ok(d) => d,
-        Err(e) => {
-            let problem = Problem {
-                severity: Severity::Error,
-                key_path: String::new(),
-                rule: "toml-syntax",
-                message: match (
-                    e.message().trim_end(),
-                    e.span().and_then(|s| text.get(s.start..)).and_then(|t| t.chars().next()),
-                ) {
-                    // toml_edit gives no reason for a control character where it may not stand.
-                    ("", Some(c)) if crate::printer::drives_the_terminal(c) => {
-                        format!(
-                            "not valid TOML: the control character U+{:04X} may not stand here",
-                            u32::from(c)
-                        )
-                    }
-                    (reason, _) => format!("not valid TOML: {reason}"),
-                },
-                help: Some("fix the TOML syntax at the marked place".to_owned()),
-            };
-            let span = e.span().map(|s| {
-                // A zero-width span at the end still needs a character to point at.
-                let start = s.start.min(text.len());
-                start..s.end.max(start).min(text.len())
-            });
-            let placed =
-                vec![diagnostics::Placed { problem: problem.clone(), span: Some(span.unwrap_or(0..0)) }];
-            return Err(ConfigErrors {
-                path: display_path.to_owned(),
-                problems: vec![problem],
-                locations: diagnostics::locations(text, &placed),
-                rendered: diagnostics::render(shown, Some(text), &placed, style),
-            });
-        }
+        Err(e) => return Err(syntax_error(display_path, text, &e, style)),
     };
     let up = upgrade::upgrade(&mut doc);
     let mut cx = parse::Cx::new(kernel_dir);
@@ -321,6 +288,46 @@ pub fn parse_str(
         legacy,
         renames: up.renames,
     })
+}
+
+/// The TOML syntax error `e` of `text` (shown as `display_path`) as a `toml-syntax` problem at
+/// its place, rendered like every other problem (the source line cut around the column), for
+/// every command that reads build.toml, `update-build` included.
+pub(crate) fn syntax_error(
+    display_path: &Utf8Path,
+    text: &str,
+    e: &toml_edit::TomlError,
+    style: diagnostics::RenderStyle,
+) -> ConfigErrors {
+    let shown = display_path.as_str();
+    let problem = Problem {
+        severity: Severity::Error,
+        key_path: String::new(),
+        rule: "toml-syntax",
+        message: match (
+            e.message().trim_end(),
+            e.span().and_then(|s| text.get(s.start..)).and_then(|t| t.chars().next()),
+        ) {
+            // toml_edit gives no reason for a control character where it may not stand.
+            ("", Some(c)) if crate::printer::drives_the_terminal(c) => {
+                format!("not valid TOML: the control character U+{:04X} may not stand here", u32::from(c))
+            }
+            (reason, _) => format!("not valid TOML: {reason}"),
+        },
+        help: Some("fix the TOML syntax at the marked place".to_owned()),
+    };
+    let span = e.span().map(|s| {
+        // A zero-width span at the end still needs a character to point at.
+        let start = s.start.min(text.len());
+        start..s.end.max(start).min(text.len())
+    });
+    let placed = vec![diagnostics::Placed { problem: problem.clone(), span: Some(span.unwrap_or(0..0)) }];
+    ConfigErrors {
+        path: display_path.to_owned(),
+        problems: vec![problem],
+        locations: diagnostics::locations(text, &placed),
+        rendered: diagnostics::render(shown, Some(text), &placed, style),
+    }
 }
 
 /// How serious a [`Problem`] is.

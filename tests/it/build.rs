@@ -433,6 +433,44 @@ fn manifest_path_taken_by_a_directory_fails_before_the_swap() {
     assert_eq!(tree(&build_dir), before);
 }
 
+/// A fresh user's case: `build/` a symbolic link (to keep the variants on another disk) was
+/// reported as "not a directory". It is named as a link, with where it points and the two ways
+/// out; the directory it points to is left as it was. A file there is still "not a directory".
+#[test]
+fn a_symlinked_build_directory_is_named_as_a_link() {
+    let t = tempfile::tempdir().unwrap();
+    let kernel = t.path().join("k");
+    fixture(&kernel);
+    build_ok(&kernel, &[]);
+    fs::rename(kernel.join("build"), t.path().join("elsewhere")).unwrap();
+    symlink("../elsewhere", kernel.join("build")).unwrap();
+    let before = tree(&t.path().join("elsewhere"));
+    let out = build(&kernel, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: `./build` is a symbolic link to `../elsewhere`; the build swaps variants into build/ by renames \
+         and keeps its lock and hashes.json there, so build/ must be a directory of the kernel: move the \
+         directory it points to in its place (`rm ./build && mv ../elsewhere ./build`), or remove the link \
+         (`rm ./build`) to start afresh\n"
+    );
+    assert_eq!(tree(&t.path().join("elsewhere")), before);
+    // The way out it names works.
+    fs::remove_file(kernel.join("build")).unwrap();
+    fs::rename(t.path().join("elsewhere"), kernel.join("build")).unwrap();
+    assert!(build_ok(&kernel, &[]).contains("reused"), "the variants moved back are the build's");
+
+    fs::remove_dir_all(kernel.join("build")).unwrap();
+    fs::write(kernel.join("build"), "a file").unwrap();
+    let out = build(&kernel, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: `./build` exists and is not a directory; the build swaps variants into build/ by renames \
+         and keeps its lock and hashes.json there, so build/ must be a directory of the kernel: move it away\n"
+    );
+}
+
 /// A backend removed from `general.backends` leaves its old variant in build/, which the
 /// loader would still pick: the build warns, and `verify` fails on it.
 #[test]

@@ -252,3 +252,109 @@ fn a_corrupt_compile_cache_entry_is_compiled_again_never_used() {
     assert!(third.stdout.contains(", 2 of 2 compiles from the compile cache) -> "), "{}", third.stdout);
     assert_eq!(nar(&a.join("build").join(&cell)), nar(&b.join("build").join(&cell)));
 }
+
+/// `(pid, parent pid, command name)` of every process, from `/proc`.
+fn processes() -> Vec<(i32, i32, String)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let (Some((head, rest)), Some(_)) = (stat.rsplit_once(')'), stat.find('(')) else { continue };
+        let comm = head.split_once('(').map(|(_, c)| c.to_owned()).unwrap_or_default();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        if let Some(ppid) = fields.get(1).and_then(|f| f.parse::<i32>().ok()) {
+            out.push((pid, ppid, comm));
+        }
+    }
+    out
+}
+
+/// Every live descendant of `pid`: `(pid, parent pid, command name)`.
+fn descendants(pid: i32) -> Vec<(i32, i32, String)> {
+    let all = processes();
+    let mut out: Vec<(i32, i32, String)> = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(p) = parents.pop() {
+        for (c, pp, comm) in &all {
+            if *pp == p && !out.iter().any(|(o, _, _)| o == c) {
+                out.push((*c, *pp, comm.clone()));
+                parents.push(*c);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `procs` holds a `cc1plus` with an `sccache` above it (the server's compile).
+fn compiling_under_sccache(procs: &[(i32, i32, String)]) -> bool {
+    procs.iter().filter(|(_, _, c)| c == "cc1plus").any(|(_, parent, _)| {
+        let mut at = *parent;
+        while let Some((_, up, comm)) = procs.iter().find(|(p, _, _)| *p == at) {
+            if comm == "sccache" {
+                return true;
+            }
+            at = *up;
+        }
+        false
+    })
+}
+
+/// A fresh user's case: the `cc1plus` the compile cache's server ran outlived a Ctrl-C by about
+/// 2 s (`sccache --start-server` made the server a daemon, outside the build's process groups).
+/// The server is the build's child now, in a group with the compilers it starts: they run
+/// below kernel-builder, and when it exits with 130 after SIGINT nothing of them is left.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn ctrl_c_leaves_no_compiler_of_the_compile_cache_server_running() {
+    let Some((py, cell)) = venv_cpu_cell() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let kernel = t.path().join("relu");
+    copy_kernel("relu", &kernel);
+    let bin = sccache_bin(t.path());
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let mut child = crate::util::kb_std()
+        .current_dir(&kernel)
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .env("PATH", path)
+        .args([
+            "build-and-copy",
+            "--nix",
+            "never",
+            "--no-cache",
+            "--python",
+            py.to_str().unwrap(),
+            "--variant",
+            &cell,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut below = Vec::new();
+    while std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        below = descendants(pid);
+        if compiling_under_sccache(&below) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(compiling_under_sccache(&below), "no cc1plus under an sccache server below the build: {below:?}");
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::INT)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    // At the moment kernel-builder exited, nothing it started runs any more.
+    let alive = processes();
+    let left: Vec<&(i32, i32, String)> =
+        below.iter().filter(|(p, _, _)| alive.iter().any(|(a, _, _)| a == p)).collect();
+    assert!(left.is_empty(), "outlived kernel-builder: {left:?}");
+}

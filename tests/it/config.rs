@@ -740,14 +740,18 @@ proptest! {
 // ---- long lines and huge columns -----------------------------------------------------------
 
 /// Whatever the padding, both renderers answer without a panic, every problem keeps its
-/// `file:line:column`, and no line drawn from the source is longer than the renderer's bound.
+/// `file:line:column`, and no line drawn from the source is wider than the renderer's bound
+/// (200 columns of source, with the gutter and the `…` on each side).
 fn check_long_line(text: &str) -> Result<(), TestCaseError> {
     for style in [RenderStyle::Plain, RenderStyle::Fancy] {
         let r = match kernel::load_str_styled(Utf8Path::new("build.toml"), text, None, style) {
             Ok(l) => l.rendered_warnings,
             Err(e) => e.render(),
         };
-        prop_assert!(r.lines().all(|l| l.len() < 8192), "a source line of {} bytes was drawn", text.len());
+        let widest =
+            r.lines().filter(|l| l.contains(" | ") || l.contains(" │ ")).map(|l| l.chars().count()).max();
+        prop_assert!(widest.unwrap_or(0) <= 220, "a source line {widest:?} characters wide was drawn:\n{r}");
+        prop_assert!(r.lines().all(|l| l.len() < 8192), "a line of over 8 kB was drawn:\n{r}");
     }
     check_outcome(text)
 }
@@ -806,7 +810,11 @@ fn seventy_thousand_spaces_before_a_bad_key_render_as_file_line_column() {
         let e = kernel::load_str_styled(Utf8Path::new("build.toml"), &text, None, style).unwrap_err();
         let r = e.render();
         assert!(
-            r.contains("build.toml:4:70001: error: unknown key `bogus` in `[general]` [unknown-key]\n  help: allowed keys:"),
+            r.contains(&format!(
+                "build.toml:4:70001: error: unknown key `bogus` in `[general]` [unknown-key]\n  4 | …{}bogus = 1\n    | {}^^^^^\n  help: allowed keys:",
+                " ".repeat(191),
+                " ".repeat(192)
+            )),
             "{r}"
         );
         assert!(r.ends_with("build.toml: 1 error and 0 warnings\n"), "{r}");

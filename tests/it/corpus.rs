@@ -8,8 +8,10 @@
 //! ignored (libtest reports them as `ignored, needs the corpus …`, counted apart from passed
 //! tests) unless the cargo feature `corpus-tests` is on. With the feature on, a missing corpus
 //! is a failure, never a skip: `scripts/test.sh` turns the feature on exactly when it finds the
-//! corpus or `$KERNEL_BUILDER_CORPUS` is set, and `.ci/run` sets it, so CI cannot pass without
-//! running them. Mark such a test with
+//! corpus or `$KERNEL_BUILDER_CORPUS` is set. `.ci/run` runs the suite on a fresh clone without
+//! the corpus, then exactly the tests it reported as ignored for it, with `--include-ignored`
+//! and `$KERNEL_BUILDER_CORPUS` set, so CI cannot pass without running them: the reason must
+//! name the corpus (`needs the corpus` or `needs Nix and the corpus`). Mark such a test with
 //! `#[cfg_attr(not(feature = "corpus-tests"), ignore = "needs the corpus: …")]`.
 
 use std::fs;

@@ -160,7 +160,9 @@ fn a_symlinked_build_directory_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        format!("error: `{dir}/build` is a symbolic link or not a directory; kernel-builder writes and removes files in `{dir}` only through its own directories: remove or replace `{dir}/build`\n")
+        format!(
+            "error: `{dir}/build` is a symbolic link to `{elsewhere}`; kernel-builder writes and removes files in `{dir}` only through its own directories: move the directory it points to in its place (`rm {dir}/build && mv {elsewhere} {dir}/build`), or remove the link (`rm {dir}/build`) to start afresh\n"
+        )
     );
     let left: Vec<String> = std::fs::read_dir(&elsewhere)
         .unwrap()

@@ -743,13 +743,41 @@ fn edition5_name_with_underscores_is_renamed() {
     );
 }
 
+/// A fresh user's case: a bad line of 800 kB was echoed whole in update-build's error (toml_edit's
+/// own message quotes the line). The error is check-config's now, at the same line and column,
+/// with 200 characters of the line around the column.
+#[test]
+fn a_huge_bad_line_is_not_echoed_whole() {
+    let text = format!("[general]\nname = \"x\"\nuniversal = true\nbad = {}\n", "a".repeat(800_000));
+    let dir = kernel_dir(&text);
+    let path = dir.path().join("build.toml");
+    let shown = format!("{}…", "a".repeat(194));
+    let expected = |file: &str| {
+        format!(
+            "{file}:4:7: error: not valid TOML: invalid string\nexpected `\"`, `'` [toml-syntax]\n  4 | bad = {shown}\n    |       ^\n  help: fix the TOML syntax at the marked place\n\n{file}: 1 error and 0 warnings\n"
+        )
+    };
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8(out.stderr).unwrap(), expected(path.to_str().unwrap()));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "nothing is written");
+    // check-config says the same.
+    let out = kb().args(["check-config"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8(out.stderr).unwrap(), expected(path.to_str().unwrap()));
+}
+
 #[test]
 fn bad_input_is_a_clear_error() {
     let dir = kernel_dir("[general\nname = 1\n");
     let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("cannot parse") && stderr.contains("line 1"), "{stderr}");
+    // Rendered as check-config renders it: file, line and column, the line, the fix.
+    let file = dir.path().join("build.toml");
+    assert!(stderr.contains(&format!("[{}:1:9]", file.display())), "{stderr}");
+    assert!(stderr.contains("not valid TOML: invalid table header"), "{stderr}");
+    assert!(stderr.contains("help: fix the TOML syntax at the marked place"), "{stderr}");
 
     let out = kb().args(["update-build", "/nonexistent/kernel"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

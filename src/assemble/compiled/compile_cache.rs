@@ -30,6 +30,11 @@
 //!   Nix cell's sandbox (hermetic: no state from outside the derivation's inputs).
 //! - What a cell finished survives an interruption: every translation unit sccache compiled
 //!   is in the cache the moment it finishes, whatever stops the build afterwards.
+//! - The server runs in the foreground as a child of kernel-builder, in a process group of
+//!   its own with the compilers it starts (`sccache --start-server` would leave it a daemon,
+//!   whose compilers outlived a Ctrl-C by seconds): an interruption stops that group and waits
+//!   for it, as for Ninja's ([`crate::interrupt`]), and [`Server`]'s drop stops the server and
+//!   waits until nothing of the group is left.
 
 use std::collections::BTreeMap;
 
@@ -56,6 +61,10 @@ const SERVER_SIZE: &str = "100T";
 /// unexpectedly, compiling locally instead"), so the bound is far above any one translation
 /// unit's compile (paged-attention's slowest exceeds 320 s at one capability).
 const IDLE_TIMEOUT_S: &str = "7200";
+/// How long a server may take to listen on its socket.
+const STARTUP: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a stopped server and what it started may take to end before they get SIGKILL.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where the compile cache is, or that it is off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,15 +258,21 @@ fn server_env(
 pub struct Server {
     sccache: Utf8PathBuf,
     env: Vec<(String, String)>,
+    /// The server, leader of the process group of the compilers it starts.
+    child: Option<std::process::Child>,
     _dir: tempfile::TempDir,
     _lock: std::fs::File,
 }
 
 impl Server {
-    /// Start a server for `cache`, stripping `basedirs` from what it hashes.
+    /// Start a server for `cache`, stripping `basedirs` from what it hashes: sccache in the
+    /// foreground (`SCCACHE_START_SERVER=1`, `SCCACHE_NO_DAEMON=1`), a child of this process in
+    /// a process group of its own, ready once its socket accepts a connection.
     ///
-    /// Errors: the lock, the socket's directory or the start failing (with sccache's words).
+    /// Errors: the lock, the socket's directory, the start failing or the server not listening
+    /// within 30 s (with what it printed).
     pub fn start(cache: &CompileCache, basedirs: &[Utf8PathBuf]) -> anyhow::Result<Server> {
+        use std::os::unix::process::CommandExt;
         let lock = crate::toolchain::store::lock(&cache.dir.join(LOCK_FILE), true)?;
         // A Unix socket's path has at most 107 bytes: a short directory in the system's
         // temporary directory, not the (deep) work directory.
@@ -268,21 +283,48 @@ impl Server {
         let d = Utf8Path::from_path(dir.path()).context("the temporary directory's path is not UTF-8")?;
         let conf = d.join("config");
         std::fs::write(&conf, "").with_context(|| format!("cannot write `{conf}`"))?;
-        let env = server_env(cache, &d.join("socket"), basedirs, &conf);
-        let out = env
-            .iter()
-            .fold(crate::process::Cmd::new(cache.sccache.as_str()).arg("--start-server"), |c, (k, v)| {
-                c.env(k.as_str(), v.as_str())
-            })
-            .output()
-            .with_context(|| format!("cannot run `{}`", cache.sccache))?;
-        anyhow::ensure!(
-            out.success(),
-            "the compile cache's server did not start (`{} --start-server`): {}",
-            cache.sccache,
-            out.stderr.trim()
-        );
-        Ok(Server { sccache: cache.sccache.clone(), env, _dir: dir, _lock: lock })
+        let socket = d.join("socket");
+        let env = server_env(cache, &socket, basedirs, &conf);
+        let log_path = d.join("server.log");
+        let log = std::fs::File::create(&log_path).with_context(|| format!("cannot create `{log_path}`"))?;
+        let mut cmd = std::process::Command::new(cache.sccache.as_str());
+        cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("SCCACHE_START_SERVER", "1")
+            .env("SCCACHE_NO_DAEMON", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().with_context(|| format!("cannot open `{log_path}`"))?)
+            .stderr(log)
+            .process_group(0);
+        crate::process::dies_with_parent(&mut cmd);
+        let child = cmd.spawn().with_context(|| format!("cannot run `{}`", cache.sccache))?;
+        let mut server =
+            Server { sccache: cache.sccache.clone(), env, child: Some(child), _dir: dir, _lock: lock };
+        let deadline = std::time::Instant::now() + STARTUP;
+        loop {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                return Ok(server);
+            }
+            let said =
+                || crate::process::tail_lines(&std::fs::read_to_string(&log_path).unwrap_or_default(), 20);
+            let child = server.child.as_mut().expect("the server is there until dropped");
+            if let Some(status) = child.try_wait().context("cannot wait for the compile cache's server")? {
+                server.child = None;
+                anyhow::bail!(
+                    "the compile cache's server (`{}`) exited ({status}) before it listened: {}",
+                    cache.sccache,
+                    said().trim()
+                );
+            }
+            if std::time::Instant::now() > deadline {
+                anyhow::bail!(
+                    "the compile cache's server (`{}`) did not listen within {} s: {}",
+                    cache.sccache,
+                    STARTUP.as_secs(),
+                    said().trim()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     /// The environment Ninja's compiles need to reach this server.
@@ -318,7 +360,11 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// `--stop-server`, then wait until the server and everything of its process group (the
+    /// compilers of a build that failed meanwhile) has ended; after [`STOP_GRACE`] what is
+    /// left gets SIGKILL. Nothing the server started outlives the cell.
     fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
         let cmd = self
             .env
             .iter()
@@ -326,6 +372,26 @@ impl Drop for Server {
                 c.env(k.as_str(), v.as_str())
             });
         let _ = cmd.output();
+        let group = rustix::process::Pid::from_child(&child);
+        let deadline = std::time::Instant::now() + STOP_GRACE;
+        let mut killed = false;
+        loop {
+            let server_done = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
+            // Signal 0 to the group: ESRCH once no process of it is left (the reaped server
+            // included; an unreaped one still counts, so this waits for the server too).
+            let group_done = server_done && rustix::process::test_kill_process_group(group).is_err();
+            if group_done {
+                return;
+            }
+            if !killed && std::time::Instant::now() > deadline {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                killed = true;
+            }
+            if killed && std::time::Instant::now() > deadline + STOP_GRACE {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 

@@ -537,9 +537,9 @@ pub const BUNDLE_MANYLINUX: &str = "manylinux_2_28";
 /// the stable ABI keeps.
 ///
 /// Returns the oldest manylinux policy every library meets (recorded in `metadata.json` as
-/// `build.manylinux`) and warnings: without a requested policy, each reference that keeps the
-/// variant from [`BUNDLE_MANYLINUX`], naming the symbol and the distributions it will not load
-/// on.
+/// `build.manylinux`) and warnings: without a requested policy, one per library that misses
+/// [`BUNDLE_MANYLINUX`] ([`crate::abi::summarize_symbol_versions`]: the highest glibc it needs,
+/// how many symbols need it, and the distributions it will not load on).
 ///
 /// Errors: an abi3 or torch stable-ABI violation; with a requested policy
 /// ([`CompiledCell::manylinux`]), any violation of it; each names the library and the symbol.
@@ -562,12 +562,24 @@ pub fn check_abi(
         .with_context(|| format!("the ABI check of `{}` failed", cell.variant))?;
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
-    for (lib, v) in report.violations() {
-        let name = lib.file_name().unwrap_or(lib.as_str());
-        if v.is_manylinux() && !enforced {
-            warnings.push(Warning { path: None, message: format!("`{}`: `{name}` is {v}", cell.variant) });
-        } else {
-            errors.push(format!("`{name}`: {v}"));
+    for lib in &report.libraries {
+        let name = lib.path.file_name().unwrap_or(lib.path.as_str());
+        // Unasked, the symbol versions past the bundle's policy are one warning per library.
+        if !enforced {
+            if let Some(summary) = crate::abi::summarize_symbol_versions(&lib.violations) {
+                warnings.push(Warning {
+                    path: None,
+                    message: format!("`{}`: `{name}` is {summary}", cell.variant),
+                });
+            }
+        }
+        for v in &lib.violations {
+            match v {
+                crate::abi::Violation::SymbolVersion { .. } if !enforced => {}
+                v if v.is_manylinux() && !enforced => warnings
+                    .push(Warning { path: None, message: format!("`{}`: `{name}` is {v}", cell.variant) }),
+                v => errors.push(format!("`{name}`: {v}")),
+            }
         }
     }
     if !errors.is_empty() {
