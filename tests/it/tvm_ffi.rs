@@ -20,6 +20,10 @@ fn kb(cache: &Path, args: &[&str]) -> Out {
         .env("KERNEL_BUILDER_CACHE_DIR", cache)
         .env_remove("CUDACXX")
         .env_remove("CUDA_HOME")
+        // The parallel plan fixed, so the build line is the same on every machine.
+        .env("KERNEL_BUILDER_JOBS", "2")
+        .env("KERNEL_BUILDER_NVCC_THREADS", "1")
+        .env("KERNEL_BUILDER_NVCC_SPLIT_COMPILE", "2")
         .args(args)
         .output()
         .unwrap();
@@ -104,7 +108,13 @@ fn relu_tvm_ffi_cuda_cell_holds_exactly_the_sass_asked_for() {
         serde_json::from_str(&fs::read_to_string(variant.join("metadata.json")).unwrap()).unwrap();
     let id = meta["id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("_relu_tvm_ffi_cuda_"), "{id}");
-    assert_eq!(built.stdout, format!("built {cell} (5 files, id {id}) -> {}\n", variant.display()));
+    assert_eq!(
+        built.stdout,
+        format!(
+            "built {cell} (5 files, id {id}, 2 jobs × 1 nvcc thread × 2 cicc splits) -> {}\n",
+            variant.display()
+        )
+    );
     let mut files: Vec<String> =
         fs::read_dir(&variant).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     files.sort();

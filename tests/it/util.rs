@@ -39,10 +39,15 @@ pub(crate) fn kb_std() -> std::process::Command {
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_INDEX_FILE");
+    // The signals kernel-builder handles start at their default, however the tests were run
+    // (a background job ignores SIGINT, `nohup` SIGHUP, and kernel-builder keeps an ignored
+    // signal ignored): a test that sends one gets the handler.
     // SAFETY: between fork and exec, only `signal`, which is async-signal-safe.
     unsafe {
         c.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
             Ok(())
         });
     }
