@@ -23,12 +23,16 @@ else
 fi
 
 # strace: the build test that kills a build at every rename of its swap injects the kill with
-# it (without strace that test says SKIPPED and checks nothing).
-if ! command -v strace >/dev/null 2>&1; then
+# it (without strace that test says SKIPPED and checks nothing). bubblewrap: the sandbox of
+# sccache-dist's build servers (tests/it/compile_dist.rs runs two on loopback).
+missing=()
+command -v strace >/dev/null 2>&1 || missing+=(strace)
+[ -x /usr/bin/bwrap ] || missing+=(bubblewrap)
+if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
-        sudo apt-get update -qq && sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
+        sudo apt-get update -qq && sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
 fi
 

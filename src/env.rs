@@ -98,6 +98,12 @@ vars! {
     COMPILE_CACHE_MAX_SIZE = "KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE",
         "the size the compile cache is pruned to after each build (e.g. `20G`)",
         default "`10G`";
+    COMPILE_DIST = "KERNEL_BUILDER_COMPILE_DIST",
+        "an sccache-dist scheduler (`http://HOST:PORT`) whose build servers run native cells' compiles",
+        default "every compile runs on this machine";
+    COMPILE_DIST_TOKEN = "KERNEL_BUILDER_COMPILE_DIST_TOKEN",
+        "the client token of that scheduler (its `client_auth` token)",
+        default "none; required with `KERNEL_BUILDER_COMPILE_DIST`";
     CUDA_CAPABILITIES = "KERNEL_BUILDER_CUDA_CAPABILITIES",
         "like `--cuda-capabilities`: compile CUDA kernels for fewer capabilities (a check build)",
         default "every capability the kernel publishes";

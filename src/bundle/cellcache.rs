@@ -281,6 +281,8 @@ fn compiled_inputs(
         &ids.uid,
         Utf8Path::new("/kernel-builder-work/src"),
         Utf8Path::new("/kernel-builder-work/build"),
+        // Where the compiles run changes how the prefix maps are given, not the binary.
+        crate::assemble::compiled::CompilesRun::Here,
     )?;
     let project = crate::codegen::generate(config, source.root(), &crate::codegen::Layout::default())?;
     let mut generated = sha2::Sha256::new();

@@ -148,21 +148,27 @@ pub(super) fn build_one(
 /// The compile cache of the native cells among `selected` (`None` when none is one, or the
 /// cache is off); when it cannot be had, a warning saying why and that the cells compile
 /// without it.
+///
+/// Errors: distributed compiles asked for (`KERNEL_BUILDER_COMPILE_DIST`) and not possible as
+/// set: a heavy cell compiled here instead would take hours where its author expected minutes.
 pub(super) fn compile_cache_for(
     selected: &[PlannedVariant],
     store: Option<&crate::toolchain::store::Store>,
     warnings: &mut Vec<Warning>,
-) -> Option<crate::assemble::compiled::compile_cache::CompileCache> {
+) -> anyhow::Result<Option<crate::assemble::compiled::compile_cache::CompileCache>> {
+    use crate::assemble::compiled::compile_cache;
     let native: Vec<&CompiledCell> =
         selected.iter().filter_map(|v| v.cell.as_deref()).filter(|c| c.package_set.is_none()).collect();
     if native.is_empty() {
-        return None;
+        return Ok(None);
     }
+    let dist = compile_cache::dist_setting()?;
     // A host toolchain's sccache is looked for beside its Ninja, like CMake and Ninja.
     let near: Vec<Utf8PathBuf> =
         native.iter().filter_map(|c| c.ninja.path.parent().map(Utf8Path::to_owned)).collect();
-    match crate::assemble::compiled::compile_cache::for_build(store, &near) {
+    Ok(match compile_cache::for_build(store, &near) {
         Ok(c) => c,
+        Err(e) if dist.is_some() => return Err(e),
         Err(e) => {
             warnings.push(Warning {
                 path: None,
@@ -173,7 +179,7 @@ pub(super) fn compile_cache_for(
             });
             None
         }
-    }
+    })
 }
 
 /// Prune the compile cache in `dir` to its bound; a warning when that fails. A build using it

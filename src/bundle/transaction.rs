@@ -224,7 +224,7 @@ pub(super) fn build_and_swap(
     // Cells built at once share the cores and memory ([`crate::assemble::compiled::parallel`]).
     let cells_at_once = options.jobs.clamp(1, selected.len().max(1));
     let mut warnings = Vec::new();
-    let compile_cache = compile_cache_for(selected, options.pinned, &mut warnings);
+    let compile_cache = compile_cache_for(selected, options.pinned, &mut warnings)?;
     let work = WorkDir::Cache {
         kernel_dir: kernel_dir.to_owned(),
         cells_at_once,

