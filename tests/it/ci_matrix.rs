@@ -387,10 +387,36 @@ fn every_attribute_is_a_package_of_the_flake() {
     }
 }
 
+/// The `run` scripts of a job's steps, in order, each with its environment as GitHub gives it:
+/// the workflow's `env`, then the step's, as strings.
+fn runs_with_env(workflow: &Value, job: &Value) -> Vec<(String, Vec<(String, String)>)> {
+    let pairs = |v: &Value| -> Vec<(String, String)> {
+        v.as_object()
+            .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect())
+            .unwrap_or_default()
+    };
+    job["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| {
+            let script = s["run"].as_str()?.to_owned();
+            Some((script, [pairs(&workflow["env"]), pairs(&s["env"])].concat()))
+        })
+        .collect()
+}
+
 /// Run `script` with bash -e in `cwd` as a GitHub Actions step would, each `${{ matrix.KEY }}`
-/// replaced by `entry[KEY]` (no other expression may appear), with `path_dir` first on PATH
-/// and `$GITHUB_OUTPUT` set.
-fn run_step(script: &str, entry: &Value, cwd: &Utf8Path, path_dir: &Utf8Path, output: &Utf8Path) {
+/// replaced by `entry[KEY]` (no other expression may appear), with `path_dir` first on PATH,
+/// `$GITHUB_OUTPUT` set and `env` in the environment.
+fn run_step(
+    script: &str,
+    entry: &Value,
+    cwd: &Utf8Path,
+    path_dir: &Utf8Path,
+    output: &Utf8Path,
+    env: &[(String, String)],
+) {
     let mut text = String::new();
     let mut rest = script;
     while let Some(i) = rest.find("${{") {
@@ -402,7 +428,9 @@ fn run_step(script: &str, entry: &Value, cwd: &Utf8Path, path_dir: &Utf8Path, ou
     }
     text.push_str(rest);
     let path = format!("{path_dir}:{}", std::env::var("PATH").unwrap());
-    let out = duct::cmd!("bash", "-e", "-c", &text)
+    let out = env
+        .iter()
+        .fold(duct::cmd!("bash", "-e", "-c", &text), |c, (k, v)| c.env(k, v))
         .dir(cwd)
         .env("PATH", path)
         .env("GITHUB_OUTPUT", output)
@@ -425,7 +453,9 @@ fn run_step(script: &str, entry: &Value, cwd: &Utf8Path, path_dir: &Utf8Path, ou
 /// upload. `nix` is real (offline, so a shim on PATH adds the orchestrator override to `nix
 /// build` and stands this kernel-builder in for `nix run --inputs-from . kernel-builder` and
 /// its `nix build`). The joined build/ passes upload's local checks and has the NAR hashes of
-/// a native build; an artifact downloaded twice fails the join.
+/// a native build; the build jobs run again with `KERNEL_BUILDER_CI_BUILD=native` (on the
+/// runner, through the compile cache) join into the same `hashes.json`; an artifact
+/// downloaded twice fails the join.
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn the_generated_workflow_runs_here() {
@@ -479,7 +509,7 @@ echo "shim: unexpected nix $*" >&2; exit 1
     // matrix
     let m_dir = clone("job-matrix");
     for script in runs(&wf["jobs"]["matrix"]) {
-        run_step(&script, &no_matrix, &m_dir, &shim, &output);
+        run_step(&script, &no_matrix, &m_dir, &shim, &output, &[]);
     }
     let out_text = std::fs::read_to_string(&output).unwrap();
     let line = out_text.lines().find_map(|l| l.strip_prefix("matrix=")).unwrap();
@@ -490,18 +520,37 @@ echo "shim: unexpected nix $*" >&2; exit 1
         ["torch-cuda", "torch-rocm", "torch-xpu"]
     );
 
-    // build, one clone per entry; the artifact goes where download-artifact puts it.
-    let artifacts = root.join("artifacts");
-    for entry in entries {
-        let id = entry["id"].as_str().unwrap();
-        let dir = clone(&format!("job-build-{id}"));
-        for script in runs(&wf["jobs"]["build"]) {
-            run_step(&script, entry, &dir, &shim, &output);
+    // build, one clone per entry; the artifact goes where download-artifact puts it. Once as
+    // the workflow is written (Nix), once with KERNEL_BUILDER_CI_BUILD=native (its compile
+    // cache steps are `uses` steps, GitHub's own).
+    let build_steps = runs_with_env(&wf, &wf["jobs"]["build"]);
+    assert!(
+        build_steps.iter().all(|(_, env)| env.contains(&("KERNEL_BUILDER_CI_BUILD".into(), "nix".into()))),
+        "the workflow builds with Nix unless told otherwise"
+    );
+    let build_jobs = |mode: &str| -> Utf8PathBuf {
+        let artifacts = root.join(format!("artifacts-{mode}"));
+        for entry in entries {
+            let id = entry["id"].as_str().unwrap();
+            let dir = clone(&format!("job-build-{mode}-{id}"));
+            for (script, env) in &build_steps {
+                let mut env = env.clone();
+                for (k, v) in env.iter_mut() {
+                    if k == "KERNEL_BUILDER_CI_BUILD" {
+                        *v = mode.into();
+                    }
+                }
+                run_step(script, entry, &dir, &shim, &output, &env);
+            }
+            assert_eq!(dir.join("result").exists(), mode == "nix", "{mode} {id}");
+            let a = artifacts.join(format!("cells-{id}"));
+            std::fs::create_dir_all(&a).unwrap();
+            std::fs::copy(dir.join("cells.tar"), a.join("cells.tar")).unwrap();
         }
-        let a = artifacts.join(format!("cells-{id}"));
-        std::fs::create_dir_all(&a).unwrap();
-        std::fs::copy(dir.join("cells.tar"), a.join("cells.tar")).unwrap();
-    }
+        artifacts
+    };
+    let artifacts = build_jobs("nix");
+    let native_artifacts = build_jobs("native");
 
     // join, without the upload (it needs the Hub and a token; its local checks run below).
     let join = &wf["jobs"]["join"];
@@ -509,7 +558,7 @@ echo "shim: unexpected nix $*" >&2; exit 1
         for step in join["steps"].as_array().unwrap() {
             if let Some(script) = step["run"].as_str() {
                 if step.get("if").is_none() {
-                    run_step(script, &no_matrix, dir, &shim, &output);
+                    run_step(script, &no_matrix, dir, &shim, &output, &[]);
                 }
             }
         }
@@ -544,6 +593,15 @@ echo "shim: unexpected nix $*" >&2; exit 1
     assert_eq!(built["variants"], native_manifest["variants"]);
     assert_eq!(built["source"], native_manifest["source"]);
 
+    // The native jobs' artifacts join into the same bundle.
+    let jn = clone("job-join-native");
+    copy_tree(&native_artifacts, &jn.join("artifacts"));
+    run_join(&jn);
+    assert_eq!(
+        std::fs::read_to_string(jn.join("build/hashes.json")).unwrap(),
+        std::fs::read_to_string(j_dir.join("build/hashes.json")).unwrap()
+    );
+
     // A variant that two artifacts hold fails the join.
     let j2 = clone("job-join-twice");
     copy_tree(&artifacts, &j2.join("artifacts"));
@@ -552,7 +610,7 @@ echo "shim: unexpected nix $*" >&2; exit 1
         join["steps"].as_array().unwrap().iter().filter_map(|s| s["run"].as_str()).collect();
     let join_step = steps.iter().find(|s| s.contains("nix-support join")).unwrap();
     for s in &steps[..steps.iter().position(|s| s == join_step).unwrap()] {
-        run_step(s, &no_matrix, &j2, &shim, &output);
+        run_step(s, &no_matrix, &j2, &shim, &output, &[]);
     }
     let text = join_step.to_string();
     let out = duct::cmd!("bash", "-e", "-c", &text)
