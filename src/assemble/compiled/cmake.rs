@@ -85,62 +85,8 @@ pub fn cell_facts(
     let python_name = config.general.python_name();
     let ops_name = op_namespace(&python_name, cell.backend, uid);
     let stable = cell.kind == CellKind::StableAbi;
-    // What the framework brings: the C++ standard, definitions, include directories,
-    // libraries, and its installation directory, mapped away in the binaries.
-    let (std, mut defines, mut includes, mut libs, framework_map) = match &cell.framework {
-        CellFramework::Torch(t) => {
-            let std = t.cxx_standard();
-            let mut defines = vec![
-                format!("TORCH_EXTENSION_NAME={ops_name}"),
-                "Py_LIMITED_API=0x03090000".to_owned(),
-                format!("_GLIBCXX_USE_CXX11_ABI={}", u8::from(t.cxx11_abi)),
-            ];
-            // What linking torch's CMake targets defines in upstream's build.
-            defines.extend(crate::assemble::parity::torch_interface_defines(&t.torch_dir));
-            if let Framework::Torch(tt) = &config.framework {
-                if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
-                    defines.push(format!("TORCH_TARGET_VERSION={}", super::torch_target_version(abi)));
-                }
-            }
-            let lib = t.torch_dir.join("lib");
-            // A stable-ABI cell sees torch's stable headers and links its C shim only (`stable_abi`).
-            let (includes, mut libs) = if stable {
-                (
-                    vec![crate::assemble::stable_abi::include_root(build_dir), t.python_include.clone()],
-                    crate::assemble::stable_abi::link_libraries(&lib, cell.backend),
-                )
-            } else {
-                (
-                    vec![
-                        t.torch_dir.join("include"),
-                        t.torch_dir.join("include/torch/csrc/api/include"),
-                        t.python_include.clone(),
-                    ],
-                    vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")],
-                )
-            };
-            if cell.backend == Backend::Cuda && !stable {
-                libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
-            }
-            (std, defines, includes, libs, (t.torch_dir.clone(), "/torch"))
-        }
-        // A tvm-ffi cell sees tvm-ffi's headers and links libtvm_ffi.so (`tvm_ffi`).
-        CellFramework::TvmFfi(f) => (
-            crate::assemble::tvm_ffi::CXX_STANDARD,
-            crate::assemble::tvm_ffi::defines(&ops_name),
-            vec![f.include_dir()],
-            f.link_libraries(),
-            (f.package_dir.clone(), "/tvm_ffi"),
-        ),
-    };
-    match cell.backend {
-        Backend::Cpu => defines.push("CPU_KERNEL".into()),
-        Backend::Cuda => defines.extend(["CUDA_KERNEL".into(), "USE_CUDA=1".into()]),
-        Backend::Rocm => defines.extend(["ROCM_KERNEL".into(), "USE_ROCM=1".into()]),
-        Backend::Metal => defines.push("METAL_KERNEL".into()),
-        Backend::Xpu => defines.extend(["XPU_KERNEL".into(), "USE_XPU".into()]),
-        _ => {}
-    }
+    let FrameworkInputs { std, defines, mut includes, mut libs, map: framework_map } =
+        framework_inputs(config, cell, &ops_name, build_dir);
     let mut env = Vec::new();
     let mut cache = BTreeMap::new();
     let mut gencode = BTreeMap::new();
@@ -280,6 +226,83 @@ pub fn cell_facts(
     cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
     cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
     Ok(CellFacts { ops_name, cache, gencode, env, warnings, basedirs, specs })
+}
+
+/// What a cell's framework brings to its compile: the C++ standard, definitions (the
+/// backend's too), include directories, libraries, and its installation directory with the
+/// name it has in the binaries.
+struct FrameworkInputs {
+    std: &'static str,
+    defines: Vec<String>,
+    includes: Vec<Utf8PathBuf>,
+    libs: Vec<Utf8PathBuf>,
+    map: (Utf8PathBuf, &'static str),
+}
+
+/// [`FrameworkInputs`] of `cell` (torch or tvm-ffi) with the op namespace `ops_name`; a
+/// stable-ABI cell's include root is in `build_dir`.
+fn framework_inputs(
+    config: &BuildConfig,
+    cell: &CompiledCell,
+    ops_name: &str,
+    build_dir: &Utf8Path,
+) -> FrameworkInputs {
+    let stable = cell.kind == CellKind::StableAbi;
+    let (std, mut defines, includes, libs, map) = match &cell.framework {
+        CellFramework::Torch(t) => {
+            let std = t.cxx_standard();
+            let mut defines = vec![
+                format!("TORCH_EXTENSION_NAME={ops_name}"),
+                "Py_LIMITED_API=0x03090000".to_owned(),
+                format!("_GLIBCXX_USE_CXX11_ABI={}", u8::from(t.cxx11_abi)),
+            ];
+            // What linking torch's CMake targets defines in upstream's build.
+            defines.extend(crate::assemble::parity::torch_interface_defines(&t.torch_dir));
+            if let Framework::Torch(tt) = &config.framework {
+                if let Some(abi) = tt.stable_abi.for_backend(cell.backend) {
+                    defines.push(format!("TORCH_TARGET_VERSION={}", super::torch_target_version(abi)));
+                }
+            }
+            let lib = t.torch_dir.join("lib");
+            // A stable-ABI cell sees torch's stable headers and links its C shim only (`stable_abi`).
+            let (includes, mut libs) = if stable {
+                (
+                    vec![crate::assemble::stable_abi::include_root(build_dir), t.python_include.clone()],
+                    crate::assemble::stable_abi::link_libraries(&lib, cell.backend),
+                )
+            } else {
+                (
+                    vec![
+                        t.torch_dir.join("include"),
+                        t.torch_dir.join("include/torch/csrc/api/include"),
+                        t.python_include.clone(),
+                    ],
+                    vec![lib.join("libtorch.so"), lib.join("libtorch_cpu.so"), lib.join("libc10.so")],
+                )
+            };
+            if cell.backend == Backend::Cuda && !stable {
+                libs.extend([lib.join("libtorch_cuda.so"), lib.join("libc10_cuda.so")]);
+            }
+            (std, defines, includes, libs, (t.torch_dir.clone(), "/torch"))
+        }
+        // A tvm-ffi cell sees tvm-ffi's headers and links libtvm_ffi.so (`tvm_ffi`).
+        CellFramework::TvmFfi(f) => (
+            crate::assemble::tvm_ffi::CXX_STANDARD,
+            crate::assemble::tvm_ffi::defines(ops_name),
+            vec![f.include_dir()],
+            f.link_libraries(),
+            (f.package_dir.clone(), "/tvm_ffi"),
+        ),
+    };
+    match cell.backend {
+        Backend::Cpu => defines.push("CPU_KERNEL".into()),
+        Backend::Cuda => defines.extend(["CUDA_KERNEL".into(), "USE_CUDA=1".into()]),
+        Backend::Rocm => defines.extend(["ROCM_KERNEL".into(), "USE_ROCM=1".into()]),
+        Backend::Metal => defines.push("METAL_KERNEL".into()),
+        Backend::Xpu => defines.extend(["XPU_KERNEL".into(), "USE_XPU".into()]),
+        _ => {}
+    }
+    FrameworkInputs { std, defines, includes, libs, map }
 }
 
 /// The module's file name suffix: `.so` for a tvm-ffi cell (a library `tvm_ffi` opens, not a

@@ -118,47 +118,17 @@ pub fn build_cell(
     if let Some(tools) = &cell.cargo {
         return cargo::build(source, config, cell, tools, ids, out_variant_dir, work, layout);
     }
-    let env_jobs = jobs_from_env()?;
-    let nvcc_threads = nvcc_threads_from_env()?;
-    let nvcc_split = nvcc_split_from_env()?;
+    // Read before anything runs: a bad value fails the build at once.
+    let set = ParallelSet {
+        jobs: jobs_from_env()?,
+        nvcc_threads: nvcc_threads_from_env()?,
+        nvcc_split: nvcc_split_from_env()?,
+    };
     let mut warnings: Vec<Warning> = Vec::new();
     if let Some(w) = &cell.outside_bundle {
         warnings.push(Warning { path: None, message: w.clone() });
     }
-    let _fresh;
-    // Cells built in the cache compile from one mirror of the kernel's sources per kernel name
-    // (`sources-v1/<name>`, [`shared_sources`]), whichever checkout they come from: nvcc hands
-    // the real path of each source to cudafe++ and cicc, which the compile cache hashes, so
-    // only one path per source lets `torch214-cu132` reuse what `torch215-cu132` compiled, and
-    // a fresh checkout reuse what another compiled.
-    let (work_dir, shared_src): (Utf8PathBuf, Option<Utf8PathBuf>) = match work {
-        WorkDir::Cache { kernel_dir, .. } => {
-            let canon =
-                kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
-            let key: String =
-                sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-            let root = cache_root()?;
-            let kernel_work = crate::fsutil::inside(&root, &Utf8PathBuf::from("cmake-v1").join(&key[..16]))?;
-            let d = crate::fsutil::inside(&kernel_work, Utf8Path::new(&cell.variant))?; // no link leads the build out of it
-            std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
-            // So that `native-cache` can name the kernel a work directory belongs to.
-            super::workdirs::record_kernel(&kernel_work, &canon)?;
-            let sources =
-                crate::fsutil::inside(&root, &Utf8PathBuf::from(SOURCES_DIR).join(&config.general.name))?;
-            (d, Some(sources))
-        }
-        WorkDir::Fresh => {
-            let t = tempfile::Builder::new()
-                .prefix("kernel-builder-cell-")
-                .tempdir()
-                .context("cannot create a temporary work directory")?;
-            let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
-                .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
-            // Interrupted while CMake or Ninja runs in it: removed before the process exits.
-            _fresh = (crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All), t);
-            (p, None)
-        }
-    };
+    let CellWorkDir { dir: work_dir, shared_src, _fresh } = cell_work_dir(work, config, cell)?;
     let _work_lock = crate::assemble::workdirs::lock_work_dir(&work_dir)?; // no orphan of a killed build shares it
                                                                            // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
                                                                            // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
@@ -211,11 +181,8 @@ pub fn build_cell(
         }
     };
 
-    // Configure when the facts changed or nothing is configured yet; then build. CMake reads
-    // the compilers, the generator and the flag variables (CXXFLAGS, …) only at the first
-    // configure of a build directory: when one of those differs from the last configure that
-    // succeeded (or none did), the build directory is started afresh.
-    // The compile cache: a cell built in the cache's work directory (build-and-copy), never in
+    // Configure when the facts changed or nothing is configured yet ([`configure`]); then
+    // build. The compile cache: a cell built in the cache's work directory (build-and-copy), never in
     // a Nix sandbox (hermetic) nor for `verify` (a fresh compile is what it checks).
     let compile_cache = match work {
         WorkDir::Cache { compile_cache: Some(c), .. } if cell.package_set.is_none() => {
@@ -238,119 +205,10 @@ pub fn build_cell(
         None => None,
     };
     cell_text.push_str(&compile_cache::launcher_lines(launcher.as_deref()));
-    let mut record = ConfigureRecord::new(cell, &facts, &cell_text);
-    // CMake refuses a build directory configured for another source directory.
-    record.first_configure.insert("source-dir".into(), Some(src_dir.to_string()));
-    let configured = build_dir.join("kernel-builder-cell.configured");
-    let last =
-        std::fs::read(&configured).ok().and_then(|b| serde_json::from_slice::<ConfigureRecord>(&b).ok());
-    if last.as_ref().is_none_or(|l| l.first_configure != record.first_configure) && build_dir.exists() {
-        std::fs::remove_dir_all(&build_dir)
-            .with_context(|| format!("cannot remove the stale build directory `{build_dir}`"))?;
-    }
-    std::fs::create_dir_all(&build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
-    if let (CellKind::StableAbi, Some(t)) = (cell.kind, cell.framework.torch()) {
-        super::stable_abi::prepare_include_root(&build_dir, &t.torch_dir.join("include"))?;
-    }
-    let cell_file = build_dir.join("kernel-builder-cell.cmake");
-    sync_file(&cell_file, cell_text.as_bytes())?;
-    if let Some(specs) = &facts.specs {
-        sync_file(&build_dir.join(cmake::SPECS_FILE), specs.as_bytes())?;
-    }
-    // A configure that failed or was interrupted leaves the old build.ninja (for the old
-    // facts), which must not be used.
-    if last.as_ref() != Some(&record) || !build_dir.join("build.ninja").is_file() {
-        let _ = std::fs::remove_file(&configured);
-        run_step(
-            "CMake configure",
-            &cell.cmake.path,
-            &[
-                "-G".into(),
-                "Ninja".into(),
-                "-C".into(),
-                cell_file.to_string(),
-                "-S".into(),
-                src_dir.to_string(),
-                "-B".into(),
-                build_dir.to_string(),
-            ],
-            &facts.env,
-            &tmp_dir,
-            None,
-        )?;
-        let text = serde_json::to_vec_pretty(&record).context("cannot serialise the configure record")?;
-        sync_file(&configured, &text)?;
-    }
+    configure(cell, &facts, &cell_text, &src_dir, &build_dir, &tmp_dir)?;
     let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
-    // Ninja's `-j`, nvcc's `--threads` and cicc's split from the cores and memory
-    // ([`parallel`]); a number set in the environment stays, the others fill the rest.
-    let cells_at_once = match work {
-        WorkDir::Cache { cells_at_once, .. } => *cells_at_once,
-        WorkDir::Fresh => 1,
-    };
-    let kinds: Vec<codegen::SourceKind> = config
-        .kernels
-        .iter()
-        .filter(|(n, _)| cell.kernels.contains(n))
-        .filter_map(|(_, k)| codegen::expand(source.root(), &k.src).ok())
-        .flatten()
-        .map(|p| codegen::source_kind(&p))
-        .collect();
+    let plan = parallel_plan(source, config, cell, &facts, work, &set, compile_cache.as_ref(), &mut warnings);
     let cuda = cell.backend == Backend::Cuda;
-    let sources = if cuda {
-        kinds.iter().filter(|k| **k == codegen::SourceKind::Cuda).count()
-    } else {
-        kinds.iter().filter(|k| !matches!(k, codegen::SourceKind::Other | codegen::SourceKind::Metal)).count()
-    };
-    // A CUDA cell's C/C++ sources: its kernels' and the binding's.
-    let binding: &[String] = match &config.framework {
-        crate::config::Framework::Torch(t) => &t.src,
-        crate::config::Framework::TvmFfi(f) => &f.src,
-        _ => &[],
-    };
-    let other = kinds
-        .iter()
-        .copied()
-        .chain(
-            codegen::expand(source.root(), binding)
-                .unwrap_or_default()
-                .iter()
-                .map(|p| codegen::source_kind(p)),
-        )
-        .filter(|k| matches!(k, codegen::SourceKind::Cxx | codegen::SourceKind::C))
-        .count();
-    let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
-    let mut plan = parallel::plan_with(
-        parallel::resources(),
-        cells_at_once,
-        sources,
-        if cuda { other } else { 0 },
-        targets,
-        cuda,
-        env_jobs,
-        nvcc_threads,
-    );
-    if let (Some(s), true) = (nvcc_split, cuda) {
-        plan.split_compile = s;
-    }
-    if !cell.nvcc.as_ref().is_some_and(|n| parallel::split_compile_supported(&n.version)) {
-        plan = plan.without_split();
-    }
-    // Distributed compiles: as many jobs as the build servers have cores (the compiles run
-    // there; here only their preprocessing), unless the user set the jobs.
-    if let Some(status) = compile_cache.as_ref().and_then(compile_cache::Server::dist_status) {
-        match status {
-            Ok(st) if env_jobs.is_none() => plan.ninja_jobs = plan.ninja_jobs.max(st.cpus as usize),
-            Ok(_) => {}
-            Err(e) => warnings.push(Warning {
-                path: None,
-                message: format!(
-                    "`{}`: the sccache-dist scheduler did not answer ({e:#}); its compiles run on this machine",
-                    cell.variant
-                ),
-            }),
-        }
-    }
     let mut compile_env = facts.env.clone();
     if let Some(s) = &compile_cache {
         compile_env.extend(s.client_env().iter().cloned());
@@ -422,6 +280,210 @@ pub fn build_cell(
         toolchain,
     )?);
     Ok(CellBuilt { warnings, compiles, parallel: Some((plan, cuda)) })
+}
+
+/// Where a cell is built ([`cell_work_dir`]).
+struct CellWorkDir {
+    dir: Utf8PathBuf,
+    /// The source mirror shared by the cells of the kernel's name, for cells built in the cache.
+    shared_src: Option<Utf8PathBuf>,
+    /// A fresh work directory: removed when this is dropped, or on interruption.
+    _fresh: Option<(crate::interrupt::Registered, tempfile::TempDir)>,
+}
+
+/// The work directory of `cell`: in the cache (`cmake-v1/<kernel>/<variant>`, kept for
+/// incremental builds) or fresh (a temporary directory, as `verify` uses).
+///
+/// Errors: the kernel directory or the cache root cannot be resolved, a link leads out of the
+/// cache, or the directory cannot be created.
+fn cell_work_dir(work: &WorkDir, config: &BuildConfig, cell: &CompiledCell) -> anyhow::Result<CellWorkDir> {
+    // Cells built in the cache compile from one mirror of the kernel's sources per kernel name
+    // (`sources-v1/<name>`, [`shared_sources`]), whichever checkout they come from: nvcc hands
+    // the real path of each source to cudafe++ and cicc, which the compile cache hashes, so
+    // only one path per source lets `torch214-cu132` reuse what `torch215-cu132` compiled, and
+    // a fresh checkout reuse what another compiled.
+    Ok(match work {
+        WorkDir::Cache { kernel_dir, .. } => {
+            let canon =
+                kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+            let key: String =
+                sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+            let root = cache_root()?;
+            let kernel_work = crate::fsutil::inside(&root, &Utf8PathBuf::from("cmake-v1").join(&key[..16]))?;
+            let d = crate::fsutil::inside(&kernel_work, Utf8Path::new(&cell.variant))?; // no link leads the build out of it
+            std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
+            // So that `native-cache` can name the kernel a work directory belongs to.
+            super::workdirs::record_kernel(&kernel_work, &canon)?;
+            let sources =
+                crate::fsutil::inside(&root, &Utf8PathBuf::from(SOURCES_DIR).join(&config.general.name))?;
+            CellWorkDir { dir: d, shared_src: Some(sources), _fresh: None }
+        }
+        WorkDir::Fresh => {
+            let t = tempfile::Builder::new()
+                .prefix("kernel-builder-cell-")
+                .tempdir()
+                .context("cannot create a temporary work directory")?;
+            let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
+                .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
+            // Interrupted while CMake or Ninja runs in it: removed before the process exits.
+            let fresh = (crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All), t);
+            CellWorkDir { dir: p, shared_src: None, _fresh: Some(fresh) }
+        }
+    })
+}
+
+/// Configure the cell's CMake build directory `build_dir` for `src_dir` with the cache file
+/// `cell_text`, unless the last configure that succeeded had the same record. CMake reads the
+/// compilers, the generator and the flag variables (CXXFLAGS, …) only at the first configure
+/// of a build directory: when one of those differs from that configure's (or none
+/// succeeded), the build directory is started afresh.
+///
+/// Errors: the build directory cannot be made or written, or CMake fails.
+fn configure(
+    cell: &CompiledCell,
+    facts: &cmake::CellFacts,
+    cell_text: &str,
+    src_dir: &Utf8Path,
+    build_dir: &Utf8Path,
+    tmp_dir: &Utf8Path,
+) -> anyhow::Result<()> {
+    let mut record = ConfigureRecord::new(cell, facts, cell_text);
+    // CMake refuses a build directory configured for another source directory.
+    record.first_configure.insert("source-dir".into(), Some(src_dir.to_string()));
+    let configured = build_dir.join("kernel-builder-cell.configured");
+    let last =
+        std::fs::read(&configured).ok().and_then(|b| serde_json::from_slice::<ConfigureRecord>(&b).ok());
+    if last.as_ref().is_none_or(|l| l.first_configure != record.first_configure) && build_dir.exists() {
+        std::fs::remove_dir_all(build_dir)
+            .with_context(|| format!("cannot remove the stale build directory `{build_dir}`"))?;
+    }
+    std::fs::create_dir_all(build_dir).with_context(|| format!("cannot create `{build_dir}`"))?;
+    if let (CellKind::StableAbi, Some(t)) = (cell.kind, cell.framework.torch()) {
+        super::stable_abi::prepare_include_root(build_dir, &t.torch_dir.join("include"))?;
+    }
+    let cell_file = build_dir.join("kernel-builder-cell.cmake");
+    sync_file(&cell_file, cell_text.as_bytes())?;
+    if let Some(specs) = &facts.specs {
+        sync_file(&build_dir.join(cmake::SPECS_FILE), specs.as_bytes())?;
+    }
+    // A configure that failed or was interrupted leaves the old build.ninja (for the old
+    // facts), which must not be used.
+    if last.as_ref() != Some(&record) || !build_dir.join("build.ninja").is_file() {
+        let _ = std::fs::remove_file(&configured);
+        run_step(
+            "CMake configure",
+            &cell.cmake.path,
+            &[
+                "-G".into(),
+                "Ninja".into(),
+                "-C".into(),
+                cell_file.to_string(),
+                "-S".into(),
+                src_dir.to_string(),
+                "-B".into(),
+                build_dir.to_string(),
+            ],
+            &facts.env,
+            tmp_dir,
+            None,
+        )?;
+        let text = serde_json::to_vec_pretty(&record).context("cannot serialise the configure record")?;
+        sync_file(&configured, &text)?;
+    }
+    Ok(())
+}
+
+/// The numbers of a cell's parallelism that the environment sets (`KERNEL_BUILDER_JOBS`,
+/// `KERNEL_BUILDER_NVCC_THREADS`, `KERNEL_BUILDER_NVCC_SPLIT_COMPILE`); the others are chosen.
+struct ParallelSet {
+    jobs: Option<usize>,
+    nvcc_threads: Option<usize>,
+    nvcc_split: Option<usize>,
+}
+
+/// Ninja's `-j`, nvcc's `--threads` and cicc's split of `cell` ([`parallel`]): from the cores
+/// and memory shared by the cells built at once, the cell's sources and targets, and the build
+/// servers of distributed compiles; a number set in the environment stays, the others fill the
+/// rest. A scheduler of distributed compiles that does not answer is a warning.
+#[allow(clippy::too_many_arguments)]
+fn parallel_plan(
+    source: &SourceSet,
+    config: &BuildConfig,
+    cell: &CompiledCell,
+    facts: &cmake::CellFacts,
+    work: &WorkDir,
+    set: &ParallelSet,
+    compile_cache: Option<&compile_cache::Server>,
+    warnings: &mut Vec<Warning>,
+) -> parallel::Plan {
+    let cells_at_once = match work {
+        WorkDir::Cache { cells_at_once, .. } => *cells_at_once,
+        WorkDir::Fresh => 1,
+    };
+    let kinds: Vec<codegen::SourceKind> = config
+        .kernels
+        .iter()
+        .filter(|(n, _)| cell.kernels.contains(n))
+        .filter_map(|(_, k)| codegen::expand(source.root(), &k.src).ok())
+        .flatten()
+        .map(|p| codegen::source_kind(&p))
+        .collect();
+    let cuda = cell.backend == Backend::Cuda;
+    let sources = if cuda {
+        kinds.iter().filter(|k| **k == codegen::SourceKind::Cuda).count()
+    } else {
+        kinds.iter().filter(|k| !matches!(k, codegen::SourceKind::Other | codegen::SourceKind::Metal)).count()
+    };
+    // A CUDA cell's C/C++ sources: its kernels' and the binding's.
+    let binding: &[String] = match &config.framework {
+        crate::config::Framework::Torch(t) => &t.src,
+        crate::config::Framework::TvmFfi(f) => &f.src,
+        _ => &[],
+    };
+    let other = kinds
+        .iter()
+        .copied()
+        .chain(
+            codegen::expand(source.root(), binding)
+                .unwrap_or_default()
+                .iter()
+                .map(|p| codegen::source_kind(p)),
+        )
+        .filter(|k| matches!(k, codegen::SourceKind::Cxx | codegen::SourceKind::C))
+        .count();
+    let targets = facts.gencode.values().map(Vec::len).max().unwrap_or(1);
+    let mut plan = parallel::plan_with(
+        parallel::resources(),
+        cells_at_once,
+        sources,
+        if cuda { other } else { 0 },
+        targets,
+        cuda,
+        set.jobs,
+        set.nvcc_threads,
+    );
+    if let (Some(s), true) = (set.nvcc_split, cuda) {
+        plan.split_compile = s;
+    }
+    if !cell.nvcc.as_ref().is_some_and(|n| parallel::split_compile_supported(&n.version)) {
+        plan = plan.without_split();
+    }
+    // Distributed compiles: as many jobs as the build servers have cores (the compiles run
+    // there; here only their preprocessing), unless the user set the jobs.
+    if let Some(status) = compile_cache.and_then(compile_cache::Server::dist_status) {
+        match status {
+            Ok(st) if set.jobs.is_none() => plan.ninja_jobs = plan.ninja_jobs.max(st.cpus as usize),
+            Ok(_) => {}
+            Err(e) => warnings.push(Warning {
+                path: None,
+                message: format!(
+                    "`{}`: the sccache-dist scheduler did not answer ({e:#}); its compiles run on this machine",
+                    cell.variant
+                ),
+            }),
+        }
+    }
+    plan
 }
 
 /// Write the variant directory of the compiled `cell` from its built module `built`: the
