@@ -280,136 +280,24 @@ pub fn plan_cell(
             c.kernel
         ));
     }
-    let mut cuda_capabilities = BTreeMap::new();
-    let mut notes = Vec::new();
-    let mut capabilities_only = None;
-    // The CUDA kernels none of whose capabilities --cuda-capabilities asks for.
-    let mut unmatched: Vec<String> = Vec::new();
-    if backend == Backend::Cuda {
-        let cuda = backend_version.as_deref().expect("CUDA version");
-        for name in &kernels {
-            let k = &config.kernels[name];
-            let resolved = matrix::resolve_cuda_capabilities_in(
-                matrix::data::for_config(config),
-                k.cuda_capabilities.as_deref(),
-                cuda,
-            )?;
-            if let (Some(asked), Some(nvcc), false) = (&k.cuda_capabilities, &nvcc, resolved.is_empty()) {
-                let dropped =
-                    matrix::unbuildable_cuda_capabilities_in(matrix::data::for_config(config), asked, cuda)?;
-                if !dropped.is_empty() {
-                    notes.push(dropped_capabilities_note(name, &dropped, nvcc, &variant, &resolved));
-                }
-            }
-            if resolved.is_empty() {
-                let asked: Vec<String> =
-                    k.cuda_capabilities.iter().flatten().map(ToString::to_string).collect();
-                let can = matrix::data::for_config(config)
-                    .cuda
-                    .iter()
-                    .find(|(v, _)| Version::parse(v).ok().as_ref() == bv.as_ref());
-                return Err(format!(
-                    "[kernel.{name}] asks for CUDA capabilities {} and CUDA {cuda} builds none of them (it builds {}); fix `cuda-capabilities`",
-                    asked.join(", "),
-                    can.map(|(_, t)| t.capabilities.join(", ")).unwrap_or_default()
-                ));
-            }
-            let resolved = match &host.cuda_capabilities_only {
-                Some(only) => {
-                    let kept = select_capabilities(&resolved, only)
-                        .map_err(|e| format!("--cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {e}"))?;
-                    if kept.is_empty() {
-                        // A part for other GPUs (an sm100-only kernel beside sm90 ones): leaving
-                        // it out would leave the binding's calls into it unresolved, so it keeps
-                        // its own capabilities (few, for such a part) and the cell still loads.
-                        notes.push(format!(
-                            "[kernel.{name}] builds none of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}: compiled for its own {}",
-                            only.join(", "),
-                            resolved.join(", ")
-                        ));
-                        unmatched.push(format!("[kernel.{name}] ({})", resolved.join(", ")));
-                    } else if kept.len() < resolved.len() {
-                        notes.push(format!(
-                            "[kernel.{name}]: compiled for CUDA capabilit{} {} only (--cuda-capabilities / {CUDA_CAPABILITIES_VAR}), not {}; `{variant}` is for checks, and upload refuses it",
-                            if kept.len() == 1 { "y" } else { "ies" },
-                            kept.join(", "),
-                            resolved.iter().filter(|c| !kept.contains(c)).cloned().collect::<Vec<_>>().join(", ")
-                        ));
-                        capabilities_only = Some(only.clone());
-                    }
-                    if kept.is_empty() {
-                        resolved
-                    } else {
-                        kept
-                    }
-                }
-                None => resolved,
-            };
-            cuda_capabilities.insert(name.clone(), resolved);
+    let CellCapabilities { by_kernel: cuda_capabilities, notes, only: capabilities_only } = match backend {
+        Backend::Cuda => {
+            let cuda = backend_version.as_deref().expect("CUDA version");
+            cell_cuda_capabilities(config, host, &kernels, cuda, bv.as_ref(), nvcc.as_ref(), &variant)?
         }
-        if let (Some(only), true) = (&host.cuda_capabilities_only, unmatched.len() == kernels.len()) {
-            return Err(format!(
-                "no `[kernel.*]` of this cell builds any of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {}; ask for one of those",
-                only.join(", "),
-                unmatched.join(", ")
-            ));
-        }
-    }
+        _ => CellCapabilities::default(),
+    };
 
-    let bundle: Vec<&matrix::Cell> =
-        cells.on(&system, Scope::Bundle).filter(|c| c.backend == backend && !c.noarch).collect();
-    let outside_bundle = (!bundle.iter().any(|c| c.name == variant)).then(|| {
-        let mut near: Vec<(u64, &str)> = bundle
-            .iter()
-            .map(|c| {
-                // A torch cell's torch; a tvm-ffi cell's tvm-ffi (`tvm-ffi01-…` → 0.1, the
-                // loader's reading of the digits: one for the major, the rest the minor).
-                let ct = match c.kind {
-                    CellKind::TvmFfi => match naming::parse_variant_name(&c.name) {
-                        Some(naming::ParsedVariant::TvmFfi { tvm_ffi, .. }) => {
-                            Version::parse(&format!("{}.{}", &tvm_ffi[..1], &tvm_ffi[1..])).ok()
-                        }
-                        _ => None,
-                    },
-                    _ => Version::parse(&c.torch_version).ok(),
-                };
-                let dt = ct
-                    .map(|c| {
-                        (c.part(0) as i64 * 100 + c.part(1) as i64
-                            - (named_version.part(0) as i64 * 100 + named_version.part(1) as i64))
-                            .unsigned_abs()
-                    })
-                    .unwrap_or(999);
-                let db =
-                    match (c.backend_version.as_deref().and_then(|v| Version::parse(v).ok()), bv.as_ref()) {
-                        (Some(a), Some(b)) => (a.part(0) as i64 * 100 + a.part(1) as i64
-                            - (b.part(0) as i64 * 100 + b.part(1) as i64))
-                            .unsigned_abs(),
-                        _ => 0,
-                    };
-                (dt * 1000 + db, c.name.as_str())
-            })
-            .collect();
-        near.sort();
-        let names: Vec<&str> = near.iter().take(2).map(|(_, n)| *n).collect();
-        let in_matrix = cells.on(&system, Scope::All).any(|c| c.name == variant);
-        let which = matrix::data::for_config(config).name.clone();
-        format!(
-            "`{variant}` ({} from `{}`) is {}; it builds, but the published bundle holds {}",
-            framework.describe(),
-            host.python,
-            if in_matrix {
-                format!("not a bundle cell of matrix {which}")
-            } else {
-                format!("not a cell of matrix {which} at all")
-            },
-            if names.is_empty() {
-                "no compiled cell of this backend".to_owned()
-            } else {
-                format!("e.g. {}", names.join(", "))
-            }
-        )
-    });
+    let outside_bundle = outside_bundle_note(
+        config,
+        cells,
+        &system,
+        backend,
+        &variant,
+        (&named_version, bv.as_ref()),
+        &framework,
+        host,
+    );
 
     Ok(CompiledCell {
         variant,
@@ -432,6 +320,180 @@ pub fn plan_cell(
         pins: host.provisioned.as_ref().and_then(|p| p.pins.clone()),
         cargo,
     })
+}
+
+/// The warning for a cell that is not in the bundle of its system (a host toolchain's torch
+/// the matrix does not publish for), naming the two nearest bundle cells by framework version
+/// then backend version (`versions`: the cell's framework and backend versions); `None` for a
+/// bundle cell.
+#[allow(clippy::too_many_arguments)]
+fn outside_bundle_note(
+    config: &BuildConfig,
+    cells: &KernelCells,
+    system: &str,
+    backend: Backend,
+    variant: &str,
+    versions: (&Version, Option<&Version>),
+    framework: &CellFramework,
+    host: &HostToolchain,
+) -> Option<String> {
+    let (named_version, bv) = versions;
+    let bundle: Vec<&matrix::Cell> =
+        cells.on(system, Scope::Bundle).filter(|c| c.backend == backend && !c.noarch).collect();
+    if bundle.iter().any(|c| c.name == variant) {
+        return None;
+    }
+    Some({
+        let mut near: Vec<(u64, &str)> = bundle
+            .iter()
+            .map(|c| {
+                // A torch cell's torch; a tvm-ffi cell's tvm-ffi (`tvm-ffi01-…` → 0.1, the
+                // loader's reading of the digits: one for the major, the rest the minor).
+                let ct = match c.kind {
+                    CellKind::TvmFfi => match naming::parse_variant_name(&c.name) {
+                        Some(naming::ParsedVariant::TvmFfi { tvm_ffi, .. }) => {
+                            Version::parse(&format!("{}.{}", &tvm_ffi[..1], &tvm_ffi[1..])).ok()
+                        }
+                        _ => None,
+                    },
+                    _ => Version::parse(&c.torch_version).ok(),
+                };
+                let dt = ct
+                    .map(|c| {
+                        (c.part(0) as i64 * 100 + c.part(1) as i64
+                            - (named_version.part(0) as i64 * 100 + named_version.part(1) as i64))
+                            .unsigned_abs()
+                    })
+                    .unwrap_or(999);
+                let db = match (c.backend_version.as_deref().and_then(|v| Version::parse(v).ok()), bv) {
+                    (Some(a), Some(b)) => (a.part(0) as i64 * 100 + a.part(1) as i64
+                        - (b.part(0) as i64 * 100 + b.part(1) as i64))
+                        .unsigned_abs(),
+                    _ => 0,
+                };
+                (dt * 1000 + db, c.name.as_str())
+            })
+            .collect();
+        near.sort();
+        let names: Vec<&str> = near.iter().take(2).map(|(_, n)| *n).collect();
+        let in_matrix = cells.on(system, Scope::All).any(|c| c.name == variant);
+        let which = matrix::data::for_config(config).name.clone();
+        format!(
+            "`{variant}` ({} from `{}`) is {}; it builds, but the published bundle holds {}",
+            framework.describe(),
+            host.python,
+            if in_matrix {
+                format!("not a bundle cell of matrix {which}")
+            } else {
+                format!("not a cell of matrix {which} at all")
+            },
+            if names.is_empty() {
+                "no compiled cell of this backend".to_owned()
+            } else {
+                format!("e.g. {}", names.join(", "))
+            }
+        )
+    })
+}
+
+/// The CUDA capabilities each kernel of a cell is compiled for, and what the build says of
+/// them.
+#[derive(Default)]
+struct CellCapabilities {
+    by_kernel: BTreeMap<String, Vec<String>>,
+    notes: Vec<String>,
+    /// `--cuda-capabilities` (or its variable), when it left some out.
+    only: Option<Vec<String>>,
+}
+
+/// [`CellCapabilities`] of the CUDA cell `variant` (CUDA `cuda`, parsed `bv`, compiled by
+/// `nvcc`) for its
+/// `kernels`: each kernel's `cuda-capabilities` resolved against what that CUDA builds, less
+/// what `--cuda-capabilities` leaves out.
+///
+/// Errors: a kernel none of whose capabilities this CUDA builds; `--cuda-capabilities` asking
+/// for none that any kernel of the cell builds.
+fn cell_cuda_capabilities(
+    config: &BuildConfig,
+    host: &HostToolchain,
+    kernels: &[String],
+    cuda: &str,
+    bv: Option<&Version>,
+    nvcc: Option<&Tool>,
+    variant: &str,
+) -> Result<CellCapabilities, String> {
+    let mut cuda_capabilities = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut capabilities_only = None;
+    // The CUDA kernels none of whose capabilities --cuda-capabilities asks for.
+    let mut unmatched: Vec<String> = Vec::new();
+    for name in kernels {
+        let k = &config.kernels[name];
+        let resolved = matrix::resolve_cuda_capabilities_in(
+            matrix::data::for_config(config),
+            k.cuda_capabilities.as_deref(),
+            cuda,
+        )?;
+        if let (Some(asked), Some(nvcc), false) = (&k.cuda_capabilities, nvcc, resolved.is_empty()) {
+            let dropped =
+                matrix::unbuildable_cuda_capabilities_in(matrix::data::for_config(config), asked, cuda)?;
+            if !dropped.is_empty() {
+                notes.push(dropped_capabilities_note(name, &dropped, nvcc, variant, &resolved));
+            }
+        }
+        if resolved.is_empty() {
+            let asked: Vec<String> = k.cuda_capabilities.iter().flatten().map(ToString::to_string).collect();
+            let can = matrix::data::for_config(config)
+                .cuda
+                .iter()
+                .find(|(v, _)| Version::parse(v).ok().as_ref() == bv);
+            return Err(format!(
+                "[kernel.{name}] asks for CUDA capabilities {} and CUDA {cuda} builds none of them (it builds {}); fix `cuda-capabilities`",
+                asked.join(", "),
+                can.map(|(_, t)| t.capabilities.join(", ")).unwrap_or_default()
+            ));
+        }
+        let resolved = match &host.cuda_capabilities_only {
+            Some(only) => {
+                let kept = select_capabilities(&resolved, only)
+                    .map_err(|e| format!("--cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {e}"))?;
+                if kept.is_empty() {
+                    // A part for other GPUs (an sm100-only kernel beside sm90 ones): leaving
+                    // it out would leave the binding's calls into it unresolved, so it keeps
+                    // its own capabilities (few, for such a part) and the cell still loads.
+                    notes.push(format!(
+                        "[kernel.{name}] builds none of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}: compiled for its own {}",
+                        only.join(", "),
+                        resolved.join(", ")
+                    ));
+                    unmatched.push(format!("[kernel.{name}] ({})", resolved.join(", ")));
+                } else if kept.len() < resolved.len() {
+                    notes.push(format!(
+                        "[kernel.{name}]: compiled for CUDA capabilit{} {} only (--cuda-capabilities / {CUDA_CAPABILITIES_VAR}), not {}; `{variant}` is for checks, and upload refuses it",
+                        if kept.len() == 1 { "y" } else { "ies" },
+                        kept.join(", "),
+                        resolved.iter().filter(|c| !kept.contains(c)).cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                    capabilities_only = Some(only.clone());
+                }
+                if kept.is_empty() {
+                    resolved
+                } else {
+                    kept
+                }
+            }
+            None => resolved,
+        };
+        cuda_capabilities.insert(name.clone(), resolved);
+    }
+    if let (Some(only), true) = (&host.cuda_capabilities_only, unmatched.len() == kernels.len()) {
+        return Err(format!(
+            "no `[kernel.*]` of this cell builds any of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {}; ask for one of those",
+            only.join(", "),
+            unmatched.join(", ")
+        ));
+    }
+    Ok(CellCapabilities { by_kernel: cuda_capabilities, notes, only: capabilities_only })
 }
 
 /// The cargo tools of a cell compiling `kernels` when one of them is a Rust crate, `None`
