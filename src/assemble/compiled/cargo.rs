@@ -28,7 +28,6 @@ use std::collections::{BTreeMap, VecDeque};
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
-use sha2::Digest as _;
 
 use super::{
     remove_unwanted, sync_copy, sync_file, write_variant, CargoTools, CellBuilt, CompiledCell, WorkDir,
@@ -80,25 +79,11 @@ pub(super) fn build(
     let _fresh;
     let work_dir: Utf8PathBuf = match work {
         WorkDir::Cache { kernel_dir, .. } => {
-            let canon =
-                kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
-            let key: String =
-                sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-            let cache = crate::fsutil::cache_root()?;
-            let kernel_work =
-                crate::fsutil::inside(&cache, &Utf8PathBuf::from(CARGO_WORK_DIR).join(&key[..16]))?;
-            let d = crate::fsutil::inside(&kernel_work, Utf8Path::new(&cell.variant))?;
-            std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
-            d
+            super::kernel_work_dir(kernel_dir, CARGO_WORK_DIR, &cell.variant)?.0
         }
         WorkDir::Fresh => {
-            let t = tempfile::Builder::new()
-                .prefix("kernel-builder-cargo-")
-                .tempdir()
-                .context("cannot create a temporary work directory")?;
-            let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
-                .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
-            _fresh = (crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All), t);
+            let (p, fresh) = super::fresh_work_dir("kernel-builder-cargo-")?;
+            _fresh = fresh;
             p
         }
     };

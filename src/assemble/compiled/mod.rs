@@ -304,32 +304,58 @@ fn cell_work_dir(work: &WorkDir, config: &BuildConfig, cell: &CompiledCell) -> a
     // a fresh checkout reuse what another compiled.
     Ok(match work {
         WorkDir::Cache { kernel_dir, .. } => {
-            let canon =
-                kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
-            let key: String =
-                sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-            let root = cache_root()?;
-            let kernel_work = crate::fsutil::inside(&root, &Utf8PathBuf::from("cmake-v1").join(&key[..16]))?;
-            let d = crate::fsutil::inside(&kernel_work, Utf8Path::new(&cell.variant))?; // no link leads the build out of it
-            std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
+            let (d, kernel_work, canon) = kernel_work_dir(kernel_dir, "cmake-v1", &cell.variant)?;
             // So that `native-cache` can name the kernel a work directory belongs to.
             super::workdirs::record_kernel(&kernel_work, &canon)?;
-            let sources =
-                crate::fsutil::inside(&root, &Utf8PathBuf::from(SOURCES_DIR).join(&config.general.name))?;
+            let sources = crate::fsutil::inside(
+                &cache_root()?,
+                &Utf8PathBuf::from(SOURCES_DIR).join(&config.general.name),
+            )?;
             CellWorkDir { dir: d, shared_src: Some(sources), _fresh: None }
         }
         WorkDir::Fresh => {
-            let t = tempfile::Builder::new()
-                .prefix("kernel-builder-cell-")
-                .tempdir()
-                .context("cannot create a temporary work directory")?;
-            let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
-                .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
-            // Interrupted while CMake or Ninja runs in it: removed before the process exits.
-            let fresh = (crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All), t);
+            let (p, fresh) = fresh_work_dir("kernel-builder-cell-")?;
             CellWorkDir { dir: p, shared_src: None, _fresh: Some(fresh) }
         }
     })
+}
+
+/// The work directory of `variant` of the kernel in `kernel_dir` under `dir_name` in the cache
+/// root (`<dir_name>/<16 hex digits of the kernel's resolved path>/<variant>`), created; with
+/// the kernel's directory there and the kernel's resolved path.
+///
+/// Errors: the kernel directory cannot be resolved, a link leads out of the cache root, or the
+/// directory cannot be created.
+pub(super) fn kernel_work_dir(
+    kernel_dir: &Utf8Path,
+    dir_name: &str,
+    variant: &str,
+) -> anyhow::Result<(Utf8PathBuf, Utf8PathBuf, Utf8PathBuf)> {
+    let canon = kernel_dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{kernel_dir}`"))?;
+    let key: String =
+        sha2::Sha256::digest(canon.as_str().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let kernel_work = crate::fsutil::inside(&cache_root()?, &Utf8PathBuf::from(dir_name).join(&key[..16]))?;
+    let d = crate::fsutil::inside(&kernel_work, Utf8Path::new(variant))?; // no link leads the build out of it
+    std::fs::create_dir_all(&d).with_context(|| format!("cannot create the work directory `{d}`"))?;
+    Ok((d, kernel_work, canon))
+}
+
+/// A fresh work directory in the system's temporary directory, removed when the returned
+/// guard is dropped, or before the process exits when it is interrupted while CMake, Ninja or
+/// cargo runs in it.
+///
+/// Errors: it cannot be created, or its path is not UTF-8.
+pub(super) fn fresh_work_dir(
+    prefix: &str,
+) -> anyhow::Result<(Utf8PathBuf, (crate::interrupt::Registered, tempfile::TempDir))> {
+    let t = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .context("cannot create a temporary work directory")?;
+    let p = Utf8PathBuf::from_path_buf(t.path().to_owned())
+        .map_err(|p| anyhow::anyhow!("non-UTF-8 temporary path {}", p.display()))?;
+    let registered = crate::interrupt::remove_on_interrupt(&p, crate::interrupt::Removal::All);
+    Ok((p, (registered, t)))
 }
 
 /// Configure the cell's CMake build directory `build_dir` for `src_dir` with the cache file
