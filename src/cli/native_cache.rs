@@ -78,106 +78,11 @@ pub fn run(args: Args) -> super::CmdResult {
     let cache = CellCache::user()?;
     match args.action.unwrap_or(Action::Show) {
         Action::Show => {
-            let entries = cache.entries()?;
-            let total: u64 = entries.iter().map(|e| e.size).sum();
-            println!("{}", cache.dir());
-            for e in &entries {
-                println!(
-                    "  {}  {:>10}  {}",
-                    e.dir.file_name().unwrap_or_default(),
-                    human(e.size),
-                    e.variant.as_deref().unwrap_or("(unreadable entry)")
-                );
-            }
-            println!(
-                "{} entr{}, {} (builds prune to {})",
-                entries.len(),
-                if entries.len() == 1 { "y" } else { "ies" },
-                human(total),
-                build_max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
-            );
-            // The toolchain cache, when there is one (a build without --python made it).
-            let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
-                Some(d) => camino::Utf8PathBuf::from(d),
-                None => crate::fsutil::cache_root()?.join(store::DIR_NAME),
-            };
-            if dir.is_dir() {
-                let s = Store::user(FetchOptions::default())?;
-                let entries = s.entries()?;
-                println!("{}", s.root());
-                for e in &entries {
-                    println!(
-                        "  {}  {:>10}  {}",
-                        e.path.file_name().unwrap_or_default(),
-                        human(e.size),
-                        e.what
-                    );
-                }
-                println!(
-                    "{} toolchain entr{}, {} (builds prune to {})",
-                    entries.len(),
-                    if entries.len() == 1 { "y" } else { "ies" },
-                    human(entries.iter().map(|e| e.size).sum()),
-                    store::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
-                );
-            }
-            let kdeps = crate::kdeps::fetch::cache_dir()?;
-            if kdeps.is_dir() {
-                let entries = crate::kdeps::cache::entries(&kdeps)?;
-                println!("{kdeps}");
-                for e in &entries {
-                    println!(
-                        "  {}  {:>10}{}",
-                        e.dir.file_name().unwrap_or_default(),
-                        human(e.size),
-                        if e.leftover { "  (left by an interrupted download)" } else { "" }
-                    );
-                }
-                println!(
-                    "{} kernel-dependency entr{}, {} (`native-cache prune --kernel-deps-max-size SIZE` prunes them; builds never do)",
-                    entries.len(),
-                    if entries.len() == 1 { "y" } else { "ies" },
-                    human(entries.iter().map(|e| e.size).sum())
-                );
-            }
-            match compile_cache::setting()? {
-                compile_cache::Setting::Off => {
-                    println!("compile cache: off ({}=off)", crate::env::COMPILE_CACHE.name)
-                }
-                compile_cache::Setting::Dir(dir) => {
-                    let files = compile_cache::files(&dir);
-                    println!(
-                        "compile cache {dir}: {} file{}, {} (builds prune to {})",
-                        files.len(),
-                        if files.len() == 1 { "" } else { "s" },
-                        human(files.iter().map(|f| f.size).sum()),
-                        compile_cache::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
-                    );
-                }
-            }
-            let work = workdirs::list(&crate::fsutil::cache_root()?)?;
-            println!(
-                "CMake work directories (cmake-v1/, kept for incremental builds, never pruned by a build):"
-            );
-            for w in &work {
-                println!(
-                    "  {}  {:>10}  {} ({})",
-                    w.dir.file_name().unwrap_or_default(),
-                    human(w.size),
-                    match (&w.kernel, w.kernel_exists) {
-                        (Some(k), true) => k.to_string(),
-                        (Some(k), false) => format!("{k}, gone"),
-                        (None, _) => "kernel not recorded".to_owned(),
-                    },
-                    w.variants.join(", ")
-                );
-            }
-            println!(
-                "{} work director{}, {} (`native-cache prune-work` removes those of gone kernels)",
-                work.len(),
-                if work.len() == 1 { "y" } else { "ies" },
-                human(work.iter().map(|w| w.size).sum())
-            );
+            show_cells(&cache)?;
+            show_toolchains()?;
+            show_kernel_deps()?;
+            show_compile_cache()?;
+            show_work_dirs()?;
         }
         Action::PruneWork { all } => {
             let root = crate::fsutil::cache_root()?;
@@ -195,45 +100,13 @@ pub fn run(args: Args) -> super::CmdResult {
         }
         Action::Prune { max_size, toolchain_max_size, kernel_deps_max_size, compile_max_size } => {
             if let Some(max) = kernel_deps_max_size {
-                let dir = crate::kdeps::fetch::cache_dir()?;
-                let removed = crate::kdeps::cache::prune(&dir, max)?;
-                println!(
-                    "removed {} kernel-dependency entr{} ({}) from {dir}",
-                    removed.len(),
-                    if removed.len() == 1 { "y" } else { "ies" },
-                    human(removed.iter().map(|e| e.size).sum())
-                );
+                prune_kernel_deps(max)?;
             }
             if let Some(max) = compile_max_size {
-                match compile_cache::setting()? {
-                    compile_cache::Setting::Off => {
-                        println!(
-                            "compile cache: off ({}=off), nothing pruned",
-                            crate::env::COMPILE_CACHE.name
-                        )
-                    }
-                    compile_cache::Setting::Dir(dir) => {
-                        let p = compile_cache::prune(&dir, max, true)?.unwrap_or_default();
-                        println!(
-                            "removed {} compile cache file{} ({}); {} left in {dir}",
-                            p.removed,
-                            if p.removed == 1 { "" } else { "s" },
-                            human(p.freed),
-                            human(p.left)
-                        );
-                    }
-                }
+                prune_compile_cache(max)?;
             }
             if let Some(max) = toolchain_max_size {
-                let store = Store::user(FetchOptions::default())?;
-                let root = store.root().to_owned();
-                let removed = store.prune(max, true)?.unwrap_or_default().removed;
-                println!(
-                    "removed {} toolchain entr{} ({}) from {root}",
-                    removed.len(),
-                    if removed.len() == 1 { "y" } else { "ies" },
-                    human(removed.iter().map(|e| e.size).sum())
-                );
+                prune_toolchains(max)?;
             }
             let r = cache.prune(max_size)?;
             println!(
@@ -248,6 +121,180 @@ pub fn run(args: Args) -> super::CmdResult {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The native cell cache: each entry, then the count, size and bound.
+fn show_cells(cache: &CellCache) -> anyhow::Result<()> {
+    let entries = cache.entries()?;
+    let total: u64 = entries.iter().map(|e| e.size).sum();
+    println!("{}", cache.dir());
+    for e in &entries {
+        println!(
+            "  {}  {:>10}  {}",
+            e.dir.file_name().unwrap_or_default(),
+            human(e.size),
+            e.variant.as_deref().unwrap_or("(unreadable entry)")
+        );
+    }
+    println!(
+        "{} entr{}, {} (builds prune to {})",
+        entries.len(),
+        if entries.len() == 1 { "y" } else { "ies" },
+        human(total),
+        build_max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+    );
+    Ok(())
+}
+
+/// The toolchain cache, when there is one (a build without --python made it).
+fn show_toolchains() -> anyhow::Result<()> {
+    let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
+        Some(d) => camino::Utf8PathBuf::from(d),
+        None => crate::fsutil::cache_root()?.join(store::DIR_NAME),
+    };
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let s = Store::user(FetchOptions::default())?;
+    let entries = s.entries()?;
+    println!("{}", s.root());
+    for e in &entries {
+        println!("  {}  {:>10}  {}", e.path.file_name().unwrap_or_default(), human(e.size), e.what);
+    }
+    println!(
+        "{} toolchain entr{}, {} (builds prune to {})",
+        entries.len(),
+        if entries.len() == 1 { "y" } else { "ies" },
+        human(entries.iter().map(|e| e.size).sum()),
+        store::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+    );
+    Ok(())
+}
+
+/// The kernel-dependency cache, when there is one.
+fn show_kernel_deps() -> anyhow::Result<()> {
+    let kdeps = crate::kdeps::fetch::cache_dir()?;
+    if !kdeps.is_dir() {
+        return Ok(());
+    }
+    let entries = crate::kdeps::cache::entries(&kdeps)?;
+    println!("{kdeps}");
+    for e in &entries {
+        println!(
+            "  {}  {:>10}{}",
+            e.dir.file_name().unwrap_or_default(),
+            human(e.size),
+            if e.leftover { "  (left by an interrupted download)" } else { "" }
+        );
+    }
+    println!(
+        "{} kernel-dependency entr{}, {} (`native-cache prune --kernel-deps-max-size SIZE` prunes them; builds never do)",
+        entries.len(),
+        if entries.len() == 1 { "y" } else { "ies" },
+        human(entries.iter().map(|e| e.size).sum())
+    );
+    Ok(())
+}
+
+/// The compile cache (or that it is off), and the compilers sccache packaged for
+/// sccache-dist's build servers when there are any.
+fn show_compile_cache() -> anyhow::Result<()> {
+    match compile_cache::setting()? {
+        compile_cache::Setting::Off => {
+            println!("compile cache: off ({}=off)", crate::env::COMPILE_CACHE.name)
+        }
+        compile_cache::Setting::Dir(dir) => {
+            let files = compile_cache::files(&dir);
+            println!(
+                "compile cache {dir}: {} file{}, {} (builds prune to {})",
+                files.len(),
+                if files.len() == 1 { "" } else { "s" },
+                human(files.iter().map(|f| f.size).sum()),
+                compile_cache::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+            );
+        }
+    }
+    let dist = crate::fsutil::cache_root()?.join(compile_cache::DIST_DIR_NAME);
+    if dist.is_dir() {
+        println!(
+            "compilers packaged for sccache-dist {dist}: {} (sccache keeps them to 5 GiB)",
+            human(crate::fsutil::dir_size(&dist))
+        );
+    }
+    Ok(())
+}
+
+/// The CMake work directories, each with its kernel and variants.
+fn show_work_dirs() -> anyhow::Result<()> {
+    let work = workdirs::list(&crate::fsutil::cache_root()?)?;
+    println!("CMake work directories (cmake-v1/, kept for incremental builds, never pruned by a build):");
+    for w in &work {
+        println!(
+            "  {}  {:>10}  {} ({})",
+            w.dir.file_name().unwrap_or_default(),
+            human(w.size),
+            match (&w.kernel, w.kernel_exists) {
+                (Some(k), true) => k.to_string(),
+                (Some(k), false) => format!("{k}, gone"),
+                (None, _) => "kernel not recorded".to_owned(),
+            },
+            w.variants.join(", ")
+        );
+    }
+    println!(
+        "{} work director{}, {} (`native-cache prune-work` removes those of gone kernels)",
+        work.len(),
+        if work.len() == 1 { "y" } else { "ies" },
+        human(work.iter().map(|w| w.size).sum())
+    );
+    Ok(())
+}
+
+/// `prune --kernel-deps-max-size MAX`.
+fn prune_kernel_deps(max: u64) -> anyhow::Result<()> {
+    let dir = crate::kdeps::fetch::cache_dir()?;
+    let removed = crate::kdeps::cache::prune(&dir, max)?;
+    println!(
+        "removed {} kernel-dependency entr{} ({}) from {dir}",
+        removed.len(),
+        if removed.len() == 1 { "y" } else { "ies" },
+        human(removed.iter().map(|e| e.size).sum())
+    );
+    Ok(())
+}
+
+/// `prune --compile-max-size MAX` (waits for builds using the compile cache).
+fn prune_compile_cache(max: u64) -> anyhow::Result<()> {
+    match compile_cache::setting()? {
+        compile_cache::Setting::Off => {
+            println!("compile cache: off ({}=off), nothing pruned", crate::env::COMPILE_CACHE.name)
+        }
+        compile_cache::Setting::Dir(dir) => {
+            let p = compile_cache::prune(&dir, max, true)?.unwrap_or_default();
+            println!(
+                "removed {} compile cache file{} ({}); {} left in {dir}",
+                p.removed,
+                if p.removed == 1 { "" } else { "s" },
+                human(p.freed),
+                human(p.left)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `prune --toolchain-max-size MAX` (waits for builds using the toolchain cache).
+fn prune_toolchains(max: u64) -> anyhow::Result<()> {
+    let store = Store::user(FetchOptions::default())?;
+    let root = store.root().to_owned();
+    let removed = store.prune(max, true)?.unwrap_or_default().removed;
+    println!(
+        "removed {} toolchain entr{} ({}) from {root}",
+        removed.len(),
+        if removed.len() == 1 { "y" } else { "ies" },
+        human(removed.iter().map(|e| e.size).sum())
+    );
+    Ok(())
 }
 
 /// Arguments of the hidden `compile-launch`: the compiler launcher of a native cell built
