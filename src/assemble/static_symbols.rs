@@ -280,23 +280,22 @@ impl Loader {
         let module = self.get(def_rel);
         let dotted = if def_rel.is_empty() { package.to_owned() } else { format!("{package}.{def_rel}") };
         let src = Src { text: module.source.clone(), string_annotations: module.string_annotations };
+        // A `def` and an `async def` are described alike (their AST types differ).
+        let function = |qualname: &str, body: &[Stmt], args: &ast::Arguments, returns: Option<&Expr>| {
+            json!({
+                "name": name,
+                "qualname": qualname,
+                "module": dotted,
+                "kind": "function",
+                "doc": docstring(body),
+                "signature": signature(&src, args, returns, false),
+            })
+        };
         match stmt {
-            Stmt::FunctionDef(f) => Ok(json!({
-                "name": name,
-                "qualname": f.name.as_str(),
-                "module": dotted,
-                "kind": "function",
-                "doc": docstring(&f.body),
-                "signature": signature(&src, &f.args, f.returns.as_deref(), false),
-            })),
-            Stmt::AsyncFunctionDef(f) => Ok(json!({
-                "name": name,
-                "qualname": f.name.as_str(),
-                "module": dotted,
-                "kind": "function",
-                "doc": docstring(&f.body),
-                "signature": signature(&src, &f.args, f.returns.as_deref(), false),
-            })),
+            Stmt::FunctionDef(f) => Ok(function(f.name.as_str(), &f.body, &f.args, f.returns.as_deref())),
+            Stmt::AsyncFunctionDef(f) => {
+                Ok(function(f.name.as_str(), &f.body, &f.args, f.returns.as_deref()))
+            }
             Stmt::ClassDef(c) => {
                 let signature = self.class_signature(def_rel, c, 0)?;
                 let mut attributes = serde_json::Map::new();
