@@ -43,12 +43,7 @@ fn a_cell_built_in_another_checkout_takes_its_compiles_from_the_compile_cache() 
     let (a, b, cache) = (t.path().join("a"), t.path().join("b"), t.path().join("cache"));
     copy_kernel("relu", &a);
     copy_kernel("relu", &b);
-    let bin = sccache_bin(t.path());
-    let path = std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    let path = PathBuf::from(path);
+    let path = path_with(sccache_bin(t.path()));
     let off = PathBuf::from("off");
     let env = [("PATH", path.as_path())];
     let args = native_build_args(&py, &cell, &[]);
@@ -298,25 +293,12 @@ fn ctrl_c_leaves_no_compiler_of_the_compile_cache_server_running() {
     let t = tempfile::tempdir().unwrap();
     let kernel = t.path().join("relu");
     copy_kernel("relu", &kernel);
-    let bin = sccache_bin(t.path());
-    let path = std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
+    let path = path_with(sccache_bin(t.path()));
     let mut child = crate::util::kb_std()
         .current_dir(&kernel)
         .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
         .env("PATH", path)
-        .args([
-            "build-and-copy",
-            "--nix",
-            "never",
-            "--no-cache",
-            "--python",
-            py.to_str().unwrap(),
-            "--variant",
-            &cell,
-        ])
+        .args(native_build_args(&py, &cell, &[]))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
