@@ -6,8 +6,8 @@
 //! is said, and the cell is compiled here. Build servers sandbox with bubblewrap and must run as
 //! root (sccache-dist's rule); scripts/test.sh installs bubblewrap. About 3 minutes on 2 cores.
 
+use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -115,8 +115,7 @@ fn cluster(dir: &Path) -> Option<Cluster> {
     // Ready once the scheduler has registered both servers.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let mut log = String::new();
-        fs::File::open(dir.join("scheduler.log")).unwrap().read_to_string(&mut log).unwrap();
+        let log = fs::read_to_string(dir.join("scheduler.log")).unwrap();
         if log.matches("Registered new server").count() == 2 {
             return Some(c);
         }
@@ -219,5 +218,3 @@ fn a_scheduler_that_does_not_answer_is_said_and_the_cell_is_compiled_here() {
         no_token.stderr
     );
 }
-
-use std::collections::BTreeMap;

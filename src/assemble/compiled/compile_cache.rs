@@ -416,6 +416,8 @@ fn server_env(
 pub struct Server {
     sccache: Utf8PathBuf,
     env: Vec<(String, String)>,
+    /// Whether its misses go to sccache-dist's build servers.
+    dist: bool,
     /// The server, leader of the process group of the compilers it starts.
     child: Option<std::process::Child>,
     _dir: tempfile::TempDir,
@@ -458,8 +460,14 @@ impl Server {
             .process_group(0);
         crate::process::dies_with_parent(&mut cmd);
         let child = cmd.spawn().with_context(|| format!("cannot run `{}`", cache.sccache))?;
-        let mut server =
-            Server { sccache: cache.sccache.clone(), env, child: Some(child), _dir: dir, _lock: lock };
+        let mut server = Server {
+            sccache: cache.sccache.clone(),
+            env,
+            dist: cache.dist.is_some(),
+            child: Some(child),
+            _dir: dir,
+            _lock: lock,
+        };
         let deadline = std::time::Instant::now() + STARTUP;
         loop {
             if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
@@ -517,7 +525,7 @@ impl Server {
     ///
     /// Errors: the scheduler not reached (what sccache said of it).
     pub fn dist_status(&self) -> Option<anyhow::Result<DistStatus>> {
-        self.env.iter().all(|(k, _)| k != "SCCACHE_NO_DIST_COMPILE").then(|| {
+        self.dist.then(|| {
             let said = self.ask(&["--dist-status"])?;
             parse_dist_status(&said)
         })
