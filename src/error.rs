@@ -191,7 +191,20 @@ fn diagnostic(link: &(dyn std::error::Error + 'static)) -> Option<(Kind, Vec<Str
     if let Some(why) = link.downcast_ref::<ureq::Error>().and_then(crate::tls::explain) {
         return Some((Kind::Failed, vec![why]));
     }
+    if link.downcast_ref::<std::io::Error>().is_some_and(|e| {
+        matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+    }) {
+        return Some((Kind::Failed, vec![disk_full_hint()]));
+    }
     link.downcast_ref::<crate::process::Error>().map(|e| (Diagnostic::kind(e), Diagnostic::hints(e)))
+}
+
+/// What to do when a write of kernel-builder's own found the disk full (ENOSPC, EDQUOT).
+fn disk_full_hint() -> String {
+    format!(
+        "the disk (or your quota on it) is full: free space on the file system of the path named above; `kernel-builder native-cache` shows what kernel-builder's caches hold and `native-cache prune` shrinks them, and {} moves them to a larger disk",
+        crate::env::CACHE_DIR.name
+    )
 }
 
 /// The hints of every typed error in `err`'s chain, outermost first, each once.
@@ -245,6 +258,16 @@ mod tests {
         let plain = anyhow::anyhow!("disk full").context("cannot write");
         assert_eq!((kind(&plain), hints(&plain)), (Kind::Failed, Vec::<String>::new()));
         assert!(find::<NoGpu>(&plain).is_none());
+    }
+
+    #[test]
+    fn a_full_disk_anywhere_in_the_chain_says_what_to_do() {
+        let full = std::io::Error::from_raw_os_error(28); // ENOSPC
+        let err = anyhow::Error::from(full).context("cannot write `build/x.so`");
+        assert_eq!(hints(&err), [disk_full_hint()]);
+        assert!(disk_full_hint().contains("native-cache prune"));
+        let other = anyhow::Error::from(std::io::Error::from_raw_os_error(13)).context("cannot write");
+        assert!(hints(&other).is_empty());
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! - nvcc's own threads ([`default_nvcc_threads`]), upstream's 4 or more where that leaves cores idle.
 //!
 //! It also reads a failed compile's log for faults with a known fix in `build.toml`
-//! ([`compile_hint`]).
+//! ([`compile_hints`]).
 
 use camino::Utf8Path;
 
@@ -138,11 +138,11 @@ pub fn nvcc_append_flags(user: Option<&str>, threads: usize, split: usize) -> Op
     Some(if user.is_empty() { ours.join(" ") } else { format!("{user} {}", ours.join(" ")) })
 }
 
-/// Advice (`hint:` lines) for a failed compile whose log shows a fault with a known fix in
-/// `build.toml`: nvcc asking for a flag this build did not pass (a kernel that removed it),
-/// or a header not found that the kernel has. `listed` are the files of the source set
-/// (what the build sees), `on_disk` the other files of the kernel directory (relative paths).
-pub fn compile_hint(log: &str, listed: &[String], on_disk: &[String]) -> Option<String> {
+/// Hints for a failed compile whose log shows a fault with a known fix in `build.toml`: nvcc
+/// asking for a flag this build did not pass (a kernel that removed it), or a header not
+/// found that the kernel has. `listed` are the files of the source set (what the build sees),
+/// `on_disk` the other files of the kernel directory (relative paths). Empty for none.
+pub fn compile_hints(log: &str, listed: &[String], on_disk: &[String]) -> Vec<String> {
     let mut hints: Vec<String> = Vec::new();
     for (asks, flag) in [
         ("--extended-lambda", "--expt-extended-lambda"),
@@ -175,10 +175,7 @@ pub fn compile_hint(log: &str, listed: &[String], on_disk: &[String]) -> Option<
             hints.push(hint);
         }
     }
-    if hints.is_empty() {
-        return None;
-    }
-    Some(hints.iter().map(|h| format!("hint: {h}")).collect::<Vec<_>>().join("\n"))
+    hints
 }
 
 /// The headers a compile log says were not found (`fatal error: x.h: No such file or
@@ -277,21 +274,21 @@ mod tests {
     fn hints_name_the_flag_and_the_include_directory() {
         let log = "rotary.cu(12): error: The closure type for a lambda (\"lambda []()->void\") cannot be used in the template argument type of a __global__ function template instantiation, unless the lambda is defined within a __device__ or __global__ function, or the flag '-extended-lambda' is specified and the lambda is an extended lambda (a __device__ or __host__ __device__ lambda defined within a __host__ or __host__ __device__ function)\nx.cu(3): error: __host__ or __device__ annotation on lambda requires --extended-lambda nvcc flag\n";
         assert_eq!(
-            compile_hint(log, &[], &[]).unwrap(),
-            "hint: nvcc asks for `--expt-extended-lambda`: add it to `cuda-flags` of the [kernel.*] whose source failed (`cuda-flags = [\"--expt-extended-lambda\"]`)"
+            compile_hints(log, &[], &[]),
+            ["nvcc asks for `--expt-extended-lambda`: add it to `cuda-flags` of the [kernel.*] whose source failed (`cuda-flags = [\"--expt-extended-lambda\"]`)"]
         );
         let log = "torch-ext/torch_binding.cpp:9:10: fatal error: cumsum.h: No such file or directory\n";
         assert_eq!(
-            compile_hint(log, &["csrc/cumsum.h".into(), "csrc/cumsum.cu".into()], &[]).unwrap(),
-            "hint: `cumsum.h` is the kernel's `csrc/cumsum.h`: add `\"csrc\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel)"
+            compile_hints(log, &["csrc/cumsum.h".into(), "csrc/cumsum.cu".into()], &[]),
+            ["`cumsum.h` is the kernel's `csrc/cumsum.h`: add `\"csrc\"` to `include` of the table whose source includes it (`[torch] include` for the binding, `[kernel.<name>] include` for a kernel)"]
         );
         let log = "x/a.cu(3): catastrophic error: cannot open source file \"util/hidden.cuh\"\n";
         assert_eq!(
-            compile_hint(log, &["x/a.cu".into()], &["x/util/hidden.cuh".into()]).unwrap(),
-            "hint: `util/hidden.cuh` is the kernel's `x/util/hidden.cuh`, which no `src` lists, so the build does not see it: add `\"x/util/hidden.cuh\"` to `src` of the [kernel.*] whose sources include it"
+            compile_hints(log, &["x/a.cu".into()], &["x/util/hidden.cuh".into()]),
+            ["`util/hidden.cuh` is the kernel's `x/util/hidden.cuh`, which no `src` lists, so the build does not see it: add `\"x/util/hidden.cuh\"` to `src` of the [kernel.*] whose sources include it"]
         );
         let log = "a.cpp:1:10: fatal error: nothere.h: No such file or directory";
-        assert_eq!(compile_hint(log, &["csrc/x.h".into()], &[]), None);
-        assert_eq!(compile_hint("all fine", &[], &[]), None);
+        assert!(compile_hints(log, &["csrc/x.h".into()], &[]).is_empty());
+        assert!(compile_hints("all fine", &[], &[]).is_empty());
     }
 }

@@ -707,3 +707,55 @@ fn a_changed_toolchain_is_made_again_and_never_reused() {
     assert_eq!(out.stdout.lines().next().unwrap().split(" (").next().unwrap(), format!("{cell}: same"));
     assert_eq!(warnings(&out), [expected]);
 }
+
+/// A build on a full disk: CMake's compiler check there says only that the compiler "is not
+/// able to compile a simple test program" (its own test file has an "Unknown extension"), and
+/// a compile says `No space left on device` somewhere in a long log. The cache directory is a
+/// 150 KiB tmpfs in a mount namespace of the test's own (root: CI runs as root, as mount needs):
+/// the failure says the disk is full, names the cell's directories and what to run, on stderr
+/// and in `--json`'s `hints`, and the kernel's build/ is not touched.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_full_disk_is_named_with_what_to_do() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: mounting the small tmpfs this test fills needs root");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let relu = t.path().join("relu");
+    copy_kernel("relu", &relu);
+    let small = t.path().join("small-disk");
+    fs::create_dir(&small).unwrap();
+    let cell = "torch215-cxx11-cpu-x86_64-linux";
+    let o = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount -t tmpfs -o size=150k tmpfs "$1" && shift && exec "$@""#)
+        .arg("sh")
+        .arg(&small)
+        .arg(crate::util::kb_path())
+        .args(["build-and-copy", "--nix", "never", "--json", "--variant", cell])
+        .current_dir(&relu)
+        .env("KERNEL_BUILDER_PLAIN", "1")
+        .env("KERNEL_BUILDER_CACHE_DIR", &small)
+        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", shared_toolchain_cache())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let hints: Vec<&str> =
+        doc["error"]["hints"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
+    let work = format!("{}/cmake-v1/", small.display());
+    assert_eq!(hints.len(), 1, "{hints:?}");
+    assert!(
+        hints[0].starts_with("the disk ")
+            && hints[0].contains(&format!(": this cell compiles in `{work}"))
+            && hints[0].contains(
+                "`native-cache prune --max-size 2G --compile-max-size 2G --toolchain-max-size 10G`"
+            ),
+        "{}",
+        hints[0]
+    );
+    assert!(stderr.lines().any(|l| l == format!("hint: {}", hints[0])), "{stderr}");
+    assert!(!relu.join("build").exists(), "a failed build wrote the kernel's build/");
+}

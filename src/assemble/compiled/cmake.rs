@@ -438,12 +438,15 @@ pub(super) fn tool_command(
 /// interruption stops it and the compilers it started), with `TMPDIR` set to `tmp_dir` (the
 /// cell's own, removed after the build and on interruption, so nvcc's `tmpxft_*` files never
 /// stay behind in the user's `$TMPDIR`). It is not started once an interruption arrived.
+///
+/// Errors: the step's failure as a [`crate::error::Error`] whose hints say what to do when its
+/// output shows the machine at fault ([`super::symptoms`]: a full disk, a compiler killed).
 pub(super) fn run_step(
     what: &str,
     prog: &Utf8Path,
     args: &[String],
     env: &[(String, String)],
-    tmp_dir: &Utf8Path,
+    (build_dir, tmp_dir): (&Utf8Path, &Utf8Path),
     steps: Option<crate::assemble::progress::StepSink>,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!crate::interrupt::interrupted(), "{what} not started: interrupted");
@@ -451,12 +454,16 @@ pub(super) fn run_step(
     // much a compile prints.
     let cmd = tool_command(prog, args, env, tmp_dir);
     let mut first_errors: Vec<String> = Vec::new();
+    let mut symptoms = super::symptoms::Symptoms::default();
     let streamed = cmd
         .stream(
             40,
             |_| {},
             |line| {
-                if first_errors.len() < crate::output::FIRST_ERRORS && crate::output::is_error_line(line) {
+                symptoms.see(line);
+                if first_errors.len() < crate::output::FIRST_ERRORS
+                    && (crate::output::is_error_line(line) || super::symptoms::is_symptom_line(line))
+                {
                     first_errors.push(line.to_owned());
                 }
                 if let (Some(sink), Some((done, total))) =
@@ -470,13 +477,18 @@ pub(super) fn run_step(
     if !streamed.status.success() {
         let shown: Vec<String> = std::iter::once(prog.to_string()).chain(args.iter().cloned()).collect();
         let last: Vec<String> = streamed.tail.into_iter().collect();
-        anyhow::bail!(
+        let message = format!(
             "{what} failed ({}): `{}`\n{}--- last lines of its output ---\n{}\n---",
             streamed.status,
             shown.join(" "),
             crate::output::first_errors_block(&first_errors),
             clip_lines(&tail(&last.join("\n"), 40), 400)
         );
+        let error = symptoms
+            .hints(build_dir, tmp_dir, super::symptoms::free_bytes(build_dir))
+            .into_iter()
+            .fold(crate::error::Error::new(crate::error::Kind::Failed, message), crate::error::Error::hint);
+        return Err(error.into());
     }
     Ok(())
 }

@@ -57,6 +57,7 @@ mod cmake;
 pub mod compile_cache;
 pub mod parallel;
 pub mod plan;
+mod symptoms;
 
 use std::collections::BTreeMap;
 
@@ -225,24 +226,26 @@ pub fn build_cell(
     // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
     // editor can jump to them.
     let steps = super::progress::current_steps();
-    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, &tmp_dir, steps).map_err(
+    let dirs = (build_dir.as_path(), tmp_dir.as_path());
+    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, dirs, steps).map_err(
         |e| {
             let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
             let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
             let listed: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
-            let hint = super::stable_abi::compile_hint(&text)
-                .filter(|_| cell.kind == CellKind::StableAbi)
-                .or_else(|| {
-                    super::parity::compile_hint(
-                        &text,
-                        &listed,
-                        &super::parity::kernel_files(source.root(), 20_000),
-                    )
-                });
-            match hint {
-                Some(hint) => anyhow::anyhow!("{text}\n{hint}"),
-                None => anyhow::anyhow!("{text}"),
-            }
+            // What build.toml can fix first, then what the machine can (the step's own hints).
+            let kernel_hints = match super::stable_abi::compile_hint(&text) {
+                Some(h) if cell.kind == CellKind::StableAbi => vec![h],
+                _ => super::parity::compile_hints(
+                    &text,
+                    &listed,
+                    &super::parity::kernel_files(source.root(), 20_000),
+                ),
+            };
+            let error = kernel_hints
+                .into_iter()
+                .chain(crate::error::hints(&e))
+                .fold(crate::error::Error::new(crate::error::Kind::Failed, text), crate::error::Error::hint);
+            anyhow::Error::from(error)
         },
     )?;
     let compiles = match compile_cache.as_ref().map(compile_cache::Server::stats) {
@@ -410,7 +413,7 @@ fn configure(
                 build_dir.to_string(),
             ],
             &facts.env,
-            tmp_dir,
+            (build_dir, tmp_dir),
             None,
         )?;
         let text = serde_json::to_vec_pretty(&record).context("cannot serialise the configure record")?;
