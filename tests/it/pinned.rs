@@ -24,6 +24,16 @@ pub(crate) fn shared_toolchain_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("toolchain-cache")
 }
 
+/// A test's own directory, beside the shared toolchain cache: on the disk the suite's target
+/// directory is on, not in `/tmp` (which may be a small, memory-backed file system on a CI
+/// machine, and a wheelhouse of hard links to the shared cache needs one file system). A test
+/// here holds up to a whole toolchain cache of its own (about 9 GB).
+fn scratch() -> tempfile::TempDir {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pinned-tests");
+    fs::create_dir_all(&dir).unwrap();
+    tempfile::tempdir_in(dir).unwrap()
+}
+
 /// `kernel-builder ARGS` in `dir`, with the cell cache `cells` and the toolchain cache
 /// `toolchains`.
 fn kb(dir: &Path, cells: &Path, toolchains: &Path, args: &[&str]) -> Out {
@@ -97,7 +107,7 @@ fn wheelhouse(dest: &Path) {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let relu = t.path().join("relu");
     copy_kernel("relu", &relu);
     let cells = t.path().join("cells");
@@ -223,7 +233,7 @@ fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn a_kernel_below_pypis_cuda_names_its_cu126_cell_and_the_wheel_that_would_build_it() {
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let k = t.path().join("relu");
     copy_kernel("relu", &k);
     let toml = fs::read_to_string(k.join("build.toml")).unwrap();
@@ -286,7 +296,7 @@ cufftType pinned_toolkit_fft_type() { return CUFFT_C2C; }
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn the_compiled_template_and_cuda_library_headers_build_from_the_pins_alone() {
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let cells = t.path().join("cells");
     let init = kb(
         t.path(),
@@ -367,7 +377,7 @@ impl Drop for Index {
 /// run changes nothing; an entry the index lacks is named and the exit status is 1.
 #[test]
 fn matrix_pin_resolves_entries_from_a_local_index_and_is_stable() {
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let wheels = t.path().join("wheels/tool");
     fs::create_dir_all(&wheels).unwrap();
     for (name, bytes) in [
@@ -456,7 +466,7 @@ fn a_partial_download_resumes_and_a_wrong_one_is_never_used() {
     use kernel_builder::toolchain::pins::ResolvedWheel;
     use kernel_builder::toolchain::store::{FetchOptions, Store};
     use sha2::Digest;
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let file = "tool-1.0-py3-none-any.whl";
     let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
     fs::create_dir_all(t.path().join("wheels/tool")).unwrap();
@@ -499,7 +509,7 @@ fn a_partial_download_resumes_and_a_wrong_one_is_never_used() {
 /// variant changed on disk.
 #[test]
 fn verify_rebuilds_a_pinned_cell_from_its_pins() {
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let relu = t.path().join("relu");
     copy_kernel("relu", &relu);
     let cells = t.path().join("cells");
@@ -537,7 +547,7 @@ fn verify_with_python_checks_pinned_cells_with_their_pins_and_its_own_with_pytho
     let Some(python) = crate::util::venv_with_kernels("verify --python of a build/ with pinned cells") else {
         return;
     };
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let relu = t.path().join("relu");
     copy_kernel("relu", &relu);
     let cells = t.path().join("cells");
@@ -603,7 +613,7 @@ fn append_as_root_can(path: &Path, text: &str) {
 #[test]
 fn a_changed_toolchain_is_made_again_and_never_reused() {
     use kernel_builder::toolchain::pins::pins;
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let relu = t.path().join("relu");
     copy_kernel("relu", &relu);
     let cell = "torch215-cxx11-cpu-x86_64-linux";
@@ -721,7 +731,7 @@ fn a_full_disk_is_named_with_what_to_do() {
         eprintln!("SKIPPED: mounting the small tmpfs this test fills needs root");
         return;
     }
-    let t = tempfile::tempdir().unwrap();
+    let t = scratch();
     let relu = t.path().join("relu");
     copy_kernel("relu", &relu);
     let small = t.path().join("small-disk");
