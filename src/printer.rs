@@ -3,9 +3,74 @@
 //! `clippy::print_stdout` and `clippy::print_stderr` everywhere but here and in `cli` (checked
 //! by `cargo clippy --all-targets`), and a test keeps the print macros out of other modules.
 
-/// Write `args` and a newline to stderr, as `eprintln!` does.
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+/// How much a command says on stderr, set once at start from `--quiet` / `--verbose`
+/// ([`set_level`]). Process-wide, as a logger's level is: every line already goes through this
+/// module, so the choice is made here once instead of being passed to every function that
+/// reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Warnings, errors and hints only: no notes, no progress, no summaries on stderr.
+    Quiet = 0,
+    /// What a command says by default.
+    Normal = 1,
+    /// Also each command kernel-builder runs (`+ cmake -G Ninja …`).
+    Verbose = 2,
+}
+
+static LEVEL: AtomicU8 = AtomicU8::new(Level::Normal as u8);
+/// Whether the last line given to [`stderr_line`] was shown: an indented line continues it.
+static LAST_SHOWN: AtomicBool = AtomicBool::new(true);
+
+/// Set the level for the rest of the process (the CLI, from its flags).
+pub fn set_level(level: Level) {
+    LEVEL.store(level as u8, Ordering::Relaxed);
+}
+
+/// The level [`set_level`] set ([`Level::Normal`] until then).
+pub fn level() -> Level {
+    match LEVEL.load(Ordering::Relaxed) {
+        0 => Level::Quiet,
+        2 => Level::Verbose,
+        _ => Level::Normal,
+    }
+}
+
+/// Whether a stderr line `text` is shown at `level`, given whether the line before it was.
+/// Quiet keeps the lines that say something is wrong (`warning…`, `error…`, `hint:`) and the
+/// indented lines that continue one (`  caused by: …`, `  help: …`).
+pub fn shown(text: &str, level: Level, last_shown: bool) -> bool {
+    if level > Level::Quiet {
+        return true;
+    }
+    if text.starts_with([' ', '\t']) {
+        return last_shown;
+    }
+    ["warning", "error", "hint:"].iter().any(|p| text.starts_with(p))
+}
+
+/// Write `args` and a newline to stderr, as `eprintln!` does, unless the level hides it
+/// ([`shown`]).
 pub fn stderr_line(args: std::fmt::Arguments<'_>) {
+    let level = level();
+    if level == Level::Quiet {
+        let text = args.to_string();
+        let show = shown(&text, level, LAST_SHOWN.load(Ordering::Relaxed));
+        LAST_SHOWN.store(show, Ordering::Relaxed);
+        if show {
+            eprintln!("{text}");
+        }
+        return;
+    }
     eprintln!("{args}");
+}
+
+/// Write `args` and a newline to stderr at [`Level::Verbose`] only.
+pub fn verbose_line(args: std::fmt::Arguments<'_>) {
+    if level() == Level::Verbose {
+        eprintln!("{args}");
+    }
 }
 
 /// The lines that report a failure: `error: …`, each cause below it as `  caused by: …`, then
@@ -36,8 +101,11 @@ pub(crate) use stderr;
 /// A progress bar (or, without a length, a spinner) on stderr in the indicatif `template`,
 /// drawn only when `draw` and stderr is a terminal; otherwise hidden, and every update a no-op.
 pub fn bar(draw: bool, len: Option<u64>, template: &str) -> indicatif::ProgressBar {
-    let target =
-        if draw { indicatif::ProgressDrawTarget::stderr() } else { indicatif::ProgressDrawTarget::hidden() };
+    let target = if draw && level() > Level::Quiet {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
     let bar = indicatif::ProgressBar::with_draw_target(len, target);
     if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
         bar.set_style(style);
@@ -68,6 +136,43 @@ pub fn drives_the_terminal(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn quiet_keeps_what_is_wrong_and_its_continuations() {
+        use super::{shown, Level};
+        let quiet = |lines: &[&str]| -> Vec<String> {
+            let mut last = true;
+            let mut out = Vec::new();
+            for l in lines {
+                last = shown(l, Level::Quiet, last);
+                if last {
+                    out.push((*l).to_owned());
+                }
+            }
+            out
+        };
+        let said = [
+            "note: building 4 cells",
+            "  one CUDA file",
+            "warning: `x.so` is not manylinux_2_28",
+            "  help: rebuild it",
+            "built torch215-cxx11-cpu-x86_64-linux",
+            "error: cannot build",
+            "  caused by: disk full",
+            "hint: free space",
+        ];
+        assert_eq!(
+            quiet(&said),
+            [
+                "warning: `x.so` is not manylinux_2_28",
+                "  help: rebuild it",
+                "error: cannot build",
+                "  caused by: disk full",
+                "hint: free space"
+            ]
+        );
+        assert!(said.iter().all(|l| shown(l, Level::Normal, false) && shown(l, Level::Verbose, false)));
+    }
+
     /// Modules allowed to print: this one, the CLI, and the binary.
     fn allowed(file: &str) -> bool {
         file == "printer.rs" || file == "main.rs" || file.starts_with("cli/")

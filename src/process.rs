@@ -284,6 +284,7 @@ impl Cmd {
     }
 
     fn expression(&self) -> duct::Expression {
+        crate::printer::verbose_line(format_args!("+ {}", crate::printer::escape_controls(&self.display())));
         let own_group = self.own_group;
         let mut e = duct::cmd(&self.program, &self.args)
             .before_spawn(move |c| {

@@ -257,7 +257,7 @@ impl bundle::Progress for CellBar {
     /// with `--json`.
     fn note(&self, text: &str) {
         if !self.quiet {
-            self.bar.suspend(|| eprintln!("note: {text}"));
+            self.bar.suspend(|| crate::printer::stderr!("note: {text}"));
         }
     }
 
@@ -293,7 +293,7 @@ pub(crate) fn run_native(
         _ if native.no_cache => None,
         Ok(c) => Some(c),
         Err(e) => {
-            eprintln!("note: {e:#}; building every cell without the native cell cache");
+            crate::printer::stderr!("note: {e:#}; building every cell without the native cell cache");
             None
         }
     };
@@ -309,10 +309,10 @@ pub(crate) fn run_native(
     bar.bar.finish_and_clear();
     let report = report?;
     for w in &report.warnings {
-        eprintln!("warning: {w}");
+        crate::printer::stderr!("warning: {w}");
     }
     for n in &report.notes {
-        eprintln!("note: {n}");
+        crate::printer::stderr!("note: {n}");
     }
     Ok(report)
 }
@@ -343,12 +343,12 @@ pub fn run(args: Args) -> super::CmdResult {
                 None
             };
             if let Some(from) = orchestrator {
-                eprintln!(
+                crate::printer::stderr!(
                     "note: building through Nix (`{dir}` has a flake.nix; the cells run {from}); `--nix never` builds natively"
                 );
                 true
             } else if has_nix && has_flake {
-                eprintln!(
+                crate::printer::stderr!(
                     "note: building natively: Nix is on PATH, but this kernel-builder is not statically linked and \
                      KERNEL_BUILDER_ORCHESTRATOR is not set, so Nix would first build the orchestrator from nixpkgs \
                      (a download); `--nix always` does that, `scripts/setup-nix.sh` prints a directory for \
@@ -361,7 +361,7 @@ pub fn run(args: Args) -> super::CmdResult {
                 } else {
                     "`nix` is not on PATH".to_owned()
                 };
-                eprintln!("note: {why}; building natively (`--nix never`)");
+                crate::printer::stderr!("note: {why}; building natively (`--nix never`)");
                 false
             }
         }
@@ -417,11 +417,11 @@ pub fn run(args: Args) -> super::CmdResult {
         match store.prune(max, false) {
             Ok(Some(pruned)) => {
                 if let Some(w) = pruned.over_bound(max) {
-                    eprintln!("warning: {w}");
+                    crate::printer::stderr!("warning: {w}");
                 }
             }
             Ok(None) => {}
-            Err(e) => eprintln!("warning: the toolchain cache was not pruned: {e:#}"),
+            Err(e) => crate::printer::stderr!("warning: the toolchain cache was not pruned: {e:#}"),
         }
     }
     print_built(&report, args.json)?;
@@ -552,7 +552,7 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
         &args.host()?,
         args.expect_variant.as_deref(),
         args.build_layout,
-        &mut |w| eprintln!("warning: {w}"),
+        &mut |w| crate::printer::stderr!("warning: {w}"),
     )?;
     println!("{written}");
     Ok(ExitCode::SUCCESS)

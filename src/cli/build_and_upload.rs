@@ -62,7 +62,7 @@ pub fn run(args: Args) -> super::CmdResult {
     // is the one on stdout, so the build lines go to stderr.
     if args.flags.json {
         for v in &report.built {
-            eprintln!("{}", super::build_and_copy::built_line(v));
+            crate::printer::stderr!("{}", super::build_and_copy::built_line(v));
         }
     } else {
         super::build_and_copy::print_built(&report, false)?;
@@ -70,7 +70,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let built: Vec<String> = report.built.iter().map(|v| v.name.clone()).collect();
     let checked = bundle::verify::verify_planned(&dir, &loaded.config, &loaded.cells, &built, &plan)?;
     for n in &checked.notes {
-        eprintln!("note: {n}");
+        crate::printer::stderr!("note: {n}");
     }
     let different: Vec<String> = checked
         .variants
@@ -81,7 +81,7 @@ pub fn run(args: Args) -> super::CmdResult {
         // An error (not a bare exit 1) so that --json prints the failure document too.
         anyhow::bail!("the rebuild differs from build/, nothing was uploaded:\n  {}", different.join("\n  "));
     }
-    eprintln!("verified {} variant(s) against build/hashes.json", checked.variants.len());
+    crate::printer::stderr!("verified {} variant(s) against build/hashes.json", checked.variants.len());
     // The build.toml loaded above names the repository: upload does not read it again.
     run_upload(dir, Ok(loaded.config), &args.flags)
 }

@@ -223,7 +223,7 @@ pub fn run(args: Args) -> super::CmdResult {
         }
     }
     if !without_libraries.is_empty() {
-        eprintln!(
+        crate::printer::stderr!(
             "error: no shared objects (.so, .pyd) found under {}; a compiled variant holds its \
              kernel's extension module: rebuild it (`kernel-builder build-and-copy`), or pass a \
              directory that has one",

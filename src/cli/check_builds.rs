@@ -141,7 +141,7 @@ pub fn run(args: Args) -> super::CmdResult {
         for v in &report.extra {
             println!("extra:   {v}");
         }
-        eprintln!(
+        crate::printer::stderr!(
             "error: build/ does not match matrix {} ({} missing, {} extra of {} expected): build the missing ones (`build-and-copy`, or CI for other systems) and remove the extra ones",
             report.matrix,
             report.missing.len(),

@@ -124,7 +124,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let text = match args.format {
         Format::Json => {
             if doc.jobs.is_empty() {
-                eprintln!("note: this kernel has no bundle cell on any system; `general.backends` has no cell in matrix {}", doc.matrix);
+                crate::printer::stderr!("note: this kernel has no bundle cell on any system; `general.backends` has no cell in matrix {}", doc.matrix);
             }
             let mut s = serde_json::to_string_pretty(&doc)?;
             s.push('\n');

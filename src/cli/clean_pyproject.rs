@@ -38,13 +38,13 @@ pub fn run(args: Args) -> super::CmdResult {
         println!("{verb} {}", escape_controls(target.join(f).as_str()));
     }
     for f in &c.kept_changed {
-        eprintln!(
+        crate::printer::stderr!(
             "note: kept {}: it was changed since create-pyproject wrote it",
             escape_controls(target.join(f).as_str())
         );
     }
     for f in &c.missing {
-        eprintln!("note: {} was already removed", escape_controls(target.join(f).as_str()));
+        crate::printer::stderr!("note: {} was already removed", escape_controls(target.join(f).as_str()));
     }
     Ok(ExitCode::SUCCESS)
 }

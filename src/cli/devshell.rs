@@ -195,7 +195,7 @@ fn run(args: Args, test: bool) -> super::CmdResult {
         Some((p, rest)) => (p.clone(), rest.to_vec()),
         None => (crate::env::SHELL.non_empty().unwrap_or_else(|| "/bin/sh".into()), Vec::new()),
     };
-    eprintln!("{summary}");
+    crate::printer::stderr!("{summary}");
     // Ctrl-C (and Ctrl-\) in the terminal reach the command itself; this process waits for it,
     // as a shell waits for its job, and so outlives it to remove testshell's link directory.
     // (The child starts with the default dispositions: exec resets handled signals.)
@@ -340,7 +340,7 @@ fn pinned_toolchain(
     } else {
         if !of_pins {
             let v = &crate::toolchain::pins::pins().python;
-            eprintln!(
+            crate::printer::stderr!(
                 "note: `python{v}` does not run here: the shell's python is `{python}`, which compiles against the pinned torch's headers as a native build does but cannot import that torch (built for CPython {v}); install CPython {v} for that, use testshell (which makes an environment with torch for `{python}`), or pass --python PATH"
             );
         }

@@ -45,11 +45,11 @@ pub fn run(args: Args) -> super::CmdResult {
                 ExitCode::SUCCESS
             }
             Some(_) => {
-                eprintln!("`{path}` is stale: run `kernel-builder fill-card {dir}`");
+                crate::printer::stderr!("`{path}` is stale: run `kernel-builder fill-card {dir}`");
                 ExitCode::from(1)
             }
             None => {
-                eprintln!("`{path}` does not exist: run `kernel-builder fill-card {dir}`");
+                crate::printer::stderr!("`{path}` does not exist: run `kernel-builder fill-card {dir}`");
                 ExitCode::from(1)
             }
         });

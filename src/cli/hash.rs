@@ -49,7 +49,7 @@ pub fn run(args: Args) -> super::CmdResult {
         let sri = match crate::hash::nar_hash_sri(path) {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("error: cannot hash `{}`\n  caused by: {e}", path.display());
+                crate::printer::stderr!("error: cannot hash `{}`\n  caused by: {e}", path.display());
                 failed += 1;
                 continue;
             }
@@ -64,7 +64,7 @@ pub fn run(args: Args) -> super::CmdResult {
         }
     }
     if failed > 0 {
-        eprintln!("error: {failed} of {} paths could not be hashed", args.paths.len());
+        crate::printer::stderr!("error: {failed} of {} paths could not be hashed", args.paths.len());
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

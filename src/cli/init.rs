@@ -114,7 +114,7 @@ pub fn run(args: Args) -> super::CmdResult {
         init::write_project(&plan.dir, &files, args.overwrite).map_err(crate::error::Error::from)?;
     let p = &plan.project;
     if plan.repo_from_path {
-        eprintln!(
+        crate::printer::stderr!(
             "note: the Hub repository `{}` was read from PATH; pass `--name ORG/NAME` to choose another",
             p.repo
         );
@@ -136,7 +136,7 @@ pub fn run(args: Args) -> super::CmdResult {
         // GitHub reads workflows only from the repository root, and the workflow's steps run
         // in the kernel's directory as `.`: inside a larger repository it never runs as written.
         if !same_dir(&top, &written.dir) {
-            eprintln!(
+            crate::printer::stderr!(
                 "warning: `{}` is inside the repository at `{top}`; GitHub only runs workflows from \
              `{top}/.github/workflows/`, so the generated `{}` does not run there: move it to the \
              repository root and set `working-directory` to the kernel's directory in its steps, or \

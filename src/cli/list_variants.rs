@@ -157,7 +157,7 @@ pub fn kernel_cells(
             .map(|c| matrix::cells::with_resolved_archs(m, &kernel.config, c.clone()))
             .collect(),
         FlakeCells::NoNix(warning) => {
-            eprintln!("warning: {warning}");
+            crate::printer::stderr!("warning: {warning}");
             build_toml_cells(m, kernel, systems, scope)
         }
         FlakeCells::AsBuildToml => build_toml_cells(m, kernel, systems, scope),
@@ -206,7 +206,7 @@ pub fn run(args: Args) -> super::CmdResult {
     } else {
         let system = args.system.unwrap_or_else(matrix::host_system);
         if !m.systems.contains(&system) {
-            eprintln!(
+            crate::printer::stderr!(
                 "warning: this machine's system `{system}` has no build sets in the matrix; pass --system or --all-systems"
             );
         }
@@ -217,7 +217,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let text = listing_named(&cells, &systems, args.json, args.names)?;
     if !args.json && text.is_empty() {
         // An empty stdout alone reads like a failure; say why there is nothing.
-        eprintln!(
+        crate::printer::stderr!(
             "note: no variant of this kernel is built on {}; `general.backends` has no cell there (try --all-systems)",
             systems.join(", ")
         );

@@ -45,14 +45,19 @@ pub fn run(args: Args) -> super::CmdResult {
     let deps = kdeps::direct(&loaded.config);
     let path = kdeps::lock::lock_path(&dir);
     if deps.is_empty() && !path.exists() {
-        eprintln!("build.toml has no kernel-depends: nothing to lock");
+        crate::printer::stderr!("build.toml has no kernel-depends: nothing to lock");
         return Ok(ExitCode::SUCCESS);
     }
     let hub = HubReader::from_env()?;
     let cache = kdeps::fetch::cache_dir()?;
     let (lock, trees) = kdeps::resolve(&loaded.config, &hub, &cache)?;
     for t in &trees {
-        eprintln!("locked {} at {} ({})", describe(&t.dependency), t.pinned.commit, t.pinned.hash);
+        crate::printer::stderr!(
+            "locked {} at {} ({})",
+            describe(&t.dependency),
+            t.pinned.commit,
+            t.pinned.hash
+        );
     }
     let written = lock.write(&dir)?;
     println!("wrote {written} ({} kernel(s))", lock.entries.len());

@@ -88,7 +88,7 @@ fn pin_cmd(args: PinArgs) -> super::CmdResult {
         println!("pinned {c}");
     }
     for u in &report.unresolved {
-        eprintln!("not resolved: {u}");
+        crate::printer::stderr!("not resolved: {u}");
     }
     println!(
         "{}: {} changed, {} not resolved, {} of other indexes left alone",

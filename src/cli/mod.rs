@@ -36,6 +36,13 @@ pub mod verify;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Say only warnings, errors and hints on stderr: no notes, progress or summaries (results
+    /// on stdout stay).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on stderr.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -130,6 +137,11 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 /// command failed (bad input, failed build), 2 bad command line, 128 + N stopped by signal N.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    crate::printer::set_level(match (cli.quiet, cli.verbose) {
+        (true, _) => crate::printer::Level::Quiet,
+        (_, true) => crate::printer::Level::Verbose,
+        _ => crate::printer::Level::Normal,
+    });
     let json = cli.command.json_name();
     let result = match cli.command {
         Command::Init(a) => init::run(a),

@@ -183,7 +183,7 @@ pub fn run(args: Args) -> super::CmdResult {
         }
     }
     if !general.python_depends.iter().any(|d| d == "helion") {
-        eprintln!(
+        crate::printer::stderr!(
             "warning: {}/build.toml does not list `helion` in general.python-depends; users \
              loading this kernel will need helion to use the heuristic",
             dir
@@ -222,7 +222,7 @@ pub fn run(args: Args) -> super::CmdResult {
             let stat = |k: &str| s.pointer(&format!("/performance_stats/{k}")).and_then(|v| v.as_f64());
             if let Some(max) = stat(args.goal.as_str()).or_else(|| stat("max_slowdown")) {
                 if max > args.threshold {
-                    eprintln!(
+                    crate::printer::stderr!(
                         "warning: {kernel}: the heuristic's {} is {max:.3}, above the goal {}: \
                          raise --max-configs or the threshold, or tune with --effort full",
                         args.goal.as_str(),

@@ -240,7 +240,9 @@ pub fn run(args: Args) -> super::CmdResult {
         // edition 6: say what is wrong with it instead.
         if !plan.generation.is_current() {
             if let Err(err) = validate_new_text(&display, &text, &dir) {
-                eprintln!("error: `{display}` cannot be brought to edition 6; fix the errors below");
+                crate::printer::stderr!(
+                    "error: `{display}` cannot be brought to edition 6; fix the errors below"
+                );
                 return Err(err);
             }
         }
@@ -275,7 +277,7 @@ pub fn run(args: Args) -> super::CmdResult {
     // Diagnostics about the new text name it as such: its line numbers are not the file's.
     let shown_new = format!("{display} (as upgraded, not written)");
     if let Err(err) = validate_new_text(&shown_new, &plan.new_text, &dir) {
-        eprintln!("error: `{display}` was not changed: the upgraded file would not validate");
+        crate::printer::stderr!("error: `{display}` was not changed: the upgraded file would not validate");
         return Err(err);
     }
     // Keep the file's line endings: a CRLF file stays CRLF (the TOML writer emits LF).
@@ -308,9 +310,9 @@ fn print_problems(display: &str, problems: &[Problem]) {
             Severity::Warning => "warning",
             Severity::Error => "error",
         };
-        eprintln!("{level}: {display}: {}: {} [{}]", p.key_path, p.message, p.rule);
+        crate::printer::stderr!("{level}: {display}: {}: {} [{}]", p.key_path, p.message, p.rule);
         if let Some(help) = p.help.as_deref().and_then(help_here) {
-            eprintln!("  help: {help}");
+            crate::printer::stderr!("  help: {help}");
         }
     }
 }

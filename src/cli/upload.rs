@@ -108,9 +108,9 @@ pub fn run_upload(
     let endpoint = auth::checked_endpoint()?;
     let prepared = hub::prepare(&opts)?;
     for w in &prepared.warnings {
-        eprintln!("warning: {}", escape_controls(w));
+        crate::printer::stderr!("warning: {}", escape_controls(w));
     }
-    eprintln!(
+    crate::printer::stderr!(
         "Uploading {} variant(s) to {} branch `{}` at {endpoint}",
         prepared.variants.len(),
         prepared.repo_id,
@@ -126,14 +126,14 @@ pub fn run_upload(
         Err(failed) => {
             let hub::upload::Failed { outcome, error } = *failed;
             for n in &outcome.notes {
-                eprintln!("note: {}", escape_controls(n));
+                crate::printer::stderr!("note: {}", escape_controls(n));
             }
             if let Some(path) = &flags.output_json {
                 if let Err(e) = crate::fsutil::write_atomic(path, outcome.to_json().as_bytes()) {
-                    eprintln!("warning: {e:#}");
+                    crate::printer::stderr!("warning: {e:#}");
                 }
             }
-            eprintln!("{}", escape_controls(&hub::upload::summary(&outcome)));
+            crate::printer::stderr!("{}", escape_controls(&hub::upload::summary(&outcome)));
             // With --json the outcome's keys (what landed, what was planned) join the failure
             // document `super::json` prints.
             return Err(crate::cli::json::WithDetail::wrap(
@@ -143,13 +143,13 @@ pub fn run_upload(
         }
     };
     for n in &outcome.notes {
-        eprintln!("note: {}", escape_controls(n));
+        crate::printer::stderr!("note: {}", escape_controls(n));
     }
     if opts.dry_run {
         for line in &outcome.plan {
             let line = escape_controls(line);
             if flags.json {
-                eprintln!("{line}");
+                crate::printer::stderr!("{line}");
             } else {
                 println!("{line}");
             }
@@ -163,9 +163,9 @@ pub fn run_upload(
     let summary = escape_controls(&summary);
     if flags.json {
         print!("{}", outcome.to_json());
-        eprintln!("{summary}");
+        crate::printer::stderr!("{summary}");
     } else if outcome.status == hub::Status::NoChanges {
-        eprintln!("{summary}");
+        crate::printer::stderr!("{summary}");
     } else {
         println!("{summary}");
     }

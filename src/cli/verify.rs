@@ -43,7 +43,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let report =
         verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), &toolchains)?;
     for n in &report.notes {
-        eprintln!("note: {n}");
+        crate::printer::stderr!("note: {n}");
     }
     if args.json {
         let same = report.variants.iter().all(|v| v.is_same());

@@ -1181,6 +1181,13 @@ Options:
           Native builds without --python: look for pinned wheels (by file name) in DIR first, a
           wheelhouse made elsewhere (repeatable). Each is checked against its pinned sha256
 
+  -q, --quiet
+          Say only warnings, errors and hints on stderr: no notes, progress or summaries (results on
+          stdout stay)
+
+  -v, --verbose
+          Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on stderr
+
   -h, --help
           Print help (see a summary with '-h')
 

@@ -87,7 +87,7 @@ fn bash_completes_after_a_subcommand() {
     );
     assert_eq!(
         bash_completes(&path, &["kernel-builder", "completions", ""]),
-        ["-h", "--help", "bash", "zsh", "fish"]
+        ["-q", "-v", "-h", "--quiet", "--verbose", "--help", "bash", "zsh", "fish"]
     );
 }
 

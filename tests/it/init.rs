@@ -524,6 +524,10 @@ Options:
                                built from, else the published flake [env: KERNEL_BUILDER_FLAKE_REF=]
       --overwrite              Write into a non-empty directory: generated files replace files of
                                the same name, other files are left as they are
+  -q, --quiet                  Say only warnings, errors and hints on stderr: no notes, progress or
+                               summaries (results on stdout stay)
+  -v, --verbose                Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on
+                               stderr
   -h, --help                   Print help (see more with '--help')
 
 `--backends` takes every value up to the next flag: give PATH before it, or after `--`.

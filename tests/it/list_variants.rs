@@ -304,6 +304,10 @@ fn help_describes_every_option() {
                                 nix/build-matrix.json: a draft of the next matrix, or a generated one)
                                 instead of the matrix build.toml pins or the default. Nix does not read
                                 it; the flake uses nix/build-matrix.json
+      -q, --quiet               Say only warnings, errors and hints on stderr: no notes, progress or
+                                summaries (results on stdout stay)
+      -v, --verbose             Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on
+                                stderr
       -h, --help                Print help
     ");
 }

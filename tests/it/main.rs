@@ -19,6 +19,7 @@ mod init;
 mod interrupt;
 mod json_failure;
 mod kernel_deps;
+mod levels;
 mod list_variants;
 mod matrix_check_wheel;
 mod matrix_corpus;

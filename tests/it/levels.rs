@@ -1,0 +1,68 @@
+//! `--quiet` and `--verbose`, global flags of every command: quiet keeps only what is wrong
+//! (warnings, errors, hints and their indented lines), verbose adds each command run.
+use std::fs;
+
+use crate::util::{copy_kernel, kb};
+
+fn run(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let o = kb()
+        .current_dir(dir)
+        .env("KERNEL_BUILDER_CACHE_DIR", dir.join(".cache"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn quiet_drops_notes_and_keeps_errors_with_their_hints() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("vah");
+    copy_kernel("vector-add-helion", &k);
+    let said = "build.toml has no kernel-depends: nothing to lock\n";
+    assert_eq!(run(&k, &["lock-kernel-deps", "."]), (0, String::new(), said.to_owned()));
+    assert_eq!(run(&k, &["lock-kernel-deps", ".", "--quiet"]), (0, String::new(), String::new()));
+    assert_eq!(run(&k, &["-q", "lock-kernel-deps", "."]), (0, String::new(), String::new()));
+
+    // A failure says the same with or without --quiet: the error, its causes, its help.
+    let empty = t.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    for args in [&["build-and-copy", "--nix", "never"][..], &["upload", "."]] {
+        let (code, _, loud) = run(&empty, args);
+        let (qcode, _, quiet) = run(&empty, &[args, &["--quiet"]].concat());
+        assert_eq!((code, qcode), (1, 1), "{loud}");
+        assert!(
+            loud.contains("error")
+                && loud
+                    .lines()
+                    .any(|l| l.trim_start().starts_with("help: ")
+                        || l.contains("; `--dry-run` works without one")),
+            "{loud}"
+        );
+        assert_eq!(quiet, loud);
+    }
+}
+
+#[test]
+fn verbose_shows_each_command_run_and_conflicts_with_quiet() {
+    let t = tempfile::tempdir().unwrap();
+    let k = t.path().join("vah");
+    copy_kernel("vector-add-helion", &k);
+    let git = "+ git -C . rev-parse --verify --quiet HEAD^{commit}";
+    let (code, out, err) = run(&k, &["build-and-copy", "--nix", "never", "--verbose"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.lines().any(|l| l == git), "{err}");
+    assert!(out.starts_with("built "), "{out}");
+    fs::remove_dir_all(k.join("build")).unwrap();
+    let (code, _, err) = run(&k, &["build-and-copy", "--nix", "never"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("+ git"), "{err}");
+
+    let (code, _, err) = run(&k, &["build-and-copy", "-q", "-v"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'--quiet' cannot be used with '--verbose'"), "{err}");
+}
