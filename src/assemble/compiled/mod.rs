@@ -130,10 +130,11 @@ pub fn build_cell(
         warnings.push(Warning { path: None, message: w.clone() });
     }
     let CellWorkDir { dir: work_dir, shared_src, _fresh } = cell_work_dir(work, config, cell)?;
-    let _work_lock = crate::assemble::workdirs::lock_work_dir(&work_dir)?; // no orphan of a killed build shares it
-                                                                           // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
-                                                                           // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
-                                                                           // root, tvm-ffi's binding directory) and fails on a missing header that is there.
+    // No orphan of a killed build shares the work directory.
+    let _work_lock = crate::assemble::workdirs::lock_work_dir(&work_dir)?;
+    // nvcc splits every include path at commas, quoted or not, so under such a path a CUDA
+    // compile cannot see the cell's own include directories (the kernel's, a stable-ABI include
+    // root, tvm-ffi's binding directory) and fails on a missing header that is there.
     if cell.backend == Backend::Cuda && work_dir.as_str().contains(',') {
         anyhow::bail!(
             "the work directory `{work_dir}` of the CUDA cell `{}` has a comma, and nvcc splits include \
@@ -207,7 +208,6 @@ pub fn build_cell(
     };
     cell_text.push_str(&compile_cache::launcher_lines(launcher.as_deref()));
     configure(cell, &facts, &cell_text, &src_dir, &build_dir, &tmp_dir)?;
-    let mut ninja_args = vec!["-C".to_owned(), build_dir.to_string()];
     let plan = parallel_plan(source, config, cell, &facts, work, &set, compile_cache.as_ref(), &mut warnings);
     let cuda = cell.backend == Backend::Cuda;
     let mut compile_env = facts.env.clone();
@@ -222,32 +222,7 @@ pub fn build_cell(
             compile_env.push(("NVCC_APPEND_FLAGS".to_owned(), flags));
         }
     }
-    ninja_args.extend(["-j".to_owned(), plan.ninja_jobs.to_string()]);
-    // The compiler sees the mirrored sources; its messages name the kernel's own files, so an
-    // editor can jump to them.
-    let steps = super::progress::current_steps();
-    let dirs = (build_dir.as_path(), tmp_dir.as_path());
-    run_step("the compile (ninja)", &cell.ninja.path, &ninja_args, &compile_env, dirs, steps).map_err(
-        |e| {
-            let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
-            let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
-            let listed: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
-            // What build.toml can fix first, then what the machine can (the step's own hints).
-            let kernel_hints = match super::stable_abi::compile_hint(&text) {
-                Some(h) if cell.kind == CellKind::StableAbi => vec![h],
-                _ => super::parity::compile_hints(
-                    &text,
-                    &listed,
-                    &super::parity::kernel_files(source.root(), 20_000),
-                ),
-            };
-            let error = kernel_hints
-                .into_iter()
-                .chain(crate::error::hints(&e))
-                .fold(crate::error::Error::new(crate::error::Kind::Failed, text), crate::error::Error::hint);
-            anyhow::Error::from(error)
-        },
-    )?;
+    compile(source, cell, &src_dir, (&build_dir, &tmp_dir), plan.ninja_jobs, &compile_env)?;
     let compiles = match compile_cache.as_ref().map(compile_cache::Server::stats) {
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {
@@ -263,13 +238,6 @@ pub fn build_cell(
         None => None,
     };
     drop(compile_cache);
-    let mut toolchain = BTreeMap::new();
-    toolchain.insert("cxx".to_owned(), cell.cxx.version.clone());
-    toolchain.insert("cmake".to_owned(), cell.cmake.version.clone());
-    toolchain.insert("ninja".to_owned(), cell.ninja.version.clone());
-    if let Some(n) = &cell.nvcc {
-        toolchain.insert("nvcc".to_owned(), n.version.clone());
-    }
     let built = build_dir.join(format!("{}{}", facts.ops_name, module_suffix(cell.kind)));
     warnings.extend(write_variant(
         source,
@@ -280,9 +248,58 @@ pub fn build_cell(
         layout,
         &facts.ops_name,
         &built,
-        toolchain,
+        cell_toolchain(cell),
     )?);
     Ok(CellBuilt { warnings, compiles, parallel: Some((plan, cuda)) })
+}
+
+/// The tool versions a cell's metadata records (`build.toolchain`).
+fn cell_toolchain(cell: &CompiledCell) -> BTreeMap<String, String> {
+    let mut toolchain = BTreeMap::new();
+    toolchain.insert("cxx".to_owned(), cell.cxx.version.clone());
+    toolchain.insert("cmake".to_owned(), cell.cmake.version.clone());
+    toolchain.insert("ninja".to_owned(), cell.ninja.version.clone());
+    if let Some(n) = &cell.nvcc {
+        toolchain.insert("nvcc".to_owned(), n.version.clone());
+    }
+    toolchain
+}
+
+/// Run Ninja over the configured `build_dir` with `jobs` jobs and the compile environment
+/// `env`; the compilers keep their temporary files in `tmp_dir`.
+///
+/// Errors: the compile failing: its message names the kernel's own files (the compiler saw
+/// the mirror in `src_dir`), and its hints say what build.toml can fix first (a flag nvcc asks
+/// for, a header the kernel has but the build does not see, a header outside the stable ABI),
+/// then what the machine can ([`run_step`]'s: a full disk, a compiler killed).
+fn compile(
+    source: &SourceSet,
+    cell: &CompiledCell,
+    src_dir: &Utf8Path,
+    (build_dir, tmp_dir): (&Utf8Path, &Utf8Path),
+    jobs: usize,
+    env: &[(String, String)],
+) -> anyhow::Result<()> {
+    let args = vec!["-C".to_owned(), build_dir.to_string(), "-j".to_owned(), jobs.to_string()];
+    let steps = super::progress::current_steps();
+    run_step("the compile (ninja)", &cell.ninja.path, &args, env, (build_dir, tmp_dir), steps).map_err(|e| {
+        let root = source.root().canonicalize_utf8().unwrap_or_else(|_| source.root().to_owned());
+        let text = e.to_string().replace(&format!("{src_dir}/"), &format!("{root}/"));
+        let listed: Vec<String> = source.files().iter().map(|f| f.rel.to_string()).collect();
+        let kernel_hints = match super::stable_abi::compile_hint(&text) {
+            Some(h) if cell.kind == CellKind::StableAbi => vec![h],
+            _ => super::parity::compile_hints(
+                &text,
+                &listed,
+                &super::parity::kernel_files(source.root(), 20_000),
+            ),
+        };
+        let error = kernel_hints
+            .into_iter()
+            .chain(crate::error::hints(&e))
+            .fold(crate::error::Error::new(crate::error::Kind::Failed, text), crate::error::Error::hint);
+        anyhow::Error::from(error)
+    })
 }
 
 /// Where a cell is built ([`cell_work_dir`]).
