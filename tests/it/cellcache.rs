@@ -140,6 +140,7 @@ fn poison(entry: &Path, edit: impl FnOnce(&Path)) {
 /// and sees through a poisoned entry that a build reuses.
 #[test]
 fn relu_cpu_cell_is_reused_without_a_compile_and_rebuilt_when_it_must_be() {
+    let _heavy = crate::util::heavy_build();
     let Some((py, cell)) = venv_cpu_cell() else { return };
     let t = tempfile::tempdir().unwrap();
     let (a, b, cache, log) =

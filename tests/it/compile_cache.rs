@@ -122,6 +122,7 @@ pub(crate) fn path_with(bin: PathBuf) -> PathBuf {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn cicc_splits_a_cuda_compile_that_the_compile_cache_still_takes() {
+    let _heavy = crate::util::heavy_build();
     let Some((py, cell)) = crate::parity::venv_cuda_cell() else { return };
     let t = tempfile::tempdir().unwrap();
     let cache = t.path().join("cache");

@@ -136,6 +136,7 @@ impl Cluster {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn a_cuda_cell_compiled_on_two_build_servers_has_the_bytes_of_one_compiled_here() {
+    let _heavy = crate::util::heavy_build();
     let Some((py, cell)) = crate::parity::venv_cuda_cell() else { return };
     let t = tempfile::tempdir().unwrap();
     let sd = t.path().join("sccache-dist");

@@ -364,6 +364,7 @@ fn loads_through_kernels(test: &str, var: &str, out: &Path) {
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_build() {
+    let _heavy = crate::util::heavy_build();
     let tc = host_toolchain("2_34");
     add_pinned_wheels_to_store("2.14", None);
     // (cell, torch version recorded, nvcc recorded)
@@ -452,6 +453,7 @@ fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_bu
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn relu_cuda_cell_compiles_in_nix_with_exactly_its_capabilities() {
+    let _heavy = crate::util::heavy_build();
     let tc = host_toolchain("2_34");
     let t = tempfile::tempdir().unwrap();
     let two = copy_kernel("relu", t.path());
@@ -1098,6 +1100,7 @@ fn flake_check_runs_the_abi_check_on_compiled_cells() {
 #[test]
 #[cfg_attr(not(feature = "nix-tests"), ignore = "needs Nix: cargo test --features nix-tests")]
 fn build_and_copy_through_nix_builds_compiled_cells() {
+    let _heavy = crate::util::heavy_build();
     let (_t, r) = relu_repo(|t| t);
     let kernel = r.join("kernels/relu");
     fs::create_dir_all(kernel.join("build/torch-mine")).unwrap();

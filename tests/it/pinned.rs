@@ -46,10 +46,6 @@ fn remove_toolchain_cache(dir: &Path) {
     fs::remove_dir_all(dir).unwrap();
 }
 
-/// Held by the tests that fill a toolchain cache of their own, so that no two hold one at
-/// once: each is gigabytes, and CI's disk also holds the shared cache and the Nix store.
-static OWN_TOOLCHAIN_CACHE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// `kernel-builder ARGS` in `dir`, with the cell cache `cells` and the toolchain cache
 /// `toolchains`.
 fn kb(dir: &Path, cells: &Path, toolchains: &Path, args: &[&str]) -> Out {
@@ -123,6 +119,7 @@ fn wheelhouse(dest: &Path) {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
+    let _heavy = crate::util::heavy_build();
     let t = scratch();
     let relu = t.path().join("relu");
     copy_kernel("relu", &relu);
@@ -200,7 +197,6 @@ fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
     // No network: an empty toolchain cache, `--offline`, the wheels in a wheelhouse. The
     // torch 2.15 cells (CPU and CUDA: every kind of wheel) only, so that this second toolchain
     // cache holds one release (about 4 GB), not all (about 9 GB): the suite must fit a CI disk.
-    let _own = OWN_TOOLCHAIN_CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let house = t.path().join("house");
     wheelhouse(&house);
     let relu2 = t.path().join("relu2");
@@ -321,6 +317,7 @@ cufftType pinned_toolkit_fft_type() { return CUFFT_C2C; }
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn the_compiled_template_and_cuda_library_headers_build_from_the_pins_alone() {
+    let _heavy = crate::util::heavy_build();
     let t = scratch();
     let cells = t.path().join("cells");
     let init = kb(
@@ -534,6 +531,7 @@ fn a_partial_download_resumes_and_a_wrong_one_is_never_used() {
 /// variant changed on disk.
 #[test]
 fn verify_rebuilds_a_pinned_cell_from_its_pins() {
+    let _heavy = crate::util::heavy_build();
     let t = scratch();
     let relu = t.path().join("relu");
     copy_kernel("relu", &relu);
@@ -569,6 +567,7 @@ fn verify_rebuilds_a_pinned_cell_from_its_pins() {
 /// venv's torch) and both are `same`; it used to refuse the pinned cell.
 #[test]
 fn verify_with_python_checks_pinned_cells_with_their_pins_and_its_own_with_python() {
+    let _heavy = crate::util::heavy_build();
     let Some(python) = crate::util::venv_with_kernels("verify --python of a build/ with pinned cells") else {
         return;
     };
@@ -637,6 +636,7 @@ fn append_as_root_can(path: &Path, text: &str) {
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn a_changed_toolchain_is_made_again_and_never_reused() {
+    let _heavy = crate::util::heavy_build();
     use kernel_builder::toolchain::pins::pins;
     let t = scratch();
     let relu = t.path().join("relu");
@@ -653,7 +653,6 @@ fn a_changed_toolchain_is_made_again_and_never_reused() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let honest = nar(&variant);
     // This test's own toolchain cache, filled from a wheelhouse of the shared cache's wheels.
-    let _own = OWN_TOOLCHAIN_CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let c = pins().cell("2.15", None, "x86_64-linux").unwrap();
     let house = t.path().join("house");
     fs::create_dir_all(&house).unwrap();

@@ -142,3 +142,12 @@ pub(crate) fn kb_in_pty(args: &str, env: &[(&str, &std::ffi::OsStr)]) -> String 
     );
     tty
 }
+
+/// Held by the tests that build heavy cells (CUDA, pinned toolchains, Nix cells) or fill
+/// gigabytes of their own, so that they run one at a time however many test threads there are.
+/// A CI machine with more cores runs more tests at once: stop 37's CI failed three such tests
+/// together, each in its CMake compiler check, as a full disk or memory makes it fail.
+pub(crate) fn heavy_build() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
