@@ -133,8 +133,7 @@ pub fn cell_facts(
                 continue;
             }
             let value = crate::env::DEP.var(&d.name());
-            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())
-                .map_err(anyhow::Error::msg)?;
+            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())?;
             let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
             cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));
             warnings.extend(checkout.warning);

@@ -433,10 +433,12 @@ fn cell_cuda_capabilities(
             matrix::data::for_config(config),
             k.cuda_capabilities.as_deref(),
             cuda,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         if let (Some(asked), Some(nvcc), false) = (&k.cuda_capabilities, nvcc, resolved.is_empty()) {
             let dropped =
-                matrix::unbuildable_cuda_capabilities_in(matrix::data::for_config(config), asked, cuda)?;
+                matrix::unbuildable_cuda_capabilities_in(matrix::data::for_config(config), asked, cuda)
+                    .map_err(|e| e.to_string())?;
             if !dropped.is_empty() {
                 notes.push(dropped_capabilities_note(name, &dropped, nvcc, variant, &resolved));
             }
@@ -555,10 +557,10 @@ pub const CUDA_CAPABILITIES_VAR: &str = crate::env::CUDA_CAPABILITIES.name;
 /// `12.0+PTX`) that `only` asks for: `X.Y` selects every entry of that major.minor (`9.0`
 /// selects `9.0` and `9.0a`), `X.Ya`/`X.Yf` that one only; `+PTX` of an entry is kept.
 /// Errors: an entry of `only` that is not a capability.
-fn select_capabilities(resolved: &[String], only: &[String]) -> Result<Vec<String>, String> {
+fn select_capabilities(resolved: &[String], only: &[String]) -> anyhow::Result<Vec<String>> {
     use crate::config::{CapabilitySuffix, CudaCapability};
     let wanted: Vec<CudaCapability> =
-        only.iter().map(|o| CudaCapability::parse(o.trim())).collect::<Result<_, _>>()?;
+        only.iter().map(|o| CudaCapability::parse(o.trim())).collect::<anyhow::Result<_>>()?;
     Ok(resolved
         .iter()
         .filter(|r| {
@@ -617,7 +619,7 @@ mod tests {
         assert_eq!(sel(&["9.0a"]).unwrap(), ["9.0a"]);
         assert_eq!(sel(&["8.0", "12.0"]).unwrap(), ["8.0", "12.0+PTX"]);
         assert!(sel(&["8.6"]).unwrap().is_empty());
-        assert!(sel(&["sm_90"]).unwrap_err().contains("is not a CUDA capability"));
+        assert!(sel(&["sm_90"]).unwrap_err().to_string().contains("is not a CUDA capability"));
     }
 
     #[test]
