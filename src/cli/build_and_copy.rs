@@ -63,7 +63,7 @@ pub struct ToolchainArgs {
 
 /// A manylinux policy name of the embedded table, normalised (`2_28` → `manylinux_2_28`);
 /// the error lists the known names.
-fn parse_manylinux(s: &str) -> Result<String, String> {
+fn parse_manylinux(s: &str) -> anyhow::Result<String> {
     crate::abi::policy::PolicyTable::embedded().find(s).map(|p| p.name.clone())
 }
 
