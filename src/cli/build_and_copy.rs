@@ -529,7 +529,7 @@ impl AssembleArgs {
         };
         let python = self.toolchain.python.clone().unwrap_or_else(|| "python3".into());
         let host = crate::toolchain::provision::from_unpacked(&unpacked, python.as_str())
-            .map_err(|e| anyhow::anyhow!("the pinned toolchain: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("the pinned toolchain: {e:#}"))?;
         Ok(self.toolchain.apply(host))
     }
 }
