@@ -223,6 +223,30 @@ pub fn kind(err: &anyhow::Error) -> Kind {
     err.chain().find_map(diagnostic).map_or(Kind::Failed, |(kind, _)| kind)
 }
 
+/// A copy of `err`, for a failure that is kept and reported again (a cached probe's:
+/// `anyhow::Error` is not `Clone`): the same chain of messages, each typed link an [`Error`]
+/// of its kind and hints, so [`kind`], [`hints`] and the rendered text are those of `err`.
+/// [`find`] finds no type of `err`'s own in it.
+pub fn copy(err: &anyhow::Error) -> anyhow::Error {
+    let links: Vec<&(dyn std::error::Error + 'static)> = err.chain().collect();
+    let mut out: Option<anyhow::Error> = None;
+    for link in links.into_iter().rev() {
+        let message = link.to_string();
+        out = Some(match (diagnostic(link), out) {
+            (Some((kind, hints)), source) => {
+                let e = hints.into_iter().fold(Error::new(kind, message), Error::hint);
+                anyhow::Error::from(match source {
+                    Some(s) => e.with_source(s),
+                    None => e,
+                })
+            }
+            (None, Some(source)) => source.context(message),
+            (None, None) => anyhow::Error::msg(message),
+        });
+    }
+    out.unwrap_or_else(|| anyhow::Error::msg(err.to_string()))
+}
+
 /// The first `T` in `err`'s chain, as itself or inside an [`Error`].
 pub fn find<T: Diagnostic>(err: &anyhow::Error) -> Option<&T> {
     err.chain().find_map(|link| {
@@ -291,6 +315,22 @@ mod tests {
         let err = anyhow::Error::from(spawn).context("cannot probe");
         assert_eq!(kind(&err), Kind::Toolchain);
         assert_eq!(hints(&err), ["is `kernel-builder-no-such-program` installed and on PATH?"]);
+    }
+
+    #[test]
+    fn a_copy_has_the_chain_kind_and_hints_of_the_original() {
+        let full = std::io::Error::from_raw_os_error(28); // ENOSPC
+        let unpack = Error::new(Kind::Toolchain, "cannot unpack torch")
+            .hint("free space")
+            .with_source(anyhow::Error::from(full).context("cannot write `x`"));
+        let err = anyhow::Error::from(unpack).context("cannot provision `cpu`");
+        let again = copy(&err);
+        assert_eq!(crate::printer::failure_lines(&again), crate::printer::failure_lines(&err));
+        assert_eq!(format!("{again:#}"), format!("{err:#}"));
+        assert_eq!(kind(&again), Kind::Toolchain);
+        assert_eq!(hints(&again), ["free space".to_owned(), disk_full_hint()]);
+        let plain = copy(&anyhow::anyhow!("no torch"));
+        assert_eq!((plain.to_string(), kind(&plain)), ("no torch".to_owned(), Kind::Failed));
     }
 
     #[test]

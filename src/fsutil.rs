@@ -620,7 +620,7 @@ pub fn human_size(bytes: u64) -> String {
 /// `KiB`, `MiB`, … and `KB`, `MB`, … mean the same), e.g. `500M`, `2GiB`, `1.5G`.
 ///
 /// Errors: anything else, with the accepted forms.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -631,19 +631,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "M" => 20,
         "G" => 30,
         "T" => 40,
-        _ => {
-            return Err(format!(
-                "`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)"
-            ))
-        }
+        _ => anyhow::bail!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)"),
     };
-    let n: f64 = num.parse().map_err(|_| {
-        format!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)")
-    })?;
+    let Ok(n) = num.parse::<f64>() else {
+        anyhow::bail!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)");
+    };
     let bytes = n * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("`{s}` is out of range"));
-    }
+    anyhow::ensure!(bytes.is_finite() && bytes >= 0.0 && bytes <= u64::MAX as f64, "`{s}` is out of range");
     Ok(bytes as u64)
 }
 

@@ -79,7 +79,7 @@ impl AbiPolicy {
     fn manylinux_policy(&self) -> anyhow::Result<Option<&'static policy::Policy>> {
         match &self.manylinux {
             None => Ok(None),
-            Some(name) => PolicyTable::embedded().find(name).map(Some).map_err(|e| anyhow::anyhow!(e)),
+            Some(name) => PolicyTable::embedded().find(name).map(Some),
         }
     }
 }
@@ -132,28 +132,24 @@ pub(crate) struct VersionNeed {
 
 /// Read a shared object from bytes. ELF (32/64-bit) and thin Mach-O are read; anything else is
 /// an error saying what the file is.
-pub(crate) fn read_binary(data: &[u8]) -> Result<Binary, String> {
+pub(crate) fn read_binary(data: &[u8]) -> anyhow::Result<Binary> {
     use object::FileKind;
-    let kind = FileKind::parse(data).map_err(|_| {
+    let Ok(kind) = FileKind::parse(data) else {
         if data.starts_with(b"MZ") {
             // `object` is built without PE support: Windows is not a target of the matrix.
-            "a Windows PE file: only ELF and Mach-O shared objects are checked".to_owned()
-        } else {
-            "not a shared object (neither ELF nor Mach-O: unknown file format)".to_owned()
+            anyhow::bail!("a Windows PE file: only ELF and Mach-O shared objects are checked");
         }
-    })?;
+        anyhow::bail!("not a shared object (neither ELF nor Mach-O: unknown file format)");
+    };
     let read = match kind {
         FileKind::Elf32 => elf::read_elf::<object::elf::FileHeader32<object::Endianness>>(data),
         FileKind::Elf64 => elf::read_elf::<object::elf::FileHeader64<object::Endianness>>(data),
         FileKind::MachO32 | FileKind::MachO64 => macho::read_macho(data),
-        other => {
-            return Err(format!(
-                "unsupported file format {other:?}: only ELF and thin Mach-O shared objects are \
-                 checked"
-            ))
-        }
+        other => anyhow::bail!(
+            "unsupported file format {other:?}: only ELF and thin Mach-O shared objects are checked"
+        ),
     };
-    read.map_err(|e| format!("malformed {kind:?} file: {e}"))
+    read.with_context(|| format!("malformed {kind:?} file"))
 }
 
 /// A versioned reference that a manylinux policy governs, explained.
@@ -552,7 +548,8 @@ fn check_library_with(
     policy: &AbiPolicy,
 ) -> anyhow::Result<LibraryReport> {
     let data = std::fs::read(path).with_context(|| format!("cannot read `{path}`"))?;
-    let binary = read_binary(&data).map_err(|e| anyhow::anyhow!("`{path}`: {e}"))?;
+    // One line naming the file, as `check-abi` prints it (its cause after a colon).
+    let binary = read_binary(&data).map_err(|e| anyhow::anyhow!("`{path}`: {e:#}"))?;
     Ok(judge(path.to_owned(), &binary, requested, policy))
 }
 

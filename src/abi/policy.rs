@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
+use anyhow::Context;
 use serde::Deserialize;
 
 use crate::config::Version;
@@ -97,9 +98,8 @@ struct RawPolicy {
 
 impl PolicyTable {
     /// Parse a policy file in auditwheel's format. Errors say which entry is wrong.
-    pub fn parse(json: &str) -> Result<PolicyTable, String> {
-        let raw: Vec<RawPolicy> =
-            serde_json::from_str(json).map_err(|e| format!("manylinux policy table: {e}"))?;
+    pub fn parse(json: &str) -> anyhow::Result<PolicyTable> {
+        let raw: Vec<RawPolicy> = serde_json::from_str(json).context("manylinux policy table")?;
         let mut policies = Vec::new();
         for p in raw {
             if p.name == "linux" {
@@ -110,7 +110,9 @@ impl PolicyTable {
                 .strip_prefix("manylinux_")
                 .and_then(|rest| rest.split_once('_'))
                 .and_then(|(major, minor)| Version::parse(&format!("{major}.{minor}")).ok())
-                .ok_or_else(|| format!("manylinux policy table: `{}` is not named manylinux_X_Y", p.name))?;
+                .with_context(|| {
+                    format!("manylinux policy table: `{}` is not named manylinux_X_Y", p.name)
+                })?;
             let symbol_versions = p
                 .symbol_versions
                 .into_iter()
@@ -126,16 +128,14 @@ impl PolicyTable {
         }
         policies.sort_by_key(|p| std::cmp::Reverse(p.priority));
         for pair in policies.windows(2) {
-            if pair[0].glibc >= pair[1].glibc {
-                return Err(format!(
-                    "manylinux policy table: {} has priority above {} but not an older glibc",
-                    pair[0].name, pair[1].name
-                ));
-            }
+            anyhow::ensure!(
+                pair[0].glibc < pair[1].glibc,
+                "manylinux policy table: {} has priority above {} but not an older glibc",
+                pair[0].name,
+                pair[1].name
+            );
         }
-        if policies.is_empty() {
-            return Err("manylinux policy table: no manylinux policies".to_owned());
-        }
+        anyhow::ensure!(!policies.is_empty(), "manylinux policy table: no manylinux policies");
         Ok(PolicyTable { policies })
     }
 
@@ -156,7 +156,7 @@ impl PolicyTable {
 
     /// Find a policy by `manylinux_2_28`, `2_28`, `2.28` or a legacy alias (`manylinux2014`).
     /// The error lists the names that exist.
-    pub fn find(&self, name: &str) -> Result<&Policy, String> {
+    pub fn find(&self, name: &str) -> anyhow::Result<&Policy> {
         let n = name.trim();
         let full = if n.starts_with("manylinux") {
             n.to_owned()
@@ -166,7 +166,7 @@ impl PolicyTable {
         let found = self.policies.iter().find(|p| p.name == full || p.aliases.contains(&full));
         found.ok_or_else(|| {
             let names: Vec<&str> = self.policies.iter().map(|p| p.name.as_str()).collect();
-            format!(
+            anyhow::anyhow!(
                 "unknown manylinux policy `{name}`; the table (auditwheel 6.8.2) has {}",
                 names.join(", ")
             )
@@ -221,16 +221,17 @@ struct DistributionFile {
 }
 
 /// Parse a distribution table (`[[distribution]] name, glibc`), checking ascending order.
-pub fn parse_distributions(toml: &str) -> Result<Vec<Distribution>, String> {
-    let f: DistributionFile =
-        toml_edit::de::from_str(toml).map_err(|e| format!("distribution table: {e}"))?;
+pub fn parse_distributions(toml: &str) -> anyhow::Result<Vec<Distribution>> {
+    let f: DistributionFile = toml_edit::de::from_str(toml).context("distribution table")?;
     for pair in f.distribution.windows(2) {
-        if pair[0].glibc > pair[1].glibc {
-            return Err(format!(
-                "distribution table: {} (glibc {}) comes after {} (glibc {}); keep ascending order",
-                pair[1].name, pair[1].glibc, pair[0].name, pair[0].glibc
-            ));
-        }
+        anyhow::ensure!(
+            pair[0].glibc <= pair[1].glibc,
+            "distribution table: {} (glibc {}) comes after {} (glibc {}); keep ascending order",
+            pair[1].name,
+            pair[1].glibc,
+            pair[0].name,
+            pair[0].glibc
+        );
     }
     Ok(f.distribution)
 }
@@ -293,7 +294,7 @@ mod tests {
         assert_eq!(t.find("manylinux1").unwrap().name, "manylinux_2_5");
         assert_eq!(t.find("2_28").unwrap().glibc, v("2.28"));
         assert_eq!(t.find("2.34").unwrap().name, "manylinux_2_34");
-        let err = t.find("2_29").unwrap_err();
+        let err = t.find("2_29").unwrap_err().to_string();
         assert!(err.contains("unknown manylinux policy `2_29`"), "{err}");
         assert!(err.contains("manylinux_2_28, manylinux_2_31"), "{err}");
     }
@@ -350,16 +351,18 @@ mod tests {
 
     #[test]
     fn parse_rejects_bad_tables() {
-        assert!(PolicyTable::parse("{}").unwrap_err().starts_with("manylinux policy table:"));
+        assert!(
+            format!("{:#}", PolicyTable::parse("{}").unwrap_err()).starts_with("manylinux policy table: ")
+        );
         let bad_name = r#"[{"name": "musllinux_1_2", "aliases": [], "priority": 1,
             "symbol_versions": {}, "lib_whitelist": [], "blacklist": {}}]"#;
-        assert!(PolicyTable::parse(bad_name).unwrap_err().contains("`musllinux_1_2`"));
+        assert!(PolicyTable::parse(bad_name).unwrap_err().to_string().contains("`musllinux_1_2`"));
         let disordered = r#"[
             {"name": "manylinux_2_28", "aliases": [], "priority": 90, "symbol_versions": {},
              "lib_whitelist": [], "blacklist": {}},
             {"name": "manylinux_2_17", "aliases": [], "priority": 80, "symbol_versions": {},
              "lib_whitelist": [], "blacklist": {}}]"#;
-        assert!(PolicyTable::parse(disordered).unwrap_err().contains("not an older glibc"));
+        assert!(PolicyTable::parse(disordered).unwrap_err().to_string().contains("not an older glibc"));
     }
 
     #[test]
@@ -381,7 +384,7 @@ mod tests {
         assert!(distributions_without(&v("2.17")).is_empty());
         let bad = "[[distribution]]\nname = \"a\"\nglibc = \"2.30\"\n\
                    [[distribution]]\nname = \"b\"\nglibc = \"2.20\"\n";
-        assert!(parse_distributions(bad).unwrap_err().contains("keep ascending order"));
+        assert!(parse_distributions(bad).unwrap_err().to_string().contains("keep ascending order"));
         let not_version = "[[distribution]]\nname = \"a\"\nglibc = \"two\"\n";
         assert!(parse_distributions(not_version).is_err());
     }

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use anyhow::Context;
 use indexmap::IndexMap;
 use serde::Deserialize;
 
@@ -64,22 +65,22 @@ struct RawEntry {
 }
 
 /// Parse `3.9` (or ` 3.9 `) as `(3, 9)`. Errors name the text.
-pub fn parse_python_version(s: &str) -> Result<(u32, u32), String> {
+pub fn parse_python_version(s: &str) -> anyhow::Result<(u32, u32)> {
     let t = s.trim();
-    let bad = || format!("Python version `{s}` must be MAJOR.MINOR, e.g. 3.9");
+    let bad = || anyhow::anyhow!("Python version `{s}` must be MAJOR.MINOR, e.g. 3.9");
     let (major, minor) = t.split_once('.').ok_or_else(bad)?;
     Ok((major.parse().map_err(|_| bad())?, minor.parse().map_err(|_| bad())?))
 }
 
 impl StableAbiTable {
     /// Parse a table in the vendored format (a subset of `stable_abi.toml`).
-    pub fn parse(toml: &str) -> Result<StableAbiTable, String> {
-        let raw: RawFile = toml_edit::de::from_str(toml).map_err(|e| format!("stable ABI table: {e}"))?;
+    pub fn parse(toml: &str) -> anyhow::Result<StableAbiTable> {
+        let raw: RawFile = toml_edit::de::from_str(toml).context("stable ABI table")?;
         let mut symbols = HashMap::new();
         for (kind, items) in [(Kind::Function, raw.function), (Kind::Data, raw.data)] {
             for (name, e) in items {
-                let added = parse_python_version(&e.added)
-                    .map_err(|err| format!("stable ABI table: `{name}`: {err}"))?;
+                let added =
+                    parse_python_version(&e.added).with_context(|| format!("stable ABI table: `{name}`"))?;
                 symbols.insert(name, Entry { kind, added, ifdef: e.ifdef, abi_only: e.abi_only });
             }
         }
@@ -169,14 +170,14 @@ mod tests {
 
     #[test]
     fn python_versions_parse_or_say_why_not() {
-        assert_eq!(parse_python_version("3.9"), Ok((3, 9)));
-        assert_eq!(parse_python_version(" 3.13 "), Ok((3, 13)));
+        assert_eq!(parse_python_version("3.9").unwrap(), (3, 9));
+        assert_eq!(parse_python_version(" 3.13 ").unwrap(), (3, 13));
         for bad in ["3", "3.x", "", "three.nine", "3.9.1"] {
-            let err = parse_python_version(bad).unwrap_err();
+            let err = parse_python_version(bad).unwrap_err().to_string();
             assert!(err.contains("MAJOR.MINOR"), "{bad}: {err}");
         }
-        let err = StableAbiTable::parse("[function.PyFoo]\nadded = 'soon'\n").unwrap_err();
-        assert!(err.contains("`PyFoo`"), "{err}");
+        let err = format!("{:#}", StableAbiTable::parse("[function.PyFoo]\nadded = 'soon'\n").unwrap_err());
+        assert_eq!(err, "stable ABI table: `PyFoo`: Python version `soon` must be MAJOR.MINOR, e.g. 3.9");
         assert!(StableAbiTable::parse("[struct.PyObject]\nadded = '3.2'\n").is_err());
     }
 }

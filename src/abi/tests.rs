@@ -200,16 +200,16 @@ fn violations_serialize_with_their_kind() {
 #[test]
 fn other_formats_say_what_they_are() {
     assert_eq!(
-        read_binary(b"MZ\x90\x00").unwrap_err(),
+        read_binary(b"MZ\x90\x00").unwrap_err().to_string(),
         "a Windows PE file: only ELF and Mach-O shared objects are checked"
     );
     assert_eq!(
-        read_binary(b"").unwrap_err(),
+        read_binary(b"").unwrap_err().to_string(),
         "not a shared object (neither ELF nor Mach-O: unknown file format)"
     );
     // A fat (universal) Mach-O header with no architectures.
     let fat = [0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    let err = read_binary(&fat).unwrap_err();
+    let err = read_binary(&fat).unwrap_err().to_string();
     assert!(err.starts_with("unsupported file format MachOFat32"), "{err}");
 }
 

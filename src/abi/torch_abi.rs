@@ -23,14 +23,14 @@ pub const SHIM_VERSIONS_TXT: &str = include_str!("data/shim_function_versions.tx
 
 /// Parse `name: TORCH_VERSION_2_10_0` lines (blank lines and `#` comments skipped) into
 /// name → version. Errors name the line.
-pub fn parse_shim_versions(text: &str) -> Result<BTreeMap<String, Version>, String> {
+pub fn parse_shim_versions(text: &str) -> anyhow::Result<BTreeMap<String, Version>> {
     let mut out = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = || format!("shim_function_versions.txt line {}: `{line}`", i + 1);
+        let bad = || anyhow::anyhow!("shim_function_versions.txt line {}: `{line}`", i + 1);
         let (name, token) = line.split_once(':').ok_or_else(bad)?;
         let version = token
             .trim()
@@ -175,9 +175,10 @@ mod tests {
 
     #[test]
     fn shim_table_errors_name_the_line() {
-        let err = parse_shim_versions("# c\n\nfoo: TORCH_VERSION_2_10_0\nbar 2.11\n").unwrap_err();
+        let err =
+            parse_shim_versions("# c\n\nfoo: TORCH_VERSION_2_10_0\nbar 2.11\n").unwrap_err().to_string();
         assert!(err.contains("line 4"), "{err}");
-        assert!(parse_shim_versions("foo: 2.10").unwrap_err().contains("line 1"));
+        assert!(parse_shim_versions("foo: 2.10").unwrap_err().to_string().contains("line 1"));
     }
 
     #[test]

@@ -41,8 +41,9 @@ pub fn layout_of(config: &BuildConfig) -> BuildLayout {
 }
 
 /// A layout by its name (`files`, `zip`); the error names both.
-pub fn parse_layout(s: &str) -> Result<BuildLayout, String> {
-    BuildLayout::from_name(s).ok_or_else(|| format!("unknown build layout `{s}`; expected `files` or `zip`"))
+pub fn parse_layout(s: &str) -> anyhow::Result<BuildLayout> {
+    BuildLayout::from_name(s)
+        .with_context(|| format!("unknown build layout `{s}`; expected `files` or `zip`"))
 }
 
 /// The archive of a zip-layout variant whose metadata `id` is `id`.
@@ -174,17 +175,17 @@ fn write_archive(dir: &Utf8Path, files: &[Utf8PathBuf], to: &Utf8Path) -> anyhow
 /// readable archive with `__init__.py` at its top, and `kernels-minver` must keep loaders older
 /// than 0.19.0 (which ignore the key and find no `__init__.py`) away. Files-layout variants
 /// (no key, or `"files"`) pass. Errors: one sentence, naming the file.
-pub fn check_built_variant(dir: &Utf8Path, metadata: &serde_json::Value) -> Result<(), String> {
+pub fn check_built_variant(dir: &Utf8Path, metadata: &serde_json::Value) -> anyhow::Result<()> {
     let layout = match metadata.get("build-layout") {
         None => return Ok(()),
-        Some(v) => v.as_str().and_then(|s| parse_layout(s).ok()).ok_or_else(|| {
+        Some(v) => v.as_str().and_then(BuildLayout::from_name).with_context(|| {
             format!("`{dir}/metadata.json` has an unknown `build-layout` {v}; expected \"files\" or \"zip\"")
         })?,
     };
     if layout == BuildLayout::Files {
         return Ok(());
     }
-    let id = metadata.get("id").and_then(|v| v.as_str()).ok_or_else(|| {
+    let id = metadata.get("id").and_then(|v| v.as_str()).with_context(|| {
         format!("`{dir}/metadata.json` has no `id`, so the archive of its zip layout has no name")
     })?;
     let minver_ok = metadata
@@ -195,20 +196,23 @@ pub fn check_built_variant(dir: &Utf8Path, metadata: &serde_json::Value) -> Resu
             Some(parts >= vec![0, 19, 0])
         })
         .unwrap_or(false);
-    if !minver_ok {
-        return Err(format!(
-            "`{dir}/metadata.json` says `\"build-layout\": \"zip\"` without `\"kernels-minver\"` 0.19.0 or newer, so older loaders would try it and fail; rebuild the variant"
-        ));
-    }
+    anyhow::ensure!(
+        minver_ok,
+        "`{dir}/metadata.json` says `\"build-layout\": \"zip\"` without `\"kernels-minver\"` 0.19.0 or newer, so older loaders would try it and fail; rebuild the variant"
+    );
     let archive = dir.join(archive_name(id));
     let file = std::fs::File::open(&archive).map_err(|e| {
-        format!("`{archive}` cannot be opened ({e}); a zip-layout variant needs it, rebuild the variant")
+        anyhow::anyhow!(
+            "`{archive}` cannot be opened ({e}); a zip-layout variant needs it, rebuild the variant"
+        )
     })?;
-    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
-        .map_err(|e| format!("`{archive}` is not a readable zip archive ({e}); rebuild the variant"))?;
-    if zip.by_name("__init__.py").is_err() {
-        return Err(format!("`{archive}` has no `__init__.py` at its top, so the loader cannot import it; rebuild the variant"));
-    }
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| {
+        anyhow::anyhow!("`{archive}` is not a readable zip archive ({e}); rebuild the variant")
+    })?;
+    anyhow::ensure!(
+        zip.by_name("__init__.py").is_ok(),
+        "`{archive}` has no `__init__.py` at its top, so the loader cannot import it; rebuild the variant"
+    );
     Ok(())
 }
 
@@ -369,7 +373,7 @@ mod tests {
     fn built_zip_variants_are_checked_before_upload() {
         let (_t, d) = tree(&[("__init__.py", "\n")]);
         zip_package(&d, "_k_cpu_1").unwrap();
-        let meta = |v: serde_json::Value| check_built_variant(&d, &v);
+        let meta = |v: serde_json::Value| check_built_variant(&d, &v).map_err(|e| e.to_string());
         let good = serde_json::json!({"id": "_k_cpu_1", "build-layout": "zip", "kernels-minver": "0.19.0"});
         assert_eq!(meta(good), Ok(()));
         assert_eq!(meta(serde_json::json!({"id": "_other"})), Ok(()));
@@ -396,10 +400,10 @@ mod tests {
 
     #[test]
     fn layouts_parse_and_helion_heuristics_refuse_zip() {
-        assert_eq!(parse_layout("zip"), Ok(BuildLayout::Zip));
+        assert_eq!(parse_layout("zip").unwrap(), BuildLayout::Zip);
         assert_eq!(
-            parse_layout("Zip"),
-            Err("unknown build layout `Zip`; expected `files` or `zip`".to_owned())
+            parse_layout("Zip").unwrap_err().to_string(),
+            "unknown build layout `Zip`; expected `files` or `zip`"
         );
         let c = crate::matrix::testutil::noarch_config(&[crate::config::Backend::Cuda]);
         assert!(check_layout(&c, BuildLayout::Zip, false).is_ok());

@@ -78,7 +78,7 @@ pub fn kernels_minver(m: &Metadata) -> Option<(LoaderVersion, Vec<&'static str>)
 /// variant uses is satisfied by `release`.
 ///
 /// Errors: one line per reason, naming the dependency or the rule.
-pub fn check_loadable(m: &Metadata, release: Option<LoaderVersion>) -> Result<(), String> {
+pub fn check_loadable(m: &Metadata, release: Option<LoaderVersion>) -> anyhow::Result<()> {
     let mut why = Vec::new();
     let at = release.map(|r| format!("kernels {r}")).unwrap_or_else(|| "any kernels release".to_owned());
     if !validate::is_valid_name(&m.name) {
@@ -95,11 +95,8 @@ pub fn check_loadable(m: &Metadata, release: Option<LoaderVersion>) -> Result<()
             why.push(format!("{} needs kernels {} or newer, not {at}", r.feature, r.min));
         }
     }
-    if why.is_empty() {
-        Ok(())
-    } else {
-        Err(why.join("; "))
-    }
+    anyhow::ensure!(why.is_empty(), "{}", why.join("; "));
+    Ok(())
 }
 
 /// `metadata.json`'s bytes for a variant with metadata `m`, with `kernels-minver` from
@@ -164,7 +161,7 @@ mod tests {
             Some((LoaderVersion(0, 19, 0), vec!["an MLX noarch variant (`mlx-metal`)"]))
         );
         assert_eq!(
-            check_loadable(&m, Some(LoaderVersion(0, 18, 3))),
+            check_loadable(&m, Some(LoaderVersion(0, 18, 3))).map_err(|e| e.to_string()),
             Err("an MLX noarch variant (`mlx-metal`) needs kernels 0.19.0 or newer, not kernels 0.18.3"
                 .into())
         );
@@ -189,7 +186,7 @@ mod tests {
         m.build_layout = BuildLayout::Zip;
         assert_eq!(kernels_minver(&m), Some((LoaderVersion(0, 19, 0), vec!["the zip build layout"])));
         assert_eq!(
-            check_loadable(&m, Some(LoaderVersion(0, 18, 3))),
+            check_loadable(&m, Some(LoaderVersion(0, 18, 3))).map_err(|e| e.to_string()),
             Err("the zip build layout needs kernels 0.19.0 or newer, not kernels 0.18.3".into())
         );
         let text = String::from_utf8(metadata_json(&m).unwrap()).unwrap();
@@ -199,16 +196,16 @@ mod tests {
     #[test]
     fn the_named_release_must_load_the_variant() {
         let m = meta(&["helion"], None);
-        assert_eq!(check_loadable(&m, kernels_minver(&m).map(|v| v.0)), Ok(()));
+        assert!(check_loadable(&m, kernels_minver(&m).map(|v| v.0)).is_ok());
         assert_eq!(
-            check_loadable(&m, Some(LoaderVersion(0, 16, 2))),
+            check_loadable(&m, Some(LoaderVersion(0, 16, 2))).map_err(|e| e.to_string()),
             Err("the `helion` python dependency needs kernels 0.17.0 or newer, not kernels 0.16.2".into())
         );
         let m = meta(&["nvidia-cutlass-dsl"], None);
-        assert_eq!(check_loadable(&m, None), Ok(()), "a cuda dependency on a cuda variant");
+        assert!(check_loadable(&m, None).is_ok(), "a cuda dependency on a cuda variant");
         let mut rocm = meta(&["nvidia-cutlass-dsl", "helion-nightly"], None);
         rocm.backend.kind = Backend::Rocm;
-        let err = check_loadable(&rocm, None).unwrap_err();
+        let err = check_loadable(&rocm, None).unwrap_err().to_string();
         assert!(err.contains("does not know the rocm python dependency `nvidia-cutlass-dsl`"), "{err}");
         assert!(err.contains("`helion-nightly`"), "{err}");
     }

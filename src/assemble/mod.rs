@@ -134,8 +134,9 @@ pub fn assemble_one(
             "cannot build `{backend}`: it is not in `general.backends` of `{}`",
             cfg.path
         );
+        // One line, the reason after the backend, as a skipped backend's reason reads.
         let cell = plan_cell(cfg, cells, backend, host)
-            .map_err(|e| anyhow::anyhow!("cannot build `{backend}`: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("cannot build `{backend}`: {e:#}"))?;
         PlannedVariant::compiled(cell)
     };
     if let Some(want) = expect_variant {

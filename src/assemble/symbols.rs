@@ -135,16 +135,18 @@ pub fn write_static_symbols(
 /// Check `bytes` as `kernels describe-api` does: a JSON object with `schema_version` 1,
 /// `functions` and `layers` lists of objects with a string `name`, each layer's `attributes` an
 /// object of booleans or nulls. The error completes "the symbols.json … ".
-pub fn check(bytes: &[u8]) -> Result<(), String> {
-    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("is not JSON ({e})"))?;
-    if v.get("schema_version").and_then(|s| s.as_u64()) != Some(1) {
-        return Err("does not say `schema_version` 1".to_owned());
-    }
+pub fn check(bytes: &[u8]) -> anyhow::Result<()> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| anyhow::anyhow!("is not JSON ({e})"))?;
+    anyhow::ensure!(
+        v.get("schema_version").and_then(|s| s.as_u64()) == Some(1),
+        "does not say `schema_version` 1"
+    );
     for group in ["functions", "layers"] {
         let named = |s: &serde_json::Value| s.get("name").is_some_and(|n| n.is_string());
         match v.get(group).and_then(|g| g.as_array()) {
             Some(list) if list.iter().all(named) => {}
-            _ => return Err(format!("has `{group}` that is not a list of named symbols")),
+            _ => anyhow::bail!("has `{group}` that is not a list of named symbols"),
         }
     }
     for layer in v["layers"].as_array().into_iter().flatten() {
@@ -152,19 +154,16 @@ pub fn check(bytes: &[u8]) -> Result<(), String> {
             .get("attributes")
             .and_then(|a| a.as_object())
             .is_some_and(|a| a.values().all(|x| x.is_boolean() || x.is_null()));
-        if !ok {
-            return Err(format!("has a layer `{}` whose attributes are not booleans or null", layer["name"]));
-        }
+        anyhow::ensure!(ok, "has a layer `{}` whose attributes are not booleans or null", layer["name"]);
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn check_reads_what_describe_api_reads() {
+        let check = |bytes: &[u8]| super::check(bytes).map_err(|e| e.to_string());
         assert_eq!(check(br#"{"schema_version": 1, "functions": [], "layers": []}"#), Ok(()));
         assert_eq!(
             check(br#"{"schema_version": 1, "functions": [{"name": "relu"}], "layers": [{"name": "ReLU", "attributes": {"has_backward": true, "can_torch_compile": null}}]}"#),

@@ -329,7 +329,7 @@ fn prune_after_store(cache: &CellCache) -> Vec<Warning> {
     let warn = |message: String| vec![Warning { path: None, message }];
     let max = match cellcache::build_max_bytes() {
         Ok(n) => n,
-        Err(e) => return warn(format!("{e}; the native cell cache was not pruned")),
+        Err(e) => return warn(format!("{e:#}; the native cell cache was not pruned")),
     };
     match cache.prune(max) {
         Ok(_) => Vec::new(),

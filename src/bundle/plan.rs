@@ -158,10 +158,10 @@ pub fn host_cell(
     backend: Backend,
     host: &HostToolchain,
 ) -> Result<PlannedVariant, SkippedBackend> {
-    plan_cell(config, cells, backend, host).map(PlannedVariant::compiled).map_err(|reason| SkippedBackend {
+    plan_cell(config, cells, backend, host).map(PlannedVariant::compiled).map_err(|e| SkippedBackend {
         backend,
         variant: None,
-        reason,
+        reason: format!("{e:#}"),
     })
 }
 
@@ -408,7 +408,7 @@ pub fn pinned_plan(
                     if c.variant == cell.name {
                         Ok(c)
                     } else {
-                        Err(format!(
+                        Err(anyhow::anyhow!(
                             "its pinned torch builds `{}` instead; fix its entry in {}",
                             c.variant,
                             crate::toolchain::pins::PINS_FILE
@@ -417,9 +417,11 @@ pub fn pinned_plan(
                 });
             match planned {
                 Ok(c) => variants.push(PlannedVariant::compiled(c)),
-                Err(reason) => {
-                    skipped.push(SkippedBackend { backend, variant: Some(cell.name.clone()), reason })
-                }
+                Err(e) => skipped.push(SkippedBackend {
+                    backend,
+                    variant: Some(cell.name.clone()),
+                    reason: format!("{e:#}"),
+                }),
             }
         }
     }

@@ -63,7 +63,7 @@ pub struct ToolchainArgs {
 
 /// A manylinux policy name of the embedded table, normalised (`2_28` → `manylinux_2_28`);
 /// the error lists the known names.
-fn parse_manylinux(s: &str) -> Result<String, String> {
+fn parse_manylinux(s: &str) -> anyhow::Result<String> {
     crate::abi::policy::PolicyTable::embedded().find(s).map(|p| p.name.clone())
 }
 
@@ -529,7 +529,7 @@ impl AssembleArgs {
         };
         let python = self.toolchain.python.clone().unwrap_or_else(|| "python3".into());
         let host = crate::toolchain::provision::from_unpacked(&unpacked, python.as_str())
-            .map_err(|e| anyhow::anyhow!("the pinned toolchain: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("the pinned toolchain: {e:#}"))?;
         Ok(self.toolchain.apply(host))
     }
 }

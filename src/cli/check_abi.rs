@@ -118,22 +118,20 @@ fn subdirs(dir: &Utf8Path) -> anyhow::Result<Vec<Utf8PathBuf>> {
 /// (CPython's abi3 starts at 3.2), up to the newest Python the vendored stable-ABI table
 /// knows ([`abi::python_abi::StableAbiTable::newest`]): for a later one the check could not
 /// tell which symbols it has. The error says what is accepted.
-pub fn abi3_python(s: &str) -> Result<String, String> {
+pub fn abi3_python(s: &str) -> anyhow::Result<String> {
     let (major, minor) = abi::python_abi::parse_python_version(s)?;
     let (newest_major, newest_minor) = abi::python_abi::StableAbiTable::embedded().newest().unwrap_or((3, 2));
-    if major != 3 || minor < 2 {
-        return Err(format!(
-            "Python {major}.{minor} has no stable ABI (abi3 starts at Python 3.2); give 3.2 to \
-             {newest_major}.{newest_minor} as 3.Y, e.g. 3.9"
-        ));
-    }
-    if (major, minor) > (newest_major, newest_minor) {
-        return Err(format!(
-            "Python {major}.{minor} is newer than the stable ABI table kernel-builder carries (it \
-             knows Python 3.2 to {newest_major}.{newest_minor}); give 3.2 to \
-             {newest_major}.{newest_minor} as 3.Y, e.g. 3.9"
-        ));
-    }
+    anyhow::ensure!(
+        major == 3 && minor >= 2,
+        "Python {major}.{minor} has no stable ABI (abi3 starts at Python 3.2); give 3.2 to \
+         {newest_major}.{newest_minor} as 3.Y, e.g. 3.9"
+    );
+    anyhow::ensure!(
+        (major, minor) <= (newest_major, newest_minor),
+        "Python {major}.{minor} is newer than the stable ABI table kernel-builder carries (it \
+         knows Python 3.2 to {newest_major}.{newest_minor}); give 3.2 to \
+         {newest_major}.{newest_minor} as 3.Y, e.g. 3.9"
+    );
     Ok(s.trim().to_owned())
 }
 

@@ -237,7 +237,7 @@ fn absolute(p: &Utf8Path) -> Utf8PathBuf {
 /// nvcc); for a kernel with compiled backends none of which builds here, the reasons.
 fn toolchain(config: &BuildConfig, kernel_cells: &KernelCells, python: &Utf8Path) -> anyhow::Result<Shell> {
     let host = HostToolchain::new(python);
-    let facts = host.torch().map_err(|e| anyhow::anyhow!("{e}"))?.clone();
+    let facts = host.torch()?.clone();
     // A path as given (a venv's `python` links outside the venv: keep the link's directory);
     // a bare name is the interpreter the probe ran.
     let interpreter = if python.as_str().contains('/') { absolute(python) } else { facts.executable.clone() };

@@ -141,7 +141,7 @@ fn show_cells(cache: &CellCache) -> anyhow::Result<()> {
         entries.len(),
         if entries.len() == 1 { "y" } else { "ies" },
         human(total),
-        build_max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+        build_max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e:#}"))
     );
     Ok(())
 }

@@ -19,10 +19,8 @@ use crate::config::{CapabilitySuffix, CudaCapability};
 /// Errors: an entry that is not a capability (`X.Y`, `X.Ya`, `X.Yf`, `X.Y+PTX`), or an empty
 /// list: an empty list would let nvcc fall back to its own default architecture, which is
 /// never what a kernel asked for.
-pub fn gencode_flags(capabilities: &[String]) -> Result<Vec<String>, String> {
-    if capabilities.is_empty() {
-        return Err("no CUDA capability to compile for".to_owned());
-    }
+pub fn gencode_flags(capabilities: &[String]) -> anyhow::Result<Vec<String>> {
+    anyhow::ensure!(!capabilities.is_empty(), "no CUDA capability to compile for");
     let mut out = Vec::new();
     for c in capabilities {
         let cap = CudaCapability::parse(c)?;
@@ -67,7 +65,10 @@ mod tests {
 
     #[test]
     fn empty_and_malformed_lists_are_errors() {
-        assert_eq!(gencode_flags(&[]).unwrap_err(), "no CUDA capability to compile for");
-        assert!(gencode_flags(&["sm_90".to_owned()]).unwrap_err().contains("is not a CUDA capability"));
+        assert_eq!(gencode_flags(&[]).unwrap_err().to_string(), "no CUDA capability to compile for");
+        assert!(gencode_flags(&["sm_90".to_owned()])
+            .unwrap_err()
+            .to_string()
+            .contains("is not a CUDA capability"));
     }
 }

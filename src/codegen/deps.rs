@@ -11,6 +11,7 @@
 use camino::Utf8PathBuf;
 
 use crate::config::CppDependency;
+use crate::error::{Error, Kind};
 
 /// Where one dependency's source comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,13 +166,13 @@ pub struct Checkout {
 /// (`crate::env::DEP.var(dep.name())`), for the kernel `who` (`[kernel.gemm]`, for messages).
 ///
 /// Errors (each naming the variable, the pinned repository, tag and commit, and the commands
-/// that fetch it, [`fetch_hint`]): the variable unset or empty, naming no directory, or a
-/// directory without the dependency's include directories. A checkout at another commit is
-/// used, with [`Checkout::warning`].
-pub fn find_checkout(dep: CppDependency, who: &str, value: Option<&str>) -> Result<Checkout, String> {
+/// that fetch it, [`fetch_hint`]; of [`Kind::Toolchain`]): the variable unset or empty, naming
+/// no directory, or a directory without the dependency's include directories. A checkout at
+/// another commit is used, with [`Checkout::warning`].
+pub fn find_checkout(dep: CppDependency, who: &str, value: Option<&str>) -> anyhow::Result<Checkout> {
     let var = env_var(dep);
     let Some(pin) = pinned(dep) else {
-        return Err(format!("{who}: `{}` has no pinned source", dep.name()));
+        anyhow::bail!("{who}: `{}` has no pinned source", dep.name());
     };
     let what = format!(
         "a checkout of {} at {}{}",
@@ -180,17 +181,20 @@ pub fn find_checkout(dep: CppDependency, who: &str, value: Option<&str>) -> Resu
         pin.commit.map(|c| format!(" (commit {c})")).unwrap_or_default()
     );
     let fetch = format!("fetch it with:\n    {}", fetch_hint(dep));
+    let missing = |message: String| anyhow::Error::from(Error::new(Kind::Toolchain, message));
     let dir = match value {
         Some(v) if !v.is_empty() => Utf8PathBuf::from(v),
         _ => {
-            return Err(format!(
+            return Err(missing(format!(
                 "{who} depends on `{}`, and a native build downloads nothing: set {var} to {what}; {fetch}",
                 dep.name()
-            ))
+            )))
         }
     };
     if !dir.is_dir() {
-        return Err(format!("{var} is `{dir}`, which is not a directory; it must name {what}; {fetch}"));
+        return Err(missing(format!(
+            "{var} is `{dir}`, which is not a directory; it must name {what}; {fetch}"
+        )));
     }
     // CMake and the compilers run elsewhere: a relative path is taken from where this runs.
     let dir = std::path::absolute(&dir).ok().and_then(|p| Utf8PathBuf::from_path_buf(p).ok()).unwrap_or(dir);
@@ -198,10 +202,10 @@ pub fn find_checkout(dep: CppDependency, who: &str, value: Option<&str>) -> Resu
     for rel in pin.include_dirs {
         let inc = if *rel == "." { dir.clone() } else { dir.join(rel) };
         if !inc.is_dir() {
-            return Err(format!(
+            return Err(missing(format!(
                 "{var} is `{dir}`, which has no `{rel}/`: it must name {what} (the `{}` source itself, not a directory above it); {fetch}",
                 dep.name()
-            ));
+            )));
         }
         include_dirs.push(inc);
     }
@@ -248,20 +252,22 @@ mod tests {
     fn a_missing_checkout_says_which_variable_and_what_to_fetch() {
         let dep = CppDependency::Cutlass(3, 6);
         for unset in [None, Some("")] {
+            let err = find_checkout(dep, "[kernel.gemm]", unset).unwrap_err();
+            assert_eq!(crate::error::kind(&err), Kind::Toolchain);
             assert_eq!(
-                find_checkout(dep, "[kernel.gemm]", unset).unwrap_err(),
+                err.to_string(),
                 format!("[kernel.gemm] depends on `cutlass_3_6`, and a native build downloads nothing: set KERNEL_BUILDER_DEP_CUTLASS_3_6 to a checkout of https://github.com/NVIDIA/cutlass at v3.6.0 (commit bf9da7b76c766d7ee7d536afc77880a4ef1f1156); {CUTLASS_3_6_FETCH}")
             );
         }
         let t = tempfile::tempdir().unwrap();
         let d = camino::Utf8Path::from_path(t.path()).unwrap();
         assert_eq!(
-            find_checkout(dep, "[kernel.gemm]", Some(d.join("nope").as_str())).unwrap_err(),
+            find_checkout(dep, "[kernel.gemm]", Some(d.join("nope").as_str())).unwrap_err().to_string(),
             format!("KERNEL_BUILDER_DEP_CUTLASS_3_6 is `{d}/nope`, which is not a directory; it must name a checkout of https://github.com/NVIDIA/cutlass at v3.6.0 (commit bf9da7b76c766d7ee7d536afc77880a4ef1f1156); {CUTLASS_3_6_FETCH}")
         );
         // A directory above the checkout (or another project) has no include/.
         assert_eq!(
-            find_checkout(dep, "[kernel.gemm]", Some(d.as_str())).unwrap_err(),
+            find_checkout(dep, "[kernel.gemm]", Some(d.as_str())).unwrap_err().to_string(),
             format!("KERNEL_BUILDER_DEP_CUTLASS_3_6 is `{d}`, which has no `include/`: it must name a checkout of https://github.com/NVIDIA/cutlass at v3.6.0 (commit bf9da7b76c766d7ee7d536afc77880a4ef1f1156) (the `cutlass_3_6` source itself, not a directory above it); {CUTLASS_3_6_FETCH}")
         );
         // metal-cpp comes as an archive: no git commands.

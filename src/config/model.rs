@@ -85,16 +85,13 @@ pub struct Version {
 
 impl Version {
     /// Parse `"X[.Y[.Z…]]"` (surrounding whitespace trimmed). Errors name the bad text.
-    pub fn parse(s: &str) -> Result<Version, String> {
+    pub fn parse(s: &str) -> anyhow::Result<Version> {
         let t = s.trim();
-        if t.is_empty() {
-            return Err("a version must not be empty".to_owned());
-        }
-        let parts = t
-            .split('.')
-            .map(|p| p.parse::<u32>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| format!("version `{s}` must be dot-separated numbers, e.g. \"2.12\""))?;
+        anyhow::ensure!(!t.is_empty(), "a version must not be empty");
+        let parts = t.split('.').map(|p| p.parse::<u32>()).collect::<Result<Vec<_>, _>>();
+        let Ok(parts) = parts else {
+            anyhow::bail!("version `{s}` must be dot-separated numbers, e.g. \"2.12\"");
+        };
         Ok(Version { parts, text: t.to_owned() })
     }
 
@@ -560,9 +557,11 @@ pub enum CapabilitySuffix {
 
 impl CudaCapability {
     /// Parse `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`; the error says which forms are accepted.
-    pub fn parse(s: &str) -> Result<CudaCapability, String> {
+    pub fn parse(s: &str) -> anyhow::Result<CudaCapability> {
         let bad = || {
-            format!("`{s}` is not a CUDA capability; write `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`, e.g. \"9.0a\"")
+            anyhow::anyhow!(
+                "`{s}` is not a CUDA capability; write `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`, e.g. \"9.0a\""
+            )
         };
         let (body, ptx) = match s.strip_suffix("+PTX") {
             Some(b) => (b, true),

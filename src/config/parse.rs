@@ -295,7 +295,7 @@ fn capabilities(cx: &mut Cx, table: &dyn TableLike, path: &str, key: &str) -> Op
     for (i, s) in list {
         match CudaCapability::parse(&s) {
             Ok(c) => out.push(c),
-            Err(e) => cx.error(&join_index(&p, i), "bad-capability", e, None),
+            Err(e) => cx.error(&join_index(&p, i), "bad-capability", e.to_string(), None),
         }
     }
     Some(out)
@@ -484,7 +484,7 @@ fn git_url(cx: &mut Cx, table: &dyn TableLike, key: &str) -> Option<String> {
     let p = join_key("general", key);
     let s = as_str(cx, item, &p, "\"https://github.com/owner/repo\"")?;
     if let Err(e) = validate::check_git_url(&s) {
-        cx.error(&p, "bad-git-url", e, None);
+        cx.error(&p, "bad-git-url", e.to_string(), None);
     }
     Some(s)
 }

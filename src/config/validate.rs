@@ -183,17 +183,14 @@ pub const GIT_URL_SCHEMES: [&str; 7] = ["https", "http", "git", "ssh", "git+ssh"
 
 /// Check a git URL: `scheme://…` with a scheme from [`GIT_URL_SCHEMES`], or the scp-like
 /// `[user@]host:path` form (path not starting with `/`). The error says which form is expected.
-pub fn check_git_url(url: &str) -> Result<(), String> {
+pub fn check_git_url(url: &str) -> anyhow::Result<()> {
     if let Some((scheme, rest)) = url.split_once("://") {
-        if !GIT_URL_SCHEMES.contains(&scheme) {
-            return Err(format!(
-                "unsupported scheme `{scheme}` in git URL `{url}`; use one of {}",
-                GIT_URL_SCHEMES.join(", ")
-            ));
-        }
-        if rest.is_empty() || rest.starts_with('/') {
-            return Err(format!("git URL `{url}` has no host"));
-        }
+        anyhow::ensure!(
+            GIT_URL_SCHEMES.contains(&scheme),
+            "unsupported scheme `{scheme}` in git URL `{url}`; use one of {}",
+            GIT_URL_SCHEMES.join(", ")
+        );
+        anyhow::ensure!(!rest.is_empty() && !rest.starts_with('/'), "git URL `{url}` has no host");
         return Ok(());
     }
     match url.split_once(':') {
@@ -206,10 +203,10 @@ pub fn check_git_url(url: &str) -> Result<(), String> {
         {
             Ok(())
         }
-        _ => Err(format!(
+        _ => anyhow::bail!(
             "`{url}` is not a git URL; write `https://host/owner/repo` (schemes: {}) or `git@host:owner/repo`",
             GIT_URL_SCHEMES.join(", ")
-        )),
+        ),
     }
 }
 
@@ -390,9 +387,9 @@ mod tests {
             "git@github.com:org/x.git",
             "ssh://host/x",
         ] {
-            assert_eq!(check_git_url(ok), Ok(()), "{ok}");
+            assert!(check_git_url(ok).is_ok(), "{ok}");
         }
-        assert!(check_git_url("ftp://host/x").unwrap_err().contains("unsupported scheme `ftp`"));
+        assert!(check_git_url("ftp://host/x").unwrap_err().to_string().contains("unsupported scheme `ftp`"));
         assert!(check_git_url("host:/abs").is_err());
         assert!(check_git_url("just-text").is_err());
     }

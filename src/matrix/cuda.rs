@@ -124,7 +124,7 @@ pub(crate) fn default_list(toolkit: &CudaToolkit) -> Vec<CudaCapability> {
 pub fn resolve_cuda_capabilities(
     kernel: Option<&[CudaCapability]>,
     cuda: &str,
-) -> Result<Vec<String>, String> {
+) -> anyhow::Result<Vec<String>> {
     resolve_cuda_capabilities_in(matrix(), kernel, cuda)
 }
 
@@ -134,11 +134,8 @@ pub fn resolve_cuda_capabilities_in(
     m: &MatrixData,
     kernel: Option<&[CudaCapability]>,
     cuda: &str,
-) -> Result<Vec<String>, String> {
-    let (version, toolkit) = toolkit(m, cuda).ok_or_else(|| {
-        let known: Vec<&str> = m.cuda.keys().map(String::as_str).collect();
-        format!("CUDA `{cuda}` is not in the build matrix {} (known: {})", m.name, known.join(", "))
-    })?;
+) -> anyhow::Result<Vec<String>> {
+    let (version, toolkit) = known_toolkit(m, cuda)?;
     Ok(match kernel {
         None => toolkit.default.clone(),
         Some(caps) => resolve_list(m, caps, &version, toolkit).iter().map(ToString::to_string).collect(),
@@ -155,16 +152,21 @@ pub fn unbuildable_cuda_capabilities_in(
     m: &MatrixData,
     kernel: &[CudaCapability],
     cuda: &str,
-) -> Result<Vec<String>, String> {
-    let (version, toolkit) = toolkit(m, cuda).ok_or_else(|| {
-        let known: Vec<&str> = m.cuda.keys().map(String::as_str).collect();
-        format!("CUDA `{cuda}` is not in the build matrix {} (known: {})", m.name, known.join(", "))
-    })?;
+) -> anyhow::Result<Vec<String>> {
+    let (version, toolkit) = known_toolkit(m, cuda)?;
     Ok(kernel
         .iter()
         .filter(|c| resolve_one(m, c, &version, toolkit).is_none())
         .map(ToString::to_string)
         .collect())
+}
+
+/// [`toolkit`], or an error naming the toolkits `m` has.
+fn known_toolkit<'m>(m: &'m MatrixData, cuda: &str) -> anyhow::Result<(Version, &'m CudaToolkit)> {
+    toolkit(m, cuda).ok_or_else(|| {
+        let known: Vec<&str> = m.cuda.keys().map(String::as_str).collect();
+        anyhow::anyhow!("CUDA `{cuda}` is not in the build matrix {} (known: {})", m.name, known.join(", "))
+    })
 }
 
 /// Look a toolkit of `m` up by version, comparing numerically (`"13"` finds `"13.0"`).
@@ -253,7 +255,7 @@ mod tests {
 
     #[test]
     fn unknown_toolkit_is_an_error() {
-        let err = resolve_cuda_capabilities(None, "11.8").unwrap_err();
+        let err = resolve_cuda_capabilities(None, "11.8").unwrap_err().to_string();
         assert!(err.contains("`11.8` is not in the build matrix 2026-12"), "{err}");
     }
 

@@ -217,7 +217,7 @@ pub fn check_cell(
         .and_then(|m| m.get("id")?.as_str().map(crate::assemble::build_layout::archive_name));
     if let (Some(name), Some(m)) = (&archive, &meta) {
         if let Err(why) = crate::assemble::build_layout::check_built_variant(&root, m) {
-            problems.push(why);
+            problems.push(format!("{why:#}"));
         } else if let Some(missing) = zip_lacks(&root.join(name), "_ops.py") {
             problems.push(format!("`{variant}/{name}` has no `{missing}`"));
         }

@@ -90,25 +90,29 @@ enum Node {
 ///
 /// Errors: two files at the same path, a path that is both a file and a directory, or an empty
 /// path component (`a//b`, leading or trailing `/`).
-pub fn tree_id(files: &[TreeFile]) -> Result<ObjectId, String> {
+pub fn tree_id(files: &[TreeFile]) -> anyhow::Result<ObjectId> {
     let mut root = BTreeMap::new();
     for f in files {
         let parts: Vec<&str> = f.path.split('/').collect();
-        if parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
-            return Err(format!("`{}` is not a normalised relative path", f.path));
-        }
-        let (last, dirs) = parts.split_last().ok_or_else(|| "empty path".to_owned())?;
+        anyhow::ensure!(
+            !parts.iter().any(|p| p.is_empty() || *p == "." || *p == ".."),
+            "`{}` is not a normalised relative path",
+            f.path
+        );
+        let Some((last, dirs)) = parts.split_last() else { anyhow::bail!("empty path") };
         let mut level = &mut root;
         for d in dirs {
             let node = level.entry((*d).to_owned()).or_insert_with(|| Node::Dir(BTreeMap::new()));
             level = match node {
                 Node::Dir(m) => m,
-                Node::File(..) => return Err(format!("`{}` is below a file named `{d}`", f.path)),
+                Node::File(..) => anyhow::bail!("`{}` is below a file named `{d}`", f.path),
             };
         }
-        if level.insert((*last).to_owned(), Node::File(f.mode, f.blob)).is_some() {
-            return Err(format!("`{}` is listed twice or is also a directory", f.path));
-        }
+        anyhow::ensure!(
+            level.insert((*last).to_owned(), Node::File(f.mode, f.blob)).is_none(),
+            "`{}` is listed twice or is also a directory",
+            f.path
+        );
     }
     Ok(write_tree(&root))
 }

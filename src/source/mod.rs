@@ -214,7 +214,7 @@ impl SourceSet {
                 Ok(TreeFile { path: f.rel.to_string(), mode: f.mode, blob: hash_file(f)? })
             })
             .collect::<anyhow::Result<_>>()?;
-        let tree_id = gitid::tree_id(&tree_files).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let tree_id = gitid::tree_id(&tree_files)?;
         let mut warnings = c.warnings;
         warnings.sort();
         warnings.dedup();

@@ -13,12 +13,14 @@
 
 use std::sync::OnceLock;
 
+use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
 use super::tvm_ffi::TvmFfiFacts;
 use crate::config::Version;
+use crate::error::{Error, Kind};
 use crate::fsutil::cache_root;
 use crate::output::tail;
 
@@ -140,8 +142,8 @@ pub struct HostToolchain {
     /// Tools provisioned from pinned wheels ([`crate::toolchain`]), used instead of looking
     /// them up; `None`: found on the host.
     pub provisioned: Option<ProvisionedTools>,
-    torch: OnceLock<Result<TorchFacts, String>>,
-    tvm_ffi: OnceLock<Result<TvmFfiFacts, String>>,
+    torch: OnceLock<anyhow::Result<TorchFacts>>,
+    tvm_ffi: OnceLock<anyhow::Result<TvmFfiFacts>>,
 }
 
 /// CMake, Ninja and (for a CUDA cell) nvcc of a cell provisioned from pinned wheels.
@@ -215,15 +217,20 @@ impl HostToolchain {
         self
     }
 
-    /// torch's facts, or why torch cannot be used (no such interpreter, no torch, …).
-    pub fn torch(&self) -> Result<&TorchFacts, &str> {
-        self.torch.get_or_init(|| probe_torch(&self.python)).as_ref().map_err(String::as_str)
+    /// torch's facts, probed once.
+    ///
+    /// Errors ([`Kind::Toolchain`], each call a copy of the first probe's,
+    /// [`crate::error::copy`]): no such interpreter, no torch, a probe that fails.
+    pub fn torch(&self) -> anyhow::Result<&TorchFacts> {
+        self.torch.get_or_init(|| probe_torch(&self.python)).as_ref().map_err(crate::error::copy)
     }
 
-    /// tvm_ffi's facts (for `[tvm-ffi]` kernels), or why it cannot be used (no such
-    /// interpreter, no `tvm_ffi`: the reason says to install `apache-tvm-ffi`).
-    pub fn tvm_ffi(&self) -> Result<&TvmFfiFacts, &str> {
-        self.tvm_ffi.get_or_init(|| super::tvm_ffi::probe(&self.python)).as_ref().map_err(String::as_str)
+    /// tvm_ffi's facts (for `[tvm-ffi]` kernels), probed once.
+    ///
+    /// Errors (as [`HostToolchain::torch`]'s): no such interpreter, no `tvm_ffi` (the message
+    /// says to install `apache-tvm-ffi`), a broken install.
+    pub fn tvm_ffi(&self) -> anyhow::Result<&TvmFfiFacts> {
+        self.tvm_ffi.get_or_init(|| super::tvm_ffi::probe(&self.python)).as_ref().map_err(crate::error::copy)
     }
 
     /// The directory of the interpreter (`.venv/bin`), where pip puts `cmake` and `ninja`;
@@ -276,8 +283,8 @@ struct CachedProbe {
 
 /// torch's facts for `python`, from the probe cache (`<cache>/probe-v1/`) when the
 /// interpreter and torch are unchanged since, else by running the probe (importing torch
-/// takes seconds) and caching the result.
-fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
+/// takes seconds) and caching the result. Errors: [`run_probe`]'s.
+fn probe_torch(python: &Utf8Path) -> anyhow::Result<TorchFacts> {
     let key: String =
         sha2::Sha256::digest(python.as_str().as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect();
     let cache_file = cache_root().ok().map(|r| r.join("probe-v1").join(format!("{key}.json")));
@@ -304,19 +311,25 @@ fn probe_torch(python: &Utf8Path) -> Result<TorchFacts, String> {
     Ok(facts)
 }
 
-fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), String> {
+/// torch's facts as `python` reports them, and the JSON they were read from (what the cache
+/// keeps).
+///
+/// Errors (of [`Kind::Toolchain`], each saying what to install or pass): the interpreter
+/// cannot be run, has no torch, fails the probe or prints something else than the facts.
+fn run_probe(python: &Utf8Path) -> anyhow::Result<(TorchFacts, serde_json::Value)> {
+    let unusable = |message: String| anyhow::Error::from(Error::new(Kind::Toolchain, message));
     let out = crate::process::Cmd::new(python.as_str()).args(["-c", PROBE]).output().map_err(|e| {
-        format!(
+        unusable(format!(
             "cannot run the Python interpreter `{python}` ({}); pass --python PATH to a Python with torch",
             std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string())
-        )
+        ))
     })?;
     if !out.success() {
         let err = &out.stderr;
         if err.contains("No module named 'torch'") {
-            return Err(format!(
+            return Err(unusable(format!(
                 "`{python}` has no torch; install it there (`{python} -m pip install torch`) or pass --python PATH to a Python that has it"
-            ));
+            )));
         }
         // A Python that dies silently (`--python /bin/false`) leaves nothing to show: say what ran.
         let detail = if err.trim().is_empty() {
@@ -324,12 +337,12 @@ fn run_probe(python: &Utf8Path) -> Result<(TorchFacts, serde_json::Value), Strin
         } else {
             tail(err, 20)
         };
-        return Err(format!("`{python}` could not report torch's build facts:\n{detail}"));
+        return Err(unusable(format!("`{python}` could not report torch's build facts:\n{detail}")));
     }
-    let raw: serde_json::Value = serde_json::from_str(&out.stdout)
-        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
-    let facts = serde_json::from_value(raw.clone())
-        .map_err(|e| format!("`{python}` printed unexpected torch facts ({e})"))?;
+    let unexpected =
+        |e: serde_json::Error| unusable(format!("`{python}` printed unexpected torch facts ({e})"));
+    let raw: serde_json::Value = serde_json::from_str(&out.stdout).map_err(unexpected)?;
+    let facts = serde_json::from_value(raw.clone()).map_err(unexpected)?;
     Ok((facts, raw))
 }
 
@@ -352,18 +365,20 @@ pub(crate) fn find_program(name: &str, dirs: &[Utf8PathBuf]) -> Option<Utf8PathB
     dirs.iter().chain(path_dirs.iter()).map(|d| d.join(name)).find(|p| is_exe(p))
 }
 
-/// `prog --version`, run to its end (any status).
-fn version_output(prog: &Utf8Path) -> Result<crate::process::Output, String> {
+/// `prog --version`, run to its end (any status). Errors ([`Kind::Toolchain`]): `prog`
+/// cannot be run.
+fn version_output(prog: &Utf8Path) -> anyhow::Result<crate::process::Output> {
     crate::process::Cmd::new(prog.as_str()).arg("--version").output().map_err(|e| {
-        format!(
+        let message = format!(
             "cannot run `{prog}` ({})",
             std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string())
-        )
+        );
+        anyhow::Error::from(Error::new(Kind::Toolchain, message))
     })
 }
 
-/// `prog --version`'s first line.
-pub(crate) fn version_line(prog: &Utf8Path) -> Result<String, String> {
+/// `prog --version`'s first line. Errors: [`version_output`]'s.
+pub(crate) fn version_line(prog: &Utf8Path) -> anyhow::Result<String> {
     let out = version_output(prog)?;
     let text = out.stdout;
     Ok(text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned())
@@ -371,10 +386,14 @@ pub(crate) fn version_line(prog: &Utf8Path) -> Result<String, String> {
 
 /// The tools every compiled cell needs: CMake, Ninja and a C++ compiler (`executable`: the
 /// interpreter the framework probe ran, see [`HostToolchain::python_bin_dir`]).
-pub(crate) fn base_tools(host: &HostToolchain, executable: &Utf8Path) -> Result<(Tool, Tool, Tool), String> {
+///
+/// Errors ([`Kind::Toolchain`], saying what to install or set): a tool not found, or one that
+/// cannot be run.
+pub(crate) fn base_tools(host: &HostToolchain, executable: &Utf8Path) -> anyhow::Result<(Tool, Tool, Tool)> {
     let near: Vec<Utf8PathBuf> = host.python_bin_dir(executable).into_iter().collect();
+    let unusable = |message: String| anyhow::Error::from(Error::new(Kind::Toolchain, message));
     let missing = |what: &str, install: &str| {
-        format!("{what} was not found next to `{}` or on PATH; install it ({install})", host.python)
+        unusable(format!("{what} was not found next to `{}` or on PATH; install it ({install})", host.python))
     };
     let (cmake, ninja) = match &host.provisioned {
         Some(p) => (p.cmake.clone(), p.ninja.clone()),
@@ -387,13 +406,13 @@ pub(crate) fn base_tools(host: &HostToolchain, executable: &Utf8Path) -> Result<
     };
     let cxx_name = crate::env::CXX.non_empty();
     let cxx = match &cxx_name {
-        Some(c) => find_program(c, &[]).ok_or_else(|| format!("`CXX` is `{c}`, which is not an executable"))?,
-        None => ["c++", "g++", "clang++"]
-            .iter()
-            .find_map(|n| find_program(n, &[]))
-            .ok_or_else(|| "no C++ compiler on PATH (c++, g++, clang++); install one (e.g. `apt-get install g++`) or set CXX".to_owned())?,
+        Some(c) => find_program(c, &[])
+            .ok_or_else(|| unusable(format!("`CXX` is `{c}`, which is not an executable")))?,
+        None => ["c++", "g++", "clang++"].iter().find_map(|n| find_program(n, &[])).ok_or_else(|| {
+            unusable("no C++ compiler on PATH (c++, g++, clang++); install one (e.g. `apt-get install g++`) or set CXX".to_owned())
+        })?,
     };
-    let v = |p: Utf8PathBuf| -> Result<Tool, String> { Ok(Tool { version: version_line(&p)?, path: p }) };
+    let v = |p: Utf8PathBuf| -> anyhow::Result<Tool> { Ok(Tool { version: version_line(&p)?, path: p }) };
     Ok((v(cmake)?, v(ninja)?, v(cxx)?))
 }
 
@@ -411,11 +430,15 @@ pub(crate) struct WantCuda<'a> {
 /// `want` (a torch cell), the CUDA of torch's build, `cu<its major>`, and an nvcc of another
 /// CUDA is refused; without (a tvm-ffi cell), the newest `cu<major>` there, and the CUDA is
 /// the nvcc's own.
+///
+/// Errors ([`Kind::Toolchain`], saying what to install or set): `CUDACXX` or `CUDA_HOME`
+/// naming no nvcc, no nvcc found, and [`nvcc_tool`]'s.
 pub(crate) fn find_nvcc(
     purelib: &Utf8Path,
     executable: &Utf8Path,
     want: Option<WantCuda<'_>>,
-) -> Result<Tool, String> {
+) -> anyhow::Result<Tool> {
+    let unusable = |message: String| anyhow::Error::from(Error::new(Kind::Toolchain, message));
     let mut candidates: Vec<Utf8PathBuf> = Vec::new();
     // A toolkit the user named is used or refused, never passed over for another one.
     for (var, path) in [
@@ -428,9 +451,9 @@ pub(crate) fn find_nvcc(
         if find_program(path.as_str(), &[]).is_none() {
             let which =
                 want.map(|w| format!("nvcc of CUDA {}", w.cuda)).unwrap_or_else(|| "an nvcc".to_owned());
-            return Err(format!(
+            return Err(unusable(format!(
                 "`{var}` names `{path}`, which is not an executable nvcc; point it at {which}, or unset it to use the one on PATH or in the Python environment"
-            ));
+            )));
         }
         candidates.push(path);
     }
@@ -459,24 +482,29 @@ pub(crate) fn find_nvcc(
             candidates.extend(found.into_iter().map(|(_, p)| p));
         }
     }
-    let nvcc = candidates.into_iter().find(|p| find_program(p.as_str(), &[]).is_some()).ok_or_else(|| match want {
-        Some(WantCuda { cuda, .. }) => {
-            let major = cuda.split('.').next().unwrap_or(cuda);
-            format!(
-                "no nvcc for CUDA {cuda} (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install it, e.g. `{executable} -m pip install nvidia-cuda-nvcc=={cuda}.* nvidia-nvvm=={cuda}.* nvidia-cuda-crt=={cuda}.*`",
-                purelib.join(format!("nvidia/cu{major}/bin")),
-            )
-        }
-        None => format!(
-            "no nvcc (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install one, e.g. `{executable} -m pip install nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-runtime`",
-            purelib.join("nvidia/cu*/bin"),
-        ),
+    let nvcc = candidates.into_iter().find(|p| find_program(p.as_str(), &[]).is_some()).ok_or_else(|| {
+        unusable(match want {
+            Some(WantCuda { cuda, .. }) => {
+                let major = cuda.split('.').next().unwrap_or(cuda);
+                format!(
+                    "no nvcc for CUDA {cuda} (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install it, e.g. `{executable} -m pip install nvidia-cuda-nvcc=={cuda}.* nvidia-nvvm=={cuda}.* nvidia-cuda-crt=={cuda}.*`",
+                    purelib.join(format!("nvidia/cu{major}/bin")),
+                )
+            }
+            None => format!(
+                "no nvcc (looked at CUDACXX, CUDA_HOME, PATH and `{}`); install one, e.g. `{executable} -m pip install nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-runtime`",
+                purelib.join("nvidia/cu*/bin"),
+            ),
+        })
     })?;
     nvcc_tool(nvcc, want)
 }
 
 /// The nvcc at `nvcc` with its version; with `want`, refused unless of that CUDA.
-pub(crate) fn nvcc_tool(nvcc: Utf8PathBuf, want: Option<WantCuda<'_>>) -> Result<Tool, String> {
+///
+/// Errors ([`Kind::Toolchain`]): nvcc cannot be run or prints no version, or (with `want`) is
+/// of another CUDA than torch's.
+pub(crate) fn nvcc_tool(nvcc: Utf8PathBuf, want: Option<WantCuda<'_>>) -> anyhow::Result<Tool> {
     let out = version_output(&nvcc)?;
     let text = out.stdout;
     // "Cuda compilation tools, release 13.0, V13.0.88"
@@ -485,14 +513,20 @@ pub(crate) fn nvcc_tool(nvcc: Utf8PathBuf, want: Option<WantCuda<'_>>) -> Result
         .nth(1)
         .map(|v| v.split_whitespace().next().unwrap_or("").to_owned())
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| format!("`{nvcc} --version` printed no version:\n{}", tail(&text, 5)))?;
-    let nv = Version::parse(&version).map_err(|e| format!("`{nvcc}`: {e}"))?;
+        .ok_or_else(|| {
+            Error::new(Kind::Toolchain, format!("`{nvcc} --version` printed no version:\n{}", tail(&text, 5)))
+        })?;
+    let nv = Version::parse(&version).with_context(|| format!("`{nvcc}`"))?;
     if let Some(WantCuda { cuda, torch_version }) = want {
-        let want = Version::parse(cuda).map_err(|e| format!("torch.version.cuda: {e}"))?;
+        let want = Version::parse(cuda).context("torch.version.cuda")?;
         if (nv.part(0), nv.part(1)) != (want.part(0), want.part(1)) {
-            return Err(format!(
-                "`{nvcc}` is CUDA {version}, but torch {torch_version} was built with CUDA {cuda}; use the nvcc of CUDA {cuda} (CUDACXX=…)"
-            ));
+            return Err(Error::new(
+                Kind::Toolchain,
+                format!(
+                    "`{nvcc}` is CUDA {version}, but torch {torch_version} was built with CUDA {cuda}; use the nvcc of CUDA {cuda} (CUDACXX=…)"
+                ),
+            )
+            .into());
         }
     }
     Ok(Tool { path: nvcc, version })

@@ -70,13 +70,6 @@ pub enum PinError {
     NotPinned { project: String, version: String, wheel: String, index: String },
 }
 
-/// The message, for the callers that carry a reason as text (a skipped cell's).
-impl From<PinError> for String {
-    fn from(e: PinError) -> String {
-        e.to_string()
-    }
-}
-
 impl WheelPin {
     /// The file name, URL and hash, or why this wheel cannot be used (not pinned yet, with the
     /// command that pins it).

@@ -11,6 +11,7 @@ use super::host::{HostToolchain, PinnedInputs, ProvisionedTools, TorchFacts};
 use super::pins::{self, ResolvedWheel, WheelPin};
 use super::store::Store;
 use crate::config::{Backend, BuildConfig, Framework};
+use crate::error::{Error, Kind};
 use crate::matrix::{self, CellKind, Scope};
 
 /// Whether `config`'s `backend` cells are built from pins (a `[torch]` kernel's CPU and CUDA
@@ -46,39 +47,47 @@ struct PythonHeaders {
     version: String,
 }
 
-fn python_headers(python: &str) -> Result<PythonHeaders, String> {
+/// `Python.h`'s directory, the interpreter and its version, from `python`.
+///
+/// Errors ([`Kind::Toolchain`], saying to install Python 3 with its headers): `python` cannot
+/// be run or report them, or has no `Python.h`.
+fn python_headers(python: &str) -> anyhow::Result<PythonHeaders> {
     const PROBE: &str = "import json, sys, sysconfig; print(json.dumps([sysconfig.get_paths()['include'], sys.executable, '%d.%d' % sys.version_info[:2]]))";
+    let unusable = |message: String| anyhow::Error::from(Error::new(Kind::Toolchain, message));
     let out = crate::process::Cmd::new(python)
         .args(["-c", PROBE])
         .output()
-        .map_err(|e| format!("cannot run `{python}` ({}), whose `Python.h` the module's init function needs; install Python 3 with its headers (e.g. `apt-get install python3-dev`)", std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default()))?;
+        .map_err(|e| unusable(format!("cannot run `{python}` ({}), whose `Python.h` the module's init function needs; install Python 3 with its headers (e.g. `apt-get install python3-dev`)", std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default())))?;
     let (include, executable, version): (Utf8PathBuf, Utf8PathBuf, String) = serde_json::from_str(&out.stdout)
-        .map_err(|_| format!("`{python}` could not report where its headers are; install Python 3 with its headers (e.g. `apt-get install python3-dev`)"))?;
+        .map_err(|_| unusable(format!("`{python}` could not report where its headers are; install Python 3 with its headers (e.g. `apt-get install python3-dev`)")))?;
     if !include.join("Python.h").is_file() {
-        return Err(format!(
+        return Err(unusable(format!(
             "`{include}/Python.h` is missing (the module's init function needs it); install Python's headers (e.g. `apt-get install python3-dev`)"
-        ));
+        )));
     }
     Ok(PythonHeaders { include, executable, version })
 }
 
 /// Whether the shared object `lib` was built with the C++11 ABI: its dynamic symbols name
-/// `std::__cxx11::` types.
-fn uses_cxx11_abi(lib: &Utf8Path) -> Result<bool, String> {
+/// `std::__cxx11::` types. Errors: `lib` cannot be read or is no shared object.
+fn uses_cxx11_abi(lib: &Utf8Path) -> anyhow::Result<bool> {
     use object::{Object, ObjectSymbol};
-    let data = std::fs::read(lib).map_err(|e| format!("cannot read `{lib}` ({e})"))?;
-    let file = object::File::parse(&*data).map_err(|e| format!("`{lib}` is not a shared object ({e})"))?;
+    let data = std::fs::read(lib).map_err(|e| anyhow::anyhow!("cannot read `{lib}` ({e})"))?;
+    let file =
+        object::File::parse(&*data).map_err(|e| anyhow::anyhow!("`{lib}` is not a shared object ({e})"))?;
     Ok(file.dynamic_symbols().any(|s| s.name().is_ok_and(|n| n.contains("cxx11"))))
 }
 
-/// torch's facts from its wheel `wheel` unpacked in `tree`.
+/// torch's facts from its wheel `wheel` unpacked in `tree`. Errors: the wheel cannot be read
+/// ([`matrix::wheel::WheelError`]), nor its `libc10.so`.
 fn torch_facts(
     wheel: &Utf8Path,
     tree: &Utf8Path,
     purelib: &Utf8Path,
     py: &PythonHeaders,
-) -> Result<TorchFacts, String> {
-    let w = matrix::wheel::read_wheel(wheel).map_err(|e| e.to_string())?;
+) -> anyhow::Result<TorchFacts> {
+    // One message: a WheelError's text already holds its cause.
+    let w = matrix::wheel::read_wheel(wheel).map_err(|e| anyhow::anyhow!("{e}"))?;
     let torch_dir = tree.join("torch");
     let cxx11_abi = uses_cxx11_abi(&torch_dir.join("lib/libc10.so"))?;
     Ok(TorchFacts {
@@ -102,7 +111,8 @@ fn resolve(ws: &[&WheelPin]) -> Result<Vec<ResolvedWheel>, pins::PinError> {
 
 /// The program `name` of a pinned tool wheel unpacked in `tree`: `<name>/data/bin/<name>`
 /// (CMake's layout) or `<dist>.data/scripts/<name>` (a wheel's scripts, Ninja's layout).
-pub(crate) fn tool_in(tree: &Utf8Path, name: &str) -> Result<Utf8PathBuf, String> {
+/// Errors ([`Kind::Toolchain`]): neither is there.
+pub(crate) fn tool_in(tree: &Utf8Path, name: &str) -> anyhow::Result<Utf8PathBuf> {
     let bin = tree.join(format!("{name}/data/bin/{name}"));
     if bin.is_file() {
         return Ok(bin);
@@ -115,7 +125,13 @@ pub(crate) fn tool_in(tree: &Utf8Path, name: &str) -> Result<Utf8PathBuf, String
         .filter(|e| e.file_name().starts_with(&format!("{name}-")) && e.file_name().ends_with(".data"))
         .map(|e| e.path().join("scripts").join(name))
         .find(|p| p.is_file());
-    scripts.ok_or_else(|| format!("the pinned {name} wheel has no `{name}` program (looked in `{bin}` and `{tree}/{name}-*.data/scripts/`)"))
+    scripts.ok_or_else(|| {
+        Error::new(
+            Kind::Toolchain,
+            format!("the pinned {name} wheel has no `{name}` program (looked in `{bin}` and `{tree}/{name}-*.data/scripts/`)"),
+        )
+        .into()
+    })
 }
 
 /// The toolchain of the bundle cell `cell` (torch version, CUDA version, system) provisioned
@@ -125,9 +141,9 @@ pub fn provision(
     cell: &matrix::Cell,
     store: &Store,
     manylinux: Option<String>,
-) -> Result<HostToolchain, String> {
-    static PY: std::sync::OnceLock<Result<PythonHeaders, String>> = std::sync::OnceLock::new();
-    let py = PY.get_or_init(|| python_headers("python3")).clone()?;
+) -> anyhow::Result<HostToolchain> {
+    static PY: std::sync::OnceLock<anyhow::Result<PythonHeaders>> = std::sync::OnceLock::new();
+    let py = PY.get_or_init(|| python_headers("python3")).as_ref().map_err(crate::error::copy)?.clone();
     let cuda = (cell.backend == Backend::Cuda).then_some(cell.backend_version.as_deref()).flatten();
     let p = pins::pins().cell(&cell.torch_version, cuda, &cell.system)?;
     let torch = p.torch.resolved()?;
@@ -177,27 +193,27 @@ pub struct Unpacked {
 /// The toolchain of a cell whose pinned wheels a Nix cell unpacked (`kernel-builder assemble
 /// --torch-wheel …`): the same facts and tools as [`provision`] gives a native build, with
 /// `python` (the package set's interpreter) supplying only `Python.h`.
-pub fn from_unpacked(unpacked: &Unpacked, python: &str) -> Result<HostToolchain, String> {
+///
+/// Errors: no `Python.h` from `python`, the torch wheel unreadable, a CUDA toolkit without nvcc.
+pub fn from_unpacked(unpacked: &Unpacked, python: &str) -> anyhow::Result<HostToolchain> {
     toolchain_of(unpacked, &python_headers(python)?)
 }
 
-fn toolchain_of(u: &Unpacked, py: &PythonHeaders) -> Result<HostToolchain, String> {
+fn toolchain_of(u: &Unpacked, py: &PythonHeaders) -> anyhow::Result<HostToolchain> {
     let purelib = u.toolkit_tree.clone().unwrap_or_else(|| u.torch_tree.clone());
     let facts = torch_facts(&u.torch_wheel, &u.torch_tree, &purelib, py)?;
     let nvcc = match &u.toolkit_tree {
         None => None,
         Some(tree) => {
             let cuda = facts.cuda.as_deref().ok_or_else(|| {
-                format!(
+                anyhow::anyhow!(
                     "the torch wheel `{}` is not a CUDA build, but CUDA toolkit wheels were given",
                     u.torch_wheel
                 )
             })?;
             let major = cuda.split('.').next().unwrap_or(cuda);
             let nvcc = tree.join(format!("nvidia/cu{major}/bin/nvcc"));
-            if !nvcc.is_file() {
-                return Err(format!("the pinned CUDA {cuda} toolkit wheels have no `{nvcc}`"));
-            }
+            anyhow::ensure!(nvcc.is_file(), "the pinned CUDA {cuda} toolkit wheels have no `{nvcc}`");
             Some(nvcc)
         }
     };

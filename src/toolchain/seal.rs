@@ -55,6 +55,13 @@ pub struct Sealed {
     pub tree_hash: Option<String>,
 }
 
+/// How a sealed directory differs from its manifest ([`check`]): a few words naming up to
+/// three paths (`` `lib/x.so` changed size (…) ``, `has no manifest (…)`). The directory is
+/// made again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Differs(pub String);
+
 fn stamp_of(path: &Utf8Path, meta: &std::fs::Metadata) -> anyhow::Result<Stamp> {
     let mtime_ns = meta
         .modified()
@@ -155,20 +162,23 @@ fn set_dirs_writable(dir: &Utf8Path, writable: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How `dir` differs from its manifest, in a few words naming up to three paths (`None`: it
-/// matches). A missing or unreadable manifest is a difference.
-pub fn check(dir: &Utf8Path) -> anyhow::Result<Result<Sealed, String>> {
+/// `dir` as its manifest describes it, or how it differs from it ([`Differs`]); a missing or
+/// unreadable manifest is a difference.
+///
+/// Errors: a file of `dir` cannot be examined.
+pub fn check(dir: &Utf8Path) -> anyhow::Result<Result<Sealed, Differs>> {
+    let differs = |why: String| Ok(Err(Differs(why)));
     let text = match std::fs::read(dir.join(MANIFEST)) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Err(format!(
+            return differs(format!(
                 "has no manifest ({MANIFEST}: an older kernel-builder made it, or it was removed)"
-            )))
+            ))
         }
-        Err(e) => return Ok(Err(format!("has an unreadable manifest ({e})"))),
+        Err(e) => return differs(format!("has an unreadable manifest ({e})")),
     };
     let Ok(manifest) = serde_json::from_slice::<Manifest>(&text) else {
-        return Ok(Err(format!("has a broken manifest ({MANIFEST})")));
+        return differs(format!("has a broken manifest ({MANIFEST})"));
     };
     let mut expected: HashMap<&str, &Stamp> = manifest.files.iter().map(|(p, s)| (p.as_str(), s)).collect();
     let mut found: Vec<String> = Vec::new();
@@ -200,7 +210,7 @@ pub fn check(dir: &Utf8Path) -> anyhow::Result<Result<Sealed, String>> {
     if more > 0 {
         text.push_str(&format!(" and {more} more"));
     }
-    Ok(Err(text))
+    differs(text)
 }
 
 /// Remove the sealed (or half-made) directory `dir`: its directories are made writable
@@ -262,7 +272,7 @@ mod tests {
         std::fs::write(dir.join("sitecustomize.py"), "import os\n").unwrap();
         std::fs::remove_file(dir.join("torch/version.py")).unwrap();
         assert_eq!(
-            check(&dir).unwrap().unwrap_err(),
+            check(&dir).unwrap().unwrap_err().to_string(),
             "`sitecustomize.py` was added, `torch/include/a.h` changed size (19 bytes, recorded 7), `torch/version.py` is missing"
         );
         remove(&dir).unwrap();
@@ -281,10 +291,10 @@ mod tests {
         f.set_modified(old).unwrap();
         drop(f);
         std::fs::set_permissions(&header, std::fs::Permissions::from_mode(0o444)).unwrap();
-        assert_eq!(check(&dir).unwrap().unwrap_err(), "`torch/include/a.h` was modified");
+        assert_eq!(check(&dir).unwrap().unwrap_err(), Differs("`torch/include/a.h` was modified".into()));
         std::fs::remove_file(dir.join(MANIFEST)).unwrap();
         assert_eq!(
-            check(&dir).unwrap().unwrap_err(),
+            check(&dir).unwrap().unwrap_err().to_string(),
             format!("has no manifest ({MANIFEST}: an older kernel-builder made it, or it was removed)")
         );
     }

@@ -292,8 +292,8 @@ impl Store {
     /// A cached wheel is trusted while its size and modification time are those it had when
     /// its sha256 was last checked; otherwise it is hashed again, and when its bytes are not
     /// the pinned ones it is removed and fetched again, with a warning.
-    pub fn wheel(&self, w: &ResolvedWheel) -> Result<Utf8PathBuf, String> {
-        self.wheel_inner(w, false).map_err(|e| format!("{e:#}"))
+    pub fn wheel(&self, w: &ResolvedWheel) -> anyhow::Result<Utf8PathBuf> {
+        self.wheel_inner(w, false)
     }
 
     /// Whether the cached `dest` holds `w`: by its `.checked` stamp, or (`hash`, or no stamp,
@@ -508,16 +508,14 @@ impl Store {
     ///
     /// A tree is checked against its manifest on every use ([`super::seal::check`]); one
     /// that differs (edited, truncated, added to) is unpacked again, with a warning.
-    pub fn tree(&self, wheels: &[ResolvedWheel]) -> Result<Utf8PathBuf, String> {
-        self.tree_inner(wheels).map(|(p, _)| p).map_err(|e| format!("{e:#}"))
+    ///
+    /// Errors: [`Store::wheel`]'s, and the tree failing to unpack or to be sealed.
+    pub fn tree(&self, wheels: &[ResolvedWheel]) -> anyhow::Result<Utf8PathBuf> {
+        self.tree_and_hash(wheels).map(|(p, _)| p)
     }
 
     /// [`Store::tree`] with the tree's recorded hash ([`super::seal::Sealed::tree_hash`]).
-    pub fn tree_and_hash(&self, wheels: &[ResolvedWheel]) -> Result<(Utf8PathBuf, String), String> {
-        self.tree_inner(wheels).map_err(|e| format!("{e:#}"))
-    }
-
-    fn tree_inner(&self, wheels: &[ResolvedWheel]) -> anyhow::Result<(Utf8PathBuf, String)> {
+    pub fn tree_and_hash(&self, wheels: &[ResolvedWheel]) -> anyhow::Result<(Utf8PathBuf, String)> {
         let mut hashes: Vec<&str> = wheels.iter().map(|w| w.sha256.as_str()).collect();
         hashes.sort();
         let key = &hex(sha2::Sha256::digest(hashes.join("\n").as_bytes()))[..32];
@@ -832,7 +830,7 @@ mod tests {
 
         // A wheelhouse file with other bytes is refused and nothing is kept.
         let other = ResolvedWheel { sha256: "0".repeat(64), ..w.clone() };
-        let err = store.wheel(&other).unwrap_err();
+        let err = store.wheel(&other).unwrap_err().to_string();
         assert!(
             err.starts_with(&format!(
                 "n-1-py3-none-any.whl has sha256 {}, but nix/torch-wheels.json pins {}",
@@ -844,14 +842,14 @@ mod tests {
         // Offline without it: says what to do.
         let gone = ResolvedWheel { file: "m-1-py3-none-any.whl".into(), ..other };
         assert_eq!(
-            store.wheel(&gone).unwrap_err(),
+            store.wheel(&gone).unwrap_err().to_string(),
             "m-1-py3-none-any.whl is not in the toolchain cache and --offline forbids downloading it; put it in a --find-links directory, or build once without --offline"
         );
         // A wheelhouse entry that is a link to a device (or a FIFO) is named as such, never read.
         std::os::unix::fs::symlink("/dev/zero", house.join("z-1-py3-none-any.whl")).unwrap();
         let zero = ResolvedWheel { file: "z-1-py3-none-any.whl".into(), ..gone };
         assert_eq!(
-            store.wheel(&zero).unwrap_err(),
+            store.wheel(&zero).unwrap_err().to_string(),
             format!("`{house}/z-1-py3-none-any.whl` is not a regular file (a FIFO, a device or a dangling link); put the wheel z-1-py3-none-any.whl itself in the --find-links directory")
         );
         // Prune to nothing empties it.
@@ -1031,7 +1029,7 @@ mod tests {
         let wrong = ResolvedWheel { sha256: "1".repeat(64), ..w.clone() };
         let wheels = f.root.join("wheels");
         std::fs::File::open(&wheels).unwrap().set_modified(std::time::UNIX_EPOCH).unwrap();
-        let err = f.store.wheel(&wrong).unwrap_err();
+        let err = f.store.wheel(&wrong).unwrap_err().to_string();
         assert_eq!(
             err,
             format!(

@@ -109,7 +109,7 @@ fn ensure<L>(
         if !dir.join(READY).is_file() {
             return Ok(Err(String::new()));
         }
-        Ok(super::seal::check(dir)?.map(|_| ()))
+        Ok(super::seal::check(dir)?.map(|_| ()).map_err(|d| d.0))
     };
     if whole(dir)?.is_ok() {
         return Ok(());
@@ -222,7 +222,7 @@ fn make(
             .to_vec();
     match wheel {
         Some(w) => {
-            let file = store.wheel(w).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let file = store.wheel(w)?;
             // pip reads the distribution's name and version from the file name.
             let named = tmp.join(&w.file);
             std::fs::hard_link(&file, &named)
@@ -329,7 +329,7 @@ mod tests {
             .unwrap();
         std::fs::write(dir.join("lib/site-packages/sitecustomize.py"), "print('planted')\n").unwrap();
         assert_eq!(
-            super::super::seal::check(&dir).unwrap().unwrap_err(),
+            super::super::seal::check(&dir).unwrap().unwrap_err().to_string(),
             "`lib/site-packages/sitecustomize.py` was added"
         );
         ensure(&dir, lock, make).unwrap();

@@ -10,6 +10,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Version;
+use crate::error::{Error, Kind};
 
 /// What the `tvm_ffi` package of a Python environment offers a build.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,18 +50,22 @@ impl TvmFfiFacts {
 
     /// The version's `major.minor` (`0.1.15.post2` → `0.1`), what names the variant.
     ///
-    /// Errors: a version that does not start with `MAJOR.MINOR`.
-    pub fn major_minor(&self) -> Result<Version, String> {
+    /// Errors ([`Kind::Toolchain`]): a version that does not start with `MAJOR.MINOR`.
+    pub fn major_minor(&self) -> anyhow::Result<Version> {
         let parts: Vec<&str> = self.version.split(['.', '+']).take(2).collect();
         let ok =
             parts.len() == 2 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
         if !ok {
-            return Err(format!(
-                "tvm_ffi in `{}` reports version `{}`, which does not start with MAJOR.MINOR; reinstall it (`{} -m pip install --force-reinstall apache-tvm-ffi`)",
-                self.package_dir, self.version, self.executable
-            ));
+            return Err(Error::new(
+                Kind::Toolchain,
+                format!(
+                    "tvm_ffi in `{}` reports version `{}`, which does not start with MAJOR.MINOR; reinstall it (`{} -m pip install --force-reinstall apache-tvm-ffi`)",
+                    self.package_dir, self.version, self.executable
+                ),
+            )
+            .into());
         }
-        Version::parse(&parts.join(".")).map_err(|e| e.to_string())
+        Version::parse(&parts.join("."))
     }
 }
 
@@ -85,20 +90,21 @@ print(json.dumps({
 /// Find `tvm_ffi` in the Python environment `python` (a path or a name on PATH) and check
 /// that it has what a build needs.
 ///
-/// Errors (each says what to install or pass): the interpreter cannot be run; it has no
-/// `tvm_ffi` (install `apache-tvm-ffi` there); the package has no version, no headers or no
-/// `libtvm_ffi.so` (a broken or source-tree install).
-pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
+/// Errors (of [`Kind::Toolchain`], each says what to install or pass): the interpreter cannot
+/// be run; it has no `tvm_ffi` (install `apache-tvm-ffi` there); the package has no version,
+/// no headers or no `libtvm_ffi.so` (a broken or source-tree install).
+pub fn probe(python: &Utf8Path) -> anyhow::Result<TvmFfiFacts> {
+    let unusable = |message: String| anyhow::Error::from(Error::new(Kind::Toolchain, message));
     let out = crate::process::Cmd::new(python.as_str()).args(["-c", PROBE]).output().map_err(|e| {
-        format!(
+        unusable(format!(
             "cannot run the Python interpreter `{python}` ({}); pass --python PATH to a Python with tvm-ffi (`pip install apache-tvm-ffi`)",
             std::error::Error::source(&e).map_or_else(|| e.to_string(), |c| c.to_string())
-        )
+        ))
     })?;
     if out.status.code() == Some(3) {
-        return Err(format!(
+        return Err(unusable(format!(
             "`{python}` has no tvm_ffi, which a `[tvm-ffi]` kernel is built against; install it there (`{python} -m pip install apache-tvm-ffi`) or pass --python PATH to a Python that has it"
-        ));
+        )));
     }
     if !out.success() {
         let err = &out.stderr;
@@ -107,7 +113,7 @@ pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
         } else {
             crate::output::tail(err, 20)
         };
-        return Err(format!("`{python}` could not report tvm_ffi's build facts:\n{detail}"));
+        return Err(unusable(format!("`{python}` could not report tvm_ffi's build facts:\n{detail}")));
     }
     #[derive(Deserialize)]
     struct Raw {
@@ -118,11 +124,11 @@ pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
         python_version: String,
     }
     let raw: Raw = serde_json::from_str(&out.stdout)
-        .map_err(|e| format!("`{python}` printed unexpected tvm_ffi facts ({e})"))?;
+        .map_err(|e| unusable(format!("`{python}` printed unexpected tvm_ffi facts ({e})")))?;
     let reinstall =
         format!("reinstall it (`{} -m pip install --force-reinstall apache-tvm-ffi`)", raw.executable);
     let version = raw.version.filter(|v| !v.is_empty()).ok_or_else(|| {
-        format!("tvm_ffi in `{}` has no version in its `_version.py`; {reinstall}", raw.package_dir)
+        unusable(format!("tvm_ffi in `{}` has no version in its `_version.py`; {reinstall}", raw.package_dir))
     })?;
     let facts = TvmFfiFacts {
         version,
@@ -137,12 +143,12 @@ pub fn probe(python: &Utf8Path) -> Result<TvmFfiFacts, String> {
         facts.library(),
     ] {
         if !needed.is_file() {
-            return Err(format!(
+            return Err(unusable(format!(
                 "tvm_ffi {} in `{}` has no `{}`, which a build needs (a source checkout or a broken install); {reinstall}",
                 facts.version,
                 facts.package_dir,
                 needed.strip_prefix(&facts.package_dir).unwrap_or(&needed)
-            ));
+            )));
         }
     }
     Ok(facts)
@@ -168,8 +174,9 @@ mod tests {
             assert_eq!(facts(v).major_minor().unwrap().to_string(), want, "{v}");
         }
         let err = facts("dev").major_minor().unwrap_err();
+        assert_eq!(crate::error::kind(&err), Kind::Toolchain);
         assert_eq!(
-            err,
+            err.to_string(),
             "tvm_ffi in `/sp/tvm_ffi` reports version `dev`, which does not start with MAJOR.MINOR; reinstall it (`/venv/bin/python -m pip install --force-reinstall apache-tvm-ffi`)"
         );
         assert_eq!(facts("0.1.15").library(), Utf8PathBuf::from("/sp/tvm_ffi/lib/libtvm_ffi.so"));
@@ -186,12 +193,12 @@ mod tests {
         std::fs::write(&py, "#!/bin/sh\nexec python3 -S -I \"$@\"\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let err = probe(&py).unwrap_err();
+        let err = probe(&py).unwrap_err().to_string();
         assert_eq!(
             err,
             format!("`{py}` has no tvm_ffi, which a `[tvm-ffi]` kernel is built against; install it there (`{py} -m pip install apache-tvm-ffi`) or pass --python PATH to a Python that has it")
         );
-        let err = probe(Utf8Path::new("/nonexistent/python")).unwrap_err();
+        let err = probe(Utf8Path::new("/nonexistent/python")).unwrap_err().to_string();
         assert!(err.starts_with("cannot run the Python interpreter `/nonexistent/python` ("), "{err}");
     }
 }

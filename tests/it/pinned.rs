@@ -511,7 +511,7 @@ fn a_partial_download_resumes_and_a_wrong_one_is_never_used() {
 
     fs::remove_file(&got).unwrap();
     fs::write(&part, vec![0u8; 1_000_000]).unwrap();
-    let err = store.wheel(&w).unwrap_err();
+    let err = store.wheel(&w).unwrap_err().to_string();
     assert!(err.starts_with(&format!("{file} has sha256 ")), "{err}");
     assert!(
         err.contains(&format!(", but nix/torch-wheels.json pins {sha}; the file was not used (its copy in the toolchain cache was removed)")),

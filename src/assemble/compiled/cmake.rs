@@ -133,8 +133,7 @@ pub fn cell_facts(
                 continue;
             }
             let value = crate::env::DEP.var(&d.name());
-            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())
-                .map_err(anyhow::Error::msg)?;
+            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())?;
             let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
             cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));
             warnings.extend(checkout.warning);
@@ -196,7 +195,7 @@ pub fn cell_facts(
     let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
     if cell.backend == Backend::Cuda {
         for o in &host_opts {
-            opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o).map_err(anyhow::Error::msg)?));
+            opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o)?));
         }
         if cell.framework.torch().is_some() {
             // The nvcc options torch's CMake gives upstream's build (`parity`).
@@ -326,14 +325,14 @@ pub fn module_suffix(kind: CellKind) -> &'static str {
 ///
 /// Errors: `opt` holds `"`, `\`, `$` or a backquote, which nvcc's quoting cannot carry; the
 /// message names the option and where its paths come from.
-fn xcompiler(opt: &str) -> Result<String, String> {
+fn xcompiler(opt: &str) -> anyhow::Result<String> {
     if let Some(c) = opt.chars().find(|c| matches!(c, '"' | '\\' | '$' | '`')) {
-        return Err(format!(
+        anyhow::bail!(
             "the host compiler option `{opt}` holds `{c}`, which nvcc cannot pass to the host compiler; \
              its path comes from the work directory (set KERNEL_BUILDER_CACHE_DIR, or TMPDIR for \
              `verify`, to a directory whose path has no `\"`, `\\`, `$` or backquote), the torch \
              installation or a dependency checkout (move it to such a path)"
-        ));
+        );
     }
     if opt.chars().any(|c| c.is_whitespace() || c == ',') {
         Ok(format!("-Xcompiler=\"{opt}\""))
@@ -657,7 +656,7 @@ mod tests {
         );
         assert_eq!(xcompiler("-fno-gnu-unique").unwrap(), "SHELL:-Xcompiler -fno-gnu-unique");
         for bad in ["/tmp/a\"b", "/tmp/a\\b", "/tmp/$HOME", "/tmp/a`b"] {
-            let err = xcompiler(&format!("-ffile-prefix-map={bad}=.")).unwrap_err();
+            let err = xcompiler(&format!("-ffile-prefix-map={bad}=.")).unwrap_err().to_string();
             assert!(
                 err.starts_with(&format!("the host compiler option `-ffile-prefix-map={bad}=.` holds `")),
                 "{err}"

