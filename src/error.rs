@@ -1,5 +1,5 @@
 //! Typed failures with what to do about them: an error's [`Kind`] picks the exit code, its
-//! hints are data (never part of the message), and [`crate::printer::report`] renders them as
+//! hints are data (never part of the message), and [`report`] renders them as
 //! `hint:` lines after the cause chain; the `--json` failure document lists the same hints.
 //!
 //! A module whose callers branch on a failure, or whose user needs a fix, implements
@@ -218,6 +218,23 @@ pub fn hints(err: &anyhow::Error) -> Vec<String> {
     out
 }
 
+/// The lines that report a failure: `error: …`, each cause below it as `  caused by: …`, then
+/// each hint of the chain's typed errors ([`hints`]) as `hint: …`.
+pub fn failure_lines(err: &anyhow::Error) -> Vec<String> {
+    let mut lines = vec![format!("error: {err}")];
+    lines.extend(err.chain().skip(1).map(|cause| format!("  caused by: {cause}")));
+    lines.extend(hints(err).into_iter().map(|h| format!("hint: {h}")));
+    lines
+}
+
+/// Print [`failure_lines`] on stderr. Errors quote servers and file names: their control
+/// characters are shown escaped ([`crate::printer::escape_controls`]).
+pub fn report(err: &anyhow::Error) {
+    for line in failure_lines(err) {
+        crate::printer::stderr_line(format_args!("{}", crate::printer::escape_controls(&line)));
+    }
+}
+
 /// The kind of the outermost typed error in `err`'s chain; [`Kind::Failed`] when it has none.
 pub fn kind(err: &anyhow::Error) -> Kind {
     err.chain().find_map(diagnostic).map_or(Kind::Failed, |(kind, _)| kind)
@@ -285,6 +302,24 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_is_its_chain_then_its_hints() {
+        let typed = crate::error::Error::new(crate::error::Kind::Nix, "cannot run `nix --version`")
+            .hint("install Nix")
+            .with_source(std::io::Error::other("No such file or directory"));
+        let err = anyhow::Error::from(typed).context("cannot build `k`");
+        assert_eq!(
+            failure_lines(&err),
+            [
+                "error: cannot build `k`",
+                "  caused by: cannot run `nix --version`",
+                "  caused by: No such file or directory",
+                "hint: install Nix",
+            ]
+        );
+        assert_eq!(failure_lines(&anyhow::anyhow!("plain")), ["error: plain"]);
+    }
+
+    #[test]
     fn a_full_disk_anywhere_in_the_chain_says_what_to_do() {
         let full = std::io::Error::from_raw_os_error(28); // ENOSPC
         let err = anyhow::Error::from(full).context("cannot write `build/x.so`");
@@ -325,7 +360,7 @@ mod tests {
             .with_source(anyhow::Error::from(full).context("cannot write `x`"));
         let err = anyhow::Error::from(unpack).context("cannot provision `cpu`");
         let again = copy(&err);
-        assert_eq!(crate::printer::failure_lines(&again), crate::printer::failure_lines(&err));
+        assert_eq!(failure_lines(&again), failure_lines(&err));
         assert_eq!(format!("{again:#}"), format!("{err:#}"));
         assert_eq!(kind(&again), Kind::Toolchain);
         assert_eq!(hints(&again), ["free space".to_owned(), disk_full_hint()]);

@@ -73,23 +73,6 @@ pub fn verbose_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// The lines that report a failure: `error: …`, each cause below it as `  caused by: …`, then
-/// each hint of the chain's typed errors ([`crate::error::hints`]) as `hint: …`.
-pub fn failure_lines(err: &anyhow::Error) -> Vec<String> {
-    let mut lines = vec![format!("error: {err}")];
-    lines.extend(err.chain().skip(1).map(|cause| format!("  caused by: {cause}")));
-    lines.extend(crate::error::hints(err).into_iter().map(|h| format!("hint: {h}")));
-    lines
-}
-
-/// Print [`failure_lines`] on stderr. Errors quote servers and file names: their control
-/// characters are shown escaped ([`escape_controls`]).
-pub fn report(err: &anyhow::Error) {
-    for line in failure_lines(err) {
-        stderr_line(format_args!("{}", escape_controls(&line)));
-    }
-}
-
 /// `eprintln!` for library code: `crate::printer::stderr!("note: {x}")`.
 macro_rules! stderr {
     ($($arg:tt)*) => {
@@ -181,24 +164,6 @@ mod tests {
     /// Whether `code` calls the macro `m` (`print!(` inside `eprint!(` is not a call of it).
     fn uses_macro(code: &str, m: &str) -> bool {
         code.match_indices(m).any(|(i, _)| !code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
-    }
-
-    #[test]
-    fn a_failure_is_its_chain_then_its_hints() {
-        let typed = crate::error::Error::new(crate::error::Kind::Nix, "cannot run `nix --version`")
-            .hint("install Nix")
-            .with_source(std::io::Error::other("No such file or directory"));
-        let err = anyhow::Error::from(typed).context("cannot build `k`");
-        assert_eq!(
-            super::failure_lines(&err),
-            [
-                "error: cannot build `k`",
-                "  caused by: cannot run `nix --version`",
-                "  caused by: No such file or directory",
-                "hint: install Nix",
-            ]
-        );
-        assert_eq!(super::failure_lines(&anyhow::anyhow!("plain")), ["error: plain"]);
     }
 
     #[test]

@@ -212,7 +212,7 @@ impl Command {
 }
 
 /// Print an error: build.toml's errors are rendered with their source snippets and `help:`
-/// lines; anything else through [`crate::printer::report`] (`error: …`, each cause, `hint:`
+/// lines; anything else through [`crate::error::report`] (`error: …`, each cause, `hint:`
 /// lines).
 pub fn report_error(err: &anyhow::Error) {
     let err = err.downcast_ref::<json::WithDetail>().map_or(err, json::WithDetail::inner);
@@ -220,7 +220,7 @@ pub fn report_error(err: &anyhow::Error) {
         eprint!("{}", diags.render());
         return;
     }
-    crate::printer::report(err);
+    crate::error::report(err);
 }
 
 /// The kernel directory argument, `.` when not given; an error that says whether it is missing
