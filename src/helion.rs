@@ -21,8 +21,10 @@ pub const SUFFIX: &str = ".py";
 /// although Helion never looks one up.
 pub const DEVICE_KINDS: [&str; 5] = ["cuda", "rocm", "xpu", "tpu", "cpu"];
 
-/// The heuristic file name of a source stem and a device.
-pub fn file_name(stem: &str, kind: &str, compute: &str) -> String {
+/// The heuristic file name of a source stem and a device (the inverse of the parse, for its
+/// round-trip test; the build reads names, it never makes one).
+#[cfg(test)]
+fn file_name(stem: &str, kind: &str, compute: &str) -> String {
     format!("{PREFIX}{stem}_{kind}_{compute}{SUFFIX}")
 }
 

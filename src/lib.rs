@@ -4,20 +4,26 @@
 //! Data flows one way: `build.toml` → [`config`] (one typed model for every edition) →
 //! [`matrix`] (the cells to build) → [`toolchain`] (what builds a compiled cell: the host's,
 //! found, or pinned wheels, provisioned) → [`source`] (the files a build reads, their id and
-//! provenance) → [`assemble`] (one variant directory per cell, natively or as the builder
+//! provenance) → `assemble` (one variant directory per cell, natively or as the builder
 //! inside a Nix derivation, see [`nixdrv`]) → [`bundle`] (the variants of `build/`, planned once
 //! and written all-or-nothing, the cell cache, `verify`) → [`hash`] (NAR hashes, digests and
-//! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). [`init`] scaffolds
+//! the reproducibility manifest) → [`hub`] (publishing to a Hub repository). `init` scaffolds
 //! new kernel projects. [`abi`] checks the shared objects of compiled variants against the
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
 //! directory. [`tune`] pre-tunes Helion kernels on a GPU. [`interrupt`] cleans up after Ctrl-C.
 //! [`kernel`] is where a kernel is loaded: its `build.toml` through [`config`], then the
 //! [`matrix`] checks, then its source set. Library code returns values or writes through
-//! [`printer`]; only [`cli`] and [`printer`] print (the lints below, `cargo clippy --all-targets`).
+//! `printer`; only [`cli`] and `printer` print (the lints below, `cargo clippy --all-targets`).
+//!
+//! The public surface is a deliberate list: the modules a caller (the binary, the tests, a
+//! program driving builds) reads kernels, cells, toolchains, hashes and errors through are
+//! `pub`; the workers behind them (`assemble`, `helion`, `init`, `kdeps`, `output`, `printer`,
+//! `process`, `suggest`, `tls`) are the crate's own, reached through [`bundle`], [`kernel`],
+//! [`cli`] and [`error`].
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod abi;
-pub mod assemble;
+pub(crate) mod assemble;
 pub mod bundle;
 pub mod ci;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
@@ -28,21 +34,21 @@ pub mod env;
 pub mod error;
 pub mod fsutil;
 pub mod hash;
-pub mod helion;
+pub(crate) mod helion;
 pub mod hub;
-pub mod init;
+pub(crate) mod init;
 pub mod interrupt;
-pub mod kdeps;
+pub(crate) mod kdeps;
 pub mod kernel;
 pub mod layout;
 pub mod matrix;
 pub mod nixdrv;
-pub mod output;
+pub(crate) mod output;
 #[allow(clippy::print_stderr)]
-pub mod printer;
-pub mod process;
+pub(crate) mod printer;
+pub(crate) mod process;
 pub mod source;
-pub mod suggest;
-pub mod tls;
+pub(crate) mod suggest;
+pub(crate) mod tls;
 pub mod toolchain;
 pub mod tune;

@@ -25,6 +25,7 @@ pub fn clip_lines(text: &str, width: usize) -> String {
 
 /// The first compiler error lines of a build log (up to 5), which notes printed after them
 /// can push out of the tail.
+#[cfg(test)]
 pub fn error_lines(text: &str) -> String {
     let errors: Vec<&str> = text.lines().filter(|l| is_error_line(l)).take(FIRST_ERRORS).collect();
     first_errors_block(&errors)

@@ -42,6 +42,7 @@ impl Trust {
     }
 
     /// The certificates of the PEM file `file` and the directory `dir` only (tests).
+    #[cfg(test)]
     pub fn from_paths(file: Option<&std::path::Path>, dir: Option<&std::path::Path>) -> Trust {
         let place = [file.map(|f| f.display().to_string()), dir.map(|d| d.display().to_string())]
             .into_iter()

@@ -9,7 +9,8 @@
 //!   and drops torch's `__CUDA_NO_HALF*` undefines, which this build never passes;
 //! - the compile definitions torch's CMake targets carry ([`torch_interface_defines`]:
 //!   `USE_DISTRIBUTED`, `USE_C10D_NCCL`, …, read from the installed torch);
-//! - nvcc's own threads ([`default_nvcc_threads`]), upstream's 4 or more where that leaves cores idle.
+//! - nvcc's own threads, which [`crate::assemble::compiled::parallel`] chooses (upstream's rule,
+//!   threads = capabilities, leaves cores idle for a kernel of few sources).
 //!
 //! It also reads a failed compile's log for faults with a known fix in `build.toml`
 //! ([`compile_hints`]).
@@ -72,7 +73,7 @@ fn interface_defines(text: &str, targets: &[&str]) -> Vec<String> {
 pub const NVCC_THREADS_VAR: &str = crate::env::NVCC_THREADS.name;
 
 /// `KERNEL_BUILDER_NVCC_THREADS` as nvcc's `--threads` (how many of a source's `-gencode`
-/// targets it compiles at once): `None` when unset or empty ([`default_nvcc_threads`] then).
+/// targets it compiles at once): `None` when unset or empty (then [`crate::assemble::compiled::parallel`] chooses).
 pub fn nvcc_threads_var(value: Option<&std::ffi::OsStr>) -> anyhow::Result<Option<usize>> {
     count_var(NVCC_THREADS_VAR, "nvcc's --threads", value)
 }
@@ -95,27 +96,6 @@ fn count_var(name: &str, what: &str, value: Option<&std::ffi::OsStr>) -> anyhow:
         },
         Some(None) => anyhow::bail!("{name} is not valid UTF-8; set it to a whole number of 1 or more"),
     }
-}
-
-/// nvcc's `--threads` for a CUDA cell of `cuda_sources` sources, the largest compiled for
-/// `targets` `-gencode` targets, on `cores` CPUs. Upstream's Nix builder uses 4 (at most the
-/// cores); with fewer sources than cores / 4 that leaves cores idle while one source's
-/// architectures compile one after another, so the threads grow until the sources fill the
-/// cores. Never more than the targets (nvcc has nothing more to run at once) nor the cores.
-/// Ninja then runs `cores / threads` compiles ([`ninja_jobs_with_threads`]): each nvcc thread
-/// is a compiler process of its own (gigabytes for a large kernel), so the two together stay
-/// within the cores.
-pub fn default_nvcc_threads(cores: usize, cuda_sources: usize, targets: usize) -> usize {
-    let cores = cores.max(1);
-    let fill = cores.div_ceil(cuda_sources.max(1));
-    4.min(cores).max(fill).min(targets.max(1)).min(cores)
-}
-
-/// Ninja's `-j` for a CUDA cell whose nvcc runs `threads` threads, from the `-j` it would have
-/// had (`None`: Ninja's default, the CPU count plus two): that divided by the threads, at
-/// least 1.
-pub fn ninja_jobs_with_threads(jobs: Option<usize>, cores: usize, threads: usize) -> usize {
-    (jobs.unwrap_or(cores.max(1) + 2) / threads.max(1)).max(1)
 }
 
 /// `NVCC_APPEND_FLAGS` for the compile: the user's own (if any) with `--threads=<threads>`
@@ -230,14 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn nvcc_threads_fill_the_cores_within_the_targets_and_refuse_nonsense() {
-        // Many sources: upstream's 4; one heavy source of 10 targets on 16 cores: 10.
-        assert_eq!(default_nvcc_threads(16, 40, 10), 4);
-        assert_eq!(default_nvcc_threads(16, 2, 10), 8);
-        assert_eq!(default_nvcc_threads(16, 1, 10), 10);
-        // One target (a quick check): nothing to run at once, Ninja keeps every core.
-        assert_eq!(default_nvcc_threads(16, 3, 1), 1);
-        assert_eq!(default_nvcc_threads(2, 1, 10), 2);
+    fn nvcc_threads_and_split_variables_refuse_nonsense() {
         assert_eq!(nvcc_threads_var(None).unwrap(), None);
         assert_eq!(nvcc_threads_var(Some("8".as_ref())).unwrap(), Some(8));
         assert_eq!(
@@ -250,9 +223,6 @@ mod tests {
             nvcc_split_var(Some("0".as_ref())).unwrap_err().to_string(),
             "KERNEL_BUILDER_NVCC_SPLIT_COMPILE is `0`: set it to a whole number of 1 or more (cicc's -split-compile), or unset it to let kernel-builder choose"
         );
-        assert_eq!(ninja_jobs_with_threads(None, 16, 4), 4);
-        assert_eq!(ninja_jobs_with_threads(Some(3), 16, 4), 1);
-        assert_eq!(ninja_jobs_with_threads(None, 2, 2), 2);
     }
 
     #[test]

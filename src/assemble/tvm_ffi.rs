@@ -32,11 +32,6 @@ pub fn defines(ops_name: &str) -> Vec<String> {
     vec![format!("TVM_FFI_EXTENSION_NAME={ops_name}")]
 }
 
-/// The module file of a tvm-ffi cell: `<ops_name>.so`.
-pub fn module_file(ops_name: &str) -> String {
-    format!("{ops_name}.so")
-}
-
 /// The `_ops.py` of a tvm-ffi variant: loads `<namespace>.so` beside it with
 /// `tvm_ffi.load_module` and exposes it as `ops` (its functions are the module's exported
 /// TVM-FFI functions), with the name helpers upstream's packages use:
@@ -128,7 +123,6 @@ mod tests {
         ));
         assert!(text.contains("return f\"_relu_tvm_ffi_cpu_abc1234::{op_name}\""));
         assert!(text.contains("return f\"_relu_tvm_ffi_cpu_abc1234.{name}\""));
-        assert_eq!(module_file("_x_cpu_1"), "_x_cpu_1.so");
         assert_eq!(defines("_x_cpu_1"), ["TVM_FFI_EXTENSION_NAME=_x_cpu_1"]);
     }
 }

@@ -33,9 +33,9 @@ pub mod names;
 mod render;
 mod write;
 
-pub use names::{KernelNames, NameError};
+pub use names::KernelNames;
 pub use render::RenderError;
-pub use write::{write_project, GitOutcome, InitError, Written};
+pub use write::{write_project, GitOutcome};
 
 /// The published flake reference of this project, which provides
 /// `lib.genKernelFlakeOutputs`; the last resort of [`default_flake_ref`].

@@ -600,11 +600,6 @@ pub fn files(dir: &Utf8Path) -> Vec<CacheFile> {
     out
 }
 
-/// Bytes the compile cache in `dir` holds.
-pub fn size(dir: &Utf8Path) -> u64 {
-    files(dir).iter().map(|f| f.size).sum()
-}
-
 /// What a prune did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Pruned {
@@ -1006,7 +1001,7 @@ mod tests {
             let f = std::fs::File::options().write(true).open(&p).unwrap();
             f.set_modified(now - std::time::Duration::from_secs(100 - 10 * i as u64)).unwrap();
         }
-        assert_eq!(size(dir), 300);
+        assert_eq!(files(dir).iter().map(|f| f.size).sum::<u64>(), 300);
         assert_eq!(prune(dir, 250, false).unwrap(), Some(Pruned { removed: 1, freed: 100, left: 200 }));
         assert!(!dir.join("a/old").exists() && dir.join("b/mid").exists());
         // A build's server holds the lock shared: pruning leaves the cache alone.

@@ -67,8 +67,8 @@ use sha2::Digest as _;
 
 use cmake::{cache_file, compilers_tmp_dir, run_step, sync_copy, sync_file, ConfigureRecord, TmpDir};
 pub use cmake::{
-    cell_facts, jobs_from_env, module_suffix, nvcc_split_from_env, nvcc_threads_from_env, parse_jobs,
-    CellFacts, CompilesRun, WorkDir, BUILD_ENV, JOBS_VAR,
+    cell_facts, jobs_from_env, module_suffix, nvcc_split_from_env, nvcc_threads_from_env, CompilesRun,
+    WorkDir, BUILD_ENV,
 };
 pub use plan::{plan_cell, CargoTools, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
 

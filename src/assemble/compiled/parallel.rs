@@ -171,6 +171,7 @@ pub fn plan_with(
 
 /// Upstream's rule, for comparison (`bench/`): nvcc threads = the targets, Ninja = the cores
 /// divided by them.
+#[cfg(test)]
 pub fn upstream_plan(cores: usize, targets: usize) -> Plan {
     let threads = targets.max(1);
     Plan { ninja_jobs: (cores / threads).max(1), nvcc_threads: threads, split_compile: 1 }
