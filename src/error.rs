@@ -202,7 +202,7 @@ fn diagnostic(link: &(dyn std::error::Error + 'static)) -> Option<(Kind, Vec<Str
 /// What to do when a write of kernel-builder's own found the disk full (ENOSPC, EDQUOT).
 fn disk_full_hint() -> String {
     format!(
-        "the disk (or your quota on it) is full: free space on the file system of the path named above; `kernel-builder native-cache` shows what kernel-builder's caches hold and `native-cache prune` shrinks them, and {} moves them to a larger disk",
+        "the disk (or your quota on it) is full: free space on the file system of the path named above (when that is kernel-builder's cache: `kernel-builder native-cache` shows what it holds, `native-cache prune-work --all` and `native-cache prune` shrink it, and {} moves it to a larger disk)",
         crate::env::CACHE_DIR.name
     )
 }

@@ -223,7 +223,7 @@ fn on_signal(sig: i32) -> ! {
     if !kept.is_empty() {
         msg.push_str(&format!("; could not remove {}", kept.join(", ")));
     }
-    crate::printer::stderr!("{msg}");
+    crate::printer::problem!("{msg}");
     std::process::exit(128 + sig);
 }
 

@@ -66,6 +66,13 @@ pub fn stderr_line(args: std::fmt::Arguments<'_>) {
     eprintln!("{args}");
 }
 
+/// Write `args` and a newline to stderr at every level: a line that says why a command fails
+/// or what it left behind, in words that do not begin `error`, `warning` or `hint:`.
+pub fn problem_line(args: std::fmt::Arguments<'_>) {
+    LAST_SHOWN.store(true, Ordering::Relaxed);
+    eprintln!("{args}");
+}
+
 /// Write `args` and a newline to stderr at [`Level::Verbose`] only.
 pub fn verbose_line(args: std::fmt::Arguments<'_>) {
     if level() == Level::Verbose {
@@ -80,6 +87,14 @@ macro_rules! stderr {
     };
 }
 pub(crate) use stderr;
+
+/// [`problem_line`] as a macro: `crate::printer::problem!("`{path}` is stale: …")`.
+macro_rules! problem {
+    ($($arg:tt)*) => {
+        $crate::printer::problem_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use problem;
 
 /// A progress bar (or, without a length, a spinner) on stderr in the indicatif `template`,
 /// drawn only when `draw` and stderr is a terminal; otherwise hidden, and every update a no-op.

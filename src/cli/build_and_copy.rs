@@ -303,7 +303,7 @@ pub(crate) fn run_native(
     };
     // The locked kernel dependencies, fetched (or found in the cache) and checked first.
     crate::kdeps::fetch_for_build(&kernel.config, dir)?;
-    let bar = CellBar::new(quiet);
+    let bar = CellBar::new(quiet || crate::printer::level() == crate::printer::Level::Quiet);
     let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar, pinned };
     let report = build_native(dir, &kernel.config, &kernel.cells, variants, plan, &options);
     bar.bar.finish_and_clear();

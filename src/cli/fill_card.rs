@@ -45,11 +45,11 @@ pub fn run(args: Args) -> super::CmdResult {
                 ExitCode::SUCCESS
             }
             Some(_) => {
-                crate::printer::stderr!("`{path}` is stale: run `kernel-builder fill-card {dir}`");
+                crate::printer::problem!("`{path}` is stale: run `kernel-builder fill-card {dir}`");
                 ExitCode::from(1)
             }
             None => {
-                crate::printer::stderr!("`{path}` does not exist: run `kernel-builder fill-card {dir}`");
+                crate::printer::problem!("`{path}` does not exist: run `kernel-builder fill-card {dir}`");
                 ExitCode::from(1)
             }
         });

@@ -88,7 +88,7 @@ fn pin_cmd(args: PinArgs) -> super::CmdResult {
         println!("pinned {c}");
     }
     for u in &report.unresolved {
-        crate::printer::stderr!("not resolved: {u}");
+        crate::printer::problem!("not resolved: {u}");
     }
     println!(
         "{}: {} changed, {} not resolved, {} of other indexes left alone",

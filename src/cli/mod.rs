@@ -36,11 +36,12 @@ pub mod verify;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-    /// Say only warnings, errors and hints on stderr: no notes, progress or summaries (results
-    /// on stdout stay).
+    /// Say on stderr only what is wrong (warnings, errors, hints, why a command failed): no
+    /// notes or progress; results on stdout stay. Before or after the command's name.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on stderr.
+    /// Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on stderr. Not with
+    /// --quiet.
     #[arg(short, long, global = true)]
     pub verbose: bool,
 }
@@ -137,6 +138,13 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 /// command failed (bad input, failed build), 2 bad command line, 128 + N stopped by signal N.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // clap checks the conflict only among flags given on one side of the subcommand.
+    if cli.quiet && cli.verbose {
+        use clap::CommandFactory;
+        Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, "'--quiet' cannot be used with '--verbose'")
+            .exit();
+    }
     crate::printer::set_level(match (cli.quiet, cli.verbose) {
         (true, _) => crate::printer::Level::Quiet,
         (_, true) => crate::printer::Level::Verbose,

@@ -1182,11 +1182,12 @@ Options:
           wheelhouse made elsewhere (repeatable). Each is checked against its pinned sha256
 
   -q, --quiet
-          Say only warnings, errors and hints on stderr: no notes, progress or summaries (results on
-          stdout stay)
+          Say on stderr only what is wrong (warnings, errors, hints, why a command failed): no notes
+          or progress; results on stdout stay. Before or after the command's name
 
   -v, --verbose
-          Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on stderr
+          Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on stderr. Not with
+          --quiet
 
   -h, --help
           Print help (see a summary with '-h')

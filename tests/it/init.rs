@@ -524,10 +524,11 @@ Options:
                                built from, else the published flake [env: KERNEL_BUILDER_FLAKE_REF=]
       --overwrite              Write into a non-empty directory: generated files replace files of
                                the same name, other files are left as they are
-  -q, --quiet                  Say only warnings, errors and hints on stderr: no notes, progress or
-                               summaries (results on stdout stay)
+  -q, --quiet                  Say on stderr only what is wrong (warnings, errors, hints, why a
+                               command failed): no notes or progress; results on stdout stay. Before
+                               or after the command's name
   -v, --verbose                Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on
-                               stderr
+                               stderr. Not with --quiet
   -h, --help                   Print help (see more with '--help')
 
 `--backends` takes every value up to the next flag: give PATH before it, or after `--`.

@@ -28,6 +28,12 @@ fn quiet_drops_notes_and_keeps_errors_with_their_hints() {
     assert_eq!(run(&k, &["lock-kernel-deps", ".", "--quiet"]), (0, String::new(), String::new()));
     assert_eq!(run(&k, &["-q", "lock-kernel-deps", "."]), (0, String::new(), String::new()));
 
+    // A failure's own words stay, whatever they begin with.
+    assert_eq!(run(&k, &["build-and-copy", "--nix", "never", "-q"]).0, 0);
+    let (code, _, err) = run(&k, &["fill-card", "--check", ".", "-q"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.ends_with("/build/CARD.md` does not exist: run `kernel-builder fill-card .`\n"), "{err}");
+
     // A failure says the same with or without --quiet: the error, its causes, its help.
     let empty = t.path().join("empty");
     fs::create_dir(&empty).unwrap();
@@ -62,7 +68,12 @@ fn verbose_shows_each_command_run_and_conflicts_with_quiet() {
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("+ git"), "{err}");
 
-    let (code, _, err) = run(&k, &["build-and-copy", "-q", "-v"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("'--quiet' cannot be used with '--verbose'"), "{err}");
+    // Together they conflict, on either side of the subcommand.
+    for args in
+        [&["build-and-copy", "-q", "-v"][..], &["-q", "build-and-copy", "-v"], &["-v", "check-config", "-q"]]
+    {
+        let (code, _, err) = run(&k, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("'--quiet' cannot be used with '--verbose'"), "{err}");
+    }
 }

@@ -304,10 +304,11 @@ fn help_describes_every_option() {
                                 nix/build-matrix.json: a draft of the next matrix, or a generated one)
                                 instead of the matrix build.toml pins or the default. Nix does not read
                                 it; the flake uses nix/build-matrix.json
-      -q, --quiet               Say only warnings, errors and hints on stderr: no notes, progress or
-                                summaries (results on stdout stay)
+      -q, --quiet               Say on stderr only what is wrong (warnings, errors, hints, why a command
+                                failed): no notes or progress; results on stdout stay. Before or after
+                                the command's name
       -v, --verbose             Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on
-                                stderr
+                                stderr. Not with --quiet
       -h, --help                Print help
     ");
 }

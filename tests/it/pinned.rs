@@ -785,9 +785,7 @@ fn a_full_disk_is_named_with_what_to_do() {
     assert!(
         hints[0].starts_with("the disk ")
             && hints[0].contains(&format!(": this cell compiles in `{work}"))
-            && hints[0].contains(
-                "`native-cache prune --max-size 2G --compile-max-size 2G --toolchain-max-size 10G`"
-            ),
+            && hints[0].contains("`native-cache prune-work --all` removes the CMake work directories"),
         "{}",
         hints[0]
     );

@@ -48,7 +48,7 @@ impl Symptoms {
                 (false, None) => unreachable!("one of the two holds"),
             };
             out.push(format!(
-                "the disk {said}: this cell compiles in `{build_dir}` with its temporary files in `{tmp_dir}`; free space there (`kernel-builder native-cache` shows what kernel-builder's caches hold, `native-cache prune --max-size 2G --compile-max-size 2G --toolchain-max-size 10G` shrinks them) or point {} at a larger disk",
+                "the disk {said}: this cell compiles in `{build_dir}` with its temporary files in `{tmp_dir}`; free space there (`kernel-builder native-cache` shows what kernel-builder's caches hold; `native-cache prune-work --all` removes the CMake work directories, `native-cache prune --max-size 2G --compile-max-size 2G` shrinks the cell and compile caches), or point {} at a larger disk",
                 crate::env::CACHE_DIR.name
             ));
         }
