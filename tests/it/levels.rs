@@ -2,20 +2,12 @@
 //! (warnings, errors, hints and their indented lines), verbose adds each command run.
 use std::fs;
 
-use crate::util::{copy_kernel, kb};
+use crate::util::copy_kernel;
 
+/// kernel-builder `args` in `dir` with its own cache: exit code, stdout, stderr.
 fn run(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let o = kb()
-        .current_dir(dir)
-        .env("KERNEL_BUILDER_CACHE_DIR", dir.join(".cache"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8(o.stdout).unwrap(),
-        String::from_utf8(o.stderr).unwrap(),
-    )
+    let o = crate::cellcache::kb(dir, &dir.join(".cache"), &[], args);
+    (o.code, o.stdout, o.stderr)
 }
 
 #[test]

@@ -459,9 +459,9 @@ pub(super) fn run_step(
             40,
             |_| {},
             |line| {
-                symptoms.see(line);
+                let symptom = symptoms.see(line);
                 if first_errors.len() < crate::output::FIRST_ERRORS
-                    && (crate::output::is_error_line(line) || super::symptoms::is_symptom_line(line))
+                    && (symptom || crate::output::is_error_line(line))
                 {
                     first_errors.push(line.to_owned());
                 }

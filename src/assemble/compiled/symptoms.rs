@@ -28,10 +28,14 @@ pub struct Symptoms {
 }
 
 impl Symptoms {
-    /// Take one line of the step's output into account.
-    pub fn see(&mut self, line: &str) {
-        self.disk_full |= line.contains("No space left on device");
-        self.killed |= is_killed_line(line);
+    /// Take one line of the step's output into account; whether it shows a machine fault (such
+    /// a line is shown among a failed step's first error lines, where a long tail would hide it).
+    pub fn see(&mut self, line: &str) -> bool {
+        let disk_full = line.contains("No space left on device");
+        let killed = is_killed_line(line);
+        self.disk_full |= disk_full;
+        self.killed |= killed;
+        disk_full || killed
     }
 
     /// What to do, for a step that compiled in `build_dir` with its temporary files in
@@ -84,21 +88,15 @@ fn is_killed_line(line: &str) -> bool {
         || l.contains("internal compiler error: Killed")
 }
 
-/// Whether `line` is one of the lines [`Symptoms`] reads as a machine fault (shown among a
-/// failed step's first error lines, where a long tail would hide it).
-pub fn is_symptom_line(line: &str) -> bool {
-    let mut s = Symptoms::default();
-    s.see(line);
-    s != Symptoms::default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn seen(log: &str) -> Symptoms {
         let mut s = Symptoms::default();
-        log.lines().for_each(|l| s.see(l));
+        log.lines().for_each(|l| {
+            s.see(l);
+        });
         s
     }
 
@@ -149,7 +147,9 @@ mod tests {
         );
         assert!(free_bytes(Utf8Path::new("/")).is_some_and(|f| f > 0));
         assert_eq!(free_bytes(Utf8Path::new("/no/such/dir")), None);
-        assert!(is_symptom_line("nvcc error   : 'cicc' died due to signal 9 (Kill signal)"));
-        assert!(!is_symptom_line("FAILED: a.o"));
+        let mut s = Symptoms::default();
+        assert!(s.see("nvcc error   : 'cicc' died due to signal 9 (Kill signal)"));
+        assert!(!s.see("FAILED: a.o"));
+        assert!(s.killed, "a line that is no symptom keeps what was seen");
     }
 }
