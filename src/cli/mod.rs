@@ -38,7 +38,7 @@ pub struct Cli {
     pub command: Command,
     /// Say on stderr only what is wrong (warnings, errors, hints, why a command failed): no
     /// notes or progress; results on stdout stay. Before or after the command's name.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Also say each command kernel-builder runs (`+ cmake -G Ninja …`) on stderr. Not with
     /// --quiet.
@@ -138,7 +138,8 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 /// command failed (bad input, failed build), 2 bad command line, 128 + N stopped by signal N.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // clap checks the conflict only among flags given on one side of the subcommand.
+    // Checked here, not by clap's `conflicts_with`: clap sees a conflict only among the flags
+    // given on one side of the subcommand.
     if cli.quiet && cli.verbose {
         use clap::CommandFactory;
         Cli::command()
