@@ -34,18 +34,6 @@ fn scratch() -> tempfile::TempDir {
     tempfile::tempdir_in(dir).unwrap()
 }
 
-/// Remove a test's own toolchain cache at once (its trees are read-only), so that its
-/// gigabytes are not held while the test goes on.
-fn remove_toolchain_cache(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    for e in walkdir::WalkDir::new(dir).into_iter().filter_map(Result::ok) {
-        if e.file_type().is_dir() {
-            let _ = fs::set_permissions(e.path(), fs::Permissions::from_mode(0o755));
-        }
-    }
-    fs::remove_dir_all(dir).unwrap();
-}
-
 /// `kernel-builder ARGS` in `dir`, with the cell cache `cells` and the toolchain cache
 /// `toolchains`.
 fn kb(dir: &Path, cells: &Path, toolchains: &Path, args: &[&str]) -> Out {
@@ -225,7 +213,10 @@ fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
     assert_eq!(verbs(&offline), BUILT[2..].iter().map(|v| format!("built {v}")).collect::<Vec<_>>());
     let offline_hashes: Vec<String> = BUILT[2..].iter().map(|v| nar(&relu2.join("build").join(v))).collect();
     assert_eq!(offline_hashes, hashes[2..], "the wheelhouse build has the online build's bytes");
-    remove_toolchain_cache(&toolchains2);
+    // At once (its trees are read-only, which seal::remove handles): its gigabytes are not held
+    // while the test goes on.
+    kernel_builder::toolchain::seal::remove(camino::Utf8Path::from_path(&toolchains2).unwrap()).unwrap();
+    assert!(!toolchains2.exists());
 
     // Offline without the wheels: every pinned cell is named, nothing is built or downloaded.
     let relu3 = t.path().join("relu3");
