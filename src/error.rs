@@ -96,6 +96,11 @@ impl Error {
         self
     }
 
+    /// This error with each of `hints` added, in order ([`Error::hint`]).
+    pub fn with_hints(self, hints: impl IntoIterator<Item = String>) -> Error {
+        hints.into_iter().fold(self, Error::hint)
+    }
+
     /// This error caused by `source` (an error made by [`Error::new`]).
     pub fn with_source(mut self, source: impl Into<anyhow::Error>) -> Error {
         if let Some(p) = self.inner.downcast_mut::<Plain>() {
@@ -251,7 +256,7 @@ pub fn copy(err: &anyhow::Error) -> anyhow::Error {
         let message = link.to_string();
         out = Some(match (diagnostic(link), out) {
             (Some((kind, hints)), source) => {
-                let e = hints.into_iter().fold(Error::new(kind, message), Error::hint);
+                let e = Error::new(kind, message).with_hints(hints);
                 anyhow::Error::from(match source {
                     Some(s) => e.with_source(s),
                     None => e,

@@ -108,10 +108,7 @@ pub(super) fn eval_variants(dir: &Utf8Path, attr: &str, eval_flags: &[String]) -
     let out = crate::process::Cmd::new(&nix).args(args.iter().cloned()).output()?;
     if !out.success() {
         let message = format!("`{nix} {}` failed:\n{}", args.join(" "), out.stderr.trim_end());
-        return Err(super::offline_hint(&out.stderr)
-            .into_iter()
-            .fold(Error::new(Kind::Nix, message), Error::hint)
-            .into());
+        return Err(Error::new(Kind::Nix, message).with_hints(super::offline_hint(&out.stderr)).into());
     }
     Ok(out.stdout)
 }

@@ -276,7 +276,7 @@ pub fn build(
             tail.join("\n"),
             builders::explain_failure(&log).map(|e| format!("\n{e}")).unwrap_or_default(),
         );
-        return Err(offline_hint(&log).into_iter().fold(Error::new(Kind::Nix, message), Error::hint).into());
+        return Err(Error::new(Kind::Nix, message).with_hints(offline_hint(&log)).into());
     }
     for line in builders::summary(&log) {
         crate::printer::stderr!("note: {line}");

@@ -483,11 +483,8 @@ pub(super) fn run_step(
             crate::output::first_errors_block(&first_errors),
             clip_lines(&tail(&last.join("\n"), 40), 400)
         );
-        let error = symptoms
-            .hints(build_dir, tmp_dir, super::symptoms::free_bytes(build_dir))
-            .into_iter()
-            .fold(crate::error::Error::new(crate::error::Kind::Failed, message), crate::error::Error::hint);
-        return Err(error.into());
+        let hints = symptoms.hints(build_dir, tmp_dir, super::symptoms::free_bytes(build_dir));
+        return Err(crate::error::Error::new(crate::error::Kind::Failed, message).with_hints(hints).into());
     }
     Ok(())
 }

@@ -294,11 +294,8 @@ fn compile(
                 &super::parity::kernel_files(source.root(), 20_000),
             ),
         };
-        let error = kernel_hints
-            .into_iter()
-            .chain(crate::error::hints(&e))
-            .fold(crate::error::Error::new(crate::error::Kind::Failed, text), crate::error::Error::hint);
-        anyhow::Error::from(error)
+        let hints = kernel_hints.into_iter().chain(crate::error::hints(&e));
+        anyhow::Error::from(crate::error::Error::new(crate::error::Kind::Failed, text).with_hints(hints))
     })
 }
 
