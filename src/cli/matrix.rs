@@ -6,6 +6,8 @@
 //!   cannot be read.
 //! - `matrix pin [--index URL] [--pins FILE]`: resolve the pinned wheels' files and hashes from
 //!   their index ([`crate::toolchain::pins::refresh`]).
+//! - `matrix pin-unpacked [--pins FILE]`: record the NAR hash of each pinned wheel set whose
+//!   tree the toolchain cache holds ([`crate::toolchain::pins::record_unpacked`]).
 
 use std::process::ExitCode;
 
@@ -33,6 +35,21 @@ pub enum MatrixCommand {
     /// order (sorted keys), so the change is a reviewable diff and a second run changes
     /// nothing. Exit 1 when an entry of the index could not be resolved (each is named).
     Pin(PinArgs),
+    /// Record in the pins file the NAR hash of each pinned wheel set (a torch wheel, one CUDA
+    /// version's toolkit wheels) as Nix unpacks it, from the trees the toolchain cache holds (a
+    /// native build of a cell unpacks them; no network). With the hash, Nix makes the unpacked
+    /// toolchain a fixed-output store path that every kernel-builder version shares; without
+    /// it, each version unpacks its own copy (gigabytes). Entries of sets no longer pinned are
+    /// dropped. Exit 0; the sets with neither a tree nor a hash are listed.
+    PinUnpacked(PinUnpackedArgs),
+}
+
+/// Arguments of `matrix pin-unpacked`.
+#[derive(Debug, clap::Args)]
+pub struct PinUnpackedArgs {
+    /// The pins file to write.
+    #[arg(long, value_name = "FILE", default_value = crate::toolchain::pins::PINS_FILE)]
+    pub pins: Utf8PathBuf,
 }
 
 /// Arguments of `matrix pin`.
@@ -73,17 +90,47 @@ pub fn run(args: Args) -> super::CmdResult {
     match args.command {
         MatrixCommand::CheckWheel(a) => check_wheel_cmd(a),
         MatrixCommand::Pin(a) => pin_cmd(a),
+        MatrixCommand::PinUnpacked(a) => pin_unpacked_cmd(a),
     }
+}
+
+/// Write `pins` to `path` when its text changed.
+fn write_pins(path: &camino::Utf8Path, pins: &crate::toolchain::pins::Pins) -> anyhow::Result<()> {
+    let text = crate::toolchain::pins::to_text(pins)?;
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
+        crate::fsutil::write_atomic(path, text.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn pin_unpacked_cmd(args: PinUnpackedArgs) -> super::CmdResult {
+    use crate::toolchain::{pins, store};
+    let mut p = pins::read(&args.pins)?;
+    let cache = store::Store::user(store::FetchOptions::default())?;
+    let report = pins::record_unpacked(&mut p, cache.root())?;
+    write_pins(&args.pins, &p)?;
+    for r in &report.recorded {
+        println!("recorded {r}");
+    }
+    for m in &report.missing {
+        println!("no tree in `{}` for {m}: build a cell of it natively (`build-and-copy --nix never`), then run this again", cache.root());
+    }
+    println!(
+        "{}: {} recorded, {} unchanged, {} without a tree, {} of sets no longer pinned dropped",
+        args.pins,
+        report.recorded.len(),
+        report.same,
+        report.missing.len(),
+        report.dropped
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn pin_cmd(args: PinArgs) -> super::CmdResult {
     use crate::toolchain::pins;
     let mut p = pins::read(&args.pins)?;
     let report = pins::refresh(&mut p, args.index.as_deref());
-    let text = pins::to_text(&p)?;
-    if std::fs::read_to_string(&args.pins).ok().as_deref() != Some(text.as_str()) {
-        crate::fsutil::write_atomic(&args.pins, text.as_bytes())?;
-    }
+    write_pins(&args.pins, &p)?;
     for c in &report.changed {
         println!("pinned {c}");
     }
@@ -97,6 +144,12 @@ fn pin_cmd(args: PinArgs) -> super::CmdResult {
         report.unresolved.len(),
         report.skipped
     );
+    if report.unpacked_dropped > 0 {
+        println!(
+            "{} unpacked-tree hashes of changed sets dropped: run `kernel-builder matrix pin-unpacked` after a native build of their cells",
+            report.unpacked_dropped
+        );
+    }
     Ok(if report.unresolved.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

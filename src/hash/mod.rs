@@ -7,4 +7,4 @@ pub mod manifest;
 pub mod nar;
 pub mod tree_diff;
 
-pub use nar::{nar_hash, nar_hash_sri, sri, variant_nar_hash_sri};
+pub use nar::{nar_hash, nar_hash_sri, sri, unpacked_tree_nar_hash_sri, variant_nar_hash_sri};

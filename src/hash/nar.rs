@@ -95,6 +95,24 @@ fn keep_variant_files(name: &std::ffi::OsStr, kind: std::fs::FileType) -> bool {
     !crate::layout::is_bytecode(name, kind.is_dir())
 }
 
+/// kernel-builder's own bookkeeping in a toolchain tree of the toolchain cache: the seal's
+/// manifest and the list of wheels (`.kernel-builder-manifest-v1.json`,
+/// `.kernel-builder-wheels`). No wheel holds a name of that form.
+fn keep_unpacked_tree_files(name: &std::ffi::OsStr, _: std::fs::FileType) -> bool {
+    !name.as_bytes().starts_with(b".kernel-builder-")
+}
+
+/// The NAR hash (SRI) of a toolchain tree of the toolchain cache as Nix's unpack derivation
+/// holds the same wheels (`kernel-builder nix-support unpack-wheels`): the cache's own
+/// bookkeeping files (`.kernel-builder-*`) left out. What `matrix pin-unpacked` records in the
+/// pins, so Nix can make the tree a fixed-output path.
+///
+/// # Errors
+/// As for [`nar_hash`].
+pub fn unpacked_tree_nar_hash_sri(path: &Path) -> io::Result<String> {
+    hash_archive(path, keep_unpacked_tree_files).map(|h| sri(&h))
+}
+
 /// The NAR hash of the variant directory `path` as [`crate::layout`] defines a variant: Python
 /// bytecode below it (`__pycache__/`, `*.pyc`, written when the variant is imported) is left
 /// out. Equal to `nix hash path` of the same directory without the bytecode; this is the hash

@@ -276,7 +276,8 @@ pub fn build(
             tail.join("\n"),
             builders::explain_failure(&log).map(|e| format!("\n{e}")).unwrap_or_default(),
         );
-        return Err(Error::new(Kind::Nix, message).with_hints(offline_hint(&log)).into());
+        let hints = offline_hint(&log).into_iter().chain(unpacked_hash_hint(&log));
+        return Err(Error::new(Kind::Nix, message).with_hints(hints).into());
     }
     for line in builders::summary(&log) {
         crate::printer::stderr!("note: {line}");
@@ -439,6 +440,22 @@ fn check_git_tracking(dir: &Utf8Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// When an unpacked toolchain tree (a fixed-output path by its NAR hash pinned in
+/// nix/torch-wheels.json's `unpacked`) came out different: the unpacking changed since the hash
+/// was recorded.
+fn unpacked_hash_hint(log: &str) -> Option<String> {
+    let mismatch = log
+        .lines()
+        .any(|l| l.contains("hash mismatch in fixed-output derivation") && l.contains("-unpacked.drv"));
+    mismatch.then(|| {
+        "an unpacked toolchain differs from the NAR hash nix/torch-wheels.json records for it \
+         (`unpacked`): this kernel-builder unpacks wheels differently from the one that recorded \
+         it. Build one of its cells natively (`--nix never`, the same unpacking), then run \
+         `kernel-builder matrix pin-unpacked` to record the new hash"
+            .to_owned()
+    })
 }
 
 /// When Nix failed to download something (no network, no binary cache), how to build offline.
@@ -609,6 +626,14 @@ mod tests {
         .unwrap()
         .contains("--override-input"));
         assert_eq!(offline_hint("error: builder failed with exit code 1"), None);
+        let mismatch = "error: hash mismatch in fixed-output derivation '/nix/store/3x-torch-2.15.0-241fea2bac4e-unpacked.drv':\n  specified: sha256-AAAA\n     got:    sha256-BBBB";
+        assert!(unpacked_hash_hint(mismatch).unwrap().contains("kernel-builder matrix pin-unpacked"));
+        assert_eq!(
+            unpacked_hash_hint(
+                "error: hash mismatch in fixed-output derivation '/nix/store/3x-torch.whl.drv':"
+            ),
+            None
+        );
         assert!(offline_hint(
             "error: unable to download 'https://api.github.com/repos/nixos/nixpkgs/tarball/x'"
         )

@@ -108,6 +108,27 @@ pub struct Pins {
     pub cuda_toolkits: BTreeMap<String, BTreeMap<String, Vec<WheelPin>>>,
     #[serde(rename = "build-tools")]
     pub build_tools: BTreeMap<String, Vec<WheelPin>>,
+    /// The NAR sha256 (SRI) of each pinned wheel set as Nix unpacks it for a cell (a torch
+    /// wheel alone, or one CUDA version's toolkit wheels), by the set's [`set_id`]. With it Nix
+    /// makes the unpacked tree a fixed-output path, named by its content: every kernel-builder
+    /// version (the unpacking builder) shares one copy in the store instead of adding gigabytes
+    /// per version. A set without an entry is unpacked by an input-addressed derivation, one
+    /// copy per kernel-builder. Recorded by `kernel-builder matrix pin-unpacked` from the
+    /// toolchain cache's trees; an id no longer pinned is dropped by it and by `matrix pin`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unpacked: BTreeMap<String, String>,
+}
+
+/// The id of a set of wheels unpacked together: the first 32 hex digits of the sha256 of their
+/// sha256s, sorted and joined by newlines. The toolchain cache names a set's tree by it
+/// (`trees/<id>`), [`Pins::unpacked`] keys by it, and nix/lib/internalCellPins.nix computes
+/// the same.
+pub fn set_id<'a>(sha256s: impl IntoIterator<Item = &'a str>) -> String {
+    use sha2::Digest;
+    let mut hashes: Vec<&str> = sha256s.into_iter().collect();
+    hashes.sort_unstable();
+    let digest = sha2::Sha256::digest(hashes.join("\n").as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 /// The committed pins.
@@ -213,6 +234,95 @@ impl Pins {
     }
 }
 
+/// One wheel set that Nix unpacks for cells ([`Pins::unpacked_sets`]).
+#[derive(Debug, Clone)]
+pub struct UnpackedSet {
+    /// What it is, for messages: `torch 2.15.0 (x86_64-linux)`, `CUDA 13.2 toolkit (x86_64-linux)`.
+    pub label: String,
+    /// Its [`set_id`].
+    pub id: String,
+}
+
+impl Pins {
+    /// Every set of wheels Nix unpacks for a pinned cell whose hashes are all pinned: each torch
+    /// wheel (alone) and each CUDA version's toolkit wheels of a system; one set once.
+    pub fn unpacked_sets(&self) -> Vec<UnpackedSet> {
+        let mut sets: BTreeMap<String, String> = BTreeMap::new();
+        for systems in self.wheels.values().flat_map(|fws| fws.values()) {
+            for (system, w) in systems {
+                if let (Some(sha), None) = (&w.sha256, &w.compile_against) {
+                    sets.entry(set_id([sha.as_str()]))
+                        .or_insert_with(|| format!("{} {} ({system})", w.project, w.version));
+                }
+            }
+        }
+        for (cuda, systems) in &self.cuda_toolkits {
+            for (system, ws) in systems {
+                let shas: Option<Vec<&str>> = ws.iter().map(|w| w.sha256.as_deref()).collect();
+                if let Some(shas) = shas.filter(|s| !s.is_empty()) {
+                    sets.entry(set_id(shas)).or_insert_with(|| format!("CUDA {cuda} toolkit ({system})"));
+                }
+            }
+        }
+        let mut sets: Vec<UnpackedSet> =
+            sets.into_iter().map(|(id, label)| UnpackedSet { label, id }).collect();
+        sets.sort_by(|a, b| a.label.cmp(&b.label));
+        sets
+    }
+
+    /// Drop the [`Pins::unpacked`] entries of sets no longer pinned; how many went.
+    pub fn drop_stale_unpacked(&mut self) -> usize {
+        let current: std::collections::BTreeSet<String> =
+            self.unpacked_sets().into_iter().map(|s| s.id).collect();
+        let before = self.unpacked.len();
+        self.unpacked.retain(|id, _| current.contains(id));
+        before - self.unpacked.len()
+    }
+}
+
+/// What [`record_unpacked`] did.
+#[derive(Debug, Default)]
+pub struct UnpackedReport {
+    /// Sets whose hash was recorded or changed: `label: hash`.
+    pub recorded: Vec<String>,
+    /// Sets whose recorded hash the cache's tree confirmed.
+    pub same: usize,
+    /// Sets with no tree in the toolchain cache and no recorded hash (their label).
+    pub missing: Vec<String>,
+    /// Entries dropped because their set is no longer pinned.
+    pub dropped: usize,
+}
+
+/// Record in `pins` the NAR hash of every pinned set whose tree the toolchain cache `cache`
+/// holds, intact (its seal checked; `trees/<set id>`), as Nix's unpack derivation would hold it
+/// ([`crate::hash::unpacked_tree_nar_hash_sri`]); keep the entries of other pinned sets and drop
+/// those of sets no longer pinned. No network: a set is unpacked by building a cell of it
+/// natively first.
+///
+/// Errors: a tree that cannot be read.
+pub fn record_unpacked(pins: &mut Pins, cache: &Utf8Path) -> anyhow::Result<UnpackedReport> {
+    let mut report = UnpackedReport { dropped: pins.drop_stale_unpacked(), ..Default::default() };
+    for set in pins.unpacked_sets() {
+        let tree = cache.join("trees").join(&set.id);
+        let intact = tree.is_dir() && super::seal::check(&tree)?.is_ok();
+        if !intact {
+            if !pins.unpacked.contains_key(&set.id) {
+                report.missing.push(set.label);
+            }
+            continue;
+        }
+        let hash = crate::hash::unpacked_tree_nar_hash_sri(tree.as_std_path())
+            .with_context(|| format!("cannot hash `{tree}`"))?;
+        if pins.unpacked.get(&set.id) == Some(&hash) {
+            report.same += 1;
+        } else {
+            report.recorded.push(format!("{}: {hash}", set.label));
+            pins.unpacked.insert(set.id, hash);
+        }
+    }
+    Ok(report)
+}
+
 /// The file name of the pinned wheel whose sha256 is `sha256`, if any.
 pub fn file_of(sha256: &str) -> Option<String> {
     let p = pins();
@@ -286,6 +396,8 @@ pub struct RefreshReport {
     pub unresolved: Vec<String>,
     /// Entries left alone (another index).
     pub skipped: usize,
+    /// [`Pins::unpacked`] entries dropped because a wheel of their set changed.
+    pub unpacked_dropped: usize,
 }
 
 /// Resolve the file, URL and sha256 of every entry of `pins` whose index is `index` (all
@@ -373,6 +485,7 @@ pub fn refresh(pins: &mut Pins, index: Option<&str>) -> RefreshReport {
             (w.file, w.url, w.sha256) = new;
         }
     }
+    report.unpacked_dropped = pins.drop_stale_unpacked();
     report
 }
 
@@ -385,6 +498,71 @@ pub fn read(path: &Utf8Path) -> anyhow::Result<Pins> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_id_is_the_sorted_hashes_hashed_and_the_same_in_any_order() {
+        // python3 -c "import hashlib; print(hashlib.sha256(b'aa\\nbb').hexdigest()[:32])"
+        assert_eq!(set_id(["bb", "aa"]), "80c0d5c7137871baa75af2038f350bf6");
+        assert_eq!(set_id(["aa", "bb"]), set_id(["bb", "aa"]));
+    }
+
+    #[test]
+    fn the_unpacked_hashes_pinned_belong_to_pinned_sets_and_cover_the_suites_cells() {
+        let p = pins();
+        let sets = p.unpacked_sets();
+        let label = |id: &str| sets.iter().find(|s| s.id == id).map(|s| s.label.as_str());
+        let mut recorded: Vec<&str> = p.unpacked.keys().map(|id| label(id).expect("a pinned set")).collect();
+        recorded.sort_unstable();
+        assert_eq!(
+            recorded,
+            [
+                "CUDA 13.0 toolkit (x86_64-linux)",
+                "CUDA 13.2 toolkit (x86_64-linux)",
+                "torch 2.14.0 (x86_64-linux)",
+                "torch 2.15.0 (x86_64-linux)"
+            ]
+        );
+        assert!(p.unpacked.values().all(|h| h.starts_with("sha256-") && h.len() == 51));
+    }
+
+    #[test]
+    fn record_unpacked_hashes_an_intact_tree_without_the_caches_bookkeeping_and_drops_stale_ids() {
+        let mut p = pins().clone();
+        p.unpacked.clear();
+        p.unpacked.insert("0".repeat(32), "sha256-stale".to_owned());
+        let torch = &p.wheels["2.15"]["cu132"]["x86_64-linux"];
+        let id = set_id([torch.sha256.as_deref().unwrap()]);
+        let cache = tempfile::tempdir().unwrap();
+        let cache = Utf8Path::from_path(cache.path()).unwrap();
+        let tree = cache.join("trees").join(&id);
+        std::fs::create_dir_all(tree.join("torch/include")).unwrap();
+        std::fs::write(tree.join("torch/include/a.h"), "int a;\n").unwrap();
+        std::fs::write(tree.join(".kernel-builder-wheels"), "torch.whl\n").unwrap();
+        crate::toolchain::seal::seal(&tree, None).unwrap();
+        // What Nix's unpack derivation holds: the same files, no bookkeeping.
+        let bare = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(bare.path().join("torch/include")).unwrap();
+        std::fs::write(bare.path().join("torch/include/a.h"), "int a;\n").unwrap();
+        let want = crate::hash::nar_hash_sri(bare.path()).unwrap();
+
+        let report = record_unpacked(&mut p, cache).unwrap();
+        assert_eq!(report.recorded, [format!("torch 2.15.0 (x86_64-linux): {want}")]);
+        assert_eq!(report.dropped, 1);
+        assert_eq!(p.unpacked.len(), 1);
+        assert_eq!(p.unpacked[&id], want);
+        assert_eq!(report.missing.len(), p.unpacked_sets().len() - 1);
+        // Again: the same hash; a tree edited after its seal is not hashed (nor its entry lost).
+        assert_eq!(record_unpacked(&mut p, cache).unwrap().same, 1);
+        let f = tree.join("torch/include/a.h");
+        let mut perm = std::fs::metadata(&f).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perm.set_readonly(false);
+        std::fs::set_permissions(&f, perm).unwrap();
+        std::fs::write(&f, "int b;\n").unwrap();
+        let edited = record_unpacked(&mut p, cache).unwrap();
+        assert_eq!((edited.recorded.len(), edited.same), (0, 0));
+        assert_eq!(p.unpacked[&id], want);
+    }
 
     #[test]
     fn the_committed_pins_parse_and_are_in_their_stable_order() {

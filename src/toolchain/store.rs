@@ -516,9 +516,7 @@ impl Store {
 
     /// [`Store::tree`] with the tree's recorded hash ([`super::seal::Sealed::tree_hash`]).
     pub fn tree_and_hash(&self, wheels: &[ResolvedWheel]) -> anyhow::Result<(Utf8PathBuf, String)> {
-        let mut hashes: Vec<&str> = wheels.iter().map(|w| w.sha256.as_str()).collect();
-        hashes.sort();
-        let key = &hex(sha2::Sha256::digest(hashes.join("\n").as_bytes()))[..32];
+        let key = &super::pins::set_id(wheels.iter().map(|w| w.sha256.as_str()));
         let dest = self.root.join("trees").join(key);
         self.mark_used(&dest);
         let names: Vec<&str> = wheels.iter().map(|w| w.file.as_str()).collect();

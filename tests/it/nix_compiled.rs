@@ -423,6 +423,18 @@ fn relu_bundle_cells_build_in_nix_from_their_pins_and_equal_the_native_pinned_bu
         serde_json::from_str(&nix(repo(), &args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
     let pin = &pins["wheels"]["2.15"]["cu132"]["x86_64-linux"];
     assert_eq!(wheel, serde_json::json!({ "url": pin["url"], "outputHash": pin["sha256"] }));
+    // Its unpacked tree is a fixed-output path by the NAR hash the pins record for the set (the
+    // build above checked the content against it): a store path named by its content, which
+    // every kernel-builder version (the orchestrator that unpacks it) shares.
+    args[2] = format!("{REPO}/kernels/relu#packages.x86_64-linux.{CPU_CELL}.torchTree.drvAttrs");
+    args[4] = "a: { inherit (a) outputHash outputHashMode; }".to_owned();
+    let tree_attrs: Value =
+        serde_json::from_str(&nix(repo(), &args.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
+    let id = kernel_builder::toolchain::pins::set_id([pin["sha256"].as_str().unwrap()]);
+    assert_eq!(
+        tree_attrs,
+        serde_json::json!({ "outputHash": pins["unpacked"][&id], "outputHashMode": "recursive" })
+    );
 
     // The native pinned builds with the same compiler.
     let tools = host_tools(tc.path(), CPU_CELL, "torch", "cpu", "null");

@@ -181,6 +181,20 @@ fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
         show.stdout
     );
     assert!(show.stdout.contains(" toolchain entries, "), "{}", show.stdout);
+    // The NAR hashes nix/torch-wheels.json records for these four toolchains (Nix's
+    // fixed-output unpacked trees) are what this kernel-builder unpacks: recording them again
+    // from the trees just built changes nothing.
+    let pins_copy = t.path().join("torch-wheels.json");
+    fs::copy(repo().join("nix/torch-wheels.json"), &pins_copy).unwrap();
+    let recorded = kb(
+        &relu,
+        &cells,
+        &shared_toolchain_cache(),
+        &["matrix", "pin-unpacked", "--pins", pins_copy.to_str().unwrap()],
+    );
+    assert_eq!(recorded.code, 0, "{}", recorded.stderr);
+    assert!(recorded.stdout.contains(": 0 recorded, 4 unchanged, "), "{}", recorded.stdout);
+    assert_eq!(fs::read(&pins_copy).unwrap(), fs::read(repo().join("nix/torch-wheels.json")).unwrap());
 
     // No network: an empty toolchain cache, `--offline`, the wheels in a wheelhouse. The
     // torch 2.15 cells (CPU and CUDA: every kind of wheel) only, so that this second toolchain

@@ -166,6 +166,8 @@ RECIPES: dict[str, Run | Skip] = {
         "rewrites nix/torch-wheels.json from PyPI's index and exits 1 for the wheels only PyTorch's index has; "
         "tests/it/pinned.rs's matrix_pin_resolves_entries_from_a_local_index_and_is_stable runs it against a local index"
     ),
+    # No network; rewrites only the scratch copy's pins, and only where a tree gives a hash.
+    "kb matrix pin-unpacked": Run(expect=("nix/torch-wheels.json: ", " recorded, ")),
     "kb build-and-copy --nix never --variant torch-cuda kernels/vector-add-helion": Run(
         expect=("torch-cuda",)
     ),
