@@ -21,6 +21,9 @@
 //! `process`, `suggest`, `tls`) are the crate's own, reached through [`bundle`], [`kernel`],
 //! [`cli`] and [`error`].
 #![deny(clippy::print_stdout, clippy::print_stderr)]
+// The documentation is for developers (`cargo doc --document-private-items`, checked with
+// `-D warnings` by scripts/test.sh): public items may point at the private workers they use.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod abi;
 pub(crate) mod assemble;

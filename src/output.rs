@@ -31,7 +31,7 @@ pub fn error_lines(text: &str) -> String {
     first_errors_block(&errors)
 }
 
-/// How many compiler error lines [`error_lines`] shows.
+/// How many compiler error lines `error_lines` shows.
 pub const FIRST_ERRORS: usize = 5;
 
 /// Whether `line` of a build log is a compiler's (gcc, clang, nvcc, Ninja) error line.
@@ -42,7 +42,7 @@ pub fn is_error_line(line: &str) -> bool {
         || line.starts_with("FAILED:")
 }
 
-/// The block [`error_lines`] shows for `errors` (empty for none).
+/// The block `error_lines` shows for `errors` (empty for none).
 pub fn first_errors_block<S: AsRef<str>>(errors: &[S]) -> String {
     let errors: Vec<&str> = errors.iter().map(AsRef::as_ref).collect();
     if errors.is_empty() {

@@ -20,7 +20,7 @@
 //! # Helion heuristics and `backend.archs`
 //!
 //! A heuristic file `_helion_aot_<stem>_<kind>_<compute>.py` is shipped only in the variant of
-//! its device kind's backend (see [`super::source`]). The covered architectures are *not*
+//! its device kind's backend (see [`crate::source`]). The covered architectures are *not*
 //! written to `backend.archs`: the loader's arch check (A9) refuses to load a variant on a
 //! device that none of `archs` covers, while Helion, on a device without a matching heuristic,
 //! tries the next lower compute capability's file and otherwise runs a default config (B7,

@@ -33,7 +33,7 @@
 //! # Cells: cache and parallel jobs
 //!
 //! [`build_into_with`] takes [`BuildOptions`]: with a [`CellCache`], each cell is first looked
-//! up by its key ([`CellKey::of`]: source tree id, cell, toolchain) and, when a sound entry is
+//! up by its key ([`cellcache::CellKey::of`]: source tree id, cell, toolchain) and, when a sound entry is
 //! there, copied out instead of built, its build's warnings replayed; a cell built is stored.
 //! With `jobs` > 1 that many threads take the cells in plan order. The cells are independent
 //! (each writes its own directory, a compiled one in its own work directory), and what comes
@@ -103,7 +103,7 @@ pub struct BundleReport {
     /// Warnings about the sources and the variants, sorted, each once.
     pub warnings: Vec<Warning>,
     /// Compiled backends skipped because this host lacks their toolchain (what is missing),
-    /// then what the cells built leave out ([`CompiledCell::notes`]).
+    /// then what the cells built leave out ([`crate::assemble::compiled::CompiledCell::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -219,7 +219,7 @@ pub fn build_into(
 /// [`build_into`] of the variants of `plan` ([`Plan::new`], made once by the command), with
 /// `options`: the native cell cache, cells built in parallel, progress.
 ///
-/// With a cache, each cell is first looked up by its key ([`CellKey::of`]); a cell found is
+/// With a cache, each cell is first looked up by its key ([`cellcache::CellKey::of`]); a cell found is
 /// copied out and checked instead of built ([`BuiltVariant::reused`]), a cell built is stored.
 /// A corrupt entry is a warning, and the cell is built. With `jobs` > 1 the cells are built
 /// by that many threads; when one fails no further cell starts, and the error is that of the

@@ -12,7 +12,7 @@
 //! [`build_cell`] (one code path for `build-and-copy --nix never`, `verify` and the hidden
 //! `assemble` a Nix cell runs):
 //!
-//! 1. computes every fact the compile depends on ([`CellFacts`]: op namespace, kernels in the
+//! 1. computes every fact the compile depends on ([`cmake::CellFacts`]: op namespace, kernels in the
 //!    cell, exact `-gencode` pairs per CUDA kernel from the matrix data, defines, include
 //!    directories, libraries, prefix maps, `-fno-gnu-unique`, the C++ standard torch's
 //!    headers require) before anything is compiled, so a capability list that
