@@ -65,6 +65,7 @@ pub use plan::{
     Toolchains,
 };
 
+use crate::assemble::compiled::SkippedBackend;
 use crate::config::BuildConfig;
 use crate::matrix::KernelCells;
 use crate::source::provenance::{git_revision, BuildIds, KernelRevision};
@@ -102,8 +103,11 @@ pub struct BundleReport {
     pub tree_id: String,
     /// Warnings about the sources and the variants, sorted, each once.
     pub warnings: Vec<Warning>,
-    /// Compiled backends skipped because this host lacks their toolchain (what is missing),
-    /// then what the cells built leave out ([`crate::assemble::compiled::CompiledCell::notes`]).
+    /// The compiled cells and backends not built, each with its kind and reason (none when
+    /// variants were named: the cells left out are ones nobody asked for).
+    pub skipped: Vec<SkippedBackend>,
+    /// What to tell the user: each skipped cell's note ([`SkippedBackend::note`]), then what the
+    /// cells built leave out ([`crate::assemble::compiled::CompiledCell::notes`]).
     pub notes: Vec<String>,
 }
 
@@ -247,15 +251,9 @@ pub fn build_into_with(
     let selected = select(planned, requested)?;
     // With `--variant`, every variant asked for is planned (checked above): the cells left
     // out are ones nobody asked for, and go unmentioned.
-    let mut notes: Vec<String> = the_plan
-        .skipped
-        .iter()
-        .filter(|_| requested.is_empty())
-        .map(|s| match &s.variant {
-            Some(v) => format!("`{v}` is not built: {}", s.reason),
-            None => format!("the `{}` variant is not built: {}", s.backend, s.reason),
-        })
-        .collect();
+    let skipped: Vec<SkippedBackend> =
+        the_plan.skipped.iter().filter(|_| requested.is_empty()).cloned().collect();
+    let mut notes: Vec<String> = skipped.iter().map(SkippedBackend::note).collect();
     // What the selected cells leave out (capabilities their nvcc cannot build).
     notes.extend(selected.iter().filter_map(|v| v.cell.as_ref()).flat_map(|c| c.notes.iter().cloned()));
     if selected.is_empty() {
@@ -320,7 +318,7 @@ pub fn build_into_with(
     }
     warnings.sort();
     warnings.dedup();
-    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings, notes })
+    Ok(BundleReport { build_dir, built, tree_id: source.tree_id(), warnings, skipped, notes })
 }
 
 /// Prune `cache` to the bound of [`cellcache::build_max_bytes`]; a warning when that

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 use camino::Utf8Path;
 
-use crate::assemble::compiled::{plan_cell, CompiledCell, PlannedVariant, SkippedBackend};
+use crate::assemble::compiled::{plan_cell, CompiledCell, PlannedVariant, SkipKind, SkippedBackend};
 use crate::config::{Backend, BuildConfig};
 use crate::matrix::{self, KernelCells, Scope};
 use crate::toolchain::host::HostToolchain;
@@ -161,6 +161,7 @@ pub fn host_cell(
     plan_cell(config, cells, backend, host).map(PlannedVariant::compiled).map_err(|e| SkippedBackend {
         backend,
         variant: None,
+        kind: SkipKind::of(config, backend, &e, false),
         reason: format!("{e:#}"),
     })
 }
@@ -380,11 +381,10 @@ pub fn pinned_plan(
                     if here.is_empty() {
                         skipped.push(s);
                     } else {
-                        skipped.extend(here.into_iter().map(|c| SkippedBackend {
-                            backend,
-                            variant: Some(c.name.clone()),
-                            reason: s.reason.clone(),
-                        }));
+                        skipped.extend(
+                            here.into_iter()
+                                .map(|c| SkippedBackend { variant: Some(c.name.clone()), ..s.clone() }),
+                        );
                     }
                 }
             }
@@ -404,22 +404,25 @@ pub fn pinned_plan(
                     None => h,
                 })
                 .and_then(|h| plan_cell(config, cells, backend, &h))
+                .map_err(|e| (SkipKind::of(config, backend, &e, true), e))
                 .and_then(|c| {
                     if c.variant == cell.name {
                         Ok(c)
                     } else {
-                        Err(anyhow::anyhow!(
+                        let why = format!(
                             "its pinned torch builds `{}` instead; fix its entry in {}",
                             c.variant,
                             crate::toolchain::pins::PINS_FILE
-                        ))
+                        );
+                        Err((SkipKind::Pins, anyhow::anyhow!(why)))
                     }
                 });
             match planned {
                 Ok(c) => variants.push(PlannedVariant::compiled(c)),
-                Err(e) => skipped.push(SkippedBackend {
+                Err((kind, e)) => skipped.push(SkippedBackend {
                     backend,
                     variant: Some(cell.name.clone()),
+                    kind,
                     reason: format!("{e:#}"),
                 }),
             }

@@ -132,7 +132,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = NixMode::Auto)]
     pub nix: NixMode,
     /// Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files",
-    /// "id", "reused", "compile-cache", "parallel"}]}` (`files`, `id` and `reused` are null
+    /// "id", "reused", "compile-cache", "parallel"}], "skipped": [{"backend", "variant",
+    /// "kind", "reason"}]}` (`skipped`, absent for a Nix build: the compiled cells not built,
+    /// without `variant` when a whole backend is meant, `kind` one of not-native, toolchain,
+    /// config, pins, provision; `files`, `id` and `reused` are null
     /// for a Nix build; `compile-cache`: what the compile cache did for a cell compiled here,
     /// `{"compiles", "hits", "misses", "device_steps_hit", "device_steps_missed",
     /// "not_cached", "unreadable"}`, else null; `parallel`: what its compile ran with, `{"ninja-jobs",
@@ -437,7 +440,8 @@ pub(crate) fn print_built(report: &bundle::BundleReport, json: bool) -> anyhow::
             .iter()
             .map(|v| serde_json::json!({"name": v.name, "path": v.path, "files": v.files, "id": v.id, "reused": v.reused, "compile-cache": v.compiles, "parallel": v.parallel.map(|(p, _)| p)}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "variants": variants }))?);
+        let doc = serde_json::json!({ "variants": variants, "skipped": report.skipped });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
     for v in &report.built {

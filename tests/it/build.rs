@@ -1114,11 +1114,14 @@ Options:
 
       --json
           Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files", "id",
-          "reused", "compile-cache", "parallel"}]}` (`files`, `id` and `reused` are null for a Nix
-          build; `compile-cache`: what the compile cache did for a cell compiled here, `{"compiles",
-          "hits", "misses", "device_steps_hit", "device_steps_missed", "not_cached", "unreadable"}`,
-          else null; `parallel`: what its compile ran with, `{"ninja-jobs", "nvcc-threads",
-          "split-compile"}`, else null)
+          "reused", "compile-cache", "parallel"}], "skipped": [{"backend", "variant", "kind",
+          "reason"}]}` (`skipped`, absent for a Nix build: the compiled cells not built, without
+          `variant` when a whole backend is meant, `kind` one of not-native, toolchain, config,
+          pins, provision; `files`, `id` and `reused` are null for a Nix build; `compile-cache`:
+          what the compile cache did for a cell compiled here, `{"compiles", "hits", "misses",
+          "device_steps_hit", "device_steps_missed", "not_cached", "unreadable"}`, else null;
+          `parallel`: what its compile ran with, `{"ninja-jobs", "nvcc-threads", "split-compile"}`,
+          else null)
 
       --builders <SPEC>
           Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),
@@ -1507,6 +1510,8 @@ fn json_flags_print_one_document_on_stdout() {
     assert_eq!(names, ["torch-cuda", "torch-rocm", "torch-xpu"]);
     assert_eq!(v["variants"][0]["files"], 7);
     assert_eq!(v["variants"][0]["id"], format!("_vector_add_cuda_{}", uid()));
+    // Noarch only: nothing compiled, so nothing skipped.
+    assert_eq!(v["skipped"], serde_json::json!([]));
 
     let out = kb(t.path()).args(["verify", "--json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));

@@ -171,6 +171,34 @@ fn relu_bundle_cells_build_from_pinned_wheels_online_and_from_a_wheelhouse() {
     eprintln!("pinned relu bundle, second build: {warm:.1} s");
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(verbs(&again), BUILT.map(|v| format!("reused {v}")));
+    // `--json` lists the cells not built, each with the kind of what stands in the way.
+    let json = kb(&relu, &cells, &shared_toolchain_cache(), &["build-and-copy", "--nix", "never", "--json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let skipped: Vec<(&str, &str, &str)> = doc["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["backend"].as_str().unwrap(),
+                s["variant"].as_str().unwrap_or("-"),
+                s["kind"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("cuda", "torch214-cxx11-cu126-x86_64-linux", "pins"),
+            ("cuda", "torch214-cxx11-cu132-x86_64-linux", "pins"),
+            ("metal", "-", "not-native"),
+            ("rocm", "torch213-cxx11-rocm71-x86_64-linux", "not-native"),
+            ("rocm", "torch213-cxx11-rocm72-x86_64-linux", "not-native"),
+            ("rocm", "torch214-cxx11-rocm72-x86_64-linux", "not-native"),
+            ("xpu", "torch213-cxx11-xpu20260-x86_64-linux", "not-native"),
+        ]
+    );
     // `native-cache` shows the toolchain cache: each wheel by its pinned file name.
     let show = kb(&relu, &cells, &shared_toolchain_cache(), &["native-cache"]);
     assert_eq!(show.code, 0, "{}", show.stderr);

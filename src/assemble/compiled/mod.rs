@@ -70,7 +70,9 @@ pub use cmake::{
     cell_facts, jobs_from_env, module_suffix, nvcc_split_from_env, nvcc_threads_from_env, CompilesRun,
     WorkDir, BUILD_ENV,
 };
-pub use plan::{plan_cell, CargoTools, CompiledCell, PlannedVariant, SkippedBackend, CUDA_CAPABILITIES_VAR};
+pub use plan::{
+    plan_cell, CargoTools, CompiledCell, PlannedVariant, SkipKind, SkippedBackend, CUDA_CAPABILITIES_VAR,
+};
 
 use super::build_layout::{check_layout, zip_package, BuildLayout};
 use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};

@@ -612,7 +612,60 @@ pub struct SkippedBackend {
     /// The cell not built, when one cell of the backend is meant (a pinned bundle cell).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// What stands in the way, for a program (`--json`'s `kind`).
+    pub kind: SkipKind,
+    /// The same for a person: what is missing and what to do.
     pub reason: String,
+}
+
+/// What keeps a compiled cell from being built on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipKind {
+    /// This version does not build the backend natively (ROCm, XPU, Metal; a Rust kernel's
+    /// language not yet built): nothing on the machine would change that.
+    NotNative,
+    /// The machine's toolchain lacks or refuses what the cell needs (a C++ compiler, a CUDA
+    /// torch, an nvcc of torch's CUDA, tvm-ffi).
+    Toolchain,
+    /// build.toml asks for what the cell cannot build (outside its torch or CUDA bounds, CUDA
+    /// capabilities its CUDA cannot build).
+    Config,
+    /// The cell's pins (nix/torch-wheels.json) are incomplete (no entry, no sha256 yet) or
+    /// build another cell.
+    Pins,
+    /// Its pinned toolchain could not be had: a download, a wheelhouse, the disk.
+    Provision,
+}
+
+impl SkipKind {
+    /// The kind of `e`, an error of planning a cell of `backend` (`pinned`: from its pins).
+    pub fn of(config: &BuildConfig, backend: Backend, e: &anyhow::Error, pinned: bool) -> SkipKind {
+        if crate::assemble::not_yet::NotYet::for_backend(config, backend).is_some()
+            || !matches!(backend, Backend::Cpu | Backend::Cuda)
+        {
+            return SkipKind::NotNative;
+        }
+        if e.downcast_ref::<crate::toolchain::pins::PinError>().is_some() {
+            return SkipKind::Pins;
+        }
+        match crate::error::kind(e) {
+            Kind::Config => SkipKind::Config,
+            Kind::Toolchain => SkipKind::Toolchain,
+            _ if pinned => SkipKind::Provision,
+            _ => SkipKind::Toolchain,
+        }
+    }
+}
+
+impl SkippedBackend {
+    /// The note a build prints for it.
+    pub fn note(&self) -> String {
+        match &self.variant {
+            Some(v) => format!("`{v}` is not built: {}", self.reason),
+            None => format!("the `{}` variant is not built: {}", self.backend, self.reason),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -631,6 +684,61 @@ mod tests {
         assert_eq!(sel(&["8.0", "12.0"]).unwrap(), ["8.0", "12.0+PTX"]);
         assert!(sel(&["8.6"]).unwrap().is_empty());
         assert!(sel(&["sm_90"]).unwrap_err().to_string().contains("is not a CUDA capability"));
+    }
+
+    #[test]
+    fn a_skipped_cell_is_of_the_kind_its_error_says() {
+        let config = |backends: &str, framework: &str, kernel: &str| {
+            let text = format!(
+                "[general]\nname = \"kk\"\nversion = 1\nedition = 6\nlicense = \"MIT\"\nbackends = [{backends}]\n[{framework}]\nsrc = [\"t.cpp\"]\n{kernel}"
+            );
+            crate::config::parse_str(
+                camino::Utf8Path::new("build.toml"),
+                &text,
+                None,
+                crate::config::diagnostics::RenderStyle::Plain,
+            )
+            .expect("parses")
+            .finish(Vec::new())
+            .expect("valid")
+            .config
+        };
+        let c = config(
+            "\"cpu\", \"cuda\", \"rocm\"",
+            "torch",
+            "[kernel.a]\nlanguage = \"cpp-cpu\"\ndepends = []\nsrc = [\"a.cpp\"]\n",
+        );
+        let any = anyhow::anyhow!("whatever");
+        assert_eq!(SkipKind::of(&c, Backend::Rocm, &any, false), SkipKind::NotNative);
+        let pins = anyhow::Error::from(crate::toolchain::pins::PinError::NoToolkit {
+            cuda: "12.6".into(),
+            system: "x86_64-linux".into(),
+        })
+        .context("cannot provision");
+        assert_eq!(SkipKind::of(&c, Backend::Cuda, &pins, true), SkipKind::Pins);
+        assert_eq!(SkipKind::of(&c, Backend::Cuda, &unusable("no nvcc".into()), false), SkipKind::Toolchain);
+        assert_eq!(SkipKind::of(&c, Backend::Cuda, &misconfigured("outside".into()), true), SkipKind::Config);
+        // A pinned toolchain that could not be had (a download, the disk); on the host, the toolchain.
+        assert_eq!(SkipKind::of(&c, Backend::Cuda, &any, true), SkipKind::Provision);
+        assert_eq!(SkipKind::of(&c, Backend::Cpu, &any, false), SkipKind::Toolchain);
+        // A Rust kernel this version does not build yet.
+        let rust = config(
+            "\"cuda\"",
+            "tvm-ffi",
+            "[kernel.b]\nlanguage = \"rust-cutile\"\ncargo-manifest = \"Cargo.toml\"\nsrc = [\"src/lib.rs\"]\ntileiras-minver = \"13.2\"\n",
+        );
+        assert_eq!(SkipKind::of(&rust, Backend::Cuda, &any, false), SkipKind::NotNative);
+        let s = SkippedBackend {
+            backend: Backend::Rocm,
+            variant: None,
+            kind: SkipKind::NotNative,
+            reason: "r".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&s).unwrap(),
+            serde_json::json!({"backend": "rocm", "kind": "not-native", "reason": "r"})
+        );
+        assert_eq!(s.note(), "the `rocm` variant is not built: r");
     }
 
     #[test]
