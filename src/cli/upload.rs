@@ -77,7 +77,7 @@ fn check_writable(path: &camino::Utf8Path) -> anyhow::Result<()> {
 pub fn require_token(flags: &UploadFlags) -> anyhow::Result<Option<crate::hub::auth::Token>> {
     let token = auth::find_token()?.map(|(t, _)| t);
     if !flags.dry_run && token.is_none() {
-        return Err(crate::error::Error::from(HubFailure(anyhow::anyhow!(hub::upload::NO_TOKEN))).into());
+        return Err(hub::upload::no_token().into());
     }
     Ok(token)
 }

@@ -748,10 +748,15 @@ fn head_of(refs: &super::client::Refs, branch: &str) -> Option<String> {
     refs.branches.iter().find(|b| b.name == branch).map(|b| b.target_commit.clone())
 }
 
-/// The error of an upload without a token.
-pub const NO_TOKEN: &str =
-    "no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from \
-     $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one";
+/// The error of an upload without a token, what to do as its hints (`--json` lists them).
+pub fn no_token() -> crate::error::Error {
+    crate::error::Error::new(crate::error::Kind::Hub, "no Hub token").with_hints([
+        "set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, \
+         else $HF_HOME/token)"
+            .to_owned(),
+        "`--dry-run` works without one".to_owned(),
+    ])
+}
 
 /// Publish `prepared` to the Hub at `endpoint` (see the module docs). With `dry_run`, only
 /// reads (anonymously unless a token is given), and plans against an empty repository when
@@ -767,7 +772,7 @@ pub fn upload(
     token: Option<Token>,
 ) -> Result<Outcome, Box<Failed>> {
     if !opts.dry_run && token.is_none() {
-        let error = anyhow::anyhow!(NO_TOKEN);
+        let error = anyhow::Error::from(no_token());
         return Err(Box::new(Failed { outcome: Outcome::not_started(prepared, &error), error }));
     }
     let mut outcome = Outcome {

@@ -114,6 +114,29 @@ fn upload_failure_before_the_hub_prints_the_document() {
     );
 }
 
+/// No token: the Hub hints (how to give one, `--dry-run`) are data, not words in the message.
+#[test]
+fn an_upload_without_a_token_lists_what_to_do_as_hints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = kb()
+        .args(["upload", ".", "--json"])
+        .current_dir(tmp.path())
+        .env_remove("HF_TOKEN")
+        .env_remove("HF_TOKEN_PATH")
+        .env("HF_HOME", tmp.path().join("hf"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc,
+        json!({"ok": false, "command": "upload", "error": {"message": "no Hub token", "causes": [], "hints": [
+            "set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token)",
+            "`--dry-run` works without one"
+        ]}})
+    );
+}
+
 /// Without `--json` a failure leaves stdout empty: the document is only for `--json`.
 #[test]
 fn without_json_a_failure_prints_nothing_on_stdout() {

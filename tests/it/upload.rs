@@ -577,7 +577,9 @@ fn token_from_the_login_file_and_no_token_at_all() {
     assert_eq!(r.code, 1);
     assert_eq!(
         r.stderr,
-        "error: no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one\n"
+        "error: no Hub token\n\
+         hint: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token)\n\
+         hint: `--dry-run` works without one\n"
     );
     assert_eq!(env.server.stats()["requests"], json!({}));
 
@@ -837,7 +839,9 @@ fn build_and_upload_without_a_token_builds_nothing() {
     assert_eq!(r.code, 1);
     assert_eq!(
         r.stderr,
-        "error: no Hub token: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token); `--dry-run` works without one\n"
+        "error: no Hub token\n\
+         hint: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token)\n\
+         hint: `--dry-run` works without one\n"
     );
     assert!(!dir.join("build").exists());
     assert_eq!(env.server.stats()["requests"], json!({}));
