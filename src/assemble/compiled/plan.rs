@@ -162,127 +162,15 @@ pub fn plan_cell(
     host: &HostToolchain,
 ) -> anyhow::Result<CompiledCell> {
     let system = matrix::host_system();
-    if let Some(refusal) = crate::assemble::not_yet::NotYet::for_backend(config, backend) {
-        return Err(Error::from(refusal).into());
-    }
-    if !matches!(backend, Backend::Cpu | Backend::Cuda) {
-        let tool = match (backend, &config.framework) {
-            (Backend::Rocm, Framework::TvmFfi(_)) => "hipcc",
-            (Backend::Rocm, _) => "hipcc and a ROCm torch",
-            (Backend::Xpu, Framework::TvmFfi(_)) => "icpx",
-            (Backend::Xpu, _) => "icpx and an XPU torch",
-            (Backend::Metal, _) => "xcrun metal on macOS",
-            _ => "a toolchain",
-        };
-        return Err(unusable(format!(
-            "native `{backend}` builds need {tool}; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)"
-        )));
-    }
-    let framework = match &config.framework {
-        Framework::TvmFfi(_) => CellFramework::TvmFfi(host.tvm_ffi()?.clone()),
-        _ => {
-            let torch = host.torch()?.clone();
-            if system.ends_with("-linux") && !torch.cxx11_abi {
-                return Err(unusable(format!(
-                    "torch {} in `{}` uses the pre-C++11 ABI, which the build matrix does not build; use a torch built with the C++11 ABI",
-                    torch.version, host.python
-                )));
-            }
-            CellFramework::Torch(torch)
-        }
-    };
+    refuse_not_native(config, backend)?;
+    let framework = cell_framework(config, host, &system)?;
     let (cmake, ninja, cxx) = base_tools(host, framework.executable())?;
-    let (backend_version, nvcc) = match (backend, &framework) {
-        (Backend::Cuda, CellFramework::Torch(torch)) => {
-            let cuda = torch.cuda.clone().ok_or_else(|| {
-                unusable(format!(
-                    "torch {} in `{}` is not a CUDA build (torch.version.cuda is None); install a CUDA torch",
-                    torch.version, host.python
-                ))
-            })?;
-            let want = WantCuda { cuda: &cuda, torch_version: &torch.version };
-            let nvcc = match host.provisioned.as_ref().and_then(|p| p.nvcc.clone()) {
-                Some(pinned) => nvcc_tool(pinned, Some(want))?,
-                None => find_nvcc(&torch.purelib, &torch.executable, Some(want))?,
-            };
-            (Some(cuda), Some(nvcc))
-        }
-        (Backend::Cuda, CellFramework::TvmFfi(f)) => {
-            // The CUDA of a tvm-ffi cell is the nvcc's (`13.0.88` → `13.0`).
-            let nvcc = find_nvcc(&f.purelib, &f.executable, None)?;
-            let v = Version::parse(&nvcc.version).with_context(|| format!("`{}`", nvcc.path))?;
-            (Some(format!("{}.{}", v.part(0), v.part(1))), Some(nvcc))
-        }
-        _ => (None, None),
-    };
-    let (min, max) = config.framework.torch_bounds();
-    if let Some(torch) = framework.torch() {
-        let tv = torch.public_version();
-        if min.is_some_and(|m| tv < *m) || max.is_some_and(|m| tv > *m) {
-            return Err(unusable(format!(
-                "torch {} in `{}` is outside `[torch]` minver/maxver of `{}`; use a Python environment with a torch in range",
-                torch.version, host.python, config.path
-            )));
-        }
-    }
+    let (backend_version, nvcc) = backend_toolchain(backend, &framework, host)?;
     let bv = backend_version.as_deref().map(Version::parse).transpose()?;
-    if backend == Backend::Cuda {
-        let g = &config.general.cuda;
-        let cuda = bv.as_ref().expect("CUDA version");
-        if g.minver.as_ref().is_some_and(|m| cuda < m) || g.maxver.as_ref().is_some_and(|m| cuda > m) {
-            return Err(unusable(format!(
-                "{} CUDA {cuda} is outside `[general.cuda]` minver/maxver of `{}`",
-                if framework.torch().is_some() { "torch's" } else { "nvcc's" },
-                config.path
-            )));
-        }
-    }
+    check_bounds(config, backend, &framework, bv.as_ref(), host)?;
     let compute = naming::compute_tag(backend, bv.as_ref());
-    // `named_version`: what the nearest bundle cells are looked for by, torch's version (also
-    // for a stable-ABI cell) or tvm-ffi's major.minor.
-    let (kind, variant, named_version) = match (&config.framework, &framework) {
-        (Framework::TvmFfi(_), CellFramework::TvmFfi(f)) => {
-            let v = f.major_minor()?;
-            (CellKind::TvmFfi, naming::tvm_ffi_name(&v, &compute, &system), v)
-        }
-        (Framework::Torch(t), CellFramework::Torch(torch)) => {
-            let tv = torch.public_version();
-            match t.stable_abi.for_backend(backend) {
-                Some(abi) => {
-                    if tv < *abi {
-                        return Err(unusable(format!(
-                            "torch {} is older than the stable ABI target {abi} of `[torch] stable-abi`",
-                            torch.version
-                        )));
-                    }
-                    (CellKind::StableAbi, naming::stable_abi_name(abi, &compute, &system), tv)
-                }
-                None => (CellKind::Torch, naming::torch_arch_name(&tv, &compute, &system), tv),
-            }
-        }
-        _ => anyhow::bail!(
-            "`{}` is a `[{}]` kernel, which compiles nothing for `{backend}`",
-            config.path,
-            config.framework.section()
-        ),
-    };
-
-    let kernels: Vec<String> =
-        matrix::cells::kernels_in_cell(config, backend, bv.as_ref()).map(|(n, _)| n.clone()).collect();
-    if kernels.is_empty() {
-        return Err(misconfigured(format!(
-            "no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"
-        )));
-    }
-    let cargo = cargo_tools(config, backend, &kernels)?;
-    if let (Some(c), Some(set)) = (&cargo, &host.package_set) {
-        // A Nix cell builds sandboxed, offline: the locked crates would have to be store paths
-        // (a vendored Cargo.lock), and the package sets here bring no Rust toolchain.
-        anyhow::bail!(
-            "`[kernel.{}]` is a rust-cpu kernel, which Nix cells (package set `{set}`) do not build yet: a cell's derivation gets no cargo from its package set and cannot fetch the locked crates in the sandbox; build it natively with `kernel-builder build-and-copy --nix never`",
-            c.kernel
-        );
-    }
+    let (kind, variant, named_version) = cell_name(config, backend, &framework, &compute, &system)?;
+    let (kernels, cargo) = cell_kernels(config, backend, bv.as_ref(), host)?;
     let CellCapabilities { by_kernel: cuda_capabilities, notes, only: capabilities_only } = match backend {
         Backend::Cuda => {
             let cuda = backend_version.as_deref().expect("CUDA version");
@@ -323,6 +211,173 @@ pub fn plan_cell(
         pins: host.provisioned.as_ref().and_then(|p| p.pins.clone()),
         cargo,
     })
+}
+
+/// Refuse what this version does not build natively: a kernel of a language not built yet
+/// ([`crate::assemble::not_yet::NotYet`]), a backend other than CPU and CUDA.
+fn refuse_not_native(config: &BuildConfig, backend: Backend) -> anyhow::Result<()> {
+    if let Some(refusal) = crate::assemble::not_yet::NotYet::for_backend(config, backend) {
+        return Err(Error::from(refusal).into());
+    }
+    if !matches!(backend, Backend::Cpu | Backend::Cuda) {
+        let tool = match (backend, &config.framework) {
+            (Backend::Rocm, Framework::TvmFfi(_)) => "hipcc",
+            (Backend::Rocm, _) => "hipcc and a ROCm torch",
+            (Backend::Xpu, Framework::TvmFfi(_)) => "icpx",
+            (Backend::Xpu, _) => "icpx and an XPU torch",
+            (Backend::Metal, _) => "xcrun metal on macOS",
+            _ => "a toolchain",
+        };
+        return Err(unusable(format!(
+            "native `{backend}` builds need {tool}; this version builds cpu and cuda cells natively (generate the project with `kernel-builder create-pyproject`)"
+        )));
+    }
+    Ok(())
+}
+
+/// What the cell compiles against: tvm-ffi, or a torch built with the C++11 ABI on Linux.
+fn cell_framework(config: &BuildConfig, host: &HostToolchain, system: &str) -> anyhow::Result<CellFramework> {
+    Ok(match &config.framework {
+        Framework::TvmFfi(_) => CellFramework::TvmFfi(host.tvm_ffi()?.clone()),
+        _ => {
+            let torch = host.torch()?.clone();
+            if system.ends_with("-linux") && !torch.cxx11_abi {
+                return Err(unusable(format!(
+                    "torch {} in `{}` uses the pre-C++11 ABI, which the build matrix does not build; use a torch built with the C++11 ABI",
+                    torch.version, host.python
+                )));
+            }
+            CellFramework::Torch(torch)
+        }
+    })
+}
+
+/// The backend's version and compiler: for CUDA, torch's CUDA and an nvcc of it (the pinned
+/// one, else found beside torch), or for a tvm-ffi cell the nvcc found and its version.
+fn backend_toolchain(
+    backend: Backend,
+    framework: &CellFramework,
+    host: &HostToolchain,
+) -> anyhow::Result<(Option<String>, Option<Tool>)> {
+    Ok(match (backend, framework) {
+        (Backend::Cuda, CellFramework::Torch(torch)) => {
+            let cuda = torch.cuda.clone().ok_or_else(|| {
+                unusable(format!(
+                    "torch {} in `{}` is not a CUDA build (torch.version.cuda is None); install a CUDA torch",
+                    torch.version, host.python
+                ))
+            })?;
+            let want = WantCuda { cuda: &cuda, torch_version: &torch.version };
+            let nvcc = match host.provisioned.as_ref().and_then(|p| p.nvcc.clone()) {
+                Some(pinned) => nvcc_tool(pinned, Some(want))?,
+                None => find_nvcc(&torch.purelib, &torch.executable, Some(want))?,
+            };
+            (Some(cuda), Some(nvcc))
+        }
+        (Backend::Cuda, CellFramework::TvmFfi(f)) => {
+            // The CUDA of a tvm-ffi cell is the nvcc's (`13.0.88` → `13.0`).
+            let nvcc = find_nvcc(&f.purelib, &f.executable, None)?;
+            let v = Version::parse(&nvcc.version).with_context(|| format!("`{}`", nvcc.path))?;
+            (Some(format!("{}.{}", v.part(0), v.part(1))), Some(nvcc))
+        }
+        _ => (None, None),
+    })
+}
+
+/// The cell's torch within `[torch]` minver/maxver, its CUDA (`bv`) within `[general.cuda]`'s.
+fn check_bounds(
+    config: &BuildConfig,
+    backend: Backend,
+    framework: &CellFramework,
+    bv: Option<&Version>,
+    host: &HostToolchain,
+) -> anyhow::Result<()> {
+    let (min, max) = config.framework.torch_bounds();
+    if let Some(torch) = framework.torch() {
+        let tv = torch.public_version();
+        if min.is_some_and(|m| tv < *m) || max.is_some_and(|m| tv > *m) {
+            return Err(unusable(format!(
+                "torch {} in `{}` is outside `[torch]` minver/maxver of `{}`; use a Python environment with a torch in range",
+                torch.version, host.python, config.path
+            )));
+        }
+    }
+    if backend == Backend::Cuda {
+        let g = &config.general.cuda;
+        let cuda = bv.expect("CUDA version");
+        if g.minver.as_ref().is_some_and(|m| cuda < m) || g.maxver.as_ref().is_some_and(|m| cuda > m) {
+            return Err(unusable(format!(
+                "{} CUDA {cuda} is outside `[general.cuda]` minver/maxver of `{}`",
+                if framework.torch().is_some() { "torch's" } else { "nvcc's" },
+                config.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The cell's kind and variant name, and the version its nearest bundle cells are looked for
+/// by: torch's (also for a stable-ABI cell) or tvm-ffi's major.minor.
+fn cell_name(
+    config: &BuildConfig,
+    backend: Backend,
+    framework: &CellFramework,
+    compute: &str,
+    system: &str,
+) -> anyhow::Result<(CellKind, String, Version)> {
+    Ok(match (&config.framework, framework) {
+        (Framework::TvmFfi(_), CellFramework::TvmFfi(f)) => {
+            let v = f.major_minor()?;
+            (CellKind::TvmFfi, naming::tvm_ffi_name(&v, compute, system), v)
+        }
+        (Framework::Torch(t), CellFramework::Torch(torch)) => {
+            let tv = torch.public_version();
+            match t.stable_abi.for_backend(backend) {
+                Some(abi) => {
+                    if tv < *abi {
+                        return Err(unusable(format!(
+                            "torch {} is older than the stable ABI target {abi} of `[torch] stable-abi`",
+                            torch.version
+                        )));
+                    }
+                    (CellKind::StableAbi, naming::stable_abi_name(abi, compute, system), tv)
+                }
+                None => (CellKind::Torch, naming::torch_arch_name(&tv, compute, system), tv),
+            }
+        }
+        _ => anyhow::bail!(
+            "`{}` is a `[{}]` kernel, which compiles nothing for `{backend}`",
+            config.path,
+            config.framework.section()
+        ),
+    })
+}
+
+/// The `[kernel.*]` the cell compiles (at least one), and cargo and rustc for a Rust kernel
+/// (natively only: a Nix cell has no Rust toolchain).
+fn cell_kernels(
+    config: &BuildConfig,
+    backend: Backend,
+    bv: Option<&Version>,
+    host: &HostToolchain,
+) -> anyhow::Result<(Vec<String>, Option<CargoTools>)> {
+    let kernels: Vec<String> =
+        matrix::cells::kernels_in_cell(config, backend, bv).map(|(n, _)| n.clone()).collect();
+    if kernels.is_empty() {
+        return Err(misconfigured(format!(
+            "no `[kernel.*]` of `{backend}` applies to this cell (see `cuda-minver`)"
+        )));
+    }
+    let cargo = cargo_tools(config, backend, &kernels)?;
+    if let (Some(c), Some(set)) = (&cargo, &host.package_set) {
+        // A Nix cell builds sandboxed, offline: the locked crates would have to be store paths
+        // (a vendored Cargo.lock), and the package sets here bring no Rust toolchain.
+        anyhow::bail!(
+            "`[kernel.{}]` is a rust-cpu kernel, which Nix cells (package set `{set}`) do not build yet: a cell's derivation gets no cargo from its package set and cannot fetch the locked crates in the sandbox; build it natively with `kernel-builder build-and-copy --nix never`",
+            c.kernel
+        );
+    }
+    Ok((kernels, cargo))
 }
 
 /// A [`Kind::Toolchain`] error: what builds the cell is missing or cannot build it.
@@ -641,9 +696,7 @@ pub enum SkipKind {
 impl SkipKind {
     /// The kind of `e`, an error of planning a cell of `backend` (`pinned`: from its pins).
     pub fn of(config: &BuildConfig, backend: Backend, e: &anyhow::Error, pinned: bool) -> SkipKind {
-        if crate::assemble::not_yet::NotYet::for_backend(config, backend).is_some()
-            || !matches!(backend, Backend::Cpu | Backend::Cuda)
-        {
+        if refuse_not_native(config, backend).is_err() {
             return SkipKind::NotNative;
         }
         if e.downcast_ref::<crate::toolchain::pins::PinError>().is_some() {
