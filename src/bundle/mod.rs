@@ -53,6 +53,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 pub mod cellcache;
 mod lock;
+pub mod native;
 mod plan;
 mod pool;
 mod transaction;

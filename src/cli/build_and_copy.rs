@@ -7,8 +7,6 @@ use camino::Utf8PathBuf;
 
 use crate::assemble::assemble_one;
 use crate::bundle;
-use crate::bundle::build_native;
-use crate::bundle::cellcache::CellCache;
 use crate::config::Backend;
 use crate::source::provenance::KernelRevision;
 use crate::toolchain::host::HostToolchain;
@@ -280,44 +278,45 @@ impl bundle::Progress for CellBar {
     }
 }
 
-/// Build the variants of `plan` natively with the cache and jobs of `native`, a progress bar on
-/// stderr unless `quiet`, and print the build's warnings and notes to stderr (`build-and-copy`,
-/// `build-and-upload`); `pinned` is the toolchain cache the plan's pinned cells come from.
-pub(crate) fn run_native(
-    dir: &camino::Utf8Path,
-    kernel: &crate::kernel::Kernel,
-    variants: &[String],
-    plan: &bundle::Plan,
-    native: &NativeArgs,
+/// Run the native build `b` ([`bundle::native::build`]) with a progress bar on stderr unless
+/// `quiet`, and print its warnings and notes to stderr (`build-and-copy`, `build-and-upload`).
+pub(crate) fn build_natively(
+    b: &bundle::native::NativeBuild<'_>,
     quiet: bool,
-    pinned: Option<&crate::toolchain::store::Store>,
-) -> anyhow::Result<bundle::BundleReport> {
-    let cache = match CellCache::user() {
-        _ if native.no_cache => None,
-        Ok(c) => Some(c),
-        Err(e) => {
-            crate::printer::stderr!("note: {e:#}; building every cell without the native cell cache");
-            None
-        }
-    };
-    let jobs = match native.jobs {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        n => n,
-    };
-    // The locked kernel dependencies, fetched (or found in the cache) and checked first.
-    crate::kdeps::fetch_for_build(&kernel.config, dir)?;
+) -> anyhow::Result<bundle::native::NativeOutcome> {
     let bar = CellBar::new(quiet || crate::printer::level() == crate::printer::Level::Quiet);
-    let options = bundle::BuildOptions { cache: cache.as_ref(), jobs, progress: &bar, pinned };
-    let report = build_native(dir, &kernel.config, &kernel.cells, variants, plan, &options);
+    let outcome = bundle::native::build(b, &bar);
     bar.bar.finish_and_clear();
-    let report = report?;
-    for w in &report.warnings {
+    let outcome = outcome?;
+    for w in &outcome.report.warnings {
         crate::printer::stderr!("warning: {w}");
     }
-    for n in &report.notes {
+    for n in &outcome.report.notes {
         crate::printer::stderr!("note: {n}");
     }
-    Ok(report)
+    Ok(outcome)
+}
+
+impl NativeArgs {
+    /// The native build of `kernel` in `dir` these arguments (and `toolchain`'s) ask for.
+    pub(crate) fn build<'a>(
+        &self,
+        dir: &'a camino::Utf8Path,
+        kernel: &'a crate::kernel::Kernel,
+        variants: &'a [String],
+        host: HostToolchain,
+        toolchains: bundle::ToolchainRequest,
+    ) -> bundle::native::NativeBuild<'a> {
+        bundle::native::NativeBuild {
+            dir,
+            kernel,
+            variants,
+            host,
+            toolchains,
+            jobs: self.jobs,
+            cell_cache: !self.no_cache,
+        }
+    }
 }
 
 /// Whether an executable `nix` is on PATH.
@@ -404,29 +403,9 @@ pub fn run(args: Args) -> super::CmdResult {
     );
 
     let loaded = super::load_config_locked(&dir)?;
-    let host = args.toolchain.host();
-    let toolchains = bundle::choose_toolchains(
-        &loaded.config,
-        &args.toolchain.request(args.offline, &args.find_links, !args.json, false),
-    )?;
-    let plan =
-        bundle::Plan::new(&loaded.config, &loaded.cells, &host, &toolchains, &args.variants, &|_| false);
-    let report =
-        run_native(&dir, &loaded, &args.variants, &plan, &args.native, args.json, toolchains.store())?;
-    if let Some(store) = toolchains.into_store() {
-        // Bounded: the least recently used wheels and trees go, unless another build uses them.
-        // What this build used is kept, and a bound smaller than that is said.
-        let max = crate::toolchain::store::max_bytes()?;
-        match store.prune(max, false) {
-            Ok(Some(pruned)) => {
-                if let Some(w) = pruned.over_bound(max) {
-                    crate::printer::stderr!("warning: {w}");
-                }
-            }
-            Ok(None) => {}
-            Err(e) => crate::printer::stderr!("warning: the toolchain cache was not pruned: {e:#}"),
-        }
-    }
+    let request = args.toolchain.request(args.offline, &args.find_links, !args.json, false);
+    let build = args.native.build(&dir, &loaded, &args.variants, args.toolchain.host(), request);
+    let report = build_natively(&build, args.json)?.report;
     print_built(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -43,21 +43,10 @@ pub fn run(args: Args) -> super::CmdResult {
     super::upload::require_token(&args.flags)?;
     // Without --python, the CPU and CUDA bundle cells build (and are verified) from pinned
     // wheels, as `build-and-copy --nix never` builds them: one plan for both.
-    let toolchains = bundle::choose_toolchains(
-        &loaded.config,
-        &args.toolchain.request(false, &[], !args.flags.json, false),
-    )?;
-    let plan =
-        bundle::Plan::new(&loaded.config, &loaded.cells, &host, &toolchains, &args.variants, &|_| false);
-    let report = super::build_and_copy::run_native(
-        &dir,
-        &loaded,
-        &args.variants,
-        &plan,
-        &args.native,
-        args.flags.json,
-        toolchains.store(),
-    )?;
+    let request = args.toolchain.request(false, &[], !args.flags.json, false);
+    let build = args.native.build(&dir, &loaded, &args.variants, host, request);
+    let bundle::native::NativeOutcome { plan, report } =
+        super::build_and_copy::build_natively(&build, args.flags.json)?;
     // The same lines as build-and-copy, on the same stream; with --json the upload's document
     // is the one on stdout, so the build lines go to stderr.
     if args.flags.json {

@@ -1,0 +1,87 @@
+//! The native build operation behind `build-and-copy --nix never` and `build-and-upload`: from
+//! a loaded kernel and what the command line asked, the whole build, with no printing.
+//!
+//! One call does every step the two commands share, in order: the pinned-or-host choice of
+//! toolchains ([`super::choose_toolchains`]), the plan ([`Plan::new`]), the native cell cache
+//! (opened unless turned off; a cache that cannot be opened is a note, and every cell builds),
+//! the kernel's locked dependencies ([`crate::kdeps::fetch_for_build`]), the build
+//! ([`super::build_native`]), and the toolchain cache's bound afterwards. What the user is told
+//! comes back in the [`BundleReport`] (warnings, notes, skipped cells) and through the
+//! [`Progress`] handed in; the caller renders it.
+
+use camino::Utf8Path;
+
+use super::{build_native, choose_toolchains, BuildOptions, BundleReport, Plan, Progress, ToolchainRequest};
+use crate::kernel::Kernel;
+use crate::source::Warning;
+use crate::toolchain::host::HostToolchain;
+
+/// What a native build is asked to do.
+#[derive(Debug)]
+pub struct NativeBuild<'a> {
+    /// The kernel directory.
+    pub dir: &'a Utf8Path,
+    /// Its build.toml, loaded.
+    pub kernel: &'a Kernel,
+    /// Only these variants (`--variant`); all when empty.
+    pub variants: &'a [String],
+    /// The host toolchain (`--python`, the manylinux policy, capabilities, package set).
+    pub host: HostToolchain,
+    /// Pinned or host toolchains, and how the toolchain cache fetches.
+    pub toolchains: ToolchainRequest,
+    /// Cells built at once; `0`: one per core.
+    pub jobs: usize,
+    /// Reuse and store cells in the native cell cache (`--no-cache` turns it off).
+    pub cell_cache: bool,
+}
+
+/// What a native build did: its plan (which `build-and-upload` verifies against) and report.
+#[derive(Debug)]
+pub struct NativeOutcome {
+    pub plan: Plan,
+    pub report: BundleReport,
+}
+
+/// Build `b` natively; `progress` is told of each cell and of notes while it runs.
+///
+/// Errors: a toolchain cache that cannot be opened, a kernel dependency that cannot be had, and
+/// [`super::build_native`]'s (a variant asked for that cannot be built, a failed cell; then
+/// `build/` is as it was).
+pub fn build(b: &NativeBuild<'_>, progress: &dyn Progress) -> anyhow::Result<NativeOutcome> {
+    let toolchains = choose_toolchains(&b.kernel.config, &b.toolchains)?;
+    // The toolchain cache's bound, read before anything is built: a bad value fails now.
+    let bound = toolchains.store().map(|_| crate::toolchain::store::max_bytes()).transpose()?;
+    let plan = Plan::new(&b.kernel.config, &b.kernel.cells, &b.host, &toolchains, b.variants, &|_| false);
+    let cache = match super::CellCache::user() {
+        _ if !b.cell_cache => None,
+        Ok(c) => Some(c),
+        Err(e) => {
+            progress.note(&format!("{e:#}; building every cell without the native cell cache"));
+            None
+        }
+    };
+    let jobs = match b.jobs {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n,
+    };
+    // The locked kernel dependencies, fetched (or found in the cache) and checked first.
+    crate::kdeps::fetch_for_build(&b.kernel.config, b.dir)?;
+    let options = BuildOptions { cache: cache.as_ref(), jobs, progress, pinned: toolchains.store() };
+    let mut report = build_native(b.dir, &b.kernel.config, &b.kernel.cells, b.variants, &plan, &options)?;
+    if let (Some(store), Some(max)) = (toolchains.into_store(), bound) {
+        report.warnings.extend(prune_toolchains(store, max));
+    }
+    Ok(NativeOutcome { plan, report })
+}
+
+/// Bound the toolchain cache after a build: the least recently used wheels and trees go, unless
+/// another build uses them. What this build used is kept, and a bound smaller than that is a
+/// warning, as is a prune that failed.
+fn prune_toolchains(store: crate::toolchain::store::Store, max: u64) -> Option<Warning> {
+    let warn = |message: String| Some(Warning { path: None, message });
+    match store.prune(max, false) {
+        Ok(Some(pruned)) => pruned.over_bound(max).and_then(warn),
+        Ok(None) => None,
+        Err(e) => warn(format!("the toolchain cache was not pruned: {e:#}")),
+    }
+}
