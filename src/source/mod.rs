@@ -450,35 +450,63 @@ impl Collector {
         }
     }
 
+    /// Add the package's files (rule 3) and check the package: its directory, its top
+    /// (`__init__.py`, nothing shadowing it), what was left out, and the files taken.
     fn add_package(&mut self, python_name: &str, pyext: &[String], config: &BuildConfig) {
         let ext = config.framework.ext_dir();
         let pkg = Utf8PathBuf::from(format!("{ext}/{python_name}"));
         let abs = self.root.join(&pkg);
         if !abs.is_dir() {
-            let mut found: Vec<String> = std::fs::read_dir(self.root.join(ext))
-                .map(|rd| {
-                    rd.filter_map(|e| e.ok())
-                        .filter(|e| e.path().is_dir())
-                        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            found.sort();
-            let hint = if found.is_empty() {
-                format!("create `{pkg}/__init__.py`")
-            } else {
-                format!(
-                    "found {}; the package directory must be named after `general.name` (`{}`) with `-` replaced by `_`",
-                    found.iter().map(|f| format!("`{ext}/{f}/`")).collect::<Vec<_>>().join(", "),
-                    config.general.name
-                )
-            };
-            self.errors.push(format!("the package directory `{pkg}/` does not exist; {hint}"));
+            self.missing_package(ext, &pkg, config);
             return;
         }
         if !self.inside(&abs, &pkg) {
             return;
         }
+        let has_init = self.check_package_top(&pkg, &abs, python_name);
+        let skipped = self.walk_package(&pkg, pyext);
+        let init = pkg.join("__init__.py");
+        if has_init && !self.files.contains_key(&init) {
+            self.errors.push(format!(
+                "`{init}` is not packaged because `py` is not in `pyext` ({}); add \"py\" to `{}.pyext`",
+                pyext.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", "),
+                config.framework.section()
+            ));
+        }
+        if !skipped.is_empty() {
+            self.warn_skipped_by_extension(&pkg, &skipped, pyext, config);
+        }
+        let heuristics = self.check_package_files();
+        self.check_heuristics(heuristics, config);
+    }
+
+    /// Record that the package directory `pkg` does not exist, naming the directories that do
+    /// exist in `ext` (a name that does not match `general.name` is the usual cause).
+    fn missing_package(&mut self, ext: &str, pkg: &Utf8Path, config: &BuildConfig) {
+        let mut found: Vec<String> = std::fs::read_dir(self.root.join(ext))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.path().is_dir())
+                    .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort();
+        let hint = if found.is_empty() {
+            format!("create `{pkg}/__init__.py`")
+        } else {
+            format!(
+                "found {}; the package directory must be named after `general.name` (`{}`) with `-` replaced by `_`",
+                found.iter().map(|f| format!("`{ext}/{f}/`")).collect::<Vec<_>>().join(", "),
+                config.general.name
+            )
+        };
+        self.errors.push(format!("the package directory `{pkg}/` does not exist; {hint}"));
+    }
+
+    /// Check the top of the package `pkg` (at `abs`): nothing named after the package, an
+    /// `__init__.py`. Returns whether the `__init__.py` exists.
+    fn check_package_top(&mut self, pkg: &Utf8Path, abs: &Utf8Path, python_name: &str) -> bool {
         let shadow = abs.join(python_name);
         if shadow.symlink_metadata().is_ok() {
             self.errors.push(format!(
@@ -491,9 +519,12 @@ impl Collector {
                 "`{pkg}/__init__.py` is missing; the `kernels` loader imports the package through it"
             ));
         }
+        has_init
+    }
 
-        let mut heuristics: Vec<(Utf8PathBuf, Option<Heuristic>, String)> = Vec::new();
-        let pkg_for_role = pkg.clone();
+    /// Add the files of the package `pkg` whose extension is in `pyext`, each with its
+    /// [`Role::Package`]. Returns the files left out only because of their extension.
+    fn walk_package(&mut self, pkg: &Utf8Path, pyext: &[String]) -> Vec<Utf8PathBuf> {
         // Dot-files (`.gitignore`) have no extension and are never taken.
         // Files left out only because of their extension, reported in one warning.
         let mut skipped: Vec<Utf8PathBuf> = Vec::new();
@@ -508,50 +539,45 @@ impl Collector {
             }
             taken
         };
-        let role = |below: &Utf8Path| -> Role {
-            let in_package = below.strip_prefix(&pkg_for_role).unwrap_or(below).to_owned();
-            let heuristic = in_package.file_name().and_then(crate::helion::parse).and_then(|h| {
-                Some(Heuristic {
-                    backend: Backend::from_name(&h.kind)?,
-                    stem: h.stem,
-                    device_kind: h.kind,
-                    compute: h.compute,
-                })
-            });
-            Role::Package { in_package, heuristic }
-        };
-        self.walk(&pkg, &mut want, &role);
+        let role = |below: &Utf8Path| package_role(pkg, below);
+        self.walk(pkg, &mut want, &role);
+        skipped
+    }
 
-        let init = pkg.join("__init__.py");
-        if has_init && !self.files.contains_key(&init) {
-            self.errors.push(format!(
-                "`{init}` is not packaged because `py` is not in `pyext` ({}); add \"py\" to `{}.pyext`",
-                pyext.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", "),
-                config.framework.section()
-            ));
+    /// Warn, once for all of them, about the files of the package `pkg` left out because their
+    /// extension is not in `pyext` (the first few named).
+    fn warn_skipped_by_extension(
+        &mut self,
+        pkg: &Utf8Path,
+        skipped: &[Utf8PathBuf],
+        pyext: &[String],
+        config: &BuildConfig,
+    ) {
+        const SHOWN: usize = 5;
+        let mut list: Vec<String> = skipped.iter().take(SHOWN).map(|p| format!("`{p}`")).collect();
+        if skipped.len() > SHOWN {
+            list.push(format!("and {} more", skipped.len() - SHOWN));
         }
-        if !skipped.is_empty() {
-            const SHOWN: usize = 5;
-            let mut list: Vec<String> = skipped.iter().take(SHOWN).map(|p| format!("`{p}`")).collect();
-            if skipped.len() > SHOWN {
-                list.push(format!("and {} more", skipped.len() - SHOWN));
-            }
-            self.warnings.push(Warning {
-                path: None,
-                message: format!(
-                    "{} file{} in `{pkg}/` {} not packaged because {} extension is not in `{}.pyext` ({}): {}",
-                    skipped.len(),
-                    if skipped.len() == 1 { "" } else { "s" },
-                    if skipped.len() == 1 { "is" } else { "are" },
-                    if skipped.len() == 1 { "its" } else { "their" },
-                    config.framework.section(),
-                    pyext.join(", "),
-                    list.join(", ")
-                ),
-            });
-        }
+        self.warnings.push(Warning {
+            path: None,
+            message: format!(
+                "{} file{} in `{pkg}/` {} not packaged because {} extension is not in `{}.pyext` ({}): {}",
+                skipped.len(),
+                if skipped.len() == 1 { "" } else { "s" },
+                if skipped.len() == 1 { "is" } else { "are" },
+                if skipped.len() == 1 { "its" } else { "their" },
+                config.framework.section(),
+                pyext.join(", "),
+                list.join(", ")
+            ),
+        });
+    }
 
-        // Checks on the collected package files.
+    /// Checks on the collected package files: no `metadata.json` (the build writes it), a
+    /// warning for an `_ops.py` (the generated one replaces it). Returns the files named like
+    /// Helion heuristics: path, the parsed name (`None`: no known device kind), file name.
+    fn check_package_files(&mut self) -> Vec<(Utf8PathBuf, Option<Heuristic>, String)> {
+        let mut heuristics: Vec<(Utf8PathBuf, Option<Heuristic>, String)> = Vec::new();
         for f in self.files.values() {
             let Role::Package { in_package, heuristic } = &f.role else {
                 continue;
@@ -573,6 +599,16 @@ impl Collector {
                 heuristics.push((f.rel.clone(), heuristic.clone(), name.to_owned()));
             }
         }
+        heuristics
+    }
+
+    /// Warn about Helion heuristic files that are never used or shipped as ordinary files (see
+    /// the module doc): no known device kind, a backend not built, no source file beside them.
+    fn check_heuristics(
+        &mut self,
+        heuristics: Vec<(Utf8PathBuf, Option<Heuristic>, String)>,
+        config: &BuildConfig,
+    ) {
         for (rel, h, name) in heuristics {
             match h {
                 None => self.warnings.push(Warning {
@@ -605,6 +641,21 @@ impl Collector {
             }
         }
     }
+}
+
+/// The role of the package file `below` (relative to the kernel directory) of the package
+/// `pkg`: its path in the package, and the Helion heuristic its name describes, if any.
+fn package_role(pkg: &Utf8Path, below: &Utf8Path) -> Role {
+    let in_package = below.strip_prefix(pkg).unwrap_or(below).to_owned();
+    let heuristic = in_package.file_name().and_then(crate::helion::parse).and_then(|h| {
+        Some(Heuristic {
+            backend: Backend::from_name(&h.kind)?,
+            stem: h.stem,
+            device_kind: h.kind,
+            compute: h.compute,
+        })
+    });
+    Role::Package { in_package, heuristic }
 }
 
 /// Copy a source file to the new file `dest` with mode `mode`, streaming (a source file is

@@ -99,113 +99,28 @@ pub fn cell_facts(
         .map(Utf8Path::to_owned)
         .collect();
     if cell.backend == Backend::Cuda {
-        let nvcc = cell.nvcc.as_ref().expect("CUDA cells have nvcc");
-        let root = nvcc.path.parent().and_then(Utf8Path::parent).map(Utf8Path::to_owned).unwrap_or_default();
-        basedirs.push(root.clone());
-        includes.push(root.join("include"));
-        if root.join("include/cccl").is_dir() {
-            includes.push(root.join("include/cccl"));
-        }
-        let libdir =
-            ["lib64", "lib"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or(root.join("lib"));
-        let cudart = find_versioned(&libdir, "libcudart.so").with_context(|| {
-            format!("no libcudart.so in `{libdir}` (the CUDA runtime); install it (`pip install nvidia-cuda-runtime`)")
-        })?;
-        libs.push(cudart);
-        env.push(("LIBRARY_PATH".to_owned(), libdir.to_string()));
-        cache.insert("CMAKE_CUDA_COMPILER".into(), nvcc.path.to_string());
-        cache.insert("CMAKE_CUDA_HOST_COMPILER".into(), cell.cxx.path.to_string());
-        for (k, caps) in &cell.cuda_capabilities {
-            let flags =
-                codegen::cuda::gencode_flags(caps).map_err(|e| anyhow::anyhow!("[kernel.{k}]: {e}"))?;
-            cache.insert(format!("KB_CUDA_ARCH_FLAGS_{}", codegen::cmake_ident(k)), flags.join(";"));
-            gencode.insert(k.clone(), flags);
-        }
+        let cuda = cuda_inputs(cell)?;
+        basedirs.push(cuda.root);
+        includes.extend(cuda.includes);
+        libs.push(cuda.cudart);
+        env.push(("LIBRARY_PATH".to_owned(), cuda.libdir.to_string()));
+        cache.extend(cuda.cache);
+        gencode = cuda.gencode;
     }
-    let mut warnings = Vec::new();
-    let mut dep_maps: Vec<(Utf8PathBuf, String)> = Vec::new();
-    for (name, k) in &config.kernels {
-        if !cell.kernels.contains(name) {
-            continue;
-        }
-        for d in &k.depends {
-            if *d == CppDependency::Torch {
-                continue;
-            }
-            let value = crate::env::DEP.var(&d.name());
-            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())?;
-            let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
-            cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));
-            warnings.extend(checkout.warning);
-            // Where the checkout lies does not reach the binary (Nix and native builds agree).
-            dep_maps.push((checkout.dir, format!("/{}", d.name())));
-        }
-    }
-    // A directory reached through a symbolic link (a cache directory that is a link) reaches
-    // the binary under its resolved name too (CMake resolves some paths, the compiler others):
-    // both names are mapped.
-    let map = |from: &Utf8Path, to: &str| -> Vec<String> {
-        let mut names = vec![from.to_owned()];
-        names.extend(resolved(from).filter(|r| r != from));
-        names.iter().map(|f| format!("-ffile-prefix-map={f}={to}")).collect()
-    };
-    let mut maps: Vec<String> =
-        [(src_dir, "."), (build_dir, "."), (framework_map.0.as_path(), framework_map.1)]
-            .into_iter()
-            .flat_map(|(from, to)| map(from, to))
-            .collect();
-    maps.extend(dep_maps.iter().flat_map(|(dir, to)| map(dir, to)));
-    basedirs.extend(dep_maps.iter().map(|(dir, _)| dir.clone()));
+    let deps = dependency_inputs(config, cell)?;
+    cache.extend(deps.cache);
+    let maps = prefix_maps(
+        &[(src_dir, "."), (build_dir, "."), (framework_map.0.as_path(), framework_map.1)],
+        &deps.maps,
+    );
+    basedirs.extend(deps.maps.iter().map(|(dir, _)| dir.clone()));
     basedirs.retain(|d| d.as_str() != "/" && !d.as_str().is_empty());
     // GCC emits STB_GNU_UNIQUE for function-local statics of inline functions and templates;
     // clang never does and has no such flag.
     let gnu = !cell.cxx.version.contains("clang");
-    // The prefix maps name the work directory and the framework's installation, which differ
-    // between cells and checkouts: with GCC they go in a specs file beside the build
-    // (`-specs=` with a path relative to the build directory, where every compile runs), so the
-    // command line the compile cache hashes is the same in every work directory, while the
-    // binary is mapped exactly as before. The compile cache's launcher also gives the compiler
-    // the work directory's own paths relative to the build directory
-    // ([`super::compile_cache::relative_args`]): `../src` and `.` are mapped as well.
-    // Clang reads no specs file, and a path with whitespace cannot be written in one: then the
-    // maps stay on the command line. So they do for compiles that may run on another machine:
-    // the file would not be there (sccache-dist sends the compiler and the preprocessed source
-    // only); the maps give the same bytes either way.
-    let relative_maps =
-        [format!("-ffile-prefix-map={}=.", super::compile_cache::relative_dir(build_dir, src_dir))];
-    let specs_possible =
-        gnu && compiles == CompilesRun::Here && !maps.iter().any(|m| m.chars().any(char::is_whitespace));
-    let specs = specs_possible.then(|| {
-        let all: Vec<&str> = maps.iter().chain(&relative_maps).map(String::as_str).collect();
-        format!("*cc1:\n+ {0}\n\n*cc1plus:\n+ {0}\n\n", all.join(" "))
-    });
-    // On the command line, the compile cache's launcher gives each map absolute and relative
-    // ([`super::compile_cache::relative_args`]).
-    let mut host_opts: Vec<String> = match &specs {
-        Some(_) => vec![format!("-specs={SPECS_FILE}")],
-        None => maps,
-    };
-    if gnu {
-        // Each kernel's function-local statics stay its own when two are loaded in one process.
-        host_opts.push("-fno-gnu-unique".into());
-    }
-    if stable {
-        host_opts.extend(crate::assemble::stable_abi::compile_options(build_dir, gnu));
-    }
-    let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
-    if cell.backend == Backend::Cuda {
-        for o in &host_opts {
-            opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o)?));
-        }
-        if cell.framework.torch().is_some() {
-            // The nvcc options torch's CMake gives upstream's build (`parity`).
-            opts.extend(
-                crate::assemble::parity::TORCH_NVCC_FLAGS
-                    .iter()
-                    .map(|f| format!("$<$<COMPILE_LANGUAGE:CUDA>:{f}>")),
-            );
-        }
-    }
+    let specs = specs_file(&maps, src_dir, build_dir, gnu, compiles);
+    let host_opts = host_options(specs.is_some(), maps, gnu, stable, build_dir);
+    let opts = compile_options(cell, &host_opts)?;
     cache.insert("KB_BACKEND".into(), cell.backend.as_str().into());
     cache.insert("KB_KERNELS".into(), cell.kernels.join(";"));
     cache.insert("KB_OPS_NAME".into(), ops_name.clone());
@@ -224,7 +139,181 @@ pub fn cell_facts(
     cache.insert("CMAKE_CXX_COMPILER".into(), cell.cxx.path.to_string());
     cache.insert("CMAKE_MAKE_PROGRAM".into(), cell.ninja.path.to_string());
     cache.insert("CMAKE_SKIP_RPATH".into(), "ON".into());
-    Ok(CellFacts { ops_name, cache, gencode, env, warnings, basedirs, specs })
+    Ok(CellFacts { ops_name, cache, gencode, env, warnings: deps.warnings, basedirs, specs })
+}
+
+/// What the CUDA toolkit brings to a CUDA cell's compile.
+struct CudaInputs {
+    /// The toolkit's directory (nvcc's `bin/` is in it), a base directory of the compile cache.
+    root: Utf8PathBuf,
+    /// Its include directories (`include`, and `include/cccl` where there is one).
+    includes: Vec<Utf8PathBuf>,
+    /// The CUDA runtime library the module links.
+    cudart: Utf8PathBuf,
+    /// The directory holding it: `LIBRARY_PATH` for PyPI's CUDA layout.
+    libdir: Utf8PathBuf,
+    /// The CUDA compiler and host compiler, and each kernel's architecture flags, as CMake
+    /// cache variables.
+    cache: BTreeMap<String, String>,
+    /// `-gencode` flags per CUDA kernel.
+    gencode: BTreeMap<String, Vec<String>>,
+}
+
+/// [`CudaInputs`] of the CUDA cell `cell`, from the toolkit its nvcc lies in.
+///
+/// Errors: no CUDA runtime beside the toolkit (the message says what to install); a kernel's
+/// CUDA capabilities that have no `-gencode` flags, naming the kernel.
+fn cuda_inputs(cell: &CompiledCell) -> anyhow::Result<CudaInputs> {
+    let nvcc = cell.nvcc.as_ref().expect("CUDA cells have nvcc");
+    let root = nvcc.path.parent().and_then(Utf8Path::parent).map(Utf8Path::to_owned).unwrap_or_default();
+    let mut includes = vec![root.join("include")];
+    if root.join("include/cccl").is_dir() {
+        includes.push(root.join("include/cccl"));
+    }
+    let libdir =
+        ["lib64", "lib"].iter().map(|d| root.join(d)).find(|d| d.is_dir()).unwrap_or(root.join("lib"));
+    let cudart = find_versioned(&libdir, "libcudart.so").with_context(|| {
+        format!("no libcudart.so in `{libdir}` (the CUDA runtime); install it (`pip install nvidia-cuda-runtime`)")
+    })?;
+    let mut cache = BTreeMap::new();
+    let mut gencode = BTreeMap::new();
+    cache.insert("CMAKE_CUDA_COMPILER".into(), nvcc.path.to_string());
+    cache.insert("CMAKE_CUDA_HOST_COMPILER".into(), cell.cxx.path.to_string());
+    for (k, caps) in &cell.cuda_capabilities {
+        let flags = codegen::cuda::gencode_flags(caps).map_err(|e| anyhow::anyhow!("[kernel.{k}]: {e}"))?;
+        cache.insert(format!("KB_CUDA_ARCH_FLAGS_{}", codegen::cmake_ident(k)), flags.join(";"));
+        gencode.insert(k.clone(), flags);
+    }
+    Ok(CudaInputs { root, includes, cudart, libdir, cache, gencode })
+}
+
+/// What the C++ dependencies (other than torch) of a cell's kernels bring to its compile.
+struct DependencyInputs {
+    /// Each dependency's include directories, as CMake cache variables.
+    cache: BTreeMap<String, String>,
+    /// Findings about the checkouts (one at another commit).
+    warnings: Vec<String>,
+    /// Each checkout's directory with the name it has in the binaries (`/<dependency>`).
+    maps: Vec<(Utf8PathBuf, String)>,
+}
+
+/// [`DependencyInputs`] of the kernels of `cell`, from the checkouts the environment names.
+///
+/// Errors: a dependency's checkout cannot be found ([`codegen::deps::find_checkout`]).
+fn dependency_inputs(config: &BuildConfig, cell: &CompiledCell) -> anyhow::Result<DependencyInputs> {
+    let mut cache = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let mut maps: Vec<(Utf8PathBuf, String)> = Vec::new();
+    for (name, k) in &config.kernels {
+        if !cell.kernels.contains(name) {
+            continue;
+        }
+        for d in &k.depends {
+            if *d == CppDependency::Torch {
+                continue;
+            }
+            let value = crate::env::DEP.var(&d.name());
+            let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())?;
+            let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
+            cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));
+            warnings.extend(checkout.warning);
+            // Where the checkout lies does not reach the binary (Nix and native builds agree).
+            maps.push((checkout.dir, format!("/{}", d.name())));
+        }
+    }
+    Ok(DependencyInputs { cache, warnings, maps })
+}
+
+/// The `-ffile-prefix-map` options mapping each directory of `dirs`, then each dependency
+/// checkout of `dep_maps`, to its name in the binaries.
+fn prefix_maps(dirs: &[(&Utf8Path, &str)], dep_maps: &[(Utf8PathBuf, String)]) -> Vec<String> {
+    let mut maps: Vec<String> = dirs.iter().flat_map(|(from, to)| prefix_map(from, to)).collect();
+    maps.extend(dep_maps.iter().flat_map(|(dir, to)| prefix_map(dir, to)));
+    maps
+}
+
+/// The `-ffile-prefix-map` options mapping `from` to `to`. A directory reached through a
+/// symbolic link (a cache directory that is a link) reaches the binary under its resolved name
+/// too (CMake resolves some paths, the compiler others): both names are mapped.
+fn prefix_map(from: &Utf8Path, to: &str) -> Vec<String> {
+    let mut names = vec![from.to_owned()];
+    names.extend(resolved(from).filter(|r| r != from));
+    names.iter().map(|f| format!("-ffile-prefix-map={f}={to}")).collect()
+}
+
+/// The GCC specs file holding the prefix maps `maps`, or `None` where they must stay on the
+/// command line.
+///
+/// The prefix maps name the work directory and the framework's installation, which differ
+/// between cells and checkouts: with GCC (`gnu`) they go in a specs file beside the build
+/// (`-specs=` with a path relative to the build directory, where every compile runs), so the
+/// command line the compile cache hashes is the same in every work directory, while the
+/// binary is mapped exactly as before. The compile cache's launcher also gives the compiler
+/// the work directory's own paths relative to the build directory
+/// ([`super::compile_cache::relative_args`]): `../src` and `.` are mapped as well.
+/// Clang reads no specs file, and a path with whitespace cannot be written in one: then the
+/// maps stay on the command line. So they do for compiles that may run on another machine:
+/// the file would not be there (sccache-dist sends the compiler and the preprocessed source
+/// only); the maps give the same bytes either way.
+fn specs_file(
+    maps: &[String],
+    src_dir: &Utf8Path,
+    build_dir: &Utf8Path,
+    gnu: bool,
+    compiles: CompilesRun,
+) -> Option<String> {
+    let relative_maps =
+        [format!("-ffile-prefix-map={}=.", super::compile_cache::relative_dir(build_dir, src_dir))];
+    let specs_possible =
+        gnu && compiles == CompilesRun::Here && !maps.iter().any(|m| m.chars().any(char::is_whitespace));
+    specs_possible.then(|| {
+        let all: Vec<&str> = maps.iter().chain(&relative_maps).map(String::as_str).collect();
+        format!("*cc1:\n+ {0}\n\n*cc1plus:\n+ {0}\n\n", all.join(" "))
+    })
+}
+
+/// The host compiler's options: the specs file where there is one (`with_specs`), else the
+/// prefix maps `maps`; `-fno-gnu-unique` with GCC (`gnu`); a stable-ABI cell's options.
+fn host_options(
+    with_specs: bool,
+    maps: Vec<String>,
+    gnu: bool,
+    stable: bool,
+    build_dir: &Utf8Path,
+) -> Vec<String> {
+    // On the command line, the compile cache's launcher gives each map absolute and relative
+    // ([`super::compile_cache::relative_args`]).
+    let mut host_opts: Vec<String> = if with_specs { vec![format!("-specs={SPECS_FILE}")] } else { maps };
+    if gnu {
+        // Each kernel's function-local statics stay its own when two are loaded in one process.
+        host_opts.push("-fno-gnu-unique".into());
+    }
+    if stable {
+        host_opts.extend(crate::assemble::stable_abi::compile_options(build_dir, gnu));
+    }
+    host_opts
+}
+
+/// The compile options of `cell` as CMake generator expressions: `host_opts` for C++, and for
+/// a CUDA cell also for nvcc's host compiler ([`xcompiler`]), with torch's nvcc options.
+///
+/// Errors: a host option nvcc cannot pass on ([`xcompiler`]).
+fn compile_options(cell: &CompiledCell, host_opts: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut opts: Vec<String> = host_opts.iter().map(|o| format!("$<$<COMPILE_LANGUAGE:CXX>:{o}>")).collect();
+    if cell.backend == Backend::Cuda {
+        for o in host_opts {
+            opts.push(format!("$<$<COMPILE_LANGUAGE:CUDA>:{}>", xcompiler(o)?));
+        }
+        if cell.framework.torch().is_some() {
+            // The nvcc options torch's CMake gives upstream's build (`parity`).
+            opts.extend(
+                crate::assemble::parity::TORCH_NVCC_FLAGS
+                    .iter()
+                    .map(|f| format!("$<$<COMPILE_LANGUAGE:CUDA>:{f}>")),
+            );
+        }
+    }
+    Ok(opts)
 }
 
 /// What a cell's framework brings to its compile: the C++ standard, definitions (the
