@@ -1587,3 +1587,25 @@ fn a_silent_failing_python_is_named_with_its_status() {
         "{stderr}"
     );
 }
+
+/// A bad toolchain-cache bound is refused before anything is built or fetched, not after the
+/// build (the bound is applied once the cells are built).
+#[test]
+fn a_bad_toolchain_cache_bound_fails_before_the_build() {
+    let t = tempfile::tempdir().unwrap();
+    let relu = t.path().join("relu");
+    crate::cellcache::copy_kernel("relu", &relu);
+    let out = kb(&relu)
+        .args(["build-and-copy", "--nix", "never", "."])
+        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", t.path().join("toolchains"))
+        .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE", "lots")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE is `lots`: `lots` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)\n"
+    );
+    assert!(!relu.join("build").exists());
+    assert_eq!(fs::read_dir(t.path().join("toolchains/wheels")).unwrap().count(), 0);
+}
