@@ -52,6 +52,7 @@ use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};
 
 pub mod cellcache;
+pub mod check;
 mod lock;
 pub mod native;
 mod plan;

@@ -6,8 +6,7 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use camino::{Utf8Path, Utf8PathBuf};
-use serde::Serialize;
+use camino::Utf8PathBuf;
 
 use super::list_variants::MatrixFileArg;
 use crate::matrix::Scope;
@@ -35,77 +34,6 @@ pub struct Args {
     pub matrix_file: MatrixFileArg,
 }
 
-/// What `--json` prints.
-#[derive(Debug, Serialize, PartialEq, Eq)]
-pub struct Report {
-    /// The build matrix the expectation comes from.
-    pub matrix: String,
-    /// The systems whose variants are expected.
-    pub systems: Vec<String>,
-    pub expected: Vec<String>,
-    pub present: Vec<String>,
-    pub missing: Vec<String>,
-    pub extra: Vec<String>,
-    /// `missing` and `extra` are both empty.
-    pub ok: bool,
-}
-
-/// The variant directories under `build` (files such as `hashes.json` are not variants).
-fn present_variants(build: &Utf8Path) -> anyhow::Result<BTreeSet<String>> {
-    let mut out = BTreeSet::new();
-    let entries = std::fs::read_dir(build).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            anyhow::anyhow!(
-                "`{build}` does not exist: build the variants first (`kernel-builder build-and-copy`)"
-            )
-        } else {
-            anyhow::anyhow!("cannot read `{build}`: {e}")
-        }
-    })?;
-    for entry in entries {
-        let entry = entry.map_err(|e| anyhow::anyhow!("cannot read `{build}`: {e}"))?;
-        if entry.file_type().map_err(|e| anyhow::anyhow!("cannot read `{build}`: {e}"))?.is_dir() {
-            let name = entry.file_name();
-            let name = name.to_str().ok_or_else(|| {
-                anyhow::anyhow!("`{build}` holds a directory whose name is not UTF-8: {name:?}")
-            })?;
-            if !name.starts_with('.') {
-                out.insert(name.to_owned());
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// The system a variant name ends with, among `systems` (`None` for noarch `torch-<backend>`).
-fn system_of<'a>(name: &str, systems: &'a [String]) -> Option<&'a str> {
-    systems.iter().map(String::as_str).find(|s| name.ends_with(&format!("-{s}")))
-}
-
-/// Compare the expected variants of `systems` (from the matrix's `all_systems`) with `present`.
-pub fn compare(
-    matrix: &str,
-    expected: BTreeSet<String>,
-    present: BTreeSet<String>,
-    systems: &[String],
-    all_systems: &[String],
-) -> Report {
-    // A variant of a system not being checked is neither expected nor extra.
-    let checked = |n: &String| system_of(n, all_systems).is_none_or(|s| systems.iter().any(|x| x == s));
-    let present: BTreeSet<String> = present.into_iter().filter(checked).collect();
-    let missing: Vec<String> = expected.difference(&present).cloned().collect();
-    let extra: Vec<String> = present.difference(&expected).cloned().collect();
-    Report {
-        matrix: matrix.to_owned(),
-        systems: systems.to_vec(),
-        ok: missing.is_empty() && extra.is_empty(),
-        expected: expected.into_iter().collect(),
-        present: present.into_iter().collect(),
-        missing,
-        extra,
-    }
-}
-
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config(&dir)?;
@@ -124,8 +52,8 @@ pub fn run(args: Args) -> super::CmdResult {
         .into_iter()
         .map(|c| c.name)
         .collect();
-    let present = present_variants(&dir.join("build"))?;
-    let report = compare(&m.name, expected, present, &systems, &m.systems);
+    let report =
+        crate::bundle::check::check_builds(&dir.join("build"), &m.name, expected, &systems, &m.systems)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.ok {
@@ -150,29 +78,4 @@ pub fn run(args: Args) -> super::CmdResult {
         );
     }
     Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(names: &[&str]) -> BTreeSet<String> {
-        names.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn missing_and_extra_and_other_systems() {
-        let all = vec!["x86_64-linux".to_owned(), "aarch64-linux".to_owned()];
-        let r = compare(
-            "2026-12",
-            set(&["torch-cuda", "torch215-cxx11-cpu-x86_64-linux"]),
-            set(&["torch-cuda", "torch212-cxx11-cpu-x86_64-linux", "torch215-cxx11-cpu-aarch64-linux"]),
-            &all[..1],
-            &all,
-        );
-        assert_eq!(r.missing, ["torch215-cxx11-cpu-x86_64-linux"]);
-        assert_eq!(r.extra, ["torch212-cxx11-cpu-x86_64-linux"]);
-        assert_eq!(r.present, ["torch-cuda", "torch212-cxx11-cpu-x86_64-linux"]);
-        assert!(!r.ok);
-    }
 }
