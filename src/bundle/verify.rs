@@ -21,7 +21,7 @@
 use anyhow::Context;
 use camino::Utf8Path;
 
-use super::{lock_dir, why_not_buildable, Lock, Plan, Toolchains};
+use super::{lock_dir, why_not_buildable, Lock, Plan};
 use crate::assemble::assemble_variant;
 use crate::assemble::compiled::{PlannedVariant, WorkDir};
 use crate::config::BuildConfig;
@@ -65,18 +65,23 @@ pub struct VerifyReport {
 
 /// Rebuild and compare the variants of the kernel in `kernel_dir` named in `requested`; when
 /// empty, those in the manifest and the planned variants present in `build/`, each with the
-/// toolchain that built it ([`Toolchains`], chosen by [`super::choose_toolchains`]).
+/// toolchain that built it ([`super::Toolchains`], chosen here by [`super::choose_toolchains`] from
+/// `request`: cells built from pinned wheels from the same pins, with `--python` the cells that
+/// Python's torch builds with it).
 ///
-/// Errors: no `build/` to verify, an unknown variant (the valid ones are listed), a manifest
-/// that cannot be read, or a failed rebuild.
+/// Errors: the toolchain cache cannot be opened, no `build/` to verify, an unknown variant
+/// (the valid ones are listed), a manifest that cannot be read, or a failed rebuild.
 pub fn verify(
     kernel_dir: &Utf8Path,
     config: &BuildConfig,
     cells: &KernelCells,
     requested: &[String],
     host: &HostToolchain,
-    toolchains: &Toolchains,
+    request: &super::ToolchainRequest,
 ) -> anyhow::Result<VerifyReport> {
+    // Its rebuilds run Ninja: a bad `KERNEL_BUILDER_JOBS` fails before any of them.
+    crate::assemble::compiled::jobs_from_env()?;
+    let toolchains = &super::choose_toolchains(config, request)?;
     // Cells built from pinned wheels are rebuilt from the same pins (those requested, or those
     // recorded in the manifest or present in build/).
     verify_with(kernel_dir, config, cells, requested, &|build_dir, manifest| {

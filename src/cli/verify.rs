@@ -31,17 +31,11 @@ pub struct Args {
 /// Run `verify`.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
-    // Its rebuilds run Ninja: a bad `KERNEL_BUILDER_JOBS` fails before any of them.
-    crate::assemble::compiled::jobs_from_env()?;
     let loaded = super::load_config(&dir)?;
-    // Each variant is rebuilt with the toolchain that built it: cells built from pinned wheels
-    // from the same pins; with --python, the cells that Python's torch builds with it.
-    let toolchains = crate::bundle::choose_toolchains(
-        &loaded.config,
-        &args.toolchain.request(false, &[], !args.json, true),
-    )?;
+    // Each variant is rebuilt with the toolchain that built it (pins beside --python).
+    let request = args.toolchain.request(false, &[], !args.json, true);
     let report =
-        verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), &toolchains)?;
+        verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), &request)?;
     for n in &report.notes {
         crate::printer::stderr!("note: {n}");
     }
