@@ -156,7 +156,7 @@ fn write_archive(dir: &Utf8Path, files: &[Utf8PathBuf], to: &Utf8Path) -> anyhow
             .compression_method(zip::CompressionMethod::Deflated)
             .compression_level(Some(9))
             .last_modified_time(zip::DateTime::default())
-            .unix_permissions(super::noarch::FILE_MODE)
+            .unix_permissions(super::write::FILE_MODE)
             .large_file(bytes.len() as u64 >= u64::from(u32::MAX));
         zip.start_file(rel.as_str(), options).with_context(|| format!("cannot add `{rel}` to `{to}`"))?;
         zip.write_all(&bytes).with_context(|| format!("cannot write `{rel}` into `{to}`"))?;
@@ -166,7 +166,7 @@ fn write_archive(dir: &Utf8Path, files: &[Utf8PathBuf], to: &Utf8Path) -> anyhow
     let file =
         inner.into_inner().map_err(|e| e.into_error()).with_context(|| format!("cannot write `{to}`"))?;
     file.sync_all().with_context(|| format!("cannot write `{to}`"))?;
-    std::fs::set_permissions(to, std::os::unix::fs::PermissionsExt::from_mode(super::noarch::FILE_MODE))
+    std::fs::set_permissions(to, std::os::unix::fs::PermissionsExt::from_mode(super::write::FILE_MODE))
         .with_context(|| format!("cannot set permissions on `{to}`"))
 }
 

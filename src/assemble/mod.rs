@@ -35,6 +35,7 @@ pub mod static_symbols;
 pub mod symbols;
 pub mod tvm_ffi;
 pub mod workdirs;
+pub mod write;
 
 use anyhow::Context;
 use camino::{Utf8Path, Utf8PathBuf};

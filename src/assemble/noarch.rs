@@ -48,22 +48,16 @@
 //! Files are written in sorted order with fixed modes (0644 files, 0755 directories, whatever
 //! the umask and the source's modes); nothing depends on time, locale or the build directory.
 
-use std::os::unix::fs::PermissionsExt;
-
 use anyhow::Context;
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 
 use super::build_layout::{check_layout, zip_package, BuildLayout};
 use super::metadata::{BackendInfo, Metadata, Provenance};
+use super::write::{create_dir, create_dirs_below, write_file, FILE_MODE};
 use super::Warning;
 use crate::config::{Backend, BuildConfig, Framework};
 use crate::source::provenance::{builder_provenance, BuildIds};
 use crate::source::{copy_source, Role, SourceSet};
-
-/// Mode of every file written.
-pub const FILE_MODE: u32 = 0o644;
-/// Mode of every directory written.
-pub const DIR_MODE: u32 = 0o755;
 
 /// The op namespace (and metadata `id`) of a variant: `_<python_name>_<backend>_<uid>`.
 pub fn op_namespace(python_name: &str, backend: Backend, uid: &str) -> String {
@@ -220,32 +214,4 @@ pub fn assemble_noarch(
     };
     write_file(&out_variant_dir.join("metadata.json"), &super::loader::metadata_json(&metadata)?)?;
     Ok(warnings)
-}
-
-/// Create one directory with mode 0755; it must not exist.
-pub(crate) fn create_dir(dir: &Utf8Path) -> anyhow::Result<()> {
-    std::fs::create_dir(dir).with_context(|| format!("cannot create `{dir}`"))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
-        .with_context(|| format!("cannot set permissions on `{dir}`"))
-}
-
-/// Create `dir` and its missing parents up to (not including) `top`, each with mode 0755.
-pub(crate) fn create_dirs_below(top: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<()> {
-    let mut missing: Vec<Utf8PathBuf> = Vec::new();
-    let mut d = dir;
-    while d != top && !d.is_dir() {
-        missing.push(d.to_owned());
-        d = d.parent().with_context(|| format!("`{dir}` is not below `{top}`"))?;
-    }
-    for m in missing.iter().rev() {
-        create_dir(m)?;
-    }
-    Ok(())
-}
-
-/// Write a new file with mode 0644.
-pub(crate) fn write_file(path: &Utf8Path, bytes: &[u8]) -> anyhow::Result<()> {
-    std::fs::write(path, bytes).with_context(|| format!("cannot write `{path}`"))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(FILE_MODE))
-        .with_context(|| format!("cannot set permissions on `{path}`"))
 }

@@ -106,7 +106,7 @@ pub fn write_symbols(
     }
     let bytes = crate::fsutil::read_bounded(&out, MAX_BYTES, "symbols.json")?;
     check(&bytes).map_err(|why| anyhow::anyhow!("the symbols.json written for `{variant_dir}` {why}"))?;
-    super::noarch::write_file(&variant_dir.join(FILE_NAME), &bytes)?;
+    super::write::write_file(&variant_dir.join(FILE_NAME), &bytes)?;
     Ok(Outcome::Written)
 }
 
@@ -123,7 +123,7 @@ pub fn write_static_symbols(
     match extract(variant_dir, module_name).with_context(|| format!("cannot write symbols.json of `{variant}`"))? {
         Extracted::Document(bytes) => {
             check(&bytes).map_err(|why| anyhow::anyhow!("the symbols.json read for `{variant_dir}` {why}"))?;
-            super::noarch::write_file(&variant_dir.join(FILE_NAME), &bytes)?;
+            super::write::write_file(&variant_dir.join(FILE_NAME), &bytes)?;
             Ok(None)
         }
         Extracted::Dynamic { file, line } => Ok(Some(format!(

@@ -605,7 +605,7 @@ pub(super) fn sync_copy(src: &Utf8Path, dest: &Utf8Path) -> anyhow::Result<bool>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("cannot replace `{dest}`")),
     }
-    crate::fsutil::copy_new_file(src, dest, crate::assemble::noarch::FILE_MODE)?;
+    crate::fsutil::copy_new_file(src, dest, crate::assemble::write::FILE_MODE)?;
     Ok(true)
 }
 

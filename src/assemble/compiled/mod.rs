@@ -76,7 +76,7 @@ pub use plan::{
 
 use super::build_layout::{check_layout, zip_package, BuildLayout};
 use super::metadata::{BackendInfo, BuildInfo, Metadata, Provenance};
-use super::noarch::{create_dir, create_dirs_below, write_file};
+use super::write::{create_dir, create_dirs_below, write_file};
 use crate::codegen::{self, Layout};
 use crate::config::{Backend, BuildConfig, Framework, Version};
 use crate::fsutil::cache_root;
@@ -562,7 +562,7 @@ fn write_variant(
         if let Some(parent) = dest.parent() {
             create_dirs_below(out_variant_dir, parent)?;
         }
-        copy_source(f, &dest, super::noarch::FILE_MODE)?;
+        copy_source(f, &dest, super::write::FILE_MODE)?;
     }
     let ops_py = match cell.kind {
         CellKind::TvmFfi => super::tvm_ffi::ops_py(ops_name, &cell.variant, layout),
