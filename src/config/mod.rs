@@ -20,6 +20,7 @@ pub mod diagnostics;
 pub mod license;
 pub mod model;
 pub mod parse;
+pub mod update;
 pub mod upgrade;
 pub mod validate;
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use kernel_builder::cli::update_build::plan;
+use kernel_builder::config::update::plan;
 use kernel_builder::config::upgrade::{dash_name, detect, upgrade, Upgrade};
 use kernel_builder::config::{Generation, Severity};
 use proptest::prelude::*;

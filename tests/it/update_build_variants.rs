@@ -5,7 +5,7 @@
 //! variant function) and the corpus through `crate::corpus`.
 
 use camino::Utf8Path;
-use kernel_builder::cli::update_build::plan;
+use kernel_builder::config::update::plan;
 use kernel_builder::config::BuildConfig;
 use kernel_builder::kernel::load_str;
 use kernel_builder::matrix::{cells, data::matrix, Cell, Scope};
