@@ -433,12 +433,7 @@ fn alive(pid: i32) -> bool {
 }
 
 /// `build-and-copy` with the fake toolchain of `bin`, its stderr collected as it comes.
-fn spawn_build(
-    kernel: &Path,
-    bin: &Path,
-    py: &Path,
-    cache: &Path,
-) -> (std::process::Child, std::sync::Arc<std::sync::Mutex<String>>) {
+fn spawn_build(kernel: &Path, bin: &Path, py: &Path, cache: &Path) -> (std::process::Child, Stderr) {
     use std::io::Read;
     let mut child = crate::util::kb_std()
         .args(["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap()])
@@ -451,21 +446,41 @@ fn spawn_build(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let (e, mut pipe) = (err.clone(), child.stderr.take().unwrap());
-    std::thread::spawn(move || {
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (t, mut pipe) = (text.clone(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         while let Ok(n) = pipe.read(&mut buf) {
             if n == 0 {
                 break;
             }
-            e.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            t.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
         }
     });
-    (child, err)
+    (child, Stderr { text, reader })
 }
 
-/// Wait up to `limit` for `cond`.
+/// A child's stderr, read on a thread as it comes.
+struct Stderr {
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Stderr {
+    /// What came so far.
+    fn now(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// All of it, once the child has exited: the reader may still be behind the child's last
+    /// lines (seen on a loaded 2-core CI machine: the text was empty), so wait (up to [`SHORT`])
+    /// for it to reach the end of the pipe.
+    fn all(self) -> String {
+        within(SHORT, || self.reader.is_finished());
+        self.now()
+    }
+}
+
 fn within(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let started = Instant::now();
     while started.elapsed() < limit {
@@ -508,7 +523,7 @@ fn a_killed_build_leaves_no_step_running_and_the_next_waits_for_orphans() {
     let started = within(Duration::from_secs(60), || mark.join("orphan").exists());
     if !started {
         let _ = first.kill();
-        panic!("the configure step never ran:\n{}", err.lock().unwrap());
+        panic!("the configure step never ran:\n{}", err.now());
     }
     let step: i32 = runs().trim().parse().unwrap();
     let orphan: i32 = within(Duration::from_secs(5), || {
@@ -534,14 +549,14 @@ fn a_killed_build_leaves_no_step_running_and_the_next_waits_for_orphans() {
 
     fs::write(mark.join("second"), "").unwrap();
     let (mut second, err) = spawn_build(&k, &bin, &py, &cache);
-    let waits = within(Duration::from_secs(60), || err.lock().unwrap().contains("is still in use"));
+    let waits = within(Duration::from_secs(60), || err.now().contains("is still in use"));
     let ran_meanwhile = runs().lines().count();
     cleanup(&[orphan]);
     let finished = within(Duration::from_secs(60), || second.try_wait().unwrap().is_some());
     if !finished {
         let _ = second.kill();
     }
-    let err = err.lock().unwrap().clone();
+    let err = err.all();
     assert!(waits, "the next build did not wait:\n{err}");
     assert_eq!(ran_meanwhile, 1, "the next build configured while the orphan ran:\n{err}");
     assert!(finished, "the next build did not go on once the orphan ended:\n{err}");
@@ -617,7 +632,7 @@ fn a_link_in_the_cache_does_not_lead_the_build_out_of_it() {
     if !finished {
         let _ = child.kill();
     }
-    let err = err.lock().unwrap().clone();
+    let err = err.all();
     assert!(finished, "{err}");
     assert!(!child.wait().unwrap().success(), "{err}");
     assert!(
