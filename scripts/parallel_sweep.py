@@ -4,7 +4,7 @@ Ninja jobs × nvcc threads × cicc splits, on one machine in one run, so that th
 
   parallel_sweep.py run KERNEL_DIR --kb KERNEL_BUILDER --out DIR --caps 8.0,9.0 --variant CELL \
       --setting default= --setting upstream=8:2:1 --setting more-split=::3 ... \
-      [--passes 2] [--budget-s 540] [--warmup OTHER_KERNEL_DIR]
+      [--passes 2 | --sequence a,b,c,a] [--budget-s 540] [--warmup OTHER_KERNEL_DIR]
   parallel_sweep.py report DIR/sweep.jsonl...        # the Markdown table
 
 A setting is NAME=JOBS:THREADS:SPLIT, each number set as KERNEL_BUILDER_JOBS,
@@ -13,7 +13,9 @@ kernel-builder to choose (`default=` sets none: kernel-builder's own rule). Ever
 `build-and-copy --nix never --no-cache --python python3 --variant CELL --cuda-capabilities CAPS` with the
 compile cache off (KERNEL_BUILDER_COMPILE_CACHE=off) and CMake's work directory removed
 before it: cold each time. Passes alternate the order (forward, then reversed), so that no
-setting always runs first or last. `--warmup` builds another kernel first, untimed in the
+setting always runs first or last; `--sequence` gives the order instead. A build that its
+setting's last wall (else the shortest seen) says cannot finish in the budget left is not
+started. `--warmup` builds another kernel first, untimed in the
 table: it fills the torch probe's cache and the page cache, which the first timed build
 would otherwise pay alone.
 
@@ -203,23 +205,32 @@ def run(args: argparse.Namespace) -> None:
         print(json.dumps(rec), flush=True)
         with open(results, "a") as f:
             f.write(json.dumps(rec) + "\n")
-    longest = 0.0
-    for p in range(args.passes):
-        order = settings if p % 2 == 0 else list(reversed(settings))
-        for name, env_set in order:
-            left = args.budget_s - (time.monotonic() - t0)
-            if left < max(longest * 1.15, 30):
-                print(f"sweep: {name} (pass {p + 1}) not started: {left:.0f} s left", flush=True)
-                continue
-            rec = build(kdir, args.kb, args.caps, args.variant, env_set, cache_dir, out, f"{p + 1}-{name}",
-                        left - 5)
-            longest = max(longest, rec["wall_s"])
-            rec.update({"setting": name, "env": env_set, "pass": p + 1, "kernel": kdir.name,
-                        "caps": args.caps, **machine})
-            line = json.dumps(rec)
-            print(line, flush=True)
-            with open(results, "a") as f:
-                f.write(line + "\n")
+    # The order: --sequence NAME,NAME,... as given, else the passes, forward then reversed.
+    by_name = dict(settings)
+    if args.sequence:
+        order = [(n, by_name[n]) for n in args.sequence.split(",")]
+    else:
+        order = [s for p in range(args.passes) for s in (settings if p % 2 == 0 else settings[::-1])]
+    walls: dict[str, float] = {}
+    runs: dict[str, int] = {}
+    for name, env_set in order:
+        left = args.budget_s - (time.monotonic() - t0)
+        # A setting's own last wall, else the shortest seen: a build that cannot finish in
+        # what is left is not started (one that was guessed short is stopped at the limit).
+        guess = walls.get(name, min(walls.values(), default=30.0))
+        if left < guess * 1.05 + 5:
+            print(f"sweep: {name} not started: {left:.0f} s left, about {guess:.0f} s needed", flush=True)
+            continue
+        runs[name] = runs.get(name, 0) + 1
+        rec = build(kdir, args.kb, args.caps, args.variant, env_set, cache_dir, out, f"{name}-{runs[name]}",
+                    left - 5)
+        walls[name] = rec["wall_s"]
+        rec.update({"setting": name, "env": env_set, "pass": runs[name], "kernel": kdir.name,
+                    "caps": args.caps, **machine})
+        line = json.dumps(rec)
+        print(line, flush=True)
+        with open(results, "a") as f:
+            f.write(line + "\n")
     print(f"sweep: {time.monotonic() - t0:.0f} s", flush=True)
 
 
@@ -257,6 +268,7 @@ def main() -> None:
     r.add_argument("--variant", required=True, help="the cell, e.g. torch211-cxx11-cu130-x86_64-linux")
     r.add_argument("--setting", action="append", required=True)
     r.add_argument("--passes", type=int, default=2)
+    r.add_argument("--sequence", help="the settings' names in the order to build them, repeats allowed")
     r.add_argument("--budget-s", type=float, default=540)
     r.add_argument("--cache-dir", default="/tmp/kb-sweep-cache")
     r.add_argument("--warmup")
