@@ -91,7 +91,7 @@ vars! {
         default "chosen from the cores, memory, sources and targets";
     NVCC_SPLIT_COMPILE = "KERNEL_BUILDER_NVCC_SPLIT_COMPILE",
         "cicc's `-split-compile` per nvcc thread for native CUDA builds (`1`: no split)",
-        default "the cores the Ninja jobs and nvcc threads leave, within the memory";
+        default "enough for one compile alone to use the cell's slots (cores, within the memory), with the compiles together at most 3 times over them (no split when the CUDA sources fill the slots)";
     COMPILE_CACHE = "KERNEL_BUILDER_COMPILE_CACHE",
         "the compile cache (sccache) of native compiled cells: a directory, or `off`",
         default "`sccache-v1/` in the cache root";

@@ -20,13 +20,22 @@
 //!    (the binding) get the Ninja jobs the CUDA sources leave, as far as the memory beyond the
 //!    CUDA slots holds them at [`CXX_BYTES_PER_SLOT`]: they share the CUDA compiles' cores while
 //!    they run, so a `.cu` and its binding compile at once instead of one after the other.
-//! 5. A CUDA cell whose compiles × threads leave slots over: each nvcc thread's cicc splits
-//!    its optimisation over the slots left per thread ([`Plan::split_compile`], cicc's
-//!    `-split-compile`), so paged-attention's 4 sources at one capability on 16 cores run 4
-//!    compiles × 1 thread × 4 splits instead of leaving 12 cores idle. Each split counts as
-//!    a slot, memory included (cicc's split raised the peak of a layer-norm source by nothing
-//!    measurable; nvcc's own `--split-compile=2` by 27%, see BENCHMARKS.md), so the product
-//!    of the three never exceeds the slots.
+//! 5. A CUDA cell's cicc splits each nvcc thread's optimisation ([`Plan::split_compile`],
+//!    cicc's `-split-compile`) so that one compile can use every slot once it runs alone
+//!    (slots / threads): a kernel's heaviest source outlasts the others, and the slots they
+//!    leave would otherwise idle while it finishes. While the compiles run together, their
+//!    cicc threads exceed the slots by at most min([`MAX_SPLIT_OVERSUBSCRIPTION`],
+//!    slots / CUDA compiles) times, so a cell with as many CUDA sources as slots gets no
+//!    split. causal-conv1d at two capabilities on 16 cores (3 `.cu`, its heaviest 140 s of
+//!    the build's 151 s) runs 3 compiles × 2 threads × 8 splits: measured on the GPU machine,
+//!    125.2 s against 150.7 s for the former rule's 2 splits (the slots left once every
+//!    compile had its threads) and 169.3 s for upstream's (no split), with the build's peak
+//!    memory 3.61 GiB against 3.53 GiB (BENCHMARKS.md, "The parallelism sweep").
+//!    paged-attention's 4 sources at one capability run 4 compiles × 1 thread × 12 splits
+//!    (48 cicc threads on 16 cores while all 4 run). Memory bounds the
+//!    compiles (jobs × threads, rule 2), and the splits through the slots: one compile's
+//!    threads × splits never exceed them; a split is a thread inside cicc's process (8 splits
+//!    instead of 2 raised causal-conv1d's largest process by nothing measurable, 1.30 GiB).
 //!
 //! Only cicc splits (`-Xcicc -split-compile=N`), not ptxas: nvcc's `--split-compile=N` also
 //! hands ptxas `-split-compile=N`, which ptxas writes into every cubin's `.note.nv.tkinfo`,
@@ -41,6 +50,11 @@
 //! with fewer sources than cores / capabilities, leaves cores idle.
 
 use camino::Utf8Path;
+
+/// How many times the cicc threads of a cell's CUDA compiles may exceed its slots while they
+/// run together (rule 5 of the module doc): the most measured, 3 compiles × 2 threads × 8
+/// splits on 16 cores.
+pub const MAX_SPLIT_OVERSUBSCRIPTION: usize = 3;
 
 /// Memory one CUDA compile slot (one nvcc thread) is assumed to need.
 pub const CUDA_BYTES_PER_SLOT: u64 = 3 << 30;
@@ -96,9 +110,14 @@ pub fn split_compile_supported(version: &str) -> bool {
     }
 }
 
-/// The slots left per nvcc thread when `jobs` compiles of `threads` threads share `slots`.
+/// cicc's split per nvcc thread when `jobs` CUDA compiles of `threads` threads share `slots`
+/// (rule 5 of the module doc): enough for one compile alone to use every slot, with the
+/// compiles together at most min([`MAX_SPLIT_OVERSUBSCRIPTION`], slots / jobs) times over the
+/// slots; at least 1.
 fn split_for(slots: usize, jobs: usize, threads: usize) -> usize {
-    (slots / (jobs.max(1) * threads.max(1))).max(1)
+    let (jobs, threads) = (jobs.max(1), threads.max(1));
+    let oversubscription = (slots / jobs).clamp(1, MAX_SPLIT_OVERSUBSCRIPTION);
+    (slots / threads).min(oversubscription * slots / (jobs * threads)).max(1)
 }
 
 /// Compiler slots of one cell among `cells_at_once` (rules 1 and 2 of the module doc).
@@ -246,17 +265,24 @@ mod tests {
     fn a_few_huge_sources_spread_over_nvcc_threads_then_cicc_splits() {
         // The GPU machine: 16 cores, 128 GiB.
         let m = r(16, 128);
-        // paged-attention: 4 CUDA sources, 10 capabilities: the threads take the cores.
-        assert_eq!(plan(m, 1, 4, 0, 10, true), p(4, 4, 1));
-        // At one capability nvcc's threads have nothing to do: cicc splits each source 4 ways.
-        assert_eq!(plan(m, 1, 4, 0, 1, true), p(4, 1, 4));
-        // Many sources: processes first, nothing left to split.
+        // paged-attention: 4 CUDA sources, 10 capabilities: the threads take the cores, and
+        // cicc splits 3 ways (48 cicc threads on 16 cores while the 4 run together).
+        assert_eq!(plan(m, 1, 4, 0, 10, true), p(4, 4, 3));
+        // At one capability nvcc's threads have nothing to do: cicc splits each source 12
+        // ways, so the last source running has 12 of the 16 cores.
+        assert_eq!(plan(m, 1, 4, 0, 1, true), p(4, 1, 12));
+        // Many sources: processes first, no split.
         assert_eq!(plan(m, 1, 100, 0, 10, true), p(16, 1, 1));
+        assert_eq!(plan(m, 1, 16, 0, 1, true), p(16, 1, 1));
+        // 8 sources: twice the slots at most (8 × 4 = 32 cicc threads).
+        assert_eq!(plan(m, 1, 8, 0, 1, true), p(8, 1, 4));
         // One source, three capabilities: 3 threads of 5 splits (15 of 16 cores).
         assert_eq!(plan(m, 1, 1, 0, 3, true), p(1, 3, 5));
         // One source, one capability: one cicc over all the cores.
         assert_eq!(plan(m, 1, 1, 0, 1, true), p(1, 1, 16));
-        assert_eq!(plan(m, 1, 3, 0, 2, true), p(3, 2, 2));
+        // causal-conv1d at 8.0 and 9.0 (3 `.cu`, 2 C++ sources), the sweep's best: 5 × 2 × 8.
+        assert_eq!(plan(m, 1, 3, 2, 2, true), p(5, 2, 8));
+        assert_eq!(plan(m, 1, 3, 0, 2, true), p(3, 2, 8));
     }
 
     #[test]
@@ -270,7 +296,7 @@ mod tests {
         assert_eq!(plan(r(16, 20), 1, 4, 0, 1, true), p(4, 1, 1));
         assert_eq!(plan(r(16, 20), 1, 1, 0, 10, true), p(1, 6, 1));
         assert_eq!(plan(r(16, 20), 1, 1, 0, 1, true), p(1, 1, 6));
-        assert_eq!(plan(r(16, 20), 1, 2, 0, 1, true), p(2, 1, 3));
+        assert_eq!(plan(r(16, 20), 1, 2, 0, 1, true), p(2, 1, 6));
         // Less than one slot's memory still compiles, one at a time.
         assert_eq!(plan(r(16, 1), 1, 8, 0, 4, true), p(1, 1, 1));
         assert_eq!(plan(r(16, 1), 1, 1, 0, 1, true), p(1, 1, 1));
@@ -280,14 +306,23 @@ mod tests {
         // Unknown memory: the cores decide.
         let unknown = Resources { cores: 8, memory: None };
         assert_eq!(plan(unknown, 1, 8, 0, 2, true), p(8, 1, 1));
-        assert_eq!(plan(unknown, 1, 2, 0, 1, true), p(2, 1, 4));
+        assert_eq!(plan(unknown, 1, 2, 0, 1, true), p(2, 1, 8));
         for (cores, gib) in [(2, 24), (16, 128), (16, 20), (64, 32), (128, 2048)] {
             for sources in [1, 2, 4, 30] {
                 for targets in [1, 3, 10] {
                     let q = plan(r(cores, gib), 1, sources, 0, targets, true);
-                    let used = (q.ninja_jobs * q.nvcc_threads * q.split_compile) as u64;
-                    assert!(used <= cores as u64, "{cores} cores: {q:?}");
-                    assert!(used == 1 || used * CUDA_BYTES_PER_SLOT <= gib * G, "{gib} GiB: {q:?}");
+                    let s = slots(r(cores, gib), 1, true) as u64;
+                    // The compiles (processes) within the cores and the memory...
+                    let compiles = (q.ninja_jobs * q.nvcc_threads) as u64;
+                    assert!(compiles <= cores as u64, "{cores} cores: {q:?}");
+                    assert!(compiles == 1 || compiles * CUDA_BYTES_PER_SLOT <= gib * G, "{gib} GiB: {q:?}");
+                    // ...one compile's splits within the slots, all of them within 3 × the slots.
+                    assert!((q.nvcc_threads * q.split_compile) as u64 <= s, "{q:?}");
+                    let cicc = compiles * q.split_compile as u64;
+                    assert!(cicc <= s * MAX_SPLIT_OVERSUBSCRIPTION as u64, "{q:?}");
+                    if sources >= s as usize {
+                        assert_eq!(q.split_compile, 1, "{q:?}");
+                    }
                 }
             }
         }
@@ -298,8 +333,8 @@ mod tests {
         // relu here: one `.cu`, its binding, one capability.
         assert_eq!(plan(r(2, 24), 1, 1, 1, 1, true), p(2, 1, 2));
         // paged-attention on the GPU machine: 4 `.cu` and the binding.
-        assert_eq!(plan(r(16, 128), 1, 4, 1, 10, true), p(5, 4, 1));
-        assert_eq!(plan(r(16, 128), 1, 4, 1, 1, true), p(5, 1, 4));
+        assert_eq!(plan(r(16, 128), 1, 4, 1, 10, true), p(5, 4, 3));
+        assert_eq!(plan(r(16, 128), 1, 4, 1, 1, true), p(5, 1, 12));
         // 20 GiB: 6 CUDA slots (18 GiB), room for one C++ compile; 18 GiB: none.
         assert_eq!(plan(r(16, 20), 1, 4, 1, 10, true), p(5, 1, 1));
         assert_eq!(plan(r(16, 18), 1, 4, 1, 10, true), p(4, 1, 1));
@@ -314,7 +349,11 @@ mod tests {
                 let s = slots(r(cores, gib), 1, true);
                 let cuda_jobs = sources.min(s);
                 assert!(q.ninja_jobs <= s, "{cores} cores, {gib} GiB: {q:?}");
-                assert!(cuda_jobs * q.nvcc_threads * q.split_compile <= s, "{q:?}");
+                assert!(q.nvcc_threads * q.split_compile <= s, "{q:?}");
+                assert!(
+                    cuda_jobs * q.nvcc_threads * q.split_compile <= s * MAX_SPLIT_OVERSUBSCRIPTION,
+                    "{q:?}"
+                );
                 let others = (q.ninja_jobs - cuda_jobs) as u64;
                 assert!(
                     s as u64 * CUDA_BYTES_PER_SLOT + others * CXX_BYTES_PER_SLOT <= gib * G,
@@ -327,20 +366,22 @@ mod tests {
     #[test]
     fn cells_built_at_once_share_the_machine() {
         assert_eq!(plan(r(16, 128), 4, 4, 0, 10, true), p(4, 1, 1));
-        assert_eq!(plan(r(16, 128), 2, 4, 0, 10, true), p(4, 2, 1));
-        assert_eq!(plan(r(16, 128), 2, 4, 0, 1, true), p(4, 1, 2));
+        assert_eq!(plan(r(16, 128), 2, 4, 0, 10, true), p(4, 2, 2));
+        assert_eq!(plan(r(16, 128), 2, 4, 0, 1, true), p(4, 1, 4));
         assert_eq!(plan(r(2, 24), 4, 4, 0, 10, true), p(1, 1, 1));
     }
 
     #[test]
     fn a_number_the_user_sets_keeps_and_the_other_fills_the_rest() {
         let m = r(16, 128);
-        assert_eq!(plan_with(m, 1, 4, 0, 10, true, Some(2), None), p(2, 8, 1));
-        assert_eq!(plan_with(m, 1, 4, 0, 10, true, None, Some(8)), p(2, 8, 1));
-        assert_eq!(plan_with(m, 1, 4, 0, 10, true, Some(3), Some(5)), p(3, 5, 1));
+        assert_eq!(plan_with(m, 1, 4, 0, 10, true, Some(2), None), p(2, 8, 2));
+        assert_eq!(plan_with(m, 1, 4, 0, 10, true, None, Some(8)), p(2, 8, 2));
+        assert_eq!(plan_with(m, 1, 4, 0, 10, true, Some(3), Some(5)), p(3, 5, 3));
         // One capability: the threads cannot take the cores the jobs leave; cicc's split does.
-        assert_eq!(plan_with(m, 1, 4, 0, 1, true, Some(2), None), p(2, 1, 8));
-        assert_eq!(plan_with(m, 1, 4, 0, 1, true, Some(2), Some(1)), p(2, 1, 8));
+        assert_eq!(plan_with(m, 1, 4, 0, 1, true, Some(2), None), p(2, 1, 16));
+        assert_eq!(plan_with(m, 1, 4, 0, 1, true, Some(2), Some(1)), p(2, 1, 16));
+        // As many jobs as slots: no split.
+        assert_eq!(plan_with(m, 1, 40, 0, 1, true, Some(16), None), p(16, 1, 1));
         assert_eq!(plan_with(m, 1, 4, 0, 1, true, Some(32), None), p(32, 1, 1));
         assert_eq!(plan_with(m, 1, 4, 0, 0, false, Some(3), None), p(3, 1, 1));
         assert_eq!(upstream_plan(16, 10), p(1, 10, 1));
