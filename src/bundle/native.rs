@@ -48,9 +48,10 @@ pub struct NativeOutcome {
 /// [`super::build_native`]'s (a variant asked for that cannot be built, a failed cell; then
 /// `build/` is as it was).
 pub fn build(b: &NativeBuild<'_>, progress: &dyn Progress) -> anyhow::Result<NativeOutcome> {
+    // The toolchain cache's bound, read before the cache is opened or anything is built: a bad
+    // value fails now, having written nothing.
+    let bound = super::uses_pins(&b.kernel.config).then(crate::toolchain::store::max_bytes).transpose()?;
     let toolchains = choose_toolchains(&b.kernel.config, &b.toolchains)?;
-    // The toolchain cache's bound, read before anything is built: a bad value fails now.
-    let bound = toolchains.store().map(|_| crate::toolchain::store::max_bytes()).transpose()?;
     let plan = Plan::new(&b.kernel.config, &b.kernel.cells, &b.host, &toolchains, b.variants, &|_| false);
     let cache = match super::CellCache::user() {
         _ if !b.cell_cache => None,

@@ -94,33 +94,59 @@ pub fn run(args: Args) -> super::CmdResult {
     }
 }
 
-/// Write `pins` to `path` when its text changed.
+/// Write `pins` to `path` when its text changed: atomically, where a symbolic link points
+/// (the link stays), and never over a read-only file.
 fn write_pins(path: &camino::Utf8Path, pins: &crate::toolchain::pins::Pins) -> anyhow::Result<()> {
     let text = crate::toolchain::pins::to_text(pins)?;
-    if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
-        crate::fsutil::write_atomic(path, text.as_bytes())?;
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text.as_str()) {
+        return Ok(());
     }
-    Ok(())
+    let target = match path.canonicalize_utf8() {
+        Ok(p) if path.is_symlink() => p,
+        _ => path.to_owned(),
+    };
+    if std::fs::metadata(&target).is_ok_and(|m| m.permissions().readonly()) {
+        anyhow::bail!(
+            "`{target}` is read-only, so it was not changed: make it writable (`chmod u+w {target}`) or pass a writable copy with --pins"
+        );
+    }
+    crate::fsutil::write_atomic(&target, text.as_bytes())
 }
 
 fn pin_unpacked_cmd(args: PinUnpackedArgs) -> super::CmdResult {
     use crate::toolchain::{pins, store};
     let mut p = pins::read(&args.pins)?;
-    let cache = store::Store::user(store::FetchOptions::default())?;
-    let report = pins::record_unpacked(&mut p, cache.root())?;
+    // Read only: the cache is neither created nor locked (a wrong path is an error, not an
+    // empty cache).
+    let cache = store::user_root()?;
+    if !cache.join("trees").is_dir() {
+        anyhow::bail!(
+            "no toolchain cache at `{cache}` (no `trees/` there): a native build of a pinned cell (`build-and-copy --nix never`) makes one; {} names another",
+            crate::env::TOOLCHAIN_CACHE_DIR.name
+        );
+    }
+    let report = pins::record_unpacked(&mut p, &cache)?;
     write_pins(&args.pins, &p)?;
     for r in &report.recorded {
         println!("recorded {r}");
     }
-    for m in &report.missing {
-        println!("no tree in `{}` for {m}: build a cell of it natively (`build-and-copy --nix never`), then run this again", cache.root());
+    for d in &report.damaged {
+        crate::printer::problem!("not hashed, the tree differs from what was unpacked: {d}");
+    }
+    if !report.missing.is_empty() {
+        println!(
+            "no tree in `{cache}`, and no hash recorded, for: {} (a native build of one of their cells, on a machine of their system, unpacks them)",
+            report.missing.join(", ")
+        );
     }
     println!(
-        "{}: {} recorded, {} unchanged, {} without a tree, {} of sets no longer pinned dropped",
+        "{}: {} recorded, {} unchanged, {} kept without a tree to check, {} without a tree or hash, {} damaged, {} of sets no longer pinned dropped",
         args.pins,
         report.recorded.len(),
         report.same,
+        report.kept,
         report.missing.len(),
+        report.damaged.len(),
         report.dropped
     );
     Ok(ExitCode::SUCCESS)

@@ -32,9 +32,12 @@ use serde::{Deserialize, Serialize};
 pub const PINS_JSON: &str = include_str!("../../nix/torch-wheels.json");
 /// Its path in the repository, for messages.
 pub const PINS_FILE: &str = "nix/torch-wheels.json";
+/// Its `format`.
+pub const FORMAT: &str = "kernel-builder-torch-wheels-v1";
 
-/// One pinned wheel.
+/// One pinned wheel. Unknown keys are refused, not dropped: `matrix pin` rewrites the file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WheelPin {
     /// The distribution name on the index (`torch`, `nvidia-cuda-nvcc`).
     pub project: String,
@@ -96,8 +99,9 @@ pub struct ResolvedWheel {
     pub sha256: String,
 }
 
-/// The pins file.
+/// The pins file. Unknown keys are refused, not dropped: `matrix pin` rewrites the file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Pins {
     pub format: String,
     pub comment: String,
@@ -287,8 +291,12 @@ pub struct UnpackedReport {
     pub recorded: Vec<String>,
     /// Sets whose recorded hash the cache's tree confirmed.
     pub same: usize,
+    /// Sets with a recorded hash and no tree to check it against: kept as recorded.
+    pub kept: usize,
     /// Sets with no tree in the toolchain cache and no recorded hash (their label).
     pub missing: Vec<String>,
+    /// Trees that differ from what was unpacked (edited, truncated): not hashed, `label: why`.
+    pub damaged: Vec<String>,
     /// Entries dropped because their set is no longer pinned.
     pub dropped: usize,
 }
@@ -304,9 +312,15 @@ pub fn record_unpacked(pins: &mut Pins, cache: &Utf8Path) -> anyhow::Result<Unpa
     let mut report = UnpackedReport { dropped: pins.drop_stale_unpacked(), ..Default::default() };
     for set in pins.unpacked_sets() {
         let tree = cache.join("trees").join(&set.id);
-        let intact = tree.is_dir() && super::seal::check(&tree)?.is_ok();
-        if !intact {
-            if !pins.unpacked.contains_key(&set.id) {
+        if tree.is_dir() {
+            if let Err(why) = super::seal::check(&tree)? {
+                report.damaged.push(format!("{}: {why}", set.label));
+                continue;
+            }
+        } else {
+            if pins.unpacked.contains_key(&set.id) {
+                report.kept += 1;
+            } else {
                 report.missing.push(set.label);
             }
             continue;
@@ -491,8 +505,15 @@ pub fn refresh(pins: &mut Pins, index: Option<&str>) -> RefreshReport {
 
 /// Read a pins file.
 pub fn read(path: &Utf8Path) -> anyhow::Result<Pins> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read `{path}`"))?;
-    serde_json::from_str(&text).with_context(|| format!("`{path}` is not a pins file ({PINS_FILE} format)"))
+    let text = crate::fsutil::read_to_string(path)?;
+    let pins: Pins = serde_json::from_str(&text)
+        .with_context(|| format!("`{path}` is not a pins file ({PINS_FILE} format)"))?;
+    anyhow::ensure!(
+        pins.format == FORMAT,
+        "`{path}` is a pins file of format `{}`, and this kernel-builder reads `{FORMAT}`",
+        pins.format
+    );
+    Ok(pins)
 }
 
 #[cfg(test)]

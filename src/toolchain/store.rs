@@ -272,11 +272,7 @@ impl Store {
     /// `<cache root>/toolchain-v1` (one toolchain cache can serve several cell caches, e.g.
     /// every test of a run).
     pub fn user(options: FetchOptions) -> anyhow::Result<Store> {
-        let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
-            Some(d) => Utf8PathBuf::from(d),
-            None => crate::fsutil::cache_root()?.join(DIR_NAME),
-        };
-        Store::open(&dir, options)
+        Store::open(&user_root()?, options)
     }
 
     pub fn root(&self) -> &Utf8Path {
@@ -695,6 +691,16 @@ fn cu12_merged(rel: &std::path::Path) -> std::path::PathBuf {
         }
         _ => rel.to_owned(),
     }
+}
+
+/// Where the user's toolchain cache is ([`Store::user`] opens it there):
+/// `KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR`, else `toolchain-v1/` in the cache root. Nothing is
+/// created.
+pub fn user_root() -> anyhow::Result<Utf8PathBuf> {
+    Ok(match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
+        Some(d) => Utf8PathBuf::from(d),
+        None => crate::fsutil::cache_root()?.join(DIR_NAME),
+    })
 }
 
 /// Unpack the wheels `files` together into the new directory `dir`, as the cache unpacks a

@@ -1607,5 +1607,5 @@ fn a_bad_toolchain_cache_bound_fails_before_the_build() {
         "error: KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE is `lots`: `lots` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)\n"
     );
     assert!(!relu.join("build").exists());
-    assert_eq!(fs::read_dir(t.path().join("toolchains/wheels")).unwrap().count(), 0);
+    assert!(!t.path().join("toolchains").exists(), "the toolchain cache is not even created");
 }

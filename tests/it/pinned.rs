@@ -825,3 +825,79 @@ fn a_full_disk_is_named_with_what_to_do() {
     assert!(stderr.lines().any(|l| l == format!("hint: {}", hints[0])), "{stderr}");
     assert!(!relu.join("build").exists(), "a failed build wrote the kernel's build/");
 }
+
+/// `matrix pin-unpacked` on what a user may hand it: the cache is read, never created (a wrong
+/// path is an error, not an empty cache); the pins file is read as a regular file, written
+/// where a link points, never over a read-only file, and refused with keys it does not know
+/// (a rewrite would drop them).
+#[test]
+fn pin_unpacked_reads_the_cache_and_writes_the_pins_file_with_care() {
+    use camino::Utf8Path;
+    use kernel_builder::toolchain::pins;
+    let t = tempfile::tempdir().unwrap();
+    let root = Utf8Path::from_path(t.path()).unwrap();
+    // A cache holding one sealed tree: torch 2.15's of x86_64-linux, one header.
+    let cache = root.join("toolchains");
+    let torch = &pins::pins().wheels["2.15"]["cu132"]["x86_64-linux"];
+    let tree = cache.join("trees").join(pins::set_id([torch.sha256.as_deref().unwrap()]));
+    fs::create_dir_all(tree.join("torch/include")).unwrap();
+    fs::write(tree.join("torch/include/a.h"), "int a;\n").unwrap();
+    kernel_builder::toolchain::seal::seal(&tree, None).unwrap();
+    let committed = fs::read_to_string(repo().join("nix/torch-wheels.json")).unwrap();
+    let run = |pins: &Utf8Path, cache: &Utf8Path| {
+        kb(
+            t.path(),
+            &t.path().join("cells"),
+            cache.as_std_path(),
+            &["matrix", "pin-unpacked", "--pins", pins.as_str()],
+        )
+    };
+
+    // A cache that is not there.
+    let copy = root.join("pins.json");
+    fs::write(&copy, &committed).unwrap();
+    let out = run(&copy, &root.join("nope"));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no toolchain cache at `")
+            && out.stderr.contains("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR"),
+        "{}",
+        out.stderr
+    );
+    assert!(!root.join("nope").exists());
+
+    // Through a link: the target gets the new hash, the link stays a link.
+    let link = root.join("link.json");
+    std::os::unix::fs::symlink(&copy, &link).unwrap();
+    let out = run(&link, &cache);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(": 1 recorded, 0 unchanged, 3 kept without a tree to check, "),
+        "{}",
+        out.stdout
+    );
+    assert!(link.is_symlink());
+    assert_ne!(fs::read_to_string(&copy).unwrap(), committed);
+
+    // Read-only: refused, unchanged.
+    fs::write(&copy, &committed).unwrap();
+    let mut perm = fs::metadata(&copy).unwrap().permissions();
+    perm.set_readonly(true);
+    fs::set_permissions(&copy, perm).unwrap();
+    let out = run(&copy, &cache);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("is read-only, so it was not changed"), "{}", out.stderr);
+    assert_eq!(fs::read_to_string(&copy).unwrap(), committed);
+
+    // A key it does not know, and a FIFO.
+    let extra = root.join("extra.json");
+    fs::write(&extra, committed.replacen("{\n", "{\n  \"x-extra\": 1,\n", 1)).unwrap();
+    let out = run(&extra, &cache);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("unknown field `x-extra`"), "{}", out.stderr);
+    let fifo = root.join("fifo.json");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let out = run(&fifo, &cache);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("is a FIFO (named pipe), not a regular file"), "{}", out.stderr);
+}

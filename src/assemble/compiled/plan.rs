@@ -681,10 +681,11 @@ pub enum SkipKind {
     /// language not yet built): nothing on the machine would change that.
     NotNative,
     /// The machine's toolchain lacks or refuses what the cell needs (a C++ compiler, a CUDA
-    /// torch, an nvcc of torch's CUDA, tvm-ffi).
+    /// torch, an nvcc of torch's CUDA, tvm-ffi), or gives a torch or CUDA outside build.toml's
+    /// bounds: another toolchain would build the cell.
     Toolchain,
-    /// build.toml asks for what the cell cannot build (outside its torch or CUDA bounds, CUDA
-    /// capabilities its CUDA cannot build).
+    /// build.toml asks for what no toolchain builds in this cell (no `[kernel.*]` applies to
+    /// it, CUDA capabilities its CUDA cannot build).
     Config,
     /// The cell's pins (nix/torch-wheels.json) are incomplete (no entry, no sha256 yet) or
     /// build another cell.
