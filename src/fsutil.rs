@@ -125,6 +125,16 @@ pub fn write_atomic(path: &Utf8Path, contents: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The file a write of the user's file `path` replaces: where `path` points when it is a
+/// symbolic link (the link stays a link), else `path` itself. With [`write_atomic`], which
+/// would otherwise put a regular file in the link's place.
+pub fn link_target(path: &Utf8Path) -> camino::Utf8PathBuf {
+    match path.canonicalize_utf8() {
+        Ok(p) if path.is_symlink() => p,
+        _ => path.to_owned(),
+    }
+}
+
 /// `root.join(rel)`, checked to resolve inside `root`: the deepest part of it that exists is
 /// resolved (links followed) and must lie in `root` (resolved too); what follows does not
 /// exist yet, so creating it creates it there. `rel` must be relative, without `..` (callers

@@ -82,18 +82,7 @@ impl crate::error::Diagnostic for NotYet {
 mod tests {
     use super::*;
 
-    fn config(text: &str) -> BuildConfig {
-        crate::config::parse_str(
-            camino::Utf8Path::new("build.toml"),
-            text,
-            None,
-            crate::config::diagnostics::RenderStyle::Plain,
-        )
-        .expect("parses")
-        .finish(Vec::new())
-        .expect("valid")
-        .config
-    }
+    use crate::config::config_for_tests as config;
 
     #[test]
     fn rust_kernels_are_refused_per_backend_with_the_toolchain_named() {

@@ -101,10 +101,7 @@ fn write_pins(path: &camino::Utf8Path, pins: &crate::toolchain::pins::Pins) -> a
     if std::fs::read_to_string(path).ok().as_deref() == Some(text.as_str()) {
         return Ok(());
     }
-    let target = match path.canonicalize_utf8() {
-        Ok(p) if path.is_symlink() => p,
-        _ => path.to_owned(),
-    };
+    let target = crate::fsutil::link_target(path);
     if std::fs::metadata(&target).is_ok_and(|m| m.permissions().readonly()) {
         anyhow::bail!(
             "`{target}` is read-only, so it was not changed: make it writable (`chmod u+w {target}`) or pass a writable copy with --pins"

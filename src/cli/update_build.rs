@@ -146,11 +146,7 @@ pub fn run(args: Args) -> super::CmdResult {
     };
     if new_text != text {
         // A symlinked build.toml is updated where it points, not replaced by a regular file.
-        let target = match std::fs::canonicalize(&path) {
-            Ok(p) if path.is_symlink() => Utf8PathBuf::from_path_buf(p).unwrap_or_else(|_| path.clone()),
-            _ => path.clone(),
-        };
-        crate::fsutil::write_atomic(&target, new_text.as_bytes())?;
+        crate::fsutil::write_atomic(&crate::fsutil::link_target(&path), new_text.as_bytes())?;
     }
     println!("Updated {display}.");
     Ok(ExitCode::SUCCESS)

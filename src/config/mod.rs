@@ -237,6 +237,16 @@ impl Parsed {
 ///
 /// Errors: a file over [`MAX_BUILD_TOML_BYTES`] or one that is not TOML (the problem rendered).
 /// Every other problem is kept in the [`Parsed`] for [`Parsed::finish`].
+/// The configuration of the valid build.toml `text`, for tests (panics on a problem).
+#[cfg(test)]
+pub(crate) fn config_for_tests(text: &str) -> BuildConfig {
+    parse_str(Utf8Path::new("build.toml"), text, None, diagnostics::RenderStyle::Plain)
+        .expect("parses")
+        .finish(Vec::new())
+        .expect("valid")
+        .config
+}
+
 pub fn parse_str(
     display_path: &Utf8Path,
     text: &str,

@@ -746,16 +746,7 @@ mod tests {
             let text = format!(
                 "[general]\nname = \"kk\"\nversion = 1\nedition = 6\nlicense = \"MIT\"\nbackends = [{backends}]\n[{framework}]\nsrc = [\"t.cpp\"]\n{kernel}"
             );
-            crate::config::parse_str(
-                camino::Utf8Path::new("build.toml"),
-                &text,
-                None,
-                crate::config::diagnostics::RenderStyle::Plain,
-            )
-            .expect("parses")
-            .finish(Vec::new())
-            .expect("valid")
-            .config
+            crate::config::config_for_tests(&text)
         };
         let c = config(
             "\"cpu\", \"cuda\", \"rocm\"",
