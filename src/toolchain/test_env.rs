@@ -169,26 +169,24 @@ pub fn overlay(env: &TestEnv, into: &Utf8Path) -> anyhow::Result<TestEnv> {
     let own = purelib(&python)?;
     std::fs::write(own.join("_kernel_builder_shared_test_env.pth"), format!("{shared}\n"))
         .with_context(|| format!("cannot write the `.pth` file in `{own}`"))?;
-    // The shared console scripts, run by this interpreter (pip writes `#!<env>/bin/python…`).
+    // The shared console scripts (pytest, pip), each run by this shell's interpreter.
     let bin = env.dir.join("bin");
-    let shebang = format!("#!{bin}/python");
     for e in bin.read_dir_utf8().with_context(|| format!("cannot list `{bin}`"))? {
         let e = e.with_context(|| format!("cannot list `{bin}`"))?;
         let to = dir.join("bin").join(e.file_name());
         if !e.file_type().is_ok_and(|t| t.is_file()) || to.exists() {
             continue;
         }
+        // Not text (a compiled launcher): nothing to carry over.
         let Ok(text) = std::fs::read_to_string(e.path()) else { continue };
-        let Some((first, rest)) = text.split_once('\n') else { continue };
-        // A long path is run through `/bin/sh` (`'''exec' "<env>/bin/python" "$0" "$@"`).
-        let sh_exec = format!("'''exec' \"{bin}/python");
-        let script = if first.starts_with(&shebang) && !first[shebang.len()..].contains(char::is_whitespace) {
-            format!("#!{python}\n{rest}")
-        } else if first == "#!/bin/sh" && rest.starts_with(&sh_exec) {
-            let interpreter_end = rest[sh_exec.len()..].find('"').map_or(rest.len(), |i| i + sh_exec.len());
-            format!("{first}\n'''exec' \"{python}{}", &rest[interpreter_end..])
-        } else {
-            continue;
+        let script = match console_script_body(&text, &bin) {
+            ConsoleScript::Body(body) => with_interpreter(&python, body),
+            ConsoleScript::NotOurs => continue,
+            ConsoleScript::Unreadable => anyhow::bail!(
+                "cannot carry `{}` into this shell's environment: it names the test environment's interpreter in a form not understood; remove `{}` to have it made again",
+                e.path(),
+                env.dir
+            ),
         };
         std::fs::write(&to, script).with_context(|| format!("cannot write `{to}`"))?;
         use std::os::unix::fs::PermissionsExt;
@@ -196,6 +194,66 @@ pub fn overlay(env: &TestEnv, into: &Utf8Path) -> anyhow::Result<TestEnv> {
             .with_context(|| format!("cannot make `{to}` executable"))?;
     }
     Ok(TestEnv { python, overlay: Some(dir), ..env.clone() })
+}
+
+/// What a file in a venv's `bin/` is to [`overlay`].
+#[derive(Debug, PartialEq)]
+enum ConsoleScript<'a> {
+    /// A console script run by an interpreter in `bin`: its Python code after the preamble.
+    Body(&'a str),
+    /// Run by something else, or not a script: left out.
+    NotOurs,
+    /// Names an interpreter in `bin` in a form not understood.
+    Unreadable,
+}
+
+/// The longest `#!` line every Linux reads whole (`BINPRM_BUF_SIZE` was 128 before 5.1); pip
+/// uses the same bound before it writes the `/bin/sh` form instead.
+const MAX_SHEBANG: usize = 127;
+
+/// The Python code of a console script as pip writes it into a venv whose interpreter is in
+/// `bin`, in either form: `#!<bin>/python…` while the line fits [`MAX_SHEBANG`], else `#!/bin/sh`,
+/// the line `'''exec' <bin>/python… "$0" "$@"` (the path quoted or not) and the line `' '''`,
+/// which Python reads as a string and `sh` as the command that runs the file.
+fn console_script_body<'a>(text: &'a str, bin: &Utf8Path) -> ConsoleScript<'a> {
+    let in_bin = |interpreter: &str| {
+        let path = Utf8Path::new(interpreter);
+        path.parent() == Some(bin) && path.file_name().is_some_and(|n| n.starts_with("python"))
+    };
+    let Some((first, rest)) = text.split_once('\n') else { return ConsoleScript::NotOurs };
+    let Some(shebang) = first.strip_prefix("#!") else { return ConsoleScript::NotOurs };
+    if shebang.trim() != "/bin/sh" {
+        return match shebang.split_whitespace().collect::<Vec<_>>()[..] {
+            [interpreter] if in_bin(interpreter) => ConsoleScript::Body(rest),
+            _ if shebang.contains(bin.as_str()) => ConsoleScript::Unreadable,
+            _ => ConsoleScript::NotOurs,
+        };
+    }
+    let Some((exec, after)) = rest.split_once('\n') else { return ConsoleScript::NotOurs };
+    let Some(command) = exec.strip_prefix("'''exec' ") else { return ConsoleScript::NotOurs };
+    let interpreter = match command.strip_prefix('"') {
+        Some(quoted) => quoted.split_once('"').map(|(path, _)| path),
+        None => command.split_whitespace().next(),
+    };
+    match interpreter {
+        Some(i) if in_bin(i) => match after.split_once('\n') {
+            Some(("' '''", body)) => ConsoleScript::Body(body),
+            _ => ConsoleScript::Unreadable,
+        },
+        _ if command.contains(bin.as_str()) => ConsoleScript::Unreadable,
+        _ => ConsoleScript::NotOurs,
+    }
+}
+
+/// A console script whose Python code is `body`, run by `python`: with a plain `#!` line when
+/// every kernel reads it whole, else through `/bin/sh`, the path single-quoted.
+fn with_interpreter(python: &Utf8Path, body: &str) -> String {
+    let shebang = format!("#!{python}");
+    if shebang.len() <= MAX_SHEBANG && !python.as_str().contains(char::is_whitespace) {
+        return format!("{shebang}\n{body}");
+    }
+    let quoted = python.as_str().replace('\'', r"'\''");
+    format!("#!/bin/sh\n'''exec' '{quoted}' \"$0\" \"$@\"\n' '''\n{body}")
 }
 
 /// Make the environment in `tmp` (its final path): a venv of `interpreter`, then torch
@@ -404,5 +462,85 @@ mod tests {
             .run()
             .unwrap();
         assert_eq!(out.stdout, "shared\n");
+    }
+
+    /// CI's failure of stop 39: on a checkout whose path is 6 characters longer, the test
+    /// environment's `#!` line passed 127 characters, pip wrote `pytest` in its `/bin/sh` form
+    /// with the path unquoted, the overlay read only the quoted form, and left `pytest` out:
+    /// "cannot run `pytest`". Every form pip writes is read, whatever the paths' lengths, and
+    /// each script is written in the form its new path needs; one not understood is an error.
+    #[test]
+    fn console_scripts_run_in_the_shells_environment_whatever_the_paths_lengths() {
+        let t = tempfile::tempdir().unwrap();
+        let root = utf8(&t);
+        let long = "a-directory-name-long-enough-to-push-a-shebang-line-past-what-linux-reads";
+        for (shared, into) in [
+            (root.join("short"), root.join("s")),
+            (root.join(long).join("shared"), root.join("s2")),
+            (root.join("short2"), root.join(long).join("with space and ' quote")),
+        ] {
+            // pip, installed by ensurepip from the interpreter's own wheel: its console scripts
+            // are written by pip itself, in the form the path needs.
+            crate::process::Cmd::new("python3").args(["-m", "venv", shared.as_str()]).run().unwrap();
+            let pip = std::fs::read_to_string(shared.join("bin/pip")).unwrap();
+            assert_eq!(
+                pip.starts_with("#!/bin/sh\n"),
+                format!("#!{shared}/bin/python3").len() > MAX_SHEBANG,
+                "{pip}"
+            );
+            let env = TestEnv {
+                python: shared.join("bin/python"),
+                dir: shared.clone(),
+                torch_from: "test".into(),
+                overlay: None,
+            };
+            std::fs::create_dir_all(&into).unwrap();
+            let own = overlay(&env, &into).unwrap();
+            let carried = std::fs::read_to_string(into.join("env/bin/pip")).unwrap();
+            assert_eq!(
+                carried.starts_with("#!/bin/sh\n"),
+                format!("#!{}", own.python).len() > MAX_SHEBANG || into.as_str().contains(' '),
+                "{carried}"
+            );
+            // Run as a user types it: found on PATH, run by this shell's interpreter.
+            let out = crate::process::Cmd::new("pip")
+                .args(["--version"])
+                .env("PATH", format!("{}/env/bin:/usr/bin:/bin", into))
+                .run()
+                .unwrap();
+            let site = shared.join("lib");
+            assert!(out.stdout.starts_with("pip "), "{}", out.stdout);
+            assert!(out.stdout.contains(site.as_str()), "pip is the shared one: {}", out.stdout);
+        }
+    }
+
+    #[test]
+    fn console_script_forms() {
+        let bin = Utf8Path::new("/e/bin");
+        use ConsoleScript::*;
+        assert_eq!(console_script_body("#!/e/bin/python3.13\nimport x\n", bin), Body("import x\n"));
+        assert_eq!(console_script_body("#!/e/bin/python\nimport x\n", bin), Body("import x\n"));
+        let sh = "#!/bin/sh\n'''exec' /e/bin/python3 \"$0\" \"$@\"\n' '''\nimport x\n";
+        assert_eq!(console_script_body(sh, bin), Body("import x\n"));
+        let quoted = "#!/bin/sh\n'''exec' \"/e/bin/python\" \"$0\" \"$@\"\n' '''\nimport x\n";
+        assert_eq!(console_script_body(quoted, bin), Body("import x\n"));
+        assert_eq!(console_script_body("#!/usr/bin/env python3\nimport x\n", bin), NotOurs);
+        assert_eq!(console_script_body("#!/bin/sh\necho hi\n", bin), NotOurs);
+        assert_eq!(console_script_body("# This file must be used with \"source\"\n", bin), NotOurs);
+        assert_eq!(console_script_body("#!/e/bin/python -E\nimport x\n", bin), Unreadable);
+        assert_eq!(
+            console_script_body("#!/bin/sh\n'''exec' /e/bin/python \"$0\"\nimport x\n", bin),
+            Unreadable
+        );
+        // Written back: a short path plainly, a long one through sh, and both run the same code.
+        assert_eq!(
+            with_interpreter(Utf8Path::new("/o/bin/python"), "import x\n"),
+            "#!/o/bin/python\nimport x\n"
+        );
+        let long = format!("/{}/bin/python", "d".repeat(MAX_SHEBANG));
+        assert_eq!(
+            with_interpreter(Utf8Path::new(&long), "import x\n"),
+            format!("#!/bin/sh\n'''exec' '{long}' \"$0\" \"$@\"\n' '''\nimport x\n")
+        );
     }
 }
