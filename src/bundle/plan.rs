@@ -284,21 +284,37 @@ pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> String {
 }
 
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
+/// `not_here`: the kernel's variants planned but skipped on this host, named in the error.
 ///
 /// Errors: a name that is not planned; the message lists the valid names.
-pub fn select(planned: &[PlannedVariant], requested: &[String]) -> anyhow::Result<Vec<PlannedVariant>> {
+pub fn select(
+    planned: &[PlannedVariant],
+    requested: &[String],
+    not_here: &[&str],
+) -> anyhow::Result<Vec<PlannedVariant>> {
     if requested.is_empty() {
         return Ok(planned.to_vec());
     }
     let unknown: Vec<&String> = requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)).collect();
     if !unknown.is_empty() {
         let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
+        let listed = match (valid.join(", "), not_here.join(", ")) {
+            (valid, not_here) if not_here.is_empty() => {
+                if valid.is_empty() {
+                    "(none)".into()
+                } else {
+                    valid
+                }
+            }
+            (valid, not_here) if valid.is_empty() => format!("none that builds here ({not_here} cannot)"),
+            (valid, not_here) => format!("{valid}, and {not_here}, which cannot be built here"),
+        };
+        let all: Vec<&str> = valid.iter().chain(not_here).copied().collect();
         anyhow::bail!(
-            "unknown variant{} {}; this kernel's variants are: {}{}",
+            "unknown variant{} {}; this kernel's variants are: {listed}{}",
             if unknown.len() == 1 { "" } else { "s" },
             unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-            if valid.is_empty() { "(none)".to_owned() } else { valid.join(", ") },
-            did_you_mean(&unknown, &valid)
+            did_you_mean(&unknown, &all)
         );
     }
     Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
@@ -613,15 +629,28 @@ mod tests {
     fn select_keeps_plan_order_and_refuses_unknown_names() {
         let c = noarch_config(&[Cuda, Rocm, Xpu]);
         let planned = plan(&c, &KernelCells::of(&c), &host()).variants;
-        let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()]).unwrap();
+        let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()], &[]).unwrap();
         assert_eq!(names(&picked), ["torch-cuda", "torch-xpu"]);
-        assert_eq!(names(&select(&planned, &[]).unwrap()), ["torch-cuda", "torch-rocm", "torch-xpu"]);
-        let err = select(&planned, &["torch-cpu".into(), "cuda".into()]).unwrap_err().to_string();
+        assert_eq!(names(&select(&planned, &[], &[]).unwrap()), ["torch-cuda", "torch-rocm", "torch-xpu"]);
+        let err = select(&planned, &["torch-cpu".into(), "cuda".into()], &[]).unwrap_err().to_string();
         assert_eq!(
             err,
             "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-xpu`?"
         );
-        let err = select(&planned, &["torch-metal".into()]).unwrap_err().to_string();
+        let err = select(&planned, &["torch-metal".into()], &[]).unwrap_err().to_string();
         assert!(err.ends_with("torch-rocm, torch-xpu"), "no near miss, no suggestion: {err}");
+        // A pinned build whose cells were all skipped here (an empty toolchain cache with
+        // --offline) listed "(none)"; it names them, and near misses among them.
+        let skipped = ["torch215-cxx11-cpu-x86_64-linux", "torch215-cxx11-cu132-x86_64-linux"];
+        let err = select(&[], &["torch215-cxx11-cpu-x86_64-linx".into()], &skipped).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown variant `torch215-cxx11-cpu-x86_64-linx`; this kernel's variants are: none that builds here (torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux cannot); did you mean `torch215-cxx11-cpu-x86_64-linux`?"
+        );
+        let err = select(&planned[..1], &["bogus".into()], &skipped[..1]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown variant `bogus`; this kernel's variants are: torch-cuda, and torch215-cxx11-cpu-x86_64-linux, which cannot be built here"
+        );
     }
 }
