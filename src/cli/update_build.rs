@@ -94,15 +94,17 @@ pub fn run(args: Args) -> super::CmdResult {
             }
             bail!("`{display}` cannot be brought to edition 6; fix the errors above");
         }
-        // A file the upgrade found nothing to change in (no `[general]`, say) that is not
-        // edition 6: say what is wrong with it instead.
-        if !plan.generation.is_current() {
-            if let Err(err) = validate_new_text(&display, &text, &dir) {
+        // Nothing to change is no promise the file is right: an edition-6 file with an unknown
+        // key, or one the upgrade cannot read (no `[general]`), says what is wrong with it.
+        if let Err(err) = validate_new_text(&display, &text, &dir) {
+            if plan.generation.is_current() {
                 crate::printer::stderr!(
-                    "error: `{display}` cannot be brought to edition 6; fix the errors below"
+                    "error: `{display}` is edition 6, with nothing for update-build to change, but it does not validate; fix the errors below"
                 );
-                return Err(err);
+            } else {
+                crate::printer::stderr!("error: `{display}` cannot be brought to edition 6; fix the errors below");
             }
+            return Err(err);
         }
         println!("{display} is already edition 6; nothing to change.");
         return Ok(ExitCode::SUCCESS);

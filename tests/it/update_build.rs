@@ -510,6 +510,37 @@ fn check_exits_0_on_a_current_file() {
     assert_eq!(read(&dir), original);
 }
 
+/// Found by a fresh user: an edition-6 file with an unknown key (and a missing `depends`) was
+/// "already edition 6; nothing to change", exit 0, under `--check` too. Nothing to change is
+/// no promise the file is right: it fails with the diagnostics check-config gives.
+#[test]
+fn check_fails_on_a_current_file_that_does_not_validate() {
+    let (dir, _) = fixture_kernel_dir("edition6-current");
+    let path = dir.path().join("build.toml");
+    let text = read(&dir).replace("[kernel.relu]\n", "[kernel.relu]\nbogus-key = 1\n");
+    std::fs::write(&path, &text).unwrap();
+    for check in [true, false] {
+        let mut cmd = kb();
+        cmd.arg("update-build");
+        if check {
+            cmd.arg("--check");
+        }
+        let out = cmd.arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "--check {check}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.starts_with(&format!(
+                "error: `{}` is edition 6, with nothing for update-build to change, but it does not validate; fix the errors below\n",
+                path.display()
+            )),
+            "{stderr}"
+        );
+        assert!(stderr.contains("unknown key `bogus-key` in `[kernel.relu]`"), "{stderr}");
+        assert!(String::from_utf8(out.stdout).unwrap().is_empty());
+        assert_eq!(read(&dir), text);
+    }
+}
+
 /// An edition-5 file is migrated to edition 6: `edition`, each kernel's `backend` becomes its
 /// C++ `language` in the same place, and nothing else moves; the result is the edition-6
 /// fixture byte for byte, and its cells are the edition-5 file's.
