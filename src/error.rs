@@ -62,6 +62,12 @@ pub trait Diagnostic: std::error::Error + Send + Sync + 'static {
     fn hints(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// What a program reading `--json` gets beside the message and hints: keys of the failure
+    /// document (`skipped`: the cells a build could not have). Empty by default.
+    fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// A typed failure ([`Diagnostic`]) as one type, the one the CLI looks for in a chain.
@@ -70,6 +76,7 @@ pub struct Error {
     /// [`Diagnostic::kind`] and [`Diagnostic::hints`] of `inner`'s type.
     kind: fn(&(dyn std::error::Error + 'static)) -> Kind,
     hints: fn(&(dyn std::error::Error + 'static)) -> Vec<String>,
+    fields: fn(&(dyn std::error::Error + 'static)) -> serde_json::Map<String, serde_json::Value>,
 }
 
 impl<E: Diagnostic> From<E> for Error {
@@ -78,6 +85,7 @@ impl<E: Diagnostic> From<E> for Error {
             inner: Box::new(e),
             kind: |e| e.downcast_ref::<E>().map_or(Kind::Failed, Diagnostic::kind),
             hints: |e| e.downcast_ref::<E>().map(Diagnostic::hints).unwrap_or_default(),
+            fields: |e| e.downcast_ref::<E>().map(Diagnostic::fields).unwrap_or_default(),
         }
     }
 }
@@ -270,6 +278,18 @@ pub fn copy(err: &anyhow::Error) -> anyhow::Error {
 }
 
 /// The first `T` in `err`'s chain, as itself or inside an [`Error`].
+/// The `--json` fields of every typed error in `err`'s chain ([`Diagnostic::fields`]); an
+/// outer error's key wins over an inner one's.
+pub fn fields(err: &anyhow::Error) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for e in err.chain().filter_map(|link| link.downcast_ref::<Error>()) {
+        for (k, v) in (e.fields)(&*e.inner) {
+            out.entry(k).or_insert(v);
+        }
+    }
+    out
+}
+
 pub fn find<T: Diagnostic>(err: &anyhow::Error) -> Option<&T> {
     err.chain().find_map(|link| {
         link.downcast_ref::<T>().or_else(|| link.downcast_ref::<Error>().and_then(Error::downcast_ref::<T>))

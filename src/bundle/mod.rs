@@ -222,6 +222,27 @@ pub fn build_into(
     build_into_with(kernel_dir, config, cells, requested, kernel, &plan, &BuildOptions::default())
 }
 
+/// A native build of which no cell could be had here: each note says why one was skipped, and
+/// `--json`'s failure document lists them as `skipped`, as a build that succeeds does.
+#[derive(Debug, thiserror::Error)]
+#[error("`{path}` has no variant this host can build:\n  {}", notes.join("\n  "))]
+pub struct NothingBuildable {
+    /// The kernel's build.toml.
+    pub path: Utf8PathBuf,
+    /// One line per cell or backend left out.
+    pub notes: Vec<String>,
+    /// The cells and backends skipped, each with its typed reason.
+    pub skipped: Vec<SkippedBackend>,
+}
+
+impl crate::error::Diagnostic for NothingBuildable {
+    fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("skipped".into(), serde_json::to_value(&self.skipped).unwrap_or_default());
+        m
+    }
+}
+
 /// [`build_into`] of the variants of `plan` ([`Plan::new`], made once by the command), with
 /// `options`: the native cell cache, cells built in parallel, progress.
 ///
@@ -267,7 +288,8 @@ pub fn build_into_with(
     notes.extend(selected.iter().filter_map(|v| v.cell.as_ref()).flat_map(|c| c.notes.iter().cloned()));
     if selected.is_empty() {
         if !notes.is_empty() {
-            anyhow::bail!("`{}` has no variant this host can build:\n  {}", config.path, notes.join("\n  "));
+            let nothing = NothingBuildable { path: config.path.clone(), notes, skipped };
+            return Err(crate::error::Error::from(nothing).into());
         }
         anyhow::bail!(
             "`{}` has no variant to build: no backend of `general.backends` has a cell in the build matrix",

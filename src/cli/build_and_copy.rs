@@ -137,7 +137,8 @@ pub struct Args {
     /// for a Nix build; `compile-cache`: what the compile cache did for a cell compiled here,
     /// `{"compiles", "hits", "misses", "device_steps_hit", "device_steps_missed",
     /// "not_cached", "unreadable"}`, else null; `parallel`: what its compile ran with, `{"ninja-jobs",
-    /// "nvcc-threads", "split-compile"}`, else null).
+    /// "nvcc-threads", "split-compile"}`, else null). When no cell can be built, the failure
+    /// document (`"ok": false`) has the same `skipped` list.
     #[arg(long)]
     pub json: bool,
     /// Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),

@@ -11,6 +11,8 @@
 //! `[]` when there are none. A failure that has more to say adds its own
 //! keys beside these: a build.toml with errors adds check-config's problem document
 //! ([`super::check_config::Invalid`]), a failed upload its outcome ([`crate::hub::upload::Outcome`]).
+//! A typed error adds its [`crate::error::Diagnostic::fields`] (a build with no cell to build:
+//! `skipped`).
 
 use serde_json::{Map, Value};
 
@@ -77,7 +79,7 @@ pub fn failure(command: &str, err: &anyhow::Error) -> Value {
         }
         None => {
             let causes: Vec<String> = err.chain().skip(1).map(|c| c.to_string()).collect();
-            (err.to_string(), causes, crate::error::hints(err), Map::new())
+            (err.to_string(), causes, crate::error::hints(err), crate::error::fields(err))
         }
     };
     fields.extend(detail);

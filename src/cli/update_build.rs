@@ -102,7 +102,9 @@ pub fn run(args: Args) -> super::CmdResult {
                     "error: `{display}` is edition 6, with nothing for update-build to change, but it does not validate; fix the errors below"
                 );
             } else {
-                crate::printer::stderr!("error: `{display}` cannot be brought to edition 6; fix the errors below");
+                crate::printer::stderr!(
+                    "error: `{display}` cannot be brought to edition 6; fix the errors below"
+                );
             }
             return Err(err);
         }

@@ -73,6 +73,27 @@ fn missing_cmake_says_what_to_install() {
         )
     );
     assert!(!k.join("build").exists());
+
+    // `--json`: the failure document lists the cells skipped, as a build that succeeds does
+    // (it had only the reasons joined into its message).
+    let out = crate::util::kb()
+        .args(["build-and-copy", "--nix", "never", "--json", "--python", py.to_str().unwrap()])
+        .arg(&k)
+        .env("PATH", t.path().join("env/bin"))
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["ok"], false);
+    assert_eq!(
+        doc["skipped"],
+        serde_json::json!([{
+            "backend": "cpu",
+            "kind": "toolchain",
+            "reason": format!("CMake was not found next to `{}` or on PATH; install it (`{} -m pip install cmake`)", py.display(), py.display()),
+        }])
+    );
 }
 
 #[test]
