@@ -140,11 +140,12 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 /// Exit codes: 0 success; a failure's from its kind ([`crate::error::Kind::exit_code`]): 1 the
 /// command failed (bad input, failed build), 2 bad command line, 128 + N stopped by signal N.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Checked here, not by clap's `conflicts_with`: clap sees a conflict only among the flags
     // given on one side of the subcommand.
     if cli.quiet && cli.verbose {
-        use clap::CommandFactory;
         Cli::command()
             .error(clap::error::ErrorKind::ArgumentConflict, "'--quiet' cannot be used with '--verbose'")
             .exit();
@@ -154,7 +155,7 @@ pub fn main() -> ExitCode {
         (_, true) => crate::printer::Level::Verbose,
         _ => crate::printer::Level::Normal,
     });
-    let json = cli.command.json_name();
+    let json = json_name(&matches);
     let result = match cli.command {
         Command::Init(a) => init::run(a),
         Command::CheckConfig(a) => check_config::run(a),
@@ -191,7 +192,7 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             report_error(&err);
-            if let Some(command) = json {
+            if let Some(command) = &json {
                 json::print_failure(command, &err);
             }
             // The exit code is the typed error's ([`crate::error::Kind::exit_code`]).
@@ -201,26 +202,18 @@ pub fn main() -> ExitCode {
     }
 }
 
-impl Command {
-    /// The command's name when `--json` was given: its failure is then also the
-    /// [`json::failure`] document on stdout.
-    fn json_name(&self) -> Option<&'static str> {
-        let (name, json) = match self {
-            Command::CheckConfig(a) => ("check-config", a.json),
-            Command::ListVariants(a) => ("list-variants", a.json),
-            Command::BuildAndCopy(a) => ("build-and-copy", a.json),
-            Command::Hash(a) => ("hash", a.json),
-            Command::CheckAbi(a) => ("check-abi", a.json),
-            Command::Upload(a) => ("upload", a.flags.json),
-            Command::BuildAndUpload(a) => ("build-and-upload", a.flags.json),
-            Command::Matrix(matrix::Args { command: matrix::MatrixCommand::CheckWheel(a) }) => {
-                ("matrix check-wheel", a.json)
-            }
-            Command::CheckBuilds(a) => ("check-builds", a.json),
-            _ => return None,
-        };
-        json.then_some(name)
+/// The command's name (`matrix check-wheel`) when `--json` was given to it: its failure is then
+/// also the [`json::failure`] document on stdout. Read from clap's matches, so every command
+/// that has a `--json` flag gets it, without a list to keep.
+fn json_name(matches: &clap::ArgMatches) -> Option<String> {
+    let mut names = Vec::new();
+    let mut m = matches;
+    while let Some((name, sub)) = m.subcommand() {
+        names.push(name);
+        m = sub;
     }
+    let has_json = m.ids().any(|id| id.as_str() == "json");
+    (has_json && m.get_flag("json")).then(|| names.join(" "))
 }
 
 /// Print an error: build.toml's errors are rendered with their source snippets and `help:`

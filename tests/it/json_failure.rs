@@ -193,3 +193,79 @@ fn exit_codes_follow_the_kind_of_failure() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// The command names `kernel-builder PREFIX --help` lists under `Commands:` (not `help`).
+fn subcommands(prefix: &[&str]) -> Vec<String> {
+    let out = kb().args(prefix).arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    let Some(listed) = help.split("Commands:\n").nth(1) else { return Vec::new() };
+    listed
+        .lines()
+        .take_while(|l| !l.is_empty())
+        // A name is indented by two spaces; a wrapped description by more.
+        .filter_map(|l| l.strip_prefix("  ").filter(|l| !l.starts_with(' ')))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Found by a fresh user: `verify --json` printed no document on failure, because the commands
+/// that print one were a list kept by hand. Every command whose help offers `--json` (read from
+/// the binary, two levels deep) prints the failure document when it fails: here, each run in an
+/// empty directory on a path that does not exist.
+#[test]
+fn every_command_with_json_prints_the_failure_document() {
+    let empty = tempfile::tempdir().unwrap();
+    let mut checked = Vec::new();
+    for top in subcommands(&[]) {
+        let mut paths: Vec<Vec<String>> =
+            subcommands(&[top.as_str()]).into_iter().map(|sub| vec![top.clone(), sub]).collect();
+        if paths.is_empty() {
+            paths.push(vec![top.clone()]);
+        }
+        for path in paths {
+            let args: Vec<&str> = path.iter().map(String::as_str).collect();
+            let out = kb().args(&args).arg("--help").output().unwrap();
+            let help = String::from_utf8(out.stdout).unwrap();
+            if !help.contains("\n      --json") {
+                continue;
+            }
+            let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap().to_owned();
+            let takes_path = usage.contains(" [DIR]") || usage.contains(" <");
+            let mut run = args.clone();
+            run.push("--json");
+            if takes_path {
+                run.push("does-not-exist");
+            }
+            let (code, doc) = run_json(empty.path(), &run);
+            assert_eq!(code, Some(1), "{run:?}: {doc}");
+            checked.push(path.join(" "));
+            if path == ["hash"] {
+                // hash reports each path it was given, the failed ones with their error.
+                assert_eq!(doc[0]["hash"], Value::Null, "{doc}");
+                assert!(doc[0]["error"].as_str().unwrap().contains("does-not-exist"), "{doc}");
+                continue;
+            }
+            assert_eq!(doc["ok"], false, "{run:?}");
+            assert_eq!(doc["command"], path.join(" "), "{run:?}");
+            assert!(doc["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{run:?}: {doc}");
+        }
+    }
+    // The walk found them: a command that gains --json joins this list.
+    assert_eq!(
+        checked,
+        [
+            "check-config",
+            "list-variants",
+            "build-and-copy",
+            "hash",
+            "verify",
+            "check-abi",
+            "upload",
+            "build-and-upload",
+            "matrix check-wheel",
+            "check-builds"
+        ]
+    );
+}
