@@ -83,15 +83,16 @@ pub fn uses_pins(config: &BuildConfig) -> bool {
 pub fn choose_toolchains(config: &BuildConfig, request: &ToolchainRequest) -> anyhow::Result<Toolchains> {
     let pinned = uses_pins(config);
     if request.python {
+        // verify's pinned cells beside --python fetch as a build without it does.
+        let beside = pinned && request.pins_beside_python;
         anyhow::ensure!(
-            !request.fetch.offline && request.fetch.find_links.is_empty(),
+            beside || (!request.fetch.offline && request.fetch.find_links.is_empty()),
             "--offline and --find-links apply to the pinned toolchains of a build without --python; drop --python, or drop them"
         );
-        if !(pinned && request.pins_beside_python) {
+        if !beside {
             return Ok(Toolchains::Host);
         }
-        let fetch = FetchOptions { progress: request.fetch.progress, ..FetchOptions::default() };
-        return Ok(Toolchains::HostThenPinned(Store::user(fetch)?));
+        return Ok(Toolchains::HostThenPinned(Store::user(request.fetch.clone())?));
     }
     if !pinned {
         return Ok(Toolchains::Host);

@@ -139,6 +139,14 @@ fn verify_with(
     } else {
         planned.iter().filter(|p| build_dir.join(&p.name).is_dir()).map(|p| p.name.clone()).collect()
     };
+    let mut names = names;
+    // A cell present in build/ that cannot be had here (its pinned wheel not in the cache with
+    // --offline) says why, rather than vanishing from what is verified.
+    for s in the_plan.skipped.iter().filter_map(|s| s.variant.as_ref()) {
+        if !names.contains(s) && build_dir.join(s).is_dir() {
+            names.push(s.clone());
+        }
+    }
     let unknown: Vec<&String> = names.iter().filter(|n| !planned.iter().any(|p| &p.name == *n)).collect();
     if let Some(why) = unknown.iter().find_map(|u| why_not_buildable(config, cells, &the_plan, u)) {
         anyhow::bail!("cannot verify: {why}");

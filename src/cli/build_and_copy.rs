@@ -65,6 +65,21 @@ fn parse_manylinux(s: &str) -> anyhow::Result<String> {
     crate::abi::policy::PolicyTable::embedded().find(s).map(|p| p.name.clone())
 }
 
+/// How the toolchain cache gets the pinned wheels (`build-and-copy`, `build-and-upload`,
+/// `verify`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FetchArgs {
+    /// Cells built from pinned wheels (without --python): never download a wheel; use the
+    /// toolchain cache and --find-links directories only.
+    #[arg(long)]
+    pub offline: bool,
+    /// Cells built from pinned wheels (without --python): look for the wheels (by file name) in
+    /// DIR first, a wheelhouse made elsewhere (repeatable). Each is checked against its pinned
+    /// sha256.
+    #[arg(long = "find-links", value_name = "DIR")]
+    pub find_links: Vec<Utf8PathBuf>,
+}
+
 impl ToolchainArgs {
     /// The host toolchain these arguments describe.
     pub fn host(&self) -> HostToolchain {
@@ -76,8 +91,7 @@ impl ToolchainArgs {
     /// and how the toolchain cache fetches (`--offline`, `--find-links`, a progress bar).
     pub fn request(
         &self,
-        offline: bool,
-        find_links: &[Utf8PathBuf],
+        fetch: &FetchArgs,
         progress: bool,
         pins_beside_python: bool,
     ) -> bundle::ToolchainRequest {
@@ -85,8 +99,8 @@ impl ToolchainArgs {
             python: self.python.is_some(),
             pins_beside_python,
             fetch: crate::toolchain::store::FetchOptions {
-                offline,
-                find_links: find_links.to_vec(),
+                offline: fetch.offline,
+                find_links: fetch.find_links.clone(),
                 progress,
             },
         }
@@ -155,14 +169,8 @@ pub struct Args {
     pub toolchain: ToolchainArgs,
     #[command(flatten)]
     pub native: NativeArgs,
-    /// Native builds without --python: never download a pinned wheel; use the toolchain cache
-    /// and --find-links directories only.
-    #[arg(long)]
-    pub offline: bool,
-    /// Native builds without --python: look for pinned wheels (by file name) in DIR first, a
-    /// wheelhouse made elsewhere (repeatable). Each is checked against its pinned sha256.
-    #[arg(long = "find-links", value_name = "DIR")]
-    pub find_links: Vec<Utf8PathBuf>,
+    #[command(flatten)]
+    pub fetch: FetchArgs,
     /// Extra arguments for `nix build` (after `--`), e.g. `-- -L --max-jobs 4`.
     #[arg(last = true, value_name = "NIX_ARGS")]
     pub nix_args: Vec<String>,
@@ -404,7 +412,7 @@ pub fn run(args: Args) -> super::CmdResult {
     );
 
     let loaded = super::load_config_locked(&dir)?;
-    let request = args.toolchain.request(args.offline, &args.find_links, !args.json, false);
+    let request = args.toolchain.request(&args.fetch, !args.json, false);
     let build = args.native.build(&dir, &loaded, &args.variants, args.toolchain.host(), request);
     let report = build_natively(&build, args.json)?.report;
     print_built(&report, args.json)?;

@@ -24,6 +24,8 @@ pub struct Args {
     #[command(flatten)]
     pub native: super::build_and_copy::NativeArgs,
     #[command(flatten)]
+    pub fetch: super::build_and_copy::FetchArgs,
+    #[command(flatten)]
     pub flags: UploadFlags,
 }
 
@@ -43,7 +45,7 @@ pub fn run(args: Args) -> super::CmdResult {
     super::upload::require_token(&args.flags)?;
     // Without --python, the CPU and CUDA bundle cells build (and are verified) from pinned
     // wheels, as `build-and-copy --nix never` builds them: one plan for both.
-    let request = args.toolchain.request(false, &[], !args.flags.json, false);
+    let request = args.toolchain.request(&args.fetch, !args.flags.json, false);
     let build = args.native.build(&dir, &loaded, &args.variants, host, request);
     let bundle::native::NativeOutcome { plan, report } =
         super::build_and_copy::build_natively(&build, args.flags.json)?;

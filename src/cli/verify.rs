@@ -26,6 +26,8 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub toolchain: super::build_and_copy::ToolchainArgs,
+    #[command(flatten)]
+    pub fetch: super::build_and_copy::FetchArgs,
 }
 
 /// Run `verify`.
@@ -33,7 +35,7 @@ pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config(&dir)?;
     // Each variant is rebuilt with the toolchain that built it (pins beside --python).
-    let request = args.toolchain.request(false, &[], !args.json, true);
+    let request = args.toolchain.request(&args.fetch, !args.json, true);
     let report =
         verify(&dir, &loaded.config, &loaded.cells, &args.variants, &args.toolchain.host(), &request)?;
     for n in &report.notes {

@@ -586,6 +586,34 @@ fn verify_rebuilds_a_pinned_cell_from_its_pins() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
+
+    // Offline, as build-and-copy can be (verify said to pass --find-links, which it lacked): an
+    // empty toolchain cache names the wheel it needs; a wheelhouse of the cell's wheels rebuilds
+    // it without the network.
+    let empty = t.path().join("empty-toolchains");
+    let offline =
+        kb(&relu, &t.path().join("offline-cells"), &empty, &["verify", "--variant", cell, "--offline"]);
+    assert_eq!(offline.code, 1, "{}", offline.stderr);
+    assert!(
+        offline.stderr.contains(&format!("error: cannot verify: cannot build `{cell}` natively: torch-2.15.0-cp313-cp313-manylinux_2_28_x86_64.whl is not in the toolchain cache and --offline forbids downloading it; put it in a --find-links directory")),
+        "{}",
+        offline.stderr
+    );
+    let house = t.path().join("wheelhouse");
+    fs::create_dir_all(&house).unwrap();
+    let pins = kernel_builder::toolchain::pins::pins();
+    let c = pins.cell("2.15", None, "x86_64-linux").unwrap();
+    for w in std::iter::once(c.torch).chain(c.toolkit).chain(c.tools).chain([c.compile_cache]) {
+        let r = w.resolved().unwrap();
+        fs::hard_link(shared_toolchain_cache().join(format!("wheels/{}.whl", r.sha256)), house.join(&r.file))
+            .unwrap();
+    }
+    let house_arg = house.to_str().unwrap();
+    let args = ["verify", "--variant", cell, "--offline", "--find-links", house_arg];
+    let out = kb(&relu, &t.path().join("offline-cells"), &empty, &args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.lines().next().unwrap().split(" (").next().unwrap(), format!("{cell}: same"));
+
     let init = variant.join("__init__.py");
     assert!(init.is_file(), "{listed:?}");
     fs::write(&init, fs::read_to_string(&init).unwrap() + "# changed\n").unwrap();
