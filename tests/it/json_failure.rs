@@ -130,7 +130,7 @@ fn an_upload_without_a_token_lists_what_to_do_as_hints() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         doc,
-        json!({"ok": false, "command": "upload", "error": {"message": "no Hub token", "causes": [], "hints": [
+        json!({"ok": false, "command": "upload", "error": {"message": format!("no Hub token: HF_TOKEN is not set, and there is no token file `{}`", tmp.path().join("hf/token").display()), "causes": [], "hints": [
             "set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token)",
             "`--dry-run` works without one"
         ]}})

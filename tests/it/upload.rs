@@ -577,11 +577,22 @@ fn token_from_the_login_file_and_no_token_at_all() {
     assert_eq!(r.code, 1);
     assert_eq!(
         r.stderr,
-        "error: no Hub token\n\
+        format!("error: no Hub token: HF_TOKEN is not set, and there is no token file `{}`\n", env.root.join("hf/token").display()) + "\
          hint: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token)\n\
          hint: `--dry-run` works without one\n"
     );
     assert_eq!(env.server.stats()["requests"], json!({}));
+
+    // An empty token file is said to be one.
+    fs::create_dir_all(env.root.join("hf")).unwrap();
+    fs::write(env.root.join("hf/token"), "\n").unwrap();
+    let r = run(kb(&env.server.url, &env.root.join("hf"), None).arg("upload").arg(&dir), None);
+    assert_eq!(r.code, 1);
+    let empty = format!(
+        "error: no Hub token: HF_TOKEN is not set, and the token file `{}` is empty\n",
+        env.root.join("hf/token").display()
+    );
+    assert!(r.stderr.starts_with(&empty), "{}", r.stderr);
 
     // The file `hf auth login` writes, under HF_HOME.
     fs::write(env.root.join("hf/token"), format!("{SECRET}\n")).unwrap();
@@ -839,7 +850,7 @@ fn build_and_upload_without_a_token_builds_nothing() {
     assert_eq!(r.code, 1);
     assert_eq!(
         r.stderr,
-        "error: no Hub token\n\
+        format!("error: no Hub token: HF_TOKEN is not set, and there is no token file `{}`\n", env.root.join("hf/token").display()) + "\
          hint: set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, else $HF_HOME/token)\n\
          hint: `--dry-run` works without one\n"
     );
