@@ -32,8 +32,9 @@ pub struct ToolchainArgs {
     /// The Python interpreter whose torch compiled variants are built against (its tvm_ffi for
     /// a `[tvm-ffi]` kernel); its torch version, CUDA build and C++ ABI (tvm-ffi's major.minor
     /// and nvcc's CUDA) name the variant. CMake and Ninja are looked up beside it first, then
-    /// on PATH. Default: `python3`; `build-and-copy` without it builds every bundle cell of a
-    /// `[torch]` kernel's CPU and CUDA backends from pinned wheels instead.
+    /// on PATH. Without it, a `[torch]` kernel's CPU and CUDA bundle cells are built from
+    /// pinned wheels instead, and other compiled cells with `python3`. (`verify` rebuilds a
+    /// variant built from pinned wheels from them, with or without it.)
     #[arg(long, value_name = "PATH")]
     pub python: Option<Utf8PathBuf>,
     /// Record in metadata.json that the tools (--python, CXX, CUDACXX, PATH) come from the
@@ -69,13 +70,12 @@ fn parse_manylinux(s: &str) -> anyhow::Result<String> {
 /// `verify`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FetchArgs {
-    /// Cells built from pinned wheels (without --python): never download a wheel; use the
-    /// toolchain cache and --find-links directories only.
+    /// Cells built from pinned wheels: never download a wheel; use the toolchain cache and
+    /// --find-links directories only.
     #[arg(long)]
     pub offline: bool,
-    /// Cells built from pinned wheels (without --python): look for the wheels (by file name) in
-    /// DIR first, a wheelhouse made elsewhere (repeatable). Each is checked against its pinned
-    /// sha256.
+    /// Cells built from pinned wheels: look for the wheels (by file name) in DIR first, a
+    /// wheelhouse made elsewhere (repeatable). Each is checked against its pinned sha256.
     #[arg(long = "find-links", value_name = "DIR")]
     pub find_links: Vec<Utf8PathBuf>,
 }

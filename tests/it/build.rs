@@ -1121,7 +1121,8 @@ Options:
           what the compile cache did for a cell compiled here, `{"compiles", "hits", "misses",
           "device_steps_hit", "device_steps_missed", "not_cached", "unreadable"}`, else null;
           `parallel`: what its compile ran with, `{"ninja-jobs", "nvcc-threads", "split-compile"}`,
-          else null)
+          else null). When no cell can be built, the failure document (`"ok": false`) has the same
+          `skipped` list
 
       --builders <SPEC>
           Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),
@@ -1137,8 +1138,9 @@ Options:
           The Python interpreter whose torch compiled variants are built against (its tvm_ffi for a
           `[tvm-ffi]` kernel); its torch version, CUDA build and C++ ABI (tvm-ffi's major.minor and
           nvcc's CUDA) name the variant. CMake and Ninja are looked up beside it first, then on
-          PATH. Default: `python3`; `build-and-copy` without it builds every bundle cell of a
-          `[torch]` kernel's CPU and CUDA backends from pinned wheels instead
+          PATH. Without it, a `[torch]` kernel's CPU and CUDA bundle cells are built from pinned
+          wheels instead, and other compiled cells with `python3`. (`verify` rebuilds a variant
+          built from pinned wheels from them, with or without it.)
 
       --package-set <NAME>
           Record in metadata.json that the tools (--python, CXX, CUDACXX, PATH) come from the
@@ -1177,11 +1179,11 @@ Options:
           native-cache`)
 
       --offline
-          Native builds without --python: never download a pinned wheel; use the toolchain cache and
+          Cells built from pinned wheels: never download a wheel; use the toolchain cache and
           --find-links directories only
 
       --find-links <DIR>
-          Native builds without --python: look for pinned wheels (by file name) in DIR first, a
+          Cells built from pinned wheels: look for the wheels (by file name) in DIR first, a
           wheelhouse made elsewhere (repeatable). Each is checked against its pinned sha256
 
   -q, --quiet
