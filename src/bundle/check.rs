@@ -55,43 +55,51 @@ fn system_of<'a>(name: &str, systems: &'a [String]) -> Option<&'a str> {
     systems.iter().map(String::as_str).find(|s| name.ends_with(&format!("-{s}")))
 }
 
-/// Compare the expected variants of `systems` (from the matrix's `all_systems`) with `present`.
-fn compare(
-    matrix: &str,
-    expected: BTreeSet<String>,
-    present: BTreeSet<String>,
-    systems: &[String],
-    all_systems: &[String],
-) -> Report {
-    // A variant of a system not being checked is neither expected nor extra.
-    let checked = |n: &String| system_of(n, all_systems).is_none_or(|s| systems.iter().any(|x| x == s));
+/// What `check-builds` expects in `build/`.
+#[derive(Debug)]
+pub struct Expected<'a> {
+    /// The kernel's variants of the systems checked.
+    pub here: BTreeSet<String>,
+    /// Its variants of the matrix's other systems: present, they are neither expected nor
+    /// extra (a noarch `torch-cuda` of x86_64-linux under `--system aarch64-darwin`).
+    pub elsewhere: BTreeSet<String>,
+    /// The systems checked.
+    pub systems: &'a [String],
+    /// Every system of the matrix.
+    pub all_systems: &'a [String],
+}
+
+/// Compare `expected` with the variants `present`.
+fn compare(matrix: &str, expected: Expected<'_>, present: BTreeSet<String>) -> Report {
+    let Expected { here, elsewhere, systems, all_systems } = expected;
+    // A variant of a system not being checked is neither expected nor extra: one the kernel
+    // has there, or one whose name ends with such a system.
+    let checked = |n: &String| {
+        here.contains(n)
+            || (!elsewhere.contains(n)
+                && system_of(n, all_systems).is_none_or(|s| systems.iter().any(|x| x == s)))
+    };
     let present: BTreeSet<String> = present.into_iter().filter(checked).collect();
-    let missing: Vec<String> = expected.difference(&present).cloned().collect();
-    let extra: Vec<String> = present.difference(&expected).cloned().collect();
+    let missing: Vec<String> = here.difference(&present).cloned().collect();
+    let extra: Vec<String> = present.difference(&here).cloned().collect();
     Report {
         matrix: matrix.to_owned(),
         systems: systems.to_vec(),
         ok: missing.is_empty() && extra.is_empty(),
-        expected: expected.into_iter().collect(),
+        expected: here.into_iter().collect(),
         present: present.into_iter().collect(),
         missing,
         extra,
     }
 }
 
-/// Compare the variant directories in `build` with the `expected` variants of `systems` of
-/// matrix `matrix` (whose systems are `all_systems`).
+/// Compare the variant directories in `build` with what matrix `matrix` makes the kernel
+/// expect there.
 ///
 /// Errors: `build` does not exist or cannot be read, or holds a directory whose name is not
 /// UTF-8.
-pub fn check_builds(
-    build: &Utf8Path,
-    matrix: &str,
-    expected: BTreeSet<String>,
-    systems: &[String],
-    all_systems: &[String],
-) -> anyhow::Result<Report> {
-    Ok(compare(matrix, expected, present_variants(build)?, systems, all_systems))
+pub fn check_builds(build: &Utf8Path, matrix: &str, expected: Expected<'_>) -> anyhow::Result<Report> {
+    Ok(compare(matrix, expected, present_variants(build)?))
 }
 
 #[cfg(test)]
@@ -105,16 +113,39 @@ mod tests {
     #[test]
     fn missing_and_extra_and_other_systems() {
         let all = vec!["x86_64-linux".to_owned(), "aarch64-linux".to_owned()];
+        let expected = Expected {
+            here: set(&["torch-cuda", "torch215-cxx11-cpu-x86_64-linux"]),
+            elsewhere: set(&["torch-cuda", "torch215-cxx11-cpu-aarch64-linux"]),
+            systems: &all[..1],
+            all_systems: &all,
+        };
         let r = compare(
             "2026-12",
-            set(&["torch-cuda", "torch215-cxx11-cpu-x86_64-linux"]),
+            expected,
             set(&["torch-cuda", "torch212-cxx11-cpu-x86_64-linux", "torch215-cxx11-cpu-aarch64-linux"]),
-            &all[..1],
-            &all,
         );
         assert_eq!(r.missing, ["torch215-cxx11-cpu-x86_64-linux"]);
         assert_eq!(r.extra, ["torch212-cxx11-cpu-x86_64-linux"]);
         assert_eq!(r.present, ["torch-cuda", "torch212-cxx11-cpu-x86_64-linux"]);
         assert!(!r.ok);
+    }
+
+    /// Found by a fresh user: under `--system aarch64-darwin`, a Helion kernel's noarch
+    /// variants of x86_64-linux (`torch-cuda`…, which name no system) were counted as extra. A
+    /// variant the kernel has on another system is neither expected nor extra; a noarch name it
+    /// has nowhere still is extra.
+    #[test]
+    fn another_systems_noarch_variants_are_not_extra() {
+        let all = vec!["x86_64-linux".to_owned(), "aarch64-darwin".to_owned()];
+        let expected = Expected {
+            here: BTreeSet::new(),
+            elsewhere: set(&["torch-cuda", "torch-rocm", "torch-xpu"]),
+            systems: &all[1..],
+            all_systems: &all,
+        };
+        let r = compare("2026-12", expected, set(&["torch-cuda", "torch-rocm", "torch-xpu", "torch-npu"]));
+        assert_eq!(r.extra, ["torch-npu"]);
+        assert_eq!(r.present, ["torch-npu"]);
+        assert!(r.missing.is_empty());
     }
 }

@@ -48,12 +48,27 @@ pub fn run(args: Args) -> super::CmdResult {
         None => m.systems.clone(),
     };
     let scope = if args.all { Scope::All } else { Scope::Bundle };
-    let expected: BTreeSet<String> = super::list_variants::build_toml_cells(&m, &loaded, &systems, scope)
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
-    let report =
-        crate::bundle::check::check_builds(&dir.join("build"), &m.name, expected, &systems, &m.systems)?;
+    let names = |systems: &[String]| -> BTreeSet<String> {
+        super::list_variants::build_toml_cells(&m, &loaded, systems, scope)
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+    };
+    let expected = names(&systems);
+    // The kernel's variants of the systems not checked (a noarch one among them, which names
+    // no system): neither expected nor extra.
+    let others: Vec<String> = m.systems.iter().filter(|s| !systems.contains(s)).cloned().collect();
+    let elsewhere = names(&others);
+    let report = crate::bundle::check::check_builds(
+        &dir.join("build"),
+        &m.name,
+        crate::bundle::check::Expected {
+            here: expected,
+            elsewhere,
+            systems: &systems,
+            all_systems: &m.systems,
+        },
+    )?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.ok {
