@@ -100,7 +100,8 @@ pub const DEFAULT_MAX_BYTES: u64 = 5 << 30;
 /// Errors: the variable is set and is not a size (the message names it).
 pub fn build_max_bytes() -> anyhow::Result<u64> {
     match crate::env::NATIVE_CACHE_MAX_SIZE.get() {
-        Some(v) if !v.trim().is_empty() => parse_size(&v).context("KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE"),
+        Some(v) if !v.trim().is_empty() => parse_size(&v)
+            .map_err(|e| anyhow::anyhow!("{} is `{v}`: {e}", crate::env::NATIVE_CACHE_MAX_SIZE.name)),
         _ => Ok(DEFAULT_MAX_BYTES),
     }
 }

@@ -51,6 +51,8 @@ pub fn build(b: &NativeBuild<'_>, progress: &dyn Progress) -> anyhow::Result<Nat
     // The toolchain cache's bound, read before the cache is opened or anything is built: a bad
     // value fails now, having written nothing.
     let bound = super::uses_pins(&b.kernel.config).then(crate::toolchain::store::max_bytes).transpose()?;
+    // So are the other caches' settings, which are read after the cells are built.
+    check_cache_settings(b.cell_cache, !super::compiled_backends(&b.kernel.config).is_empty())?;
     let toolchains = choose_toolchains(&b.kernel.config, &b.toolchains)?;
     let plan = Plan::new(&b.kernel.config, &b.kernel.cells, &b.host, &toolchains, b.variants, &|_| false);
     let cache = match super::CellCache::user() {
@@ -73,6 +75,20 @@ pub fn build(b: &NativeBuild<'_>, progress: &dyn Progress) -> anyhow::Result<Nat
         report.warnings.extend(prune_toolchains(store, max));
     }
     Ok(NativeOutcome { plan, report })
+}
+
+/// The settings a build reads after its cells are built (the native cell cache's bound, when it
+/// is used; the compile cache's place and bound, when it is on), read before anything is:
+/// a bad value fails the build at once, not after an hour of nvcc.
+fn check_cache_settings(cell_cache: bool, compiles: bool) -> anyhow::Result<()> {
+    use crate::assemble::compiled::compile_cache;
+    if cell_cache {
+        super::cellcache::build_max_bytes()?;
+    }
+    if compiles && compile_cache::setting()? != compile_cache::Setting::Off {
+        compile_cache::max_bytes()?;
+    }
+    Ok(())
 }
 
 /// Bound the toolchain cache after a build: the least recently used wheels and trees go, unless

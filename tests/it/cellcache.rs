@@ -499,3 +499,55 @@ fn relu_cuda_cell_builds_from_a_cache_directory_with_a_space() {
     let bytes = fs::read(so).unwrap();
     assert!(!bytes.windows(b"my cache".len()).any(|w| w == b"my cache"), "the cache path is mapped away");
 }
+
+/// Found by a fresh user: a bad `KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE` failed the build only
+/// after every cell was built (the bound is read to prune). The caches' settings are read
+/// first: the build fails at once, naming the variable, with nothing written; a setting that
+/// does not apply (the cell cache under `--no-cache`, the compile cache of a noarch kernel)
+/// is not read.
+#[test]
+fn a_bad_cache_bound_fails_before_anything_is_built() {
+    let t = tempfile::tempdir().unwrap();
+    let helion = t.path().join("helion");
+    copy_kernel("vector-add-helion", &helion);
+    let relu = t.path().join("relu");
+    copy_kernel("relu", &relu);
+    let cache = t.path().join("cache");
+    let run = |dir: &Path, var: &str, extra: &[&str]| {
+        let mut c = crate::util::kb();
+        c.current_dir(dir)
+            .env("KERNEL_BUILDER_CACHE_DIR", &cache)
+            .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", t.path().join("toolchains"))
+            .env_remove("KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE")
+            .env_remove("KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE")
+            .env_remove("KERNEL_BUILDER_COMPILE_CACHE")
+            .env(var, "lots")
+            .args(["build-and-copy", "--nix", "never", "--offline"])
+            .args(extra);
+        c.output().unwrap()
+    };
+    let refused = |out: std::process::Output, var: &str, dir: &Path| {
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8(out.stderr).unwrap(),
+            format!("error: {var} is `lots`: `lots` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)\n")
+        );
+        assert!(!dir.join("build").exists());
+    };
+    refused(
+        run(&helion, "KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE", &[]),
+        "KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE",
+        &helion,
+    );
+    refused(
+        run(&relu, "KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE", &[]),
+        "KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE",
+        &relu,
+    );
+    assert!(!t.path().join("toolchains").exists(), "nothing was fetched or unpacked");
+    // Settings that do not apply are not read.
+    let out = run(&helion, "KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE", &["--no-cache"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&helion, "KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE", &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
