@@ -50,6 +50,7 @@ pub(crate) mod output;
 #[allow(clippy::print_stderr)]
 pub(crate) mod printer;
 pub(crate) mod process;
+pub mod report;
 pub mod source;
 pub(crate) mod suggest;
 pub(crate) mod tls;

@@ -10,56 +10,15 @@
 //! build.toml error, the hints of the typed errors of the chain: [`crate::error::hints`]), both
 //! `[]` when there are none. A failure that has more to say adds its own
 //! keys beside these: a build.toml with errors adds check-config's problem document
-//! ([`super::check_config::Invalid`]), a failed upload its outcome ([`crate::hub::upload::Outcome`]).
-//! A typed error adds its [`crate::error::Diagnostic::fields`] (a build with no cell to build:
-//! `skipped`).
+//! ([`super::check_config::Invalid`]), and a typed error its [`crate::error::Diagnostic::fields`]
+//! (a failed upload its outcome, [`crate::hub::publish::UploadFailed`]; a build with no cell to
+//! build, `skipped`).
 
 use serde_json::{Map, Value};
 
-/// An error that carries the fields its command adds to the failure document (an upload's
-/// outcome). Its message and causes are those of the wrapped error.
-#[derive(Debug)]
-pub struct WithDetail {
-    error: anyhow::Error,
-    detail: Map<String, Value>,
-}
-
-impl WithDetail {
-    /// `error`, with `detail`'s keys for the `--json` failure document (`detail` not being an
-    /// object adds nothing).
-    pub fn wrap(error: anyhow::Error, detail: Value) -> anyhow::Error {
-        let detail = match detail {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
-        anyhow::Error::new(WithDetail { error, detail })
-    }
-
-    /// The wrapped error, for the text report.
-    pub fn inner(&self) -> &anyhow::Error {
-        &self.error
-    }
-}
-
-impl std::fmt::Display for WithDetail {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(&self.error, f)
-    }
-}
-
-impl std::error::Error for WithDetail {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.error.source()
-    }
-}
-
 /// The failure document of `command` for `err`.
 pub fn failure(command: &str, err: &anyhow::Error) -> Value {
-    let (err, detail) = match err.downcast_ref::<WithDetail>() {
-        Some(d) => (&d.error, d.detail.clone()),
-        None => (err, Map::new()),
-    };
-    let (message, causes, hints, mut fields) = match crate::error::find::<crate::config::ConfigErrors>(err) {
+    let (message, causes, hints, fields) = match crate::error::find::<crate::config::ConfigErrors>(err) {
         Some(e) => {
             let errors: Vec<_> = e.errors().collect();
             let message = format!(
@@ -82,7 +41,6 @@ pub fn failure(command: &str, err: &anyhow::Error) -> Value {
             (err.to_string(), causes, crate::error::hints(err), crate::error::fields(err))
         }
     };
-    fields.extend(detail);
     let mut doc = Map::new();
     doc.insert("ok".into(), Value::Bool(false));
     doc.insert("command".into(), Value::String(command.into()));
@@ -114,12 +72,21 @@ mod tests {
         );
     }
 
+    /// A typed error's fields join the document; they never replace its shape.
     #[test]
-    fn a_detail_adds_keys_and_never_replaces_the_shape() {
-        let err = WithDetail::wrap(
-            anyhow::anyhow!("refused"),
-            serde_json::json!({"status": "failed", "ok": true, "error": "x"}),
-        );
+    fn a_typed_errors_fields_add_keys_and_never_replace_the_shape() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("refused")]
+        struct Refused;
+        impl crate::error::Diagnostic for Refused {
+            fn fields(&self) -> Map<String, Value> {
+                match serde_json::json!({"status": "failed", "ok": true, "error": "x"}) {
+                    Value::Object(m) => m,
+                    _ => Map::new(),
+                }
+            }
+        }
+        let err: anyhow::Error = crate::error::Error::from(Refused).into();
         assert_eq!(
             failure("upload", &err),
             serde_json::json!({"ok": false, "command": "upload", "status": "failed",

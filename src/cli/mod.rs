@@ -28,6 +28,7 @@ pub mod lock_kernel_deps;
 pub mod matrix;
 pub mod native_cache;
 pub mod nix_support;
+pub mod report;
 pub mod tune;
 pub mod update_build;
 pub mod upload;
@@ -196,8 +197,7 @@ pub fn main() -> ExitCode {
                 json::print_failure(command, &err);
             }
             // The exit code is the typed error's ([`crate::error::Kind::exit_code`]).
-            let err = err.downcast_ref::<json::WithDetail>().map_or(&err, json::WithDetail::inner);
-            ExitCode::from(crate::error::kind(err).exit_code())
+            ExitCode::from(crate::error::kind(&err).exit_code())
         }
     }
 }
@@ -220,7 +220,6 @@ fn json_name(matches: &clap::ArgMatches) -> Option<String> {
 /// lines; anything else through [`crate::error::report`] (`error: …`, each cause, `hint:`
 /// lines).
 pub fn report_error(err: &anyhow::Error) {
-    let err = err.downcast_ref::<json::WithDetail>().map_or(err, json::WithDetail::inner);
     if let Some(diags) = crate::error::find::<crate::config::ConfigErrors>(err) {
         eprint!("{}", diags.render());
         return;

@@ -9,8 +9,10 @@
 pub mod auth;
 pub mod client;
 pub mod plan;
+pub mod publish;
 pub mod upload;
 
+pub use publish::{publish, PublishOptions};
 pub use upload::{prepare, upload, Outcome, Prepared, Status, UploadOptions};
 
 #[cfg(test)]
