@@ -51,6 +51,7 @@ pub(crate) mod output;
 pub(crate) mod printer;
 pub(crate) mod process;
 pub mod report;
+pub mod shell;
 pub mod source;
 pub(crate) mod suggest;
 pub(crate) mod tls;
