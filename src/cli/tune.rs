@@ -153,42 +153,8 @@ fn absolute_python(python: String) -> anyhow::Result<String> {
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config(&dir)?;
-    let section = match &loaded.config.framework {
-        crate::config::Framework::TorchNoarch(_) => None,
-        crate::config::Framework::MlxNoarch(_) => anyhow::bail!(
-            "`{}` is an `[mlx-noarch]` kernel, not a Helion kernel: `tune` pre-tunes the Helion kernels of a `[torch-noarch]` kernel (Python with `@helion.kernel` functions, as `kernel-builder init --template helion` writes)",
-            loaded.config.path
-        ),
-        crate::config::Framework::Torch(_) => Some("[torch]"),
-        crate::config::Framework::TvmFfi(_) => Some("[tvm-ffi]"),
-    };
-    if let Some(section) = section {
-        anyhow::bail!(
-            "`{}` is a compiled `{section}` kernel, not a Helion kernel: `tune` pre-tunes the Helion kernels of a `[torch-noarch]` kernel (Python with `@helion.kernel` functions, as `kernel-builder init --template helion` writes) and a compiled kernel has nothing for it to tune",
-            loaded.config.path
-        );
-    }
+    tune::check_tunable(&loaded.config, &dir, &super::report::Terminal)?;
     let general = &loaded.config.general;
-    // A noarch kernel that neither depends on helion nor imports it in its package has no
-    // Helion kernel: asking for a bench script would send the user the wrong way.
-    if !crate::tune::lint::is_helion(&loaded.config) {
-        let package = general.python_name();
-        let pkg = crate::tune::lookup::scan(&dir, &package)?;
-        if !pkg.sources.iter().any(|s| s.imports_helion) {
-            anyhow::bail!(
-                "`{}` is a noarch kernel that does not use Helion, not a Helion kernel: no Python file under `{}` imports helion and `helion` is not in `general.python-depends`; `tune` pre-tunes `@helion.kernel` functions (as `kernel-builder init --template helion` writes), and this kernel has none to tune",
-                loaded.config.path,
-                dir.join("torch-ext").join(&package)
-            );
-        }
-    }
-    if !general.python_depends.iter().any(|d| d == "helion") {
-        crate::printer::stderr!(
-            "warning: {}/build.toml does not list `helion` in general.python-depends; users \
-             loading this kernel will need helion to use the heuristic",
-            dir
-        );
-    }
     let bench = match args.bench {
         None => dir.join("bench.py"),
         Some(b) => resolve_bench(&dir, b)?,
@@ -217,20 +183,8 @@ pub fn run(args: Args) -> super::CmdResult {
         "wrote {}/ (tune.json: the table above as JSON, with the runner's records)",
         dir.join(&outcome.records)
     );
-    if let Some(summary) = outcome.report.runner_summary.as_object() {
-        for (kernel, s) in summary {
-            let stat = |k: &str| s.pointer(&format!("/performance_stats/{k}")).and_then(|v| v.as_f64());
-            if let Some(max) = stat(args.goal.as_str()).or_else(|| stat("max_slowdown")) {
-                if max > args.threshold {
-                    crate::printer::stderr!(
-                        "warning: {kernel}: the heuristic's {} is {max:.3}, above the goal {}: \
-                         raise --max-configs or the threshold, or tune with --effort full",
-                        args.goal.as_str(),
-                        args.threshold
-                    );
-                }
-            }
-        }
+    for w in outcome.report.goal_warnings(args.goal, args.threshold) {
+        crate::printer::stderr!("warning: {w}");
     }
     Ok(ExitCode::SUCCESS)
 }

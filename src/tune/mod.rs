@@ -392,6 +392,55 @@ pub struct TunedShape {
     pub features: serde_json::Map<String, serde_json::Value>,
 }
 
+/// Whether `config` (the kernel in `dir`) is one `tune` can tune: a `[torch-noarch]` kernel that
+/// uses Helion (lists it in `general.python-depends`, or imports it in its package). A Helion
+/// kernel that does not list `helion` is tuned, with a warning to `report`.
+///
+/// Errors: a compiled or `[mlx-noarch]` kernel, or a noarch kernel without Helion, each saying
+/// what `tune` is for.
+pub fn check_tunable(
+    config: &crate::config::BuildConfig,
+    dir: &Utf8Path,
+    report: &dyn crate::report::Reporter,
+) -> anyhow::Result<()> {
+    use crate::config::Framework;
+    const WHAT: &str = "`tune` pre-tunes the Helion kernels of a `[torch-noarch]` kernel (Python with `@helion.kernel` functions, as `kernel-builder init --template helion` writes)";
+    let section = match &config.framework {
+        Framework::TorchNoarch(_) => None,
+        Framework::MlxNoarch(_) => {
+            anyhow::bail!("`{}` is an `[mlx-noarch]` kernel, not a Helion kernel: {WHAT}", config.path)
+        }
+        Framework::Torch(_) => Some("[torch]"),
+        Framework::TvmFfi(_) => Some("[tvm-ffi]"),
+    };
+    if let Some(section) = section {
+        anyhow::bail!(
+            "`{}` is a compiled `{section}` kernel, not a Helion kernel: {WHAT} and a compiled kernel has nothing for it to tune",
+            config.path
+        );
+    }
+    let general = &config.general;
+    // A noarch kernel that neither depends on helion nor imports it in its package has no
+    // Helion kernel: asking for a bench script would send the user the wrong way.
+    if !lint::is_helion(config) {
+        let package = general.python_name();
+        let pkg = lookup::scan(dir, &package)?;
+        if !pkg.sources.iter().any(|s| s.imports_helion) {
+            anyhow::bail!(
+                "`{}` is a noarch kernel that does not use Helion, not a Helion kernel: no Python file under `{}` imports helion and `helion` is not in `general.python-depends`; `tune` pre-tunes `@helion.kernel` functions (as `kernel-builder init --template helion` writes), and this kernel has none to tune",
+                config.path,
+                dir.join("torch-ext").join(&package)
+            );
+        }
+    }
+    if !general.python_depends.iter().any(|d| d == "helion") {
+        report.warning(&format!(
+            "{dir}/build.toml does not list `helion` in general.python-depends; users loading this kernel will need helion to use the heuristic"
+        ));
+    }
+    Ok(())
+}
+
 /// The distinct (kernel, shape) pairs of a `tuned_configs_<hw>.json`, in file order.
 pub fn tuned_shapes(tuned_configs: &serde_json::Value) -> Vec<TunedShape> {
     let mut out: Vec<TunedShape> = Vec::new();

@@ -104,6 +104,25 @@ impl NamedShape {
 }
 
 impl TuneReport {
+    /// One warning per kernel whose heuristic misses `goal`'s `threshold` (the runner's
+    /// `performance_stats`), saying what to change.
+    pub fn goal_warnings(&self, goal: super::Goal, threshold: f64) -> Vec<String> {
+        let Some(summary) = self.runner_summary.as_object() else { return Vec::new() };
+        let mut out = Vec::new();
+        for (kernel, s) in summary {
+            let stat = |k: &str| s.pointer(&format!("/performance_stats/{k}")).and_then(|v| v.as_f64());
+            if let Some(max) = stat(goal.as_str()).or_else(|| stat("max_slowdown")) {
+                if max > threshold {
+                    out.push(format!(
+                        "{kernel}: the heuristic's {} is {max:.3}, above the goal {threshold}: raise --max-configs or the threshold, or tune with --effort full",
+                        goal.as_str()
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     pub(super) fn new(
         opts: &Options,
         env: &Environment,
