@@ -44,7 +44,7 @@ pub fn publish(opts: &PublishOptions, report: &dyn Reporter) -> anyhow::Result<O
     upload::require_kernel_dir(&up.dir)?;
     let token = require_token(up.dry_run)?;
     let endpoint = auth::checked_endpoint()?;
-    let prepared = super::prepare(up)?;
+    let prepared = super::prepare(up, report)?;
     for w in &prepared.warnings {
         report.warning(w);
     }
@@ -58,7 +58,7 @@ pub fn publish(opts: &PublishOptions, report: &dyn Reporter) -> anyhow::Result<O
     if let Some(path) = &opts.output_json {
         check_writable(path)?;
     }
-    match super::upload(&prepared, up, &endpoint, token) {
+    match super::upload(&prepared, up, &endpoint, token, report) {
         Ok(outcome) => {
             for n in &outcome.notes {
                 report.note(n);

@@ -30,6 +30,7 @@ use super::client::{CommitOp, HubClient, PreuploadQuery, TreeEntry};
 use super::plan::{self, Action, Change, LocalFile};
 use crate::hash::digest::{self, Digest};
 use crate::hash::manifest::{self, Manifest};
+use crate::report::Reporter;
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -368,7 +369,7 @@ pub fn require_kernel_dir(dir: &Utf8Path) -> anyhow::Result<()> {
 /// Any refusal: no variants, a variant without `metadata.json`, no repository id (neither
 /// `--repo-id` nor `[general.hub] repo-id`), a malformed id, variants of different versions
 /// without a branch given, a digest mismatch, a manifest mismatch (unless `force`).
-pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
+pub fn prepare(opts: &UploadOptions, report: &dyn Reporter) -> anyhow::Result<Prepared> {
     let dir = &opts.dir;
     require_kernel_dir(dir)?;
     let build_dir = dir.join("build");
@@ -449,7 +450,7 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
 
     let mut files = Vec::new();
     for v in &variants {
-        crate::printer::stderr!("hashing build/{v}/ …");
+        report.status(&format!("hashing build/{v}/ …"));
         files.extend(plan::collect_files(&build_dir.join(v), &format!("build/{v}"))?);
     }
     let bench = dir.join("benchmarks");
@@ -457,11 +458,11 @@ pub fn prepare(opts: &UploadOptions) -> anyhow::Result<Prepared> {
         files.extend(plan::collect_files(&bench, "benchmarks")?);
     }
     files.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
-    crate::printer::stderr!(
+    report.status(&format!(
         "hashed {} files ({} bytes)",
         files.len(),
         crate::config::diagnostics::thousands(files.iter().map(|f| f.size as usize).sum())
-    );
+    ));
     // The bundle's card (build/CARD.md, where a bundle puts a rendered one), else the
     // kernel's own CARD.md (what `kernel-builder init` writes).
     let card_path = [build_dir.join("CARD.md"), dir.join("CARD.md")]
@@ -592,9 +593,9 @@ fn byte_bar(progress: bool, total: u64) -> indicatif::ProgressBar {
     )
 }
 
-/// A line on stderr that the byte bar (when drawn) makes room for.
-fn say(bar: &indicatif::ProgressBar, line: &str) {
-    bar.suspend(|| crate::printer::stderr!("{line}"));
+/// A line for `report` that the byte bar (when drawn) makes room for.
+fn say(bar: &indicatif::ProgressBar, report: &dyn Reporter, line: &str) {
+    bar.suspend(|| report.status(line));
 }
 
 /// Upload the LFS content of the plan's files and commit; returns the commit answer (none
@@ -609,6 +610,7 @@ fn commit_rev(
     plan: &RevPlan,
     summary: &str,
     opts: &UploadOptions,
+    report: &dyn Reporter,
 ) -> anyhow::Result<(Option<super::client::CommitAnswer>, u64)> {
     let create_pr = opts.create_pr;
     let mut ops = Vec::new();
@@ -671,6 +673,7 @@ fn commit_rev(
                 sent += 1;
                 say(
                     &bar,
+                    report,
                     &format!(
                         "sending {} ({} bytes, LFS object {sent} of {to_send}) …",
                         f.repo_path,
@@ -723,7 +726,7 @@ fn commit_rev(
         bar.finish_and_clear();
         return Ok((None, 0));
     }
-    say(&bar, &format!("committing {} operation(s) to `{rev}` …", ops.len()));
+    say(&bar, report, &format!("committing {} operation(s) to `{rev}` …", ops.len()));
     bar.set_message(format!("committing to `{rev}`"));
     let answer = client.commit(repo_id, rev, summary, parent, &ops, create_pr);
     if answer.is_ok() {
@@ -779,6 +782,7 @@ pub fn upload(
     opts: &UploadOptions,
     endpoint: &str,
     token: Option<Token>,
+    report: &dyn Reporter,
 ) -> Result<Outcome, Box<Failed>> {
     if !opts.dry_run && token.is_none() {
         let error = anyhow::Error::from(no_token());
@@ -797,7 +801,7 @@ pub fn upload(
         plan: Vec::new(),
         notes: Vec::new(),
     };
-    match upload_into(&mut outcome, prepared, opts, endpoint, token) {
+    match upload_into(&mut outcome, prepared, opts, endpoint, token, report) {
         Ok(()) => Ok(outcome),
         Err(e) => {
             let landed: Vec<String> = outcome
@@ -839,6 +843,7 @@ fn upload_into(
     opts: &UploadOptions,
     endpoint: &str,
     token: Option<Token>,
+    report: &dyn Reporter,
 ) -> anyhow::Result<()> {
     let client = HubClient::with_timeouts(endpoint, token, super::client::Timeouts::from_env()?);
     let card: Vec<LocalFile> = prepared.card.iter().cloned().collect();
@@ -846,9 +851,10 @@ fn upload_into(
         return plan_dry_run(outcome, prepared, &client, &card);
     }
     let (refs, parent) = repository_and_branch(outcome, prepared, opts, &client)?;
-    let mut committed = commit_variants(outcome, prepared, opts, &client, endpoint, &parent)?;
+    let mut committed = commit_variants(outcome, prepared, opts, &client, endpoint, &parent, report)?;
     if !card.is_empty() {
-        committed |= commit_card(outcome, prepared, opts, &client, endpoint, &card, &refs, committed)?;
+        let card_rev = CardRev { card: &card, refs: &refs, committed };
+        committed |= commit_card(outcome, prepared, opts, &client, endpoint, card_rev, report)?;
     }
     let branch = &prepared.branch;
     if !opts.create_pr {
@@ -993,6 +999,7 @@ fn commit_variants(
     client: &HubClient,
     endpoint: &str,
     parent: &str,
+    report: &dyn Reporter,
 ) -> anyhow::Result<bool> {
     let (repo, branch) = (&prepared.repo_id, &prepared.branch);
     let tree = client.list_tree(repo, parent)?;
@@ -1021,7 +1028,7 @@ fn commit_variants(
     let summary =
         format!("Upload {} with kernel-builder {}", prepared.variants.join(", "), env!("CARGO_PKG_VERSION"));
     let (answer, bytes) =
-        commit_rev(client, repo, branch, Some(parent), &prepared.files, &p, &summary, opts)?;
+        commit_rev(client, repo, branch, Some(parent), &prepared.files, &p, &summary, opts, report)?;
     outcome.bytes_sent += bytes;
     Ok(record_commit(outcome, repo, branch, answer.as_ref(), opts, endpoint))
 }
@@ -1029,16 +1036,14 @@ fn commit_variants(
 /// Step 7: the card (README.md from CARD.md), committed to main. `committed`: the variants'
 /// commit was made (when it went to main itself, main's head moved). Returns whether a commit
 /// was made.
-#[allow(clippy::too_many_arguments)]
 fn commit_card(
     outcome: &mut Outcome,
     prepared: &Prepared,
     opts: &UploadOptions,
     client: &HubClient,
     endpoint: &str,
-    card: &[LocalFile],
-    refs: &super::client::Refs,
-    committed: bool,
+    CardRev { card, refs, committed }: CardRev<'_>,
+    report: &dyn Reporter,
 ) -> anyhow::Result<bool> {
     let repo = &prepared.repo_id;
     // Uploading to `main` itself just moved its head: read it again, or the card commit
@@ -1067,9 +1072,18 @@ fn commit_card(
         &p,
         "Update README.md from the kernel card (kernel-builder)",
         opts,
+        report,
     )?;
     outcome.bytes_sent += bytes;
     Ok(record_commit(outcome, repo, "main", answer.as_ref(), opts, endpoint))
+}
+
+/// What [`commit_card`] commits: the card, main's refs as read before the variants' commit,
+/// and whether that commit was made (when it went to main itself, main's head moved).
+struct CardRev<'a> {
+    card: &'a [LocalFile],
+    refs: &'a super::client::Refs,
+    committed: bool,
 }
 
 /// Record the commit `answer` to `branch` (none: nothing changed) in `outcome`, with its pull

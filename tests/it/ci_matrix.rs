@@ -570,7 +570,8 @@ echo "shim: unexpected nix $*" >&2; exit 1
         serde_json::from_str(&std::fs::read_to_string(j_dir.join("build/hashes.json")).unwrap()).unwrap();
     let variants: Vec<&String> = built["variants"].as_object().unwrap().keys().collect();
     assert_eq!(variants, ["torch-cuda", "torch-rocm", "torch-xpu"]);
-    let prepared = kernel_builder::hub::prepare(&kernel_builder::hub::UploadOptions {
+    let said = kernel_builder::report::Collected::default();
+    let options = kernel_builder::hub::UploadOptions {
         dir: j_dir.clone(),
         repo_id: None,
         branch: None,
@@ -580,9 +581,13 @@ echo "shim: unexpected nix $*" >&2; exit 1
         private: false,
         progress: false,
         build_toml: kernel_builder::kernel::load(&j_dir).map(|k| k.config).map_err(|e| e.render()),
-    })
-    .unwrap();
+    };
+    let prepared = kernel_builder::hub::prepare(&options, &said).unwrap();
     assert_eq!(prepared.variants, ["torch-cuda", "torch-rocm", "torch-xpu"]);
+    assert_eq!(
+        said.lines()[..3],
+        ["hashing build/torch-cuda/ …", "hashing build/torch-rocm/ …", "hashing build/torch-xpu/ …"]
+    );
     assert_eq!(prepared.repo_id, "myorg/vadd");
 
     // The same NAR hashes as a native build of the same source.
