@@ -148,15 +148,13 @@ pub enum CellOutcome {
 /// Told what the cells of a build do, as they do it (the CLI draws a progress display). Called
 /// from the threads that build the cells, so it must be `Sync`. Every method does nothing by
 /// default.
-pub trait Progress: Sync {
+pub trait Progress: crate::report::Reporter + Sync {
     /// The cells about to be built, in plan order (before any starts).
     fn planned(&self, _names: &[String]) {}
     /// Work on a cell began (cache lookup, then build).
     fn started(&self, _name: &str) {}
     /// A cell is done.
     fn finished(&self, _name: &str, _outcome: CellOutcome) {}
-    /// Before any cell starts: what makes this build long ([`crate::assemble::progress::build_note`]).
-    fn note(&self, _text: &str) {}
     /// Where the compile steps of cell `name` go (Ninja's `[n/m]`), if anywhere.
     fn steps(&self, _name: &str) -> Option<crate::assemble::progress::StepSink> {
         None
@@ -168,6 +166,12 @@ pub trait Progress: Sync {
 pub struct NoProgress;
 
 impl Progress for NoProgress {}
+
+impl crate::report::Reporter for NoProgress {
+    fn warning(&self, _text: &str) {}
+    fn note(&self, _text: &str) {}
+    fn status(&self, _text: &str) {}
+}
 
 /// How [`build_into_with`] builds the cells; [`BuildOptions::default`] is what [`build_into`]
 /// does: no cache, one cell at a time, no progress.

@@ -68,7 +68,7 @@ pub fn build(b: &NativeBuild<'_>, progress: &dyn Progress) -> anyhow::Result<Nat
         n => n,
     };
     // The locked kernel dependencies, fetched (or found in the cache) and checked first.
-    crate::kdeps::fetch_for_build(&b.kernel.config, b.dir)?;
+    crate::kdeps::fetch_for_build(&b.kernel.config, b.dir, progress)?;
     let options = BuildOptions { cache: cache.as_ref(), jobs, progress, pinned: toolchains.store() };
     let mut report = build_native(b.dir, &b.kernel.config, &b.kernel.cells, b.variants, &plan, &options)?;
     if let (Some(store), Some(max)) = (toolchains.into_store(), bound) {

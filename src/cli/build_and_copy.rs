@@ -245,6 +245,22 @@ impl CellBar {
     }
 }
 
+/// The build's lines, each made room for by the bar: on stderr whether or not it is a terminal
+/// (a log shows why the build takes long); notes not with `--json`.
+impl crate::report::Reporter for CellBar {
+    fn warning(&self, text: &str) {
+        self.bar.suspend(|| super::report::Terminal.warning(text));
+    }
+    fn note(&self, text: &str) {
+        if !self.quiet {
+            self.bar.suspend(|| super::report::Terminal.note(text));
+        }
+    }
+    fn status(&self, text: &str) {
+        self.bar.suspend(|| super::report::Terminal.status(text));
+    }
+}
+
 impl bundle::Progress for CellBar {
     fn planned(&self, names: &[String]) {
         self.bar.set_length(names.len() as u64);
@@ -261,14 +277,6 @@ impl bundle::Progress for CellBar {
     fn finished(&self, name: &str, _outcome: bundle::CellOutcome) {
         self.bar.inc(1);
         CellBar::update(&self.bar, &self.running, |r| r.retain(|(n, _)| n != name));
-    }
-
-    /// On stderr whether or not it is a terminal (a log shows why the build takes long), not
-    /// with `--json`.
-    fn note(&self, text: &str) {
-        if !self.quiet {
-            self.bar.suspend(|| crate::printer::stderr!("note: {text}"));
-        }
     }
 
     /// Only when the bar is drawn (stderr a terminal, no `--json`): a log gets no line per step.

@@ -50,7 +50,7 @@ pub fn run(args: Args) -> super::CmdResult {
     }
     let hub = HubReader::from_env()?;
     let cache = kdeps::fetch::cache_dir()?;
-    let (lock, trees) = kdeps::resolve(&loaded.config, &hub, &cache)?;
+    let (lock, trees) = kdeps::resolve(&loaded.config, &hub, &cache, &super::report::Terminal)?;
     for t in &trees {
         crate::printer::stderr!(
             "locked {} at {} ({})",
@@ -68,7 +68,7 @@ pub fn run(args: Args) -> super::CmdResult {
 pub fn run_fetch(args: FetchArgs) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
     let loaded = super::load_config_locked(&dir)?;
-    let trees = kdeps::fetch_for_build(&loaded.config, &dir)?;
+    let trees = kdeps::fetch_for_build(&loaded.config, &dir, &super::report::Terminal)?;
     println!("{}", kdeps::local_kernels(&trees));
     Ok(ExitCode::SUCCESS)
 }

@@ -225,18 +225,19 @@ pub fn resolve(
     config: &BuildConfig,
     hub: &HubReader,
     cache: &Utf8Path,
+    report: &dyn crate::report::Reporter,
 ) -> anyhow::Result<(Lock, Vec<LockedTree>)> {
     let _in_use = cache::in_use(cache)?;
     let mut n = 0;
     let trees = walk(&direct(config), &mut |dep, parents| {
         n += 1;
         let commit = hub.resolve(dep)?;
-        crate::printer::stderr!(
+        report.status(&format!(
             "downloading kernel dependency {n}: {} at {}{}",
             describe(dep),
             &commit[..12],
             needed_by(parents)
-        );
+        ));
         let f = fetch::fetch_into_cache(hub, cache, &dep.repo_id, &commit, None)?;
         Ok(LockedTree {
             dependency: dep.clone(),
@@ -263,6 +264,7 @@ pub fn fetch_locked(
     kernel_dir: &Utf8Path,
     cache: &Utf8Path,
     hub: &mut dyn FnMut() -> anyhow::Result<HubReader>,
+    report: &dyn crate::report::Reporter,
 ) -> anyhow::Result<Vec<LockedTree>> {
     let roots = direct(config);
     if roots.is_empty() {
@@ -285,10 +287,10 @@ pub fn fetch_locked(
             // was cached, and Python would run it instead of the locked sources.
             let removed = fetch::strip_bytecode(&dir)?;
             if !removed.is_empty() {
-                crate::printer::stderr!(
-                    "note: removed Python bytecode from the cached tree `{dir}`, written after it was cached (a kernel dependency holds none): {}",
+                report.note(&format!(
+                    "removed Python bytecode from the cached tree `{dir}`, written after it was cached (a kernel dependency holds none): {}",
                     removed.join(", ")
-                );
+                ));
             }
             let cached = fetch::tree_hash(&dir)?;
             if cached == pinned.hash {
@@ -296,21 +298,21 @@ pub fn fetch_locked(
                 let source = if removed.is_empty() { Source::Cached } else { Source::BytecodeRemoved };
                 return Ok(LockedTree { dependency: dep.clone(), pinned, dir, source });
             }
-            crate::printer::stderr!(
-                "note: the cached tree `{dir}` has NAR hash {cached}, not the locked {}; downloading it again",
+            report.note(&format!(
+                "the cached tree `{dir}` has NAR hash {cached}, not the locked {}; downloading it again",
                 pinned.hash
-            );
+            ));
         }
         if reader.is_none() {
             reader = Some(hub()?);
         }
         let hub = reader.as_ref().context("no Hub connection")?;
-        crate::printer::stderr!(
+        report.status(&format!(
             "downloading kernel dependency {} at {}{}",
             describe(dep),
             &pinned.commit[..12],
             needed_by(parents)
-        );
+        ));
         let f = fetch::fetch_into_cache(hub, cache, &dep.repo_id, &pinned.commit, Some(&pinned.hash))
             .with_context(|| {
                 format!("cannot fetch {} at the locked commit {}", describe(dep), pinned.commit)
@@ -372,20 +374,24 @@ pub fn write_dep_paths(out: &Utf8Path, deps: &[String]) -> anyhow::Result<()> {
 
 /// Fetch the locked trees of a kernel before a build, saying on stderr what came from where
 /// (the build and `get-kernel-deps`).
-pub fn fetch_for_build(config: &BuildConfig, kernel_dir: &Utf8Path) -> anyhow::Result<Vec<LockedTree>> {
+pub fn fetch_for_build(
+    config: &BuildConfig,
+    kernel_dir: &Utf8Path,
+    report: &dyn crate::report::Reporter,
+) -> anyhow::Result<Vec<LockedTree>> {
     if direct(config).is_empty() {
         return Ok(Vec::new());
     }
     let cache = fetch::cache_dir()?;
-    let trees = fetch_locked(config, kernel_dir, &cache, &mut HubReader::from_env)?;
+    let trees = fetch_locked(config, kernel_dir, &cache, &mut HubReader::from_env, report)?;
     for t in &trees {
-        crate::printer::stderr!(
+        report.status(&format!(
             "kernel dependency {} at {} ({}): {}",
             describe(&t.dependency),
             &t.pinned.commit[..12],
             t.pinned.hash,
             t.source.words()
-        );
+        ));
     }
     Ok(trees)
 }
