@@ -174,7 +174,7 @@ pub fn run(args: Args) -> super::CmdResult {
         fresh: args.fresh,
         retune: args.retune,
     };
-    let outcome = tune::tune(&opts)?;
+    let outcome = tune::tune(&opts, &super::report::Terminal)?;
     print!("{}", outcome.report.render_table());
     for h in &outcome.heuristics {
         println!("wrote {}", dir.join(h));

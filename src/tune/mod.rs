@@ -688,15 +688,15 @@ pub struct Outcome {
 /// # Errors
 /// A [`TuneError`] for everything a user can fix; I/O errors name their path. In every error
 /// case the kernel directory is unchanged.
-pub fn tune(opts: &Options) -> anyhow::Result<Outcome> {
+pub fn tune(opts: &Options, report: &dyn crate::report::Reporter) -> anyhow::Result<Outcome> {
     // A TuneError goes up as a typed error: its kind picks the exit code, its hints are data.
-    tune_unchanged_on_error(opts).map_err(|err| match err.downcast::<TuneError>() {
+    tune_unchanged_on_error(opts, report).map_err(|err| match err.downcast::<TuneError>() {
         Ok(t) => crate::error::Error::from(t).into(),
         Err(err) => err,
     })
 }
 
-fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
+fn tune_unchanged_on_error(opts: &Options, report: &dyn crate::report::Reporter) -> anyhow::Result<Outcome> {
     let dir = &opts.dir;
     let (dir_abs, bench_rel) = check_inputs(opts)?;
     let scratch_tmp = tempfile::Builder::new()
@@ -709,7 +709,7 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     let scratch =
         Utf8PathBuf::try_from(scratch_path).context("the temporary directory's path is not UTF-8")?;
     let env = probe(&opts.python, &scratch)?;
-    crate::printer::stderr!(
+    report.status(&format!(
         "tune: {} ({} {}), driver {}, CUDA {}; torch {}, triton {}, helion {}",
         env.device_name,
         env.device_kind,
@@ -719,7 +719,7 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
         env.torch,
         env.triton,
         env.helion
-    );
+    ));
 
     // The scratch copy: heuristics for this device removed, so whatever is there after the
     // build phase is the runner's new output.
@@ -737,9 +737,9 @@ fn tune_unchanged_on_error(opts: &Options) -> anyhow::Result<Outcome> {
     let earlier = earlier_records(opts, &records_rel, hw, &dir_abs, &work)?;
     std::fs::create_dir_all(&run_dir).with_context(|| format!("cannot create `{run_dir}`"))?;
     let configs_file = run_dir.join(crate::helion::tuned_configs_file(hw));
-    seed_records(opts, &configs_file, earlier.as_ref(), &dir.join(&records_rel))?;
+    seed_records(opts, &configs_file, earlier.as_ref(), &dir.join(&records_rel), report)?;
 
-    let phases = Phases::new(opts, &work, &aot_dir, run_id, &bench_rel)?;
+    let phases = Phases::new(opts, &work, &aot_dir, run_id, &bench_rel, report)?;
     let mut tuned_configs = phases.collect(opts, &configs_file, &bench_rel, earlier)?;
     let shapes = tuned_shapes(&tuned_configs);
     let measured = phases.measure(&run_dir.join(crate::helion::measurements_file(hw)))?;
@@ -845,20 +845,21 @@ fn seed_records(
     configs_file: &Utf8Path,
     earlier: Option<&(Utf8PathBuf, serde_json::Value)>,
     own_records: &Utf8Path,
+    report: &dyn crate::report::Reporter,
 ) -> anyhow::Result<()> {
     if let Some((previous, earlier)) = earlier.filter(|_| !opts.retune) {
         crate::fsutil::write_atomic(configs_file, serde_json::to_string_pretty(earlier)?.as_bytes())?;
-        crate::printer::stderr!(
+        report.status(&format!(
             "tune: starting from the {} shapes recorded in `{previous}` (they are not searched \
              again; --retune searches the ones this run calls again, --fresh starts over)",
             tuned_shapes(earlier).len()
-        );
+        ));
     }
     if let Some((previous, _)) = earlier.filter(|(p, _)| !p.starts_with(own_records)) {
-        crate::printer::stderr!(
+        report.status(&format!(
             "tune: `{previous}` is in Helion's own data-directory layout; this tune's records go to \
              `{own_records}` and that file is left as it is"
-        );
+        ));
     }
     Ok(())
 }
@@ -898,7 +899,7 @@ fn check_no_kernel_dropped(
 
 /// The phases of Helion's AOT runner over the scratch copy, and the per-shape table after them.
 struct Phases<'o> {
-    runner: Runner,
+    runner: Runner<'o>,
     /// `-m helion.autotuner.aot_runner` and its options, before `--phase`.
     runner_args: Vec<String>,
     /// The bench command after `--`.
@@ -913,8 +914,9 @@ impl<'o> Phases<'o> {
         aot_dir: &Utf8Path,
         run_id: &str,
         bench_rel: &Utf8Path,
+        report: &'o dyn crate::report::Reporter,
     ) -> anyhow::Result<Phases<'o>> {
-        let runner = Runner::new(&opts.python, work, &opts.dir)?;
+        let runner = Runner::new(&opts.python, work, &opts.dir, report)?;
         let mut runner_args: Vec<String> = vec![
             "-m".into(),
             "helion.autotuner.aot_runner".into(),
@@ -983,10 +985,10 @@ impl<'o> Phases<'o> {
                 configs_file,
                 serde_json::to_string_pretty(&tuned_configs)?.as_bytes(),
             )?;
-            crate::printer::stderr!(
+            self.runner.report().status(&format!(
                 "tune: searched the {searched} shapes this run calls again (--retune); kept the \
                  records of {kept} other shapes from `{previous}`"
-            );
+            ));
         }
         Ok(tuned_configs)
     }
@@ -1001,16 +1003,16 @@ impl<'o> Phases<'o> {
         fin.ensure_success("measure")?;
         Ok(match std::fs::read_to_string(measurements_file) {
             Ok(text) => measured_shapes(&text).unwrap_or_else(|e| {
-                crate::printer::stderr!(
-                    "tune: warning: cannot read the measured shapes from `{measurements_file}`: {e:#}"
-                );
+                self.runner.report().warning(&format!(
+                    "tune: cannot read the measured shapes from `{measurements_file}`: {e:#}"
+                ));
                 Vec::new()
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => {
-                crate::printer::stderr!(
-                    "tune: warning: cannot read `{measurements_file}`: {e}; the header lists no measured shapes"
-                );
+                self.runner.report().warning(&format!(
+                    "tune: cannot read `{measurements_file}`: {e}; the header lists no measured shapes"
+                ));
                 Vec::new()
             }
         })

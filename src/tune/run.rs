@@ -189,18 +189,31 @@ impl Finished {
 }
 
 /// Runs the tuning Python in the scratch copy of the kernel.
-pub(super) struct Runner {
+pub(super) struct Runner<'r> {
     python: String,
+    /// Where the phases and the runner's output lines go.
+    report: &'r dyn crate::report::Reporter,
     cwd: Utf8PathBuf,
     /// The user's kernel directory, named in [`TuneError::Interrupted`].
     dir: Utf8PathBuf,
     signals: &'static Arc<Signals>,
 }
 
-impl Runner {
-    /// A runner of `python` in `cwd`; installs the signal watcher.
-    pub(super) fn new(python: &str, cwd: &Utf8Path, dir: &Utf8Path) -> anyhow::Result<Runner> {
-        Ok(Runner { python: python.into(), cwd: cwd.into(), dir: dir.into(), signals: signals()? })
+impl<'r> Runner<'r> {
+    /// A runner of `python` in `cwd` saying what it runs to `report`; installs the signal
+    /// watcher.
+    pub(super) fn new(
+        python: &str,
+        cwd: &Utf8Path,
+        dir: &Utf8Path,
+        report: &'r dyn crate::report::Reporter,
+    ) -> anyhow::Result<Runner<'r>> {
+        Ok(Runner { python: python.into(), report, cwd: cwd.into(), dir: dir.into(), signals: signals()? })
+    }
+
+    /// Where the runner's lines go.
+    pub(super) fn report(&self) -> &'r dyn crate::report::Reporter {
+        self.report
     }
 
     /// One phase of Helion's AOT runner (`args` start with `-m helion.autotuner.aot_runner`).
@@ -210,7 +223,7 @@ impl Runner {
         args: &[String],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Finished> {
-        crate::printer::stderr!("tune: {phase} phase");
+        self.report.status(&format!("tune: {phase} phase"));
         self.run_python(phase, args, env)
     }
 
@@ -251,7 +264,7 @@ impl Runner {
                     self.signals.child.store(*pid, Ordering::SeqCst);
                 }
             },
-            |line| crate::printer::stderr!("{line}"),
+            |line| self.report.status(line),
         );
         let streamed = match streamed {
             Ok(s) => s,
