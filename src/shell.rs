@@ -314,7 +314,7 @@ fn pinned_toolchain(
         let cell_pins =
             pins.cell(&cell.torch_version, cuda, &cell.system).map_err(|e| anyhow::anyhow!("{e}"))?;
         let store = pinned.store().context("a pinned cell's toolchain cache")?;
-        Some(crate::toolchain::test_env::provision(store, &cell_pins, cuda, &python, &pins.python)?)
+        Some(crate::toolchain::test_env::provision(store, &cell_pins, cuda, &python, &pins.python, report)?)
     } else {
         if !of_pins {
             let v = &crate::toolchain::pins::pins().python;

@@ -61,6 +61,7 @@ pub fn provision(
     cuda: Option<&str>,
     interpreter: &Utf8Path,
     pins_python: &str,
+    report: &dyn crate::report::Reporter,
 ) -> anyhow::Result<TestEnv> {
     let version = python_version(interpreter)?;
     let torch = &pins.torch;
@@ -88,9 +89,11 @@ pub fn provision(
             &format!("testshell: waiting for another process making the test environment `{dir}`"),
         )
     };
-    ensure(&dir, lock, || {
-        make(store, &dir, interpreter, pinned_wheel.as_ref(), &torch.version, &torch.index, &env)
-    })?;
+    let made = || {
+        let wheel = pinned_wheel.as_ref();
+        make(store, &dir, interpreter, wheel, (&torch.version, &torch.index), &env, report)
+    };
+    ensure(&dir, lock, made, report)?;
     if let Some(cuda) = cuda {
         check_cuda(&env.python, cuda, &torch.version, &torch.index)?;
     }
@@ -104,6 +107,7 @@ fn ensure<L>(
     dir: &Utf8Path,
     lock: impl Fn() -> anyhow::Result<L>,
     make: impl FnOnce() -> anyhow::Result<()>,
+    report: &dyn crate::report::Reporter,
 ) -> anyhow::Result<()> {
     let whole = |dir: &Utf8Path| -> anyhow::Result<Result<(), String>> {
         if !dir.join(READY).is_file() {
@@ -120,13 +124,13 @@ fn ensure<L>(
         Err(why) if dir.exists() => {
             // No ready file: an unfinished attempt; a ready one that differs was changed.
             if why.is_empty() {
-                crate::printer::stderr!(
+                report.status(&format!(
                     "testshell: removing `{dir}`, a test environment left unfinished (interrupted), to make it again"
-                );
+                ));
             } else {
-                crate::printer::stderr!(
-                    "warning: the test environment `{dir}` changed since it was made ({why}): something run in it (a kernel's tests?) wrote there; removing it to make it again"
-                );
+                report.warning(&format!(
+                    "the test environment `{dir}` changed since it was made ({why}): something run in it (a kernel's tests?) wrote there; removing it to make it again"
+                ));
             }
             super::seal::remove(dir).with_context(|| format!("cannot remove `{dir}`"))?;
         }
@@ -263,14 +267,14 @@ fn make(
     tmp: &Utf8Path,
     interpreter: &Utf8Path,
     wheel: Option<&ResolvedWheel>,
-    version: &str,
-    index: &str,
+    (version, index): (&str, &str),
     env: &TestEnv,
+    report: &dyn crate::report::Reporter,
 ) -> anyhow::Result<()> {
-    crate::printer::stderr!(
+    report.status(&format!(
         "testshell: making the test environment `{}` once: {} with its dependencies, {KERNELS_LOADER} and {PYTEST} (about 5 GB for a CUDA build of torch)",
         env.dir, env.torch_from
-    );
+    ));
     crate::process::Cmd::new(interpreter.as_str()).args(["-m", "venv", tmp.as_str()]).run().map_err(|e| {
         anyhow::anyhow!("cannot make a virtual environment with `{interpreter}`: {}", e.one_line())
     })?;
@@ -302,11 +306,7 @@ fn make(
     }
     install.extend([KERNELS_LOADER.to_owned(), PYTEST.to_owned()]);
     let pip = crate::process::Cmd::new(tmp.join("bin/python").as_str()).args(install);
-    let streamed = pip.stream(
-        0,
-        |_| {},
-        |line| crate::printer::stderr!("  pip: {}", crate::printer::escape_controls(line)),
-    )?;
+    let streamed = pip.stream(0, |_| {}, |line| report.status(&format!("  pip: {line}")))?;
     if !streamed.status.success() {
         anyhow::bail!(
             "cannot install the test environment's packages (`{}`): pip exited with {}, its output is above; pass --python PATH to test with an environment of your own",
@@ -376,10 +376,10 @@ mod tests {
             Ok(())
         };
         let lock = || Ok(());
-        ensure(&dir, lock, make).unwrap();
+        ensure(&dir, lock, make, &crate::report::Collected::default()).unwrap();
         assert_eq!(made.get(), 1);
         assert_eq!(std::fs::metadata(dir.join("lib/site-packages")).unwrap().permissions().mode() & 0o222, 0);
-        ensure(&dir, lock, make).unwrap();
+        ensure(&dir, lock, make, &crate::report::Collected::default()).unwrap();
         assert_eq!(made.get(), 1, "a whole, unchanged environment is used as it is");
 
         // What a kernel's test run as root could do: plant a file in site-packages.
@@ -390,7 +390,12 @@ mod tests {
             super::super::seal::check(&dir).unwrap().unwrap_err().to_string(),
             "`lib/site-packages/sitecustomize.py` was added"
         );
-        ensure(&dir, lock, make).unwrap();
+        let said = crate::report::Collected::default();
+        ensure(&dir, lock, make, &said).unwrap();
+        assert_eq!(
+            said.lines(),
+            [format!("warning: the test environment `{dir}` changed since it was made (`lib/site-packages/sitecustomize.py` was added): something run in it (a kernel's tests?) wrote there; removing it to make it again")]
+        );
         assert_eq!(made.get(), 2);
         assert!(!dir.join("lib/site-packages/sitecustomize.py").exists());
         assert!(super::super::seal::check(&dir).unwrap().is_ok());
