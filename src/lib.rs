@@ -12,8 +12,16 @@
 //! manylinux, CPython abi3 and torch stable-ABI rules. [`layout`] says what is part of a variant
 //! directory. [`tune`] pre-tunes Helion kernels on a GPU. [`interrupt`] cleans up after Ctrl-C.
 //! [`kernel`] is where a kernel is loaded: its `build.toml` through [`config`], then the
-//! [`matrix`] checks, then its source set. Library code returns values or writes through
-//! `printer`; only [`cli`] and `printer` print (the lints below, `cargo clippy --all-targets`).
+//! [`matrix`] checks, then its source set. [`shell`] prepares devshell's and testshell's
+//! environment.
+//!
+//! Operations (a native build, [`hub::publish()`], [`shell::prepare`], [`tune::tune`]) take their
+//! options and a [`report::Reporter`], say what they do through it and return a typed outcome;
+//! a CLI command builds the options, calls one and renders the outcome. The workers below
+//! them that still speak for themselves (a lock being waited on, a Nix build's lines, a
+//! download retried, `+ cmd` under `--verbose`) write through `printer`, at the level the
+//! command chose; only [`cli`] and `printer` print (the lints below, `cargo clippy
+//! --all-targets`).
 //!
 //! The public surface is a deliberate list: the modules a caller (the binary, the tests, a
 //! program driving builds) reads kernels, cells, toolchains, hashes and errors through are
