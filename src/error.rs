@@ -1,5 +1,5 @@
 //! Typed failures with what to do about them: an error's [`Kind`] picks the exit code, its
-//! hints are data (never part of the message), and [`report`] renders them as
+//! hints are data (never part of the message), and [`failure_lines`] renders them as
 //! `hint:` lines after the cause chain; the `--json` failure document lists the same hints.
 //!
 //! A module whose callers branch on a failure, or whose user needs a fix, implements
@@ -238,14 +238,6 @@ pub fn failure_lines(err: &anyhow::Error) -> Vec<String> {
     lines.extend(err.chain().skip(1).map(|cause| format!("  caused by: {cause}")));
     lines.extend(hints(err).into_iter().map(|h| format!("hint: {h}")));
     lines
-}
-
-/// Print [`failure_lines`] on stderr. Errors quote servers and file names: their control
-/// characters are shown escaped ([`crate::printer::escape_controls`]).
-pub fn report(err: &anyhow::Error) {
-    for line in failure_lines(err) {
-        crate::printer::stderr_line(format_args!("{}", crate::printer::escape_controls(&line)));
-    }
 }
 
 /// The kind of the outermost typed error in `err`'s chain; [`Kind::Failed`] when it has none.

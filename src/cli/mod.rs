@@ -217,14 +217,17 @@ fn json_name(matches: &clap::ArgMatches) -> Option<String> {
 }
 
 /// Print an error: build.toml's errors are rendered with their source snippets and `help:`
-/// lines; anything else through [`crate::error::report`] (`error: …`, each cause, `hint:`
+/// lines; anything else as [`crate::error::failure_lines`] (`error: …`, each cause, `hint:`
 /// lines).
 pub fn report_error(err: &anyhow::Error) {
     if let Some(diags) = crate::error::find::<crate::config::ConfigErrors>(err) {
         eprint!("{}", diags.render());
         return;
     }
-    crate::error::report(err);
+    // Errors quote servers and file names: their control characters are shown escaped.
+    for line in crate::error::failure_lines(err) {
+        crate::printer::stderr_line(format_args!("{}", crate::printer::escape_controls(&line)));
+    }
 }
 
 /// The kernel directory argument, `.` when not given; an error that says whether it is missing
