@@ -79,8 +79,15 @@ pub fn uses_pins(config: &BuildConfig) -> bool {
 /// and (`pins_beside_python`) the pins for what the host does not build. The toolchain cache is
 /// opened here, and only when a cell may come from it.
 ///
-/// Errors: `--offline` or `--find-links` given with `--python`; the cache cannot be opened.
+/// Errors: a `--find-links` that is not a directory; `--offline` or `--find-links` given with
+/// `--python`; the cache cannot be opened.
 pub fn choose_toolchains(config: &BuildConfig, request: &ToolchainRequest) -> anyhow::Result<Toolchains> {
+    // A mistyped wheelhouse would only show later, as a wheel "not in the cache".
+    if let Some(d) = request.fetch.find_links.iter().find(|d| !d.is_dir()) {
+        anyhow::bail!(
+            "--find-links `{d}` is not a directory; give the directory that holds the pinned wheels"
+        );
+    }
     let pinned = uses_pins(config);
     if request.python {
         // verify's pinned cells beside --python fetch as a build without it does.

@@ -929,3 +929,31 @@ fn pin_unpacked_reads_the_cache_and_writes_the_pins_file_with_care() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("is a FIFO (named pipe), not a regular file"), "{}", out.stderr);
 }
+
+/// A `--find-links` that is not a directory (mistyped, or a wheel file given instead) is said
+/// at once, by every command that takes it, instead of each wheel being "not in the cache".
+#[test]
+fn a_find_links_that_is_not_a_directory_is_refused_first() {
+    let t = scratch();
+    let relu = t.path().join("relu");
+    copy_kernel("relu", &relu);
+    let file = t.path().join("torch.whl");
+    fs::write(&file, "not a directory").unwrap();
+    for given in [t.path().join("no-such-dir"), file] {
+        let g = given.to_str().unwrap();
+        for cmd in
+            [&["build-and-copy", "--nix", "never"][..], &["verify"], &["build-and-upload", "--dry-run"]]
+        {
+            let mut args = cmd.to_vec();
+            args.extend(["--offline", "--find-links", g]);
+            let out = kb(&relu, &t.path().join("cells"), &t.path().join("toolchains"), &args);
+            assert_eq!(out.code, 1, "{args:?}: {}", out.stderr);
+            assert!(
+                out.stderr.contains(&format!("error: --find-links `{g}` is not a directory; give the directory that holds the pinned wheels")),
+                "{args:?}: {}",
+                out.stderr
+            );
+        }
+    }
+    assert!(!t.path().join("toolchains").exists());
+}
