@@ -275,14 +275,8 @@ pub fn build_into_with(
             }
         }
     }
-    // The kernel's other variants of this system (pinned cells not asked for are not planned).
-    let system = crate::matrix::host_system();
-    let not_here: Vec<&str> = cells
-        .on(&system, crate::matrix::Scope::Bundle)
-        .map(|c| c.name.as_str())
-        .filter(|n| !planned.iter().any(|p| p.name == *n))
-        .collect();
-    let selected = select(planned, requested, &not_here)?;
+    let (unplanned, not_here) = plan::unplanned_and_skipped(cells, the_plan);
+    let selected = select(planned, requested, &unplanned, &not_here)?;
     // With `--variant`, every variant asked for is planned (checked above): the cells left
     // out are ones nobody asked for, and go unmentioned.
     let skipped: Vec<SkippedBackend> =

@@ -54,7 +54,8 @@ pub fn build(b: &NativeBuild<'_>, progress: &dyn Progress) -> anyhow::Result<Nat
     // So are the other caches' settings, which are read after the cells are built.
     check_cache_settings(b.cell_cache, !super::compiled_backends(&b.kernel.config).is_empty())?;
     let toolchains = choose_toolchains(&b.kernel.config, &b.toolchains)?;
-    let plan = Plan::new(&b.kernel.config, &b.kernel.cells, &b.host, &toolchains, b.variants, &|_| false);
+    // Without --variant, every cell.
+    let plan = Plan::new(&b.kernel.config, &b.kernel.cells, &b.host, &toolchains, b.variants, &|_| true);
     let cache = match super::CellCache::user() {
         _ if !b.cell_cache => None,
         Ok(c) => Some(c),

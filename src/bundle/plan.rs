@@ -111,7 +111,8 @@ impl Plan {
     /// Plan the variants of the kernel (`config`, whose cells are `cells`) that `toolchains`
     /// build here: with [`Toolchains::Host`] every noarch variant and per compiled backend the
     /// cell `host` builds ([`plan`]); with [`Toolchains::Pinned`] every pinned bundle cell
-    /// named in `requested` (all when empty, [`pinned_plan`]); with
+    /// named in `requested`, or (when empty) for which `present` holds ([`pinned_plan`]: a
+    /// build passes `|_| true`, `verify` what `build/` holds); with
     /// [`Toolchains::HostThenPinned`] the host's plan and the pinned cells it lacks that are
     /// named in `requested`, or (when empty) for which `present` holds.
     pub fn new(
@@ -124,7 +125,16 @@ impl Plan {
     ) -> Plan {
         match toolchains {
             Toolchains::Host => plan(config, cells, host),
-            Toolchains::Pinned(store) => pinned_plan(config, cells, requested, host, store),
+            Toolchains::Pinned(store) => {
+                let wanted = |name: &str| {
+                    if requested.is_empty() {
+                        present(name)
+                    } else {
+                        requested.iter().any(|r| r == name)
+                    }
+                };
+                pinned_plan(config, cells, &wanted, host, store)
+            }
             Toolchains::HostThenPinned(store) => {
                 host_then_pinned_plan(config, cells, requested, host, store, present)
             }
@@ -291,13 +301,61 @@ pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> String {
     }
 }
 
+/// The kernel's bundle variants of this system that `the_plan` does not build, split: those not
+/// planned because nobody asked for them (pinned cells), and those skipped here.
+pub fn unplanned_and_skipped<'c>(cells: &'c KernelCells, the_plan: &Plan) -> (Vec<&'c str>, Vec<&'c str>) {
+    let system = crate::matrix::host_system();
+    let skipped_here = |n: &str| the_plan.skipped.iter().any(|s| s.variant.as_deref() == Some(n));
+    cells
+        .on(&system, Scope::Bundle)
+        .map(|c| c.name.as_str())
+        .filter(|n| !the_plan.variants.iter().any(|p| p.name == *n))
+        .partition(|n| !skipped_here(n))
+}
+
+/// The error for the `unknown` variant names: the kernel's variants, the planned and
+/// `unplanned` ones, and apart those that cannot be built here (`not_here`), with the near
+/// misses among them all.
+pub fn unknown_variants<S: AsRef<str>>(
+    planned: &[PlannedVariant],
+    unknown: &[S],
+    unplanned: &[&str],
+    not_here: &[&str],
+) -> anyhow::Error {
+    let mut valid: Vec<&str> =
+        planned.iter().map(|p| p.name.as_str()).chain(unplanned.iter().copied()).collect();
+    valid.sort_unstable();
+    valid.dedup();
+    let listed = match (valid.join(", "), not_here.join(", ")) {
+        (valid, not_here) if not_here.is_empty() => {
+            if valid.is_empty() {
+                "(none)".into()
+            } else {
+                valid
+            }
+        }
+        (valid, not_here) if valid.is_empty() => format!("none that builds here ({not_here} cannot)"),
+        (valid, not_here) => format!("{valid}, and {not_here}, which cannot be built here"),
+    };
+    let all: Vec<&str> = valid.iter().chain(not_here).copied().collect();
+    anyhow::anyhow!(
+        "unknown variant{} {}; this kernel's variants are: {listed}{}",
+        if unknown.len() == 1 { "" } else { "s" },
+        unknown.iter().map(|u| format!("`{}`", u.as_ref())).collect::<Vec<_>>().join(", "),
+        did_you_mean(unknown, &all)
+    )
+}
+
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
-/// `not_here`: the kernel's variants planned but skipped on this host, named in the error.
+/// Named in the error beside the planned ones: `unplanned`, the kernel's variants not planned
+/// because nobody asked for them (pinned cells), and `not_here`, those that cannot be built on
+/// this host.
 ///
 /// Errors: a name that is not planned; the message lists the valid names.
 pub fn select(
     planned: &[PlannedVariant],
     requested: &[String],
+    unplanned: &[&str],
     not_here: &[&str],
 ) -> anyhow::Result<Vec<PlannedVariant>> {
     if requested.is_empty() {
@@ -305,25 +363,7 @@ pub fn select(
     }
     let unknown: Vec<&String> = requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)).collect();
     if !unknown.is_empty() {
-        let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
-        let listed = match (valid.join(", "), not_here.join(", ")) {
-            (valid, not_here) if not_here.is_empty() => {
-                if valid.is_empty() {
-                    "(none)".into()
-                } else {
-                    valid
-                }
-            }
-            (valid, not_here) if valid.is_empty() => format!("none that builds here ({not_here} cannot)"),
-            (valid, not_here) => format!("{valid}, and {not_here}, which cannot be built here"),
-        };
-        let all: Vec<&str> = valid.iter().chain(not_here).copied().collect();
-        anyhow::bail!(
-            "unknown variant{} {}; this kernel's variants are: {listed}{}",
-            if unknown.len() == 1 { "" } else { "s" },
-            unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-            did_you_mean(&unknown, &all)
-        );
+        return Err(unknown_variants(planned, &unknown, unplanned, not_here));
     }
     Ok(planned.iter().filter(|p| requested.contains(&p.name)).cloned().collect())
 }
@@ -382,13 +422,13 @@ pub fn unplanned_variant_dirs(
 }
 
 /// The variants a pinned build makes: the noarch cells, every provisionable pinned bundle cell
-/// (restricted to `requested` when it names any), and for backends without pins the cell of
+/// (those `wanted`), and for backends without pins the cell of
 /// `host` as [`plan`] plans it. Cells that cannot be provisioned are
 /// [`Plan::skipped`], each naming its variant.
 pub fn pinned_plan(
     config: &BuildConfig,
     cells: &KernelCells,
-    requested: &[String],
+    wanted: &dyn Fn(&str) -> bool,
     host: &HostToolchain,
     store: &Store,
 ) -> Plan {
@@ -415,7 +455,7 @@ pub fn pinned_plan(
             continue;
         }
         for cell in crate::toolchain::provision::pinned_cells(config, cells, backend) {
-            if !requested.is_empty() && !requested.contains(&cell.name) {
+            if !wanted(&cell.name) {
                 continue;
             }
             let planned = crate::toolchain::provision::provision(cell, store, host.manylinux.clone())
@@ -485,7 +525,7 @@ fn host_then_pinned_plan(
     if pinned_names.is_empty() {
         return the_plan;
     }
-    let pinned = pinned_plan(config, cells, &pinned_names, host, store);
+    let pinned = pinned_plan(config, cells, &|n| pinned_names.iter().any(|p| p == n), host, store);
     for v in pinned.variants {
         if pinned_names.contains(&v.name) {
             the_plan.variants.push(v);
@@ -637,28 +677,41 @@ mod tests {
     fn select_keeps_plan_order_and_refuses_unknown_names() {
         let c = noarch_config(&[Cuda, Rocm, Xpu]);
         let planned = plan(&c, &KernelCells::of(&c), &host()).variants;
-        let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()], &[]).unwrap();
+        let picked = select(&planned, &["torch-xpu".into(), "torch-cuda".into()], &[], &[]).unwrap();
         assert_eq!(names(&picked), ["torch-cuda", "torch-xpu"]);
-        assert_eq!(names(&select(&planned, &[], &[]).unwrap()), ["torch-cuda", "torch-rocm", "torch-xpu"]);
-        let err = select(&planned, &["torch-cpu".into(), "cuda".into()], &[]).unwrap_err().to_string();
+        assert_eq!(
+            names(&select(&planned, &[], &[], &[]).unwrap()),
+            ["torch-cuda", "torch-rocm", "torch-xpu"]
+        );
+        let err = select(&planned, &["torch-cpu".into(), "cuda".into()], &[], &[]).unwrap_err().to_string();
         assert_eq!(
             err,
             "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-xpu`?"
         );
-        let err = select(&planned, &["torch-metal".into()], &[]).unwrap_err().to_string();
+        let err = select(&planned, &["torch-metal".into()], &[], &[]).unwrap_err().to_string();
         assert!(err.ends_with("torch-rocm, torch-xpu"), "no near miss, no suggestion: {err}");
         // A pinned build whose cells were all skipped here (an empty toolchain cache with
         // --offline) listed "(none)"; it names them, and near misses among them.
         let skipped = ["torch215-cxx11-cpu-x86_64-linux", "torch215-cxx11-cu132-x86_64-linux"];
-        let err = select(&[], &["torch215-cxx11-cpu-x86_64-linx".into()], &skipped).unwrap_err().to_string();
+        let err =
+            select(&[], &["torch215-cxx11-cpu-x86_64-linx".into()], &[], &skipped).unwrap_err().to_string();
         assert_eq!(
             err,
             "unknown variant `torch215-cxx11-cpu-x86_64-linx`; this kernel's variants are: none that builds here (torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux cannot); did you mean `torch215-cxx11-cpu-x86_64-linux`?"
         );
-        let err = select(&planned[..1], &["bogus".into()], &skipped[..1]).unwrap_err().to_string();
+        let err = select(&planned[..1], &["bogus".into()], &[], &skipped[..1]).unwrap_err().to_string();
         assert_eq!(
             err,
             "unknown variant `bogus`; this kernel's variants are: torch-cuda, and torch215-cxx11-cpu-x86_64-linux, which cannot be built here"
+        );
+        // A pinned cell nobody asked for is not planned, and is no less a variant: a fresh user
+        // was told every pinned cell "cannot" be built, for a typo, with the right one building.
+        let err = select(&planned[..1], &["torch215-cxx11-cpu-x86_64-linu".into()], &skipped[..1], &[])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "unknown variant `torch215-cxx11-cpu-x86_64-linu`; this kernel's variants are: torch-cuda, torch215-cxx11-cpu-x86_64-linux; did you mean `torch215-cxx11-cpu-x86_64-linux`?"
         );
     }
 }

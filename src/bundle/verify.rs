@@ -121,6 +121,27 @@ fn verify_with(
     let _lock = lock_dir(&build_dir, Lock::Shared)?;
     let manifest_path = build_dir.join(manifest::FILE_NAME);
     let manifest = if manifest_path.is_file() { Some(Manifest::read(&manifest_path)?) } else { None };
+    // A variant asked for that build/ lacks has nothing to be compared with: said before its
+    // toolchain is fetched and it is rebuilt, not after.
+    let absent: Vec<&String> = requested
+        .iter()
+        .filter(|n| {
+            !build_dir.join(n).is_dir() && !manifest.as_ref().is_some_and(|m| m.variants.contains_key(*n))
+        })
+        .collect();
+    let system = crate::matrix::host_system();
+    let here: Vec<&str> = cells.on(&system, crate::matrix::Scope::All).map(|c| c.name.as_str()).collect();
+    let not_variants: Vec<&String> = absent.iter().copied().filter(|n| !here.contains(&n.as_str())).collect();
+    if !not_variants.is_empty() {
+        let e = super::plan::unknown_variants(&[], &not_variants, &here, &[]);
+        anyhow::bail!("cannot verify: {e}");
+    }
+    if !absent.is_empty() {
+        anyhow::bail!(
+            "cannot verify {}: not in `{build_dir}` nor in its hashes.json, so there is nothing to compare a rebuild with; build it first (`kernel-builder build-and-copy --variant …`)",
+            absent.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
+        );
+    }
     let the_plan = plan_of(&build_dir, manifest.as_ref());
     let planned = the_plan.variants.clone();
 
@@ -152,15 +173,12 @@ fn verify_with(
         anyhow::bail!("cannot verify: {why}");
     }
     if !unknown.is_empty() {
-        let valid: Vec<&str> = planned.iter().map(|p| p.name.as_str()).collect();
-        anyhow::bail!(
-            "cannot verify {}: not a variant of this kernel (its variants are: {})",
-            unknown.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", "),
-            valid.join(", ")
-        );
+        // Listed as a build lists them: skipped cells apart, pinned ones not planned as variants.
+        let (unplanned, not_here) = super::plan::unplanned_and_skipped(cells, &the_plan);
+        let e = super::plan::unknown_variants(&planned, &unknown, &unplanned, &not_here);
+        anyhow::bail!("cannot verify: {e}");
     }
     anyhow::ensure!(!names.is_empty(), "`{build_dir}` holds no variant of this kernel to verify");
-
     let source = SourceSet::collect(kernel_dir, config)?;
     let mut notes = Vec::new();
     match &manifest {

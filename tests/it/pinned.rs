@@ -85,6 +85,12 @@ fn nar(p: &Path) -> String {
 /// Every pinned wheel of the built cells, in a wheelhouse made from the shared cache: file
 /// name → hard link of `wheels/<sha256>.whl`.
 fn wheelhouse(dest: &Path) {
+    assert!(wheelhouse_if_cached(dest), "the shared toolchain cache lacks a wheel of the four cells");
+}
+
+/// [`wheelhouse`], when the shared toolchain cache holds every wheel of the four cells; else
+/// `false`, with what it had linked.
+fn wheelhouse_if_cached(dest: &Path) -> bool {
     use kernel_builder::toolchain::pins::pins;
     fs::create_dir_all(dest).unwrap();
     let cells = [("2.14", None), ("2.14", Some("13.0")), ("2.15", None), ("2.15", Some("13.2"))];
@@ -93,11 +99,16 @@ fn wheelhouse(dest: &Path) {
         for w in std::iter::once(c.torch).chain(c.toolkit).chain(c.tools).chain([c.compile_cache]) {
             let r = w.resolved().unwrap();
             let to = dest.join(&r.file);
+            let from = shared_toolchain_cache().join(format!("wheels/{}.whl", r.sha256));
+            if !from.is_file() {
+                return false;
+            }
             if !to.exists() {
-                fs::hard_link(shared_toolchain_cache().join(format!("wheels/{}.whl", r.sha256)), to).unwrap();
+                fs::hard_link(from, to).unwrap();
             }
         }
     }
+    true
 }
 
 /// kernels/relu without --python: the four bundle cells PyPI's wheels give build (CUDA compile
@@ -603,16 +614,51 @@ fn verify_rebuilds_a_pinned_cell_from_its_pins() {
     fs::create_dir_all(&house).unwrap();
     let pins = kernel_builder::toolchain::pins::pins();
     let c = pins.cell("2.15", None, "x86_64-linux").unwrap();
+    let mut house_sha256s = Vec::new();
     for w in std::iter::once(c.torch).chain(c.toolkit).chain(c.tools).chain([c.compile_cache]) {
         let r = w.resolved().unwrap();
         fs::hard_link(shared_toolchain_cache().join(format!("wheels/{}.whl", r.sha256)), house.join(&r.file))
             .unwrap();
+        house_sha256s.push(r.sha256.clone());
     }
+    house_sha256s.sort();
     let house_arg = house.to_str().unwrap();
     let args = ["verify", "--variant", cell, "--offline", "--find-links", house_arg];
     let out = kb(&relu, &t.path().join("offline-cells"), &empty, &args);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout.lines().next().unwrap().split(" (").next().unwrap(), format!("{cell}: same"));
+
+    // Without --variant, only what build/ holds is rebuilt: only this cell's wheels are taken,
+    // from a wheelhouse of every cell's when the shared cache has them all (a fresh user saw
+    // every pinned cell's toolchain, 6 GB, fetched to verify one CPU cell).
+    let full = t.path().join("full-house");
+    let all_there = wheelhouse_if_cached(&full);
+    let given = if all_there { &full } else { &house };
+    let own = t.path().join("own-toolchains");
+    let args = ["verify", "--offline", "--find-links", given.to_str().unwrap()];
+    let out = kb(&relu, &t.path().join("own-cells"), &own, &args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut fetched: Vec<String> = fs::read_dir(own.join("wheels"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter_map(|n| n.strip_suffix(".whl").map(str::to_owned))
+        .collect();
+    fetched.sort();
+    assert!(
+        fetched.iter().all(|w| house_sha256s.contains(w)),
+        "{fetched:?} (all cells' wheels given: {all_there})"
+    );
+    assert!(fetched.contains(&c.torch.resolved().unwrap().sha256), "{fetched:?}");
+    // A typo is told the kernel's variants, with the near miss; a real variant build/ lacks is
+    // refused before anything is fetched.
+    let typo = &cell[..cell.len() - 1];
+    let out = kb(&relu, &t.path().join("own-cells"), &empty, &["verify", "--offline", "--variant", typo]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains(&format!("did you mean `{cell}`?")), "{}", out.stderr);
+    let other = "torch214-cxx11-cpu-x86_64-linux";
+    let out = kb(&relu, &t.path().join("own-cells"), &empty, &["verify", "--offline", "--variant", other]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.starts_with(&format!("error: cannot verify `{other}`: not in `")), "{}", out.stderr);
 
     let init = variant.join("__init__.py");
     assert!(init.is_file(), "{listed:?}");
