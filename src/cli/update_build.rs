@@ -117,21 +117,31 @@ pub fn run(args: Args) -> super::CmdResult {
     } else {
         format!("{} → edition 6", plan.generation.label())
     };
+    // The command that applies the update, as this one was given.
+    let apply = match &args.license {
+        Some(l) => format!("kernel-builder update-build --license {l}"),
+        None => "kernel-builder update-build".to_owned(),
+    };
     if args.check {
         println!("{display} needs an update: {header}");
         print_changes(&plan.changes);
         print_problems(&display, &plan.problems);
-        if plan.has_errors() {
+        // What the update would write must validate too, or running it only fails.
+        let shown_new = format!("{display} (as upgraded, not written)");
+        let invalid =
+            if plan.has_errors() { None } else { validate_new_text(&shown_new, &plan.new_text, &dir).err() };
+        if let Some(err) = &invalid {
+            super::report_error(err);
+        }
+        if plan.has_errors() || invalid.is_some() {
             // Running the suggested command as it is would only fail on the same errors.
-            println!("Fix the errors above, then run `kernel-builder update-build` to apply.");
+            println!("Fix the errors above, then run `{apply}` to apply.");
         } else {
-            println!("Run `kernel-builder update-build` to apply.");
+            println!("Run `{apply}` to apply.");
         }
         return Ok(ExitCode::from(1));
     }
 
-    println!("{display}: {header}");
-    print_changes(&plan.changes);
     print_problems(&display, &plan.problems);
     if plan.has_errors() {
         bail!("`{display}` was not changed: fix the errors above and run this command again");
@@ -142,6 +152,9 @@ pub fn run(args: Args) -> super::CmdResult {
         crate::printer::stderr!("error: `{display}` was not changed: the upgraded file would not validate");
         return Err(err);
     }
+    // The changes are said once they are sure to be made.
+    println!("{display}: {header}");
+    print_changes(&plan.changes);
     // Keep the file's line endings: a CRLF file stays CRLF (the TOML writer emits LF).
     let new_text = if text.contains("\r\n") {
         plan.new_text.replace("\r\n", "\n").replace('\n', "\r\n")

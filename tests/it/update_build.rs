@@ -541,6 +541,36 @@ fn check_fails_on_a_current_file_that_does_not_validate() {
     }
 }
 
+/// Found by a fresh user: `--check` on an edition-5 file with an unknown key said "Run
+/// `kernel-builder update-build` to apply", and that run failed on the key. `--check` validates
+/// what the update would write, says so, and the command it names carries `--license`.
+#[test]
+fn check_says_to_fix_what_the_update_would_fail_on() {
+    let (dir, _) = fixture_kernel_dir("edition5-current");
+    let path = dir.path().join("build.toml");
+    let text = read(&dir).replace("[kernel.relu]\n", "[kernel.relu]\nbogus-key = 1\n");
+    std::fs::write(&path, &text).unwrap();
+    let out = kb().args(["update-build", "--check"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.ends_with("Fix the errors above, then run `kernel-builder update-build` to apply.\n"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("unknown key `bogus-key` in `[kernel.relu]`"), "{stderr}");
+    let out = kb().args(["update-build"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stdout).unwrap().is_empty(), "no change is announced that is not made");
+    assert_eq!(read(&dir), text);
+
+    let (dir, _) = fixture_kernel_dir("v2-no-license");
+    let out = kb().args(["update-build", "--check", "--license", "MIT"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.ends_with("Run `kernel-builder update-build --license MIT` to apply.\n"), "{stdout}");
+}
+
 /// An edition-5 file is migrated to edition 6: `edition`, each kernel's `backend` becomes its
 /// C++ `language` in the same place, and nothing else moves; the result is the edition-6
 /// fixture byte for byte, and its cells are the edition-5 file's.
