@@ -41,8 +41,10 @@ pub fn run(args: Args) -> super::CmdResult {
         );
     }
     let loaded = super::load_config(&dir)?;
-    // No token: said now, not after the build.
+    // No token, or no repository: said now, not after the build.
     super::upload::require_token(&args.flags)?;
+    let options = super::upload::upload_options(dir.clone(), Ok(loaded.config.clone()), &args.flags);
+    crate::hub::upload::repo_id(&options)?;
     // Without --python, the CPU and CUDA bundle cells build (and are verified) from pinned
     // wheels, as `build-and-copy --nix never` builds them: one plan for both.
     let request = args.toolchain.request(&args.fetch, !args.flags.json, false);

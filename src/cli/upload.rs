@@ -67,6 +67,25 @@ pub fn require_token(flags: &UploadFlags) -> anyhow::Result<()> {
     hub::publish::require_token(flags.dry_run).map(drop)
 }
 
+/// [`hub::UploadOptions`] of `flags` for the kernel in `dir`.
+pub fn upload_options(
+    dir: Utf8PathBuf,
+    build_toml: Result<crate::config::BuildConfig, String>,
+    flags: &UploadFlags,
+) -> UploadOptions {
+    UploadOptions {
+        dir,
+        repo_id: flags.repo_id.clone(),
+        branch: flags.branch.clone(),
+        create_pr: flags.create_pr,
+        dry_run: flags.dry_run,
+        force: flags.force,
+        private: flags.private,
+        progress: !flags.json,
+        build_toml,
+    }
+}
+
 /// Publish ([`hub::publish`]) and render the outcome: the part `build-and-upload` shares.
 /// `build_toml`: the kernel's build.toml as the command loaded it, else its rendered problems.
 pub fn run_upload(
@@ -75,17 +94,7 @@ pub fn run_upload(
     flags: &UploadFlags,
 ) -> super::CmdResult {
     let opts = hub::PublishOptions {
-        upload: UploadOptions {
-            dir,
-            repo_id: flags.repo_id.clone(),
-            branch: flags.branch.clone(),
-            create_pr: flags.create_pr,
-            dry_run: flags.dry_run,
-            force: flags.force,
-            private: flags.private,
-            progress: !flags.json,
-            build_toml,
-        },
+        upload: upload_options(dir, build_toml, flags),
         output_json: flags.output_json.clone(),
     };
     let outcome = hub::publish(&opts, &super::report::Terminal)?;

@@ -361,22 +361,12 @@ pub fn require_kernel_dir(dir: &Utf8Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every local check of an upload, in this order: the variants (each with `metadata.json`),
-/// the repository id and branch, each variant's digest, the hash manifest; then the files
-/// are read and hashed. Nothing is sent.
+/// The repository `opts` uploads to: `--repo-id`, else `[general.hub] repo-id`, checked.
+/// `build-and-upload` asks before it builds anything.
 ///
-/// # Errors
-/// Any refusal: no variants, a variant without `metadata.json`, no repository id (neither
-/// `--repo-id` nor `[general.hub] repo-id`), a malformed id, variants of different versions
-/// without a branch given, a digest mismatch, a manifest mismatch (unless `force`).
-pub fn prepare(opts: &UploadOptions, report: &dyn Reporter) -> anyhow::Result<Prepared> {
+/// Errors: neither is given (or build.toml cannot be read), or the id is malformed.
+pub fn repo_id(opts: &UploadOptions) -> anyhow::Result<String> {
     let dir = &opts.dir;
-    require_kernel_dir(dir)?;
-    let build_dir = dir.join("build");
-    let variants = find_variants(&build_dir)?;
-    let mut warnings = Vec::new();
-
-    // Repository and branch: flags first, then build.toml.
     let loaded = &opts.build_toml;
     let hub = loaded.as_ref().ok().map(|c| c.general.hub.clone());
     let repo_id = match (&opts.repo_id, hub.as_ref().and_then(|h| h.repo_id.clone())) {
@@ -396,6 +386,28 @@ pub fn prepare(opts: &UploadOptions, report: &dyn Reporter) -> anyhow::Result<Pr
         },
     };
     check_repo_id(&repo_id)?;
+    Ok(repo_id)
+}
+
+/// Every local check of an upload, in this order: the variants (each with `metadata.json`),
+/// the repository id and branch, each variant's digest, the hash manifest; then the files
+/// are read and hashed. Nothing is sent.
+///
+/// # Errors
+/// Any refusal: no variants, a variant without `metadata.json`, no repository id (neither
+/// `--repo-id` nor `[general.hub] repo-id`), a malformed id, variants of different versions
+/// without a branch given, a digest mismatch, a manifest mismatch (unless `force`).
+pub fn prepare(opts: &UploadOptions, report: &dyn Reporter) -> anyhow::Result<Prepared> {
+    let dir = &opts.dir;
+    require_kernel_dir(dir)?;
+    let build_dir = dir.join("build");
+    let variants = find_variants(&build_dir)?;
+    let mut warnings = Vec::new();
+
+    // Repository and branch: flags first, then build.toml.
+    let loaded = &opts.build_toml;
+    let hub = loaded.as_ref().ok().map(|c| c.general.hub.clone());
+    let repo_id = repo_id(opts)?;
 
     let mut metas = BTreeMap::new();
     for v in &variants {

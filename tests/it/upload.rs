@@ -839,6 +839,31 @@ fn build_and_upload_builds_verifies_and_uploads() {
     assert_eq!(state["v1"], expected_branch(&dir, &state["main"][".gitattributes"]));
 }
 
+/// Found by a fresh user: build-and-upload without a repository (no `--repo-id`, no
+/// `[general.hub] repo-id`) built and verified every cell before saying so; it says so first.
+#[test]
+fn build_and_upload_without_a_repository_builds_nothing() {
+    let env = Env::new();
+    let dir = env.root.join("k");
+    fixture(&dir, &BUILD_TOML.replace("[general.hub]\nrepo-id = \"test-org/relu\"\n", ""));
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), Some(SECRET))
+            .args(["build-and-upload", "--dry-run"])
+            .arg(&dir),
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "error: no repository to upload to: `{}` has no `[general.hub] repo-id`; add it, or pass --repo-id OWNER/NAME\n",
+            dir.join("build.toml").display()
+        )
+    );
+    assert!(!dir.join("build").exists());
+    assert_eq!(env.server.stats()["requests"], json!({}));
+}
+
 /// Issue 31: without a token, build-and-upload built every cell before saying so. It now says
 /// so first, and builds nothing.
 #[test]
