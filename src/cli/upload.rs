@@ -64,7 +64,7 @@ pub fn run(args: Args) -> super::CmdResult {
 /// The Hub token, or (unless `--dry-run`) the error that there is none: checked before
 /// anything is built, hashed or announced.
 pub fn require_token(flags: &UploadFlags) -> anyhow::Result<()> {
-    hub::publish::require_token(flags.dry_run).map(drop)
+    hub::publish::require_token(flags.dry_run, &super::report::Terminal).map(drop)
 }
 
 /// [`hub::UploadOptions`] of `flags` for the kernel in `dir`.

@@ -23,11 +23,19 @@ pub struct PublishOptions {
 }
 
 /// The Hub token, or (unless `dry_run`) the error that there is none. `build-and-upload` asks
-/// before it builds anything.
+/// before it builds anything. A dry run needs none: a token file it cannot read is a warning
+/// to `report`, and it reads the Hub anonymously.
 ///
-/// Errors: no token and not `dry_run`; a token file that cannot be read.
-pub fn require_token(dry_run: bool) -> anyhow::Result<Option<auth::Token>> {
-    let token = auth::find_token()?.map(|(t, _)| t);
+/// Errors: no token and not `dry_run`; a token file that cannot be read, unless `dry_run`.
+pub fn require_token(dry_run: bool, report: &dyn Reporter) -> anyhow::Result<Option<auth::Token>> {
+    let token = match auth::find_token() {
+        Ok(found) => found.map(|(t, _)| t),
+        Err(e) if dry_run => {
+            report.warning(&format!("{e:#}; the dry run reads the Hub without a token"));
+            None
+        }
+        Err(e) => return Err(e),
+    };
     if !dry_run && token.is_none() {
         return Err(upload::no_token().into());
     }
@@ -42,7 +50,7 @@ pub fn require_token(dry_run: bool) -> anyhow::Result<Option<auth::Token>> {
 pub fn publish(opts: &PublishOptions, report: &dyn Reporter) -> anyhow::Result<Outcome> {
     let up = &opts.upload;
     upload::require_kernel_dir(&up.dir)?;
-    let token = require_token(up.dry_run)?;
+    let token = require_token(up.dry_run, report)?;
     let endpoint = auth::checked_endpoint()?;
     let prepared = super::prepare(up, report)?;
     for w in &prepared.warnings {

@@ -728,8 +728,21 @@ fn dry_run_needs_no_token_and_sends_nothing() {
     }
     expected.push_str("Dry run: would add 14, update 0, delete 0, leave 0 unchanged; nothing was sent\n");
     assert_eq!(r.stdout, expected);
+    // A token file it cannot read (a directory, found by a fresh user) does not stop a dry run:
+    // it is a warning, and the Hub is read without a token.
+    fs::create_dir_all(env.root.join("hf/token")).unwrap();
+    let unreadable = dry(&env.server.url);
+    assert_eq!(unreadable.code, 0, "{}", unreadable.stderr);
+    assert_eq!(unreadable.stdout, expected);
+    assert!(unreadable.stderr.starts_with("warning: cannot read the token file"), "{}", unreadable.stderr);
+    assert!(
+        unreadable.stderr.contains("; the dry run reads the Hub without a token\n"),
+        "{}",
+        unreadable.stderr
+    );
+    fs::remove_dir(env.root.join("hf/token")).unwrap();
     let stats = env.server.stats();
-    assert_eq!(stats["requests"], json!({"refs": 1}));
+    assert_eq!(stats["requests"], json!({"refs": 2}), "one read per dry run, nothing sent");
 
     // After a real upload and a change, the dry run shows updates and deletions.
     env.upload_ok(&dir, &[]);
