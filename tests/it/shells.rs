@@ -45,6 +45,20 @@ fn devshell_puts_the_cells_tools_on_path_and_passes_the_exit_status_on() {
     let (code, _, _) = run(&["devshell", relu, "--python", py, "--", "sh", "-c", "exit 7"]);
     assert_eq!(code, Some(7));
 
+    // A compiler the user's PATH finds already leaves its order alone: a wrapper of theirs
+    // ahead of /usr/bin stays ahead (a fresh user's `gcc` was shadowed by all of /usr/bin).
+    let t = tempfile::tempdir().unwrap();
+    let wrapper = t.path().join("gcc");
+    std::fs::write(&wrapper, "#!/bin/sh\necho wrapped\n").unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", t.path().display(), std::env::var("PATH").unwrap());
+    let out = crate::util::kb()
+        .args(["devshell", relu, "--python", py, "--", "sh", "-c", "command -v gcc"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{}\n", wrapper.display()));
+
     // Without --python, a kernel with no pinned cell (noarch, stable-ABI, tvm-ffi) needs it.
     let silu = repo().join("kernels/silu-and-mul");
     let silu = silu.to_str().unwrap();
