@@ -142,7 +142,10 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 /// command failed (bad input, failed build), 2 bad command line, 128 + N stopped by signal N.
 pub fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = Cli::command().get_matches();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return command_line_error(e),
+    };
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Checked here, not by clap's `conflicts_with`: clap sees a conflict only among the flags
     // given on one side of the subcommand.
@@ -200,6 +203,42 @@ pub fn main() -> ExitCode {
             ExitCode::from(crate::error::kind(&err).exit_code())
         }
     }
+}
+
+/// A command line clap refuses: its message on stderr, as clap prints it, exit 2; with `--json`
+/// also the failure document on stdout, so a program reading it gets one either way.
+fn command_line_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let shown = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if shown || !args.iter().any(|a| a == "--json") {
+        e.exit()
+    }
+    let _ = e.print();
+    // The subcommand path the arguments name (`matrix check-wheel`), as far as they name one.
+    let mut command = {
+        use clap::CommandFactory;
+        Cli::command()
+    };
+    let mut names: Vec<String> = Vec::new();
+    for a in args.iter().filter(|a| !a.starts_with('-')) {
+        match command.find_subcommand(a) {
+            Some(sub) => {
+                names.push(sub.get_name().to_owned());
+                command = sub.clone();
+            }
+            None => break,
+        }
+    }
+    let text = e.render().to_string();
+    let message = text.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
+    json::print_failure(&names.join(" "), &anyhow::anyhow!(message));
+    ExitCode::from(crate::error::Kind::Usage.exit_code())
 }
 
 /// The command's name (`matrix check-wheel`) when `--json` was given to it: its failure is then

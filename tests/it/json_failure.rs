@@ -269,3 +269,29 @@ fn every_command_with_json_prints_the_failure_document() {
         ]
     );
 }
+
+/// Found by a fresh user: a command line clap refuses (exit 2) printed no document with
+/// `--json`, while the same mistake caught later did. Both print one now.
+#[test]
+fn a_refused_command_line_with_json_prints_the_failure_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, doc) = run_json(tmp.path(), &["list-variants", "--json", ".", "--system", "bogus"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(doc["ok"], false);
+    assert_eq!(doc["command"], "list-variants");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid value 'bogus' for '--system <SYSTEM>'"),
+        "{doc}"
+    );
+    let (code, doc) = run_json(tmp.path(), &["matrix", "check-wheel", "--json"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(doc["command"], "matrix check-wheel");
+    // Without --json, clap's own message only.
+    let out =
+        kb().args(["list-variants", ".", "--system", "bogus"]).current_dir(tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+}
