@@ -118,6 +118,18 @@ pub fn stop_children_on_interrupt() {
     install();
 }
 
+/// While a shell runs a user's command (devshell, testshell): SIGINT is the command's alone (a
+/// terminal's Ctrl-C reaches it; this process goes on waiting for it, as a shell waits for its
+/// job), while SIGTERM and SIGHUP are passed on to it and end this process as usual, removing
+/// what is registered. Installs the handler, as [`remove_on_interrupt`] does.
+pub fn run_as_shell() {
+    SHELL.store(true, Ordering::SeqCst);
+    install();
+}
+
+/// Set by [`run_as_shell`].
+static SHELL: AtomicBool = AtomicBool::new(false);
+
 /// For the command's thread when the command is done, before it exits with its own status:
 /// if a signal arrived, the handler is cleaning up and about to exit with `128 + signal`, so
 /// wait for it (the command most likely failed because its child was stopped).
@@ -172,7 +184,9 @@ fn install() {
         };
         let terminal = std::io::stdin().is_terminal();
         std::thread::spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            let mut interruptions =
+                signals.forever().filter(|&s| !(s == SIGINT && SHELL.load(Ordering::SeqCst)));
+            if let Some(sig) = interruptions.next() {
                 INTERRUPTED.store(true, Ordering::SeqCst);
                 let groups = forward_to_children(sig, !(sig == SIGINT && terminal));
                 wait_for_groups(&groups);

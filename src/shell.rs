@@ -61,7 +61,7 @@ pub struct PreparedShell {
     pub env: Vec<(String, String)>,
     /// One line saying what the shell is (shown before the command runs).
     pub summary: String,
-    _links: Option<tempfile::TempDir>,
+    _links: Option<ShellDir>,
     _shell: Shell,
 }
 
@@ -89,7 +89,7 @@ struct Pinned {
     /// testshell's environment (torch importable, the loader, pytest), whose bin directory is
     /// first on PATH.
     test_env: Option<crate::toolchain::test_env::TestEnv>,
-    _links: tempfile::TempDir,
+    _links: ShellDir,
     /// The toolchain cache the cell comes from (its in-use lock).
     _toolchains: bundle::Toolchains,
 }
@@ -155,7 +155,7 @@ pub fn prepare(loaded: &Kernel, args: &ShellOptions, report: &dyn Reporter) -> a
     }
 
     // testshell: the link directory lives (and is removed) with this process.
-    let mut links_dir_guard: Option<tempfile::TempDir> = None;
+    let mut links_dir_guard: Option<ShellDir> = None;
     let mut summary = match (shell.cells.first(), &shell.pinned) {
         (Some(c), Some(p)) => match &p.test_env {
             Some(env) => format!(
@@ -183,10 +183,7 @@ pub fn prepare(loaded: &Kernel, args: &ShellOptions, report: &dyn Reporter) -> a
             (None, None) => String::new(),
         };
         let variant = test_variant(&args.dir, &how, &shell.torch, &shell.cells)?;
-        let links = tempfile::Builder::new()
-            .prefix("kernel-builder-testshell-")
-            .tempdir()
-            .context("cannot create a temporary directory")?;
+        let links = ShellDir::new("kernel-builder-testshell-")?;
         let package = config.general.python_name();
         std::os::unix::fs::symlink(build.join(&variant), links.path().join(&package))
             .context("cannot link the variant into the temporary directory")?;
@@ -205,6 +202,30 @@ pub fn prepare(loaded: &Kernel, args: &ShellOptions, report: &dyn Reporter) -> a
         env.push(("PYTHONPATH".into(), join_var(&python_path.join(":"), &crate::env::PYTHONPATH)));
     }
     Ok(PreparedShell { env, summary, _links: links_dir_guard, _shell: shell })
+}
+
+/// A temporary directory of the shell's, removed when the shell ends: when dropped, and by the
+/// interrupt handler when SIGTERM or SIGHUP ends it ([`crate::interrupt::run_as_shell`]).
+struct ShellDir {
+    // Unregistered first (fields drop in order), then removed.
+    _registered: crate::interrupt::Registered,
+    dir: tempfile::TempDir,
+}
+
+impl ShellDir {
+    fn new(prefix: &str) -> anyhow::Result<ShellDir> {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .context("cannot create a temporary directory")?;
+        let path = Utf8Path::from_path(dir.path()).context("the temporary directory's path is not UTF-8")?;
+        let _registered = crate::interrupt::remove_on_interrupt(path, crate::interrupt::Removal::All);
+        Ok(ShellDir { _registered, dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
 }
 
 /// Whether looking up `tool`'s file name in `dirs`, in order, finds `tool` itself.
@@ -344,10 +365,7 @@ fn pinned_toolchain(
         }
         None
     };
-    let links = tempfile::Builder::new()
-        .prefix("kernel-builder-devshell-")
-        .tempdir()
-        .context("cannot create a temporary directory")?;
+    let links = ShellDir::new("kernel-builder-devshell-")?;
     for link in ["python", "python3"] {
         std::os::unix::fs::symlink(&python, links.path().join(link))
             .with_context(|| format!("cannot link `{python}` into the temporary directory"))?;

@@ -52,12 +52,14 @@ fn run(args: Args, test: bool) -> super::CmdResult {
     };
     crate::printer::stderr!("{}", shell.summary);
     // Ctrl-C (and Ctrl-\) in the terminal reach the command itself; this process waits for it,
-    // as a shell waits for its job, and so outlives it to remove testshell's link directory.
-    // (The child starts with the default dispositions: exec resets handled signals.)
+    // as a shell waits for its job, and so outlives it to remove the shell's temporary
+    // directories. SIGTERM and SIGHUP (a CI's `timeout`, a closed terminal) are passed on to
+    // the command, and the directories removed, by the interrupt handler. (The child starts
+    // with the default dispositions: exec resets handled signals.)
+    crate::interrupt::run_as_shell();
     let waiting = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT] {
-        signal_hook::flag::register(sig, waiting.clone()).context("cannot install a signal handler")?;
-    }
+    signal_hook::flag::register(signal_hook::consts::SIGQUIT, waiting)
+        .context("cannot install a signal handler")?;
     let status = shell
         .env
         .iter()

@@ -135,6 +135,21 @@ fn testshell_needs_a_built_variant_and_makes_it_importable() {
     assert!(links.contains("kernel-builder-testshell-"), "{out}");
     assert!(!Path::new(links).exists(), "{links} was left behind");
 
+    // SIGTERM (a CI's `timeout`) and SIGHUP end testshell: the command gets the signal, the
+    // link directory goes, and the status is 128 + signal (a fresh user found it left behind).
+    for (sig, status) in [("TERM", 143), ("HUP", 129)] {
+        let script = format!(
+            "echo \"$PYTHONPATH\"; trap 'echo got {sig}; exit 5' {sig}; kill -{sig} $PPID; sleep 5 & wait"
+        );
+        let (code, out, err) = run(&["testshell", d, "--python", py, "--", "sh", "-c", &script]);
+        assert_eq!(code, Some(status), "{err}");
+        let mut lines = out.lines();
+        let links = lines.next().unwrap().split(':').next().unwrap().to_owned();
+        assert_eq!(lines.next(), Some(format!("got {sig}").as_str()), "{out}");
+        assert!(!Path::new(&links).exists(), "{links} was left behind: {err}");
+        assert!(err.contains(&format!("interrupted (SIG{sig}); removed `{links}`")), "{err}");
+    }
+
     // And through the `kernels` loader, from LOCAL_KERNELS (relu has no [general.hub] repo-id).
     let (code, out, err) = testshell_python(d, py, "import os, torch; from kernels import get_kernel; print(os.environ['LOCAL_KERNELS']); k = get_kernel('local/relu', version=1, backend='cpu'); print(k.relu(torch.tensor([-3.0, 4.0])).tolist())");
     assert_eq!(code, Some(0), "{err}");
