@@ -350,6 +350,18 @@ fn nix_on_path() -> bool {
 /// Run `build-and-copy`.
 pub fn run(args: Args) -> super::CmdResult {
     let dir = super::kernel_dir_arg(args.dir)?;
+    // The native build's toolchain flags mean nothing to Nix (its cells bring their own): said,
+    // not dropped.
+    let native_only: Vec<&str> = [
+        ("--python", args.toolchain.python.is_some()),
+        ("--offline", args.fetch.offline),
+        ("--find-links", !args.fetch.find_links.is_empty()),
+        ("--manylinux", args.toolchain.manylinux.is_some()),
+        ("--package-set", args.toolchain.package_set.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given)| given.then_some(flag))
+    .collect();
     let use_nix = match args.nix {
         NixMode::Always => true,
         NixMode::Never => false,
@@ -361,7 +373,13 @@ pub fn run(args: Args) -> super::CmdResult {
             } else {
                 None
             };
-            if let Some(from) = orchestrator {
+            if orchestrator.is_some() && !native_only.is_empty() {
+                crate::printer::stderr!(
+                    "note: building natively: `{dir}` has a flake.nix, but {} apply to a native build",
+                    native_only.join(", ")
+                );
+                false
+            } else if let Some(from) = orchestrator {
                 crate::printer::stderr!(
                     "note: building through Nix (`{dir}` has a flake.nix; the cells run {from}); `--nix never` builds natively"
                 );
@@ -393,6 +411,11 @@ pub fn run(args: Args) -> super::CmdResult {
         !use_nix || args.toolchain.cuda_capabilities.is_empty(),
         "--cuda-capabilities / {} narrows a native build only, and this build uses Nix; add `--nix never`",
         crate::assemble::compiled::CUDA_CAPABILITIES_VAR
+    );
+    anyhow::ensure!(
+        !use_nix || native_only.is_empty(),
+        "{} apply to a native build only, and this build uses Nix (its cells bring their own toolchains); add `--nix never`, or drop them",
+        native_only.join(", ")
     );
     if use_nix {
         let mut nix_args = crate::nixdrv::builders::prepare(args.builders.as_deref())?;

@@ -1611,3 +1611,23 @@ fn a_bad_toolchain_cache_bound_fails_before_the_build() {
     assert!(!relu.join("build").exists());
     assert!(!t.path().join("toolchains").exists(), "the toolchain cache is not even created");
 }
+
+/// Found by a fresh user: `--nix always` dropped --python, --offline and --find-links without
+/// a word (the Nix cells bring their own toolchains). They are refused, naming them, before
+/// Nix is run.
+#[test]
+fn native_only_flags_are_refused_with_nix_always() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    let out = kb(t.path())
+        .env("KERNEL_BUILDER_NIX", "/nonexistent/nix")
+        .args(["build-and-copy", "--nix", "always", "--python", "python3", "--offline"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: --python, --offline apply to a native build only, and this build uses Nix (its cells bring their own toolchains); add `--nix never`, or drop them\n"
+    );
+    assert!(!t.path().join("build").exists());
+}
