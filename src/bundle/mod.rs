@@ -247,6 +247,40 @@ impl crate::error::Diagnostic for NothingBuildable {
     }
 }
 
+/// Variants asked for by name (`--variant`) that cannot be built here, each with why; `--json`
+/// lists the cells skipped among them as `skipped`.
+#[derive(Debug)]
+pub struct Unbuildable {
+    /// One reason per variant (`cannot build `…` natively: …`).
+    pub reasons: Vec<String>,
+    /// The planned cells among them that were skipped, with their typed reasons.
+    pub skipped: Vec<SkippedBackend>,
+}
+
+impl std::fmt::Display for Unbuildable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.reasons[..] {
+            [one] => f.write_str(one),
+            many => write!(
+                f,
+                "{} of the variants asked for cannot be built:\n  {}",
+                many.len(),
+                many.join("\n  ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Unbuildable {}
+
+impl crate::error::Diagnostic for Unbuildable {
+    fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("skipped".into(), serde_json::to_value(&self.skipped).unwrap_or_default());
+        m
+    }
+}
+
 /// [`build_into`] of the variants of `plan` ([`Plan::new`], made once by the command), with
 /// `options`: the native cell cache, cells built in parallel, progress.
 ///
@@ -268,12 +302,20 @@ pub fn build_into_with(
     options: &BuildOptions<'_>,
 ) -> anyhow::Result<BundleReport> {
     let planned = &the_plan.variants;
-    for r in requested {
-        if !planned.iter().any(|p| &p.name == r) {
-            if let Some(why) = why_not_buildable(config, cells, the_plan, r) {
-                anyhow::bail!("{why}");
-            }
-        }
+    // Every variant asked for that cannot be built here is named, not only the first.
+    let reasons: Vec<String> = requested
+        .iter()
+        .filter(|r| !planned.iter().any(|p| &p.name == *r))
+        .filter_map(|r| why_not_buildable(config, cells, the_plan, r))
+        .collect();
+    if !reasons.is_empty() {
+        let skipped = the_plan
+            .skipped
+            .iter()
+            .filter(|s| s.variant.as_ref().is_some_and(|v| requested.contains(v)))
+            .cloned()
+            .collect();
+        return Err(crate::error::Error::from(Unbuildable { reasons, skipped }).into());
     }
     let (unplanned, not_here) = plan::unplanned_and_skipped(cells, the_plan);
     let selected = select(planned, requested, &unplanned, &not_here)?;

@@ -1003,3 +1003,42 @@ fn a_find_links_that_is_not_a_directory_is_refused_first() {
     }
     assert!(!t.path().join("toolchains").exists());
 }
+
+/// Found by a fresh user: `--variant` of two cells that cannot be had here named only the first,
+/// and `--json` had no `skipped` list. Both are named, and listed with their kinds.
+#[test]
+fn every_variant_asked_for_that_cannot_be_built_is_named_and_listed() {
+    let t = scratch();
+    let relu = t.path().join("relu");
+    copy_kernel("relu", &relu);
+    let cells = ["torch214-cxx11-cpu-x86_64-linux", "torch215-cxx11-cpu-x86_64-linux"];
+    let args = [
+        "build-and-copy",
+        "--nix",
+        "never",
+        "--offline",
+        "--json",
+        "--variant",
+        cells[0],
+        "--variant",
+        cells[1],
+    ];
+    let out = kb(&relu, &t.path().join("cells"), &t.path().join("empty"), &args);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 of the variants asked for cannot be built:\n"),
+        "{doc}"
+    );
+    let skipped: Vec<(&str, &str)> = doc["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["variant"].as_str().unwrap(), s["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(skipped, [(cells[0], "provision"), (cells[1], "provision")]);
+    assert!(!relu.join("build").exists());
+}
