@@ -73,8 +73,9 @@ pub fn run(args: Args) -> super::CmdResult {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.ok {
         println!(
-            "build/ holds exactly the {} expected variants (matrix {})",
+            "build/ holds exactly the {} expected variant{} (matrix {})",
             report.expected.len(),
+            if report.expected.len() == 1 { "" } else { "s" },
             report.matrix
         );
     } else {

@@ -64,7 +64,24 @@ fn run(args: Args, test: bool) -> super::CmdResult {
         .env
         .iter()
         .fold(crate::process::Cmd::new(&program).args(rest), |c, (k, v)| c.env(k, v))
-        .status()?;
+        .status();
+    let status = match status {
+        Ok(s) => s,
+        // As a shell says it: 127 for a command not found, 126 for one that cannot be run.
+        Err(e @ crate::process::Error::Spawn { .. }) => {
+            let code = match &e {
+                crate::process::Error::Spawn { source, .. }
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    127
+                }
+                _ => 126,
+            };
+            super::report_error(&anyhow::Error::from(crate::error::Error::from(e)));
+            return Ok(ExitCode::from(code));
+        }
+        Err(e) => return Err(e.into()),
+    };
     drop(shell);
     Ok(match status.code() {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),

@@ -44,6 +44,10 @@ fn devshell_puts_the_cells_tools_on_path_and_passes_the_exit_status_on() {
 
     let (code, _, _) = run(&["devshell", relu, "--python", py, "--", "sh", "-c", "exit 7"]);
     assert_eq!(code, Some(7));
+    // A command that is not there exits 127, as a shell says it.
+    let (code, _, err) = run(&["devshell", relu, "--python", py, "--", "no-such-command-here"]);
+    assert_eq!(code, Some(127), "{err}");
+    assert!(err.contains("error: cannot run `no-such-command-here`"), "{err}");
 
     // A compiler the user's PATH finds already leaves its order alone: a wrapper of theirs
     // ahead of /usr/bin stays ahead (a fresh user's `gcc` was shadowed by all of /usr/bin).
