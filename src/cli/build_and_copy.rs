@@ -138,7 +138,7 @@ pub struct Args {
     pub dir: Option<Utf8PathBuf>,
     /// Build only this variant, e.g. `torch-cuda` (repeatable). Other variants already in
     /// DIR/build/ are left as they are.
-    #[arg(long = "variant", value_name = "VARIANT")]
+    #[arg(long = "variant", value_name = "VARIANT", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub variants: Vec<String>,
     /// Build through Nix or natively.
     #[arg(long, value_enum, default_value_t = NixMode::Auto)]

@@ -17,7 +17,7 @@ pub struct Args {
     /// Kernel directory, holding build.toml (default: the current directory).
     pub dir: Option<Utf8PathBuf>,
     /// Build only this variant (repeatable); the upload then holds every variant in build/.
-    #[arg(long = "variant", value_name = "VARIANT")]
+    #[arg(long = "variant", value_name = "VARIANT", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub variants: Vec<String>,
     #[command(flatten)]
     pub toolchain: super::build_and_copy::ToolchainArgs,

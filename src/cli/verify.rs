@@ -18,7 +18,7 @@ pub struct Args {
     pub dir: Option<Utf8PathBuf>,
     /// Verify only this variant (repeatable). Default: the variants in build/hashes.json and
     /// the variants of this kernel present in build/.
-    #[arg(long = "variant", value_name = "VARIANT")]
+    #[arg(long = "variant", value_name = "VARIANT", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub variants: Vec<String>,
     /// Print the result as JSON on stdout: `{"same": bool, "variants": [{"name", "rebuilt",
     /// "on_disk", "recorded", "difference"}], "notes": [...]}` (same exit status).

@@ -766,13 +766,16 @@ fn head_of(refs: &super::client::Refs, branch: &str) -> Option<String> {
 /// The error of an upload without a token, what to do as its hints (`--json` lists them).
 pub fn no_token() -> crate::error::Error {
     // Where it looked, so a token saved elsewhere (another HF_HOME) is found by the reader.
+    let env = match crate::env::HF_TOKEN.get() {
+        Some(v) if v.trim().is_empty() => "HF_TOKEN is empty",
+        _ => "HF_TOKEN is not set",
+    };
     let message = match super::auth::token_path() {
         Some(p) if p.is_file() => {
-            format!("no Hub token: HF_TOKEN is not set, and the token file `{}` is empty", p.display())
+            format!("no Hub token: {env}, and the token file `{}` is empty", p.display())
         }
-        Some(p) => format!("no Hub token: HF_TOKEN is not set, and there is no token file `{}`", p.display()),
-        None => "no Hub token: HF_TOKEN is not set, and there is no home directory to find a token file in"
-            .to_owned(),
+        Some(p) => format!("no Hub token: {env}, and there is no token file `{}`", p.display()),
+        None => format!("no Hub token: {env}, and there is no home directory to find a token file in"),
     };
     crate::error::Error::new(crate::error::Kind::Hub, message).with_hints([
         "set HF_TOKEN, or log in with `hf auth login` (the token file is read from $HF_TOKEN_PATH, \

@@ -1631,3 +1631,25 @@ fn native_only_flags_are_refused_with_nix_always() {
     );
     assert!(!t.path().join("build").exists());
 }
+
+/// `--variant ''` is a mistake clap refuses (exit 2), for every command that takes it.
+#[test]
+fn an_empty_variant_name_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    for cmd in [
+        &["build-and-copy", "--nix", "never"][..],
+        &["verify"],
+        &["build-and-upload", "--dry-run"],
+        &["devshell", "."],
+    ] {
+        let out = kb(t.path()).args(cmd).args(["--variant", ""]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("a value is required for '--variant <VARIANT>' but none was supplied"),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

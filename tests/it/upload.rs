@@ -583,6 +583,15 @@ fn token_from_the_login_file_and_no_token_at_all() {
     );
     assert_eq!(env.server.stats()["requests"], json!({}));
 
+    // HF_TOKEN set but empty is said to be so, not "not set".
+    let r = run(kb(&env.server.url, &env.root.join("hf"), Some("")).arg("upload").arg(&dir), None);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with("error: no Hub token: HF_TOKEN is empty, and there is no token file `"),
+        "{}",
+        r.stderr
+    );
+
     // An empty token file is said to be one.
     fs::create_dir_all(env.root.join("hf")).unwrap();
     fs::write(env.root.join("hf/token"), "\n").unwrap();
