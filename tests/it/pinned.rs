@@ -987,9 +987,11 @@ fn a_find_links_that_is_not_a_directory_is_refused_first() {
     fs::write(&file, "not a directory").unwrap();
     for given in [t.path().join("no-such-dir"), file] {
         let g = given.to_str().unwrap();
-        for cmd in
-            [&["build-and-copy", "--nix", "never"][..], &["verify"], &["build-and-upload", "--dry-run"]]
-        {
+        for cmd in [
+            &["build-and-copy", "--nix", "never"][..],
+            &["verify"],
+            &["build-and-upload", "--dry-run", "--repo-id", "org/relu"],
+        ] {
             let mut args = cmd.to_vec();
             args.extend(["--offline", "--find-links", g]);
             let out = kb(&relu, &t.path().join("cells"), &t.path().join("toolchains"), &args);
