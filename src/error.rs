@@ -270,6 +270,14 @@ pub fn copy(err: &anyhow::Error) -> anyhow::Error {
 }
 
 /// The first `T` in `err`'s chain, as itself or inside an [`Error`].
+/// `value`'s keys as [`Diagnostic::fields`] (none when it does not serialize to a JSON object).
+pub fn fields_of(value: &impl serde::Serialize) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
 /// The `--json` fields of every typed error in `err`'s chain ([`Diagnostic::fields`]); an
 /// outer error's key wins over an inner one's.
 pub fn fields(err: &anyhow::Error) -> serde_json::Map<String, serde_json::Value> {

@@ -12,6 +12,16 @@ pub trait Reporter {
     fn status(&self, text: &str);
 }
 
+/// A [`Reporter`] that says nothing (a check whose lines another step says again).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
+
+impl Reporter for Silent {
+    fn warning(&self, _text: &str) {}
+    fn note(&self, _text: &str) {}
+    fn status(&self, _text: &str) {}
+}
+
 /// A [`Reporter`] that keeps every line, for tests and for callers that render later.
 #[derive(Debug, Default)]
 pub struct Collected {

@@ -113,18 +113,13 @@ pub fn prepare(loaded: &Kernel, args: &ShellOptions, report: &dyn Reporter) -> a
     };
     let mut env: Vec<(String, String)> = Vec::new();
     let mut path: Vec<Utf8PathBuf> = vec![shell.python_bin.clone()];
-    let old_path: Vec<Utf8PathBuf> = crate::env::PATH
-        .get()
-        .map(|p| p.split(':').filter(|d| !d.is_empty()).map(Utf8PathBuf::from).collect())
-        .unwrap_or_default();
     if let Some(cell) = shell.cells.first() {
         for tool in
             [Some(&cell.cxx), Some(&cell.cmake), Some(&cell.ninja), cell.nvcc.as_ref()].into_iter().flatten()
         {
             // A tool the PATH finds already (the host's `/usr/bin/c++`) leaves the user's order
             // alone: moving its directory first would put all of `/usr/bin` ahead of theirs.
-            let searched: Vec<Utf8PathBuf> = path.iter().chain(&old_path).cloned().collect();
-            if found_first(&searched, &tool.path) {
+            if found_first(&path, &tool.path) {
                 continue;
             }
             if let Some(dir) = tool.path.parent() {
@@ -228,14 +223,13 @@ impl ShellDir {
     }
 }
 
-/// Whether looking up `tool`'s file name in `dirs`, in order, finds `tool` itself.
+/// Whether looking up `tool`'s file name in `dirs`, then PATH, finds `tool` itself.
 fn found_first(dirs: &[Utf8PathBuf], tool: &Utf8Path) -> bool {
-    let Some(name) = tool.file_name() else { return false };
-    let same = |p: &Utf8Path| match (p.canonicalize_utf8(), tool.canonicalize_utf8()) {
-        (Ok(a), Ok(b)) => a == b,
+    let found = tool.file_name().and_then(|name| crate::toolchain::host::find_program(name, dirs));
+    match (found.map(|f| f.canonicalize_utf8()), tool.canonicalize_utf8()) {
+        (Some(Ok(a)), Ok(b)) => a == b,
         _ => false,
-    };
-    dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()).is_some_and(|p| same(&p))
+    }
 }
 
 /// `value`, then the variable's current value after a `:` when it has one.

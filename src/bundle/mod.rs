@@ -161,17 +161,8 @@ pub trait Progress: crate::report::Reporter + Sync {
     }
 }
 
-/// A [`Progress`] that shows nothing.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoProgress;
-
-impl Progress for NoProgress {}
-
-impl crate::report::Reporter for NoProgress {
-    fn warning(&self, _text: &str) {}
-    fn note(&self, _text: &str) {}
-    fn status(&self, _text: &str) {}
-}
+// Shows nothing: what [`BuildOptions::default`] builds with.
+impl Progress for crate::report::Silent {}
 
 /// How [`build_into_with`] builds the cells; [`BuildOptions::default`] is what [`build_into`]
 /// does: no cache, one cell at a time, no progress.
@@ -192,7 +183,7 @@ pub struct BuildOptions<'a> {
 
 impl Default for BuildOptions<'_> {
     fn default() -> Self {
-        BuildOptions { cache: None, jobs: 1, progress: &NoProgress, pinned: None }
+        BuildOptions { cache: None, jobs: 1, progress: &crate::report::Silent, pinned: None }
     }
 }
 
@@ -241,10 +232,14 @@ pub struct NothingBuildable {
 
 impl crate::error::Diagnostic for NothingBuildable {
     fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
-        let mut m = serde_json::Map::new();
-        m.insert("skipped".into(), serde_json::to_value(&self.skipped).unwrap_or_default());
-        m
+        skipped_fields(&self.skipped)
     }
+}
+
+/// `{"skipped": [...]}`, the `--json` fields of [`NothingBuildable`] and [`Unbuildable`]: the
+/// list a build that succeeds prints.
+fn skipped_fields(skipped: &[SkippedBackend]) -> serde_json::Map<String, serde_json::Value> {
+    crate::error::fields_of(&serde_json::json!({ "skipped": skipped }))
 }
 
 /// Variants asked for by name (`--variant`) that cannot be built here, each with why; `--json`
@@ -275,9 +270,7 @@ impl std::error::Error for Unbuildable {}
 
 impl crate::error::Diagnostic for Unbuildable {
     fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
-        let mut m = serde_json::Map::new();
-        m.insert("skipped".into(), serde_json::to_value(&self.skipped).unwrap_or_default());
-        m
+        skipped_fields(&self.skipped)
     }
 }
 

@@ -145,7 +145,7 @@ fn verify_with(
     let the_plan = plan_of(&build_dir, manifest.as_ref());
     let planned = the_plan.variants.clone();
 
-    let names: Vec<String> = if !requested.is_empty() {
+    let mut names: Vec<String> = if !requested.is_empty() {
         requested.to_vec()
     } else if let Some(m) = &manifest {
         // The recorded variants, and any other variant of this kernel present in build/ (one
@@ -160,7 +160,6 @@ fn verify_with(
     } else {
         planned.iter().filter(|p| build_dir.join(&p.name).is_dir()).map(|p| p.name.clone()).collect()
     };
-    let mut names = names;
     // A cell present in build/ that cannot be had here (its pinned wheel not in the cache with
     // --offline) says why, rather than vanishing from what is verified.
     for s in the_plan.skipped.iter().filter_map(|s| s.variant.as_ref()) {

@@ -69,14 +69,8 @@ fn run(args: Args, test: bool) -> super::CmdResult {
         Ok(s) => s,
         // As a shell says it: 127 for a command not found, 126 for one that cannot be run.
         Err(e @ crate::process::Error::Spawn { .. }) => {
-            let code = match &e {
-                crate::process::Error::Spawn { source, .. }
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    127
-                }
-                _ => 126,
-            };
+            let missing = matches!(&e, crate::process::Error::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+            let code = if missing { 127 } else { 126 };
             super::report_error(&anyhow::Error::from(crate::error::Error::from(e)));
             return Ok(ExitCode::from(code));
         }

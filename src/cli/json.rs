@@ -30,10 +30,7 @@ pub fn failure(command: &str, err: &anyhow::Error) -> Value {
             let causes: Vec<String> =
                 errors.iter().map(|p| format!("{}: {}", p.key_path, p.message)).collect();
             let hints = crate::error::Diagnostic::hints(e);
-            let fields = match serde_json::to_value(super::check_config::Invalid::of(e)) {
-                Ok(Value::Object(m)) => m,
-                _ => Map::new(),
-            };
+            let fields = crate::error::fields_of(&super::check_config::Invalid::of(e));
             (message, causes, hints, fields)
         }
         None => {

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub mod build_and_copy;
 pub mod build_and_upload;
@@ -141,7 +141,6 @@ pub type CmdResult = anyhow::Result<ExitCode>;
 /// Exit codes: 0 success; a failure's from its kind ([`crate::error::Kind::exit_code`]): 1 the
 /// command failed (bad input, failed build), 2 bad command line, 128 + N stopped by signal N.
 pub fn main() -> ExitCode {
-    use clap::{CommandFactory, FromArgMatches};
     let matches = match Cli::command().try_get_matches() {
         Ok(m) => m,
         Err(e) => return command_line_error(e),
@@ -221,10 +220,7 @@ fn command_line_error(e: clap::Error) -> ExitCode {
     }
     let _ = e.print();
     // The subcommand path the arguments name (`matrix check-wheel`), as far as they name one.
-    let mut command = {
-        use clap::CommandFactory;
-        Cli::command()
-    };
+    let mut command = Cli::command();
     let mut names: Vec<String> = Vec::new();
     for a in args.iter().filter(|a| !a.starts_with('-')) {
         match command.find_subcommand(a) {

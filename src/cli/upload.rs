@@ -62,9 +62,10 @@ pub fn run(args: Args) -> super::CmdResult {
 }
 
 /// The Hub token, or (unless `--dry-run`) the error that there is none: checked before
-/// anything is built, hashed or announced.
+/// anything is built, hashed or announced. Silent: the upload that follows looks again and
+/// says what it finds.
 pub fn require_token(flags: &UploadFlags) -> anyhow::Result<()> {
-    hub::publish::require_token(flags.dry_run, &super::report::Terminal).map(drop)
+    hub::publish::require_token(flags.dry_run, &crate::report::Silent).map(drop)
 }
 
 /// [`hub::UploadOptions`] of `flags` for the kernel in `dir`.

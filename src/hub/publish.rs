@@ -151,9 +151,6 @@ impl crate::error::Diagnostic for UploadFailed {
     }
 
     fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
-        match serde_json::to_value(&self.outcome) {
-            Ok(serde_json::Value::Object(m)) => m,
-            _ => serde_json::Map::new(),
-        }
+        crate::error::fields_of(&self.outcome)
     }
 }
