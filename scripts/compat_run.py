@@ -231,6 +231,21 @@ def run_logged(cmd: list[str], env: dict, timeout: int, stem: Path) -> tuple[int
     return status, texts[0], texts[1][-200_000:]
 
 
+def compile_cache_counts(stdout: str) -> dict | None:
+    """Per built cell of a `build-and-copy --json` summary: its compile cache's counts
+    (`compile-cache`) and its parallelism (`parallel`: Ninja jobs, nvcc threads, cicc splits),
+    or None where the output is no summary."""
+    try:
+        doc = json.loads(stdout)
+    except json.JSONDecodeError:
+        return None
+    cells = doc.get("variants") if isinstance(doc, dict) else None
+    if not isinstance(cells, list):
+        return None
+    return {c.get("name"): {"compile-cache": c.get("compile-cache"), "parallel": c.get("parallel")}
+            for c in cells if isinstance(c, dict)}
+
+
 def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env: dict) -> dict:
     src = stage / "kernels" / name
     kdir = work / name
@@ -276,6 +291,10 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     status, out, err = run_logged(cmd, env, BUILD_TIMEOUT_S, work / f"{name}.build")
     record["build_seconds"] = round(time.monotonic() - start, 1)
     (work / f"{name}.build.log").write_text(f"$ {' '.join(cmd)}\n{out}\n--- stderr\n{err}")
+    record["compile_cache"] = compile_cache_counts(out)
+    # The build is over (its tests may follow): a driver that runs one build at a time on the
+    # machine's cores (scripts/gpu-queue.sh) starts the next kernel's build on this mark.
+    (work / f"{name}.built").touch()
     # (A build stopped midway leaves its scratch directory, `.kernel-builder-tmp-…`: no variant.)
     variants = sorted(p.name for p in (kdir / "build").iterdir() if p.is_dir() and not p.name.startswith(".")) \
         if (kdir / "build").is_dir() else []

