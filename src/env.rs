@@ -29,6 +29,38 @@ impl Var {
         self.get().filter(|v| !v.is_empty())
     }
 
+    /// Its value as a setting: `None` when unset or blank.
+    ///
+    /// Errors: set to bytes that are not UTF-8, naming the variable (taking it as unset would
+    /// quietly apply the default the user meant to change).
+    pub fn setting(&self) -> anyhow::Result<Option<String>> {
+        match std::env::var(self.name) {
+            Ok(v) if v.trim().is_empty() => Ok(None),
+            Ok(v) => Ok(Some(v)),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(raw)) => {
+                anyhow::bail!(
+                    "{} is `{}`, which is not UTF-8 text; {}",
+                    self.name,
+                    raw.to_string_lossy(),
+                    self.meaning
+                )
+            }
+        }
+    }
+
+    /// A size setting (`500M`, `2G`; [`crate::fsutil::parse_size`]): `default` when unset or
+    /// blank.
+    ///
+    /// Errors: not UTF-8, or not a size; the message names the variable and its value.
+    pub fn size(&self, default: u64) -> anyhow::Result<u64> {
+        match self.setting()? {
+            None => Ok(default),
+            Some(v) => crate::fsutil::parse_size(v.trim())
+                .map_err(|e| anyhow::anyhow!("{} is `{v}`: {e}", self.name)),
+        }
+    }
+
     /// Its raw value, `None` when unset.
     pub fn os(&self) -> Option<OsString> {
         std::env::var_os(self.name)

@@ -643,11 +643,18 @@ pub fn parse_size(s: &str) -> anyhow::Result<u64> {
         "T" => 40,
         _ => anyhow::bail!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)"),
     };
-    let Ok(n) = num.parse::<f64>() else {
-        anyhow::bail!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)");
-    };
+    let not_a_size =
+        || anyhow::anyhow!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)");
+    let out_of_range = || anyhow::anyhow!("`{s}` is out of range: at most 16777215T (2^64 - 1 bytes)");
+    // A whole number exactly (f64 would round one past 2^53 and take 2^64 for 2^64 - 1);
+    // `num` holds only digits and dots, so a whole number that does not parse is too large.
+    if !num.is_empty() && !num.contains('.') {
+        return num.parse::<u64>().ok().and_then(|n| n.checked_mul(1u64 << shift)).ok_or_else(out_of_range);
+    }
+    let n = num.parse::<f64>().map_err(|_| not_a_size())?;
     let bytes = n * (1u64 << shift) as f64;
-    anyhow::ensure!(bytes.is_finite() && bytes >= 0.0 && bytes <= u64::MAX as f64, "`{s}` is out of range");
+    // 2^64 as f64 is exact; a fraction of bytes is dropped.
+    anyhow::ensure!(bytes.is_finite() && bytes < 18_446_744_073_709_551_616.0, out_of_range());
     Ok(bytes as u64)
 }
 

@@ -78,7 +78,6 @@ use sha2::Digest as _;
 
 use crate::assemble::compiled::{cell_facts, CompiledCell, PlannedVariant, BUILD_ENV};
 use crate::config::BuildConfig;
-use crate::fsutil::parse_size;
 use crate::source::provenance::{builder_provenance, BuildIds};
 use crate::source::{SourceSet, Warning};
 use crate::toolchain::host::{CellFramework, Tool};
@@ -99,11 +98,7 @@ pub const DEFAULT_MAX_BYTES: u64 = 5 << 30;
 ///
 /// Errors: the variable is set and is not a size (the message names it).
 pub fn build_max_bytes() -> anyhow::Result<u64> {
-    match crate::env::NATIVE_CACHE_MAX_SIZE.get() {
-        Some(v) if !v.trim().is_empty() => parse_size(&v)
-            .map_err(|e| anyhow::anyhow!("{} is `{v}`: {e}", crate::env::NATIVE_CACHE_MAX_SIZE.name)),
-        _ => Ok(DEFAULT_MAX_BYTES),
-    }
+    crate::env::NATIVE_CACHE_MAX_SIZE.size(DEFAULT_MAX_BYTES)
 }
 
 /// The key of one cell: what went into it, and its SHA-256.
@@ -619,6 +614,7 @@ fn copy_tree(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fsutil::parse_size;
 
     /// A tvm-ffi cell's key holds tvm_ffi's version, where it lies and its files' stamps, so
     /// another tvm_ffi (or a reinstall) is another entry; a torch cell's key has no tvm-ffi.
@@ -777,6 +773,19 @@ mod tests {
         assert!(parse_size("lots").unwrap_err().to_string().contains("is not a size"));
         assert!(parse_size("5X").is_err());
         assert!(parse_size("").is_err());
+        // Whole numbers are exact up to 2^64 - 1, and one past it is out of range, as a unit
+        // that takes a number past it is (f64 had taken 2^64 and rounded past 2^53).
+        assert_eq!(parse_size("18446744073709551615").unwrap(), u64::MAX);
+        assert_eq!(parse_size("9007199254740993").unwrap(), 9_007_199_254_740_993);
+        assert_eq!(parse_size("16777215T").unwrap(), 16_777_215 << 40);
+        for big in ["18446744073709551616", "16777216T", "99999999T", "18446744073709551616.0", "1e30"] {
+            let e = parse_size(big).unwrap_err().to_string();
+            assert!(e.contains("out of range") || e.contains("is not a size"), "{big}: {e}");
+        }
+        assert!(parse_size("18446744073709551616").unwrap_err().to_string().contains("out of range"));
+        assert!(parse_size("16777216T").unwrap_err().to_string().contains("out of range"));
+        assert!(parse_size("1.5.2G").unwrap_err().to_string().contains("is not a size"));
+        assert!(parse_size(".").unwrap_err().to_string().contains("is not a size"));
     }
 
     #[test]

@@ -13,6 +13,11 @@ use crate::bundle::verify::verify;
 /// `different` (with the first differing file and a short diff). Exits 1 when any variant is
 /// different. DIR/build/ is not modified.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = "\
+Prints `same` or `different` per variant; for a different one, the first file that differs and a short diff. \
+DIR/build/ is not modified.
+
+Exit status: 0 every variant rebuilt the same; 1 one differs, or one cannot be rebuilt; 2 bad command line.")]
 pub struct Args {
     /// Kernel directory, holding build.toml and build/ (default: the current directory).
     pub dir: Option<Utf8PathBuf>,

@@ -150,12 +150,7 @@ pub struct Entry {
 
 /// `KERNEL_BUILDER_TOOLCHAIN_CACHE_MAX_SIZE`, else [`DEFAULT_MAX`].
 pub fn max_bytes() -> anyhow::Result<u64> {
-    match crate::env::TOOLCHAIN_CACHE_MAX_SIZE.get() {
-        Some(v) if !v.trim().is_empty() => {
-            crate::fsutil::parse_size(v.trim()).map_err(|e| anyhow::anyhow!("{MAX_SIZE_VAR} is `{v}`: {e}"))
-        }
-        _ => Ok(DEFAULT_MAX),
-    }
+    crate::env::TOOLCHAIN_CACHE_MAX_SIZE.size(DEFAULT_MAX)
 }
 
 /// The lock file `path`, made when missing (its bytes are never read).

@@ -544,6 +544,28 @@ fn a_bad_cache_bound_fails_before_anything_is_built() {
         "KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE",
         &relu,
     );
+    // Bytes that are not UTF-8 are refused too, not taken as unset (the default applied).
+    for var in ["KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE", "KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE"] {
+        use std::os::unix::ffi::OsStrExt;
+        let out = crate::util::kb()
+            .current_dir(&relu)
+            .env("KERNEL_BUILDER_CACHE_DIR", &cache)
+            .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", t.path().join("toolchains"))
+            .env_remove("KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE")
+            .env_remove("KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE")
+            .env_remove("KERNEL_BUILDER_COMPILE_CACHE")
+            .env(var, std::ffi::OsStr::from_bytes(b"2\xffG"))
+            .args(["build-and-copy", "--nix", "never", "--offline"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.starts_with(&format!("error: {var} is `2\u{fffd}G`, which is not UTF-8 text; ")),
+            "{stderr}"
+        );
+        assert!(!relu.join("build").exists());
+    }
     assert!(!t.path().join("toolchains").exists(), "nothing was fetched or unpacked");
     // Settings that do not apply are not read.
     let out = run(&helion, "KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE", &["--no-cache"]);

