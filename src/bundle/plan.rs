@@ -339,11 +339,41 @@ pub fn unknown_variants<S: AsRef<str>>(
     };
     let all: Vec<&str> = valid.iter().chain(not_here).copied().collect();
     anyhow::anyhow!(
-        "unknown variant{} {}; this kernel's variants are: {listed}{}",
+        "unknown variant{} {}; this kernel's variants are: {listed}{}{}",
         if unknown.len() == 1 { "" } else { "s" },
         unknown.iter().map(|u| format!("`{}`", u.as_ref())).collect::<Vec<_>>().join(", "),
-        did_you_mean(unknown, &all)
+        did_you_mean(unknown, &all),
+        what_they_are(unknown, &all)
     )
+}
+
+/// What names that are no variant here are: a kernels 0.19 spelling of one (kernel-builder
+/// takes the legacy names both loaders read), or a variant of another system.
+fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> String {
+    let host = matrix::host_system();
+    let notes: Vec<String> = unknown
+        .iter()
+        .filter_map(|u| {
+            let u = u.as_ref();
+            if let Some(legacy) = matrix::naming::legacy_name_of_0_19(u) {
+                let known = all.contains(&legacy.as_str());
+                return Some(format!(
+                    "`{u}` is the kernels 0.19 spelling of `{legacy}`{}; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)",
+                    if known { "" } else { ", which this kernel does not have either" }
+                ));
+            }
+            let system = match matrix::naming::parse_variant_name(u)? {
+                matrix::naming::ParsedVariant::TorchArch { cpu, os, .. }
+                | matrix::naming::ParsedVariant::StableAbi { cpu, os, .. }
+                | matrix::naming::ParsedVariant::TvmFfi { cpu, os, .. } => format!("{cpu}-{os}"),
+                _ => return None,
+            };
+            (system != host).then(|| {
+                format!("`{u}` is a variant of {system}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
+            })
+        })
+        .collect();
+    notes.iter().map(|n| format!("; {n}")).collect()
 }
 
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
@@ -712,6 +742,32 @@ mod tests {
         assert_eq!(
             err,
             "unknown variant `torch215-cxx11-cpu-x86_64-linu`; this kernel's variants are: torch-cuda, torch215-cxx11-cpu-x86_64-linux; did you mean `torch215-cxx11-cpu-x86_64-linux`?"
+        );
+    }
+
+    /// A name copied from kernels 0.19 (`kernels variants`) or one of another system is said
+    /// to be what it is, beside the list of this kernel's variants.
+    #[test]
+    fn unknown_variants_say_what_a_0_19_name_or_another_systems_name_is() {
+        let host = matrix::host_system();
+        let ours = format!("torch215-cxx11-cu132-{host}");
+        let other = if host == "x86_64-linux" { "aarch64-linux" } else { "x86_64-linux" };
+        let msg = |asked: &str| unknown_variants(&[], &[asked], &[ours.as_str()], &[]).to_string();
+        assert_eq!(
+            msg(&format!("torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}")),
+            format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}`; this kernel's variants are: {ours}; `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}` is the kernels 0.19 spelling of `{ours}`; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
+        );
+        assert!(msg(&format!("torch-2.14-cxx11-cuda-13.0-cpython-3.9-abi3-{host}")).ends_with(&format!(
+            "is the kernels 0.19 spelling of `torch214-cxx11-cu130-{host}`, which this kernel does not have either; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)"
+        )));
+        assert_eq!(
+            msg(&format!("torch215-cxx11-cu132-{other}")),
+            format!("unknown variant `torch215-cxx11-cu132-{other}`; this kernel's variants are: {ours}; `torch215-cxx11-cu132-{other}` is a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
+        );
+        // Anything else: the list alone.
+        assert_eq!(
+            msg("torch-metal"),
+            format!("unknown variant `torch-metal`; this kernel's variants are: {ours}")
         );
     }
 }

@@ -118,6 +118,40 @@ pub fn torch_arch_name_0_19(
     )
 }
 
+/// The legacy name of `name` written in the kernels 0.19 grammar with the Python part legacy
+/// names imply (`torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-x86_64-linux` →
+/// `torch215-cxx11-cu132-x86_64-linux`): the inverse of [`loader_0_19_name`], for saying
+/// which variant a user meant. `None` for any other name (a legacy one, a noarch one, or a
+/// Python part kernel-builder does not build).
+pub fn legacy_name_of_0_19(name: &str) -> Option<String> {
+    // `2.15` → `215`, `2025.3` → `20253`: the legacy parts are the dotted ones run together.
+    let flat = |v: &str| -> Option<String> {
+        let parts: Vec<&str> = v.split('.').collect();
+        (parts.len() >= 2 && parts.iter().all(|p| is_digits(p))).then(|| parts.concat())
+    };
+    let parts: Vec<&str> = name.split('-').collect();
+    let n = parts.len();
+    if n < 7 || parts[n - 5..n - 2] != ["cpython", "3.9", "abi3"] {
+        return None;
+    }
+    let (cpu, os) = (parts[n - 2], parts[n - 1]);
+    let (framework, compute) = match &parts[..n - 5] {
+        ["torch", "stable", "abi", v, rest @ ..] => (format!("torch-stable-abi{}", flat(v)?), rest),
+        ["tvm", "ffi", v, rest @ ..] => (format!("tvm-ffi{}", flat(v)?), rest),
+        ["torch", v, tag @ ("cxx11" | "cxx98"), rest @ ..] => (format!("torch{}-{tag}", flat(v)?), rest),
+        ["torch", v, rest @ ..] => (format!("torch{}", flat(v)?), rest),
+        _ => return None,
+    };
+    let compute = match compute {
+        [plain] => (*plain).to_owned(),
+        ["cuda", v] => format!("cu{}", flat(v)?),
+        [backend @ ("rocm" | "xpu" | "cann"), v] => format!("{backend}{}", flat(v)?),
+        _ => return None,
+    };
+    let legacy = format!("{framework}-{compute}-{cpu}-{os}");
+    parse_variant_name(&legacy).is_some().then_some(legacy)
+}
+
 /// Which grammar a listing of variant names uses (`list-variants --names`, `matrix check-wheel
 /// --names`): the legacy names kernel-builder writes (read by kernels 0.17.2, 0.18.3 and
 /// 0.19.1), the grammar of kernels 0.19 (which also reads the legacy names), or both.
@@ -411,6 +445,9 @@ mod tests {
             (cell("mlx-metal", Backend::Metal, None, "2.15", "aarch64-darwin"), "mlx-metal"),
         ] {
             assert_eq!(loader_0_19_name(&c), expected);
+            // And back: a name a user copies from kernels 0.19 is taken to the one we write.
+            let back = legacy_name_of_0_19(expected);
+            assert_eq!(back, (expected != c.name).then(|| c.name.clone()), "{expected}");
             // The same spelling from the parts `matrix check-wheel` has.
             if let Some(ParsedVariant::TorchArch { .. }) = parse_variant_name(&c.name) {
                 let torch = Version::parse(&c.torch_version).unwrap();
@@ -426,5 +463,21 @@ mod tests {
             Some(ParsedVariant::MlxNoarch { backend: "metal".to_owned() })
         );
         assert_eq!(parse_variant_name("mlx-2.0"), None);
+    }
+
+    #[test]
+    fn only_0_19_names_of_legacy_variants_have_a_legacy_name() {
+        for other in [
+            "torch215-cxx11-cu132-x86_64-linux",
+            "torch-cuda",
+            "torch-2.15-cxx11-cuda-13.2-cpython-3.12-x86_64-linux",
+            "torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3t-x86_64-linux",
+            "torch-2.15-cxx11-cuda-13-cpython-3.9-abi3-x86_64-linux",
+            "torch-2.15-cxx11-gpu-13.2-cpython-3.9-abi3-x86_64-linux",
+            "sdk-cuda-13.2-cpython-3.9-abi3-x86_64-linux",
+            "-cpython-3.9-abi3-x86_64-linux",
+        ] {
+            assert_eq!(legacy_name_of_0_19(other), None, "{other}");
+        }
     }
 }
