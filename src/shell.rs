@@ -37,7 +37,8 @@ pub struct ShellOptions {
     pub dir: Utf8PathBuf,
     /// The Python environment whose torch the shell is for; `None`: a pinned cell's toolchain.
     pub python: Option<Utf8PathBuf>,
-    /// Without `python`: the pinned bundle cell whose toolchain the shell gets.
+    /// Without `python`: the pinned bundle cell whose toolchain the shell gets; with it, which
+    /// of the compiled cells that Python's torch builds (default: the CUDA one).
     pub variant: Option<String>,
     /// testshell: the built variant importable, and (pinned) a test environment.
     pub test: bool,
@@ -105,7 +106,13 @@ pub fn prepare(loaded: &Kernel, args: &ShellOptions, report: &dyn Reporter) -> a
         fetch: crate::toolchain::store::FetchOptions { progress: true, ..Default::default() },
     };
     let shell = match (&args.python, bundle::choose_toolchains(config, &request)?) {
-        (Some(python), _) => toolchain(config, &loaded.cells, python)?,
+        (Some(python), _) => {
+            let mut shell = toolchain(config, &loaded.cells, python)?;
+            if let Some(wanted) = &args.variant {
+                keep_cell(&mut shell, wanted, python, &config.general.name)?;
+            }
+            shell
+        }
         (None, pinned @ bundle::Toolchains::Pinned(_)) => {
             pinned_toolchain(config, &loaded.cells, args, pinned, report)?
         }
@@ -173,7 +180,10 @@ pub fn prepare(loaded: &Kernel, args: &ShellOptions, report: &dyn Reporter) -> a
     if test {
         let build = absolute(&args.dir.join("build"));
         let how = match (&args.python, shell.cells.first()) {
-            (Some(python), _) => format!("--python {python}"),
+            (Some(python), _) => match &args.variant {
+                Some(v) => format!("--python {python} --variant {v}"),
+                None => format!("--python {python}"),
+            },
             (None, Some(cell)) => format!("--variant {}", cell.variant),
             (None, None) => String::new(),
         };
@@ -273,6 +283,25 @@ fn toolchain(config: &BuildConfig, kernel_cells: &KernelCells, python: &Utf8Path
         );
     }
     Ok(Shell { python_bin, torch: facts, cells, pinned: None })
+}
+
+/// With `--python` and `--variant`: keep the one compiled cell named, of those the
+/// environment's torch builds (the CPU cell of a CUDA torch, say; without `--variant` the
+/// CUDA one is taken).
+fn keep_cell(shell: &mut Shell, wanted: &str, python: &Utf8Path, name: &str) -> anyhow::Result<()> {
+    let builds: Vec<String> = shell.cells.iter().map(|c| c.variant.clone()).collect();
+    anyhow::ensure!(
+        !builds.is_empty(),
+        "`{name}` is noarch: with --python the shell's tools are the environment's, and --variant, which picks one of a kernel's compiled cells, does not apply"
+    );
+    shell.cells.retain(|c| c.variant == wanted);
+    anyhow::ensure!(
+        !shell.cells.is_empty(),
+        "`{wanted}` is not a cell that torch {} of `{python}` builds; it builds {}",
+        shell.torch.version,
+        builds.join(", ")
+    );
+    Ok(())
 }
 
 /// Why a shell without `--python` cannot be had for the kernel `name` in `dir`: it has no

@@ -24,7 +24,9 @@ pub struct Args {
     /// Without --python: the pinned bundle cell whose toolchain the shell gets (a CPU or CUDA
     /// cell of a [torch] kernel, see `list-variants`); default: the CUDA cell of the newest
     /// torch, else its CPU cell. Downloaded into the toolchain cache once, as a native build does.
-    #[arg(long, value_name = "VARIANT", conflicts_with = "python", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    /// With --python: which of the cells that Python's torch builds (default: the CUDA one),
+    /// e.g. the CPU cell of a CUDA torch.
+    #[arg(long, value_name = "VARIANT", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub variant: Option<String>,
     /// Run this command (and its arguments) instead of an interactive `$SHELL`.
     #[arg(last = true, value_name = "CMD")]

@@ -122,6 +122,40 @@ fn testshell_needs_a_built_variant_and_makes_it_importable() {
     assert_eq!(out, format!("[0.0, 2.0]\n{}\n", real.display()));
     assert!(err.contains(&format!("`import relu` loads build/{cpu}")), "{err}");
 
+    // Both cells built: the CUDA one is taken, and `--variant` picks the CPU one, which a CUDA
+    // torch runs too. (The CUDA cell here is a copy of the CPU one: only which is linked counts.)
+    let cuda = std::process::Command::new(py)
+        .args(["-c", "import torch; print(torch.version.cuda or '')"])
+        .output()
+        .unwrap();
+    let cuda = String::from_utf8(cuda.stdout).unwrap().trim().replace('.', "");
+    if !cuda.is_empty() {
+        let cu = cpu.replace("-cpu-", &format!("-cu{cuda}-"));
+        let status = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(dir.join("build").join(&cpu))
+            .arg(dir.join("build").join(&cu))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let whence = "import os, relu; print(os.path.realpath(os.path.dirname(relu.__file__)))";
+        let (code, out, err) = testshell_python(d, py, whence);
+        assert_eq!(code, Some(0), "{err}");
+        let real_cu = std::fs::canonicalize(dir.join("build").join(&cu)).unwrap();
+        assert_eq!(out, format!("{}\n", real_cu.display()));
+        let (code, out, err) =
+            run(&["testshell", d, "--python", py, "--variant", &cpu, "--", "python", "-c", whence]);
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(out, format!("{}\n", real.display()));
+        assert!(err.contains(&format!("`import relu` loads build/{cpu}")), "{err}");
+        // A variant this torch does not build is refused, naming those it does.
+        let (code, _, err) = run(&["testshell", d, "--python", py, "--variant", "torch-cpu", "--", "true"]);
+        assert_eq!(code, Some(1));
+        assert!(err.contains(&format!("error: `torch-cpu` is not a cell that torch ")), "{err}");
+        assert!(err.ends_with(&format!(" builds; it builds {cu}, {cpu}\n")), "{err}");
+        std::fs::remove_dir_all(dir.join("build").join(&cu)).unwrap();
+    }
+
     // Ctrl-C reaches the command, not testshell, which waits for it, passes its status on and
     // removes the link directory.
     let (code, out, err) = run(&[
