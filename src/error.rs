@@ -269,7 +269,6 @@ pub fn copy(err: &anyhow::Error) -> anyhow::Error {
     out.unwrap_or_else(|| anyhow::Error::msg(err.to_string()))
 }
 
-/// The first `T` in `err`'s chain, as itself or inside an [`Error`].
 /// `value`'s keys as [`Diagnostic::fields`] (none when it does not serialize to a JSON object).
 pub fn fields_of(value: &impl serde::Serialize) -> serde_json::Map<String, serde_json::Value> {
     match serde_json::to_value(value) {
@@ -290,6 +289,7 @@ pub fn fields(err: &anyhow::Error) -> serde_json::Map<String, serde_json::Value>
     out
 }
 
+/// The first `T` in `err`'s chain, as itself or inside an [`Error`].
 pub fn find<T: Diagnostic>(err: &anyhow::Error) -> Option<&T> {
     err.chain().find_map(|link| {
         link.downcast_ref::<T>().or_else(|| link.downcast_ref::<Error>().and_then(Error::downcast_ref::<T>))

@@ -693,6 +693,32 @@ pub fn copy_tree(from: &Utf8Path, to: &Utf8Path) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("1234").unwrap(), 1234);
+        assert_eq!(parse_size("500M").unwrap(), 500 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("2 gb").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1.5K").unwrap(), 1536);
+        assert!(parse_size("lots").unwrap_err().to_string().contains("is not a size"));
+        assert!(parse_size("5X").is_err());
+        assert!(parse_size("").is_err());
+        // Whole numbers are exact up to 2^64 - 1, and one past it is out of range, as a unit
+        // that takes a number past it is (f64 had taken 2^64 and rounded past 2^53).
+        assert_eq!(parse_size("18446744073709551615").unwrap(), u64::MAX);
+        assert_eq!(parse_size("9007199254740993").unwrap(), 9_007_199_254_740_993);
+        assert_eq!(parse_size("16777215T").unwrap(), 16_777_215 << 40);
+        for big in ["18446744073709551616", "16777216T", "99999999T", "18446744073709551616.0", "1e30"] {
+            let e = parse_size(big).unwrap_err().to_string();
+            assert!(e.contains("out of range") || e.contains("is not a size"), "{big}: {e}");
+        }
+        assert!(parse_size("18446744073709551616").unwrap_err().to_string().contains("out of range"));
+        assert!(parse_size("16777216T").unwrap_err().to_string().contains("out of range"));
+        assert!(parse_size("1.5.2G").unwrap_err().to_string().contains("is not a size"));
+        assert!(parse_size(".").unwrap_err().to_string().contains("is not a size"));
+    }
+
     /// A reader that yields at most `step` bytes per call, to split sequences across reads.
     struct Trickle<'a>(&'a [u8], usize);
     impl Read for Trickle<'_> {

@@ -7,11 +7,7 @@ use camino::Utf8PathBuf;
 
 use crate::bundle::verify::verify;
 
-/// Arguments of `verify`.
-///
-/// Rebuilds each variant in a scratch directory and prints, per variant, `same` or
-/// `different` (with the first differing file and a short diff). Exits 1 when any variant is
-/// different. DIR/build/ is not modified.
+/// Arguments of `verify`; what it prints and its exit status are in `after_long_help`.
 #[derive(Debug, clap::Args)]
 #[command(after_long_help = "\
 Prints `same` or `different` per variant; for a different one, the first file that differs and a short diff. \

