@@ -348,7 +348,7 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     # The output goes to files, not pipes: a suite stopped at the time limit still shows how far
     # it got (pytest -v's per-test lines, counted by `progress_counts`).
     test_cmd = [args.python, "-X", "faulthandler", "-P", "-m", "pytest", "-v", "-rfE", "-p", "no:cacheprovider", "-x" if args.exitfirst else "-v",
-                f"--junitxml={junit}", "tests"]
+                f"--junitxml={junit}", *args.pytest_arg, "tests"]
     # -P: not the kernel's own directory first on sys.path, where a source copy of the
     # package (flash-mla's `flash_mla/`, for its setup.py) would shadow the built one.
     # -X faulthandler: a test process that dies of a signal prints where it was.
@@ -483,6 +483,9 @@ def main() -> None:
     pr.add_argument("--no-tests", action="store_true", help="build only (CUDA cells on a machine without a GPU)")
     pr.add_argument("--pins", action="store_true",
                     help="build the cell from its pinned wheels (no --python; build only): the COMPAT 'from the pins' column")
+    pr.add_argument("--pytest-arg", action="append", default=[],
+                    help="passed to pytest before `tests`, e.g. `-m kernels_ci`, the selection "
+                         "kernels-community's own CI runs (`nix run .#ci-test`)")
     pr.add_argument("--test-path", action="append", default=[],
                     help="a directory of Python packages the kernels' tests need (pip install --target)")
     rp = sub.add_parser("report")

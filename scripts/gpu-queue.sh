@@ -19,6 +19,14 @@
 #   bash STAGE/gpu-queue.sh start STAGE KERNEL:TEST_S,… [-- BUILD-ARGS]   (carry .whl, STAGE)
 #   bash STAGE/gpu-queue.sh follow                                         (carry nothing)
 # FOLLOW_S (default 560) is how long one call follows the queue before packing what it has.
+#
+# A plan entry is LABEL:TEST_S, where LABEL is a kernel or KERNEL@TAG: the same kernel again,
+# under other settings, in its own work directory. Each label has its own empty compile cache,
+# so every cold build is cold. Optional files in STAGE/labels/ change one label:
+#   LABEL.env       VAR=VALUE lines, for its cold build and its warm rebuild
+#   LABEL.args      compat_run arguments, one per line (--no-tests, --pytest-arg=-m, …)
+#   LABEL.after.sh  run in the background once it is built, in the kernel's directory, with
+#                   KDIR, VARIANT, LOCAL_KERNELS and RES set; its output goes to RES/after-LABEL.log
 set -uo pipefail
 q=/tmp/q
 variant=torch211-cxx11-cu130-x86_64-linux
@@ -35,7 +43,9 @@ follow() {
   done
   # What the queue has so far: records, the warm rebuilds, Ninja's logs, build and test logs.
   mkdir -p $q/logs
-  cp /tmp/compat/*.log $q/logs/ 2>/dev/null
+  for w in /tmp/compat /tmp/compat-*; do
+    for f in $w/*.log; do [ -f "$f" ] && cp "$f" "$q/logs/$(basename $w)-$(basename $f)"; done
+  done
   tar -czf "$OUT/queue.tar.gz" -C $q --exclude=stage --exclude=whl . 2>/dev/null
   ls -la "$OUT"
   [ -f $q/done ] && echo "== queue done"
@@ -71,15 +81,12 @@ run)
   [ -f "$stage/kernel-builder.xz" ] && xz -dc "$stage/kernel-builder.xz" > "$stage/kernel-builder"
   chmod +x "$stage/kernel-builder"
   kb=$stage/kernel-builder
-  export KERNEL_BUILDER_CACHE_DIR=/tmp/kbc KERNEL_BUILDER_COMPILE_CACHE=/tmp/cc PYTHONUNBUFFERED=1
+  export KERNEL_BUILDER_CACHE_DIR=/tmp/kbc PYTHONUNBUFFERED=1
   echo "machine: $(nproc) cores, $(grep MemTotal /proc/meminfo | tr -s ' '), $(nvidia-smi -L | head -1)"
   python3 -c 'import torch, kernels; print("torch", torch.__version__, "kernels", kernels.__version__)'
   nvcc --version | tail -1
   $kb --version
   echo "plan: $plan; build args: $*"
-  # The CUTLASS trees compat_run unpacks, for the warm rebuilds outside it.
-  mapfile -t deps_env < <(python3 -c "import json; m = json.load(open('$stage/manifest.json'))
-for dep, var in m['deps'].items(): print(f'{var}=/tmp/compat/deps/{dep}')")
   summary() { python3 -c "import json,sys
 t = open(sys.argv[1]).read()
 t = t[t.index('{'):] if '{' in t else ''
@@ -89,54 +96,67 @@ except Exception: print('(no summary)'); sys.exit()
 print([(v['name'], v.get('compile-cache'), v.get('parallel')) for v in d.get('variants', [])])" "$1"; }
   pids=()
   for entry in ${plan//,/ }; do
-    IFS=: read -r k test_s <<< "$entry"
-    rm -f /tmp/compat/$k.built
-    touch $q/.start-$k
+    IFS=: read -r label test_s <<< "$entry"
+    k=${label%%@*}
+    work=/tmp/compat
+    [ "$label" != "$k" ] && work=/tmp/compat-${label#*@}
+    lab=$stage/labels/$label
+    lab_env=(KERNEL_BUILDER_COMPILE_CACHE=/tmp/cc-$label)
+    [ -f "$lab.env" ] && mapfile -t -O 1 lab_env < <(grep -v '^#' "$lab.env" | grep .)
+    lab_args=()
+    # The CUTLASS trees compat_run unpacks into the work directory, for the warm rebuild.
+    mapfile -t deps_env < <(python3 -c "import json; m = json.load(open('$stage/manifest.json'))
+for dep, var in m['deps'].items(): print(f'{var}=$work/deps/{dep}')")
+    [ -f "$lab.args" ] && mapfile -t lab_args < <(grep -v '^#' "$lab.args" | grep .)
+    rm -f $work/$k.built
+    touch $q/.start-$label
     # Ninja's log (each translation unit's seconds), copied while the build runs.
-    ( while sleep 5; do find /tmp/kbc -name .ninja_log -newer $q/.start-$k -exec cp {} $q/res/ninja-$k.log \; 2>/dev/null; done ) &
+    ( while sleep 5; do find /tmp/kbc -name .ninja_log -newer $q/.start-$label -exec cp {} $q/res/ninja-$label.log \; 2>/dev/null; done ) &
     poller=$!
-    extra=()
-    # deep-gemm compiles its kernels at run time (csrc/jit) and wants CUTLASS's headers for
-    # that: the ones its build used.
-    [ "$k" = deep-gemm ] && extra=(env DG_CUTLASS_INCLUDE=/tmp/compat/deps/cutlass_4_0/include)
-    stamp "== $k: cold build (tests up to ${test_s:-300} s after it)"
-    "${extra[@]}" env COMPAT_BUILD_TIMEOUT=1700 COMPAT_TEST_TIMEOUT=${test_s:-300} \
+    stamp "== $label: cold build (tests up to ${test_s:-300} s after it); ${lab_env[*]} ${lab_args[*]}"
+    env "${lab_env[@]}" COMPAT_BUILD_TIMEOUT=1700 COMPAT_TEST_TIMEOUT=${test_s:-300} \
       python3 "$stage/compat_run.py" run "$stage" --out $q/res --python python3 --backend cuda \
-      --compiled-variant $variant --slice "$k" --kernels "$k" --keep-logs --work /tmp/compat \
-      -- "$@" > $q/compat-$k.out 2>&1 &
+      --compiled-variant $variant --slice "$label" --kernels "$k" --keep-logs --work $work "${lab_args[@]}" \
+      -- "$@" > $q/compat-$label.out 2>&1 &
     pid=$!
     pids+=($pid)
-    while [ ! -f /tmp/compat/$k.built ] && kill -0 $pid 2>/dev/null; do sleep 2; done
+    while [ ! -f $work/$k.built ] && kill -0 $pid 2>/dev/null; do sleep 2; done
     kill $poller 2>/dev/null
-    built=$(find /tmp/compat/$k/build -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | head -1)
+    built=$(find $work/$k/build -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n' 2>/dev/null | head -1)
     if [ -z "$built" ]; then
-      stamp "== $k: not built; $(tail -3 /tmp/compat/$k.build.log 2>/dev/null | tr '\n' ' ' | cut -c1-400)"
+      stamp "== $label: not built; $(tail -3 $work/$k.build.log 2>/dev/null | tr '\n' ' ' | cut -c1-400)"
       continue
     fi
-    stamp "== $k: built; $(summary /tmp/compat/$k.build.log)"
+    stamp "== $label: built; $(summary $work/$k.build.log)"
     # No tests: run the kernel's README example, if it has one, as its check.
-    if [ ! -d /tmp/compat/$k/tests ] && [ -f /tmp/compat/$k/scripts/readme_example.py ]; then
-      ( cd /tmp/compat/$k && LOCAL_KERNELS="kernels-community/$k=/tmp/compat/$k/build" timeout 180 \
-          python3 scripts/readme_example.py > $q/res/example-$k.log 2>&1; echo "exit $?" >> $q/res/example-$k.log ) &
+    if [ ! -d $work/$k/tests ] && [ -f $work/$k/scripts/readme_example.py ]; then
+      ( cd $work/$k && LOCAL_KERNELS="kernels-community/$k=$work/$k/build" timeout 180 \
+          python3 scripts/readme_example.py > $q/res/example-$label.log 2>&1; echo "exit $?" >> $q/res/example-$label.log ) &
+      pids+=($!)
+    fi
+    if [ -f "$lab.after.sh" ]; then
+      ( cd $work/$k && env "${lab_env[@]}" KDIR=$work/$k VARIANT=$built RES=$q/res \
+          LOCAL_KERNELS="kernels-community/$k=$work/$k/build" bash "$lab.after.sh" > $q/res/after-$label.log 2>&1
+        echo "exit $?" >> $q/res/after-$label.log ) &
       pids+=($!)
     fi
     # The warm rebuild: a fresh copy at another path, an empty cell cache, the compile cache.
-    rm -rf /tmp/warm/$k && mkdir -p /tmp/warm && cp -r $stage/kernels/$k /tmp/warm/$k
+    rm -rf /tmp/warm/$label && mkdir -p /tmp/warm && cp -r $stage/kernels/$k /tmp/warm/$label
     s=$(date +%s.%N)
-    env "${deps_env[@]}" \
-      $kb build-and-copy /tmp/warm/$k --nix never --python python3 --no-cache --json --variant "$built" "$@" \
-      > $q/res/warm-$k.json 2> $q/res/warm-$k.err
+    env "${deps_env[@]}" "${lab_env[@]}" \
+      $kb build-and-copy /tmp/warm/$label --nix never --python python3 --no-cache --json --variant "$built" "$@" \
+      > $q/res/warm-$label.json 2> $q/res/warm-$label.err
     rc=$?
     wall=$(python3 -c "import time;print(round(time.time()-$s,1))")
-    echo "{\"kernel\": \"$k\", \"variant\": \"$built\", \"warm_rc\": $rc, \"warm_seconds\": $wall}" >> $q/res/warm.jsonl
-    stamp "== $k: warm rebuild rc $rc, $wall s; $(summary $q/res/warm-$k.json)"
+    echo "{\"kernel\": \"$k\", \"label\": \"$label\", \"variant\": \"$built\", \"warm_rc\": $rc, \"warm_seconds\": $wall}" >> $q/res/warm.jsonl
+    stamp "== $label: warm rebuild rc $rc, $wall s; $(summary $q/res/warm-$label.json)"
   done
   stamp "== all builds done; waiting for tests"
   for p in "${pids[@]}"; do wait $p; done
   for k in $(ls $q/res | sed -n 's/^compat-\(.*\)\.jsonl$/\1/p'); do
     tail -1 $q/res/compat-$k.jsonl | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(r["kernel"], {x: r.get(x) for x in ("built","build_seconds","compile_cache","first_error","tests_status","test_seconds","tests")})'
   done
-  for f in $q/res/example-*.log; do [ -f "$f" ] && { echo "== $f"; tail -5 "$f"; }; done
+  for f in $q/res/example-*.log $q/res/after-*.log; do [ -f "$f" ] && { echo "== $f"; tail -5 "$f"; }; done
   stamp "== queue done"
   touch $q/done
   ;;
