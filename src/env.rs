@@ -19,7 +19,9 @@ pub struct Var {
 }
 
 impl Var {
-    /// Its value, `None` when unset or not UTF-8 (`std::env::var(..).ok()`).
+    /// Its value, `None` when unset or not UTF-8 (`std::env::var(..).ok()`): for variables of
+    /// other programs (`PATH`, `HOME`, `CXX`). Ours (`KERNEL_BUILDER_…`) are read with
+    /// [`Var::setting`], which refuses what is not UTF-8; a test holds `src/` to that.
     pub fn get(&self) -> Option<String> {
         std::env::var(self.name).ok()
     }
@@ -38,14 +40,7 @@ impl Var {
             Ok(v) if v.trim().is_empty() => Ok(None),
             Ok(v) => Ok(Some(v)),
             Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(std::env::VarError::NotUnicode(raw)) => {
-                anyhow::bail!(
-                    "{} is `{}`, which is not UTF-8 text; {}",
-                    self.name,
-                    raw.to_string_lossy(),
-                    self.meaning
-                )
-            }
+            Err(std::env::VarError::NotUnicode(raw)) => Err(not_utf8(self.name, &raw, self.meaning)),
         }
     }
 
@@ -88,10 +83,23 @@ impl Family {
         format!("{prefix}{}", name.to_ascii_uppercase().replace('-', "_"))
     }
 
-    /// The value of [`Family::name`]`(name)`, `None` when unset or not UTF-8.
-    pub fn var(&self, name: &str) -> Option<String> {
-        std::env::var(self.name(name)).ok()
+    /// The value of [`Family::name`]`(name)`, `None` when unset.
+    ///
+    /// Errors: set to bytes that are not UTF-8, naming the variable.
+    pub fn var(&self, name: &str) -> anyhow::Result<Option<String>> {
+        let var = self.name(name);
+        match std::env::var(&var) {
+            Ok(v) => Ok(Some(v)),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(raw)) => Err(not_utf8(&var, &raw, self.meaning)),
+        }
     }
+}
+
+/// A variable of ours set to bytes that are not UTF-8: refused, since taking it as unset would
+/// quietly apply the default the user meant to change.
+fn not_utf8(name: &str, raw: &std::ffi::OsStr, meaning: &str) -> anyhow::Error {
+    anyhow::anyhow!("{name} is `{}`, which is not UTF-8 text; {meaning}", raw.to_string_lossy())
 }
 
 macro_rules! vars {
@@ -99,6 +107,9 @@ macro_rules! vars {
         $(pub const $id: Var = Var { name: $name, meaning: $meaning, default: $default };)*
         /// Every variable read while the tool runs, in README's order.
         pub const RUNTIME: &[Var] = &[$($id),*];
+        /// Each variable's constant, by the name the source reads it with.
+        #[cfg(test)]
+        const IDENTS: &[(&str, &str)] = &[$((stringify!($id), $name)),*];
     };
 }
 
@@ -363,6 +374,36 @@ mod tests {
             }
         }
         assert!(stray.is_empty(), "read environment variables through src/env.rs:\n{}", stray.join("\n"));
+    }
+
+    /// Ours are read as settings: `get`/`non_empty` take bytes that are not UTF-8 for unset,
+    /// which would quietly apply a default the user meant to change. (`os`/`os_non_empty` stay
+    /// open to ours: their callers parse the raw value themselves, or only ask whether it is set.)
+    #[test]
+    fn ours_are_read_as_settings() {
+        let ours: Vec<&str> = IDENTS
+            .iter()
+            .filter(|(_, name)| name.starts_with("KERNEL_BUILDER_"))
+            .map(|(id, _)| *id)
+            .collect();
+        assert!(ours.len() > 10, "{ours:?}");
+        let mut stray = Vec::new();
+        for (file, text) in sources() {
+            if file == "env.rs" {
+                continue;
+            }
+            for (n, l) in text.lines().enumerate() {
+                let code = l.split("//").next().unwrap_or("");
+                for id in &ours {
+                    for read in [".get()", ".non_empty()"] {
+                        if code.contains(&format!("env::{id}{read}")) {
+                            stray.push(format!("src/{file}:{}: {}", n + 1, l.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(stray.is_empty(), "read KERNEL_BUILDER_ variables with Var::setting:\n{}", stray.join("\n"));
     }
 
     #[test]

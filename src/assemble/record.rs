@@ -22,7 +22,7 @@ use camino::Utf8Path;
 /// Errors: that directory cannot be created, or the copy cannot be written (the build fails:
 /// whoever set the variable relies on every variant being there).
 pub fn record(variant_dir: &Utf8Path) -> anyhow::Result<()> {
-    match crate::env::RECORD_VARIANTS.non_empty() {
+    match crate::env::RECORD_VARIANTS.setting()? {
         Some(dir) => record_into(Utf8Path::new(&dir), variant_dir),
         None => Ok(()),
     }

@@ -83,6 +83,9 @@ pub fn build(b: &NativeBuild<'_>, progress: &dyn Progress) -> anyhow::Result<Nat
 /// a bad value fails the build at once, not after an hour of nvcc.
 fn check_cache_settings(cell_cache: bool, compiles: bool) -> anyhow::Result<()> {
     use crate::assemble::compiled::compile_cache;
+    // A cache root named in bytes that are not UTF-8 is refused, not built around: building
+    // without the cache (what a root that cannot be opened gets) would hide the typo.
+    crate::env::CACHE_DIR.setting()?;
     if cell_cache {
         super::cellcache::build_max_bytes()?;
     }

@@ -414,8 +414,10 @@ pub fn run(args: Args) -> super::CmdResult {
     );
     anyhow::ensure!(
         !use_nix || native_only.is_empty(),
-        "{} apply to a native build only, and this build uses Nix (its cells bring their own toolchains); add `--nix never`, or drop them",
-        native_only.join(", ")
+        "{} {} to a native build only, and this build uses Nix (its cells bring their own toolchains); add `--nix never`, or drop {}",
+        native_only.join(", "),
+        if native_only.len() == 1 { "applies" } else { "apply" },
+        if native_only.len() == 1 { "it" } else { "them" }
     );
     if use_nix {
         let mut nix_args = crate::nixdrv::builders::prepare(args.builders.as_deref())?;

@@ -148,10 +148,7 @@ fn show_cells(cache: &CellCache) -> anyhow::Result<()> {
 
 /// The toolchain cache, when there is one (a build without --python made it).
 fn show_toolchains() -> anyhow::Result<()> {
-    let dir = match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
-        Some(d) => camino::Utf8PathBuf::from(d),
-        None => crate::fsutil::cache_root()?.join(store::DIR_NAME),
-    };
+    let dir = store::user_root()?;
     if !dir.is_dir() {
         return Ok(());
     }

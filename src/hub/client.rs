@@ -102,7 +102,7 @@ impl Timeouts {
     /// Errors: the variable is set to something that is not a whole number of seconds, 1 to
     /// 3600.
     pub fn from_env() -> anyhow::Result<Timeouts> {
-        match crate::env::HUB_TIMEOUT.get().filter(|v| !v.trim().is_empty()) {
+        match crate::env::HUB_TIMEOUT.setting()? {
             None => Ok(Timeouts::default()),
             Some(v) => match v.trim().parse::<u64>() {
                 Ok(s @ 1..=3600) => Ok(Timeouts { answer: Duration::from_secs(s) }),

@@ -154,7 +154,7 @@ pub fn configured_spec() -> anyhow::Result<String> {
 ///
 /// Errors: the ping fails; the message names the builder and carries Nix's (and ssh's) output.
 pub fn ping(builder: &Builder) -> anyhow::Result<()> {
-    let nix = super::nix_program();
+    let nix = super::nix_program()?;
     let uri = builder.store_uri();
     let out = crate::process::Cmd::new(&nix).args(["store", "ping", "--store", &uri]).output()?;
     if !out.success() {

@@ -44,7 +44,7 @@ pub struct Pulled {
 
 /// Run `nix ARGS` with captured output; the error carries Nix's stderr.
 fn nix(args: &[String]) -> anyhow::Result<String> {
-    let nix = super::nix_program();
+    let nix = super::nix_program()?;
     Ok(crate::process::Cmd::new(nix).args(args.iter().cloned()).run()?.stdout)
 }
 
@@ -275,7 +275,7 @@ pub fn pull(
         format!("{dir}#bundle"),
     ];
     dry.extend(extra.iter().cloned());
-    let nixp = super::nix_program();
+    let nixp = super::nix_program()?;
     let out = crate::process::Cmd::new(&nixp).args(dry.iter().cloned()).output()?;
     let log = out.stderr;
     if !out.status.success() {

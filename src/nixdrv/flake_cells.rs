@@ -101,7 +101,7 @@ pub fn flake_cells(dir: &Utf8Path) -> anyhow::Result<FlakeCells> {
 /// to work offline when it could not fetch an input).
 pub(super) fn eval_variants(dir: &Utf8Path, attr: &str, eval_flags: &[String]) -> anyhow::Result<String> {
     use crate::error::{Error, Kind};
-    let nix = super::nix_program();
+    let nix = super::nix_program()?;
     let mut args: Vec<String> =
         vec!["eval".into(), "--json".into(), super::NO_WRITE_LOCK.into(), format!("{dir}#{attr}")];
     args.extend(eval_flags.iter().cloned());

@@ -40,8 +40,10 @@ const LOG_TAIL_LINES: usize = 200;
 const KEPT_LOG_LINES: usize = 2000;
 
 /// The Nix program to run: `$KERNEL_BUILDER_NIX`, else `nix`.
-pub fn nix_program() -> String {
-    crate::env::NIX.non_empty().unwrap_or_else(|| "nix".to_owned())
+///
+/// Errors: the variable is not UTF-8 text ([`crate::env::Var::setting`]).
+pub fn nix_program() -> anyhow::Result<String> {
+    Ok(crate::env::NIX.setting()?.unwrap_or_else(|| "nix".to_owned()))
 }
 
 /// `nix ARGS` run to the end ([`Cmd::output`]); Nix that cannot be started is a typed
@@ -65,7 +67,7 @@ fn nix_output(nix: &str, args: &[&str]) -> Result<crate::process::Output, Error>
 ///
 /// Errors: Nix cannot be run; the message says how to install it or build without it.
 pub fn nix_version() -> anyhow::Result<String> {
-    let nix = nix_program();
+    let nix = nix_program()?;
     let out = nix_output(&nix, &["--version"])?;
     if !out.success() {
         bail!("`{nix} --version` failed:\n{}", out.stderr.trim_end());
@@ -88,7 +90,7 @@ pub enum Sandbox {
 ///
 /// Errors: the command cannot run or fails (the message suggests the nix.conf line it needs).
 pub fn show_config_json() -> anyhow::Result<String> {
-    let nix = nix_program();
+    let nix = nix_program()?;
     let out = nix_output(&nix, &["show-config", "--json"])?;
     if !out.success() {
         return Err(Error::new(
@@ -243,7 +245,7 @@ pub fn build(
         vec!["build".into(), "--no-link".into(), "--json".into(), "-L".into(), NO_WRITE_LOCK.into()];
     args.extend(installables.iter().cloned());
     args.extend(extra_args.iter().cloned());
-    let nix = nix_program();
+    let nix = nix_program()?;
     // Nix's progress and build log (`-L`) go to stderr as they come, so a long build is not
     // silent (with a progress line under them on a terminal; nothing with `quiet`); the JSON
     // result goes to a file, and the last lines are kept for the error.

@@ -692,7 +692,7 @@ fn cu12_merged(rel: &std::path::Path) -> std::path::PathBuf {
 /// `KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR`, else `toolchain-v1/` in the cache root. Nothing is
 /// created.
 pub fn user_root() -> anyhow::Result<Utf8PathBuf> {
-    Ok(match crate::env::TOOLCHAIN_CACHE_DIR.non_empty() {
+    Ok(match crate::env::TOOLCHAIN_CACHE_DIR.setting()? {
         Some(d) => Utf8PathBuf::from(d),
         None => crate::fsutil::cache_root()?.join(DIR_NAME),
     })

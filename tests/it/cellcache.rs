@@ -573,3 +573,55 @@ fn a_bad_cache_bound_fails_before_anything_is_built() {
     let out = run(&helion, "KERNEL_BUILDER_COMPILE_CACHE_MAX_SIZE", &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A setting of ours given in bytes that are not UTF-8 is refused, naming the variable, before
+/// anything is built or written: taking it as unset would quietly use the default place or
+/// value the user meant to change (the cache root under `~/.cache`, `nix`, 60 s).
+#[test]
+fn settings_that_are_not_utf8_are_refused_before_anything_is_written() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = tempfile::tempdir().unwrap();
+    let helion = t.path().join("helion");
+    copy_kernel("vector-add-helion", &helion);
+    let home = t.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let bad = std::ffi::OsStr::from_bytes(b"/tmp/caf\xe9");
+    let run = |var: &str, args: &[&str]| {
+        let mut c = crate::util::kb();
+        c.current_dir(&helion)
+            .env("HOME", &home)
+            .env_remove("XDG_CACHE_HOME")
+            .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+            .env("HF_ENDPOINT", "http://127.0.0.1:9")
+            .env("HF_TOKEN", "hf_test")
+            .env(var, bad)
+            .args(args);
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{var}: {out:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr
+                .lines()
+                .last()
+                .unwrap()
+                .starts_with(&format!("error: {var} is `/tmp/caf\u{FFFD}`, which is not UTF-8 text; ")),
+            "{var}: {stderr}"
+        );
+        stderr
+    };
+    run("KERNEL_BUILDER_CACHE_DIR", &["build-and-copy", "--nix", "never", "--offline"]);
+    run("KERNEL_BUILDER_NIX", &["build-and-copy", "--nix", "always"]);
+    run("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &["native-cache"]);
+    assert!(!helion.join("build").exists());
+    assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0, "nothing under the default cache root");
+    // Built, then uploaded with a bad answer timeout: refused before any request.
+    let built = crate::util::kb()
+        .current_dir(&helion)
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .args(["build-and-copy", "--nix", "never", "--offline"])
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let stderr = run("KERNEL_BUILDER_HUB_TIMEOUT", &["upload", "--repo-id", "me/helion"]);
+    assert!(stderr.contains("nothing was committed"), "{stderr}");
+}

@@ -212,7 +212,7 @@ fn dependency_inputs(config: &BuildConfig, cell: &CompiledCell) -> anyhow::Resul
             if *d == CppDependency::Torch {
                 continue;
             }
-            let value = crate::env::DEP.var(&d.name());
+            let value = crate::env::DEP.var(&d.name())?;
             let checkout = codegen::deps::find_checkout(*d, &format!("[kernel.{name}]"), value.as_deref())?;
             let dirs: Vec<&str> = checkout.include_dirs.iter().map(|i| i.as_str()).collect();
             cache.insert(codegen::deps::cmake_var(*d), dirs.join(";"));

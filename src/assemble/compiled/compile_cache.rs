@@ -150,7 +150,10 @@ pub fn parse_dist(url: Option<&str>, token: Option<&str>) -> anyhow::Result<Opti
 
 /// [`Dist`] from the environment.
 pub fn dist_setting() -> anyhow::Result<Option<Dist>> {
-    parse_dist(crate::env::COMPILE_DIST.get().as_deref(), crate::env::COMPILE_DIST_TOKEN.get().as_deref())
+    parse_dist(
+        crate::env::COMPILE_DIST.setting()?.as_deref(),
+        crate::env::COMPILE_DIST_TOKEN.setting()?.as_deref(),
+    )
 }
 
 /// The sccache configuration file of a server: empty without `dist` (the user's own
