@@ -214,7 +214,9 @@ fn command_line_error(e: clap::Error) -> ExitCode {
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     );
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `args_os`: the argument clap refused may be the one that is not UTF-8, and `args` would
+    // panic on it.
+    let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
     if shown || !args.iter().any(|a| a == "--json") {
         e.exit()
     }

@@ -117,7 +117,7 @@ fn command_line() -> String {
         }
     };
     std::iter::once("kernel-builder".to_owned())
-        .chain(std::env::args().skip(1).map(|a| quote(&a)))
+        .chain(std::env::args_os().skip(1).map(|a| quote(&a.to_string_lossy())))
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -295,3 +295,44 @@ fn a_refused_command_line_with_json_prints_the_failure_document() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
 }
+
+/// A command line that clap refuses is reported, never a panic, whatever bytes it holds: the
+/// case from a user's trial was `--variant $'torch215\xff'` (exit 101, a backtrace), reached by
+/// any refused command line with an argument that is not UTF-8. Every subcommand, with and
+/// without `--json`.
+#[test]
+fn a_refused_command_line_with_bytes_that_are_not_utf8_is_an_error_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let help = kb().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() > 20 && commands.contains(&"build-and-copy"), "{commands:?}");
+    let bad = std::ffi::OsStr::from_bytes(b"torch215\xff");
+    for command in commands {
+        for json in [false, true] {
+            let mut c = kb();
+            c.current_dir(tmp.path())
+                .arg(command)
+                .args(json.then_some("--json"))
+                .arg("--no-such-option")
+                .arg(bad);
+            let out = c.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command} (json: {json}): {stderr}");
+            assert!(stderr.starts_with("error: "), "{command} (json: {json}): {stderr}");
+            if json && !out.stdout.is_empty() {
+                let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(doc["ok"], json!(false), "{command}");
+            }
+        }
+    }
+}
