@@ -351,26 +351,32 @@ pub fn unknown_variants<S: AsRef<str>>(
 /// takes the legacy names both loaders read), or a variant of another system.
 fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> String {
     let host = matrix::host_system();
+    // The system a variant name is for, when the name says one.
+    let system_of = |name: &str| match matrix::naming::parse_variant_name(name)? {
+        matrix::naming::ParsedVariant::TorchArch { cpu, os, .. }
+        | matrix::naming::ParsedVariant::StableAbi { cpu, os, .. }
+        | matrix::naming::ParsedVariant::TvmFfi { cpu, os, .. } => Some(format!("{cpu}-{os}")),
+        _ => None,
+    };
+    let elsewhere = |system: &str| {
+        format!("a variant of {system}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
+    };
     let notes: Vec<String> = unknown
         .iter()
         .filter_map(|u| {
             let u = u.as_ref();
             if let Some(legacy) = matrix::naming::legacy_name_of_0_19(u) {
-                let known = all.contains(&legacy.as_str());
+                let what = match system_of(&legacy) {
+                    _ if all.contains(&legacy.as_str()) => String::new(),
+                    Some(system) if system != host => format!(", {}", elsewhere(&system)),
+                    _ => ", which this kernel does not have either".to_owned(),
+                };
                 return Some(format!(
-                    "`{u}` is the kernels 0.19 spelling of `{legacy}`{}; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)",
-                    if known { "" } else { ", which this kernel does not have either" }
+                    "`{u}` is the kernels 0.19 spelling of `{legacy}`{what}; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)"
                 ));
             }
-            let system = match matrix::naming::parse_variant_name(u)? {
-                matrix::naming::ParsedVariant::TorchArch { cpu, os, .. }
-                | matrix::naming::ParsedVariant::StableAbi { cpu, os, .. }
-                | matrix::naming::ParsedVariant::TvmFfi { cpu, os, .. } => format!("{cpu}-{os}"),
-                _ => return None,
-            };
-            (system != host).then(|| {
-                format!("`{u}` is a variant of {system}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
-            })
+            let system = system_of(u)?;
+            (system != host).then(|| format!("`{u}` is {}", elsewhere(&system)))
         })
         .collect();
     notes.iter().map(|n| format!("; {n}")).collect()
@@ -763,6 +769,12 @@ mod tests {
         assert_eq!(
             msg(&format!("torch215-cxx11-cu132-{other}")),
             format!("unknown variant `torch215-cxx11-cu132-{other}`; this kernel's variants are: {ours}; `torch215-cxx11-cu132-{other}` is a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
+        );
+        // A 0.19 name of another system's variant says both (it had said "which this kernel
+        // does not have either" of a variant the kernel has, on aarch64-linux).
+        assert_eq!(
+            msg(&format!("torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}")),
+            format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}`; this kernel's variants are: {ours}; `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}` is the kernels 0.19 spelling of `torch215-cxx11-cu132-{other}`, a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`); name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
         );
         // Anything else: the list alone.
         assert_eq!(
