@@ -237,6 +237,21 @@ pub fn why_not_buildable(
             nvcc.path, nvcc.version, built.name
         ));
     }
+    if cell.pins.is_some() {
+        // No --python: the cells are the pinned ones (a user's trial was told of "the Python
+        // environment given" when none was).
+        let pinned: Vec<&str> = plan
+            .variants
+            .iter()
+            .filter(|v| v.backend == backend && v.is_compiled())
+            .map(|v| v.name.as_str())
+            .collect();
+        return Some(format!(
+            "cannot build `{name}` natively: no pinned toolchain builds it (the pins build {}); pass --python with a Python environment whose {} gives `{name}`, or build it through Nix",
+            pinned.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+            if cell.framework.torch().is_some() { "torch" } else { "tvm-ffi" }
+        ));
+    }
     Some(format!(
         "cannot build `{name}` natively: the toolchain here ({} from the Python environment given) builds `{}`; pass --python with a Python environment whose {} gives `{name}`, or build it through Nix",
         cell.framework.describe(),
@@ -674,6 +689,27 @@ mod tests {
         };
         let cell = CompiledCell::tvm_ffi_for_tests(variant, backend, facts, nvcc, &["k"]);
         PlannedVariant { name: variant.into(), backend, cell: Some(Box::new(cell)) }
+    }
+
+    /// Cells from the pins (no --python) are not called "the Python environment given" (a
+    /// user's trial was told so of a torch 2.15 that came from the pins).
+    #[test]
+    fn a_variant_no_pinned_cell_builds_names_the_pinned_ones() {
+        let c = crate::matrix::testutil::tvm_ffi_config(&[Cpu], &[Cpu]);
+        let pinned = |name: &str| {
+            let mut v = tvm_ffi_planned(name, Cpu, None);
+            let cell = v.cell.as_mut().unwrap();
+            cell.pins = Some(crate::toolchain::host::PinnedInputs { wheels: Default::default(), trees: Default::default() });
+            v
+        };
+        let p = Plan {
+            variants: vec![pinned("tvm-ffi01-cpu-x86_64-linux"), pinned("tvm-ffi02-cpu-x86_64-linux")],
+            skipped: Vec::new(),
+        };
+        assert_eq!(
+            why_not_buildable(&c, &KernelCells::of(&c), &p, "tvm-ffi03-cpu-x86_64-linux").unwrap(),
+            "cannot build `tvm-ffi03-cpu-x86_64-linux` natively: no pinned toolchain builds it (the pins build `tvm-ffi01-cpu-x86_64-linux`, `tvm-ffi02-cpu-x86_64-linux`); pass --python with a Python environment whose tvm-ffi gives `tvm-ffi03-cpu-x86_64-linux`, or build it through Nix"
+        );
     }
 
     /// A tvm-ffi variant of another CUDA than the nvcc found: the fix is the nvcc (CUDACXX), not
