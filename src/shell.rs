@@ -77,6 +77,8 @@ struct Shell {
     /// The compiled cells the host builds with this Python, a CUDA one first (its tools,
     /// nvcc included, are the shell's).
     cells: Vec<CompiledCell>,
+    /// The compiled backends this Python's toolchain cannot build, with the reason (no nvcc).
+    skipped: Vec<crate::assemble::compiled::plan::SkippedBackend>,
     /// A pinned cell's: PYTHONPATH entries (the unpacked wheels), `Torch_ROOT`, and what
     /// must live as long as the shell (the link directory, the toolchain cache's in-use lock).
     pinned: Option<Pinned>,
@@ -110,6 +112,14 @@ pub fn prepare(loaded: &Kernel, args: &ShellOptions, report: &dyn Reporter) -> a
             let mut shell = toolchain(config, &loaded.cells, python)?;
             if let Some(wanted) = &args.variant {
                 keep_cell(&mut shell, wanted, python, &config.general.name)?;
+            } else if let Some(first) = shell.cells.first() {
+                // The shell is for another backend than the kernel's first choice: say why.
+                for s in shell.skipped.iter().filter(|s| s.backend == Backend::Cuda) {
+                    report.note(&format!(
+                        "the shell is for `{}`: no {} cell with `{python}` here: {}",
+                        first.variant, s.backend, s.reason
+                    ));
+                }
             }
             shell
         }
@@ -268,7 +278,7 @@ fn toolchain(config: &BuildConfig, kernel_cells: &KernelCells, python: &Utf8Path
     let python_bin =
         interpreter.parent().map(Utf8Path::to_owned).context("the interpreter has no directory")?;
     if bundle::compiled_backends(config).is_empty() {
-        return Ok(Shell { python_bin, torch: facts, cells: Vec::new(), pinned: None });
+        return Ok(Shell { python_bin, torch: facts, cells: Vec::new(), skipped: Vec::new(), pinned: None });
     }
     let plan = bundle::Plan::new(config, kernel_cells, &host, &bundle::Toolchains::Host, &[], &|_| false);
     let mut cells: Vec<CompiledCell> = plan.variants.into_iter().filter_map(|v| v.cell.map(|c| *c)).collect();
@@ -282,7 +292,7 @@ fn toolchain(config: &BuildConfig, kernel_cells: &KernelCells, python: &Utf8Path
             reasons.join("\n")
         );
     }
-    Ok(Shell { python_bin, torch: facts, cells, pinned: None })
+    Ok(Shell { python_bin, torch: facts, cells, skipped: plan.skipped, pinned: None })
 }
 
 /// With `--python` and `--variant`: keep the one compiled cell named, of those the
@@ -295,6 +305,18 @@ fn keep_cell(shell: &mut Shell, wanted: &str, python: &Utf8Path, name: &str) -> 
         "`{name}` is noarch: with --python the shell's tools are the environment's, and --variant, which picks one of a kernel's compiled cells, does not apply"
     );
     shell.cells.retain(|c| c.variant == wanted);
+    // A cell of this torch whose backend cannot be built here (a CUDA cell without nvcc): the
+    // reason, not "not a cell that torch builds" (a user's trial was told so).
+    let this_torch = shell.torch.version.split('.').take(2).collect::<String>();
+    let skipped = match crate::matrix::naming::parse_variant_name(wanted) {
+        Some(crate::matrix::naming::ParsedVariant::TorchArch { torch, .. }) if torch == this_torch => {
+            bundle::variant_kind(wanted).and_then(|(b, _)| shell.skipped.iter().find(|s| s.backend == b))
+        }
+        _ => None,
+    };
+    if let (true, Some(s)) = (shell.cells.is_empty(), skipped) {
+        anyhow::bail!("`{wanted}` cannot be built with `{python}` here: {}", s.reason);
+    }
     anyhow::ensure!(
         !shell.cells.is_empty(),
         "`{wanted}` is not a cell that torch {} of `{python}` builds; it builds {}",
@@ -339,21 +361,34 @@ fn pinned_toolchain(
     cells.sort_by(|a, b| {
         (a.backend != Backend::Cuda).cmp(&(b.backend != Backend::Cuda)).then(torch_key(b).cmp(&torch_key(a)))
     });
+    // A cell whose torch wheel (and CUDA wheels) nix/torch-wheels.json pins with a hash.
+    let is_pinned = |c: &crate::matrix::Cell| {
+        let cuda = (c.backend == Backend::Cuda).then_some(c.backend_version.as_deref()).flatten();
+        crate::toolchain::pins::pins()
+            .cell(&c.torch_version, cuda, &c.system)
+            .is_ok_and(|p| p.torch.resolved().is_ok())
+    };
     let cell = match variant {
-        Some(v) => cells.iter().find(|c| c.name == v).cloned().with_context(|| {
-            let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
-            format!("`{v}` is not a pinned cell of `{name}` on this system; these are: {}", names.join(", "))
-        })?,
-        // The first whose torch wheel is pinned (else the first, which then says what to pin).
-        None => {
-            let pinned = |c: &&crate::matrix::Cell| {
-                let cuda = (c.backend == Backend::Cuda).then_some(c.backend_version.as_deref()).flatten();
-                crate::toolchain::pins::pins()
-                    .cell(&c.torch_version, cuda, &c.system)
-                    .is_ok_and(|p| p.torch.resolved().is_ok())
-            };
-            cells.iter().find(pinned).unwrap_or(&cells[0]).clone()
+        Some(v) => {
+            let mut names: Vec<&str> =
+                cells.iter().filter(|c| is_pinned(c)).map(|c| c.name.as_str()).collect();
+            names.sort_unstable();
+            match cells.iter().find(|c| c.name == v) {
+                Some(c) if is_pinned(c) => c.clone(),
+                Some(_) => anyhow::bail!(
+                    "`{v}` is a cell of `{name}` whose torch wheel has no hash pinned here (nix/torch-wheels.json), so {which} cannot provision it; pick a pinned one ({}), or pass --python with an environment that has that torch",
+                    names.join(", ")
+                ),
+                None => anyhow::bail!(
+                    "`{v}` is not a pinned cell of `{name}` on this system; these are: {}{}{}",
+                    names.join(", "),
+                    bundle::did_you_mean(&[v], &names),
+                    bundle::what_they_are(&[v], &names)
+                ),
+            }
         }
+        // The first whose torch wheel is pinned (else the first, which then says what to pin).
+        None => cells.iter().find(|c| is_pinned(c)).unwrap_or(&cells[0]).clone(),
     };
     let host = HostToolchain::new("python3");
     let plan =
@@ -428,7 +463,7 @@ fn pinned_toolchain(
         _links: links,
         _toolchains: pinned,
     };
-    Ok(Shell { python_bin, torch, cells: vec![*native], pinned: Some(pinned) })
+    Ok(Shell { python_bin, torch, cells: vec![*native], skipped: Vec::new(), pinned: Some(pinned) })
 }
 
 /// The CPython the pinned torch wheels are built for (`python3.13`), from PATH: the path of

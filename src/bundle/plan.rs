@@ -364,7 +364,7 @@ pub fn unknown_variants<S: AsRef<str>>(
 
 /// What names that are no variant here are: a kernels 0.19 spelling of one (kernel-builder
 /// takes the legacy names both loaders read), or a variant of another system.
-fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> String {
+pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> String {
     let host = matrix::host_system();
     // The system a variant name is for, when the name says one.
     let system_of = |name: &str| match matrix::naming::parse_variant_name(name)? {
@@ -699,7 +699,10 @@ mod tests {
         let pinned = |name: &str| {
             let mut v = tvm_ffi_planned(name, Cpu, None);
             let cell = v.cell.as_mut().unwrap();
-            cell.pins = Some(crate::toolchain::host::PinnedInputs { wheels: Default::default(), trees: Default::default() });
+            cell.pins = Some(crate::toolchain::host::PinnedInputs {
+                wheels: Default::default(),
+                trees: Default::default(),
+            });
             v
         };
         let p = Plan {

@@ -291,6 +291,105 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
     assert_eq!(code, Some(1));
     assert_eq!(
         stderr,
-        "error: `torch214-cxx11-cpu-aarch64-linux` is not a pinned cell of `relu` on this system; these are: torch215-cxx11-cu132-x86_64-linux, torch214-cxx11-cu126-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch214-cxx11-cu132-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch214-cxx11-cpu-x86_64-linux\n"
+        "error: `torch214-cxx11-cpu-aarch64-linux` is not a pinned cell of `relu` on this system; these are: torch214-cxx11-cpu-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux; `torch214-cxx11-cpu-aarch64-linux` is a variant of aarch64-linux, and this machine builds x86_64-linux's: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)\n"
+    );
+    // The names of a user's trial: a kernels 0.19 spelling, a typo, and a matrix cell whose
+    // torch wheel has no hash pinned (it was listed as "pinned", then failed to provision).
+    let (code, _, stderr) = pinned(&[
+        "devshell",
+        relu,
+        "--variant",
+        "torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-x86_64-linux",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.ends_with("; `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-x86_64-linux` is the kernels 0.19 spelling of `torch215-cxx11-cu132-x86_64-linux`; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)\n"), "{stderr}");
+    let (code, _, stderr) =
+        pinned(&["devshell", relu, "--variant", "torch215-cxx11-cpu-x86_64-linx", "--", "true"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.ends_with("; did you mean `torch215-cxx11-cpu-x86_64-linux`?\n"), "{stderr}");
+    let (code, _, stderr) =
+        pinned(&["devshell", relu, "--variant", "torch214-cxx11-cu126-x86_64-linux", "--", "true"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr,
+        "error: `torch214-cxx11-cu126-x86_64-linux` is a cell of `relu` whose torch wheel has no hash pinned here (nix/torch-wheels.json), so devshell cannot provision it; pick a pinned one (torch214-cxx11-cpu-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux), or pass --python with an environment that has that torch\n"
+    );
+}
+
+/// A CUDA torch without an nvcc: `--variant` of its CUDA cell says what is missing (it was
+/// told "not a cell that torch builds"), and without `--variant` the shell says why it is for
+/// the CPU cell (it said nothing). The case of a user's trial: a venv that sees the torch of
+/// `.venv` through a `.pth` file, and so none of its `nvidia/*/bin`.
+#[test]
+fn a_cuda_cell_without_nvcc_is_said_to_want_one() {
+    let Some(py) = venv_python() else { return };
+    let site = std::process::Command::new(&py)
+        .args(["-c", "import torch, os, sys; print(torch.version.cuda or ''); print(os.path.dirname(os.path.dirname(torch.__file__)))"])
+        .output()
+        .unwrap();
+    let site = String::from_utf8(site.stdout).unwrap();
+    let mut lines = site.lines();
+    let (cuda, site) = (lines.next().unwrap().to_owned(), lines.next().unwrap().to_owned());
+    if cuda.is_empty() {
+        eprintln!("SKIPPED: the venv's torch is not a CUDA build");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let venv = t.path().join("v");
+    let made =
+        std::process::Command::new(&py).args(["-m", "venv", "--without-pip"]).arg(&venv).status().unwrap();
+    assert!(made.success());
+    let own_site = std::process::Command::new(venv.join("bin/python"))
+        .args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+        .output()
+        .unwrap();
+    let own_site = PathBuf::from(String::from_utf8(own_site.stdout).unwrap().trim());
+    std::fs::write(own_site.join("seen.pth"), format!("{site}\n")).unwrap();
+    let vpy = venv.join("bin/python");
+    let vpy = vpy.to_str().unwrap();
+    let relu = repo().join("kernels/relu");
+    let relu = relu.to_str().unwrap();
+    let version = std::process::Command::new(vpy)
+        .args(["-c", "import torch; print(torch.__version__)"])
+        .output()
+        .unwrap();
+    let version = String::from_utf8(version.stdout).unwrap();
+    let mut parts = version.trim().split(['.', '+']);
+    let torch = format!("torch{}{}", parts.next().unwrap(), parts.next().unwrap());
+    let arch = std::env::consts::ARCH;
+    let cu = format!("{torch}-cxx11-cu{}-{arch}-linux", cuda.replace('.', ""));
+    let shell = |args: &[&str]| {
+        let out = kb()
+            .arg("devshell")
+            .arg(relu)
+            .args(["--python", vpy])
+            .args(args)
+            .args(["--", "true"])
+            // The venv's cmake and ninja (no nvcc there: it lies in site-packages).
+            .env("PATH", format!("{}:/usr/bin:/bin", py.parent().unwrap().display()))
+            .env_remove("CUDACXX")
+            .env_remove("CUDA_HOME")
+            .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (code, err) = shell(&["--variant", &cu]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: `{cu}` cannot be built with `{vpy}` here: no nvcc for CUDA {cuda} (looked at "
+        )),
+        "{err}"
+    );
+    let (code, err) = shell(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "note: the shell is for `{torch}-cxx11-cpu-{arch}-linux`: no cuda cell with `{vpy}` here: no nvcc for CUDA {cuda}"
+        )),
+        "{err}"
     );
 }
