@@ -99,7 +99,10 @@ impl Family {
 /// A variable of ours set to bytes that are not UTF-8: refused, since taking it as unset would
 /// quietly apply the default the user meant to change.
 fn not_utf8(name: &str, raw: &std::ffi::OsStr, meaning: &str) -> anyhow::Error {
-    anyhow::anyhow!("{name} is `{}`, which is not UTF-8 text; {meaning}", raw.to_string_lossy())
+    anyhow::anyhow!(
+        "{name} is `{}`, which is not UTF-8 text; set it in UTF-8 ({meaning}), or unset it",
+        raw.to_string_lossy()
+    )
 }
 
 macro_rules! vars {

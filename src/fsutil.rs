@@ -629,14 +629,15 @@ pub fn human_size(bytes: u64) -> String {
 /// Parse a size: a number of bytes with an optional unit `K`, `M`, `G`, `T` (powers of 1024;
 /// `KiB`, `MiB`, … and `KB`, `MB`, … mean the same; `B` is bytes), e.g. `500M`, `2GiB`, `1.5G`.
 ///
-/// Errors: anything else (a unit spelled twice, a fraction of a byte), with the accepted forms.
+/// Errors: anything else (a unit spelled twice, a fraction of a byte), with the accepted forms;
+/// the message does not repeat the value, which the caller names with where it came from.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let unit = unit.trim().to_ascii_uppercase();
     let not_a_size =
-        || anyhow::anyhow!("`{s}` is not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)");
+        || anyhow::anyhow!("not a size; write bytes or a number with K, M, G or T (e.g. 500M, 2G)");
     // One unit, spelled once (`1BB` and `1iB` are typos, not sizes).
     let shift = match unit.as_str() {
         "" | "B" => 0,
@@ -648,7 +649,7 @@ pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     };
     // A fraction of a byte is no size (`1.9999999999` was taken as 1).
     anyhow::ensure!(shift > 0 || !num.contains('.'), not_a_size());
-    let out_of_range = || anyhow::anyhow!("`{s}` is out of range: at most 16777215T (2^64 - 1 bytes)");
+    let out_of_range = || anyhow::anyhow!("out of range: at most 16777215T (2^64 - 1 bytes)");
     // A whole number exactly (f64 would round one past 2^53 and take 2^64 for 2^64 - 1);
     // `num` holds only digits and dots, so a whole number that does not parse is too large.
     if !num.is_empty() && !num.contains('.') {
@@ -704,7 +705,7 @@ mod tests {
         assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_size("2 gb").unwrap(), 2 << 30);
         assert_eq!(parse_size("1.5K").unwrap(), 1536);
-        assert!(parse_size("lots").unwrap_err().to_string().contains("is not a size"));
+        assert!(parse_size("lots").unwrap_err().to_string().contains("not a size"));
         assert!(parse_size("5X").is_err());
         assert!(parse_size("").is_err());
         // Whole numbers are exact up to 2^64 - 1, and one past it is out of range, as a unit
@@ -714,19 +715,19 @@ mod tests {
         assert_eq!(parse_size("16777215T").unwrap(), 16_777_215 << 40);
         for big in ["18446744073709551616", "16777216T", "99999999T", "18446744073709551616.0", "1e30"] {
             let e = parse_size(big).unwrap_err().to_string();
-            assert!(e.contains("out of range") || e.contains("is not a size"), "{big}: {e}");
+            assert!(e.contains("out of range") || e.contains("not a size"), "{big}: {e}");
         }
         assert!(parse_size("18446744073709551616").unwrap_err().to_string().contains("out of range"));
         assert!(parse_size("16777216T").unwrap_err().to_string().contains("out of range"));
-        assert!(parse_size("1.5.2G").unwrap_err().to_string().contains("is not a size"));
-        assert!(parse_size(".").unwrap_err().to_string().contains("is not a size"));
+        assert!(parse_size("1.5.2G").unwrap_err().to_string().contains("not a size"));
+        assert!(parse_size(".").unwrap_err().to_string().contains("not a size"));
         // One unit, spelled once; no fraction of a byte (a user's trial found `1BB` taken as 1
         // byte, `1GIBIB` as 1 GiB and `1.9999999999` as 1).
         assert_eq!(parse_size("7B").unwrap(), 7);
         assert_eq!(parse_size("3 kib").unwrap(), 3 << 10);
         assert_eq!(parse_size("1TB").unwrap(), 1 << 40);
         for typo in ["1BB", "1iB", "1IB", "1KBBB", "1GIBIB", "1KIBB", "1.9999999999", "0.0000001", "2.5B"] {
-            assert!(parse_size(typo).unwrap_err().to_string().contains("is not a size"), "{typo}");
+            assert!(parse_size(typo).unwrap_err().to_string().contains("not a size"), "{typo}");
         }
     }
 

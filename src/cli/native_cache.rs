@@ -137,13 +137,22 @@ fn show_cells(cache: &CellCache) -> anyhow::Result<()> {
         );
     }
     println!(
-        "{} entr{}, {} (builds prune to {})",
+        "{} entr{}, {} ({})",
         entries.len(),
         if entries.len() == 1 { "y" } else { "ies" },
         human(total),
-        build_max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e:#}"))
+        what_builds_prune_to(build_max_bytes())
     );
     Ok(())
+}
+
+/// What builds bound a cache to: its size, or (a bad setting) that builds refuse to start.
+/// A user's trial read "builds prune to nothing: …" as "the cache will be emptied".
+fn what_builds_prune_to(max: anyhow::Result<u64>) -> String {
+    match max {
+        Ok(bytes) => format!("builds prune to {}", human(bytes)),
+        Err(e) => format!("builds refuse to start until this is fixed: {e:#}"),
+    }
 }
 
 /// The toolchain cache, when there is one (a build without --python made it).
@@ -159,11 +168,11 @@ fn show_toolchains() -> anyhow::Result<()> {
         println!("  {}  {:>10}  {}", e.path.file_name().unwrap_or_default(), human(e.size), e.what);
     }
     println!(
-        "{} toolchain entr{}, {} (builds prune to {})",
+        "{} toolchain entr{}, {} ({})",
         entries.len(),
         if entries.len() == 1 { "y" } else { "ies" },
         human(entries.iter().map(|e| e.size).sum()),
-        store::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+        what_builds_prune_to(store::max_bytes())
     );
     Ok(())
 }
@@ -203,11 +212,11 @@ fn show_compile_cache() -> anyhow::Result<()> {
         compile_cache::Setting::Dir(dir) => {
             let files = compile_cache::files(&dir);
             println!(
-                "compile cache {dir}: {} file{}, {} (builds prune to {})",
+                "compile cache {dir}: {} file{}, {} ({})",
                 files.len(),
                 if files.len() == 1 { "" } else { "s" },
                 human(files.iter().map(|f| f.size).sum()),
-                compile_cache::max_bytes().map(human).unwrap_or_else(|e| format!("nothing: {e}"))
+                what_builds_prune_to(compile_cache::max_bytes())
             );
         }
     }

@@ -89,6 +89,14 @@ pub fn parse_setting(value: Option<&str>) -> anyhow::Result<Setting> {
         None => Ok(Setting::Dir(crate::fsutil::cache_root()?.join(DIR_NAME))),
         Some("off") => Ok(Setting::Off),
         Some(v) if Utf8Path::new(v).is_absolute() => Ok(Setting::Dir(Utf8PathBuf::from(v))),
+        // `OFF`, `Off`: meant as `off` (a user's trial was told it was a relative path).
+        Some(v) if v.eq_ignore_ascii_case("off") => {
+            anyhow::bail!("{name} is `{v}`; write `off` in lower case to turn the compile cache off")
+        }
+        // The shell did not expand it (quoted, or set from a file).
+        Some(v) if v.starts_with('~') => anyhow::bail!(
+            "{name} is `{v}`, and `~` is not expanded here; write the directory in full (`$HOME/…`), or `off`"
+        ),
         Some(v) => anyhow::bail!(
             "{name} is `{v}`, a relative path; set it to an absolute directory (the compile cache), or to `off`"
         ),
@@ -266,6 +274,11 @@ pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<
             None => return Ok(None),
         },
     };
+    anyhow::ensure!(
+        !dir.exists() || dir.is_dir(),
+        "{} is `{dir}`, which exists and is not a directory; set it to a directory for the compile cache, or to `off`",
+        crate::env::COMPILE_CACHE.name
+    );
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the compile cache `{dir}`"))?;
     let dir = dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{dir}`"))?;
     Ok(Some(CompileCache { dir, sccache, dist }))
@@ -864,6 +877,15 @@ mod tests {
         assert_eq!(
             parse_setting(Some("cc")).unwrap_err().to_string(),
             "KERNEL_BUILDER_COMPILE_CACHE is `cc`, a relative path; set it to an absolute directory (the compile cache), or to `off`"
+        );
+        // What a user's trial wrote meaning `off` or a directory under home.
+        assert_eq!(
+            parse_setting(Some("OFF")).unwrap_err().to_string(),
+            "KERNEL_BUILDER_COMPILE_CACHE is `OFF`; write `off` in lower case to turn the compile cache off"
+        );
+        assert_eq!(
+            parse_setting(Some("~/cc")).unwrap_err().to_string(),
+            "KERNEL_BUILDER_COMPILE_CACHE is `~/cc`, and `~` is not expanded here; write the directory in full (`$HOME/…`), or `off`"
         );
     }
 
