@@ -41,7 +41,7 @@ pub struct ToolchainArgs {
     /// declared package set NAME rather than the host (`build.package-set`, `native: false`).
     /// A Nix cell passes its package set's name; pass the same name and tools to a native
     /// build to get the cell's bytes.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = package_set_name)]
     pub package_set: Option<String>,
     /// The package set is hermetic (pinned inputs only); recorded as `build.hermetic`.
     #[arg(long, requires = "package_set")]
@@ -581,4 +581,13 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
     )?;
     println!("{written}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--package-set NAME`: a name, recorded in metadata.json and compared by `verify`, so not
+/// blank and without white space or control characters (a user's trial rebuilt under `''`).
+fn package_set_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a package set's name is one word, without spaces (the name a Nix cell records, e.g. `nixpkgs`)".into());
+    }
+    Ok(s.to_owned())
 }

@@ -1653,3 +1653,20 @@ fn an_empty_variant_name_is_refused() {
         );
     }
 }
+
+/// `--package-set` is a name recorded in metadata.json and compared by verify: blank or with
+/// spaces it is refused as a usage error (a user's trial had `verify --package-set ''` rebuild
+/// under an empty name and report a difference).
+#[test]
+fn a_blank_package_set_name_is_a_usage_error() {
+    let relu = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/relu");
+    for (command, name) in [("verify", ""), ("build-and-copy", " "), ("build-and-copy", "nix pkgs")] {
+        let out = crate::util::kb().args([command, "--package-set", name]).arg(&relu).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command} {name:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.starts_with(&format!("error: invalid value '{name}' for '--package-set <NAME>': a package set's name is one word")),
+            "{stderr}"
+        );
+    }
+}
