@@ -356,7 +356,7 @@ pub fn unknown_variants<S: AsRef<str>>(
     anyhow::anyhow!(
         "unknown variant{} {}; this kernel's variants are: {listed}{}{}",
         if unknown.len() == 1 { "" } else { "s" },
-        unknown.iter().map(|u| format!("`{}`", u.as_ref())).collect::<Vec<_>>().join(", "),
+        unknown.iter().map(|u| format!("`{}`", u.as_ref().escape_debug())).collect::<Vec<_>>().join(", "),
         did_you_mean(unknown, &all),
         what_they_are(unknown, &all)
     )
@@ -815,6 +815,8 @@ mod tests {
             msg(&format!("torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}")),
             format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}`; this kernel's variants are: {ours}; `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}` is the kernels 0.19 spelling of `torch215-cxx11-cu132-{other}`, a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`); name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
         );
+        // A name with a line break is shown escaped, on the error's one line.
+        assert!(msg("torch\nfoo").starts_with("unknown variant `torch\\nfoo`;"), "{}", msg("torch\nfoo"));
         // Anything else: the list alone.
         assert_eq!(
             msg("torch-metal"),

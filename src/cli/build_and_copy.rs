@@ -587,7 +587,10 @@ pub fn run_assemble(args: AssembleArgs) -> super::CmdResult {
 /// blank and without white space or control characters (a user's trial rebuilt under `''`).
 fn package_set_name(s: &str) -> Result<String, String> {
     if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("a package set's name is one word, without spaces (the name a Nix cell records, e.g. `nixpkgs`)".into());
+        return Err(
+            "a package set's name is one word, without spaces (the name a Nix cell records, e.g. `nixpkgs`)"
+                .into(),
+        );
     }
     Ok(s.to_owned())
 }

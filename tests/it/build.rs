@@ -1665,7 +1665,9 @@ fn a_blank_package_set_name_is_a_usage_error() {
         assert_eq!(out.status.code(), Some(2), "{command} {name:?}");
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert!(
-            stderr.starts_with(&format!("error: invalid value '{name}' for '--package-set <NAME>': a package set's name is one word")),
+            stderr.starts_with(&format!(
+                "error: invalid value '{name}' for '--package-set <NAME>': a package set's name is one word"
+            )),
             "{stderr}"
         );
     }
