@@ -56,7 +56,13 @@ pub struct ToolchainArgs {
     /// and 9.0a, `9.0a` that one only), for an edit-compile loop or a CI check that takes
     /// minutes. The variant's metadata.json records it (`build.capabilities-only`) and
     /// `upload` / `build-and-upload` refuse it; a kernel that builds none of them is an error.
-    #[arg(long, value_name = "CAPS", value_delimiter = ',', env = "KERNEL_BUILDER_CUDA_CAPABILITIES")]
+    #[arg(
+        long,
+        value_name = "CAPS",
+        value_delimiter = ',',
+        env = "KERNEL_BUILDER_CUDA_CAPABILITIES",
+        value_parser = cuda_capability_arg
+    )]
     pub cuda_capabilities: Vec<String>,
 }
 
@@ -591,6 +597,16 @@ fn package_set_name(s: &str) -> Result<String, String> {
             "a package set's name is one word, without spaces (the name a Nix cell records, e.g. `nixpkgs`)"
                 .into(),
         );
+    }
+    Ok(s.to_owned())
+}
+
+/// One entry of `--cuda-capabilities` / `KERNEL_BUILDER_CUDA_CAPABILITIES`, checked when it is
+/// given: a kernel with no CUDA cell here never reached the check, so `abc` passed silently (a
+/// user's trial). A blank entry stands for none (an empty variable narrows nothing).
+fn cuda_capability_arg(s: &str) -> Result<String, String> {
+    if !s.trim().is_empty() {
+        crate::config::CudaCapability::parse(s.trim()).map_err(|e| format!("{e:#}"))?;
     }
     Ok(s.to_owned())
 }

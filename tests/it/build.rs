@@ -1672,3 +1672,35 @@ fn a_blank_package_set_name_is_a_usage_error() {
         );
     }
 }
+
+/// A bad `--cuda-capabilities` entry is a usage error when given, whatever the kernel builds:
+/// with only CPU cells to build it was never checked and `abc` passed (a user's trial). A
+/// blank value narrows nothing.
+#[test]
+fn a_bad_cuda_capability_is_refused_when_given() {
+    let t = tempfile::tempdir().unwrap();
+    let helion = t.path().join("helion");
+    crate::util::copy_kernel("vector-add-helion", &helion);
+    let run = |flag: Option<&str>, env: Option<&str>| {
+        let mut c = crate::util::kb();
+        c.current_dir(&helion).env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"));
+        c.args(["build-and-copy", "--nix", "never", "--offline"]);
+        if let Some(f) = flag {
+            c.args(["--cuda-capabilities", f]);
+        }
+        match env {
+            Some(v) => c.env("KERNEL_BUILDER_CUDA_CAPABILITIES", v),
+            None => c.env_remove("KERNEL_BUILDER_CUDA_CAPABILITIES"),
+        };
+        let out = c.output().unwrap();
+        (out.status.code(), String::from_utf8(out.stderr).unwrap())
+    };
+    for (flag, env) in [(Some("abc,9.0"), None), (None, Some("8.x"))] {
+        let (code, err) = run(flag, env);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("is not a CUDA capability; write `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`"), "{err}");
+        assert!(!helion.join("build").exists());
+    }
+    let (code, err) = run(None, Some(""));
+    assert_eq!(code, Some(0), "{err}");
+}

@@ -619,6 +619,21 @@ fn unknown_variant_is_refused_with_the_kernels_variants() {
         err.ends_with("has no variant `torch-metal` on x86_64-linux; its variants are: torch-cpu, torch-cuda, torch-rocm, torch-xpu"),
         "{err}"
     );
+    // Another system's variant is said to be one, as the native path says it (a user's trial
+    // found the Nix path without the hint).
+    let other = "torch215-cxx11-cpu-aarch64-linux".to_owned();
+    let err = kernel_builder::nixdrv::build(
+        Utf8Path::from_path(&kernel).unwrap(),
+        &[other],
+        &override_orchestrator(),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.ends_with("; `torch215-cxx11-cpu-aarch64-linux` is a variant of aarch64-linux, and this machine builds x86_64-linux's: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)"),
+        "{err}"
+    );
 }
 
 /// A statically linked kernel-builder hands itself to the flake as the orchestrator, so
