@@ -214,6 +214,12 @@ pub fn why_not_buildable(
     plan: &Plan,
     name: &str,
 ) -> Option<String> {
+    // Another system's variant: that, before what this host lacks for its backend (a user's
+    // trial was told `torch215-metal-aarch64-darwin` needs xcrun on macOS).
+    let host = matrix::host_system();
+    if let Some(system) = system_of(name).filter(|s| *s != host) {
+        return Some(format!("cannot build `{name}` natively: it is {}", elsewhere(&system, &host)));
+    }
     // A variant planned and skipped.
     if let Some(s) = plan.skipped.iter().find(|s| s.variant.as_deref() == Some(name)) {
         return Some(format!("cannot build `{name}` natively: {}", s.reason));
@@ -362,28 +368,35 @@ pub fn unknown_variants<S: AsRef<str>>(
     )
 }
 
+/// The system a variant name is for (`aarch64-linux`), when the name says one.
+fn system_of(name: &str) -> Option<String> {
+    match matrix::naming::parse_variant_name(name)? {
+        matrix::naming::ParsedVariant::TorchArch { cpu, os, .. }
+        | matrix::naming::ParsedVariant::StableAbi { cpu, os, .. }
+        | matrix::naming::ParsedVariant::TvmFfi { cpu, os, .. } => Some(format!("{cpu}-{os}")),
+        _ => None,
+    }
+}
+
+/// What a variant of `system` is, said on `host`.
+fn elsewhere(system: &str, host: &str) -> String {
+    format!("a variant of {system}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
+}
+
 /// What names that are no variant here are: a kernels 0.19 spelling of one (kernel-builder
 /// takes the legacy names both loaders read), or a variant of another system.
 pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> String {
     let host = matrix::host_system();
     // The system a variant name is for, when the name says one.
-    let system_of = |name: &str| match matrix::naming::parse_variant_name(name)? {
-        matrix::naming::ParsedVariant::TorchArch { cpu, os, .. }
-        | matrix::naming::ParsedVariant::StableAbi { cpu, os, .. }
-        | matrix::naming::ParsedVariant::TvmFfi { cpu, os, .. } => Some(format!("{cpu}-{os}")),
-        _ => None,
-    };
-    let elsewhere = |system: &str| {
-        format!("a variant of {system}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
-    };
+    let elsewhere = |system: &str| elsewhere(system, &host);
     let notes: Vec<String> = unknown
         .iter()
         .filter_map(|u| {
             let u = u.as_ref();
             if let Some(legacy) = matrix::naming::legacy_name_of_0_19(u) {
-                let what = match system_of(&legacy) {
+                let what = match system_of(&legacy).as_deref() {
                     _ if all.contains(&legacy.as_str()) => String::new(),
-                    Some(system) if system != host => format!(", {}", elsewhere(&system)),
+                    Some(system) if system != host => format!(", {}", elsewhere(system)),
                     _ => ", which this kernel does not have either".to_owned(),
                 };
                 return Some(format!(
@@ -676,6 +689,12 @@ mod tests {
             "{why}"
         );
         assert_eq!(why_not_buildable(&c, &cells, &p, "torch-metal"), None);
+        // Another system's variant says so first, before what this host lacks for its backend.
+        let other = if matrix::host_system() == "aarch64-darwin" { "x86_64-linux" } else { "aarch64-darwin" };
+        let name = format!("torch212-metal-{other}");
+        assert!(why_not_buildable(&c, &cells, &p, &name).unwrap().starts_with(&format!(
+            "cannot build `{name}` natively: it is a variant of {other}, and this machine builds "
+        )),);
     }
 
     /// A planned tvm-ffi cell `variant` of `backend`, built with nvcc `nvcc` (CUDA cells).
