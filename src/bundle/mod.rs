@@ -394,6 +394,13 @@ fn prune_after_store(cache: &CellCache) -> Vec<Warning> {
         Err(e) => return warn(format!("{e:#}; the native cell cache was not pruned")),
     };
     match cache.prune(max) {
+        // A bound below the cell just stored empties the cache, that cell too: said, since the
+        // cache then saves nothing (a user's trial set 0 and saw no word of it).
+        Ok(r) if r.kept == 0 && r.removed > 0 => warn(format!(
+            "{} is {}, less than the cell just stored, so the native cell cache keeps nothing and the next build starts cold; raise it (the default is 5G), or build with --no-cache",
+            crate::env::NATIVE_CACHE_MAX_SIZE.name,
+            crate::fsutil::human_size(max)
+        )),
         Ok(_) => Vec::new(),
         Err(e) => warn(format!("the native cell cache was not pruned: {e:#}")),
     }

@@ -625,3 +625,24 @@ fn settings_that_are_not_utf8_are_refused_before_anything_is_written() {
     let stderr = run("KERNEL_BUILDER_HUB_TIMEOUT", &["upload", "--repo-id", "me/helion"]);
     assert!(stderr.contains("nothing was committed"), "{stderr}");
 }
+
+/// A native cell-cache bound below the cell just stored empties the cache, that cell too, and
+/// says so (a user's trial set `0` and had no word of it).
+#[test]
+fn a_cell_cache_bound_below_the_cell_just_stored_is_a_warning() {
+    let _heavy = crate::util::heavy_build();
+    let Some((py, cell)) = venv_cpu_cell() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let (relu, cache) = (t.path().join("relu"), t.path().join("cache"));
+    copy_kernel("relu", &relu);
+    let env = [("KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE", Path::new("0"))];
+    let args = ["build-and-copy", "--nix", "never", "--python", py.to_str().unwrap(), "--variant", &cell];
+    let out = kb(&relu, &cache, &env, &args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("warning: KERNEL_BUILDER_NATIVE_CACHE_MAX_SIZE is 0 B, less than the cell just stored, so the native cell cache keeps nothing and the next build starts cold; raise it (the default is 5G), or build with --no-cache\n"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(entries(&cache), Vec::<PathBuf>::new());
+}
