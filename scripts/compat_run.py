@@ -31,6 +31,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -310,7 +311,10 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
         return record
 
     tests = kdir / "tests"
-    if args.no_tests or args.pins:
+    # From the pins, only a CPU cell's tests run here: in the pinned cell's own test environment
+    # (`testshell --variant`: the pinned torch wheel, kernels 0.17.2, pytest). A CUDA cell's
+    # need the GPU machine, whose torch is not the pinned one.
+    if args.no_tests or (args.pins and args.backend != "cpu"):
         record["tests"] = "not run (compile-only run)"
         return record
     if not tests.is_dir():
@@ -319,6 +323,7 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     if variant not in variants:
         record["tests"] = f"{variant} not built"
         return record
+    cell = variant
     variant = kdir / "build" / variant
     package = general.get("name", name).replace("-", "_")
     links = work / f"{name}.pythonpath"
@@ -349,6 +354,13 @@ def run_kernel(name: str, stage: Path, work: Path, args: argparse.Namespace, env
     # it got (pytest -v's per-test lines, counted by `progress_counts`).
     test_cmd = [args.python, "-X", "faulthandler", "-P", "-m", "pytest", "-v", "-rfE", "-p", "no:cacheprovider", "-x" if args.exitfirst else "-v",
                 f"--junitxml={junit}", *args.pytest_arg, "tests"]
+    if args.pins:
+        # testshell sets PYTHONPATH (the package) and LOCAL_KERNELS itself; the CPU shim and
+        # --test-path go in front of its PYTHONPATH.
+        front = os.pathsep.join(paths[1:])
+        pytest = " ".join(shlex.quote(a) for a in ["python", *test_cmd[1:]])
+        test_cmd = [str(stage / "kernel-builder"), "testshell", str(kdir), "--variant", cell, "--",
+                    "sh", "-c", f'PYTHONPATH={shlex.quote(front)}:"$PYTHONPATH" exec {pytest}']
     # -P: not the kernel's own directory first on sys.path, where a source copy of the
     # package (flash-mla's `flash_mla/`, for its setup.py) would shadow the built one.
     # -X faulthandler: a test process that dies of a signal prints where it was.
@@ -482,7 +494,9 @@ def main() -> None:
     pr.add_argument("--keep-logs", action="store_true")
     pr.add_argument("--no-tests", action="store_true", help="build only (CUDA cells on a machine without a GPU)")
     pr.add_argument("--pins", action="store_true",
-                    help="build the cell from its pinned wheels (no --python; build only): the COMPAT 'from the pins' column")
+                    help="build the cell from its pinned wheels (no --python): the COMPAT 'from the pins' column; "
+                         "a CPU cell's tests then run in its pinned test environment (testshell --variant), "
+                         "a CUDA cell is built only")
     pr.add_argument("--pytest-arg", action="append", default=[],
                     help="passed to pytest before `tests`, e.g. `-m kernels_ci`, the selection "
                          "kernels-community's own CI runs (`nix run .#ci-test`)")
