@@ -44,6 +44,32 @@ impl Var {
         }
     }
 
+    /// A directory setting: `None` when unset or blank.
+    ///
+    /// Errors, naming the variable: not UTF-8; `~…` (no shell expanded it); a relative path
+    /// (it would land under whatever directory the tool runs in); a path that exists and is no
+    /// directory. A user's trial had `'~/tc'` download 1.8 GB into `./~/tc`.
+    pub fn dir(&self) -> anyhow::Result<Option<camino::Utf8PathBuf>> {
+        let Some(v) = self.setting()? else { return Ok(None) };
+        let name = self.name;
+        let path = camino::Utf8PathBuf::from(v.trim());
+        anyhow::ensure!(
+            !path.as_str().starts_with('~'),
+            "{name} is `{path}`, and `~` is not expanded here; write the directory in full (`$HOME/…`)"
+        );
+        anyhow::ensure!(
+            path.is_absolute(),
+            "{name} is `{path}`, a relative path; set it to an absolute directory ({})",
+            self.meaning
+        );
+        anyhow::ensure!(
+            !path.exists() || path.is_dir(),
+            "{name} is `{path}`, which exists and is not a directory; set it to a directory ({})",
+            self.meaning
+        );
+        Ok(Some(path))
+    }
+
     /// A size setting (`500M`, `2G`; [`crate::fsutil::parse_size`]): `default` when unset or
     /// blank.
     ///

@@ -588,8 +588,8 @@ pub fn check_utf8(mut reader: impl Read) -> std::io::Result<Result<(), NotUtf8>>
 /// keeps between runs: `$KERNEL_BUILDER_CACHE_DIR`, `$XDG_CACHE_HOME/kernel-builder`, or
 /// `~/.cache/kernel-builder`.
 pub fn cache_root() -> anyhow::Result<camino::Utf8PathBuf> {
-    if let Some(d) = crate::env::CACHE_DIR.setting()? {
-        return Ok(d.into());
+    if let Some(d) = crate::env::CACHE_DIR.dir()? {
+        return Ok(d);
     }
     let var = |v: &crate::env::Var| v.non_empty().map(camino::Utf8PathBuf::from);
     if let Some(d) = var(&crate::env::XDG_CACHE_HOME) {

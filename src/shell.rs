@@ -315,13 +315,16 @@ fn keep_cell(shell: &mut Shell, wanted: &str, python: &Utf8Path, name: &str) -> 
         _ => None,
     };
     if let (true, Some(s)) = (shell.cells.is_empty(), skipped) {
-        anyhow::bail!("`{wanted}` cannot be built with `{python}` here: {}", s.reason);
+        anyhow::bail!("`{}` cannot be built with `{python}` here: {}", wanted.escape_debug(), s.reason);
     }
     anyhow::ensure!(
         !shell.cells.is_empty(),
-        "`{wanted}` is not a cell that torch {} of `{python}` builds; it builds {}",
+        "`{}` is not a cell that torch {} of `{python}` builds; it builds {}{}{}",
+        wanted.escape_debug(),
         shell.torch.version,
-        builds.join(", ")
+        builds.join(", "),
+        bundle::did_you_mean(&[wanted], &builds.iter().map(String::as_str).collect::<Vec<_>>()),
+        bundle::what_they_are(&[wanted], &builds.iter().map(String::as_str).collect::<Vec<_>>())
     );
     Ok(())
 }
@@ -376,11 +379,13 @@ fn pinned_toolchain(
             match cells.iter().find(|c| c.name == v) {
                 Some(c) if is_pinned(c) => c.clone(),
                 Some(_) => anyhow::bail!(
-                    "`{v}` is a cell of `{name}` whose torch wheel has no hash pinned here (nix/torch-wheels.json), so {which} cannot provision it; pick a pinned one ({}), or pass --python with an environment that has that torch",
+                    "`{}` is a cell of `{name}` whose torch wheel has no hash pinned here (nix/torch-wheels.json), so {which} cannot provision it; pick a pinned one ({}), or pass --python with an environment that has that torch",
+                    v.escape_debug(),
                     names.join(", ")
                 ),
                 None => anyhow::bail!(
-                    "`{v}` is not a pinned cell of `{name}` on this system; these are: {}{}{}",
+                    "`{}` is not a pinned cell of `{name}` on this system; these are: {}{}{}",
+                    v.escape_debug(),
                     names.join(", "),
                     bundle::did_you_mean(&[v], &names),
                     bundle::what_they_are(&[v], &names)

@@ -83,9 +83,11 @@ pub fn build(b: &NativeBuild<'_>, progress: &dyn Progress) -> anyhow::Result<Nat
 /// a bad value fails the build at once, not after an hour of nvcc.
 fn check_cache_settings(cell_cache: bool, compiles: bool) -> anyhow::Result<()> {
     use crate::assemble::compiled::compile_cache;
-    // A cache root named in bytes that are not UTF-8 is refused, not built around: building
-    // without the cache (what a root that cannot be opened gets) would hide the typo.
-    crate::env::CACHE_DIR.setting()?;
+    // A cache root or toolchain cache named wrongly (not UTF-8, relative, `~…`, a file) is
+    // refused, not built around: building without the cache (what a root that cannot be opened
+    // gets) would hide the typo, and a relative one would fill the current directory.
+    crate::env::CACHE_DIR.dir()?;
+    crate::env::TOOLCHAIN_CACHE_DIR.dir()?;
     if cell_cache {
         super::cellcache::build_max_bytes()?;
     }

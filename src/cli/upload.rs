@@ -65,7 +65,10 @@ pub fn run(args: Args) -> super::CmdResult {
 /// anything is built, hashed or announced. Silent: the upload that follows looks again and
 /// says what it finds.
 pub fn require_token(flags: &UploadFlags) -> anyhow::Result<()> {
-    hub::publish::require_token(flags.dry_run, &crate::report::Silent).map(drop)
+    hub::publish::require_token(flags.dry_run, &crate::report::Silent)?;
+    // The answer timeout too: a bad one had failed the upload only after the build and the
+    // hashing (a user's trial).
+    hub::client::Timeouts::from_env().map(drop)
 }
 
 /// [`hub::UploadOptions`] of `flags` for the kernel in `dir`.
@@ -94,6 +97,7 @@ pub fn run_upload(
     build_toml: Result<crate::config::BuildConfig, String>,
     flags: &UploadFlags,
 ) -> super::CmdResult {
+    hub::client::Timeouts::from_env()?;
     let opts = hub::PublishOptions {
         upload: upload_options(dir, build_toml, flags),
         output_json: flags.output_json.clone(),

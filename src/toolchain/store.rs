@@ -692,8 +692,8 @@ fn cu12_merged(rel: &std::path::Path) -> std::path::PathBuf {
 /// `KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR`, else `toolchain-v1/` in the cache root. Nothing is
 /// created.
 pub fn user_root() -> anyhow::Result<Utf8PathBuf> {
-    Ok(match crate::env::TOOLCHAIN_CACHE_DIR.setting()? {
-        Some(d) => Utf8PathBuf::from(d),
+    Ok(match crate::env::TOOLCHAIN_CACHE_DIR.dir()? {
+        Some(d) => d,
         None => crate::fsutil::cache_root()?.join(DIR_NAME),
     })
 }

@@ -623,7 +623,15 @@ fn settings_that_are_not_utf8_are_refused_before_anything_is_written() {
         .unwrap();
     assert!(built.status.success(), "{built:?}");
     let stderr = run("KERNEL_BUILDER_HUB_TIMEOUT", &["upload", "--repo-id", "me/helion"]);
-    assert!(stderr.contains("nothing was committed"), "{stderr}");
+    assert!(
+        !stderr.contains("hashing") && !stderr.contains("Uploading"),
+        "refused before any work: {stderr}"
+    );
+    // build-and-upload refuses it before it builds (it had built, hashed, then failed).
+    std::fs::remove_dir_all(helion.join("build")).unwrap();
+    let stderr = run("KERNEL_BUILDER_HUB_TIMEOUT", &["build-and-upload", "--repo-id", "me/helion"]);
+    assert!(!stderr.contains("built "), "{stderr}");
+    assert!(!helion.join("build").exists());
 }
 
 /// A native cell-cache bound below the cell just stored empties the cache, that cell too, and
@@ -645,4 +653,55 @@ fn a_cell_cache_bound_below_the_cell_just_stored_is_a_warning() {
         out.stderr
     );
     assert_eq!(entries(&cache), Vec::<PathBuf>::new());
+}
+
+/// A cache directory setting that is `~…`, relative, or a file is refused, naming the
+/// variable, before anything is built or written (a user's trial had `'~/tc'` fill `./~/tc`
+/// with 1.8 GB of wheels, and `/dev/null` pass with warnings that named no variable).
+#[test]
+fn cache_directories_must_be_absolute_directories() {
+    let t = tempfile::tempdir().unwrap();
+    let helion = t.path().join("helion");
+    copy_kernel("vector-add-helion", &helion);
+    let file = t.path().join("a-file");
+    fs::write(&file, "x").unwrap();
+    let file = file.to_str().unwrap();
+    for var in ["KERNEL_BUILDER_CACHE_DIR", "KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR"] {
+        for (value, says) in [
+            ("~/tc", "and `~` is not expanded here; write the directory in full (`$HOME/…`)".to_owned()),
+            ("reltc", "a relative path; set it to an absolute directory (".to_owned()),
+            (file, "which exists and is not a directory; set it to a directory (".to_owned()),
+        ] {
+            let mut c = crate::util::kb();
+            c.current_dir(&helion).args(["build-and-copy", "--nix", "never", "--offline"]);
+            if var != "KERNEL_BUILDER_CACHE_DIR" {
+                c.env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"));
+            }
+            let out = c.env(var, value).output().unwrap();
+            let stderr = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(out.status.code(), Some(1), "{var}={value}: {stderr}");
+            assert!(
+                stderr.starts_with(&format!("error: {var} is `{value}`, {says}")),
+                "{var}={value}: {stderr}"
+            );
+            assert!(
+                !helion.join("build").exists()
+                    && !helion.join("~").exists()
+                    && !helion.join("reltc").exists()
+            );
+        }
+    }
+    // The compile cache too, sccache or not.
+    let out = crate::util::kb()
+        .current_dir(&helion)
+        .env("KERNEL_BUILDER_CACHE_DIR", t.path().join("cache"))
+        .env("KERNEL_BUILDER_COMPILE_CACHE", file)
+        .arg("native-cache")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!("error: KERNEL_BUILDER_COMPILE_CACHE is `{file}`, which exists and is not a directory; set it to a directory for the compile cache, or to `off`\n")
+    );
 }

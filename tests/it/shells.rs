@@ -305,6 +305,9 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
     ]);
     assert_eq!(code, Some(1));
     assert!(stderr.ends_with("; `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-x86_64-linux` is the kernels 0.19 spelling of `torch215-cxx11-cu132-x86_64-linux`; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)\n"), "{stderr}");
+    let (code, _, stderr) = pinned(&["devshell", relu, "--variant", "a\nb", "--", "true"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.starts_with("error: `a\\nb` is not a pinned cell of `relu`"), "{stderr}");
     let (code, _, stderr) =
         pinned(&["devshell", relu, "--variant", "torch215-cxx11-cpu-x86_64-linx", "--", "true"]);
     assert_eq!(code, Some(1));

@@ -88,7 +88,14 @@ pub fn parse_setting(value: Option<&str>) -> anyhow::Result<Setting> {
     match value.map(str::trim).filter(|v| !v.is_empty()) {
         None => Ok(Setting::Dir(crate::fsutil::cache_root()?.join(DIR_NAME))),
         Some("off") => Ok(Setting::Off),
-        Some(v) if Utf8Path::new(v).is_absolute() => Ok(Setting::Dir(Utf8PathBuf::from(v))),
+        Some(v) if Utf8Path::new(v).is_absolute() => {
+            // Refused as a setting, sccache or not (a file was taken, then listed as the cache).
+            anyhow::ensure!(
+                !Utf8Path::new(v).exists() || Utf8Path::new(v).is_dir(),
+                "{name} is `{v}`, which exists and is not a directory; set it to a directory for the compile cache, or to `off`"
+            );
+            Ok(Setting::Dir(Utf8PathBuf::from(v)))
+        }
         // `OFF`, `Off`: meant as `off` (a user's trial was told it was a relative path).
         Some(v) if v.eq_ignore_ascii_case("off") => {
             anyhow::bail!("{name} is `{v}`; write `off` in lower case to turn the compile cache off")
@@ -274,11 +281,6 @@ pub fn for_build(store: Option<&Store>, near: &[Utf8PathBuf]) -> anyhow::Result<
             None => return Ok(None),
         },
     };
-    anyhow::ensure!(
-        !dir.exists() || dir.is_dir(),
-        "{} is `{dir}`, which exists and is not a directory; set it to a directory for the compile cache, or to `off`",
-        crate::env::COMPILE_CACHE.name
-    );
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the compile cache `{dir}`"))?;
     let dir = dir.canonicalize_utf8().with_context(|| format!("cannot resolve `{dir}`"))?;
     Ok(Some(CompileCache { dir, sccache, dist }))
@@ -606,17 +608,44 @@ pub struct CacheFile {
 /// (sccache sets a file's modification time when it is read).
 pub fn files(dir: &Utf8Path) -> Vec<CacheFile> {
     let mut out: Vec<CacheFile> = walkdir::WalkDir::new(dir)
+        .max_depth(4)
         .into_iter()
         .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file() && e.file_name() != LOCK_FILE)
+        .filter(|e| e.file_type().is_file())
         .filter_map(|e| {
             let m = e.metadata().ok()?;
             let path = Utf8PathBuf::from_path_buf(e.into_path()).ok()?;
+            is_sccache_entry(path.strip_prefix(dir).ok()?).then_some(())?;
             Some(CacheFile { path, size: m.len(), used: m.modified().ok()? })
         })
         .collect();
     out.sort_by(|a, b| a.used.cmp(&b.used).then_with(|| a.path.cmp(&b.path)));
     out
+}
+
+/// Whether `rel`, a path below the compile cache, is an entry of sccache's local cache: `A/B/H`
+/// or `preprocessor/A/B/H`, where H is a hash in hex starting with the hex digits A and B.
+/// Only such files are counted and pruned, so a variable pointed at a directory of the user's
+/// by mistake loses nothing to `native-cache prune` (a user's trial lost a file that way).
+fn is_sccache_entry(rel: &Utf8Path) -> bool {
+    let parts: Vec<&str> = rel.iter().collect();
+    let parts = match parts.as_slice() {
+        ["preprocessor", rest @ ..] => rest,
+        all => all,
+    };
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match parts {
+        [a, b, h] => {
+            a.len() == 1
+                && b.len() == 1
+                && hex(a)
+                && hex(b)
+                && h.len() >= 16
+                && hex(h)
+                && h.starts_with(&format!("{a}{b}"))
+        }
+        _ => false,
+    }
 }
 
 /// What a prune did.
@@ -1022,21 +1051,36 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let dir = Utf8Path::from_path(t.path()).unwrap();
         let now = std::time::SystemTime::now();
-        for (i, name) in ["a/old", "b/mid", "c/new"].iter().enumerate() {
+        let (old, mid, new) = (
+            format!("0/8/08{}", "d5".repeat(31)),
+            format!("preprocessor/a/0/a0{}", "14".repeat(31)),
+            format!("f/f/ff{}", "00".repeat(31)),
+        );
+        for (i, name) in [&old, &mid, &new].iter().enumerate() {
             let p = dir.join(name);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(&p, vec![0u8; 100]).unwrap();
             let f = std::fs::File::options().write(true).open(&p).unwrap();
             f.set_modified(now - std::time::Duration::from_secs(100 - 10 * i as u64)).unwrap();
         }
+        // What is not an sccache entry is neither counted nor pruned: a directory of the user's
+        // named by mistake keeps its files (a user's trial lost one).
+        for name in ["notes.txt", "a/old", "0/8/short", "0/8/1234567890abcdef12", "x/y/08aaaaaaaaaaaaaaaa"] {
+            let p = dir.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, vec![0u8; 1000]).unwrap();
+        }
         assert_eq!(files(dir).iter().map(|f| f.size).sum::<u64>(), 300);
         assert_eq!(prune(dir, 250, false).unwrap(), Some(Pruned { removed: 1, freed: 100, left: 200 }));
-        assert!(!dir.join("a/old").exists() && dir.join("b/mid").exists());
+        assert!(!dir.join(&old).exists() && dir.join(&mid).exists());
         // A build's server holds the lock shared: pruning leaves the cache alone.
         let held = crate::toolchain::store::lock(&dir.join(LOCK_FILE), true).unwrap();
         assert_eq!(prune(dir, 0, false).unwrap(), None);
         drop(held);
         assert_eq!(prune(dir, 0, false).unwrap(), Some(Pruned { removed: 2, freed: 200, left: 0 }));
+        for kept in ["notes.txt", "a/old", "0/8/short", "0/8/1234567890abcdef12", "x/y/08aaaaaaaaaaaaaaaa"] {
+            assert!(dir.join(kept).exists(), "{kept}");
+        }
         assert_eq!(files(dir).len(), 0, "the lock file is not a cache file");
     }
 }
