@@ -888,6 +888,25 @@ fn auto_without_a_flake_builds_natively_with_a_note() {
     assert_eq!(files(&t.path().join("build/torch-xpu")).len(), 6);
 }
 
+/// `--nix auto` looks for the Nix program KERNEL_BUILDER_NIX names, not for `nix` on PATH
+/// whatever it says (a user's trial), with a flake beside the kernel.
+#[test]
+fn auto_looks_for_the_nix_program_kernel_builder_nix_names() {
+    let t = tempfile::tempdir().unwrap();
+    fixture(t.path());
+    fs::write(t.path().join("flake.nix"), "{ outputs = _: { }; }\n").unwrap();
+    let out = kb(t.path())
+        .args(["build", "--variant", "torch-xpu"])
+        .env("KERNEL_BUILDER_NIX", "/nonexistent/nix")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("note: `/nonexistent/nix` (KERNEL_BUILDER_NIX) is not a program here; building natively (`--nix never`)\n{NOTES_WARNING}")
+    );
+}
+
 fn verify(dir: &Path, extra: &[&str]) -> (i32, String, String) {
     let out = kb(dir).arg("verify").args(extra).output().unwrap();
     (

@@ -611,6 +611,7 @@ fn settings_that_are_not_utf8_are_refused_before_anything_is_written() {
     };
     run("KERNEL_BUILDER_CACHE_DIR", &["build-and-copy", "--nix", "never", "--offline"]);
     run("KERNEL_BUILDER_NIX", &["build-and-copy", "--nix", "always"]);
+    run("KERNEL_BUILDER_NIX", &["build-and-copy", "--nix", "auto"]);
     run("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", &["native-cache"]);
     assert!(!helion.join("build").exists());
     assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0, "nothing under the default cache root");
