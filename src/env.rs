@@ -50,24 +50,10 @@ impl Var {
     /// (it would land under whatever directory the tool runs in); a path that exists and is no
     /// directory. A user's trial had `'~/tc'` download 1.8 GB into `./~/tc`.
     pub fn dir(&self) -> anyhow::Result<Option<camino::Utf8PathBuf>> {
-        let Some(v) = self.setting()? else { return Ok(None) };
-        let name = self.name;
-        let path = camino::Utf8PathBuf::from(v.trim());
-        anyhow::ensure!(
-            !path.as_str().starts_with('~'),
-            "{name} is `{path}`, and `~` is not expanded here; write the directory in full (`$HOME/…`)"
-        );
-        anyhow::ensure!(
-            path.is_absolute(),
-            "{name} is `{path}`, a relative path; set it to an absolute directory ({})",
-            self.meaning
-        );
-        anyhow::ensure!(
-            !path.exists() || path.is_dir(),
-            "{name} is `{path}`, which exists and is not a directory; set it to a directory ({})",
-            self.meaning
-        );
-        Ok(Some(path))
+        match self.setting()? {
+            Some(v) => absolute_dir(self.name, &v, self.meaning, None).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// A size setting (`500M`, `2G`; [`crate::fsutil::parse_size`]): `default` when unset or
@@ -120,6 +106,36 @@ impl Family {
             Err(std::env::VarError::NotUnicode(raw)) => Err(not_utf8(&var, &raw, self.meaning)),
         }
     }
+}
+
+/// `value` of the variable `name` as a directory setting for `what`: refused, naming the
+/// variable, when it starts with `~` (no shell expanded it), is relative (it would land under
+/// whatever directory the tool runs in), or exists and is no directory. `other`: the one other
+/// value the variable takes (`off`), offered as the alternative.
+pub fn absolute_dir(
+    name: &str,
+    value: &str,
+    what: &str,
+    other: Option<&str>,
+) -> anyhow::Result<camino::Utf8PathBuf> {
+    let path = camino::Utf8PathBuf::from(value.trim());
+    let (or, or_to) = match other {
+        Some(o) => (format!(", or `{o}`"), format!(", or to `{o}`")),
+        None => Default::default(),
+    };
+    anyhow::ensure!(
+        !path.as_str().starts_with('~'),
+        "{name} is `{path}`, and `~` is not expanded here; write the directory in full (`$HOME/…`){or}"
+    );
+    anyhow::ensure!(
+        path.is_absolute(),
+        "{name} is `{path}`, a relative path; set it to an absolute directory ({what}){or_to}"
+    );
+    anyhow::ensure!(
+        !path.exists() || path.is_dir(),
+        "{name} is `{path}`, which exists and is not a directory; set it to a directory ({what}){or_to}"
+    );
+    Ok(path)
 }
 
 /// A variable of ours set to bytes that are not UTF-8: refused, since taking it as unset would

@@ -317,14 +317,15 @@ fn keep_cell(shell: &mut Shell, wanted: &str, python: &Utf8Path, name: &str) -> 
     if let (true, Some(s)) = (shell.cells.is_empty(), skipped) {
         anyhow::bail!("`{}` cannot be built with `{python}` here: {}", wanted.escape_debug(), s.reason);
     }
+    let built: Vec<&str> = builds.iter().map(String::as_str).collect();
     anyhow::ensure!(
         !shell.cells.is_empty(),
         "`{}` is not a cell that torch {} of `{python}` builds; it builds {}{}{}",
         wanted.escape_debug(),
         shell.torch.version,
         builds.join(", "),
-        bundle::did_you_mean(&[wanted], &builds.iter().map(String::as_str).collect::<Vec<_>>()),
-        bundle::what_they_are(&[wanted], &builds.iter().map(String::as_str).collect::<Vec<_>>())
+        bundle::did_you_mean(&[wanted], &built),
+        bundle::what_they_are(&[wanted], &built)
     );
     Ok(())
 }

@@ -342,24 +342,21 @@ impl NativeArgs {
     }
 }
 
-/// Whether the Nix program (`$KERNEL_BUILDER_NIX`, else `nix`) is there to run: a path that is
-/// an executable file, or a name found so on PATH. (It looked for `nix` on PATH whatever
-/// KERNEL_BUILDER_NIX said; a user's trial.)
-///
-/// Errors: KERNEL_BUILDER_NIX is not UTF-8.
-fn nix_found() -> anyhow::Result<bool> {
+/// Whether the Nix program `program` ([`crate::nixdrv::nix_program`]) is there to run: a path
+/// that is an executable file, or a name found so on PATH. (It looked for `nix` on PATH
+/// whatever KERNEL_BUILDER_NIX said; a user's trial.)
+fn nix_found(program: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    let program = crate::nixdrv::nix_program()?;
     let runnable = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if program.contains('/') {
-        return Ok(runnable(std::path::Path::new(&program)));
+        return runnable(std::path::Path::new(program));
     }
     let Some(path) = crate::env::PATH.os() else {
-        return Ok(false);
+        return false;
     };
-    Ok(std::env::split_paths(&path).any(|d| runnable(&d.join(&program))))
+    std::env::split_paths(&path).any(|d| runnable(&d.join(program)))
 }
 
 /// Run `build-and-copy`.
@@ -381,7 +378,8 @@ pub fn run(args: Args) -> super::CmdResult {
         NixMode::Always => true,
         NixMode::Never => false,
         NixMode::Auto => {
-            let has_nix = nix_found()?;
+            let program = crate::nixdrv::nix_program()?;
+            let has_nix = nix_found(&program);
             let has_flake = dir.join("flake.nix").is_file();
             let orchestrator = if has_nix && has_flake {
                 crate::nixdrv::offline_orchestrator(&args.nix_args)?
@@ -411,7 +409,7 @@ pub fn run(args: Args) -> super::CmdResult {
                 let why = if has_nix {
                     format!("`{dir}` has no flake.nix")
                 } else {
-                    match crate::nixdrv::nix_program()? {
+                    match program {
                         p if p.contains('/') => format!("`{p}` (KERNEL_BUILDER_NIX) is not a program here"),
                         p => format!("`{p}` is not on PATH"),
                     }

@@ -703,6 +703,6 @@ fn cache_directories_must_be_absolute_directories() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8(out.stderr).unwrap(),
-        format!("error: KERNEL_BUILDER_COMPILE_CACHE is `{file}`, which exists and is not a directory; set it to a directory for the compile cache, or to `off`\n")
+        format!("error: KERNEL_BUILDER_COMPILE_CACHE is `{file}`, which exists and is not a directory; set it to a directory (the compile cache), or to `off`\n")
     );
 }

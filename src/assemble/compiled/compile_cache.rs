@@ -82,31 +82,20 @@ pub enum Setting {
 
 /// [`Setting`] from `KERNEL_BUILDER_COMPILE_CACHE` (its value `value`).
 ///
-/// Errors: a relative directory (the compilers run elsewhere), naming the variable.
+/// Errors, naming the variable: `OFF` for `off`, and what [`crate::env::absolute_dir`]
+/// refuses (a relative directory: the compilers run elsewhere).
 pub fn parse_setting(value: Option<&str>) -> anyhow::Result<Setting> {
     let name = crate::env::COMPILE_CACHE.name;
     match value.map(str::trim).filter(|v| !v.is_empty()) {
         None => Ok(Setting::Dir(crate::fsutil::cache_root()?.join(DIR_NAME))),
         Some("off") => Ok(Setting::Off),
-        Some(v) if Utf8Path::new(v).is_absolute() => {
-            // Refused as a setting, sccache or not (a file was taken, then listed as the cache).
-            anyhow::ensure!(
-                !Utf8Path::new(v).exists() || Utf8Path::new(v).is_dir(),
-                "{name} is `{v}`, which exists and is not a directory; set it to a directory for the compile cache, or to `off`"
-            );
-            Ok(Setting::Dir(Utf8PathBuf::from(v)))
-        }
         // `OFF`, `Off`: meant as `off` (a user's trial was told it was a relative path).
         Some(v) if v.eq_ignore_ascii_case("off") => {
             anyhow::bail!("{name} is `{v}`; write `off` in lower case to turn the compile cache off")
         }
-        // The shell did not expand it (quoted, or set from a file).
-        Some(v) if v.starts_with('~') => anyhow::bail!(
-            "{name} is `{v}`, and `~` is not expanded here; write the directory in full (`$HOME/…`), or `off`"
-        ),
-        Some(v) => anyhow::bail!(
-            "{name} is `{v}`, a relative path; set it to an absolute directory (the compile cache), or to `off`"
-        ),
+        // A directory as every cache directory setting is one: refused when `~…`, relative or
+        // a file, sccache or not.
+        Some(v) => crate::env::absolute_dir(name, v, "the compile cache", Some("off")).map(Setting::Dir),
     }
 }
 
