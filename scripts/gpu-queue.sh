@@ -25,6 +25,8 @@
 # so every cold build is cold. Optional files in STAGE/labels/ change one label:
 #   LABEL.env       VAR=VALUE lines, for its cold build and its warm rebuild
 #   LABEL.args      compat_run arguments, one per line (--no-tests, --pytest-arg=-m, …)
+#   LABEL.build     build-and-copy arguments, one per line, after the queue's BUILD-ARGS, for
+#                   its cold build and its warm rebuild (--cuda-capabilities=9.0, …)
 #   LABEL.after.sh  run in the background once it is built, in the kernel's directory, with
 #                   KDIR, VARIANT, LOCAL_KERNELS and RES set; its output goes to RES/after-LABEL.log
 set -uo pipefail
@@ -108,16 +110,18 @@ print([(v['name'], v.get('compile-cache'), v.get('parallel')) for v in d.get('va
     mapfile -t deps_env < <(python3 -c "import json; m = json.load(open('$stage/manifest.json'))
 for dep, var in m['deps'].items(): print(f'{var}=$work/deps/{dep}')")
     [ -f "$lab.args" ] && mapfile -t lab_args < <(grep -v '^#' "$lab.args" | grep .)
+    build_args=("$@")
+    [ -f "$lab.build" ] && mapfile -t -O ${#build_args[@]} build_args < <(grep -v '^#' "$lab.build" | grep .)
     rm -f $work/$k.built
     touch $q/.start-$label
     # Ninja's log (each translation unit's seconds), copied while the build runs.
     ( while sleep 5; do find /tmp/kbc -name .ninja_log -newer $q/.start-$label -exec cp {} $q/res/ninja-$label.log \; 2>/dev/null; done ) &
     poller=$!
-    stamp "== $label: cold build (tests up to ${test_s:-300} s after it); ${lab_env[*]} ${lab_args[*]}"
+    stamp "== $label: cold build (tests up to ${test_s:-300} s after it); ${lab_env[*]} ${lab_args[*]} -- ${build_args[*]}"
     env "${lab_env[@]}" COMPAT_BUILD_TIMEOUT=1700 COMPAT_TEST_TIMEOUT=${test_s:-300} \
       python3 "$stage/compat_run.py" run "$stage" --out $q/res --python python3 --backend cuda \
       --compiled-variant $variant --slice "$label" --kernels "$k" --keep-logs --work $work "${lab_args[@]}" \
-      -- "$@" > $q/compat-$label.out 2>&1 &
+      -- "${build_args[@]}" > $q/compat-$label.out 2>&1 &
     pid=$!
     pids+=($pid)
     while [ ! -f $work/$k.built ] && kill -0 $pid 2>/dev/null; do sleep 2; done
@@ -144,7 +148,7 @@ for dep, var in m['deps'].items(): print(f'{var}=$work/deps/{dep}')")
     rm -rf /tmp/warm/$label && mkdir -p /tmp/warm && cp -r $stage/kernels/$k /tmp/warm/$label
     s=$(date +%s.%N)
     env "${deps_env[@]}" "${lab_env[@]}" \
-      $kb build-and-copy /tmp/warm/$label --nix never --python python3 --no-cache --json --variant "$built" "$@" \
+      $kb build-and-copy /tmp/warm/$label --nix never --python python3 --no-cache --json --variant "$built" "${build_args[@]}" \
       > $q/res/warm-$label.json 2> $q/res/warm-$label.err
     rc=$?
     wall=$(python3 -c "import time;print(round(time.time()-$s,1))")
