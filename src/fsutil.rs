@@ -629,8 +629,9 @@ pub fn human_size(bytes: u64) -> String {
 /// Parse a size: a number of bytes with an optional unit `K`, `M`, `G`, `T` (powers of 1024;
 /// `KiB`, `MiB`, … and `KB`, `MB`, … mean the same; `B` is bytes), e.g. `500M`, `2GiB`, `1.5G`.
 ///
-/// Errors: anything else (a unit spelled twice, a fraction of a byte), with the accepted forms;
-/// the message does not repeat the value, which the caller names with where it came from.
+/// Errors: anything else (a unit spelled twice, a fraction of a byte, a number with a unit that
+/// comes to less than one byte), with the accepted forms; the message does not repeat the value,
+/// which the caller names with where it came from.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
@@ -659,6 +660,11 @@ pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     let bytes = n * (1u64 << shift) as f64;
     // 2^64 as f64 is exact; a fraction of bytes is dropped.
     anyhow::ensure!(bytes.is_finite() && bytes < 18_446_744_073_709_551_616.0, out_of_range());
+    // What is under a byte would be taken as 0, which a bound reads as "keep nothing".
+    anyhow::ensure!(
+        n == 0.0 || bytes >= 1.0,
+        "less than one byte; write 0 for none, or a whole number of bytes"
+    );
     Ok(bytes as u64)
 }
 
@@ -705,6 +711,10 @@ mod tests {
         assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_size("2 gb").unwrap(), 2 << 30);
         assert_eq!(parse_size("1.5K").unwrap(), 1536);
+        // Under a byte is refused, not taken as 0; a fraction of a byte past one is dropped.
+        assert!(parse_size("0.0000001K").unwrap_err().to_string().contains("less than one byte"));
+        assert_eq!(parse_size("0.0K").unwrap(), 0);
+        assert_eq!(parse_size("0.1K").unwrap(), 102);
         assert!(parse_size("lots").unwrap_err().to_string().contains("not a size"));
         assert!(parse_size("5X").is_err());
         assert!(parse_size("").is_err());

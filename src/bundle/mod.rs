@@ -62,8 +62,8 @@ pub mod verify;
 
 pub use lock::{lock_dir, Lock};
 pub use plan::{
-    choose_toolchains, compiled_backends, did_you_mean, host_cell, noarch_variants, pinned_plan, plan,
-    select, unplanned_variant_dirs, uses_pins, variant_kind, what_they_are, why_not_buildable, Plan,
+    choose_toolchains, compiled_backends, did_you_mean, host_cell, known_here, noarch_variants, pinned_plan,
+    plan, select, unplanned_variant_dirs, uses_pins, variant_kind, what_they_are, why_not_buildable, Plan,
     ToolchainRequest, Toolchains,
 };
 

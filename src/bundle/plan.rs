@@ -410,6 +410,20 @@ pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> String {
     notes.iter().map(|n| format!("; {n}")).collect()
 }
 
+/// Refuses the names in `requested` that are none of this host's variants of the kernel, with
+/// what [`unknown_variants`] says of them: for a command to say before work it would do first
+/// (a Hub token asked for, a toolchain fetched) what the plan would only say after.
+pub fn known_here<S: AsRef<str>>(cells: &matrix::KernelCells, requested: &[S]) -> anyhow::Result<()> {
+    let system = matrix::host_system();
+    let here: Vec<&str> = cells.on(&system, matrix::Scope::All).map(|c| c.name.as_str()).collect();
+    let unknown: Vec<&str> = requested.iter().map(AsRef::as_ref).filter(|n| !here.contains(n)).collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(unknown_variants(&[], &unknown, &here, &[]))
+    }
+}
+
 /// The planned variants named in `requested` (all of them when it is empty), in plan order.
 /// Named in the error beside the planned ones: `unplanned`, the kernel's variants not planned
 /// because nobody asked for them (pinned cells), and `not_here`, those that cannot be built on

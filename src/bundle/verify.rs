@@ -129,13 +129,7 @@ fn verify_with(
             !build_dir.join(n).is_dir() && !manifest.as_ref().is_some_and(|m| m.variants.contains_key(*n))
         })
         .collect();
-    let system = crate::matrix::host_system();
-    let here: Vec<&str> = cells.on(&system, crate::matrix::Scope::All).map(|c| c.name.as_str()).collect();
-    let not_variants: Vec<&String> = absent.iter().copied().filter(|n| !here.contains(&n.as_str())).collect();
-    if !not_variants.is_empty() {
-        let e = super::plan::unknown_variants(&[], &not_variants, &here, &[]);
-        anyhow::bail!("cannot verify: {e}");
-    }
+    super::plan::known_here(cells, &absent).map_err(|e| anyhow::anyhow!("cannot verify: {e}"))?;
     if !absent.is_empty() {
         anyhow::bail!(
             "cannot verify {}: not in `{build_dir}` nor in its hashes.json, so there is nothing to compare a rebuild with; build it first (`kernel-builder build-and-copy --variant …`)",

@@ -41,7 +41,9 @@ pub fn run(args: Args) -> super::CmdResult {
         );
     }
     let loaded = super::load_config(&dir)?;
-    // No token, or no repository: said now, not after the build.
+    // A variant name that is none of the kernel's here, no token, or no repository: said now,
+    // not after the build (nor the token asked for to build a typo).
+    bundle::known_here(&loaded.cells, &args.variants)?;
     super::upload::require_token(&args.flags)?;
     let options = super::upload::upload_options(dir.clone(), Ok(loaded.config.clone()), &args.flags);
     crate::hub::upload::repo_id(&options)?;

@@ -905,6 +905,29 @@ fn build_and_upload_without_a_token_builds_nothing() {
     assert_eq!(env.server.stats()["requests"], json!({}));
 }
 
+/// From a user's trial: `build-and-upload --variant` with a name the kernel lacks asked for the
+/// Hub token first, so a typo cost a login. The name is refused first, with the kernel's
+/// variants, the token not asked for and nothing built.
+#[test]
+fn build_and_upload_refuses_an_unknown_variant_before_asking_for_a_token() {
+    let env = Env::new();
+    let dir = env.root.join("k");
+    fixture(&dir, BUILD_TOML);
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), None)
+            .args(["build-and-upload", "--variant", "torch-cdua"])
+            .arg(&dir),
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "error: unknown variant `torch-cdua`; this kernel's variants are: torch-cpu, torch-cuda; did you mean `torch-cuda`?\n"
+    );
+    assert!(!dir.join("build").exists());
+    assert_eq!(env.server.stats()["requests"], json!({}));
+}
+
 #[test]
 fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
     let env = Env::new();
