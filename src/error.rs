@@ -231,6 +231,13 @@ pub fn hints(err: &anyhow::Error) -> Vec<String> {
     out
 }
 
+/// `err` said after `prefix` on its own line (`cannot verify: unknown variant …`), its kind and
+/// hints kept; for an error whose cause chain would say less than its one line.
+pub fn prefixed(prefix: &str, err: anyhow::Error) -> anyhow::Error {
+    let kind = kind(&err);
+    Error::new(kind, format!("{prefix}: {err}")).with_hints(hints(&err)).into()
+}
+
 /// The lines that report a failure: `error: …`, each cause below it as `  caused by: …`, then
 /// each hint of the chain's typed errors ([`hints`]) as `hint: …`.
 pub fn failure_lines(err: &anyhow::Error) -> Vec<String> {

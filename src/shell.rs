@@ -317,16 +317,16 @@ fn keep_cell(shell: &mut Shell, wanted: &str, python: &Utf8Path, name: &str) -> 
     if let (true, Some(s)) = (shell.cells.is_empty(), skipped) {
         anyhow::bail!("`{}` cannot be built with `{python}` here: {}", wanted.escape_debug(), s.reason);
     }
-    let built: Vec<&str> = builds.iter().map(String::as_str).collect();
-    anyhow::ensure!(
-        !shell.cells.is_empty(),
-        "`{}` is not a cell that torch {} of `{python}` builds; it builds {}{}{}",
-        wanted.escape_debug(),
-        shell.torch.version,
-        builds.join(", "),
-        bundle::did_you_mean(&[wanted], &built),
-        bundle::what_they_are(&[wanted], &built)
-    );
+    if shell.cells.is_empty() {
+        let built: Vec<&str> = builds.iter().map(String::as_str).collect();
+        let message = format!(
+            "`{}` is not a cell that torch {} of `{python}` builds; it builds {}",
+            wanted.escape_debug(),
+            shell.torch.version,
+            builds.join(", "),
+        );
+        return Err(bundle::no_such_variant(message, &[wanted], &built));
+    }
     Ok(())
 }
 
@@ -384,13 +384,14 @@ fn pinned_toolchain(
                     v.escape_debug(),
                     names.join(", ")
                 ),
-                None => anyhow::bail!(
-                    "`{}` is not a pinned cell of `{name}` on this system; these are: {}{}{}",
-                    v.escape_debug(),
-                    names.join(", "),
-                    bundle::did_you_mean(&[v], &names),
-                    bundle::what_they_are(&[v], &names)
-                ),
+                None => {
+                    let message = format!(
+                        "`{}` is not a pinned cell of `{name}` on this system; these are: {}",
+                        v.escape_debug(),
+                        names.join(", "),
+                    );
+                    return Err(bundle::no_such_variant(message, &[v], &names));
+                }
             }
         }
         // The first whose torch wheel is pinned (else the first, which then says what to pin).

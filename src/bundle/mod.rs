@@ -62,9 +62,9 @@ pub mod verify;
 
 pub use lock::{lock_dir, Lock};
 pub use plan::{
-    choose_toolchains, compiled_backends, did_you_mean, host_cell, known_here, noarch_variants, pinned_plan,
-    plan, select, unplanned_variant_dirs, uses_pins, variant_kind, what_they_are, why_not_buildable, Plan,
-    ToolchainRequest, Toolchains,
+    choose_toolchains, compiled_backends, did_you_mean, host_cell, known_here, no_such_variant,
+    noarch_variants, pinned_plan, plan, select, unplanned_variant_dirs, uses_pins, variant_kind,
+    what_they_are, why_not_buildable, Plan, ToolchainRequest, Toolchains,
 };
 
 use crate::assemble::compiled::SkippedBackend;

@@ -304,22 +304,18 @@ fn tvm_ffi_cuda_fix(cell: &CompiledCell, name: &str) -> Option<String> {
     Some(fix)
 }
 
-/// `"; did you mean `torch-cuda`?"` for the unknown names within two edits (optimal string
-/// alignment: a swap of two neighbours is one) of a valid one, else `""`. Variant names share
+/// `did you mean `torch-cuda`?` for the unknown names within two edits (optimal string
+/// alignment: a swap of two neighbours is one) of a valid one, else nothing: a hint. Variant names share
 /// long prefixes (`torch-`, `torch212-cxx11-`), so a similarity score would suggest
 /// `torch-rocm` for `torch-metal`; an edit distance does not.
-pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> String {
+pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> Option<String> {
     let near: Vec<String> = unknown
         .iter()
         .filter_map(|u| {
             crate::suggest::nearest(u.as_ref(), valid.iter().copied(), 2).map(|v| format!("`{v}`"))
         })
         .collect();
-    if near.is_empty() {
-        String::new()
-    } else {
-        format!("; did you mean {}?", near.join(", "))
-    }
+    (!near.is_empty()).then(|| format!("did you mean {}?", near.join(", ")))
 }
 
 /// The kernel's bundle variants of this system that `the_plan` does not build, split: those not
@@ -359,13 +355,12 @@ pub fn unknown_variants<S: AsRef<str>>(
         (valid, not_here) => format!("{valid}, and {not_here}, which cannot be built here"),
     };
     let all: Vec<&str> = valid.iter().chain(not_here).copied().collect();
-    anyhow::anyhow!(
-        "unknown variant{} {}; this kernel's variants are: {listed}{}{}",
+    let message = format!(
+        "unknown variant{} {}; this kernel's variants are: {listed}",
         if unknown.len() == 1 { "" } else { "s" },
         unknown.iter().map(|u| format!("`{}`", u.as_ref().escape_debug())).collect::<Vec<_>>().join(", "),
-        did_you_mean(unknown, &all),
-        what_they_are(unknown, &all)
-    )
+    );
+    no_such_variant(message, unknown, &all)
 }
 
 /// The system a variant name is for (`aarch64-linux`), when the name says one.
@@ -383,13 +378,13 @@ fn elsewhere(system: &str, host: &str) -> String {
     format!("a variant of {system}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
 }
 
-/// What names that are no variant here are: a kernels 0.19 spelling of one (kernel-builder
-/// takes the legacy names both loaders read), or a variant of another system.
-pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> String {
+/// What names that are no variant here are, one hint each: a kernels 0.19 spelling of one
+/// (kernel-builder takes the legacy names both loaders read), or a variant of another system.
+pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> {
     let host = matrix::host_system();
     // The system a variant name is for, when the name says one.
     let elsewhere = |system: &str| elsewhere(system, &host);
-    let notes: Vec<String> = unknown
+    unknown
         .iter()
         .filter_map(|u| {
             let u = u.as_ref();
@@ -406,8 +401,19 @@ pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> String {
             let system = system_of(u)?;
             (system != host).then(|| format!("`{u}` is {}", elsewhere(&system)))
         })
-        .collect();
-    notes.iter().map(|n| format!("; {n}")).collect()
+        .collect()
+}
+
+/// The hints for names that are none of `all`: the near misses ([`did_you_mean`]), then what
+/// each is ([`what_they_are`]).
+pub fn name_hints<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> {
+    did_you_mean(unknown, all).into_iter().chain(what_they_are(unknown, all)).collect()
+}
+
+/// The error "`message`", with [`name_hints`] for `unknown` among `all` as its hints (the
+/// `hint:` lines, and `hints` in a `--json` failure).
+pub fn no_such_variant<S: AsRef<str>>(message: String, unknown: &[S], all: &[&str]) -> anyhow::Error {
+    crate::error::Error::new(crate::error::Kind::Failed, message).with_hints(name_hints(unknown, all)).into()
 }
 
 /// Refuses the names in `requested` that are none of this host's variants of the kernel, with
@@ -618,6 +624,11 @@ fn host_then_pinned_plan(
 
 #[cfg(test)]
 mod tests {
+    /// An error as the CLI says it, less `error: `: its line, then a `hint:` line each.
+    fn said(e: anyhow::Error) -> String {
+        crate::error::failure_lines(&e).join("\n").trim_start_matches("error: ").to_owned()
+    }
+
     use super::*;
     use crate::config::Backend::*;
     use crate::matrix::testutil::{noarch_config, torch_config, v};
@@ -791,35 +802,35 @@ mod tests {
             names(&select(&planned, &[], &[], &[]).unwrap()),
             ["torch-cuda", "torch-rocm", "torch-xpu"]
         );
-        let err = select(&planned, &["torch-cpu".into(), "cuda".into()], &[], &[]).unwrap_err().to_string();
+        let err = said(select(&planned, &["torch-cpu".into(), "cuda".into()], &[], &[]).unwrap_err());
         assert_eq!(
             err,
-            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-xpu`?"
+            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu\nhint: did you mean `torch-xpu`?"
         );
-        let err = select(&planned, &["torch-metal".into()], &[], &[]).unwrap_err().to_string();
+        let err = said(select(&planned, &["torch-metal".into()], &[], &[]).unwrap_err());
         assert!(err.ends_with("torch-rocm, torch-xpu"), "no near miss, no suggestion: {err}");
         // A pinned build whose cells were all skipped here (an empty toolchain cache with
         // --offline) listed "(none)"; it names them, and near misses among them.
         let skipped = ["torch215-cxx11-cpu-x86_64-linux", "torch215-cxx11-cu132-x86_64-linux"];
-        let err =
-            select(&[], &["torch215-cxx11-cpu-x86_64-linx".into()], &[], &skipped).unwrap_err().to_string();
+        let err = said(select(&[], &["torch215-cxx11-cpu-x86_64-linx".into()], &[], &skipped).unwrap_err());
         assert_eq!(
             err,
-            "unknown variant `torch215-cxx11-cpu-x86_64-linx`; this kernel's variants are: none that builds here (torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux cannot); did you mean `torch215-cxx11-cpu-x86_64-linux`?"
+            "unknown variant `torch215-cxx11-cpu-x86_64-linx`; this kernel's variants are: none that builds here (torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux cannot)\nhint: did you mean `torch215-cxx11-cpu-x86_64-linux`?"
         );
-        let err = select(&planned[..1], &["bogus".into()], &[], &skipped[..1]).unwrap_err().to_string();
+        let err = said(select(&planned[..1], &["bogus".into()], &[], &skipped[..1]).unwrap_err());
         assert_eq!(
             err,
             "unknown variant `bogus`; this kernel's variants are: torch-cuda, and torch215-cxx11-cpu-x86_64-linux, which cannot be built here"
         );
         // A pinned cell nobody asked for is not planned, and is no less a variant: a fresh user
         // was told every pinned cell "cannot" be built, for a typo, with the right one building.
-        let err = select(&planned[..1], &["torch215-cxx11-cpu-x86_64-linu".into()], &skipped[..1], &[])
-            .unwrap_err()
-            .to_string();
+        let err = said(
+            select(&planned[..1], &["torch215-cxx11-cpu-x86_64-linu".into()], &skipped[..1], &[])
+                .unwrap_err(),
+        );
         assert_eq!(
             err,
-            "unknown variant `torch215-cxx11-cpu-x86_64-linu`; this kernel's variants are: torch-cuda, torch215-cxx11-cpu-x86_64-linux; did you mean `torch215-cxx11-cpu-x86_64-linux`?"
+            "unknown variant `torch215-cxx11-cpu-x86_64-linu`; this kernel's variants are: torch-cuda, torch215-cxx11-cpu-x86_64-linux\nhint: did you mean `torch215-cxx11-cpu-x86_64-linux`?"
         );
     }
 
@@ -830,23 +841,23 @@ mod tests {
         let host = matrix::host_system();
         let ours = format!("torch215-cxx11-cu132-{host}");
         let other = if host == "x86_64-linux" { "aarch64-linux" } else { "x86_64-linux" };
-        let msg = |asked: &str| unknown_variants(&[], &[asked], &[ours.as_str()], &[]).to_string();
+        let msg = |asked: &str| said(unknown_variants(&[], &[asked], &[ours.as_str()], &[]));
         assert_eq!(
             msg(&format!("torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}")),
-            format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}`; this kernel's variants are: {ours}; `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}` is the kernels 0.19 spelling of `{ours}`; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
+            format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}`; this kernel's variants are: {ours}\nhint: `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}` is the kernels 0.19 spelling of `{ours}`; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
         );
         assert!(msg(&format!("torch-2.14-cxx11-cuda-13.0-cpython-3.9-abi3-{host}")).ends_with(&format!(
             "is the kernels 0.19 spelling of `torch214-cxx11-cu130-{host}`, which this kernel does not have either; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)"
         )));
         assert_eq!(
             msg(&format!("torch215-cxx11-cu132-{other}")),
-            format!("unknown variant `torch215-cxx11-cu132-{other}`; this kernel's variants are: {ours}; `torch215-cxx11-cu132-{other}` is a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
+            format!("unknown variant `torch215-cxx11-cu132-{other}`; this kernel's variants are: {ours}\nhint: `torch215-cxx11-cu132-{other}` is a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
         );
         // A 0.19 name of another system's variant says both (it had said "which this kernel
         // does not have either" of a variant the kernel has, on aarch64-linux).
         assert_eq!(
             msg(&format!("torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}")),
-            format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}`; this kernel's variants are: {ours}; `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}` is the kernels 0.19 spelling of `torch215-cxx11-cu132-{other}`, a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`); name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
+            format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}`; this kernel's variants are: {ours}\nhint: `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}` is the kernels 0.19 spelling of `torch215-cxx11-cu132-{other}`, a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`); name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
         );
         // A name with a line break is shown escaped, on the error's one line.
         assert!(msg("torch\nfoo").starts_with("unknown variant `torch\\nfoo`;"), "{}", msg("torch\nfoo"));

@@ -129,7 +129,7 @@ fn verify_with(
             !build_dir.join(n).is_dir() && !manifest.as_ref().is_some_and(|m| m.variants.contains_key(*n))
         })
         .collect();
-    super::plan::known_here(cells, &absent).map_err(|e| anyhow::anyhow!("cannot verify: {e}"))?;
+    super::plan::known_here(cells, &absent).map_err(|e| crate::error::prefixed("cannot verify", e))?;
     if !absent.is_empty() {
         anyhow::bail!(
             "cannot verify {}: not in `{build_dir}` nor in its hashes.json, so there is nothing to compare a rebuild with; build it first (`kernel-builder build-and-copy --variant …`)",
@@ -169,7 +169,7 @@ fn verify_with(
         // Listed as a build lists them: skipped cells apart, pinned ones not planned as variants.
         let (unplanned, not_here) = super::plan::unplanned_and_skipped(cells, &the_plan);
         let e = super::plan::unknown_variants(&planned, &unknown, &unplanned, &not_here);
-        anyhow::bail!("cannot verify: {e}");
+        return Err(crate::error::prefixed("cannot verify", e));
     }
     anyhow::ensure!(!names.is_empty(), "`{build_dir}` holds no variant of this kernel to verify");
     let source = SourceSet::collect(kernel_dir, config)?;

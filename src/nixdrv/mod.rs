@@ -529,14 +529,14 @@ fn check_variants(dir: &Utf8Path, variants: &[String], extra_args: &[String]) ->
     let known: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
     let unknown: Vec<&str> = variants.iter().map(String::as_str).filter(|v| !known.contains(v)).collect();
     if !unknown.is_empty() {
-        bail!(
-            "`{dir}` has no variant {} on {system}; its variants are: {}{}{}",
+        let message = format!(
+            "`{dir}` has no variant {} on {system}; its variants are: {}",
             unknown.iter().map(|v| format!("`{}`", v.escape_debug())).collect::<Vec<_>>().join(", "),
             if known.is_empty() { "(none)".to_owned() } else { known.join(", ") },
-            crate::bundle::did_you_mean(&unknown, &known),
-            // A kernels 0.19 spelling, another system's variant: as the native path says it.
-            crate::bundle::what_they_are(&unknown, &known)
         );
+        // A near miss, a kernels 0.19 spelling, another system's variant: as the native path
+        // says them.
+        return Err(crate::bundle::no_such_variant(message, &unknown, &known));
     }
     Ok(())
 }

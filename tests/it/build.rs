@@ -510,7 +510,7 @@ fn unknown_variant_lists_the_valid_ones() {
     let out = build(t.path(), &["--variant", "torch-cdua"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "error: unknown variant `torch-cdua`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu; did you mean `torch-cuda`?\n"
+        "error: unknown variant `torch-cdua`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu\nhint: did you mean `torch-cuda`?\n"
     );
 }
 

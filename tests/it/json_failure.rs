@@ -137,6 +137,36 @@ fn an_upload_without_a_token_lists_what_to_do_as_hints() {
     );
 }
 
+/// An unknown `--variant`: the near miss and what the name is (a kernels 0.19 spelling) are
+/// hints, not words in the message (a user's trial found them inside it, with `hints: []`).
+#[test]
+fn an_unknown_variant_lists_the_near_miss_and_what_it_is_as_hints() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(
+        tmp.path().join("build.toml"),
+        "[general]\nname = \"relu\"\nversion = 1\nbackends = [\"cpu\", \"cuda\"]\n\n[torch-noarch]\n",
+    )
+    .unwrap();
+    let (code, doc) =
+        run_json(tmp.path(), &["build-and-copy", "--json", "--nix", "never", "--variant", "torch-cdua"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        doc["error"],
+        json!({"message": "unknown variant `torch-cdua`; this kernel's variants are: torch-cpu, torch-cuda", "causes": [], "hints": ["did you mean `torch-cuda`?"]})
+    );
+    let host = kernel_builder::matrix::host_system();
+    let name = format!("torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{host}");
+    fs::create_dir(tmp.path().join("build")).unwrap();
+    let (code, doc) = run_json(tmp.path(), &["verify", "--json", "--variant", &name]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        doc["error"],
+        json!({"message": format!("cannot verify: unknown variant `{name}`; this kernel's variants are: torch-cpu, torch-cuda"), "causes": [], "hints": [
+            format!("`{name}` is the kernels 0.19 spelling of `torch215-cxx11-cu132-{host}`, which this kernel does not have either; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
+        ]})
+    );
+}
+
 /// Without `--json` a failure leaves stdout empty: the document is only for `--json`.
 #[test]
 fn without_json_a_failure_prints_nothing_on_stdout() {

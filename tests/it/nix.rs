@@ -628,10 +628,10 @@ fn unknown_variant_is_refused_with_the_kernels_variants() {
         &override_orchestrator(),
         false,
     )
-    .unwrap_err()
-    .to_string();
+    .unwrap_err();
+    let err = kernel_builder::error::failure_lines(&err).join("\n");
     assert!(
-        err.ends_with("; `torch215-cxx11-cpu-aarch64-linux` is a variant of aarch64-linux, and this machine builds x86_64-linux's: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)"),
+        err.ends_with("\nhint: `torch215-cxx11-cpu-aarch64-linux` is a variant of aarch64-linux, and this machine builds x86_64-linux's: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)"),
         "{err}"
     );
 }

@@ -291,7 +291,7 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
     assert_eq!(code, Some(1));
     assert_eq!(
         stderr,
-        "error: `torch214-cxx11-cpu-aarch64-linux` is not a pinned cell of `relu` on this system; these are: torch214-cxx11-cpu-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux; `torch214-cxx11-cpu-aarch64-linux` is a variant of aarch64-linux, and this machine builds x86_64-linux's: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)\n"
+        "error: `torch214-cxx11-cpu-aarch64-linux` is not a pinned cell of `relu` on this system; these are: torch214-cxx11-cpu-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux\nhint: `torch214-cxx11-cpu-aarch64-linux` is a variant of aarch64-linux, and this machine builds x86_64-linux's: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)\n"
     );
     // The names of a user's trial: a kernels 0.19 spelling, a typo, and a matrix cell whose
     // torch wheel has no hash pinned (it was listed as "pinned", then failed to provision).
@@ -304,14 +304,14 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
         "true",
     ]);
     assert_eq!(code, Some(1));
-    assert!(stderr.ends_with("; `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-x86_64-linux` is the kernels 0.19 spelling of `torch215-cxx11-cu132-x86_64-linux`; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)\n"), "{stderr}");
+    assert!(stderr.ends_with("\nhint: `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-x86_64-linux` is the kernels 0.19 spelling of `torch215-cxx11-cu132-x86_64-linux`; name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)\n"), "{stderr}");
     let (code, _, stderr) = pinned(&["devshell", relu, "--variant", "a\nb", "--", "true"]);
     assert_eq!(code, Some(1));
     assert!(stderr.starts_with("error: `a\\nb` is not a pinned cell of `relu`"), "{stderr}");
     let (code, _, stderr) =
         pinned(&["devshell", relu, "--variant", "torch215-cxx11-cpu-x86_64-linx", "--", "true"]);
     assert_eq!(code, Some(1));
-    assert!(stderr.ends_with("; did you mean `torch215-cxx11-cpu-x86_64-linux`?\n"), "{stderr}");
+    assert!(stderr.ends_with("\nhint: did you mean `torch215-cxx11-cpu-x86_64-linux`?\n"), "{stderr}");
     let (code, _, stderr) =
         pinned(&["devshell", relu, "--variant", "torch214-cxx11-cu126-x86_64-linux", "--", "true"]);
     assert_eq!(code, Some(1));

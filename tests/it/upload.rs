@@ -922,7 +922,7 @@ fn build_and_upload_refuses_an_unknown_variant_before_asking_for_a_token() {
     assert_eq!(r.code, 1);
     assert_eq!(
         r.stderr,
-        "error: unknown variant `torch-cdua`; this kernel's variants are: torch-cpu, torch-cuda; did you mean `torch-cuda`?\n"
+        "error: unknown variant `torch-cdua`; this kernel's variants are: torch-cpu, torch-cuda\nhint: did you mean `torch-cuda`?\n"
     );
     assert!(!dir.join("build").exists());
     assert_eq!(env.server.stats()["requests"], json!({}));
