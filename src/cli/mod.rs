@@ -205,7 +205,9 @@ pub fn main() -> ExitCode {
 }
 
 /// A command line clap refuses: its message on stderr, as clap prints it, exit 2; with `--json`
-/// also the failure document on stdout, so a program reading it gets one either way.
+/// also the failure document on stdout, so a program reading it gets one either way. A value
+/// clap read from an environment variable (`env =` arguments) is said to be that variable's:
+/// clap names the flag, which the user did not give.
 fn command_line_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     let shown = matches!(
@@ -217,10 +219,6 @@ fn command_line_error(e: clap::Error) -> ExitCode {
     // `args_os`: the argument clap refused may be the one that is not UTF-8, and `args` would
     // panic on it.
     let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
-    if shown || !args.iter().any(|a| a == "--json") {
-        e.exit()
-    }
-    let _ = e.print();
     // The subcommand path the arguments name (`matrix check-wheel`), as far as they name one.
     let mut command = Cli::command();
     let mut names: Vec<String> = Vec::new();
@@ -233,10 +231,56 @@ fn command_line_error(e: clap::Error) -> ExitCode {
             None => break,
         }
     }
-    let text = e.render().to_string();
-    let message = text.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
-    json::print_failure(&names.join(" "), &anyhow::anyhow!(message));
+    let from_env = if shown { None } else { refused_environment_value(&e, &command, &args) };
+    let json = args.iter().any(|a| a == "--json");
+    let message = match from_env {
+        Some(message) => {
+            crate::printer::stderr!("error: {message}");
+            message
+        }
+        None if shown || !json => e.exit(),
+        None => {
+            let _ = e.print();
+            let text = e.render().to_string();
+            text.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned()
+        }
+    };
+    if json {
+        json::print_failure(&names.join(" "), &anyhow::anyhow!(message));
+    }
     ExitCode::from(crate::error::Kind::Usage.exit_code())
+}
+
+/// What clap refused, said of the environment variable it came from: an argument of `command`
+/// with `env = VAR` whose flag `args` does not give, when VAR is set and is the value refused
+/// (clap's error names the flag) or is not UTF-8 (clap's says "invalid UTF-8 in arguments").
+fn refused_environment_value(e: &clap::Error, command: &clap::Command, args: &[String]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let refused_flag = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.split_whitespace().next().map(str::to_owned),
+        _ => None,
+    };
+    command.get_arguments().find_map(|arg| {
+        let var = arg.get_env()?.to_str()?;
+        let long = format!("--{}", arg.get_long()?);
+        let given = args.iter().any(|a| *a == long || a.starts_with(&format!("{long}=")));
+        let value = std::env::var_os(var).filter(|_| !given)?;
+        match (e.kind(), value.to_str()) {
+            (ErrorKind::InvalidUtf8, None) => {
+                Some(format!("`{var}` is not UTF-8; set it to a UTF-8 value, unset it, or pass {long}"))
+            }
+            (ErrorKind::ValueValidation | ErrorKind::InvalidValue, Some(value))
+                if refused_flag.as_deref() == Some(long.as_str()) =>
+            {
+                let why = std::error::Error::source(e).map(|s| format!(": {s}")).unwrap_or_default();
+                Some(format!(
+                    "invalid `{var}` (the environment's {long}, `{}`){why}; fix it, unset it, or pass {long}",
+                    value.escape_debug()
+                ))
+            }
+            _ => None,
+        }
+    })
 }
 
 /// The command's name (`matrix check-wheel`) when `--json` was given to it: its failure is then

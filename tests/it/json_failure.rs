@@ -326,6 +326,43 @@ fn a_refused_command_line_with_json_prints_the_failure_document() {
     assert!(out.stdout.is_empty());
 }
 
+/// A value clap reads from an environment variable (`env =`: KERNEL_BUILDER_CUDA_CAPABILITIES,
+/// KERNEL_BUILDER_PYTHON, KERNEL_BUILDER_FLAKE_REF) is refused as the variable's, not as the
+/// flag clap names: a user's trial was told `--cuda-capabilities`, which they had not given, and
+/// of a value that is not UTF-8 "invalid UTF-8 in arguments". A flag given names the flag.
+#[test]
+fn a_value_refused_from_the_environment_names_the_variable() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |value: &std::ffi::OsStr, args: &[&str]| {
+        let out = kb()
+            .args(args)
+            .current_dir(tmp.path())
+            .env("KERNEL_BUILDER_CUDA_CAPABILITIES", value)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8(out.stderr).unwrap(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (code, stderr, stdout) = run("9.0,abc".as_ref(), &["build-and-copy"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        "error: invalid `KERNEL_BUILDER_CUDA_CAPABILITIES` (the environment's --cuda-capabilities, `9.0,abc`): `abc` is not a CUDA capability; write `X.Y`, `X.Ya`, `X.Yf` or `X.Y+PTX`, e.g. \"9.0a\"; fix it, unset it, or pass --cuda-capabilities\n"
+    );
+    assert_eq!(stdout, "");
+    let (code, _, stdout) = run(std::ffi::OsStr::from_bytes(b"9.0\xff"), &["build-and-upload", "--json"]);
+    assert_eq!(code, Some(2));
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        doc,
+        json!({"ok": false, "command": "build-and-upload", "error": {"message": "`KERNEL_BUILDER_CUDA_CAPABILITIES` is not UTF-8; set it to a UTF-8 value, unset it, or pass --cuda-capabilities", "causes": [], "hints": []}})
+    );
+    // The flag given: clap's own message, naming the flag.
+    let (code, stderr, _) = run("abc".as_ref(), &["build-and-copy", "--cuda-capabilities", "xyz"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.starts_with("error: invalid value 'xyz' for '--cuda-capabilities <CAPS>'"), "{stderr}");
+}
+
 /// A command line that clap refuses is reported, never a panic, whatever bytes it holds: the
 /// case from a user's trial was `--variant $'torch215\xff'` (exit 101, a backtrace), reached by
 /// any refused command line with an argument that is not UTF-8. Every subcommand, with and
