@@ -95,7 +95,7 @@ pub fn assemble_variant(
     let built = match &variant.cell {
         Some(cell) => build_cell(source, config, cell, ids, &dest, work, layout)?,
         None => assemble_noarch(source, config, variant.backend, ids, &dest, layout)
-            .map(|warnings| compiled::CellBuilt { warnings, compiles: None, parallel: None })?,
+            .map(|warnings| compiled::CellBuilt { warnings, compiles: None, parallel: None, phases: None })?,
     };
     record::record(&dest)?;
     Ok(built)

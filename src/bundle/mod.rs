@@ -114,7 +114,7 @@ pub struct BundleReport {
 }
 
 /// One variant written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BuiltVariant {
     pub name: String,
     /// `DIR/build/<name>`.
@@ -132,6 +132,8 @@ pub struct BuiltVariant {
     /// The parallelism its compile ran with, and whether it is a CUDA cell (`None`: reused or
     /// noarch).
     pub parallel: Option<(crate::assemble::compiled::parallel::Plan, bool)>,
+    /// Where its build time went (`None`: reused, noarch, or not built with CMake).
+    pub phases: Option<crate::assemble::compiled::Phases>,
 }
 
 /// How one cell of a build went, for [`Progress::finished`].

@@ -19,6 +19,7 @@ pub(super) struct CellResult {
     /// What the compile cache did for it (`None`: reused, noarch, or the cache off).
     pub(super) compiles: Option<crate::assemble::compiled::compile_cache::CompileStats>,
     pub(super) parallel: Option<(crate::assemble::compiled::parallel::Plan, bool)>,
+    pub(super) phases: Option<crate::assemble::compiled::Phases>,
 }
 
 /// Build (or reuse) each of `selected` into `new_dir/<name>`, `options.jobs` cells at a time,
@@ -111,7 +112,7 @@ pub(super) fn build_one(
     if let Some((cache, key)) = &cached {
         match cache.fetch(key, &v.name, &dest) {
             Fetched::Hit(w) => {
-                return Ok(CellResult { warnings: w, reused: true, compiles: None, parallel: None })
+                return Ok(CellResult { warnings: w, reused: true, compiles: None, parallel: None, phases: None })
             }
             Fetched::Miss => {}
             Fetched::Corrupt(why) => warnings.push(Warning {
@@ -142,7 +143,13 @@ pub(super) fn build_one(
         }
     }
     warnings.extend(built.warnings);
-    Ok(CellResult { warnings, reused: false, compiles: built.compiles, parallel: built.parallel })
+    Ok(CellResult {
+        warnings,
+        reused: false,
+        compiles: built.compiles,
+        parallel: built.parallel,
+        phases: built.phases,
+    })
 }
 
 /// The compile cache of the native cells among `selected` (`None` when none is one, or the

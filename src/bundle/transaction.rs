@@ -281,6 +281,7 @@ pub(super) fn build_and_swap(
                 reused: cell.reused,
                 compiles: cell.compiles.clone(),
                 parallel: cell.parallel,
+                phases: cell.phases,
             }
         })
         .collect();

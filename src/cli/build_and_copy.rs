@@ -150,15 +150,17 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = NixMode::Auto)]
     pub nix: NixMode,
     /// Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files",
-    /// "id", "reused", "compile-cache", "parallel"}], "skipped": [{"backend", "variant",
+    /// "id", "reused", "compile-cache", "parallel", "seconds"}], "skipped": [{"backend", "variant",
     /// "kind", "reason"}]}` (`skipped`, absent for a Nix build: the compiled cells not built,
     /// without `variant` when a whole backend is meant, `kind` one of not-native, toolchain,
     /// config, pins, provision; `files`, `id` and `reused` are null
     /// for a Nix build; `compile-cache`: what the compile cache did for a cell compiled here,
     /// `{"compiles", "hits", "misses", "device_steps_hit", "device_steps_missed",
     /// "not_cached", "unreadable"}`, else null; `parallel`: what its compile ran with, `{"ninja-jobs",
-    /// "nvcc-threads", "split-compile"}`, else null). When no cell can be built, the failure
-    /// document (`"ok": false`) has the same `skipped` list.
+    /// "nvcc-threads", "split-compile"}`, else null; `seconds`: where a cell compiled here with
+    /// CMake spent its time, `{"prepare", "compile-cache-start", "configure", "compile",
+    /// "package"}`, else null). When no cell can be built, the failure document (`"ok": false`)
+    /// has the same `skipped` list.
     #[arg(long)]
     pub json: bool,
     /// Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),
@@ -442,7 +444,7 @@ pub fn run(args: Args) -> super::CmdResult {
         if args.json {
             let variants: Vec<serde_json::Value> = paths
                 .iter()
-                .map(|p| serde_json::json!({"name": p.file_name().unwrap_or_default(), "path": p, "files": null, "id": null, "reused": null, "compile-cache": null, "parallel": null}))
+                .map(|p| serde_json::json!({"name": p.file_name().unwrap_or_default(), "path": p, "files": null, "id": null, "reused": null, "compile-cache": null, "parallel": null, "seconds": null}))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "variants": variants }))?);
         } else {
@@ -475,7 +477,7 @@ pub(crate) fn print_built(report: &bundle::BundleReport, json: bool) -> anyhow::
         let variants: Vec<serde_json::Value> = report
             .built
             .iter()
-            .map(|v| serde_json::json!({"name": v.name, "path": v.path, "files": v.files, "id": v.id, "reused": v.reused, "compile-cache": v.compiles, "parallel": v.parallel.map(|(p, _)| p)}))
+            .map(|v| serde_json::json!({"name": v.name, "path": v.path, "files": v.files, "id": v.id, "reused": v.reused, "compile-cache": v.compiles, "parallel": v.parallel.map(|(p, _)| p), "seconds": v.phases}))
             .collect();
         let doc = serde_json::json!({ "variants": variants, "skipped": report.skipped });
         println!("{}", serde_json::to_string_pretty(&doc)?);

@@ -1133,15 +1133,17 @@ Options:
 
       --json
           Print what was built as JSON on stdout: `{"variants": [{"name", "path", "files", "id",
-          "reused", "compile-cache", "parallel"}], "skipped": [{"backend", "variant", "kind",
-          "reason"}]}` (`skipped`, absent for a Nix build: the compiled cells not built, without
-          `variant` when a whole backend is meant, `kind` one of not-native, toolchain, config,
-          pins, provision; `files`, `id` and `reused` are null for a Nix build; `compile-cache`:
-          what the compile cache did for a cell compiled here, `{"compiles", "hits", "misses",
-          "device_steps_hit", "device_steps_missed", "not_cached", "unreadable"}`, else null;
-          `parallel`: what its compile ran with, `{"ninja-jobs", "nvcc-threads", "split-compile"}`,
-          else null). When no cell can be built, the failure document (`"ok": false`) has the same
-          `skipped` list
+          "reused", "compile-cache", "parallel", "seconds"}], "skipped": [{"backend", "variant",
+          "kind", "reason"}]}` (`skipped`, absent for a Nix build: the compiled cells not built,
+          without `variant` when a whole backend is meant, `kind` one of not-native, toolchain,
+          config, pins, provision; `files`, `id` and `reused` are null for a Nix build;
+          `compile-cache`: what the compile cache did for a cell compiled here, `{"compiles",
+          "hits", "misses", "device_steps_hit", "device_steps_missed", "not_cached", "unreadable"}`,
+          else null; `parallel`: what its compile ran with, `{"ninja-jobs", "nvcc-threads",
+          "split-compile"}`, else null; `seconds`: where a cell compiled here with CMake spent its
+          time, `{"prepare", "compile-cache-start", "configure", "compile", "package"}`, else null).
+          When no cell can be built, the failure document (`"ok": false`) has the same `skipped`
+          list
 
       --builders <SPEC>
           Spread the cells over Nix remote builders: Nix's machine list (`nix build --builders`),

@@ -62,6 +62,16 @@ fn a_cell_built_in_another_checkout_takes_its_compiles_from_the_compile_cache() 
             "device_steps_missed": 0, "not_cached": {}, "unreadable": 0})
     );
     assert_eq!(nar(&a.join("build").join(&cell)), nar(&b.join("build").join(&cell)));
+    // Where the warm build's time went: each phase, in seconds, none negative; CMake configured
+    // (a new work directory) and Ninja ran.
+    let seconds = doc["variants"][0]["seconds"].as_object().unwrap();
+    assert_eq!(
+        seconds.keys().collect::<Vec<_>>(),
+        ["prepare", "compile-cache-start", "configure", "compile", "package"]
+    );
+    assert!(seconds.values().all(|s| s.as_f64().unwrap() >= 0.0), "{seconds:?}");
+    assert!(seconds["configure"].as_f64().unwrap() > 0.0, "{seconds:?}");
+    assert!(seconds["compile"].as_f64().unwrap() > 0.0, "{seconds:?}");
 
     // The work directories gone (an interrupted or pruned build): the compiles are still kept.
     fs::remove_dir_all(cache.join("cmake-v1")).unwrap();

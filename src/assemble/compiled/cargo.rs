@@ -197,7 +197,7 @@ pub(super) fn build(
     let warnings: Vec<Warning> =
         write_variant(source, config, cell, ids, out_variant_dir, layout, &ops_name, &module, toolchain)?;
     let _ = std::fs::remove_dir_all(&tmp_dir);
-    Ok(CellBuilt { warnings, compiles: None, parallel: None })
+    Ok(CellBuilt { warnings, compiles: None, parallel: None, phases: None })
 }
 
 /// The `tvm-ffi-config` tvm-ffi-sys's build script runs: `--libdir` and `--includedir` of

@@ -94,6 +94,33 @@ pub struct CellBuilt {
     /// Ninja's jobs, nvcc's threads and cicc's split the compile ran with, and whether the
     /// cell is a CUDA one (its build line names the last two).
     pub parallel: Option<(parallel::Plan, bool)>,
+    /// Where a CMake cell's time went (`None`: a noarch or cargo cell).
+    pub phases: Option<Phases>,
+}
+
+/// Where a compiled cell's build time went, in seconds (to the hundredth): what a warm build
+/// (every compile from the compile cache) still pays is what the other phases take.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Phases {
+    /// The cell's facts (torch's flags and paths, the toolkit's) and the kernel's source mirror.
+    pub prepare: f64,
+    /// The compile cache's server start (0 without the compile cache).
+    pub compile_cache_start: f64,
+    /// CMake's configure (close to 0 when the cell's facts were unchanged and it was skipped).
+    pub configure: f64,
+    /// Ninja: every compile, and the link.
+    pub compile: f64,
+    /// The variant written: the module, its ABI checks, the Python package, metadata.
+    pub package: f64,
+}
+
+/// A phase's seconds since `since`, to the hundredth; the clock restarts for the next one.
+fn lap(since: &mut std::time::Instant) -> f64 {
+    let now = std::time::Instant::now();
+    let seconds = (now - *since).as_secs_f64();
+    *since = now;
+    (seconds * 100.0).round() / 100.0
 }
 
 /// Build the compiled variant `cell` of the kernel (`source`, `config`) into
@@ -121,6 +148,7 @@ pub fn build_cell(
     if let Some(tools) = &cell.cargo {
         return cargo::build(source, config, cell, tools, ids, out_variant_dir, work, layout);
     }
+    let mut clock = std::time::Instant::now();
     // Read before anything runs: a bad value fails the build at once.
     let set = ParallelSet {
         jobs: jobs_from_env()?,
@@ -185,6 +213,7 @@ pub fn build_cell(
         }
     };
 
+    let prepare = lap(&mut clock);
     // Configure when the facts changed or nothing is configured yet ([`configure`]); then
     // build. The compile cache: a cell built in the cache's work directory (build-and-copy), never in
     // a Nix sandbox (hermetic) nor for `verify` (a fresh compile is what it checks).
@@ -203,6 +232,7 @@ pub fn build_cell(
         }
         _ => None,
     };
+    let compile_cache_start = lap(&mut clock);
     let mut cell_text = cache_file(&facts);
     let launcher = match &compile_cache {
         Some(s) => Some(compile_cache::launcher(s.program(), &src_dir, &build_dir)?),
@@ -210,6 +240,7 @@ pub fn build_cell(
     };
     cell_text.push_str(&compile_cache::launcher_lines(launcher.as_deref()));
     configure(cell, &facts, &cell_text, &src_dir, &build_dir, &tmp_dir)?;
+    let configure_seconds = lap(&mut clock);
     let plan = parallel_plan(source, config, cell, &facts, work, &set, compile_cache.as_ref(), &mut warnings);
     let cuda = cell.backend == Backend::Cuda;
     let mut compile_env = facts.env.clone();
@@ -225,6 +256,7 @@ pub fn build_cell(
         }
     }
     compile(source, cell, &src_dir, (&build_dir, &tmp_dir), plan.ninja_jobs, &compile_env)?;
+    let compile_seconds = lap(&mut clock);
     let compiles = match compile_cache.as_ref().map(compile_cache::Server::stats) {
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {
@@ -252,7 +284,14 @@ pub fn build_cell(
         &built,
         cell_toolchain(cell),
     )?);
-    Ok(CellBuilt { warnings, compiles, parallel: Some((plan, cuda)) })
+    let phases = Phases {
+        prepare,
+        compile_cache_start,
+        configure: configure_seconds,
+        compile: compile_seconds,
+        package: lap(&mut clock),
+    };
+    Ok(CellBuilt { warnings, compiles, parallel: Some((plan, cuda)), phases: Some(phases) })
 }
 
 /// The tool versions a cell's metadata records (`build.toolchain`).
