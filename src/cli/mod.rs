@@ -264,7 +264,8 @@ fn refused_environment_value(e: &clap::Error, command: &clap::Command, args: &[S
         let var = arg.get_env()?.to_str()?;
         let long = format!("--{}", arg.get_long()?);
         let given = args.iter().any(|a| *a == long || a.starts_with(&format!("{long}=")));
-        let value = std::env::var_os(var).filter(|_| !given)?;
+        // Every `env =` variable is one of src/env.rs's (a test holds them to it).
+        let value = crate::env::RUNTIME.iter().find(|v| v.name == var)?.os().filter(|_| !given)?;
         match (e.kind(), value.to_str()) {
             (ErrorKind::InvalidUtf8, None) => {
                 Some(format!("`{var}` is not UTF-8; set it to a UTF-8 value, unset it, or pass {long}"))
