@@ -661,8 +661,10 @@ pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     // 2^64 as f64 is exact; a fraction of bytes is dropped.
     anyhow::ensure!(bytes.is_finite() && bytes < 18_446_744_073_709_551_616.0, out_of_range());
     // What is under a byte would be taken as 0, which a bound reads as "keep nothing".
+    // Read from the digits: a nonzero number may round to 0.0 itself (`0.` and 400 zeros, `1`).
+    let nonzero = num.bytes().any(|b| (b'1'..=b'9').contains(&b));
     anyhow::ensure!(
-        n == 0.0 || bytes >= 1.0,
+        !nonzero || bytes >= 1.0,
         "less than one byte; write 0 for none, or a whole number of bytes"
     );
     Ok(bytes as u64)
@@ -714,6 +716,8 @@ mod tests {
         // Under a byte is refused, not taken as 0; a fraction of a byte past one is dropped.
         assert!(parse_size("0.0000001K").unwrap_err().to_string().contains("less than one byte"));
         assert_eq!(parse_size("0.0K").unwrap(), 0);
+        let tiny = format!("0.{}1K", "0".repeat(400));
+        assert!(parse_size(&tiny).unwrap_err().to_string().contains("less than one byte"));
         assert_eq!(parse_size("0.1K").unwrap(), 102);
         assert!(parse_size("lots").unwrap_err().to_string().contains("not a size"));
         assert!(parse_size("5X").is_err());

@@ -252,6 +252,8 @@ pub struct Unbuildable {
     pub reasons: Vec<String>,
     /// The planned cells among them that were skipped, with their typed reasons.
     pub skipped: Vec<SkippedBackend>,
+    /// What to do about the names among them that are no variant (a near miss, what the name is).
+    pub hints: Vec<String>,
 }
 
 impl std::fmt::Display for Unbuildable {
@@ -274,6 +276,56 @@ impl crate::error::Diagnostic for Unbuildable {
     fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
         skipped_fields(&self.skipped)
     }
+    fn hints(&self) -> Vec<String> {
+        self.hints.clone()
+    }
+}
+
+/// The planned variants a build of `requested` (every planned one when empty) builds, in plan
+/// order: what [`build_into_with`] builds, for a command to check before work of its own
+/// (`build-and-upload` asks for the Hub token after it).
+///
+/// Errors: the names that cannot be built here, each with why ([`why_not_buildable`]), and
+/// beside them the names that are no variant at all, with their hints ([`Unbuildable`]); or
+/// only the latter ([`select`]).
+pub fn selection(
+    config: &BuildConfig,
+    cells: &KernelCells,
+    the_plan: &Plan,
+    requested: &[String],
+) -> anyhow::Result<Vec<crate::assemble::compiled::PlannedVariant>> {
+    let planned = &the_plan.variants;
+    let (unplanned, not_here) = plan::unplanned_and_skipped(cells, the_plan);
+    // Every variant asked for that cannot be built here is named, not only the first.
+    let not_planned: Vec<&String> =
+        requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)).collect();
+    let reasons: Vec<String> =
+        not_planned.iter().filter_map(|r| why_not_buildable(config, cells, the_plan, r)).collect();
+    if reasons.is_empty() {
+        return select(planned, requested, &unplanned, &not_here);
+    }
+    // Names that are no variant here at all: said beside the reasons, with their hints (a
+    // user's trial lost a typo's "did you mean" behind another name's reason).
+    let unknown: Vec<&String> = not_planned
+        .iter()
+        .copied()
+        .filter(|r| why_not_buildable(config, cells, the_plan, r).is_none())
+        .collect();
+    let (mut reasons, hints) = match unknown.is_empty() {
+        true => (reasons, Vec::new()),
+        false => {
+            let e = plan::unknown_variants(planned, &unknown, &unplanned, &not_here);
+            ([reasons, vec![e.to_string()]].concat(), crate::error::hints(&e))
+        }
+    };
+    reasons.dedup();
+    let skipped = the_plan
+        .skipped
+        .iter()
+        .filter(|s| s.variant.as_ref().is_some_and(|v| requested.contains(v)))
+        .cloned()
+        .collect();
+    Err(crate::error::Error::from(Unbuildable { reasons, skipped, hints }).into())
 }
 
 /// [`build_into`] of the variants of `plan` ([`Plan::new`], made once by the command), with
@@ -297,23 +349,7 @@ pub fn build_into_with(
     options: &BuildOptions<'_>,
 ) -> anyhow::Result<BundleReport> {
     let planned = &the_plan.variants;
-    // Every variant asked for that cannot be built here is named, not only the first.
-    let reasons: Vec<String> = requested
-        .iter()
-        .filter(|r| !planned.iter().any(|p| &p.name == *r))
-        .filter_map(|r| why_not_buildable(config, cells, the_plan, r))
-        .collect();
-    if !reasons.is_empty() {
-        let skipped = the_plan
-            .skipped
-            .iter()
-            .filter(|s| s.variant.as_ref().is_some_and(|v| requested.contains(v)))
-            .cloned()
-            .collect();
-        return Err(crate::error::Error::from(Unbuildable { reasons, skipped }).into());
-    }
-    let (unplanned, not_here) = plan::unplanned_and_skipped(cells, the_plan);
-    let selected = select(planned, requested, &unplanned, &not_here)?;
+    let selected = selection(config, cells, the_plan, requested)?;
     // With `--variant`, every variant asked for is planned (checked above): the cells left
     // out are ones nobody asked for, and go unmentioned.
     let skipped: Vec<SkippedBackend> =

@@ -42,6 +42,20 @@ pub struct NativeOutcome {
     pub report: BundleReport,
 }
 
+/// Refuse the `--variant` names of `b` that [`build`] would refuse, planned as it plans them,
+/// building and fetching nothing: for a command to say so before work of its own
+/// (`build-and-upload` asks for the Hub token after it).
+///
+/// Errors: as [`super::selection`]; the toolchain cache cannot be opened.
+pub fn check_selection(b: &NativeBuild<'_>) -> anyhow::Result<()> {
+    if b.variants.is_empty() {
+        return Ok(());
+    }
+    let toolchains = choose_toolchains(&b.kernel.config, &b.toolchains)?;
+    let plan = Plan::new(&b.kernel.config, &b.kernel.cells, &b.host, &toolchains, b.variants, &|_| true);
+    super::selection(&b.kernel.config, &b.kernel.cells, &plan, b.variants).map(|_| ())
+}
+
 /// Build `b` natively; `progress` is told of each cell and of notes while it runs.
 ///
 /// Errors: a toolchain cache that cannot be opened, a kernel dependency that cannot be had, and

@@ -217,8 +217,11 @@ pub fn why_not_buildable(
     // Another system's variant: that, before what this host lacks for its backend (a user's
     // trial was told `torch215-metal-aarch64-darwin` needs xcrun on macOS).
     let host = matrix::host_system();
+    // Only a variant the kernel has there: another name is unknown (and its hints say whose
+    // name it is), not a variant to build elsewhere.
+    let has = || cells.in_scope(Scope::All).iter().any(|c| c.name == name);
     if let Some(system) = system_of(name).filter(|s| *s != host) {
-        return Some(format!("cannot build `{name}` natively: it is {}", elsewhere(&system, &host)));
+        return has().then(|| format!("cannot build `{name}` natively: it is {}", elsewhere(&system, &host)));
     }
     // A variant planned and skipped.
     if let Some(s) = plan.skipped.iter().find(|s| s.variant.as_deref() == Some(name)) {
@@ -305,17 +308,29 @@ fn tvm_ffi_cuda_fix(cell: &CompiledCell, name: &str) -> Option<String> {
 }
 
 /// `did you mean `torch-cuda`?` for the unknown names within two edits (optimal string
-/// alignment: a swap of two neighbours is one) of a valid one, else nothing: a hint. Variant names share
-/// long prefixes (`torch-`, `torch212-cxx11-`), so a similarity score would suggest
-/// `torch-rocm` for `torch-metal`; an edit distance does not.
+/// alignment: a swap of two neighbours is one) of a valid one, else nothing: a hint. With
+/// several names, each suggestion says which name it is for; a name asked for twice is
+/// suggested for once. Variant names share long prefixes (`torch-`, `torch212-cxx11-`), so a
+/// similarity score would suggest `torch-rocm` for `torch-metal`; an edit distance does not.
 pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> Option<String> {
-    let near: Vec<String> = unknown
+    let mut names: Vec<&str> = unknown.iter().map(AsRef::as_ref).collect();
+    names.sort_unstable();
+    names.dedup();
+    let near: Vec<(&str, &str)> = names
         .iter()
-        .filter_map(|u| {
-            crate::suggest::nearest(u.as_ref(), valid.iter().copied(), 2).map(|v| format!("`{v}`"))
-        })
+        .filter_map(|u| crate::suggest::nearest(u, valid.iter().copied(), 2).map(|v| (*u, v)))
         .collect();
-    (!near.is_empty()).then(|| format!("did you mean {}?", near.join(", ")))
+    match &near[..] {
+        [] => None,
+        [(_, v)] if names.len() == 1 => Some(format!("did you mean `{v}`?")),
+        many => Some(format!(
+            "did you mean {}?",
+            many.iter()
+                .map(|(u, v)| format!("`{v}` for `{}`", u.escape_debug()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
 }
 
 /// The kernel's bundle variants of this system that `the_plan` does not build, split: those not
@@ -355,10 +370,17 @@ pub fn unknown_variants<S: AsRef<str>>(
         (valid, not_here) => format!("{valid}, and {not_here}, which cannot be built here"),
     };
     let all: Vec<&str> = valid.iter().chain(not_here).copied().collect();
+    let mut names: Vec<String> = Vec::new();
+    for u in unknown {
+        let quoted = format!("`{}`", u.as_ref().escape_debug());
+        if !names.contains(&quoted) {
+            names.push(quoted);
+        }
+    }
     let message = format!(
         "unknown variant{} {}; this kernel's variants are: {listed}",
-        if unknown.len() == 1 { "" } else { "s" },
-        unknown.iter().map(|u| format!("`{}`", u.as_ref().escape_debug())).collect::<Vec<_>>().join(", "),
+        if names.len() == 1 { "" } else { "s" },
+        names.join(", "),
     );
     no_such_variant(message, unknown, &all)
 }
@@ -384,10 +406,15 @@ pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> 
     let host = matrix::host_system();
     // The system a variant name is for, when the name says one.
     let elsewhere = |system: &str| elsewhere(system, &host);
-    unknown
-        .iter()
+    let mut names: Vec<&str> = Vec::new();
+    for u in unknown.iter().map(AsRef::as_ref) {
+        if !names.contains(&u) {
+            names.push(u);
+        }
+    }
+    names
+        .into_iter()
         .filter_map(|u| {
-            let u = u.as_ref();
             if let Some(legacy) = matrix::naming::legacy_name_of_0_19(u) {
                 let what = match system_of(&legacy).as_deref() {
                     _ if all.contains(&legacy.as_str()) => String::new(),
@@ -715,11 +742,15 @@ mod tests {
         );
         assert_eq!(why_not_buildable(&c, &cells, &p, "torch-metal"), None);
         // Another system's variant says so first, before what this host lacks for its backend.
-        let other = if matrix::host_system() == "aarch64-darwin" { "x86_64-linux" } else { "aarch64-darwin" };
-        let name = format!("torch212-metal-{other}");
+        let other = if matrix::host_system() == "aarch64-linux" { "x86_64-linux" } else { "aarch64-linux" };
+        let name = format!("torch212-cxx11-cu126-{other}");
         assert!(why_not_buildable(&c, &cells, &p, &name).unwrap().starts_with(&format!(
             "cannot build `{name}` natively: it is a variant of {other}, and this machine builds "
         )),);
+        // A name of another system that is no variant of the kernel is unknown, not one to build
+        // there (a user's trial was told `torch999-…-aarch64-linux` is a variant of it).
+        assert_eq!(why_not_buildable(&c, &cells, &p, &format!("torch999-cxx11-cu132-{other}")), None);
+        assert_eq!(why_not_buildable(&c, &cells, &p, &format!("torch212-metal-{other}")), None);
     }
 
     /// A planned tvm-ffi cell `variant` of `backend`, built with nvcc `nvcc` (CUDA cells).
@@ -805,7 +836,7 @@ mod tests {
         let err = said(select(&planned, &["torch-cpu".into(), "cuda".into()], &[], &[]).unwrap_err());
         assert_eq!(
             err,
-            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu\nhint: did you mean `torch-xpu`?"
+            "unknown variants `torch-cpu`, `cuda`; this kernel's variants are: torch-cuda, torch-rocm, torch-xpu\nhint: did you mean `torch-xpu` for `torch-cpu`?"
         );
         let err = said(select(&planned, &["torch-metal".into()], &[], &[]).unwrap_err());
         assert!(err.ends_with("torch-rocm, torch-xpu"), "no near miss, no suggestion: {err}");

@@ -618,7 +618,10 @@ fn package_set_name(s: &str) -> Result<String, String> {
 /// user's trial). A blank entry stands for none (an empty variable narrows nothing).
 fn cuda_capability_arg(s: &str) -> Result<String, String> {
     if !s.trim().is_empty() {
-        crate::config::CudaCapability::parse(s.trim()).map_err(|e| format!("{e:#}"))?;
+        // Escaped, on one line: clap prints the reason as it is, and the value may hold a line
+        // break or a terminal sequence.
+        crate::config::CudaCapability::parse(s.trim())
+            .map_err(|e| crate::printer::escape_controls(&format!("{e:#}")).replace('\n', "\\n"))?;
     }
     Ok(s.to_owned())
 }

@@ -41,16 +41,17 @@ pub fn run(args: Args) -> super::CmdResult {
         );
     }
     let loaded = super::load_config(&dir)?;
-    // A variant name that is none of the kernel's here, no token, or no repository: said now,
-    // not after the build (nor the token asked for to build a typo).
-    bundle::known_here(&loaded.cells, &args.variants)?;
-    super::upload::require_token(&args.flags)?;
-    let options = super::upload::upload_options(dir.clone(), Ok(loaded.config.clone()), &args.flags);
-    crate::hub::upload::repo_id(&options)?;
     // Without --python, the CPU and CUDA bundle cells build (and are verified) from pinned
     // wheels, as `build-and-copy --nix never` builds them: one plan for both.
     let request = args.toolchain.request(&args.fetch, !args.flags.json, false);
     let build = args.native.build(&dir, &loaded, &args.variants, host, request);
+    // A variant the build would refuse, no token, or no repository: said now, not after the
+    // build (nor the token asked for to build a typo). The build's own plan decides, so a cell
+    // of --python's torch outside the matrix is one.
+    bundle::native::check_selection(&build)?;
+    super::upload::require_token(&args.flags)?;
+    let options = super::upload::upload_options(dir.clone(), Ok(loaded.config.clone()), &args.flags);
+    crate::hub::upload::repo_id(&options)?;
     let bundle::native::NativeOutcome { plan, report } =
         super::build_and_copy::build_natively(&build, args.flags.json)?;
     // The same lines as build-and-copy, on the same stream; with --json the upload's document

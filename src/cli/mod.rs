@@ -218,7 +218,11 @@ fn command_line_error(e: clap::Error) -> ExitCode {
     );
     // `args_os`: the argument clap refused may be the one that is not UTF-8, and `args` would
     // panic on it.
-    let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    let args_os: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    // What is after `--` is the user's own command's (devshell, tune), not ours.
+    let ours = args_os.iter().position(|a| a == "--").unwrap_or(args_os.len());
+    let args: Vec<String> = args_os[..ours].iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let argv_utf8 = args_os.iter().all(|a| a.to_str().is_some());
     // The subcommand path the arguments name (`matrix check-wheel`), as far as they name one.
     let mut command = Cli::command();
     let mut names: Vec<String> = Vec::new();
@@ -231,7 +235,7 @@ fn command_line_error(e: clap::Error) -> ExitCode {
             None => break,
         }
     }
-    let from_env = if shown { None } else { refused_environment_value(&e, &command, &args) };
+    let from_env = if shown { None } else { refused_environment_value(&e, &command, &args, argv_utf8) };
     let json = args.iter().any(|a| a == "--json");
     let message = match from_env {
         Some(message) => {
@@ -253,8 +257,14 @@ fn command_line_error(e: clap::Error) -> ExitCode {
 
 /// What clap refused, said of the environment variable it came from: an argument of `command`
 /// with `env = VAR` whose flag `args` does not give, when VAR is set and is the value refused
-/// (clap's error names the flag) or is not UTF-8 (clap's says "invalid UTF-8 in arguments").
-fn refused_environment_value(e: &clap::Error, command: &clap::Command, args: &[String]) -> Option<String> {
+/// (clap's error names the flag) or is not UTF-8 while every argument is (clap's says "invalid
+/// UTF-8 in arguments"). `args` are ours, those before `--`.
+fn refused_environment_value(
+    e: &clap::Error,
+    command: &clap::Command,
+    args: &[String],
+    argv_utf8: bool,
+) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let refused_flag = match e.get(ContextKind::InvalidArg) {
         Some(ContextValue::String(s)) => s.split_whitespace().next().map(str::to_owned),
@@ -267,7 +277,8 @@ fn refused_environment_value(e: &clap::Error, command: &clap::Command, args: &[S
         // Every `env =` variable is one of src/env.rs's (a test holds them to it).
         let value = crate::env::RUNTIME.iter().find(|v| v.name == var)?.os().filter(|_| !given)?;
         match (e.kind(), value.to_str()) {
-            (ErrorKind::InvalidUtf8, None) => {
+            // Not UTF-8 on the command line too: clap's message is about that argument.
+            (ErrorKind::InvalidUtf8, None) if argv_utf8 => {
                 Some(format!("`{var}` is not UTF-8; set it to a UTF-8 value, unset it, or pass {long}"))
             }
             (ErrorKind::ValueValidation | ErrorKind::InvalidValue, Some(value))

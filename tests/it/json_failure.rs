@@ -167,6 +167,47 @@ fn an_unknown_variant_lists_the_near_miss_and_what_it_is_as_hints() {
     );
 }
 
+/// A name of another system's variant beside a typo: both are said, the typo's near miss as a
+/// hint (a user's trial lost it behind the other's reason), each name once; and a name of
+/// another system that is no variant of the kernel is unknown, not "a variant of" it.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn another_systems_variant_beside_a_typo_keeps_the_typos_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("relu");
+    crate::util::copy_kernel("relu", &dir);
+    let run = |names: &[&str]| {
+        let mut args = vec!["build-and-copy", "--json", "--nix", "never", "--offline"];
+        for n in names {
+            args.extend(["--variant", n]);
+        }
+        let out = kb()
+            .args(&args)
+            .current_dir(&dir)
+            .env("KERNEL_BUILDER_CACHE_DIR", tmp.path().join("cache"))
+            .env("KERNEL_BUILDER_TOOLCHAIN_CACHE_DIR", tmp.path().join("toolchains"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["error"].clone()
+    };
+    let typo = "torch215-cxx11-cpu-x86_64-linx";
+    let e = run(&[typo, "torch215-cxx11-cpu-aarch64-linux", typo]);
+    let message = e["message"].as_str().unwrap();
+    assert!(message.starts_with("2 of the variants asked for cannot be built:\n  cannot build `torch215-cxx11-cpu-aarch64-linux` natively: it is a variant of aarch64-linux, and this machine builds x86_64-linux's"), "{message}");
+    assert!(
+        message.contains(&format!("\n  unknown variant `{typo}`; this kernel's variants are: ")),
+        "{message}"
+    );
+    assert_eq!(e["hints"], json!(["did you mean `torch215-cxx11-cpu-x86_64-linux`?"]));
+    let e = run(&["torch999-cxx11-cpu-aarch64-linux"]);
+    assert!(
+        e["message"].as_str().unwrap().starts_with("unknown variant `torch999-cxx11-cpu-aarch64-linux`; "),
+        "{e}"
+    );
+}
+
 /// Without `--json` a failure leaves stdout empty: the document is only for `--json`.
 #[test]
 fn without_json_a_failure_prints_nothing_on_stdout() {
@@ -361,6 +402,29 @@ fn a_value_refused_from_the_environment_names_the_variable() {
     let (code, stderr, _) = run("abc".as_ref(), &["build-and-copy", "--cuda-capabilities", "xyz"]);
     assert_eq!(code, Some(2));
     assert!(stderr.starts_with("error: invalid value 'xyz' for '--cuda-capabilities <CAPS>'"), "{stderr}");
+    // What follows `--` is the user's command's: neither its `--python` nor its `--json` is ours.
+    let out = kb()
+        .args(["tune", "k", "--", "--python", "--json"])
+        .current_dir(tmp.path())
+        .env("KERNEL_BUILDER_PYTHON", std::ffi::OsStr::from_bytes(b"py\xff"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: `KERNEL_BUILDER_PYTHON` is not UTF-8; set it to a UTF-8 value, unset it, or pass --python\n"
+    );
+    // An argument that is not UTF-8 as well: clap's message, about the arguments.
+    let out = kb()
+        .arg("build-and-copy")
+        .arg(std::ffi::OsStr::from_bytes(b"k\xff"))
+        .current_dir(tmp.path())
+        .env("KERNEL_BUILDER_CUDA_CAPABILITIES", std::ffi::OsStr::from_bytes(b"\xff"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr).unwrap().starts_with("error: invalid UTF-8 was detected"));
 }
 
 /// A command line that clap refuses is reported, never a panic, whatever bytes it holds: the

@@ -928,6 +928,31 @@ fn build_and_upload_refuses_an_unknown_variant_before_asking_for_a_token() {
     assert_eq!(env.server.stats()["requests"], json!({}));
 }
 
+/// From a user's trial: the early refusal above took the matrix's cells for the kernel's
+/// variants, so the cell of a `--python` torch outside the matrix, which build-and-copy builds,
+/// was called unknown. The check is the build's own plan: such a cell passes it, and the
+/// command goes on to ask for the token (nothing built without one).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn build_and_upload_takes_a_cell_of_the_python_given_before_asking_for_a_token() {
+    let Some((py, cell)) = crate::cellcache::venv_cpu_cell() else { return };
+    let env = Env::new();
+    let dir = env.root.join("relu");
+    crate::util::copy_kernel("relu", &dir);
+    let r = run(
+        kb(&env.server.url, &env.root.join("hf"), None)
+            .args(["build-and-upload", "--repo-id", "test-org/relu", "--python"])
+            .arg(&py)
+            .args(["--variant", &cell])
+            .arg(&dir),
+        None,
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.starts_with("error: no Hub token: HF_TOKEN is not set"), "{}", r.stderr);
+    assert!(!dir.join("build").exists());
+    assert_eq!(env.server.stats()["requests"], json!({}));
+}
+
 #[test]
 fn card_goes_to_main_as_readme_and_benchmarks_to_the_branch() {
     let env = Env::new();
