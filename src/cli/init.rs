@@ -329,7 +329,7 @@ fn check_flake_ref(r: &str) -> Result<(), UsageError> {
         Ok(())
     } else {
         Err(UsageError::new(
-            format!("`--flake-ref {r}` is not a flake reference: no spaces, quotes, `\\` or `$` (e.g. `github:org/repo`, `path:/src/kernel-builder`)"),
+            format!("`{}` (--flake-ref, or KERNEL_BUILDER_FLAKE_REF when that is not given) is not a flake reference: no spaces, quotes, `\\` or `$` (e.g. `github:org/repo`, `path:/src/kernel-builder`)", r.escape_debug()),
             None,
         ))
     }

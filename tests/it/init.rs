@@ -217,6 +217,25 @@ repo-id = "myorg/vector-add-helion"
 }
 
 /// The default template is helion, PATH defaults to NAME.
+/// A bad KERNEL_BUILDER_FLAKE_REF is refused naming both places it may come from (a user's
+/// trial was told `--flake-ref`, which it had not passed), the value escaped.
+#[test]
+fn a_bad_flake_ref_from_the_environment_is_said_to_be_from_either() {
+    let s = Scratch::new();
+    let out = s
+        .kb()
+        .env("KERNEL_BUILDER_FLAKE_REF", "a b\n")
+        .args(["init", "--name", "org/k", "k"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: `a b\\n` (--flake-ref, or KERNEL_BUILDER_FLAKE_REF when that is not given) is not a flake reference: no spaces, quotes, `\\` or `$` (e.g. `github:org/repo`, `path:/src/kernel-builder`)\n"
+    );
+    assert!(!s.root.join("k").exists());
+}
+
 #[test]
 fn defaults_helion_in_name_dir() {
     let s = Scratch::new();
