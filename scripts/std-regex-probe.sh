@@ -2,8 +2,8 @@
 # Issue 32, deep-gemm's SIGSEGV: cuda-gdb put it in the construction of the std::regex of the
 # kernel's run-time include parser (csrc/jit/include_parser.hpp), compiled in csrc/impl.cu.
 # This builds that one regex four ways on the machine it runs on (nvcc with the kernel's
-# flags, nvcc at C++17, the C++ compiler alone, nvcc without unique statics), each in a shared object, and runs each alone
-# and after `import torch`. On the GPU machine it tells whether that machine's nvcc host pass
+# flags, nvcc at C++17, the C++ compiler alone, nvcc without unique statics), each in a shared
+# object, and runs each alone and after `import torch`. On the GPU machine it tells whether that machine's nvcc host pass
 # (cudafe++ and its g++) miscompiles it, which is the kernel's choice of a .cu for host code,
 # or whether the regex faults wherever it is built, which points at the process.
 # Here (nvcc 13.0, g++ 12.2, torch 2.11.0+cu130) and on the GPU machine (nvcc 13.0, g++ 13.3.0,
