@@ -254,6 +254,9 @@ pub struct Unbuildable {
     pub skipped: Vec<SkippedBackend>,
     /// What to do about the names among them that are no variant (a near miss, what the name is).
     pub hints: Vec<String>,
+    /// How many names are refused: one reason each, and the line of those that are no variant
+    /// names them all.
+    pub names: usize,
 }
 
 impl std::fmt::Display for Unbuildable {
@@ -263,7 +266,7 @@ impl std::fmt::Display for Unbuildable {
             many => write!(
                 f,
                 "{} of the variants asked for cannot be built:\n  {}",
-                many.len(),
+                self.names,
                 many.join("\n  ")
             ),
         }
@@ -297,8 +300,13 @@ pub fn selection(
     let planned = &the_plan.variants;
     let (unplanned, not_here) = plan::unplanned_and_skipped(cells, the_plan);
     // Every variant asked for that cannot be built here is named, not only the first.
-    let not_planned: Vec<&String> =
-        requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)).collect();
+    // Each name once, in the order given.
+    let mut not_planned: Vec<&String> = Vec::new();
+    for r in requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)) {
+        if !not_planned.contains(&r) {
+            not_planned.push(r);
+        }
+    }
     let reasons: Vec<String> =
         not_planned.iter().filter_map(|r| why_not_buildable(config, cells, the_plan, r)).collect();
     if reasons.is_empty() {
@@ -311,21 +319,21 @@ pub fn selection(
         .copied()
         .filter(|r| why_not_buildable(config, cells, the_plan, r).is_none())
         .collect();
-    let (mut reasons, hints) = match unknown.is_empty() {
+    let (reasons, hints) = match unknown.is_empty() {
         true => (reasons, Vec::new()),
         false => {
             let e = plan::unknown_variants(planned, &unknown, &unplanned, &not_here);
             ([reasons, vec![e.to_string()]].concat(), crate::error::hints(&e))
         }
     };
-    reasons.dedup();
     let skipped = the_plan
         .skipped
         .iter()
         .filter(|s| s.variant.as_ref().is_some_and(|v| requested.contains(v)))
         .cloned()
         .collect();
-    Err(crate::error::Error::from(Unbuildable { reasons, skipped, hints }).into())
+    let names = not_planned.len();
+    Err(crate::error::Error::from(Unbuildable { reasons, skipped, hints, names }).into())
 }
 
 /// [`build_into`] of the variants of `plan` ([`Plan::new`], made once by the command), with

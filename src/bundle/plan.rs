@@ -313,9 +313,12 @@ fn tvm_ffi_cuda_fix(cell: &CompiledCell, name: &str) -> Option<String> {
 /// suggested for once. Variant names share long prefixes (`torch-`, `torch212-cxx11-`), so a
 /// similarity score would suggest `torch-rocm` for `torch-metal`; an edit distance does not.
 pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> Option<String> {
-    let mut names: Vec<&str> = unknown.iter().map(AsRef::as_ref).collect();
-    names.sort_unstable();
-    names.dedup();
+    let mut names: Vec<&str> = Vec::new();
+    for u in unknown.iter().map(AsRef::as_ref) {
+        if !names.contains(&u) {
+            names.push(u);
+        }
+    }
     let near: Vec<(&str, &str)> = names
         .iter()
         .filter_map(|u| crate::suggest::nearest(u, valid.iter().copied(), 2).map(|v| (*u, v)))
@@ -400,12 +403,18 @@ fn elsewhere(system: &str, host: &str) -> String {
     format!("a variant of {system}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
 }
 
+/// What a name of `system` that is no variant here is said to be: the name says its system,
+/// and whether the kernel has such a variant there is not known where this is said.
+fn named_for(system: &str, host: &str) -> String {
+    format!("a name for {system}, and this machine builds {host}'s variants: one of {system} is built on such a machine, or through Nix with a remote builder of that system (`--builders`)")
+}
+
 /// What names that are no variant here are, one hint each: a kernels 0.19 spelling of one
 /// (kernel-builder takes the legacy names both loaders read), or a variant of another system.
 pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> {
     let host = matrix::host_system();
     // The system a variant name is for, when the name says one.
-    let elsewhere = |system: &str| elsewhere(system, &host);
+    let elsewhere = |system: &str| named_for(system, &host);
     let mut names: Vec<&str> = Vec::new();
     for u in unknown.iter().map(AsRef::as_ref) {
         if !names.contains(&u) {
@@ -882,13 +891,13 @@ mod tests {
         )));
         assert_eq!(
             msg(&format!("torch215-cxx11-cu132-{other}")),
-            format!("unknown variant `torch215-cxx11-cu132-{other}`; this kernel's variants are: {ours}\nhint: `torch215-cxx11-cu132-{other}` is a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)")
+            format!("unknown variant `torch215-cxx11-cu132-{other}`; this kernel's variants are: {ours}\nhint: `torch215-cxx11-cu132-{other}` is a name for {other}, and this machine builds {host}'s variants: one of {other} is built on such a machine, or through Nix with a remote builder of that system (`--builders`)")
         );
         // A 0.19 name of another system's variant says both (it had said "which this kernel
         // does not have either" of a variant the kernel has, on aarch64-linux).
         assert_eq!(
             msg(&format!("torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}")),
-            format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}`; this kernel's variants are: {ours}\nhint: `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}` is the kernels 0.19 spelling of `torch215-cxx11-cu132-{other}`, a variant of {other}, and this machine builds {host}'s: build it on such a machine, or through Nix with a remote builder of that system (`--builders`); name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
+            format!("unknown variant `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}`; this kernel's variants are: {ours}\nhint: `torch-2.15-cxx11-cuda-13.2-cpython-3.9-abi3-{other}` is the kernels 0.19 spelling of `torch215-cxx11-cu132-{other}`, a name for {other}, and this machine builds {host}'s variants: one of {other} is built on such a machine, or through Nix with a remote builder of that system (`--builders`); name variants the legacy way, as `list-variants` prints them (`--names both` shows the two)")
         );
         // A name with a line break is shown escaped, on the error's one line.
         assert!(msg("torch\nfoo").starts_with("unknown variant `torch\\nfoo`;"), "{}", msg("torch\nfoo"));

@@ -206,6 +206,22 @@ fn another_systems_variant_beside_a_typo_keeps_the_typos_hint() {
         e["message"].as_str().unwrap().starts_with("unknown variant `torch999-cxx11-cpu-aarch64-linux`; "),
         "{e}"
     );
+    // Its hint says whose name it is, not that the kernel has it there (a re-trial was told
+    // "a variant of aarch64-linux").
+    assert_eq!(
+        e["hints"],
+        json!(["`torch999-cxx11-cpu-aarch64-linux` is a name for aarch64-linux, and this machine builds x86_64-linux's variants: one of aarch64-linux is built on such a machine, or through Nix with a remote builder of that system (`--builders`)"])
+    );
+    // The count is of names, not of lines: two typos and another system's variant are three.
+    let e = run(&[typo, "torch215-cxx11-cpu-x86_64-lin", "torch215-cxx11-cpu-aarch64-linux"]);
+    assert!(
+        e["message"].as_str().unwrap().starts_with("3 of the variants asked for cannot be built:"),
+        "{e}"
+    );
+    assert_eq!(
+        e["hints"],
+        json!([format!("did you mean `torch215-cxx11-cpu-x86_64-linux` for `{typo}`, `torch215-cxx11-cpu-x86_64-linux` for `torch215-cxx11-cpu-x86_64-lin`?")])
+    );
 }
 
 /// Without `--json` a failure leaves stdout empty: the document is only for `--json`.

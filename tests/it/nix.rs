@@ -631,7 +631,7 @@ fn unknown_variant_is_refused_with_the_kernels_variants() {
     .unwrap_err();
     let err = kernel_builder::error::failure_lines(&err).join("\n");
     assert!(
-        err.ends_with("\nhint: `torch215-cxx11-cpu-aarch64-linux` is a variant of aarch64-linux, and this machine builds x86_64-linux's: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)"),
+        err.ends_with("\nhint: `torch215-cxx11-cpu-aarch64-linux` is a name for aarch64-linux, and this machine builds x86_64-linux's variants: one of aarch64-linux is built on such a machine, or through Nix with a remote builder of that system (`--builders`)"),
         "{err}"
     );
 }

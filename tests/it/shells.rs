@@ -291,7 +291,7 @@ fn devshell_without_python_gives_the_pinned_cells_toolchain() {
     assert_eq!(code, Some(1));
     assert_eq!(
         stderr,
-        "error: `torch214-cxx11-cpu-aarch64-linux` is not a pinned cell of `relu` on this system; these are: torch214-cxx11-cpu-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux\nhint: `torch214-cxx11-cpu-aarch64-linux` is a variant of aarch64-linux, and this machine builds x86_64-linux's: build it on such a machine, or through Nix with a remote builder of that system (`--builders`)\n"
+        "error: `torch214-cxx11-cpu-aarch64-linux` is not a pinned cell of `relu` on this system; these are: torch214-cxx11-cpu-x86_64-linux, torch214-cxx11-cu130-x86_64-linux, torch215-cxx11-cpu-x86_64-linux, torch215-cxx11-cu132-x86_64-linux\nhint: `torch214-cxx11-cpu-aarch64-linux` is a name for aarch64-linux, and this machine builds x86_64-linux's variants: one of aarch64-linux is built on such a machine, or through Nix with a remote builder of that system (`--builders`)\n"
     );
     // The names of a user's trial: a kernels 0.19 spelling, a typo, and a matrix cell whose
     // torch wheel has no hash pinned (it was listed as "pinned", then failed to provision).
