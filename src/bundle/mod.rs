@@ -62,9 +62,9 @@ pub mod verify;
 
 pub use lock::{lock_dir, Lock};
 pub use plan::{
-    choose_toolchains, compiled_backends, did_you_mean, host_cell, known_here, no_such_variant,
-    noarch_variants, pinned_plan, plan, select, unplanned_variant_dirs, uses_pins, variant_kind,
-    what_they_are, why_not_buildable, Plan, ToolchainRequest, Toolchains,
+    choose_toolchains, compiled_backends, host_cell, known_here, no_such_variant, noarch_variants,
+    pinned_plan, plan, select, unplanned_variant_dirs, uses_pins, variant_kind, why_not_buildable, Plan,
+    ToolchainRequest, Toolchains,
 };
 
 use crate::assemble::compiled::SkippedBackend;
@@ -299,26 +299,21 @@ pub fn selection(
 ) -> anyhow::Result<Vec<crate::assemble::compiled::PlannedVariant>> {
     let planned = &the_plan.variants;
     let (unplanned, not_here) = plan::unplanned_and_skipped(cells, the_plan);
-    // Every variant asked for that cannot be built here is named, not only the first.
-    // Each name once, in the order given.
-    let mut not_planned: Vec<&String> = Vec::new();
-    for r in requested.iter().filter(|r| !planned.iter().any(|p| &p.name == *r)) {
-        if !not_planned.contains(&r) {
-            not_planned.push(r);
-        }
-    }
-    let reasons: Vec<String> =
-        not_planned.iter().filter_map(|r| why_not_buildable(config, cells, the_plan, r)).collect();
+    // Every variant asked for that cannot be built here is named, not only the first; each
+    // name once, in the order given.
+    let not_planned: Vec<&str> =
+        plan::each_once(requested).into_iter().filter(|r| !planned.iter().any(|p| p.name == *r)).collect();
+    let (reasons, unknown): (Vec<_>, Vec<_>) = not_planned
+        .iter()
+        .map(|r| (*r, why_not_buildable(config, cells, the_plan, r)))
+        .partition(|(_, why)| why.is_some());
     if reasons.is_empty() {
         return select(planned, requested, &unplanned, &not_here);
     }
+    let reasons: Vec<String> = reasons.into_iter().filter_map(|(_, why)| why).collect();
     // Names that are no variant here at all: said beside the reasons, with their hints (a
     // user's trial lost a typo's "did you mean" behind another name's reason).
-    let unknown: Vec<&String> = not_planned
-        .iter()
-        .copied()
-        .filter(|r| why_not_buildable(config, cells, the_plan, r).is_none())
-        .collect();
+    let unknown: Vec<&str> = unknown.into_iter().map(|(r, _)| r).collect();
     let (reasons, hints) = match unknown.is_empty() {
         true => (reasons, Vec::new()),
         false => {

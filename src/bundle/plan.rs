@@ -307,18 +307,24 @@ fn tvm_ffi_cuda_fix(cell: &CompiledCell, name: &str) -> Option<String> {
     Some(fix)
 }
 
+/// Each of `names` once, in the order given: a name asked for twice is said of once.
+pub(super) fn each_once<S: AsRef<str>>(names: &[S]) -> Vec<&str> {
+    let mut once: Vec<&str> = Vec::new();
+    for n in names.iter().map(AsRef::as_ref) {
+        if !once.contains(&n) {
+            once.push(n);
+        }
+    }
+    once
+}
+
 /// `did you mean `torch-cuda`?` for the unknown names within two edits (optimal string
 /// alignment: a swap of two neighbours is one) of a valid one, else nothing: a hint. With
 /// several names, each suggestion says which name it is for; a name asked for twice is
 /// suggested for once. Variant names share long prefixes (`torch-`, `torch212-cxx11-`), so a
 /// similarity score would suggest `torch-rocm` for `torch-metal`; an edit distance does not.
-pub fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> Option<String> {
-    let mut names: Vec<&str> = Vec::new();
-    for u in unknown.iter().map(AsRef::as_ref) {
-        if !names.contains(&u) {
-            names.push(u);
-        }
-    }
+fn did_you_mean<S: AsRef<str>>(unknown: &[S], valid: &[&str]) -> Option<String> {
+    let names = each_once(unknown);
     let near: Vec<(&str, &str)> = names
         .iter()
         .filter_map(|u| crate::suggest::nearest(u, valid.iter().copied(), 2).map(|v| (*u, v)))
@@ -373,17 +379,11 @@ pub fn unknown_variants<S: AsRef<str>>(
         (valid, not_here) => format!("{valid}, and {not_here}, which cannot be built here"),
     };
     let all: Vec<&str> = valid.iter().chain(not_here).copied().collect();
-    let mut names: Vec<String> = Vec::new();
-    for u in unknown {
-        let quoted = format!("`{}`", u.as_ref().escape_debug());
-        if !names.contains(&quoted) {
-            names.push(quoted);
-        }
-    }
+    let names = each_once(unknown);
     let message = format!(
         "unknown variant{} {}; this kernel's variants are: {listed}",
         if names.len() == 1 { "" } else { "s" },
-        names.join(", "),
+        names.iter().map(|u| format!("`{}`", u.escape_debug())).collect::<Vec<_>>().join(", "),
     );
     no_such_variant(message, unknown, &all)
 }
@@ -411,23 +411,17 @@ fn named_for(system: &str, host: &str) -> String {
 
 /// What names that are no variant here are, one hint each: a kernels 0.19 spelling of one
 /// (kernel-builder takes the legacy names both loaders read), or a variant of another system.
-pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> {
+fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> {
     let host = matrix::host_system();
     // The system a variant name is for, when the name says one.
-    let elsewhere = |system: &str| named_for(system, &host);
-    let mut names: Vec<&str> = Vec::new();
-    for u in unknown.iter().map(AsRef::as_ref) {
-        if !names.contains(&u) {
-            names.push(u);
-        }
-    }
-    names
+    let named_for = |system: &str| named_for(system, &host);
+    each_once(unknown)
         .into_iter()
         .filter_map(|u| {
             if let Some(legacy) = matrix::naming::legacy_name_of_0_19(u) {
                 let what = match system_of(&legacy).as_deref() {
                     _ if all.contains(&legacy.as_str()) => String::new(),
-                    Some(system) if system != host => format!(", {}", elsewhere(system)),
+                    Some(system) if system != host => format!(", {}", named_for(system)),
                     _ => ", which this kernel does not have either".to_owned(),
                 };
                 return Some(format!(
@@ -435,14 +429,14 @@ pub fn what_they_are<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> 
                 ));
             }
             let system = system_of(u)?;
-            (system != host).then(|| format!("`{u}` is {}", elsewhere(&system)))
+            (system != host).then(|| format!("`{u}` is {}", named_for(&system)))
         })
         .collect()
 }
 
 /// The hints for names that are none of `all`: the near misses ([`did_you_mean`]), then what
 /// each is ([`what_they_are`]).
-pub fn name_hints<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> {
+fn name_hints<S: AsRef<str>>(unknown: &[S], all: &[&str]) -> Vec<String> {
     did_you_mean(unknown, all).into_iter().chain(what_they_are(unknown, all)).collect()
 }
 
@@ -452,9 +446,9 @@ pub fn no_such_variant<S: AsRef<str>>(message: String, unknown: &[S], all: &[&st
     crate::error::Error::new(crate::error::Kind::Failed, message).with_hints(name_hints(unknown, all)).into()
 }
 
-/// Refuses the names in `requested` that are none of this host's variants of the kernel, with
-/// what [`unknown_variants`] says of them: for a command to say before work it would do first
-/// (a Hub token asked for, a toolchain fetched) what the plan would only say after.
+/// Refuses the names in `requested` that are none of this host's variants of the kernel (its
+/// cells on this system, in the matrix or not), with what [`unknown_variants`] says of them:
+/// `verify` says so of names `build/` lacks before it plans a rebuild.
 pub fn known_here<S: AsRef<str>>(cells: &matrix::KernelCells, requested: &[S]) -> anyhow::Result<()> {
     let system = matrix::host_system();
     let here: Vec<&str> = cells.on(&system, matrix::Scope::All).map(|c| c.name.as_str()).collect();
